@@ -1,0 +1,33 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/expected.hpp"
+#include "core/tensor.hpp"
+
+namespace troupe::core {
+
+/// Named tensors (variables, optimizer slots) and named integer vectors (step, epoch,
+/// optimizer iteration counts) saved together.
+struct Checkpoint {
+  std::map<std::string, Tensor> tensors;
+  std::map<std::string, std::vector<int64_t>> ints;
+};
+
+/// The file format's version; readers refuse other versions with a clear error.
+inline constexpr uint32_t checkpoint_format_version = 1;
+
+/// Writes `ckpt` to `path` atomically: a temporary file in the same directory, fsynced,
+/// renamed over `path`, and the directory fsynced. On any error the temporary file is
+/// removed and an existing file at `path` is untouched.
+Status write_checkpoint(const std::string& path, const Checkpoint& ckpt);
+
+/// Reads a checkpoint. A missing file is not_found; a wrong magic or version, a record
+/// whose CRC32C does not match, a truncated file or trailing bytes are data_loss errors
+/// naming the file, the record and the byte offset.
+Expected<Checkpoint> read_checkpoint(const std::string& path);
+
+}  // namespace troupe::core

@@ -1,0 +1,75 @@
+#include "core/checkpoint/checkpoint_manager.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <system_error>
+
+namespace troupe::core {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* suffix = ".tckpt";
+
+}  // namespace
+
+CheckpointManager::CheckpointManager(std::string directory, int max_to_keep, std::string prefix)
+    : directory_(std::move(directory)), max_to_keep_(max_to_keep), prefix_(std::move(prefix)) {}
+
+Expected<std::string> CheckpointManager::save(const Checkpoint& ckpt, int64_t step) {
+  if (step < 0) return make_error(Errc::invalid_argument, "checkpoint step must be >= 0");
+  std::error_code ec;
+  fs::create_directories(directory_, ec);
+  if (ec) return make_error(Errc::io_error, directory_ + ": cannot create (" + ec.message() + ")");
+  const std::string path = directory_ + "/" + prefix_ + "-" + std::to_string(step) + suffix;
+  if (auto st = write_checkpoint(path, ckpt); !st) return st.error();
+  if (max_to_keep_ > 0) {
+    auto all = checkpoints();
+    const auto excess = static_cast<int64_t>(all.size()) - max_to_keep_;
+    for (int64_t i = 0; i < excess; ++i) fs::remove(all[static_cast<size_t>(i)].second, ec);
+  }
+  return path;
+}
+
+std::vector<std::pair<int64_t, std::string>> CheckpointManager::checkpoints() const {
+  std::vector<std::pair<int64_t, std::string>> out;
+  std::error_code ec;
+  const std::string head = prefix_ + "-";
+  const std::string tail = suffix;
+  for (fs::directory_iterator it(directory_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= head.size() + tail.size() || name.compare(0, head.size(), head) != 0 ||
+        name.compare(name.size() - tail.size(), tail.size(), tail) != 0)
+      continue;
+    const char* first = name.data() + head.size();
+    const char* last = name.data() + name.size() - tail.size();
+    int64_t step = 0;
+    auto [p, err] = std::from_chars(first, last, step);
+    if (err != std::errc() || p != last) continue;
+    out.emplace_back(step, it->path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::optional<std::string> CheckpointManager::latest() const {
+  auto all = checkpoints();
+  if (all.empty()) return std::nullopt;
+  return all.back().second;
+}
+
+Expected<std::pair<int64_t, Checkpoint>> CheckpointManager::restore_latest(
+    std::vector<Error>* skipped) const {
+  auto all = checkpoints();
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    auto ckpt = read_checkpoint(it->second);
+    if (ckpt) return std::make_pair(it->first, std::move(*ckpt));
+    if (skipped) skipped->push_back(ckpt.error());
+  }
+  return make_error(Errc::not_found, directory_ + ": no usable checkpoint (" +
+                                         std::to_string(all.size()) + " found)");
+}
+
+}  // namespace troupe::core

@@ -1,0 +1,157 @@
+#include "core/data/text_formats.hpp"
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string_view>
+
+namespace troupe::core {
+
+namespace {
+
+Expected<std::string> slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return make_error(errno == ENOENT ? Errc::not_found : Errc::io_error,
+                      path + ": cannot open (" + std::strerror(errno ? errno : EIO) + ")");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return make_error(Errc::io_error, path + ": read failed");
+  return ss.str();
+}
+
+Error bad_line(const std::string& path, int64_t line, int64_t offset, const std::string& what) {
+  return make_error(Errc::data_loss, path + ":" + std::to_string(line) + ": " + what +
+                                         " at offset " + std::to_string(offset));
+}
+
+bool parse_float(std::string_view s, float& out) {
+  if (s.empty()) return false;
+  if (s.front() == '+') s.remove_prefix(1);
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+bool parse_int(std::string_view s, int64_t& out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return !s.empty() && ec == std::errc() && p == s.data() + s.size();
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+// Calls f(line_view, line_number, offset_of_line) for each line.
+template <class F>
+Status for_each_line(const std::string& text, F f) {
+  size_t at = 0;
+  int64_t line = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    ++line;
+    if (auto st = f(std::string_view(text).substr(at, end - at), line, static_cast<int64_t>(at)); !st)
+      return st;
+    at = end + 1;
+  }
+  return {};
+}
+
+}  // namespace
+
+Expected<std::vector<Example>> read_libsvm(const std::string& path) {
+  auto text = slurp(path);
+  if (!text) return text.error();
+  std::vector<Example> out;
+  auto st = for_each_line(*text, [&](std::string_view line, int64_t no, int64_t offset) -> Status {
+    const auto hash = line.find('#');
+    if (hash != std::string_view::npos) line = line.substr(0, hash);
+    if (trim(line).empty()) return {};
+    Example e;
+    size_t pos = 0;
+    bool first = true;
+    int64_t last_index = -1;
+    while (pos < line.size()) {
+      while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\t' || line[pos] == '\r')) ++pos;
+      if (pos >= line.size()) break;
+      size_t end = pos;
+      while (end < line.size() && line[end] != ' ' && line[end] != '\t' && line[end] != '\r') ++end;
+      const std::string_view tok = line.substr(pos, end - pos);
+      const int64_t tok_offset = offset + static_cast<int64_t>(pos);
+      if (first) {
+        if (!parse_float(tok, e.label))
+          return bad_line(path, no, tok_offset, "label '" + std::string(tok) + "' is not a number");
+        first = false;
+      } else {
+        const auto colon = tok.find(':');
+        int64_t index = 0;
+        float value = 0.0f;
+        if (colon == std::string_view::npos || !parse_int(tok.substr(0, colon), index) ||
+            !parse_float(tok.substr(colon + 1), value))
+          return bad_line(path, no, tok_offset,
+                          "feature '" + std::string(tok) + "' is not index:value");
+        if (index <= last_index)
+          return bad_line(path, no, tok_offset,
+                          "feature index " + std::to_string(index) + " not ascending");
+        last_index = index;
+        e.ids.push_back(index);
+        e.values.push_back(value);
+      }
+      pos = end;
+    }
+    out.push_back(std::move(e));
+    return {};
+  });
+  if (!st) return st.error();
+  return out;
+}
+
+Expected<std::vector<Example>> read_csv(const std::string& path, const CsvOptions& options) {
+  auto text = slurp(path);
+  if (!text) return text.error();
+  std::vector<Example> out;
+  int64_t columns = -1;
+  std::vector<float> fields;
+  auto st = for_each_line(*text, [&](std::string_view line, int64_t no, int64_t offset) -> Status {
+    if (options.header && no == 1) return {};
+    if (trim(line).empty()) return {};
+    fields.clear();
+    size_t pos = 0;
+    for (;;) {
+      size_t end = line.find(options.delimiter, pos);
+      if (end == std::string_view::npos) end = line.size();
+      const std::string_view field = trim(line.substr(pos, end - pos));
+      float v = 0.0f;
+      if (!parse_float(field, v))
+        return bad_line(path, no, offset + static_cast<int64_t>(pos),
+                        "column " + std::to_string(fields.size() + 1) + " ('" +
+                            std::string(field) + "') is not a number");
+      fields.push_back(v);
+      if (end == line.size()) break;
+      pos = end + 1;
+    }
+    const auto n = static_cast<int64_t>(fields.size());
+    if (columns < 0) columns = n;
+    if (n != columns)
+      return bad_line(path, no, offset,
+                      std::to_string(n) + " fields where earlier lines had " + std::to_string(columns));
+    const int64_t label_at = options.label_column < 0 ? n + options.label_column : options.label_column;
+    if (label_at < 0 || label_at >= n)
+      return bad_line(path, no, offset, "no label column " + std::to_string(options.label_column));
+    Example e;
+    e.label = fields[static_cast<size_t>(label_at)];
+    e.features.reserve(fields.size() - 1);
+    for (int64_t i = 0; i < n; ++i)
+      if (i != label_at) e.features.push_back(fields[static_cast<size_t>(i)]);
+    out.push_back(std::move(e));
+    return {};
+  });
+  if (!st) return st.error();
+  return out;
+}
+
+}  // namespace troupe::core

@@ -1,0 +1,43 @@
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.hpp"
+
+namespace troupe::core {
+
+/// A trainable tensor of a layer and the gradient its last backward pass computed.
+struct Parameter {
+  std::string name;
+  Tensor* value = nullptr;
+  Tensor* grad = nullptr;
+};
+
+/// A layer with an explicit backward pass. `forward` returns a view into the layer's own
+/// buffer (or, for reshapes, into its input) that stays valid until the next forward; the
+/// input view must stay valid until `backward`, which overwrites the parameter gradients and
+/// returns the gradient with respect to the input (an empty view when `input_grad()` is off,
+/// as for a model's first layer, whose input needs no gradient).
+class Layer {
+ public:
+  explicit Layer(std::string name) : name_(std::move(name)) {}
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  const std::string& name() const { return name_; }
+  virtual ConstTensorView forward(ConstTensorView x) = 0;
+  virtual ConstTensorView backward(ConstTensorView dy) = 0;
+  virtual std::vector<Parameter> parameters() { return {}; }
+
+  bool input_grad() const { return input_grad_; }
+  void set_input_grad(bool needed) { input_grad_ = needed; }
+
+ private:
+  std::string name_;
+  bool input_grad_ = true;
+};
+
+}  // namespace troupe::core

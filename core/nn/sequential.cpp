@@ -1,0 +1,67 @@
+#include "core/nn/sequential.hpp"
+
+#include "core/nn/activations.hpp"
+#include "core/nn/conv2d.hpp"
+#include "core/nn/dense.hpp"
+
+namespace troupe::core {
+
+void Sequential::add(std::unique_ptr<Layer> layer) {
+  // A layer's input gradient is needed only when some layer below it has parameters.
+  bool below_trainable = false;
+  for (auto& l : layers_) below_trainable = below_trainable || !l->parameters().empty();
+  layer->set_input_grad(below_trainable);
+  layers_.push_back(std::move(layer));
+}
+
+ConstTensorView Sequential::forward(ConstTensorView x) {
+  for (auto& l : layers_) x = l->forward(x);
+  return x;
+}
+
+void Sequential::backward(ConstTensorView dy) {
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) dy = (*it)->backward(dy);
+}
+
+std::vector<Parameter> Sequential::parameters() {
+  std::vector<Parameter> all;
+  for (auto& l : layers_)
+    for (auto& p : l->parameters()) all.push_back(p);
+  return all;
+}
+
+int64_t Sequential::num_parameters() {
+  int64_t n = 0;
+  for (auto& p : parameters()) n += p.value->size();
+  return n;
+}
+
+std::unique_ptr<Sequential> make_mlp(const std::vector<int64_t>& widths, uint64_t seed) {
+  TROUPE_ASSERT(widths.size() >= 2, "an MLP needs an input and an output width");
+  auto m = std::make_unique<Sequential>();
+  for (size_t i = 0; i + 1 < widths.size(); ++i) {
+    m->emplace<Dense>("dense_" + std::to_string(i), widths[i], widths[i + 1], seed + i);
+    if (i + 2 < widths.size()) m->emplace<ReLU>("relu_" + std::to_string(i));
+  }
+  return m;
+}
+
+std::unique_ptr<Sequential> make_cnn(uint64_t seed) {
+  auto m = std::make_unique<Sequential>();
+  m->emplace<Reshape>("reshape", Shape{28, 28, 1});
+  m->emplace<Conv2D>("conv2d", 1, 32, 3, seed);
+  m->emplace<ReLU>("relu_0");
+  m->emplace<Reshape>("flatten", Shape{26 * 26 * 32});
+  m->emplace<Dense>("dense_0", 26 * 26 * 32, 128, seed + 1);
+  m->emplace<ReLU>("relu_1");
+  m->emplace<Dense>("dense_1", 128, 10, seed + 2);
+  return m;
+}
+
+Expected<std::unique_ptr<Sequential>> make_model(const std::string& name, uint64_t seed) {
+  if (name == "mlp") return Expected<std::unique_ptr<Sequential>>(make_mlp({784, 128, 10}, seed));
+  if (name == "cnn") return Expected<std::unique_ptr<Sequential>>(make_cnn(seed));
+  return make_error(Errc::invalid_argument, "unknown model '" + name + "' (known: mlp, cnn)");
+}
+
+}  // namespace troupe::core

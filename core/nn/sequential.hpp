@@ -1,0 +1,56 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/expected.hpp"
+#include "core/nn/layer.hpp"
+
+namespace troupe::core {
+
+/// Layers applied in order. Layers with no trainable layer below them compute no input
+/// gradient.
+///
+///   auto model = make_mlp({784, 128, 10}, /*seed=*/1);
+///   auto logits = model->forward(batch.features);
+class Sequential {
+ public:
+  Sequential() = default;
+  Sequential(const Sequential&) = delete;
+  Sequential& operator=(const Sequential&) = delete;
+
+  template <class L, class... Args>
+  L& emplace(Args&&... args) {
+    auto layer = std::make_unique<L>(std::forward<Args>(args)...);
+    L& ref = *layer;
+    add(std::move(layer));
+    return ref;
+  }
+  void add(std::unique_ptr<Layer> layer);
+
+  ConstTensorView forward(ConstTensorView x);
+  /// Back-propagates dy (the gradient of the loss with respect to the output of the last
+  /// forward) and leaves each parameter's gradient in Parameter::grad.
+  void backward(ConstTensorView dy);
+  /// Every parameter, in layer order; stable for the model's lifetime.
+  std::vector<Parameter> parameters();
+  int64_t num_parameters();
+
+  size_t size() const { return layers_.size(); }
+  Layer& layer(size_t i) { return *layers_[i]; }
+
+ private:
+  std::vector<std::unique_ptr<Layer>> layers_;
+};
+
+/// Dense+ReLU layers of the given widths, the last Dense without activation (logits).
+std::unique_ptr<Sequential> make_mlp(const std::vector<int64_t>& widths, uint64_t seed);
+/// The CNN of TensorFlow's multi-worker tutorial on 28x28x1 inputs given as [batch, 784]:
+/// Conv2D(32, 3x3) ReLU, Flatten, Dense 128 ReLU, Dense 10.
+std::unique_ptr<Sequential> make_cnn(uint64_t seed);
+/// "mlp" (784-128-10) or "cnn".
+Expected<std::unique_ptr<Sequential>> make_model(const std::string& name, uint64_t seed);
+
+}  // namespace troupe::core

@@ -1,0 +1,141 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/expected.hpp"
+#include "core/tensor.hpp"
+
+namespace troupe::core {
+
+/// The optimizer state of one variable (or one shard of it): slot tensors of the variable's
+/// shape and the number of updates applied. A shard's slots are made from the shard's shape,
+/// so slots are sharded exactly like their variable.
+struct SlotSet {
+  std::vector<Tensor> slots;
+  int64_t iterations = 0;
+};
+
+/// Applies gradients to variables with Keras semantics and defaults. Dense updates touch
+/// every element; sparse updates touch only the rows an embedding batch used (for Adam this
+/// is the "lazy" variant: untouched rows keep their moments).
+///
+///   Adam adam(0.001f);
+///   SlotSet s = adam.make_slots(w.shape());
+///   adam.apply_dense(w, grad, s);
+class Optimizer {
+ public:
+  explicit Optimizer(float learning_rate) : learning_rate_(learning_rate) {}
+  virtual ~Optimizer() = default;
+
+  virtual std::string name() const = 0;
+  virtual std::vector<std::string> slot_names() const { return {}; }
+  float learning_rate() const { return learning_rate_; }
+  void set_learning_rate(float lr) { learning_rate_ = lr; }
+
+  SlotSet make_slots(const Shape& shape) const;
+
+  /// var -= f(grad); grad must have var's shape.
+  Status apply_dense(TensorView var, ConstTensorView grad, SlotSet& slots);
+  /// Updates rows `rows` of var with `grad_rows` ([rows.size(), row_size]). Repeated rows
+  /// are summed first, as TensorFlow does. Rows outside var are an out_of_range error and
+  /// nothing is applied.
+  Status apply_sparse(TensorView var, const std::vector<int64_t>& rows,
+                      ConstTensorView grad_rows, SlotSet& slots);
+
+ protected:
+  virtual float slot_initial_value(size_t /*slot*/) const { return 0.0f; }
+  /// Updates n contiguous elements: w and g, and slots[i] at the same positions in slot i.
+  /// t is the 1-based number of this update.
+  virtual void update(float* w, const float* g, float* const* slots, int64_t n, int64_t t) = 0;
+
+ private:
+  float learning_rate_;
+  std::vector<int64_t> order_;  // scratch of apply_sparse
+  Tensor merged_;               // scratch of apply_sparse
+};
+
+class SGD final : public Optimizer {
+ public:
+  explicit SGD(float learning_rate = 0.01f) : Optimizer(learning_rate) {}
+  std::string name() const override { return "sgd"; }
+
+ protected:
+  void update(float* w, const float* g, float* const* slots, int64_t n, int64_t t) override;
+};
+
+/// Keras SGD with momentum: v = m*v - lr*g; w += v (Nesterov: w += m*v - lr*g).
+class Momentum final : public Optimizer {
+ public:
+  explicit Momentum(float learning_rate = 0.01f, float momentum = 0.9f, bool nesterov = false)
+      : Optimizer(learning_rate), momentum_(momentum), nesterov_(nesterov) {}
+  std::string name() const override { return nesterov_ ? "nesterov" : "momentum"; }
+  std::vector<std::string> slot_names() const override { return {"momentum"}; }
+
+ protected:
+  void update(float* w, const float* g, float* const* slots, int64_t n, int64_t t) override;
+
+ private:
+  float momentum_;
+  bool nesterov_;
+};
+
+/// a += g^2; w -= lr * g / (sqrt(a) + eps), a starting at initial_accumulator_value.
+class Adagrad final : public Optimizer {
+ public:
+  explicit Adagrad(float learning_rate = 0.001f, float initial_accumulator_value = 0.1f,
+                   float epsilon = 1e-7f)
+      : Optimizer(learning_rate), initial_(initial_accumulator_value), epsilon_(epsilon) {}
+  std::string name() const override { return "adagrad"; }
+  std::vector<std::string> slot_names() const override { return {"accumulator"}; }
+
+ protected:
+  float slot_initial_value(size_t) const override { return initial_; }
+  void update(float* w, const float* g, float* const* slots, int64_t n, int64_t t) override;
+
+ private:
+  float initial_;
+  float epsilon_;
+};
+
+/// m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2;
+/// w -= lr * sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + eps).
+class Adam final : public Optimizer {
+ public:
+  explicit Adam(float learning_rate = 0.001f, float beta_1 = 0.9f, float beta_2 = 0.999f,
+                float epsilon = 1e-7f)
+      : Optimizer(learning_rate), beta_1_(beta_1), beta_2_(beta_2), epsilon_(epsilon) {}
+  std::string name() const override { return "adam"; }
+  std::vector<std::string> slot_names() const override { return {"m", "v"}; }
+
+ protected:
+  void update(float* w, const float* g, float* const* slots, int64_t n, int64_t t) override;
+
+ private:
+  float beta_1_, beta_2_, epsilon_;
+};
+
+/// ms = rho*ms + (1-rho)*g^2; w -= lr * g / (sqrt(ms) + eps); with momentum > 0 the step
+/// goes through a momentum slot: mom = momentum*mom + lr*g/(sqrt(ms)+eps); w -= mom.
+class RMSprop final : public Optimizer {
+ public:
+  explicit RMSprop(float learning_rate = 0.001f, float rho = 0.9f, float momentum = 0.0f,
+                   float epsilon = 1e-7f)
+      : Optimizer(learning_rate), rho_(rho), momentum_(momentum), epsilon_(epsilon) {}
+  std::string name() const override { return "rmsprop"; }
+  std::vector<std::string> slot_names() const override;
+
+ protected:
+  void update(float* w, const float* g, float* const* slots, int64_t n, int64_t t) override;
+
+ private:
+  float rho_, momentum_, epsilon_;
+};
+
+/// Makes an optimizer from its name (sgd, momentum, nesterov, adagrad, adam, rmsprop) with
+/// Keras defaults for everything but the learning rate.
+Expected<std::unique_ptr<Optimizer>> make_optimizer(const std::string& name, float learning_rate);
+
+}  // namespace troupe::core

@@ -1,0 +1,122 @@
+#include "core/tensor.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace troupe::core {
+
+Shape::Shape(std::initializer_list<int64_t> dims) {
+  TROUPE_ASSERT(dims.size() <= max_rank, "rank above Shape::max_rank");
+  for (int64_t d : dims) dims_[static_cast<size_t>(rank_++)] = d;
+}
+
+Shape::Shape(const std::vector<int64_t>& dims) {
+  TROUPE_ASSERT(dims.size() <= max_rank, "rank above Shape::max_rank");
+  for (int64_t d : dims) dims_[static_cast<size_t>(rank_++)] = d;
+}
+
+int64_t Shape::num_elements() const {
+  int64_t n = 1;
+  for (int i = 0; i < rank_; ++i) n *= dims_[static_cast<size_t>(i)];
+  return n;
+}
+
+int64_t Shape::row_size() const {
+  int64_t n = 1;
+  for (int i = 1; i < rank_; ++i) n *= dims_[static_cast<size_t>(i)];
+  return n;
+}
+
+std::string Shape::to_string() const {
+  std::string s = "[";
+  for (int i = 0; i < rank_; ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(dims_[static_cast<size_t>(i)]);
+  }
+  return s + "]";
+}
+
+bool Shape::operator==(const Shape& other) const {
+  if (rank_ != other.rank_) return false;
+  for (int i = 0; i < rank_; ++i)
+    if (dims_[static_cast<size_t>(i)] != other.dims_[static_cast<size_t>(i)]) return false;
+  return true;
+}
+
+namespace {
+
+int64_t rows_of(const Shape& s) { return s.rank() == 0 ? 1 : s[0]; }
+
+}  // namespace
+
+TensorView TensorView::reshaped(Shape shape) const {
+  TROUPE_ASSERT(shape.num_elements() == size(), "reshape to a different number of elements");
+  return {data_, shape};
+}
+
+TensorView TensorView::rows(int64_t begin, int64_t end) const {
+  TROUPE_ASSERT(shape_.rank() >= 1 && 0 <= begin && begin <= end && end <= shape_[0],
+                "row range outside the tensor");
+  Shape s = shape_;
+  s[0] = end - begin;
+  return {data_ + begin * shape_.row_size(), s};
+}
+
+MatrixMap TensorView::matrix() const { return {data_, rows_of(shape_), shape_.row_size()}; }
+
+ConstTensorView ConstTensorView::reshaped(Shape shape) const {
+  TROUPE_ASSERT(shape.num_elements() == size(), "reshape to a different number of elements");
+  return {data_, shape};
+}
+
+ConstTensorView ConstTensorView::rows(int64_t begin, int64_t end) const {
+  TROUPE_ASSERT(shape_.rank() >= 1 && 0 <= begin && begin <= end && end <= shape_[0],
+                "row range outside the tensor");
+  Shape s = shape_;
+  s[0] = end - begin;
+  return {data_ + begin * shape_.row_size(), s};
+}
+
+ConstMatrixMap ConstTensorView::matrix() const {
+  return {data_, rows_of(shape_), shape_.row_size()};
+}
+
+Tensor::Tensor(Shape shape, float fill)
+    : data_(static_cast<size_t>(shape.num_elements()), fill), shape_(shape) {}
+
+Tensor::Tensor(Shape shape, std::vector<float> values)
+    : data_(values.begin(), values.end()), shape_(shape) {
+  TROUPE_ASSERT(static_cast<int64_t>(data_.size()) == shape.num_elements(),
+                "value count does not match the shape");
+}
+
+Tensor Tensor::from_view(ConstTensorView v) {
+  Tensor t;
+  t.resize(v.shape());
+  if (v.size() > 0) std::memcpy(t.data(), v.data(), static_cast<size_t>(v.size()) * sizeof(float));
+  return t;
+}
+
+void Tensor::resize(Shape shape) {
+  const auto n = static_cast<size_t>(shape.num_elements());
+  if (data_.size() < n) data_.resize(n);
+  shape_ = shape;
+}
+
+void Tensor::fill(float value) { std::fill_n(data_.begin(), size(), value); }
+
+void copy(ConstTensorView src, TensorView dst) {
+  TROUPE_ASSERT(src.size() == dst.size(), "copy between tensors of different sizes");
+  if (src.size() > 0)
+    std::memmove(dst.data(), src.data(), static_cast<size_t>(src.size()) * sizeof(float));
+}
+
+float max_abs_diff(ConstTensorView a, ConstTensorView b) {
+  TROUPE_ASSERT(a.shape() == b.shape(), "max_abs_diff of tensors of different shapes");
+  float m = 0.0f;
+  for (int64_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+}  // namespace troupe::core

@@ -1,0 +1,32 @@
+#include "core/trainer.hpp"
+
+namespace troupe::core {
+
+ClassifierTrainer::ClassifierTrainer(Sequential& model, Optimizer& optimizer)
+    : model_(model), optimizer_(optimizer), params_(model.parameters()) {
+  for (auto& p : params_) slots_.push_back(optimizer_.make_slots(p.value->shape()));
+}
+
+Expected<float> ClassifierTrainer::train_step(ConstTensorView x, const int32_t* labels) {
+  const ConstTensorView logits = model_.forward(x);
+  auto loss = loss_.forward(logits, labels);
+  if (!loss) return loss;
+  model_.backward(loss_.backward());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (auto st = optimizer_.apply_dense(*params_[i].value, *params_[i].grad, slots_[i]); !st)
+      return st.error();
+  }
+  return loss;
+}
+
+Status ClassifierTrainer::evaluate_batch(ConstTensorView x, const int32_t* labels,
+                                         Accuracy& accuracy, Mean& loss) {
+  const ConstTensorView logits = model_.forward(x);
+  auto l = loss_.forward(logits, labels);
+  if (!l) return l.error();
+  accuracy.update(logits, labels);
+  loss.update(*l, static_cast<double>(logits.shape()[0]));
+  return {};
+}
+
+}  // namespace troupe::core

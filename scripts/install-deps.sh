@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every Debian package Troupe needs to build, test and run its examples.
+# Idempotent and quiet: does nothing when everything is already installed.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libcaf-dev            # actors and remoting (CAF 0.17.6)
+  libeigen3-dev         # dense math in core/
+  libmsgpack-cxx-dev    # wire codec for closure arguments
+  libfmt-dev libspdlog-dev
+  catch2                # unit tests (v2)
+  nlohmann-json3-dev    # TF_CONFIG, JSON result lines
+  libcli11-dev          # command lines of tools and examples
+  zlib1g-dev            # gzip-compressed IDX files of Fashion-MNIST
+  dataset-fashion-mnist # the real dataset, under /usr/share/datasets/fashion-mnist/
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  sudo=sudo
+else
+  sudo=
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
