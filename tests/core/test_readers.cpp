@@ -1,0 +1,171 @@
+#include <catch2/catch.hpp>
+
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/data/idx.hpp"
+#include "core/data/text_formats.hpp"
+#include "helpers.hpp"
+
+using namespace troupe::core;
+using troupe::test::TempDir;
+
+namespace {
+
+std::vector<char> idx_bytes(std::vector<uint32_t> dims, uint8_t fill_base) {
+  std::vector<char> b{0, 0, 0x08, static_cast<char>(dims.size())};
+  size_t n = 1;
+  for (uint32_t d : dims) {
+    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<char>((d >> s) & 0xff));
+    n *= d;
+  }
+  for (size_t i = 0; i < n; ++i) b.push_back(static_cast<char>(fill_base + i % 10));
+  return b;
+}
+
+void write_gz(const std::string& path, const std::vector<char>& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()));
+  gzclose(f);
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+}  // namespace
+
+TEST_CASE("IDX files are read gzip'ed or plain", "[readers]") {
+  TempDir dir;
+  auto bytes = idx_bytes({3, 2, 2}, 0);
+  write_gz(dir.file("a.gz"), bytes);
+  troupe::test::write_bytes(dir.file("a.idx"), bytes);
+  for (const char* name : {"a.gz", "a.idx"}) {
+    auto a = read_idx(dir.file(name));
+    REQUIRE(a.ok());
+    CHECK(a->dims == std::vector<int64_t>{3, 2, 2});
+    REQUIRE(a->data.size() == 12);
+    CHECK(a->data[11] == 1);
+  }
+}
+
+TEST_CASE("Bad IDX files are errors naming the file and the offset", "[readers]") {
+  TempDir dir;
+  auto good = idx_bytes({4, 5}, 0);
+
+  SECTION("missing") {
+    auto r = read_idx(dir.file("nope.gz"));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::not_found);
+    CHECK_THAT(r.error().message, Catch::Contains("nope.gz"));
+  }
+  SECTION("truncated payload") {
+    auto cut = good;
+    cut.resize(cut.size() - 3);
+    write_gz(dir.file("cut.gz"), cut);
+    auto r = read_idx(dir.file("cut.gz"));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::data_loss);
+    CHECK_THAT(r.error().message, Catch::Contains("cut.gz") && Catch::Contains("truncated") &&
+                                      Catch::Contains("offset 29"));
+  }
+  SECTION("truncated header") {
+    troupe::test::write_bytes(dir.file("h.idx"), {0, 0, 8, 2, 0, 0});
+    auto r = read_idx(dir.file("h.idx"));
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("offset 4"));
+  }
+  SECTION("bad magic") {
+    auto bad = good;
+    bad[0] = 7;
+    write_gz(dir.file("magic.gz"), bad);
+    auto r = read_idx(dir.file("magic.gz"));
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("not an IDX file") && Catch::Contains("offset 0"));
+  }
+  SECTION("trailing bytes") {
+    auto extra = good;
+    extra.push_back(1);
+    write_gz(dir.file("extra.gz"), extra);
+    auto r = read_idx(dir.file("extra.gz"));
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("trailing"));
+  }
+  SECTION("corrupt compressed stream") {
+    std::vector<char> big = idx_bytes({200, 50}, 0);
+    write_gz(dir.file("c.gz"), big);
+    auto bytes = troupe::test::read_bytes(dir.file("c.gz"));
+    bytes.resize(bytes.size() / 2);  // a gzip stream cut in the middle
+    troupe::test::write_bytes(dir.file("c.gz"), bytes);
+    auto r = read_idx(dir.file("c.gz"));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::data_loss);
+    CHECK_THAT(r.error().message, Catch::Contains("c.gz") && Catch::Contains("offset"));
+  }
+}
+
+TEST_CASE("Fashion-MNIST loads from Debian's package", "[readers]") {
+  auto test = load_fashion_mnist(fashion_mnist_dir, "t10k");
+  REQUIRE(test.ok());
+  REQUIRE(test->size() == 10000);
+  CHECK((*test)[0].features.size() == 784);
+  std::vector<int> counts(10);
+  for (const auto& e : *test) ++counts[static_cast<size_t>(e.label)];
+  for (int c : counts) CHECK(c == 1000);  // the test split is balanced
+  CHECK_FALSE(load_fashion_mnist(fashion_mnist_dir, "valid").ok());
+}
+
+TEST_CASE("Image and label counts must agree", "[readers]") {
+  TempDir dir;
+  write_gz(dir.file("train-images-idx3-ubyte.gz"), idx_bytes({3, 28, 28}, 0));
+  write_gz(dir.file("train-labels-idx1-ubyte.gz"), idx_bytes({2}, 0));
+  auto r = load_fashion_mnist(dir.path(), "train");
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.error().message, Catch::Contains("3 images") && Catch::Contains("2 labels"));
+}
+
+TEST_CASE("LibSVM rows parse into sparse examples", "[readers]") {
+  TempDir dir;
+  write_text(dir.file("a.svm"), "1 3:0.5 10:2\n# a comment\n\n-1 1:1 2:-3e-1 # trailing\n");
+  auto r = read_libsvm(dir.file("a.svm"));
+  REQUIRE(r.ok());
+  REQUIRE(r->size() == 2);
+  CHECK((*r)[0].label == 1.0f);
+  CHECK((*r)[0].ids == std::vector<int64_t>{3, 10});
+  CHECK((*r)[1].values == std::vector<float>{1.0f, -0.3f});
+
+  write_text(dir.file("b.svm"), "1 3:0.5\n0 4:x\n");
+  auto bad = read_libsvm(dir.file("b.svm"));
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == Errc::data_loss);
+  CHECK_THAT(bad.error().message, Catch::Contains("b.svm:2") && Catch::Contains("offset 10"));
+
+  write_text(dir.file("c.svm"), "1 5:1 3:1\n");
+  CHECK_THAT(read_libsvm(dir.file("c.svm")).error().message, Catch::Contains("not ascending"));
+}
+
+TEST_CASE("CSV lines parse into dense examples", "[readers]") {
+  TempDir dir;
+  write_text(dir.file("a.csv"), "x,y,label\n1,2,0\n3.5, 4 ,1\n");
+  auto r = read_csv(dir.file("a.csv"));
+  REQUIRE(r.ok());
+  REQUIRE(r->size() == 2);
+  CHECK((*r)[1].features == std::vector<float>{3.5f, 4.0f});
+  CHECK((*r)[1].label == 1.0f);
+
+  CsvOptions first{',', false, 0};
+  write_text(dir.file("b.csv"), "1,2,3\n");
+  CHECK(read_csv(dir.file("b.csv"), first)->front().features == std::vector<float>{2.0f, 3.0f});
+
+  write_text(dir.file("c.csv"), "a,b\n1,2\n1,oops\n");
+  auto bad = read_csv(dir.file("c.csv"));
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.error().message, Catch::Contains("c.csv:3") && Catch::Contains("column 2") &&
+                                      Catch::Contains("oops"));
+  write_text(dir.file("d.csv"), "1,2\n1,2,3\n");
+  CHECK_THAT(read_csv(dir.file("d.csv"), CsvOptions{',', false, -1}).error().message,
+             Catch::Contains("3 fields"));
+}
