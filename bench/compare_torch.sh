@@ -11,7 +11,10 @@ batches=${BATCHES:-32,128,512}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 for _ in $(seq "$rounds"); do
-  "$bin/bench_train_step" --models "${models//,/ }" --batches "${batches//,/ }" --runs 3 | grep '"train_step"' >>"$out"
+  IFS=, read -ra model_list <<<"$models"
+  IFS=, read -ra batch_list <<<"$batches"
+  "$bin/bench_train_step" --models "${model_list[@]}" --batches "${batch_list[@]}" --runs 3 |
+    grep '"train_step"' >>"$out"
   LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-serial /usr/bin/python3 "$here/torch_train_step.py" \
     --models "$models" --batches "$batches" --runs 3 >>"$out"
 done
