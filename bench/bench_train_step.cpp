@@ -23,18 +23,22 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-nlohmann::json bench_one(const std::string& model_name, int batch, int runs, double seconds_per_run) {
+nlohmann::json bench_one(const std::string& model_name, int batch, int runs,
+                         double seconds_per_run) {
   auto model = tc::make_model(model_name, 1).value();
   auto opt = tc::make_optimizer(model_name == "mlp" ? "sgd" : "rmsprop",
-                                model_name == "mlp" ? 0.1f : 0.001f).value();
+                                model_name == "mlp" ? 0.1f : 0.001f)
+                 .value();
   tc::ClassifierTrainer trainer(*model, *opt);
-  const tc::Tensor x = tc::initialize(tc::Shape{batch, 784},
-                                      {tc::Initializer::Kind::random_normal, 0.3f, 7});
+  const tc::Tensor x =
+      tc::initialize(tc::Shape{batch, 784}, {tc::Initializer::Kind::random_normal, 0.3f, 7});
   std::vector<int32_t> labels(static_cast<size_t>(batch));
-  for (int i = 0; i < batch; ++i) labels[static_cast<size_t>(i)] = i % 10;
+  for (int i = 0; i < batch; ++i)
+    labels[static_cast<size_t>(i)] = i % 10;
 
   using clock = std::chrono::steady_clock;
-  for (int i = 0; i < 3; ++i) (void)trainer.train_step(x, labels.data());  // warm-up
+  for (int i = 0; i < 3; ++i)
+    (void)trainer.train_step(x, labels.data());  // warm-up
   std::vector<double> rates;
   int64_t steps_total = 0;
   for (int r = 0; r < runs; ++r) {
@@ -79,9 +83,10 @@ int main(int argc, char** argv) {
     for (int b : batches) {
       auto j = bench_one(m, b, runs, m == "cnn" ? 2 * seconds : seconds);
       std::cout << j.dump() << std::endl;
-      summary["results"].push_back({{"model", m},
-                                    {"batch", b},
-                                    {"examples_per_sec_median", j.value("examples_per_sec_median", 0.0)}});
+      summary["results"].push_back(
+          {{"model", m},
+           {"batch", b},
+           {"examples_per_sec_median", j.value("examples_per_sec_median", 0.0)}});
     }
   std::cout << summary.dump() << std::endl;
   return 0;

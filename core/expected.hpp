@@ -36,8 +36,8 @@ struct Error {
 template <class T>
 class Expected {
  public:
-  Expected(T value) : v_(std::move(value)) {}       // NOLINT: implicit by design
-  Expected(Error error) : v_(std::move(error)) {}   // NOLINT: implicit by design
+  Expected(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design
+  Expected(Error error) : v_(std::move(error)) {}  // NOLINT: implicit by design
 
   bool ok() const { return std::holds_alternative<T>(v_); }
   explicit operator bool() const { return ok(); }
@@ -83,6 +83,8 @@ class Status {
   std::optional<Error> error_;
 };
 
-inline Error make_error(Errc code, std::string message) { return Error{code, std::move(message)}; }
+inline Error make_error(Errc code, std::string message) {
+  return Error{code, std::move(message)};
+}
 
 }  // namespace troupe::core

@@ -31,7 +31,8 @@ void BinaryAccuracy::merge(const BinaryAccuracy& other) {
   total_ += other.total_;
 }
 
-AUC::AUC(int num_buckets) : pos_(static_cast<size_t>(num_buckets)), neg_(static_cast<size_t>(num_buckets)) {
+AUC::AUC(int num_buckets)
+    : pos_(static_cast<size_t>(num_buckets)), neg_(static_cast<size_t>(num_buckets)) {
   TROUPE_ASSERT(num_buckets >= 2, "AUC needs at least 2 buckets");
 }
 

@@ -18,15 +18,16 @@ constexpr size_t max_slots = 4;
 SlotSet Optimizer::make_slots(const Shape& shape) const {
   SlotSet s;
   const auto names = slot_names();
-  for (size_t i = 0; i < names.size(); ++i) s.slots.emplace_back(shape, slot_initial_value(i));
+  for (size_t i = 0; i < names.size(); ++i)
+    s.slots.emplace_back(shape, slot_initial_value(i));
   return s;
 }
 
 Status Optimizer::apply_dense(TensorView var, ConstTensorView grad, SlotSet& slots) {
   if (grad.shape() != var.shape())
-    return make_error(Errc::invalid_argument, name() + ": gradient of shape " +
-                                                  grad.shape().to_string() + " for a variable of shape " +
-                                                  var.shape().to_string());
+    return make_error(Errc::invalid_argument,
+                      name() + ": gradient of shape " + grad.shape().to_string() +
+                          " for a variable of shape " + var.shape().to_string());
   TROUPE_ASSERT(slots.slots.size() == slot_names().size() && slots.slots.size() <= max_slots,
                 "slot set made by another optimizer");
   float* slot_ptrs[max_slots] = {};
@@ -44,10 +45,10 @@ Status Optimizer::apply_sparse(TensorView var, const std::vector<int64_t>& rows,
   const int64_t nrows = var.shape().rank() == 0 ? 1 : var.shape()[0];
   const int64_t width = var.shape().row_size();
   if (grad_rows.size() != static_cast<int64_t>(rows.size()) * width)
-    return make_error(Errc::invalid_argument,
-                      name() + ": sparse gradient of shape " + grad_rows.shape().to_string() +
-                          " for " + std::to_string(rows.size()) + " rows of width " +
-                          std::to_string(width));
+    return make_error(Errc::invalid_argument, name() + ": sparse gradient of shape " +
+                                                  grad_rows.shape().to_string() + " for " +
+                                                  std::to_string(rows.size()) + " rows of width " +
+                                                  std::to_string(width));
   for (int64_t r : rows)
     if (r < 0 || r >= nrows)
       return make_error(Errc::out_of_range, name() + ": row " + std::to_string(r) +
@@ -68,7 +69,8 @@ Status Optimizer::apply_sparse(TensorView var, const std::vector<int64_t>& rows,
     const float* g = grad_rows.data() + k * width;
     if (!unique_rows.empty() && unique_rows.back() == rows[k]) {
       float* dst = merged_.data() + (static_cast<int64_t>(unique_rows.size()) - 1) * width;
-      for (int64_t j = 0; j < width; ++j) dst[j] += g[j];
+      for (int64_t j = 0; j < width; ++j)
+        dst[j] += g[j];
     } else {
       std::copy_n(g, width, merged_.data() + static_cast<int64_t>(unique_rows.size()) * width);
       unique_rows.push_back(rows[k]);
@@ -79,7 +81,8 @@ Status Optimizer::apply_sparse(TensorView var, const std::vector<int64_t>& rows,
   float* slot_ptrs[max_slots] = {};
   for (size_t u = 0; u < unique_rows.size(); ++u) {
     const int64_t at = unique_rows[u] * width;
-    for (size_t i = 0; i < slots.slots.size(); ++i) slot_ptrs[i] = slots.slots[i].data() + at;
+    for (size_t i = 0; i < slots.slots.size(); ++i)
+      slot_ptrs[i] = slots.slots[i].data() + at;
     update(var.data() + at, merged_.data() + static_cast<int64_t>(u) * width, slot_ptrs, width,
            slots.iterations);
   }
@@ -140,12 +143,18 @@ void RMSprop::update(float* w, const float* g, float* const* slots, int64_t n, i
 
 Expected<std::unique_ptr<Optimizer>> make_optimizer(const std::string& name, float lr) {
   std::unique_ptr<Optimizer> opt;
-  if (name == "sgd") opt = std::make_unique<SGD>(lr);
-  else if (name == "momentum") opt = std::make_unique<Momentum>(lr, 0.9f, false);
-  else if (name == "nesterov") opt = std::make_unique<Momentum>(lr, 0.9f, true);
-  else if (name == "adagrad") opt = std::make_unique<Adagrad>(lr);
-  else if (name == "adam") opt = std::make_unique<Adam>(lr);
-  else if (name == "rmsprop") opt = std::make_unique<RMSprop>(lr);
+  if (name == "sgd")
+    opt = std::make_unique<SGD>(lr);
+  else if (name == "momentum")
+    opt = std::make_unique<Momentum>(lr, 0.9f, false);
+  else if (name == "nesterov")
+    opt = std::make_unique<Momentum>(lr, 0.9f, true);
+  else if (name == "adagrad")
+    opt = std::make_unique<Adagrad>(lr);
+  else if (name == "adam")
+    opt = std::make_unique<Adam>(lr);
+  else if (name == "rmsprop")
+    opt = std::make_unique<RMSprop>(lr);
   else
     return make_error(Errc::invalid_argument,
                       "unknown optimizer '" + name +

@@ -42,8 +42,8 @@ class Optimizer {
   /// Updates rows `rows` of var with `grad_rows` ([rows.size(), row_size]). Repeated rows
   /// are summed first, as TensorFlow does. Rows outside var are an out_of_range error and
   /// nothing is applied.
-  Status apply_sparse(TensorView var, const std::vector<int64_t>& rows,
-                      ConstTensorView grad_rows, SlotSet& slots);
+  Status apply_sparse(TensorView var, const std::vector<int64_t>& rows, ConstTensorView grad_rows,
+                      SlotSet& slots);
 
  protected:
   virtual float slot_initial_value(size_t /*slot*/) const { return 0.0f; }

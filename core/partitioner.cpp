@@ -9,7 +9,9 @@ namespace troupe::core {
 
 namespace {
 
-int64_t first_dim(const Shape& shape) { return shape.rank() == 0 ? 1 : shape[0]; }
+int64_t first_dim(const Shape& shape) {
+  return shape.rank() == 0 ? 1 : shape[0];
+}
 
 }  // namespace
 
@@ -33,7 +35,8 @@ MinSizePartitioner::MinSizePartitioner(int64_t min_shard_bytes, int max_shards)
 
 int MinSizePartitioner::num_shards(const Shape& shape, int64_t element_bytes) const {
   const double total = static_cast<double>(shape.num_elements() * element_bytes);
-  const auto by_size = static_cast<int64_t>(std::ceil(total / static_cast<double>(min_shard_bytes_)));
+  const auto by_size =
+      static_cast<int64_t>(std::ceil(total / static_cast<double>(min_shard_bytes_)));
   const int64_t n = std::min({first_dim(shape), static_cast<int64_t>(max_shards_), by_size});
   return static_cast<int>(std::max<int64_t>(1, n));
 }
@@ -52,9 +55,8 @@ MaxSizePartitioner::MaxSizePartitioner(int64_t max_shard_bytes, int max_shards)
 int MaxSizePartitioner::num_shards(const Shape& shape, int64_t element_bytes) const {
   const int64_t rows = first_dim(shape);
   if (rows <= 0) return 1;
-  const double bytes_per_row =
-      static_cast<double>(shape.num_elements()) / static_cast<double>(rows) *
-      static_cast<double>(element_bytes);
+  const double bytes_per_row = static_cast<double>(shape.num_elements()) /
+                               static_cast<double>(rows) * static_cast<double>(element_bytes);
   const auto rows_per_shard = std::max<int64_t>(
       1, static_cast<int64_t>(std::floor(static_cast<double>(max_shard_bytes_) / bytes_per_row)));
   int64_t n = (rows + rows_per_shard - 1) / rows_per_shard;
@@ -117,17 +119,20 @@ Tensor initialize(const Shape& shape, const Initializer& init) {
       break;
     case Initializer::Kind::glorot_uniform: {
       const int64_t fan_out = shape.rank() == 0 ? 1 : shape[shape.rank() - 1];
-      const int64_t fan_in = std::max<int64_t>(1, shape.num_elements() / std::max<int64_t>(1, fan_out));
+      const int64_t fan_in =
+          std::max<int64_t>(1, shape.num_elements() / std::max<int64_t>(1, fan_out));
       const float limit = std::sqrt(6.0f / static_cast<float>(fan_in + fan_out));
       std::mt19937_64 rng(init.seed);
       std::uniform_real_distribution<float> dist(-limit, limit);
-      for (int64_t i = 0; i < t.size(); ++i) t[i] = dist(rng);
+      for (int64_t i = 0; i < t.size(); ++i)
+        t[i] = dist(rng);
       break;
     }
     case Initializer::Kind::random_normal: {
       std::mt19937_64 rng(init.seed);
       std::normal_distribution<float> dist(0.0f, init.value);
-      for (int64_t i = 0; i < t.size(); ++i) t[i] = dist(rng);
+      for (int64_t i = 0; i < t.size(); ++i)
+        t[i] = dist(rng);
       break;
     }
   }
@@ -144,12 +149,14 @@ Tensor concat_rows(const std::vector<ConstTensorView>& shards) {
   Shape s = shards.front().shape();
   if (s.rank() == 0) return Tensor::from_view(shards.front());
   int64_t rows = 0;
-  for (const auto& v : shards) rows += v.shape()[0];
+  for (const auto& v : shards)
+    rows += v.shape()[0];
   s[0] = rows;
   Tensor out(s);
   int64_t at = 0;
   for (const auto& v : shards) {
-    if (v.size() > 0) std::memcpy(out.data() + at, v.data(), static_cast<size_t>(v.size()) * sizeof(float));
+    if (v.size() > 0)
+      std::memcpy(out.data() + at, v.data(), static_cast<size_t>(v.size()) * sizeof(float));
     at += v.size();
   }
   return out;

@@ -35,23 +35,27 @@ const bool math_settings_applied = [] {
 
 Shape::Shape(std::initializer_list<int64_t> dims) {
   TROUPE_ASSERT(dims.size() <= max_rank, "rank above Shape::max_rank");
-  for (int64_t d : dims) dims_[static_cast<size_t>(rank_++)] = d;
+  for (int64_t d : dims)
+    dims_[static_cast<size_t>(rank_++)] = d;
 }
 
 Shape::Shape(const std::vector<int64_t>& dims) {
   TROUPE_ASSERT(dims.size() <= max_rank, "rank above Shape::max_rank");
-  for (int64_t d : dims) dims_[static_cast<size_t>(rank_++)] = d;
+  for (int64_t d : dims)
+    dims_[static_cast<size_t>(rank_++)] = d;
 }
 
 int64_t Shape::num_elements() const {
   int64_t n = 1;
-  for (int i = 0; i < rank_; ++i) n *= dims_[static_cast<size_t>(i)];
+  for (int i = 0; i < rank_; ++i)
+    n *= dims_[static_cast<size_t>(i)];
   return n;
 }
 
 int64_t Shape::row_size() const {
   int64_t n = 1;
-  for (int i = 1; i < rank_; ++i) n *= dims_[static_cast<size_t>(i)];
+  for (int i = 1; i < rank_; ++i)
+    n *= dims_[static_cast<size_t>(i)];
   return n;
 }
 
@@ -73,7 +77,9 @@ bool Shape::operator==(const Shape& other) const {
 
 namespace {
 
-int64_t rows_of(const Shape& s) { return s.rank() == 0 ? 1 : s[0]; }
+int64_t rows_of(const Shape& s) {
+  return s.rank() == 0 ? 1 : s[0];
+}
 
 }  // namespace
 
@@ -90,7 +96,9 @@ TensorView TensorView::rows(int64_t begin, int64_t end) const {
   return {data_ + begin * shape_.row_size(), s};
 }
 
-MatrixMap TensorView::matrix() const { return {data_, rows_of(shape_), shape_.row_size()}; }
+MatrixMap TensorView::matrix() const {
+  return {data_, rows_of(shape_), shape_.row_size()};
+}
 
 ConstTensorView ConstTensorView::reshaped(Shape shape) const {
   TROUPE_ASSERT(shape.num_elements() == size(), "reshape to a different number of elements");
@@ -131,7 +139,9 @@ void Tensor::resize(Shape shape) {
   shape_ = shape;
 }
 
-void Tensor::fill(float value) { std::fill_n(data_.begin(), size(), value); }
+void Tensor::fill(float value) {
+  std::fill_n(data_.begin(), size(), value);
+}
 
 void copy(ConstTensorView src, TensorView dst) {
   TROUPE_ASSERT(src.size() == dst.size(), "copy between tensors of different sizes");
@@ -142,7 +152,8 @@ void copy(ConstTensorView src, TensorView dst) {
 float max_abs_diff(ConstTensorView a, ConstTensorView b) {
   TROUPE_ASSERT(a.shape() == b.shape(), "max_abs_diff of tensors of different shapes");
   float m = 0.0f;
-  for (int64_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  for (int64_t i = 0; i < a.size(); ++i)
+    m = std::max(m, std::fabs(a[i] - b[i]));
   return m;
 }
 

@@ -4,7 +4,8 @@ namespace troupe::core {
 
 ClassifierTrainer::ClassifierTrainer(Sequential& model, Optimizer& optimizer)
     : model_(model), optimizer_(optimizer), params_(model.parameters()) {
-  for (auto& p : params_) slots_.push_back(optimizer_.make_slots(p.value->shape()));
+  for (auto& p : params_)
+    slots_.push_back(optimizer_.make_slots(p.value->shape()));
 }
 
 Expected<float> ClassifierTrainer::train_step(ConstTensorView x, const int32_t* labels) {

@@ -56,8 +56,9 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   size_t shuffle_buffer = 60000;
   app.add_option("--model", model_name, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}));
-  app.add_option("--optimizer", optimizer_name, "sgd, momentum, nesterov, adagrad, adam, rmsprop "
-                                                "(default: sgd for mlp, rmsprop for cnn)");
+  app.add_option("--optimizer", optimizer_name,
+                 "sgd, momentum, nesterov, adagrad, adam, rmsprop "
+                 "(default: sgd for mlp, rmsprop for cnn)");
   app.add_option("--lr", lr, "learning rate (default: 0.1 for sgd, 0.001 otherwise)");
   app.add_option("--epochs", epochs)->check(CLI::PositiveNumber);
   app.add_option("--batch", batch)->check(CLI::PositiveNumber);
@@ -86,9 +87,11 @@ int main(int argc, char** argv) {
   std::optional<tc::CheckpointManager> ckpts;
   if (!ckpt_dir.empty()) ckpts.emplace(ckpt_dir, 3);
 
-  const auto train_ds = tc::to_batches(
-      tc::from_vector(std::move(*train)).shuffle(shuffle_buffer, seed), static_cast<size_t>(batch),
-      /*drop_remainder=*/false).prefetch(4);
+  const auto train_ds =
+      tc::to_batches(tc::from_vector(std::move(*train)).shuffle(shuffle_buffer, seed),
+                     static_cast<size_t>(batch),
+                     /*drop_remainder=*/false)
+          .prefetch(4);
   const auto test_ds = tc::to_batches(tc::from_vector(std::move(*test)), 1000, false);
 
   int64_t steps = 0, examples = 0;

@@ -31,11 +31,13 @@ class TempDir {
   std::string path_;
 };
 
-inline core::Tensor random_tensor(core::Shape shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+inline core::Tensor random_tensor(core::Shape shape, uint64_t seed, float lo = -1.0f,
+                                  float hi = 1.0f) {
   core::Tensor t(shape);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> d(lo, hi);
-  for (int64_t i = 0; i < t.size(); ++i) t[i] = d(rng);
+  for (int64_t i = 0; i < t.size(); ++i)
+    t[i] = d(rng);
   return t;
 }
 

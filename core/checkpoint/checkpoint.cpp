@@ -32,7 +32,9 @@ struct FileCloser {
 };
 using File = std::unique_ptr<FILE, FileCloser>;
 
-std::string os_error() { return std::strerror(errno ? errno : EIO); }
+std::string os_error() {
+  return std::strerror(errno ? errno : EIO);
+}
 
 class Writer {
  public:
@@ -42,7 +44,9 @@ class Writer {
     crc_ = crc32c_extend(crc_, p, n);
   }
   template <class T>
-  void put_value(T v) { put(&v, sizeof v); }
+  void put_value(T v) {
+    put(&v, sizeof v);
+  }
   void begin_record() { crc_ = 0; }
   void end_record() {
     const uint32_t c = crc_;
@@ -71,7 +75,8 @@ void put_record(Writer& w, const std::string& name, uint8_t kind, const Shape& s
   w.put(name.data(), name.size());
   w.put_value(kind);
   w.put_value(static_cast<uint8_t>(shape.rank()));
-  for (int i = 0; i < shape.rank(); ++i) w.put_value(static_cast<int64_t>(shape[i]));
+  for (int i = 0; i < shape.rank(); ++i)
+    w.put_value(static_cast<int64_t>(shape[i]));
   w.put_value(bytes);
   w.put(payload, bytes);
   w.end_record();
@@ -81,7 +86,8 @@ Status fsync_directory_of(const std::string& path) {
   const auto slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return make_error(Errc::io_error, dir + ": cannot open directory (" + os_error() + ")");
+  if (fd < 0)
+    return make_error(Errc::io_error, dir + ": cannot open directory (" + os_error() + ")");
   const int r = ::fsync(fd);
   ::close(fd);
   if (r != 0) return make_error(Errc::io_error, dir + ": fsync failed (" + os_error() + ")");
@@ -109,7 +115,9 @@ class Reader {
     return {};
   }
   template <class T>
-  Status get_value(T& v, const std::string& what) { return get(&v, sizeof v, what); }
+  Status get_value(T& v, const std::string& what) {
+    return get(&v, sizeof v, what);
+  }
 
   Error error(const std::string& what) const {
     return make_error(Errc::data_loss,
@@ -150,7 +158,8 @@ Status read_record(Reader& r, uint32_t index, Checkpoint& out) {
   if (auto st = r.get_value(rank, what + " rank"); !st) return st;
   if (kind != kind_float32 && kind != kind_int64)
     return r.error(what + ": unknown kind " + std::to_string(kind));
-  if (rank > Shape::max_rank) return r.error(what + ": rank " + std::to_string(rank) + " too large");
+  if (rank > Shape::max_rank)
+    return r.error(what + ": rank " + std::to_string(rank) + " too large");
   std::vector<int64_t> dims(rank);
   int64_t elements = 1;
   for (auto& d : dims) {
@@ -204,7 +213,8 @@ Status write_checkpoint(const std::string& path, const Checkpoint& ckpt) {
   ok = (std::fclose(f.release()) == 0) && ok;
   if (!ok) {
     std::remove(tmp.c_str());
-    return make_error(Errc::io_error, tmp + ": write failed (" + (why.empty() ? os_error() : why) + ")");
+    return make_error(Errc::io_error,
+                      tmp + ": write failed (" + (why.empty() ? os_error() : why) + ")");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string e = os_error();

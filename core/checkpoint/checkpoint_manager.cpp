@@ -28,7 +28,8 @@ Expected<std::string> CheckpointManager::save(const Checkpoint& ckpt, int64_t st
   if (max_to_keep_ > 0) {
     auto all = checkpoints();
     const auto excess = static_cast<int64_t>(all.size()) - max_to_keep_;
-    for (int64_t i = 0; i < excess; ++i) fs::remove(all[static_cast<size_t>(i)].second, ec);
+    for (int64_t i = 0; i < excess; ++i)
+      fs::remove(all[static_cast<size_t>(i)].second, ec);
   }
   return path;
 }

@@ -31,7 +31,8 @@ class CheckpointManager {
   std::optional<std::string> latest() const;
   /// The newest checkpoint that reads cleanly and its step. Damaged newer ones are left on
   /// disk and reported in `skipped`; not_found when there is no usable checkpoint.
-  Expected<std::pair<int64_t, Checkpoint>> restore_latest(std::vector<Error>* skipped = nullptr) const;
+  Expected<std::pair<int64_t, Checkpoint>> restore_latest(
+      std::vector<Error>* skipped = nullptr) const;
 
   const std::string& directory() const { return directory_; }
 

@@ -17,7 +17,8 @@ std::array<uint32_t, 256> make_table() {
   std::array<uint32_t, 256> t{};
   for (uint32_t i = 0; i < 256; ++i) {
     uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ poly : c >> 1;
+    for (int k = 0; k < 8; ++k)
+      c = (c & 1) ? (c >> 1) ^ poly : c >> 1;
     t[i] = c;
   }
   return t;
@@ -25,7 +26,8 @@ std::array<uint32_t, 256> make_table() {
 
 uint32_t extend_table(uint32_t crc, const unsigned char* p, size_t n) {
   static const std::array<uint32_t, 256> table = make_table();
-  for (size_t i = 0; i < n; ++i) crc = table[(crc ^ p[i]) & 0xffu] ^ (crc >> 8);
+  for (size_t i = 0; i < n; ++i)
+    crc = table[(crc ^ p[i]) & 0xffu] ^ (crc >> 8);
   return crc;
 }
 
@@ -41,7 +43,8 @@ __attribute__((target("sse4.2"))) uint32_t extend_hw(uint32_t crc, const unsigne
     n -= 8;
   }
   auto c32 = static_cast<uint32_t>(c);
-  while (n-- > 0) c32 = _mm_crc32_u8(c32, *p++);
+  while (n-- > 0)
+    c32 = _mm_crc32_u8(c32, *p++);
   return c32;
 }
 

@@ -176,14 +176,13 @@ Dataset<T> Dataset<T>::shard(int64_t num_shards, int64_t index) const {
   TROUPE_ASSERT(num_shards >= 1 && index >= 0 && index < num_shards, "shard index out of range");
   auto f = factory_;
   return Dataset([f, num_shards, index] {
-    return detail::make_fn_iterator<T>(
-        [in = std::shared_ptr<Iterator<T>>(f()), num_shards, index, pos = int64_t{0}]() mutable
-        -> std::optional<T> {
-          while (auto item = in->next()) {
-            if (pos++ % num_shards == index) return item;
-          }
-          return std::nullopt;
-        });
+    return detail::make_fn_iterator<T>([in = std::shared_ptr<Iterator<T>>(f()), num_shards, index,
+                                        pos = int64_t{0}]() mutable -> std::optional<T> {
+      while (auto item = in->next()) {
+        if (pos++ % num_shards == index) return item;
+      }
+      return std::nullopt;
+    });
   });
 }
 
@@ -272,8 +271,8 @@ Dataset<std::vector<T>> Dataset<T>::batch(size_t size, bool drop_remainder) cons
   auto f = factory_;
   return Dataset<std::vector<T>>([f, size, drop_remainder] {
     return detail::make_fn_iterator<std::vector<T>>(
-        [in = std::shared_ptr<Iterator<T>>(f()), size, drop_remainder]()
-            -> std::optional<std::vector<T>> {
+        [in = std::shared_ptr<Iterator<T>>(f()), size,
+         drop_remainder]() -> std::optional<std::vector<T>> {
           std::vector<T> group;
           group.reserve(size);
           while (group.size() < size) {

@@ -17,8 +17,7 @@ struct GzCloser {
 using GzFile = std::unique_ptr<std::remove_pointer_t<gzFile>, GzCloser>;
 
 Error data_loss(const std::string& path, int64_t offset, const std::string& what) {
-  return make_error(Errc::data_loss,
-                    path + ": " + what + " at offset " + std::to_string(offset));
+  return make_error(Errc::data_loss, path + ": " + what + " at offset " + std::to_string(offset));
 }
 
 // Reads exactly n bytes at the current position (offset `at`), or says why not.
@@ -65,8 +64,9 @@ Expected<IdxArray> read_idx(const std::string& path) {
   if (magic[0] != 0 || magic[1] != 0)
     return data_loss(path, 0, "not an IDX file (magic must start with two zero bytes)");
   if (magic[2] != 0x08)
-    return data_loss(path, 2, "unsupported IDX element type 0x" + std::to_string(magic[2]) +
-                                  " (only unsigned bytes, 0x08)");
+    return data_loss(path, 2,
+                     "unsupported IDX element type 0x" + std::to_string(magic[2]) +
+                         " (only unsigned bytes, 0x08)");
   const int ndim = magic[3];
   if (ndim < 1 || ndim > 4) return data_loss(path, 3, "bad IDX rank " + std::to_string(ndim));
 
@@ -78,14 +78,16 @@ Expected<IdxArray> read_idx(const std::string& path) {
     if (auto st = read_exact(f.get(), path, at, b, 4, "the dimensions"); !st) return st.error();
     const uint32_t d = big_endian_u32(b);
     // Fashion-MNIST's largest file holds 47 MB; anything near 2^31 elements is corruption.
-    if (d == 0 || d > (1u << 28)) return data_loss(path, at, "implausible dimension " + std::to_string(d));
+    if (d == 0 || d > (1u << 28))
+      return data_loss(path, at, "implausible dimension " + std::to_string(d));
     a.dims.push_back(d);
     total *= d;
     if (total > (int64_t{1} << 32)) return data_loss(path, at, "implausible total size");
   }
   const int64_t payload_at = 4 + 4 * ndim;
   a.data.resize(static_cast<size_t>(total));
-  if (auto st = read_exact(f.get(), path, payload_at, a.data.data(), a.data.size(), "the payload"); !st)
+  if (auto st = read_exact(f.get(), path, payload_at, a.data.data(), a.data.size(), "the payload");
+      !st)
     return st.error();
   unsigned char extra;
   const int r = gzread(f.get(), &extra, 1);
@@ -96,10 +98,11 @@ Expected<IdxArray> read_idx(const std::string& path) {
   return a;
 }
 
-Expected<std::vector<Example>> load_fashion_mnist(const std::string& dir, const std::string& split) {
+Expected<std::vector<Example>> load_fashion_mnist(const std::string& dir,
+                                                  const std::string& split) {
   if (split != "train" && split != "t10k")
-    return make_error(Errc::invalid_argument, "unknown Fashion-MNIST split '" + split +
-                                                  "' (known: train, t10k)");
+    return make_error(Errc::invalid_argument,
+                      "unknown Fashion-MNIST split '" + split + "' (known: train, t10k)");
   const std::string images_path = dir + "/" + split + "-images-idx3-ubyte.gz";
   const std::string labels_path = dir + "/" + split + "-labels-idx1-ubyte.gz";
   auto images = read_idx(images_path);
@@ -120,7 +123,8 @@ Expected<std::vector<Example>> load_fashion_mnist(const std::string& dir, const 
     Example& e = out[static_cast<size_t>(i)];
     e.features.resize(static_cast<size_t>(d));
     const uint8_t* src = images->data.data() + i * d;
-    for (int64_t j = 0; j < d; ++j) e.features[static_cast<size_t>(j)] = src[j] * (1.0f / 255.0f);
+    for (int64_t j = 0; j < d; ++j)
+      e.features[static_cast<size_t>(j)] = src[j] * (1.0f / 255.0f);
     const uint8_t label = labels->data[static_cast<size_t>(i)];
     if (label > 9)
       return data_loss(labels_path, 8 + i, "label " + std::to_string(label) + " outside [0, 9]");

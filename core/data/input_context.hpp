@@ -19,10 +19,10 @@ struct InputContext {
   /// number of replicas is an invalid_argument error.
   Expected<int64_t> per_replica_batch_size(int64_t global_batch_size) const {
     if (num_replicas_in_sync <= 0 || global_batch_size % num_replicas_in_sync != 0)
-      return make_error(Errc::invalid_argument,
-                        "global batch size " + std::to_string(global_batch_size) +
-                            " is not divisible by num_replicas_in_sync " +
-                            std::to_string(num_replicas_in_sync));
+      return make_error(Errc::invalid_argument, "global batch size " +
+                                                    std::to_string(global_batch_size) +
+                                                    " is not divisible by num_replicas_in_sync " +
+                                                    std::to_string(num_replicas_in_sync));
     return global_batch_size / num_replicas_in_sync;
   }
 };

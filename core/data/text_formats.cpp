@@ -40,8 +40,10 @@ bool parse_int(std::string_view s, int64_t& out) {
 }
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -54,7 +56,8 @@ Status for_each_line(const std::string& text, F f) {
     size_t end = text.find('\n', at);
     if (end == std::string::npos) end = text.size();
     ++line;
-    if (auto st = f(std::string_view(text).substr(at, end - at), line, static_cast<int64_t>(at)); !st)
+    if (auto st = f(std::string_view(text).substr(at, end - at), line, static_cast<int64_t>(at));
+        !st)
       return st;
     at = end + 1;
   }
@@ -76,10 +79,12 @@ Expected<std::vector<Example>> read_libsvm(const std::string& path) {
     bool first = true;
     int64_t last_index = -1;
     while (pos < line.size()) {
-      while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\t' || line[pos] == '\r')) ++pos;
+      while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\t' || line[pos] == '\r'))
+        ++pos;
       if (pos >= line.size()) break;
       size_t end = pos;
-      while (end < line.size() && line[end] != ' ' && line[end] != '\t' && line[end] != '\r') ++end;
+      while (end < line.size() && line[end] != ' ' && line[end] != '\t' && line[end] != '\r')
+        ++end;
       const std::string_view tok = line.substr(pos, end - pos);
       const int64_t tok_offset = offset + static_cast<int64_t>(pos);
       if (first) {
@@ -128,8 +133,8 @@ Expected<std::vector<Example>> read_csv(const std::string& path, const CsvOption
       float v = 0.0f;
       if (!parse_float(field, v))
         return bad_line(path, no, offset + static_cast<int64_t>(pos),
-                        "column " + std::to_string(fields.size() + 1) + " ('" +
-                            std::string(field) + "') is not a number");
+                        "column " + std::to_string(fields.size() + 1) + " ('" + std::string(field) +
+                            "') is not a number");
       fields.push_back(v);
       if (end == line.size()) break;
       pos = end + 1;
@@ -137,9 +142,11 @@ Expected<std::vector<Example>> read_csv(const std::string& path, const CsvOption
     const auto n = static_cast<int64_t>(fields.size());
     if (columns < 0) columns = n;
     if (n != columns)
-      return bad_line(path, no, offset,
-                      std::to_string(n) + " fields where earlier lines had " + std::to_string(columns));
-    const int64_t label_at = options.label_column < 0 ? n + options.label_column : options.label_column;
+      return bad_line(
+          path, no, offset,
+          std::to_string(n) + " fields where earlier lines had " + std::to_string(columns));
+    const int64_t label_at =
+        options.label_column < 0 ? n + options.label_column : options.label_column;
     if (label_at < 0 || label_at >= n)
       return bad_line(path, no, offset, "no label column " + std::to_string(options.label_column));
     Example e;

@@ -15,8 +15,8 @@ Expected<std::vector<Example>> read_libsvm(const std::string& path);
 
 struct CsvOptions {
   char delimiter = ',';
-  bool header = true;      // the first line names the columns and is skipped
-  int label_column = -1;   // the column holding the label; negative counts from the end
+  bool header = true;     // the first line names the columns and is skipped
+  int label_column = -1;  // the column holding the label; negative counts from the end
 };
 
 /// Reads a numeric CSV file into dense examples; every line needs the same number of

@@ -42,7 +42,8 @@ ConstTensorView Reshape::forward(ConstTensorView x) {
                 "Reshape: example size does not match");
   input_shape_ = x.shape();
   std::vector<int64_t> dims{x.shape()[0]};
-  for (int i = 0; i < example_shape_.rank(); ++i) dims.push_back(example_shape_[i]);
+  for (int i = 0; i < example_shape_.rank(); ++i)
+    dims.push_back(example_shape_[i]);
   return x.reshaped(Shape(dims));
 }
 
@@ -52,7 +53,8 @@ ConstTensorView Reshape::backward(ConstTensorView dy) {
 }
 
 ConstTensorView MeanPool::forward(ConstTensorView x) {
-  TROUPE_ASSERT(x.shape().rank() == 3 && x.shape()[1] > 0, "MeanPool input must be [batch, n>0, d]");
+  TROUPE_ASSERT(x.shape().rank() == 3 && x.shape()[1] > 0,
+                "MeanPool input must be [batch, n>0, d]");
   input_shape_ = x.shape();
   const int64_t b = x.shape()[0], n = x.shape()[1], d = x.shape()[2];
   y_.resize(Shape{b, d});

@@ -47,8 +47,7 @@ ConstTensorView Conv2D::backward(ConstTensorView dy) {
   const int64_t n = input_shape_[0], h = input_shape_[1], w = input_shape_[2], c = in_channels_;
   const int64_t oh = h - k_ + 1, ow = w - k_ + 1, kdim = k_ * k_ * c;
   const auto g = dy.reshaped(Shape{n * oh * ow, filters_}).matrix();
-  dw_.view().reshaped(Shape{kdim, filters_}).matrix().noalias() =
-      patches_.matrix().transpose() * g;
+  dw_.view().reshaped(Shape{kdim, filters_}).matrix().noalias() = patches_.matrix().transpose() * g;
   Eigen::Map<Eigen::RowVectorXf>(db_.data(), filters_) = g.colwise().sum();
   if (!input_grad()) return {};
 
@@ -62,7 +61,8 @@ ConstTensorView Conv2D::backward(ConstTensorView dy) {
       for (int64_t j = 0; j < ow; ++j)
         for (int64_t ki = 0; ki < k_; ++ki) {
           float* dst = dx_.data() + ((b * h + i + ki) * w + j) * c;
-          for (int64_t e = 0; e < k_ * c; ++e) dst[e] += p[e];
+          for (int64_t e = 0; e < k_ * c; ++e)
+            dst[e] += p[e];
           p += k_ * c;
         }
   return dx_;

@@ -10,7 +10,8 @@ Embedding::Embedding(std::string name, int64_t vocab, int64_t dim, uint64_t seed
     : name_(std::move(name)),
       // Keras' Embedding default: uniform in [-0.05, 0.05]; glorot on [vocab, dim] is close
       // enough in scale and keeps one initialiser family.
-      table_(initialize(Shape{vocab, dim}, Initializer{Initializer::Kind::glorot_uniform, 0.0f, seed})) {}
+      table_(initialize(Shape{vocab, dim},
+                        Initializer{Initializer::Kind::glorot_uniform, 0.0f, seed})) {}
 
 Expected<ConstTensorView> Embedding::forward(const std::vector<int64_t>& ids, Shape ids_shape) {
   TROUPE_ASSERT(static_cast<int64_t>(ids.size()) == ids_shape.num_elements() &&
@@ -41,10 +42,12 @@ const SparseGrad& Embedding::backward(ConstTensorView dy) {
   grad_.values.resize(Shape{static_cast<int64_t>(grad_.rows.size()), dim});
   grad_.values.fill(0.0f);
   for (size_t i = 0; i < ids_.size(); ++i) {
-    const auto at = std::lower_bound(grad_.rows.begin(), grad_.rows.end(), ids_[i]) - grad_.rows.begin();
+    const auto at =
+        std::lower_bound(grad_.rows.begin(), grad_.rows.end(), ids_[i]) - grad_.rows.begin();
     float* dst = grad_.values.data() + at * dim;
     const float* src = dy.data() + static_cast<int64_t>(i) * dim;
-    for (int64_t j = 0; j < dim; ++j) dst[j] += src[j];
+    for (int64_t j = 0; j < dim; ++j)
+      dst[j] += src[j];
   }
   return grad_;
 }

@@ -27,13 +27,15 @@ Expected<float> SoftmaxCrossEntropy::forward(ConstTensorView logits, const int32
   const float inv_n = n > 0 ? 1.0f / static_cast<float>(n) : 0.0f;
   auto g = grad_.matrix();
   g = p * inv_n;
-  for (int64_t i = 0; i < n; ++i) g(i, labels[i]) -= inv_n;
+  for (int64_t i = 0; i < n; ++i)
+    g(i, labels[i]) -= inv_n;
   return n > 0 ? static_cast<float>(loss / static_cast<double>(n)) : 0.0f;
 }
 
 Expected<float> SigmoidBinaryCrossEntropy::forward(ConstTensorView logits, const float* labels) {
   const int64_t n = logits.shape().rank() == 0 ? 1 : logits.shape()[0];
-  TROUPE_ASSERT(logits.size() == n, "SigmoidBinaryCrossEntropy: logits must be [batch] or [batch, 1]");
+  TROUPE_ASSERT(logits.size() == n,
+                "SigmoidBinaryCrossEntropy: logits must be [batch] or [batch, 1]");
   grad_.resize(logits.shape());
   double loss = 0.0;
   const float inv_n = n > 0 ? 1.0f / static_cast<float>(n) : 0.0f;

@@ -9,30 +9,35 @@ namespace troupe::core {
 void Sequential::add(std::unique_ptr<Layer> layer) {
   // A layer's input gradient is needed only when some layer below it has parameters.
   bool below_trainable = false;
-  for (auto& l : layers_) below_trainable = below_trainable || !l->parameters().empty();
+  for (auto& l : layers_)
+    below_trainable = below_trainable || !l->parameters().empty();
   layer->set_input_grad(below_trainable);
   layers_.push_back(std::move(layer));
 }
 
 ConstTensorView Sequential::forward(ConstTensorView x) {
-  for (auto& l : layers_) x = l->forward(x);
+  for (auto& l : layers_)
+    x = l->forward(x);
   return x;
 }
 
 void Sequential::backward(ConstTensorView dy) {
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) dy = (*it)->backward(dy);
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it)
+    dy = (*it)->backward(dy);
 }
 
 std::vector<Parameter> Sequential::parameters() {
   std::vector<Parameter> all;
   for (auto& l : layers_)
-    for (auto& p : l->parameters()) all.push_back(p);
+    for (auto& p : l->parameters())
+      all.push_back(p);
   return all;
 }
 
 int64_t Sequential::num_parameters() {
   int64_t n = 0;
-  for (auto& p : parameters()) n += p.value->size();
+  for (auto& p : parameters())
+    n += p.value->size();
   return n;
 }
 

@@ -68,7 +68,8 @@ TEST_CASE("Every corrupted byte and every truncation is detected", "[checkpoint]
     CHECK_THAT(r.error().message, Catch::Contains(path));
   }
   for (size_t n = 0; n < good.size(); ++n) {
-    troupe::test::write_bytes(path, std::vector<char>(good.begin(), good.begin() + static_cast<long>(n)));
+    troupe::test::write_bytes(path,
+                              std::vector<char>(good.begin(), good.begin() + static_cast<long>(n)));
     auto r = read_checkpoint(path);
     INFO("truncated to " << n);
     REQUIRE_FALSE(r.ok());
@@ -101,7 +102,8 @@ TEST_CASE("CheckpointManager keeps the newest and skips damaged ones", "[checkpo
   CheckpointManager m(dir.file("ckpt"), 3);
   CHECK_FALSE(m.latest().has_value());
   CHECK(m.restore_latest().error().code == Errc::not_found);
-  for (int step : {10, 20, 30, 40, 50}) REQUIRE(m.save(sample(static_cast<float>(step)), step).ok());
+  for (int step : {10, 20, 30, 40, 50})
+    REQUIRE(m.save(sample(static_cast<float>(step)), step).ok());
   auto all = m.checkpoints();
   REQUIRE(all.size() == 3);
   CHECK(all.front().first == 30);

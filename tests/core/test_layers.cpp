@@ -30,7 +30,8 @@ double numeric_grad(float* x, const std::function<double()>& f, float eps = 1e-2
 
 void check_close(double analytic, double numeric, const std::string& what) {
   INFO(what << ": analytic " << analytic << ", numeric " << numeric);
-  CHECK(std::fabs(analytic - numeric) <= 2e-3 + 2e-2 * std::max(std::fabs(analytic), std::fabs(numeric)));
+  CHECK(std::fabs(analytic - numeric) <=
+        2e-3 + 2e-2 * std::max(std::fabs(analytic), std::fabs(numeric)));
 }
 
 // Checks dL/dx and dL/dparams of a layer for L = sum(forward(x) * r), r random.
@@ -40,26 +41,30 @@ void gradient_check(Layer& layer, Tensor& x, uint64_t seed) {
   auto loss = [&] {
     ConstTensorView y = layer.forward(x);
     double s = 0.0;
-    for (int64_t i = 0; i < y.size(); ++i) s += static_cast<double>(y[i]) * r[i];
+    for (int64_t i = 0; i < y.size(); ++i)
+      s += static_cast<double>(y[i]) * r[i];
     return s;
   };
   layer.forward(x);
   Tensor dx = Tensor::from_view(layer.backward(r));
   std::vector<Tensor> grads;
-  for (auto& p : layer.parameters()) grads.push_back(Tensor::from_view(*p.grad));
+  for (auto& p : layer.parameters())
+    grads.push_back(Tensor::from_view(*p.grad));
 
   // Every coordinate of small tensors; a prime stride for larger ones, so that no channel or
   // column is systematically skipped.
   auto stride_of = [](int64_t n) -> int64_t { return n <= 256 ? 1 : 7; };
   const int64_t stride_x = stride_of(x.size());
   for (int64_t i = 0; i < x.size(); i += stride_x)
-    check_close(dx[i], numeric_grad(&x[i], loss), layer.name() + " input[" + std::to_string(i) + "]");
+    check_close(dx[i], numeric_grad(&x[i], loss),
+                layer.name() + " input[" + std::to_string(i) + "]");
   auto params = layer.parameters();
   for (size_t k = 0; k < params.size(); ++k) {
     Tensor& v = *params[k].value;
     const int64_t stride = stride_of(v.size());
     for (int64_t i = 0; i < v.size(); i += stride)
-      check_close(grads[k][i], numeric_grad(&v[i], loss), params[k].name + "[" + std::to_string(i) + "]");
+      check_close(grads[k][i], numeric_grad(&v[i], loss),
+                  params[k].name + "[" + std::to_string(i) + "]");
   }
 }
 
@@ -92,7 +97,8 @@ TEST_CASE("ReLU and Sigmoid backward pass gradient checks", "[layers]") {
 
 TEST_CASE("Conv2D matches a direct convolution and passes a gradient check", "[layers]") {
   Conv2D conv("conv", 2, 3, 3, 11);
-  for (auto& p : conv.parameters()) *p.value = random_tensor(p.value->shape(), 12);
+  for (auto& p : conv.parameters())
+    *p.value = random_tensor(p.value->shape(), 12);
   Tensor x = random_tensor(Shape{2, 5, 4, 2}, 13);
   ConstTensorView y = conv.forward(x);
   REQUIRE(y.shape() == (Shape{2, 3, 2, 3}));
@@ -106,7 +112,8 @@ TEST_CASE("Conv2D matches a direct convolution and passes a gradient check", "[l
           for (int ki = 0; ki < 3; ++ki)
             for (int kj = 0; kj < 3; ++kj)
               for (int c = 0; c < 2; ++c)
-                s += x[((n * 5 + i + ki) * 4 + j + kj) * 2 + c] * w[((ki * 3 + kj) * 2 + c) * 3 + f];
+                s +=
+                    x[((n * 5 + i + ki) * 4 + j + kj) * 2 + c] * w[((ki * 3 + kj) * 2 + c) * 3 + f];
           CHECK(y[((n * 3 + i) * 2 + j) * 3 + f] == Approx(s).margin(1e-5));
         }
   gradient_check(conv, x, 14);
@@ -167,13 +174,15 @@ TEST_CASE("Embedding gathers rows and sums repeated ids in its sparse gradient",
   auto f = [&] {
     ConstTensorView out = emb.forward(ids, Shape{2, 2}).value();
     double s = 0.0;
-    for (int64_t i = 0; i < out.size(); ++i) s += static_cast<double>(out[i]) * r[i];
+    for (int64_t i = 0; i < out.size(); ++i)
+      s += static_cast<double>(out[i]) * r[i];
     return s;
   };
   for (size_t k = 0; k < g.rows.size(); ++k)
     for (int64_t j = 0; j < 3; ++j)
       check_close(g.values[static_cast<int64_t>(k) * 3 + j],
-                  numeric_grad(&emb.table()[g.rows[k] * 3 + j], f), "row " + std::to_string(g.rows[k]));
+                  numeric_grad(&emb.table()[g.rows[k] * 3 + j], f),
+                  "row " + std::to_string(g.rows[k]));
   auto bad = emb.forward({3, 10}, Shape{2});
   REQUIRE_FALSE(bad.ok());
   CHECK_THAT(bad.error().message, Catch::Contains("id 10"));
@@ -190,7 +199,8 @@ TEST_CASE("A whole MLP with its loss passes a gradient check", "[layers]") {
   auto params = model->parameters();
   REQUIRE(params.size() == 6);
   std::vector<Tensor> grads;
-  for (auto& p : params) grads.push_back(Tensor::from_view(*p.grad));
+  for (auto& p : params)
+    grads.push_back(Tensor::from_view(*p.grad));
   // Some hidden ReLU input may sit within a step of 0; there the two step sizes disagree and
   // the coordinate is skipped. Only a few may be.
   int checked = 0, kinks = 0;

@@ -7,7 +7,8 @@
 using namespace troupe::core;
 
 TEST_CASE("Accuracy counts argmax hits and merges exactly", "[metrics]") {
-  Tensor logits(Shape{3, 3}, std::vector<float>{0.1f, 0.9f, 0.0f, 2.0f, 1.0f, 0.0f, 0.0f, 0.0f, 5.0f});
+  Tensor logits(Shape{3, 3},
+                std::vector<float>{0.1f, 0.9f, 0.0f, 2.0f, 1.0f, 0.0f, 0.0f, 0.0f, 5.0f});
   const int32_t labels[] = {1, 1, 2};
   Accuracy a, b;
   a.update(logits, labels);

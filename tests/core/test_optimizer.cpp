@@ -73,10 +73,12 @@ TEST_CASE("Dense updates match scalar references over several steps", "[optimize
       for (int t = 1; t <= 4; ++t) {
         Tensor g = random_tensor(w.shape(), 100 + static_cast<uint64_t>(t));
         REQUIRE(opt->apply_dense(w, g, slots).ok());
-        for (size_t i = 0; i < rw.size(); ++i) ref.step(rw[i], g[static_cast<int64_t>(i)], rs[i], t);
+        for (size_t i = 0; i < rw.size(); ++i)
+          ref.step(rw[i], g[static_cast<int64_t>(i)], rs[i], t);
       }
       CHECK(slots.iterations == 4);
-      for (size_t i = 0; i < rw.size(); ++i) CHECK(w[static_cast<int64_t>(i)] == Approx(rw[i]).margin(1e-5));
+      for (size_t i = 0; i < rw.size(); ++i)
+        CHECK(w[static_cast<int64_t>(i)] == Approx(rw[i]).margin(1e-5));
     }
   }
 }
@@ -97,10 +99,15 @@ TEST_CASE("Sparse updates touch only the given rows", "[optimizer]") {
       for (size_t k = 0; k < rows.size(); ++k) {
         Tensor row = Tensor::from_view(before.view().rows(rows[k], rows[k] + 1));
         SlotSet row_slots = dense_opt->make_slots(row.shape());
-        REQUIRE(dense_opt->apply_dense(row, g.view().rows(static_cast<int64_t>(k), static_cast<int64_t>(k) + 1), row_slots).ok());
+        REQUIRE(dense_opt
+                    ->apply_dense(
+                        row, g.view().rows(static_cast<int64_t>(k), static_cast<int64_t>(k) + 1),
+                        row_slots)
+                    .ok());
         CHECK(max_abs_diff(row, w.view().rows(rows[k], rows[k] + 1)) < 1e-6f);
       }
-      for (int64_t r : {0, 2, 3, 5}) CHECK(max_abs_diff(before.view().rows(r, r + 1), w.view().rows(r, r + 1)) == 0.0f);
+      for (int64_t r : {0, 2, 3, 5})
+        CHECK(max_abs_diff(before.view().rows(r, r + 1), w.view().rows(r, r + 1)) == 0.0f);
     }
   }
 }
@@ -133,7 +140,8 @@ TEST_CASE("Bad gradients are errors and change nothing", "[optimizer]") {
   CHECK_FALSE(make_optimizer("lion", 0.1f).ok());
 }
 
-TEST_CASE("Updating shards with their own slots equals updating the whole variable", "[optimizer]") {
+TEST_CASE("Updating shards with their own slots equals updating the whole variable",
+          "[optimizer]") {
   for (const char* name : all_optimizers) {
     SECTION(name) {
       auto whole_opt = make_optimizer(name, 0.01f).value();
@@ -151,8 +159,10 @@ TEST_CASE("Updating shards with their own slots equals updating the whole variab
         Tensor g = random_tensor(whole.shape(), 20 + static_cast<uint64_t>(t));
         REQUIRE(whole_opt->apply_dense(whole, g, whole_slots).ok());
         for (const auto& s : spec.shards())
-          REQUIRE(shard_opt->apply_dense(shards[static_cast<size_t>(s.index)], shard_view(g, s),
-                                         shard_slots[static_cast<size_t>(s.index)]).ok());
+          REQUIRE(shard_opt
+                      ->apply_dense(shards[static_cast<size_t>(s.index)], shard_view(g, s),
+                                    shard_slots[static_cast<size_t>(s.index)])
+                      .ok());
       }
       std::vector<ConstTensorView> parts(shards.begin(), shards.end());
       CHECK(max_abs_diff(whole, concat_rows(parts)) < 1e-6f);

@@ -55,7 +55,8 @@ TEST_CASE("ShardedVariableSpec locates rows and round-trips values", "[partition
 
   Tensor full = initialize(spec.shape, spec.init);
   std::vector<ConstTensorView> parts;
-  for (const auto& s : sharded.shards()) parts.push_back(shard_view(full, s));
+  for (const auto& s : sharded.shards())
+    parts.push_back(shard_view(full, s));
   Tensor back = concat_rows(parts);
   CHECK(max_abs_diff(full, back) == 0.0f);
 

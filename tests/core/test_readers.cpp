@@ -18,17 +18,20 @@ std::vector<char> idx_bytes(std::vector<uint32_t> dims, uint8_t fill_base) {
   std::vector<char> b{0, 0, 0x08, static_cast<char>(dims.size())};
   size_t n = 1;
   for (uint32_t d : dims) {
-    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<char>((d >> s) & 0xff));
+    for (int s = 24; s >= 0; s -= 8)
+      b.push_back(static_cast<char>((d >> s) & 0xff));
     n *= d;
   }
-  for (size_t i = 0; i < n; ++i) b.push_back(static_cast<char>(fill_base + i % 10));
+  for (size_t i = 0; i < n; ++i)
+    b.push_back(static_cast<char>(fill_base + i % 10));
   return b;
 }
 
 void write_gz(const std::string& path, const std::vector<char>& bytes) {
   gzFile f = gzopen(path.c_str(), "wb");
   REQUIRE(f != nullptr);
-  REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()));
+  REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) ==
+          static_cast<int>(bytes.size()));
   gzclose(f);
 }
 
@@ -84,7 +87,8 @@ TEST_CASE("Bad IDX files are errors naming the file and the offset", "[readers]"
     write_gz(dir.file("magic.gz"), bad);
     auto r = read_idx(dir.file("magic.gz"));
     REQUIRE_FALSE(r.ok());
-    CHECK_THAT(r.error().message, Catch::Contains("not an IDX file") && Catch::Contains("offset 0"));
+    CHECK_THAT(r.error().message,
+               Catch::Contains("not an IDX file") && Catch::Contains("offset 0"));
   }
   SECTION("trailing bytes") {
     auto extra = good;
@@ -113,8 +117,10 @@ TEST_CASE("Fashion-MNIST loads from Debian's package", "[readers]") {
   REQUIRE(test->size() == 10000);
   CHECK((*test)[0].features.size() == 784);
   std::vector<int> counts(10);
-  for (const auto& e : *test) ++counts[static_cast<size_t>(e.label)];
-  for (int c : counts) CHECK(c == 1000);  // the test split is balanced
+  for (const auto& e : *test)
+    ++counts[static_cast<size_t>(e.label)];
+  for (int c : counts)
+    CHECK(c == 1000);  // the test split is balanced
   CHECK_FALSE(load_fashion_mnist(fashion_mnist_dir, "valid").ok());
 }
 
@@ -163,8 +169,8 @@ TEST_CASE("CSV lines parse into dense examples", "[readers]") {
   write_text(dir.file("c.csv"), "a,b\n1,2\n1,oops\n");
   auto bad = read_csv(dir.file("c.csv"));
   REQUIRE_FALSE(bad.ok());
-  CHECK_THAT(bad.error().message, Catch::Contains("c.csv:3") && Catch::Contains("column 2") &&
-                                      Catch::Contains("oops"));
+  CHECK_THAT(bad.error().message,
+             Catch::Contains("c.csv:3") && Catch::Contains("column 2") && Catch::Contains("oops"));
   write_text(dir.file("d.csv"), "1,2\n1,2,3\n");
   CHECK_THAT(read_csv(dir.file("d.csv"), CsvOptions{',', false, -1}).error().message,
              Catch::Contains("3 fields"));

@@ -35,7 +35,8 @@ TEST_CASE("fmnist_local trains the MLP to >= 0.83 test accuracy in 2 epochs", "[
   CHECK(r["examples_per_sec"].get<double>() > 0.0);
 }
 
-TEST_CASE("fmnist_local trains the tutorial CNN to >= 0.88 test accuracy in 2 epochs", "[example][cnn]") {
+TEST_CASE("fmnist_local trains the tutorial CNN to >= 0.88 test accuracy in 2 epochs",
+          "[example][cnn]") {
   auto r = run_last_json_line("--model cnn --epochs 2");
   CHECK(r["ok"] == true);
   CHECK(r["optimizer"] == "rmsprop");
@@ -43,15 +44,18 @@ TEST_CASE("fmnist_local trains the tutorial CNN to >= 0.88 test accuracy in 2 ep
 }
 
 TEST_CASE("fmnist_local reports a missing dataset as an error line", "[example]") {
-  const std::string cmd = std::string(TROUPE_BIN_DIR) + "/fmnist_local --data-dir /nonexistent 2>/dev/null";
+  const std::string cmd =
+      std::string(TROUPE_BIN_DIR) + "/fmnist_local --data-dir /nonexistent 2>/dev/null";
   std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
   REQUIRE(p);
   std::string out;
   char buf[4096];
-  while (std::fgets(buf, sizeof buf, p.get())) out += buf;
+  while (std::fgets(buf, sizeof buf, p.get()))
+    out += buf;
   const int status = pclose(p.release());
   CHECK(status != 0);
   auto j = nlohmann::json::parse(out.substr(out.rfind('{')));
   CHECK(j["ok"] == false);
-  CHECK_THAT(j["error"].get<std::string>(), Catch::Contains("/nonexistent/train-images-idx3-ubyte.gz"));
+  CHECK_THAT(j["error"].get<std::string>(),
+             Catch::Contains("/nonexistent/train-images-idx3-ubyte.gz"));
 }
