@@ -75,48 +75,6 @@ bool Shape::operator==(const Shape& other) const {
   return true;
 }
 
-namespace {
-
-int64_t rows_of(const Shape& s) {
-  return s.rank() == 0 ? 1 : s[0];
-}
-
-}  // namespace
-
-TensorView TensorView::reshaped(Shape shape) const {
-  TROUPE_ASSERT(shape.num_elements() == size(), "reshape to a different number of elements");
-  return {data_, shape};
-}
-
-TensorView TensorView::rows(int64_t begin, int64_t end) const {
-  TROUPE_ASSERT(shape_.rank() >= 1 && 0 <= begin && begin <= end && end <= shape_[0],
-                "row range outside the tensor");
-  Shape s = shape_;
-  s[0] = end - begin;
-  return {data_ + begin * shape_.row_size(), s};
-}
-
-MatrixMap TensorView::matrix() const {
-  return {data_, rows_of(shape_), shape_.row_size()};
-}
-
-ConstTensorView ConstTensorView::reshaped(Shape shape) const {
-  TROUPE_ASSERT(shape.num_elements() == size(), "reshape to a different number of elements");
-  return {data_, shape};
-}
-
-ConstTensorView ConstTensorView::rows(int64_t begin, int64_t end) const {
-  TROUPE_ASSERT(shape_.rank() >= 1 && 0 <= begin && begin <= end && end <= shape_[0],
-                "row range outside the tensor");
-  Shape s = shape_;
-  s[0] = end - begin;
-  return {data_ + begin * shape_.row_size(), s};
-}
-
-ConstMatrixMap ConstTensorView::matrix() const {
-  return {data_, rows_of(shape_), shape_.row_size()};
-}
-
 Tensor::Tensor(Shape shape, float fill)
     : data_(static_cast<size_t>(shape.num_elements()), fill), shape_(shape) {}
 

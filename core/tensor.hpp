@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <Eigen/Core>
@@ -42,52 +43,52 @@ class Shape {
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using MatrixMap = Eigen::Map<RowMatrix, Eigen::Unaligned>;
 using ConstMatrixMap = Eigen::Map<const RowMatrix, Eigen::Unaligned>;
-using VectorMap = Eigen::Map<Eigen::VectorXf, Eigen::Unaligned>;
-using ConstVectorMap = Eigen::Map<const Eigen::VectorXf, Eigen::Unaligned>;
 
-/// A non-owning, mutable view of row-major float32 data.
-class TensorView {
+/// A non-owning view of row-major float32 data: `TensorView` (mutable) and
+/// `ConstTensorView` (read-only). A mutable view converts to a read-only one.
+template <class T>
+class BasicTensorView {
  public:
-  TensorView() = default;
-  TensorView(float* data, Shape shape) : data_(data), shape_(shape) {}
+  using Matrix = std::conditional_t<std::is_const_v<T>, const RowMatrix, RowMatrix>;
+  using Vector = std::conditional_t<std::is_const_v<T>, const Eigen::VectorXf, Eigen::VectorXf>;
 
-  float* data() const { return data_; }
+  BasicTensorView() = default;
+  BasicTensorView(T* data, Shape shape) : data_(data), shape_(shape) {}
+  template <class U, class = std::enable_if_t<std::is_const_v<T> && !std::is_const_v<U>>>
+  BasicTensorView(const BasicTensorView<U>& v)  // NOLINT: mutable -> read-only is implicit
+      : data_(v.data()), shape_(v.shape()) {}
+
+  T* data() const { return data_; }
   const Shape& shape() const { return shape_; }
   int64_t size() const { return shape_.num_elements(); }
-  float& operator[](int64_t i) const { return data_[i]; }
+  T& operator[](int64_t i) const { return data_[i]; }
+
   /// The same data seen with another shape of equal size.
-  TensorView reshaped(Shape shape) const;
+  BasicTensorView reshaped(Shape shape) const {
+    TROUPE_ASSERT(shape.num_elements() == size(), "reshape to a different number of elements");
+    return {data_, shape};
+  }
   /// Rows [begin, end) of the first axis.
-  TensorView rows(int64_t begin, int64_t end) const;
-  /// The data as a matrix of dim0 rows and row_size() columns.
-  MatrixMap matrix() const;
-  VectorMap flat() const { return VectorMap(data_, size()); }
+  BasicTensorView rows(int64_t begin, int64_t end) const {
+    TROUPE_ASSERT(shape_.rank() >= 1 && 0 <= begin && begin <= end && end <= shape_[0],
+                  "row range outside the tensor");
+    Shape s = shape_;
+    s[0] = end - begin;
+    return {data_ + begin * shape_.row_size(), s};
+  }
+  /// The data as a matrix of dim0 rows (1 for a scalar) and row_size() columns.
+  Eigen::Map<Matrix, Eigen::Unaligned> matrix() const {
+    return {data_, shape_.rank() == 0 ? 1 : shape_[0], shape_.row_size()};
+  }
+  Eigen::Map<Vector, Eigen::Unaligned> flat() const { return {data_, size()}; }
 
  private:
-  float* data_ = nullptr;
+  T* data_ = nullptr;
   Shape shape_;
 };
 
-/// A non-owning, read-only view of row-major float32 data.
-class ConstTensorView {
- public:
-  ConstTensorView() = default;
-  ConstTensorView(const float* data, Shape shape) : data_(data), shape_(shape) {}
-  ConstTensorView(const TensorView& v) : data_(v.data()), shape_(v.shape()) {}  // NOLINT
-
-  const float* data() const { return data_; }
-  const Shape& shape() const { return shape_; }
-  int64_t size() const { return shape_.num_elements(); }
-  float operator[](int64_t i) const { return data_[i]; }
-  ConstTensorView reshaped(Shape shape) const;
-  ConstTensorView rows(int64_t begin, int64_t end) const;
-  ConstMatrixMap matrix() const;
-  ConstVectorMap flat() const { return ConstVectorMap(data_, size()); }
-
- private:
-  const float* data_ = nullptr;
-  Shape shape_;
-};
+using TensorView = BasicTensorView<float>;
+using ConstTensorView = BasicTensorView<const float>;
 
 /// Owning row-major float32 storage, 64-byte aligned. Resizing to the same or a smaller
 /// number of elements never reallocates, so per-step buffers are allocated once.
