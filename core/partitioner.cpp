@@ -128,6 +128,13 @@ Tensor initialize(const Shape& shape, const Initializer& init) {
         t[i] = dist(rng);
       break;
     }
+    case Initializer::Kind::random_uniform: {
+      std::mt19937_64 rng(init.seed);
+      std::uniform_real_distribution<float> dist(-init.value, init.value);
+      for (int64_t i = 0; i < t.size(); ++i)
+        t[i] = dist(rng);
+      break;
+    }
     case Initializer::Kind::random_normal: {
       std::mt19937_64 rng(init.seed);
       std::normal_distribution<float> dist(0.0f, init.value);

@@ -73,8 +73,16 @@ std::vector<ShardInfo> split_rows(const Shape& shape, int num_shards);
 
 /// How a variable is initialised.
 struct Initializer {
-  enum class Kind { zeros, constant, glorot_uniform, random_normal } kind = Kind::zeros;
-  float value = 0.0f;  // constant: the value; random_normal: the standard deviation
+  enum class Kind {
+    zeros,
+    constant,
+    glorot_uniform,
+    random_uniform,
+    random_normal
+  } kind = Kind::zeros;
+  // constant: the value; random_uniform: the limit (values in [-value, value]);
+  // random_normal: the standard deviation
+  float value = 0.0f;
   uint64_t seed = 0;
 };
 

@@ -8,10 +8,9 @@ namespace troupe::core {
 
 Embedding::Embedding(std::string name, int64_t vocab, int64_t dim, uint64_t seed)
     : name_(std::move(name)),
-      // Keras' Embedding default: uniform in [-0.05, 0.05]; glorot on [vocab, dim] is close
-      // enough in scale and keeps one initialiser family.
+      // Keras' Embedding default: uniform in [-0.05, 0.05].
       table_(initialize(Shape{vocab, dim},
-                        Initializer{Initializer::Kind::glorot_uniform, 0.0f, seed})) {}
+                        Initializer{Initializer::Kind::random_uniform, 0.05f, seed})) {}
 
 Expected<ConstTensorView> Embedding::forward(const std::vector<int64_t>& ids, Shape ids_shape) {
   TROUPE_ASSERT(static_cast<int64_t>(ids.size()) == ids_shape.num_elements() &&

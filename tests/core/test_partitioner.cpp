@@ -74,4 +74,8 @@ TEST_CASE("Initializers are seeded and scaled", "[partitioner]") {
   CHECK(a.view().flat().maxCoeff() > 0.9f * limit);
   Tensor c = initialize(Shape{4}, Initializer{Initializer::Kind::constant, 2.5f, 0});
   CHECK(c[3] == 2.5f);
+  Tensor u = initialize(Shape{1000}, Initializer{Initializer::Kind::random_uniform, 0.05f, 1});
+  CHECK(u.view().flat().maxCoeff() <= 0.05f);
+  CHECK(u.view().flat().minCoeff() >= -0.05f);
+  CHECK(u.view().flat().maxCoeff() > 0.045f);
 }
