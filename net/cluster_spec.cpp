@@ -1,0 +1,164 @@
+#include "net/cluster_spec.hpp"
+
+#include <charconv>
+#include <cstdlib>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+namespace troupe::net {
+
+using core::Errc;
+using core::make_error;
+
+namespace {
+
+const std::set<std::string> known_jobs{"chief", "worker", "ps", "evaluator"};
+
+core::Error invalid(const std::string& what) {
+  return make_error(Errc::invalid_argument, "TF_CONFIG: " + what);
+}
+
+}  // namespace
+
+Expected<HostPort> parse_host_port(const std::string& address) {
+  HostPort hp;
+  std::string port_text;
+  if (!address.empty() && address.front() == '[') {
+    const auto close = address.find(']');
+    if (close == std::string::npos || close + 1 >= address.size() || address[close + 1] != ':')
+      return make_error(Errc::invalid_argument, "address '" + address + "' is not [host]:port");
+    hp.host = address.substr(1, close - 1);
+    port_text = address.substr(close + 2);
+  } else {
+    const auto colon = address.rfind(':');
+    if (colon == std::string::npos || colon == 0 || address.find(':') != colon)
+      return make_error(Errc::invalid_argument, "address '" + address + "' is not host:port");
+    hp.host = address.substr(0, colon);
+    port_text = address.substr(colon + 1);
+  }
+  unsigned port = 0;
+  auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || p != port_text.data() + port_text.size() || port == 0 || port > 65535)
+    return make_error(Errc::invalid_argument,
+                      "address '" + address + "' has no valid port (1..65535)");
+  hp.port = static_cast<uint16_t>(port);
+  return hp;
+}
+
+ClusterSpec::ClusterSpec(std::map<std::string, std::vector<std::string>> jobs)
+    : jobs_(std::move(jobs)) {}
+
+core::Status ClusterSpec::validate() const {
+  std::map<std::string, std::string> seen;  // address -> task
+  for (const auto& [job, addresses] : jobs_) {
+    if (known_jobs.count(job) == 0)
+      return make_error(Errc::invalid_argument,
+                        "unknown job '" + job + "' (known: chief, worker, ps, evaluator)");
+    if (job == "chief" && addresses.size() > 1)
+      return make_error(
+          Errc::invalid_argument,
+          "job 'chief' has " + std::to_string(addresses.size()) + " tasks; there can be only one");
+    for (size_t i = 0; i < addresses.size(); ++i) {
+      const std::string task = job + ":" + std::to_string(i);
+      auto hp = parse_host_port(addresses[i]);
+      if (!hp) return make_error(Errc::invalid_argument, task + ": " + hp.error().message);
+      auto [it, fresh] = seen.emplace(addresses[i], task);
+      if (!fresh)
+        return make_error(
+            Errc::invalid_argument,
+            "address '" + addresses[i] + "' is used by both " + it->second + " and " + task);
+    }
+  }
+  return {};
+}
+
+int ClusterSpec::num_tasks(const std::string& job) const {
+  auto it = jobs_.find(job);
+  return it == jobs_.end() ? 0 : static_cast<int>(it->second.size());
+}
+
+const std::string& ClusterSpec::address(const TaskId& task) const {
+  auto it = jobs_.find(task.type);
+  TROUPE_ASSERT(
+      it != jobs_.end() && task.index >= 0 && task.index < static_cast<int>(it->second.size()),
+      "address() of a task that is not in the cluster");
+  return it->second[static_cast<size_t>(task.index)];
+}
+
+std::vector<TaskId> ClusterSpec::tasks() const {
+  std::vector<TaskId> out;
+  for (const auto& [job, addresses] : jobs_)
+    for (size_t i = 0; i < addresses.size(); ++i)
+      out.push_back({job, static_cast<int>(i)});
+  return out;
+}
+
+Expected<TFConfigClusterResolver> TFConfigClusterResolver::from_env() {
+  const char* text = std::getenv("TF_CONFIG");
+  if (text == nullptr || *text == '\0')
+    return make_error(Errc::invalid_argument, "TF_CONFIG is not set");
+  return parse(text);
+}
+
+Expected<TFConfigClusterResolver> TFConfigClusterResolver::parse(const std::string& tf_config) {
+  using nlohmann::json;
+  json j;
+  try {
+    j = json::parse(tf_config);
+  } catch (const json::parse_error& e) {
+    return invalid(std::string("not valid JSON (") + e.what() + ")");
+  }
+  if (!j.is_object()) return invalid("must be a JSON object, got " + j.dump());
+  if (!j.contains("cluster")) return invalid("no \"cluster\"");
+  const json& cluster = j["cluster"];
+  if (!cluster.is_object() || cluster.empty())
+    return invalid("\"cluster\" must be a non-empty object of job lists, got " + cluster.dump());
+
+  std::map<std::string, std::vector<std::string>> jobs;
+  for (const auto& [job, list] : cluster.items()) {
+    if (!list.is_array())
+      return invalid("job '" + job + "' must be a list of addresses, got " + list.dump());
+    std::vector<std::string> addresses;
+    for (const auto& a : list) {
+      if (!a.is_string()) return invalid("job '" + job + "' has a non-string address " + a.dump());
+      addresses.push_back(a.get<std::string>());
+    }
+    jobs[job] = std::move(addresses);
+  }
+  TFConfigClusterResolver r;
+  r.spec_ = ClusterSpec(std::move(jobs));
+  if (auto st = r.spec_.validate(); !st) return invalid(st.error().message);
+
+  if (!j.contains("task")) return invalid("no \"task\"");
+  const json& task = j["task"];
+  if (!task.is_object() || !task.contains("type") || !task["type"].is_string())
+    return invalid("\"task\" must be {\"type\": string, \"index\": int}, got " + task.dump());
+  r.task_.type = task["type"].get<std::string>();
+  const json index = task.value("index", json(0));
+  if (!index.is_number_integer())
+    return invalid("task index must be an integer, got " + index.dump());
+  const auto idx = index.get<int64_t>();
+  if (!r.spec_.has_job(r.task_.type))
+    return invalid("task type '" + r.task_.type + "' is not a job of the cluster");
+  if (idx < 0 || idx >= r.spec_.num_tasks(r.task_.type))
+    return invalid("task index " + std::to_string(idx) + " out of range: job '" + r.task_.type +
+                   "' has " + std::to_string(r.spec_.num_tasks(r.task_.type)) + " tasks");
+  r.task_.index = static_cast<int>(idx);
+  const json rpc = j.value("rpc_layer", json("caf"));
+  if (!rpc.is_string()) return invalid("\"rpc_layer\" must be a string, got " + rpc.dump());
+  r.rpc_layer_ = rpc.get<std::string>();
+  return r;
+}
+
+std::string TFConfigClusterResolver::render(const ClusterSpec& spec, const TaskId& task) {
+  nlohmann::json cluster = nlohmann::json::object();
+  for (const auto& [job, addresses] : spec.jobs())
+    cluster[job] = addresses;
+  return nlohmann::json{{"cluster", cluster},
+                        {"task", {{"type", task.type}, {"index", task.index}}},
+                        {"rpc_layer", "caf"}}
+      .dump();
+}
+
+}  // namespace troupe::net

@@ -1,0 +1,98 @@
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+
+#include "net/cluster_spec.hpp"
+
+using namespace troupe::net;
+using troupe::core::Errc;
+
+namespace {
+
+std::string error_of(const std::string& tf_config) {
+  auto r = TFConfigClusterResolver::parse(tf_config);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::invalid_argument);
+  return r.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("TF_CONFIG as Kubeflow writes it is read", "[tf_config]") {
+  auto r = TFConfigClusterResolver::parse(R"({
+    "cluster": {"chief": ["127.0.0.1:2222"],
+                "worker": ["127.0.0.1:2223", "127.0.0.1:2224"],
+                "ps": ["127.0.0.1:2225"]},
+    "task": {"type": "worker", "index": 1},
+    "rpc_layer": "grpc"})");
+  REQUIRE(r.ok());
+  CHECK(r->task() == TaskId{"worker", 1});
+  CHECK(r->rpc_layer() == "grpc");
+  CHECK(r->cluster_spec().num_tasks("worker") == 2);
+  CHECK(r->cluster_spec().num_tasks("evaluator") == 0);
+  CHECK(r->cluster_spec().address({"ps", 0}) == "127.0.0.1:2225");
+  CHECK(r->cluster_spec().tasks().size() == 4);
+}
+
+TEST_CASE("render and parse round-trip", "[tf_config]") {
+  ClusterSpec spec({{"chief", {"127.0.0.1:3000"}}, {"ps", {"127.0.0.1:3001", "[::1]:3002"}}});
+  auto r = TFConfigClusterResolver::parse(TFConfigClusterResolver::render(spec, {"ps", 1}));
+  REQUIRE(r.ok());
+  CHECK(r->task() == TaskId{"ps", 1});
+  CHECK(r->cluster_spec().jobs() == spec.jobs());
+  auto hp = parse_host_port("[::1]:3002");
+  REQUIRE(hp.ok());
+  CHECK(hp->host == "::1");
+  CHECK(hp->port == 3002);
+}
+
+TEST_CASE("Malformed TF_CONFIG is a clear error", "[tf_config]") {
+  CHECK_THAT(error_of("{\"cluster\": "), Catch::Contains("not valid JSON"));
+  CHECK_THAT(error_of("[1, 2]"), Catch::Contains("JSON object"));
+  CHECK_THAT(error_of(R"({"task": {"type": "worker", "index": 0}})"),
+             Catch::Contains("no \"cluster\""));
+  CHECK_THAT(error_of(R"({"cluster": {"worker": ["127.0.0.1:1"]}})"),
+             Catch::Contains("no \"task\""));
+  CHECK_THAT(
+      error_of(R"({"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "ps", "index": 0}})"),
+      Catch::Contains("'ps' is not a job"));
+  CHECK_THAT(
+      error_of(
+          R"({"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": 3}})"),
+      Catch::Contains("index 3 out of range") && Catch::Contains("1 tasks"));
+  CHECK_THAT(
+      error_of(
+          R"({"cluster": {"worker": ["127.0.0.1:1"]}, "task": {"type": "worker", "index": "0"}})"),
+      Catch::Contains("must be an integer"));
+  CHECK_THAT(
+      error_of(
+          R"({"cluster": {"trainer": ["127.0.0.1:1"]}, "task": {"type": "trainer", "index": 0}})"),
+      Catch::Contains("unknown job 'trainer'"));
+  CHECK_THAT(
+      error_of(
+          R"({"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:1"]}, "task": {"type": "worker"}})"),
+      Catch::Contains("used by both worker:0 and worker:1"));
+  CHECK_THAT(error_of(R"({"cluster": {"worker": ["127.0.0.1"]}, "task": {"type": "worker"}})"),
+             Catch::Contains("not host:port"));
+  CHECK_THAT(
+      error_of(R"({"cluster": {"worker": ["127.0.0.1:70000"]}, "task": {"type": "worker"}})"),
+      Catch::Contains("no valid port"));
+  CHECK_THAT(error_of(R"({"cluster": {"worker": "127.0.0.1:1"}, "task": {"type": "worker"}})"),
+             Catch::Contains("must be a list"));
+  CHECK_THAT(
+      error_of(
+          R"({"cluster": {"chief": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "chief"}})"),
+      Catch::Contains("only one"));
+}
+
+TEST_CASE("TF_CONFIG is read from the environment", "[tf_config]") {
+  ::unsetenv("TF_CONFIG");
+  CHECK_THAT(TFConfigClusterResolver::from_env().error().message, Catch::Contains("not set"));
+  ::setenv("TF_CONFIG",
+           R"({"cluster": {"ps": ["127.0.0.1:5000"]}, "task": {"type": "ps", "index": 0}})", 1);
+  auto r = TFConfigClusterResolver::from_env();
+  ::unsetenv("TF_CONFIG");
+  REQUIRE(r.ok());
+  CHECK(r->task() == TaskId{"ps", 0});
+  CHECK(r->rpc_layer() == "caf");
+}
