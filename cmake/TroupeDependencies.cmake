@@ -9,3 +9,17 @@ if(TROUPE_BUILD_TESTS)
   find_package(Catch2 2 REQUIRED)                  # Catch2::Catch2
   include(Catch)
 endif()
+
+# CAF 0.17.6 (Debian) ships no CMake config and no .pc file: imported targets by hand.
+find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
+find_library(CAF_CORE_LIBRARY caf_core REQUIRED)
+find_library(CAF_IO_LIBRARY caf_io REQUIRED)
+add_library(CAF::core UNKNOWN IMPORTED)
+set_target_properties(CAF::core PROPERTIES
+  IMPORTED_LOCATION "${CAF_CORE_LIBRARY}"
+  INTERFACE_INCLUDE_DIRECTORIES "${CAF_INCLUDE_DIR}"
+  INTERFACE_LINK_LIBRARIES Threads::Threads)
+add_library(CAF::io UNKNOWN IMPORTED)
+set_target_properties(CAF::io PROPERTIES
+  IMPORTED_LOCATION "${CAF_IO_LIBRARY}"
+  INTERFACE_LINK_LIBRARIES CAF::core)

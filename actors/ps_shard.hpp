@@ -1,0 +1,25 @@
+#pragma once
+
+#include <caf/all.hpp>
+
+#include "actors/ps_shard_state.hpp"
+
+namespace troupe::actors {
+
+struct PsShardActorState {
+  PsShardState shard;
+  static inline const char* name = "troupe.ps_shard";
+};
+
+/// The actor of one parameter-server task. Requests (atoms in net/wire.hpp):
+///   (create, VariableDef)                           -> ok
+///   (pull, name)                                    -> WireTensor
+///   (pullrows, name, rows)                          -> WireTensor
+///   (push, closure_id, name, WireTensor)            -> bool (false: duplicate, ignored)
+///   (pushrows, closure_id, name, RowsUpdate)        -> bool
+///   (stats)                                         -> [variables, pulls, applied,
+///                                                      duplicate, rejected]
+/// Bad requests get an error reply; the actor keeps serving.
+caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self);
+
+}  // namespace troupe::actors

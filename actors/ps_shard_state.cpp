@@ -1,0 +1,136 @@
+#include "actors/ps_shard_state.hpp"
+
+#include "core/partitioner.hpp"
+
+namespace troupe::actors {
+
+using core::Errc;
+using core::make_error;
+
+namespace {
+
+bool same_def(const net::VariableDef& a, const net::VariableDef& b) {
+  return a.name == b.name && a.shard == b.shard && a.row_offset == b.row_offset &&
+         a.shape == b.shape && a.init_kind == b.init_kind && a.init_value == b.init_value &&
+         a.seed == b.seed && a.optimizer == b.optimizer && a.learning_rate == b.learning_rate;
+}
+
+}  // namespace
+
+core::Error PsShardState::reject(core::Error e) {
+  ++counters_.requests_rejected;
+  return e;
+}
+
+core::Status PsShardState::create(const net::VariableDef& def) {
+  if (auto it = vars_.find(def.name); it != vars_.end()) {
+    if (same_def(it->second.def, def)) return {};
+    return reject(make_error(Errc::invalid_argument,
+                             "variable '" + def.name + "' already exists with another definition"));
+  }
+  if (def.name.empty() || def.shape.size() > static_cast<size_t>(core::Shape::max_rank))
+    return reject(make_error(Errc::invalid_argument, "bad variable definition '" + def.name + "'"));
+  int64_t elements = 1;
+  for (int64_t d : def.shape) {
+    if (d < 0 || (d > 0 && elements > (int64_t{1} << 34) / d))
+      return reject(make_error(Errc::invalid_argument,
+                               "variable '" + def.name + "' has an implausible shape"));
+    elements *= d;
+  }
+  if (def.init_kind < 0 ||
+      def.init_kind > static_cast<int32_t>(core::Initializer::Kind::random_normal))
+    return reject(
+        make_error(Errc::invalid_argument, "variable '" + def.name + "': unknown initializer"));
+  auto opt = core::make_optimizer(def.optimizer, def.learning_rate);
+  if (!opt) return reject(opt.error());
+  Shard s;
+  s.def = def;
+  const core::Shape shape(def.shape);
+  // Each shard seeds its initializer from (seed, shard) so shards differ.
+  s.value = core::initialize(
+      shape, core::Initializer{static_cast<core::Initializer::Kind>(def.init_kind), def.init_value,
+                               def.seed * 1000003u + static_cast<uint64_t>(def.shard)});
+  s.optimizer = std::move(*opt);
+  s.slots = s.optimizer->make_slots(shape);
+  vars_.emplace(def.name, std::move(s));
+  ++counters_.variables;
+  return {};
+}
+
+core::Expected<PsShardState::Shard*> PsShardState::find(const std::string& name) {
+  auto it = vars_.find(name);
+  if (it == vars_.end())
+    return reject(make_error(Errc::not_found, "no variable '" + name + "' on this shard"));
+  return &it->second;
+}
+
+core::Expected<net::WireTensor> PsShardState::pull(const std::string& name) {
+  auto s = find(name);
+  if (!s) return s.error();
+  ++counters_.pulls;
+  return net::WireTensor::from((*s)->value);
+}
+
+core::Expected<net::WireTensor> PsShardState::pull_rows(const std::string& name,
+                                                        const std::vector<int64_t>& rows) {
+  auto s = find(name);
+  if (!s) return s.error();
+  const core::Tensor& v = (*s)->value;
+  if (v.shape().rank() < 1)
+    return reject(make_error(Errc::invalid_argument, "'" + name + "' has no rows"));
+  const int64_t width = v.shape().row_size();
+  for (int64_t r : rows)
+    if (r < 0 || r >= v.shape()[0])
+      return reject(make_error(Errc::out_of_range, "row " + std::to_string(r) + " outside '" +
+                                                       name + "' shard of " +
+                                                       std::to_string(v.shape()[0]) + " rows"));
+  net::WireTensor out;
+  out.dims = v.shape().to_vector();
+  out.dims[0] = static_cast<int64_t>(rows.size());
+  out.data.resize(rows.size() * static_cast<size_t>(width));
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::copy_n(v.data() + rows[i] * width, width,
+                out.data.data() + static_cast<int64_t>(i) * width);
+  ++counters_.pulls;
+  return out;
+}
+
+core::Expected<bool> PsShardState::push(uint64_t closure_id, const std::string& name,
+                                        const net::WireTensor& grad) {
+  auto s = find(name);
+  if (!s) return s.error();
+  Shard& sh = **s;
+  if (!grad.consistent())
+    return reject(make_error(Errc::invalid_argument, "inconsistent gradient for '" + name + "'"));
+  if (sh.applied.count(closure_id)) {
+    ++counters_.updates_duplicate;
+    return false;
+  }
+  if (auto st = sh.optimizer->apply_dense(sh.value, grad.view(), sh.slots); !st)
+    return reject(st.error());
+  sh.applied.insert(closure_id);
+  ++counters_.updates_applied;
+  return true;
+}
+
+core::Expected<bool> PsShardState::push_rows(uint64_t closure_id, const std::string& name,
+                                             const net::RowsUpdate& update) {
+  auto s = find(name);
+  if (!s) return s.error();
+  Shard& sh = **s;
+  if (!update.grads.consistent())
+    return reject(
+        make_error(Errc::invalid_argument, "inconsistent row gradient for '" + name + "'"));
+  if (sh.applied.count(closure_id)) {
+    ++counters_.updates_duplicate;
+    return false;
+  }
+  if (auto st = sh.optimizer->apply_sparse(sh.value, update.rows, update.grads.view(), sh.slots);
+      !st)
+    return reject(st.error());
+  sh.applied.insert(closure_id);
+  ++counters_.updates_applied;
+  return true;
+}
+
+}  // namespace troupe::actors

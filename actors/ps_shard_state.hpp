@@ -1,0 +1,66 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "core/expected.hpp"
+#include "core/optimizer.hpp"
+#include "net/wire.hpp"
+
+namespace troupe::actors {
+
+/// The state of one parameter-server task: its shards of variables, their optimizer slots,
+/// and for each shard the closure ids whose gradients it has applied. Plain data: the
+/// ps_shard actor owns one, tests drive it directly.
+///
+/// Every request is validated (name, shape, rows, payload consistency); a bad one is an
+/// error value and changes nothing, so one faulty client cannot corrupt or stop a shard.
+class PsShardState {
+ public:
+  struct Counters {
+    int64_t variables = 0;
+    int64_t pulls = 0;
+    int64_t updates_applied = 0;
+    int64_t updates_duplicate = 0;  // a closure id seen before: ignored (at most once)
+    int64_t requests_rejected = 0;
+  };
+
+  /// Creates the shard `def` describes. Creating the same shard again with the same
+  /// definition is a no-op (a coordinator may retry); a different definition under an
+  /// existing name is an invalid_argument error.
+  core::Status create(const net::VariableDef& def);
+  core::Expected<net::WireTensor> pull(const std::string& name);
+  /// Rows of the shard, by shard-local index.
+  core::Expected<net::WireTensor> pull_rows(const std::string& name,
+                                            const std::vector<int64_t>& rows);
+  /// Applies a dense gradient tagged with `closure_id`; returns false (and applies nothing)
+  /// if this shard already applied that closure id.
+  core::Expected<bool> push(uint64_t closure_id, const std::string& name,
+                            const net::WireTensor& grad);
+  core::Expected<bool> push_rows(uint64_t closure_id, const std::string& name,
+                                 const net::RowsUpdate& update);
+
+  const Counters& counters() const { return counters_; }
+  bool has(const std::string& name) const { return vars_.count(name) > 0; }
+
+ private:
+  struct Shard {
+    net::VariableDef def;
+    core::Tensor value;
+    std::unique_ptr<core::Optimizer> optimizer;
+    core::SlotSet slots;
+    std::unordered_set<uint64_t> applied;
+  };
+
+  core::Expected<Shard*> find(const std::string& name);
+  core::Error reject(core::Error e);
+
+  std::map<std::string, Shard> vars_;
+  Counters counters_;
+};
+
+}  // namespace troupe::actors

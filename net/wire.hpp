@@ -1,0 +1,118 @@
+#pragma once
+
+// Every message type that crosses an actor boundary, their CAF type IDs and the atoms of
+// the protocol: one file, so that a reader finds the whole wire vocabulary here.
+// docs/wire-format.md describes the same in prose.
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "core/expected.hpp"
+#include "core/tensor.hpp"
+
+namespace troupe::net {
+
+/// A tensor on the wire: its shape and its float32 payload, written as one raw block
+/// (host byte order; every node of a cluster runs the same binary on the same platform).
+struct WireTensor {
+  std::vector<int64_t> dims;
+  std::vector<float> data;
+
+  static WireTensor from(core::ConstTensorView v);
+  core::ConstTensorView view() const;
+  /// The shape is valid and matches the payload size.
+  bool consistent() const;
+};
+
+/// What a PS shard needs to create its slice of a variable and its optimizer state.
+struct VariableDef {
+  std::string name;            // the variable's name, unique in the job
+  int32_t shard = 0;           // which shard this is
+  int64_t row_offset = 0;      // first row of the full variable held here
+  std::vector<int64_t> shape;  // the shard's shape
+  int32_t init_kind = 0;       // core::Initializer::Kind
+  float init_value = 0.0f;
+  uint64_t seed = 0;
+  std::string optimizer;  // core::make_optimizer name
+  float learning_rate = 0.0f;
+};
+
+/// Bytes of one rows-update: rows of a shard (shard-local indices) and their gradients.
+struct RowsUpdate {
+  std::vector<int64_t> rows;
+  WireTensor grads;  // [rows.size(), row width]
+};
+
+// Upper bound on one tensor payload: a length field above it, or above the bytes that
+// actually arrived, is rejected before anything is allocated.
+inline constexpr size_t max_wire_tensor_bytes = size_t{1} << 31;
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, WireTensor& x) {
+  if constexpr (std::is_base_of_v<caf::serializer, Inspector>) {
+    size_t n = x.data.size();
+    return caf::error::eval(
+        [&] { return f(caf::meta::type_name("troupe.tensor"), x.dims); },
+        [&] { return f.begin_sequence(n); },
+        [&] { return n ? f.apply_raw(n * sizeof(float), x.data.data()) : caf::error{}; },
+        [&] { return f.end_sequence(); });
+  } else if constexpr (std::is_base_of_v<caf::deserializer, Inspector>) {
+    size_t n = 0;
+    return caf::error::eval([&] { return f(caf::meta::type_name("troupe.tensor"), x.dims); },
+                            [&] { return f.begin_sequence(n); },
+                            [&]() -> caf::error {
+                              size_t limit = max_wire_tensor_bytes;
+                              if constexpr (std::is_same_v<Inspector, caf::binary_deserializer>)
+                                limit = std::min(limit, f.remaining());
+                              if (n > limit / sizeof(float)) return caf::sec::invalid_argument;
+                              x.data.resize(n);
+                              return n ? f.apply_raw(n * sizeof(float), x.data.data())
+                                       : caf::error{};
+                            },
+                            [&] { return f.end_sequence(); });
+  } else {
+    return f(caf::meta::type_name("troupe.tensor"), x.dims, x.data);
+  }
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, VariableDef& x) {
+  return f(caf::meta::type_name("troupe.variable_def"), x.name, x.shard, x.row_offset, x.shape,
+           x.init_kind, x.init_value, x.seed, x.optimizer, x.learning_rate);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RowsUpdate& x) {
+  return f(caf::meta::type_name("troupe.rows_update"), x.rows, x.grads);
+}
+
+// Atoms of the protocol (CAF 0.17: at most 10 characters).
+using create_atom = caf::atom_constant<caf::atom("create")>;       // PS: create a shard
+using pull_atom = caf::atom_constant<caf::atom("pull")>;           // PS: dense pull
+using pull_rows_atom = caf::atom_constant<caf::atom("pullrows")>;  // PS: rows pull
+using push_atom = caf::atom_constant<caf::atom("push")>;           // PS: dense gradient
+using push_rows_atom = caf::atom_constant<caf::atom("pushrows")>;  // PS: rows gradient
+using stats_atom = caf::atom_constant<caf::atom("stats")>;         // any: counters
+using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;   // node: stop serving
+
+/// The CAF error category of Troupe's core::Errc codes.
+inline constexpr caf::atom_value error_category = caf::atom("troupe");
+
+/// A core::Error as a caf::error (code, category "troupe", message as context).
+caf::error to_caf(const core::Error& e);
+/// A caf::error as a core::Error: Troupe's own codes keep theirs, CAF's own errors map to
+/// `unavailable` (peer gone, request timed out) or `internal`.
+core::Error from_caf(const caf::error& e);
+
+}  // namespace troupe::net
+
+CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
+CAF_ADD_TYPE_ID(troupe, (troupe::net::WireTensor))
+CAF_ADD_TYPE_ID(troupe, (troupe::net::VariableDef))
+CAF_ADD_TYPE_ID(troupe, (troupe::net::RowsUpdate))
+CAF_ADD_TYPE_ID(troupe, (std::vector<int64_t>))
+CAF_END_TYPE_ID_BLOCK(troupe)

@@ -1,0 +1,122 @@
+#include <catch2/catch.hpp>
+
+#include <caf/all.hpp>
+
+#include "actors/ps_shard.hpp"
+#include "core/partitioner.hpp"
+
+using namespace troupe;
+using actors::PsShardState;
+using net::VariableDef;
+using net::WireTensor;
+
+namespace {
+
+VariableDef def(const std::string& name, std::vector<int64_t> shape,
+                const std::string& opt = "sgd") {
+  VariableDef d;
+  d.name = name;
+  d.shape = std::move(shape);
+  d.init_kind = static_cast<int32_t>(core::Initializer::Kind::constant);
+  d.init_value = 1.0f;
+  d.optimizer = opt;
+  d.learning_rate = 0.5f;
+  return d;
+}
+
+WireTensor tensor(std::vector<int64_t> dims, std::vector<float> data) {
+  return {std::move(dims), std::move(data)};
+}
+
+}  // namespace
+
+TEST_CASE("A PS shard creates, serves and updates variables", "[ps_shard]") {
+  PsShardState ps;
+  REQUIRE(ps.create(def("w", {2, 2})).ok());
+  REQUIRE(ps.create(def("w", {2, 2})).ok());  // same definition again: no-op
+  CHECK(ps.counters().variables == 1);
+  auto conflict = ps.create(def("w", {3, 2}));
+  REQUIRE_FALSE(conflict.ok());
+  CHECK_THAT(conflict.error().message, Catch::Contains("another definition"));
+
+  auto v = ps.pull("w");
+  REQUIRE(v.ok());
+  CHECK(v->dims == std::vector<int64_t>{2, 2});
+  CHECK(v->data == std::vector<float>{1, 1, 1, 1});
+
+  REQUIRE(ps.push(7, "w", tensor({2, 2}, {1, 2, 3, 4})).value() == true);
+  CHECK(ps.pull("w")->data == std::vector<float>{0.5f, 0.0f, -0.5f, -1.0f});
+}
+
+TEST_CASE("A PS shard applies each closure id at most once", "[ps_shard]") {
+  PsShardState ps;
+  REQUIRE(ps.create(def("w", {3})).ok());
+  REQUIRE(ps.create(def("emb", {4, 2}, "adagrad")).ok());
+  CHECK(ps.push(1, "w", tensor({3}, {1, 1, 1})).value());
+  CHECK_FALSE(ps.push(1, "w", tensor({3}, {1, 1, 1})).value());  // retried closure
+  CHECK(ps.push(2, "w", tensor({3}, {1, 1, 1})).value());
+  CHECK(ps.pull("w")->data == std::vector<float>{0, 0, 0});
+
+  net::RowsUpdate u{{3, 0}, tensor({2, 2}, {1, 1, 1, 1})};
+  CHECK(ps.push_rows(1, "emb", u).value());  // ids are per variable
+  const auto after_first = ps.pull("emb")->data;
+  CHECK_FALSE(ps.push_rows(1, "emb", u).value());
+  CHECK(ps.pull("emb")->data == after_first);
+  CHECK(ps.counters().updates_applied == 3);
+  CHECK(ps.counters().updates_duplicate == 2);
+
+  auto rows = ps.pull_rows("emb", {3, 1});
+  REQUIRE(rows.ok());
+  CHECK(rows->dims == std::vector<int64_t>{2, 2});
+  CHECK(rows->data[0] < 1.0f);   // row 3 was updated
+  CHECK(rows->data[2] == 1.0f);  // row 1 was not
+}
+
+TEST_CASE("A PS shard rejects bad requests and keeps its state", "[ps_shard]") {
+  PsShardState ps;
+  REQUIRE(ps.create(def("w", {2, 2})).ok());
+  CHECK(ps.pull("nope").error().code == core::Errc::not_found);
+  CHECK(ps.push(1, "w", tensor({4}, {1, 1, 1, 1})).error().code == core::Errc::invalid_argument);
+  CHECK(ps.push(1, "w", tensor({2, 2}, {1, 1, 1})).error().code == core::Errc::invalid_argument);
+  CHECK(ps.push_rows(1, "w", {{5}, tensor({1, 2}, {1, 1})}).error().code ==
+        core::Errc::out_of_range);
+  CHECK(ps.pull_rows("w", {-1}).error().code == core::Errc::out_of_range);
+  CHECK_FALSE(ps.create(def("x", {1 << 30, 1 << 30})).ok());
+  CHECK_FALSE(ps.create(def("y", {2}, "lion")).ok());
+  CHECK(ps.pull("w")->data == std::vector<float>{1, 1, 1, 1});
+  // A rejected push did not consume its closure id.
+  CHECK(ps.push(1, "w", tensor({2, 2}, {0, 0, 0, 0})).value());
+  CHECK(ps.counters().requests_rejected == 7);
+}
+
+TEST_CASE("The ps_shard actor answers requests and errors as values", "[ps_shard]") {
+  caf::actor_system_config cfg;
+  cfg.add_message_types<caf::id_block::troupe>();
+  caf::actor_system sys{cfg};
+  auto ps = sys.spawn(actors::ps_shard);
+  caf::scoped_actor self{sys};
+  const auto t = std::chrono::seconds(5);
+  bool created = false;
+  self->request(ps, t, net::create_atom::value, def("w", {2}))
+      .receive([&](caf::ok_atom) { created = true; }, [&](caf::error& e) { FAIL(sys.render(e)); });
+  REQUIRE(created);
+  bool applied = false;
+  self->request(ps, t, net::push_atom::value, uint64_t{9}, std::string("w"), tensor({2}, {2, 2}))
+      .receive([&](bool a) { applied = a; }, [&](caf::error& e) { FAIL(sys.render(e)); });
+  CHECK(applied);
+  std::vector<float> got;
+  self->request(ps, t, net::pull_atom::value, std::string("w"))
+      .receive([&](WireTensor& w) { got = w.data; }, [&](caf::error& e) { FAIL(sys.render(e)); });
+  CHECK(got == std::vector<float>{0, 0});
+  core::Error err;
+  self->request(ps, t, net::pull_atom::value, std::string("missing"))
+      .receive([&](WireTensor&) { FAIL("pull of a missing variable succeeded"); },
+               [&](caf::error& e) { err = net::from_caf(e); });
+  CHECK(err.code == core::Errc::not_found);
+  CHECK_THAT(err.message, Catch::Contains("missing"));
+  std::vector<int64_t> stats;
+  self->request(ps, t, net::stats_atom::value)
+      .receive([&](std::vector<int64_t>& s) { stats = s; }, [&](caf::error&) {});
+  CHECK(stats == std::vector<int64_t>{1, 1, 1, 0, 1});
+  self->send_exit(ps, caf::exit_reason::user_shutdown);
+}
