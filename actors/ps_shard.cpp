@@ -29,6 +29,7 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self) {
           const net::RowsUpdate& u) {
         return reply(self->state.shard.push_rows(closure_id, name, u));
       },
+      [=](net::shutdown_atom) { self->quit(); },
       [=](net::stats_atom) {
         const auto& c = self->state.shard.counters();
         return std::vector<int64_t>{c.variables, c.pulls, c.updates_applied, c.updates_duplicate,

@@ -19,6 +19,7 @@ struct PsShardActorState {
 ///   (pushrows, closure_id, name, RowsUpdate)        -> bool
 ///   (stats)                                         -> [variables, pulls, applied,
 ///                                                      duplicate, rejected]
+///   (shutdown)                                      -> the actor quits
 /// Bad requests get an error reply; the actor keeps serving.
 caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self);
 

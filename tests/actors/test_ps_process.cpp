@@ -1,0 +1,109 @@
+// A parameter server in its own process, on 127.0.0.1: variables live there, repeated
+// closure ids are applied once, bad requests and strangers do not stop it.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "core/partitioner.hpp"
+#include "net/cluster_spec.hpp"
+#include "net/node.hpp"
+#include "net/wire.hpp"
+#include "process.hpp"
+
+using namespace troupe;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string ps_tf_config(uint16_t port) {
+  net::ClusterSpec spec({{"ps", {"127.0.0.1:" + std::to_string(port)}}});
+  return "TF_CONFIG=" + net::TFConfigClusterResolver::render(spec, {"ps", 0});
+}
+
+template <class T, class... Ts>
+caf::expected<T> ask(caf::scoped_actor& self, const caf::actor& dst, Ts&&... xs) {
+  caf::expected<T> out{caf::error{}};
+  self->request(dst, 5s, std::forward<Ts>(xs)...)
+      .receive([&](T& v) { out = std::move(v); }, [&](caf::error& e) { out = std::move(e); });
+  return out;
+}
+
+void send_garbage(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  const char junk[] = "GET / HTTP/1.1\r\nHost: troupe\r\n\r\n\xff\xff\xff\xff garbage";
+  (void)::write(fd, junk, sizeof junk);
+  ::close(fd);
+}
+
+}  // namespace
+
+TEST_CASE("A PS process holds variables and applies each closure id once", "[process][ps]") {
+  const uint16_t port = test::free_loopback_port();
+  test::ChildProcess ps({TROUPE_BIN_DIR "/troupe", "serve"}, {ps_tf_config(port)});
+  REQUIRE(ps.wait_for_stderr("ready ps:0", 10s));
+
+  caf::actor_system_config cfg;
+  net::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto remote = sys.middleman().remote_actor("127.0.0.1", port);
+  REQUIRE(remote);
+  caf::scoped_actor self{sys};
+
+  net::VariableDef def;
+  def.name = "dense/kernel";
+  def.shape = {2, 3};
+  def.init_kind = static_cast<int32_t>(core::Initializer::Kind::constant);
+  def.init_value = 1.0f;
+  def.optimizer = "sgd";
+  def.learning_rate = 0.1f;
+  auto created = ask<caf::ok_atom>(self, *remote, net::create_atom::value, def);
+  INFO((created ? std::string("ok") : sys.render(created.error())));
+  REQUIRE(created);
+
+  const net::WireTensor g{{2, 3}, {1, 1, 1, 1, 1, 1}};
+  for (uint64_t closure : {1, 1, 2})
+    REQUIRE(ask<bool>(self, *remote, net::push_atom::value, closure, def.name, g));
+
+  auto pulled = ask<net::WireTensor>(self, *remote, net::pull_atom::value, def.name);
+  REQUIRE(pulled);
+  const auto& w = *pulled;
+  CHECK(w.dims == std::vector<int64_t>{2, 3});
+  for (float v : w.data)
+    CHECK(v == Approx(0.8f));  // two updates of 0.1, not three
+
+  // A bad request is answered with an error naming it; the server keeps serving.
+  auto bad = ask<net::WireTensor>(self, *remote, net::pull_atom::value, std::string("no/such/var"));
+  REQUIRE_FALSE(bad);
+  CHECK(net::from_caf(bad.error()).code == core::Errc::not_found);
+  // So does a stranger speaking another protocol.
+  send_garbage(port);
+  auto stats = ask<std::vector<int64_t>>(self, *remote, net::stats_atom::value);
+  REQUIRE(stats);
+  const auto& s = *stats;
+  CHECK(s[2] == 2);  // applied
+  CHECK(s[3] == 1);  // duplicate
+  CHECK(ps.running());
+
+  caf::anon_send(*remote, net::shutdown_atom::value);
+  auto status = ps.wait_exit(10s);
+  REQUIRE(status.has_value());
+  CHECK(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 0);
+}
+
+TEST_CASE("troupe serve refuses a malformed TF_CONFIG with a clear error", "[process][tf_config]") {
+  test::ChildProcess p(
+      {TROUPE_BIN_DIR "/troupe", "serve"},
+      {R"(TF_CONFIG={"cluster": {"ps": ["127.0.0.1:1"]}, "task": {"type": "ps", "index": 4}})"});
+  auto status = p.wait_exit(10s);
+  REQUIRE(status.has_value());
+  CHECK(WEXITSTATUS(*status) == 2);
+}
