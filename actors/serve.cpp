@@ -1,35 +1,46 @@
 #include "actors/serve.hpp"
 
 #include "actors/ps_shard.hpp"
+#include "actors/worker.hpp"
 
 namespace troupe::actors {
 
 using core::Errc;
 using core::make_error;
 
-core::Status serve(const net::ClusterResolver& resolver, const net::NodeOptions& options,
+core::Status serve(const net::ClusterResolver& resolver, const Registry& registry,
+                   const net::NodeOptions& options,
                    const std::function<void(const std::string&)>& on_ready) {
   const net::TaskId& task = resolver.task();
-  if (task.type != "ps")
+  if (task.type != "ps" && task.type != "worker")
     return make_error(Errc::invalid_argument,
-                      "serve(): task " + task.to_string() + " has no server role yet (ps only)");
+                      "serve(): task " + task.to_string() + " is not a ps or worker task");
   auto hp = net::parse_host_port(resolver.cluster_spec().address(task));
   if (!hp) return hp.error();
 
   caf::actor_system_config cfg;
   net::configure(cfg, options);
   caf::actor_system sys{cfg};
-  auto ps = sys.spawn(ps_shard);
+  caf::actor served;
+  if (task.type == "ps") {
+    served = sys.spawn(ps_shard);
+  } else {
+    WorkerOptions wo;
+    wo.index = task.index;
+    wo.cluster = resolver.cluster_spec();
+    wo.registry = &registry;
+    served = sys.spawn(worker, std::move(wo));
+  }
   // reuse_addr: a restarted task must re-bind its port at once, not after TIME_WAIT.
-  auto port = caf::io::publish(ps, hp->port, hp->host.c_str(), /*reuse_addr=*/true);
+  auto port = caf::io::publish(served, hp->port, hp->host.c_str(), /*reuse_addr=*/true);
   if (!port) {
-    caf::anon_send_exit(ps, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(served, caf::exit_reason::user_shutdown);
     return make_error(Errc::unavailable, "task " + task.to_string() + ": cannot publish on " +
                                              resolver.cluster_spec().address(task) + " (" +
                                              sys.render(port.error()) + ")");
   }
   if (on_ready) on_ready(hp->host + ":" + std::to_string(*port));
-  // The actor system's destructor waits for the ps_shard actor, which quits on shutdown.
+  // The actor system's destructor waits for the served actor, which quits on shutdown.
   return {};
 }
 

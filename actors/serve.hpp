@@ -6,17 +6,20 @@
 #include "core/expected.hpp"
 #include "net/cluster_spec.hpp"
 #include "net/node.hpp"
+#include "troupe/registry.hpp"
 
 namespace troupe::actors {
 
 /// Runs this process's task of the cluster until it is told to shut down: for a "ps" task,
-/// a ps_shard actor published on the task's address. Returns an error when the task cannot
+/// a ps_shard actor published on the task's address; for a "worker" task, a worker actor
+/// running the steps of `registry`. Returns an error when the task cannot
 /// be served (unknown role, address in use).
 ///
 ///   auto resolver = net::TFConfigClusterResolver::from_env();
-///   if (resolver && resolver->task().type == "ps") return serve(*resolver).ok() ? 0 : 1;
+///   if (resolver && resolver->task().type == "ps") return serve(*resolver, registry).ok() ? 0 : 1;
 /// `on_ready` is called with the bound address once the task accepts connections.
-core::Status serve(const net::ClusterResolver& resolver, const net::NodeOptions& options = {},
+core::Status serve(const net::ClusterResolver& resolver, const Registry& registry,
+                   const net::NodeOptions& options = {},
                    const std::function<void(const std::string&)>& on_ready = {});
 
 }  // namespace troupe::actors

@@ -5,6 +5,7 @@ find_package(ZLIB REQUIRED)                        # gzip'ed IDX files
 find_package(fmt REQUIRED)                         # fmt::fmt
 find_package(nlohmann_json 3 REQUIRED)             # nlohmann_json::nlohmann_json
 find_package(CLI11 REQUIRED)                       # CLI11::CLI11
+find_package(msgpack REQUIRED CONFIG)              # msgpackc-cxx (4.x)
 if(TROUPE_BUILD_TESTS)
   find_package(Catch2 2 REQUIRED)                  # Catch2::Catch2
   include(Catch)

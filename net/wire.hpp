@@ -47,6 +47,22 @@ struct RowsUpdate {
   WireTensor grads;  // [rows.size(), row width]
 };
 
+/// Where one shard of a variable lives: its definition and the PS task holding it.
+struct Placement {
+  VariableDef def;
+  int32_t ps_task = 0;
+};
+
+/// A closure on the wire: code never travels, only the registered step's name and its
+/// msgpack-encoded arguments. The id tags the step's gradient pushes (at-most-once
+/// application per shard) and its result.
+struct ClosureMsg {
+  uint64_t id = 0;
+  std::string step;
+  std::vector<char> args;
+  uint32_t repeat = 1;  // steps_per_execution: the step runs this many times in a row
+};
+
 // Upper bound on one tensor payload: a length field above it, or above the bytes that
 // actually arrived, is rejected before anything is allocated.
 inline constexpr size_t max_wire_tensor_bytes = size_t{1} << 31;
@@ -90,12 +106,24 @@ typename Inspector::result_type inspect(Inspector& f, RowsUpdate& x) {
   return f(caf::meta::type_name("troupe.rows_update"), x.rows, x.grads);
 }
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Placement& x) {
+  return f(caf::meta::type_name("troupe.placement"), x.def, x.ps_task);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ClosureMsg& x) {
+  return f(caf::meta::type_name("troupe.closure"), x.id, x.step, x.args, x.repeat);
+}
+
 // Atoms of the protocol (CAF 0.17: at most 10 characters).
 using create_atom = caf::atom_constant<caf::atom("create")>;       // PS: create a shard
 using pull_atom = caf::atom_constant<caf::atom("pull")>;           // PS: dense pull
 using pull_rows_atom = caf::atom_constant<caf::atom("pullrows")>;  // PS: rows pull
 using push_atom = caf::atom_constant<caf::atom("push")>;           // PS: dense gradient
 using push_rows_atom = caf::atom_constant<caf::atom("pushrows")>;  // PS: rows gradient
+using run_atom = caf::atom_constant<caf::atom("run")>;            // worker: run a closure
+using vars_atom = caf::atom_constant<caf::atom("vars")>;          // worker: variable placement
 using stats_atom = caf::atom_constant<caf::atom("stats")>;         // any: counters
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;   // node: stop serving
 
@@ -114,5 +142,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)
 CAF_ADD_TYPE_ID(troupe, (troupe::net::WireTensor))
 CAF_ADD_TYPE_ID(troupe, (troupe::net::VariableDef))
 CAF_ADD_TYPE_ID(troupe, (troupe::net::RowsUpdate))
+CAF_ADD_TYPE_ID(troupe, (troupe::net::Placement))
+CAF_ADD_TYPE_ID(troupe, (troupe::net::ClosureMsg))
+CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::net::Placement>))
 CAF_ADD_TYPE_ID(troupe, (std::vector<int64_t>))
+CAF_ADD_TYPE_ID(troupe, (std::vector<char>))
 CAF_END_TYPE_ID_BLOCK(troupe)

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/serve.hpp"
+#include "troupe/registry.hpp"
 
 namespace {
 
@@ -37,7 +38,10 @@ int main(int argc, char** argv) {
     troupe::net::NodeOptions options;
     options.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
     options.connection_timeout = std::chrono::milliseconds(timeout_ms);
-    auto st = troupe::actors::serve(*resolver, options, [&](const std::string& address) {
+    // `troupe serve` runs PS tasks; workers run inside the job's own binary, which knows its
+    // steps. An empty registry serves a worker that knows no steps.
+    static const troupe::Registry empty;
+    auto st = troupe::actors::serve(*resolver, empty, options, [&](const std::string& address) {
       std::cerr << "troupe serve: ready " << resolver->task().to_string() << " on " << address
                 << std::endl;
     });

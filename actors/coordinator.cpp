@@ -1,0 +1,171 @@
+#include "actors/coordinator.hpp"
+
+namespace troupe::actors {
+
+using Status = detail::RemoteState::Status;
+
+uint64_t ClosureBook::add(std::shared_ptr<detail::RemoteState> state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t id = next_id_++;
+  pending_.emplace(id, std::move(state));
+  ++counters_.scheduled;
+  return id;
+}
+
+void ClosureBook::settle_locked(uint64_t id, Status s, std::vector<char> bytes, core::Error e) {
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return;  // settled before: a late duplicate result
+  it->second->settle(s, std::move(bytes), std::move(e));
+  pending_.erase(it);
+  cv_.notify_all();
+}
+
+void ClosureBook::complete(uint64_t id, std::vector<char> bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (pending_.count(id)) ++counters_.completed;
+  settle_locked(id, Status::ready, std::move(bytes), {});
+}
+
+void ClosureBook::fail(uint64_t id, core::Error error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!pending_.count(id)) return;
+  ++counters_.failed;
+  if (!first_error_) first_error_ = error;
+  settle_locked(id, Status::failed, {}, std::move(error));
+}
+
+void ClosureBook::cancel(uint64_t id, const core::Error& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!pending_.count(id)) return;
+  ++counters_.cancelled;
+  settle_locked(id, Status::cancelled, {}, why);
+}
+
+void ClosureBook::retried() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++counters_.retried;
+}
+
+core::Status ClosureBook::join() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return pending_.empty(); });
+  if (!first_error_) return {};
+  core::Error e = std::move(*first_error_);
+  first_error_.reset();
+  return e;
+}
+
+bool ClosureBook::done() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_.empty();
+}
+
+ClosureBook::Counters ClosureBook::counters() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+namespace {
+
+using Self = caf::stateful_actor<CoordinatorState>;
+
+void dispatch(Self* self);
+
+void requeue(Self* self, size_t w) {
+  auto& slot = self->state.workers[w];
+  if (slot.in_flight) {
+    self->state.queue.push_front(std::move(*slot.in_flight));
+    slot.in_flight.reset();
+    self->state.book->retried();
+  }
+}
+
+void cancel_queued(Self* self, const core::Error& why) {
+  for (const auto& c : self->state.queue)
+    self->state.book->cancel(c.id, why);
+  self->state.queue.clear();
+}
+
+bool is_application_error(const core::Error& e) {
+  return e.code != core::Errc::unavailable && e.code != core::Errc::cancelled;
+}
+
+void send_closure(Self* self, size_t w) {
+  auto& slot = self->state.workers[w];
+  slot.in_flight = std::move(self->state.queue.front());
+  self->state.queue.pop_front();
+  const uint64_t id = slot.in_flight->id;
+  self->request(slot.handle, self->state.closure_timeout, net::run_atom::value, *slot.in_flight)
+      .then(
+          [=](std::vector<char>& bytes) {
+            auto& s = self->state.workers[w];
+            if (!s.in_flight || s.in_flight->id != id) return;
+            s.in_flight.reset();
+            self->state.book->complete(id, std::move(bytes));
+            dispatch(self);
+          },
+          [=](caf::error& err) {
+            auto& s = self->state.workers[w];
+            if (!s.in_flight || s.in_flight->id != id) return;
+            const core::Error e = net::from_caf(err);
+            if (is_application_error(e)) {
+              s.in_flight.reset();
+              self->state.book->fail(id, e);
+              cancel_queued(self, e);
+            } else {
+              // The worker is unreachable or too slow: its closure runs elsewhere.
+              s.alive = false;
+              requeue(self, w);
+            }
+            dispatch(self);
+          });
+}
+
+void dispatch(Self* self) {
+  for (size_t w = 0; w < self->state.workers.size() && !self->state.queue.empty(); ++w) {
+    auto& slot = self->state.workers[w];
+    if (slot.ready && slot.alive && !slot.in_flight) send_closure(self, w);
+  }
+}
+
+}  // namespace
+
+caf::behavior coordinator(Self* self, std::vector<caf::actor> workers,
+                          std::vector<net::Placement> placements, std::shared_ptr<ClosureBook> book,
+                          std::chrono::milliseconds closure_timeout) {
+  self->state.book = std::move(book);
+  self->state.placements = std::move(placements);
+  self->state.closure_timeout = closure_timeout;
+  for (auto& h : workers) {
+    CoordinatorState::Worker slot;
+    slot.handle = h;
+    self->state.workers.push_back(std::move(slot));
+    self->monitor(h);
+  }
+  self->set_down_handler([=](caf::down_msg& dm) {
+    for (size_t w = 0; w < self->state.workers.size(); ++w) {
+      if (self->state.workers[w].handle.address() != dm.source) continue;
+      self->state.workers[w].alive = false;
+      requeue(self, w);
+    }
+    dispatch(self);
+  });
+  for (size_t w = 0; w < self->state.workers.size(); ++w) {
+    self->request(self->state.workers[w].handle, closure_timeout, net::vars_atom::value,
+                  self->state.placements)
+        .then(
+            [=](caf::ok_atom) {
+              self->state.workers[w].ready = true;
+              dispatch(self);
+            },
+            [=](caf::error&) { self->state.workers[w].alive = false; });
+  }
+  return {
+      [=](net::run_atom, net::ClosureMsg& c) {
+        self->state.queue.push_back(std::move(c));
+        dispatch(self);
+      },
+  };
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,263 @@
+#include "actors/worker.hpp"
+
+#include <algorithm>
+#include <exception>
+
+#include <caf/io/all.hpp>
+
+#include "core/partitioner.hpp"
+
+namespace troupe::actors {
+
+using core::Errc;
+using core::make_error;
+
+WorkerRuntime::WorkerRuntime(caf::actor_system& sys, WorkerOptions options)
+    : sys_(sys), options_(std::move(options)), self_(sys) {}
+
+core::Status WorkerRuntime::set_placements(const std::vector<net::Placement>& placements) {
+  std::map<std::string, Shards> by_name;
+  for (const auto& p : placements) {
+    if (p.ps_task < 0 || p.ps_task >= options_.cluster.num_tasks("ps"))
+      return make_error(Errc::invalid_argument, "placement of '" + p.def.name +
+                                                    "' on ps:" + std::to_string(p.ps_task) +
+                                                    ", which does not exist");
+    by_name[p.def.name].push_back(p);
+  }
+  for (auto& [name, shards] : by_name)
+    std::sort(shards.begin(), shards.end(), [](const net::Placement& a, const net::Placement& b) {
+      return a.def.shard < b.def.shard;
+    });
+  placements_ = std::move(by_name);
+  return {};
+}
+
+core::Expected<const WorkerRuntime::Shards*> WorkerRuntime::shards_of(
+    const std::string& name) const {
+  auto it = placements_.find(name);
+  if (it == placements_.end()) return make_error(Errc::not_found, "no variable '" + name + "'");
+  return &it->second;
+}
+
+core::Expected<caf::actor> WorkerRuntime::ps(int task) {
+  if (auto it = ps_.find(task); it != ps_.end()) return it->second;
+  auto hp = net::parse_host_port(options_.cluster.address({"ps", task}));
+  if (!hp) return hp.error();
+  auto a = sys_.middleman().remote_actor(hp->host, hp->port);
+  if (!a)
+    return make_error(Errc::unavailable, "cannot reach ps:" + std::to_string(task) + " (" +
+                                             sys_.render(a.error()) + ")");
+  ps_[task] = *a;
+  return *a;
+}
+
+template <class T, class... Ts>
+core::Expected<T> WorkerRuntime::ask(const caf::actor& dst, Ts&&... xs) {
+  core::Expected<T> out = make_error(Errc::internal, "no reply");
+  self_->request(dst, options_.request_timeout, std::forward<Ts>(xs)...)
+      .receive([&](T& v) { out = std::move(v); }, [&](caf::error& e) { out = net::from_caf(e); });
+  return out;
+}
+
+core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull(
+    const std::vector<std::string>& names) {
+  // Send every shard request first, then collect: the shards work in parallel.
+  std::vector<std::vector<net::WireTensor>> parts(names.size());
+  std::vector<std::pair<size_t, decltype(self_->request(std::declval<caf::actor>(),
+                                                        options_.request_timeout,
+                                                        net::pull_atom::value, std::string()))>>
+      pending;
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto shards = shards_of(names[i]);
+    if (!shards) return shards.error();
+    for (const auto& p : **shards) {
+      auto dst = ps(p.ps_task);
+      if (!dst) return dst.error();
+      pending.emplace_back(
+          i, self_->request(*dst, options_.request_timeout, net::pull_atom::value, names[i]));
+    }
+  }
+  core::Status failed;
+  for (auto& [i, h] : pending) {
+    h.receive([&, i = i](net::WireTensor& t) { parts[i].push_back(std::move(t)); },
+              [&](caf::error& e) {
+                if (failed.ok()) failed = net::from_caf(e);
+              });
+  }
+  if (!failed.ok()) return failed.error();
+  std::vector<core::Tensor> out;
+  for (auto& shard_parts : parts) {
+    std::vector<core::ConstTensorView> views;
+    for (auto& t : shard_parts) {
+      if (!t.consistent()) return make_error(Errc::data_loss, "inconsistent tensor from a PS");
+      views.push_back(t.view());
+    }
+    out.push_back(core::concat_rows(views));
+  }
+  return out;
+}
+
+core::Status WorkerRuntime::push(
+    const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) {
+  std::vector<decltype(self_->request(std::declval<caf::actor>(), options_.request_timeout,
+                                      net::push_atom::value, uint64_t{}, std::string(),
+                                      net::WireTensor()))>
+      pending;
+  for (const auto& [name, grad] : grads) {
+    auto shards = shards_of(name);
+    if (!shards) return shards.error();
+    for (const auto& p : **shards) {
+      auto dst = ps(p.ps_task);
+      if (!dst) return dst.error();
+      core::ConstTensorView part = grad;
+      if (grad.shape().rank() >= 1) {
+        const int64_t end = p.def.row_offset + (p.def.shape.empty() ? 1 : p.def.shape[0]);
+        if (end > grad.shape()[0])
+          return make_error(Errc::invalid_argument, "gradient of '" + name + "' has too few rows");
+        part = grad.rows(p.def.row_offset, end);
+      }
+      pending.push_back(self_->request(*dst, options_.request_timeout, net::push_atom::value,
+                                       closure_id_, name, net::WireTensor::from(part)));
+    }
+  }
+  core::Status failed;
+  for (auto& h : pending)
+    h.receive([](bool) {},
+              [&](caf::error& e) {
+                if (failed.ok()) failed = net::from_caf(e);
+              });
+  return failed;
+}
+
+core::Expected<core::Tensor> WorkerRuntime::pull_rows(const std::string& name,
+                                                      const std::vector<int64_t>& rows) {
+  auto shards = shards_of(name);
+  if (!shards) return shards.error();
+  const Shards& s = **shards;
+  // Group rows by shard, remembering where each goes in the result.
+  std::vector<std::vector<int64_t>> local(s.size()), where(s.size());
+  for (size_t k = 0; k < rows.size(); ++k) {
+    auto it = std::upper_bound(s.begin(), s.end(), rows[k], [](int64_t r, const net::Placement& p) {
+      return r < p.def.row_offset;
+    });
+    if (it == s.begin())
+      return make_error(Errc::out_of_range,
+                        "row " + std::to_string(rows[k]) + " of '" + name + "'");
+    const size_t shard = static_cast<size_t>(std::prev(it) - s.begin());
+    local[shard].push_back(rows[k] - s[shard].def.row_offset);
+    where[shard].push_back(static_cast<int64_t>(k));
+  }
+  const int64_t width =
+      s.front().def.shape.size() > 1 ? core::Shape(s.front().def.shape).row_size() : 1;
+  std::vector<int64_t> dims = s.front().def.shape;
+  dims[0] = static_cast<int64_t>(rows.size());
+  core::Tensor out{core::Shape(dims)};
+  for (size_t shard = 0; shard < s.size(); ++shard) {
+    if (local[shard].empty()) continue;
+    auto dst = ps(s[shard].ps_task);
+    if (!dst) return dst.error();
+    auto part = ask<net::WireTensor>(*dst, net::pull_rows_atom::value, name, local[shard]);
+    if (!part) return part.error();
+    if (static_cast<int64_t>(part->data.size()) !=
+        static_cast<int64_t>(local[shard].size()) * width)
+      return make_error(Errc::data_loss,
+                        "PS answered a rows pull of '" + name + "' with the wrong size");
+    for (size_t j = 0; j < where[shard].size(); ++j)
+      std::copy_n(part->data.data() + static_cast<int64_t>(j) * width, width,
+                  out.data() + where[shard][j] * width);
+  }
+  return out;
+}
+
+core::Status WorkerRuntime::push_rows(const std::string& name, const std::vector<int64_t>& rows,
+                                      core::ConstTensorView grads) {
+  auto shards = shards_of(name);
+  if (!shards) return shards.error();
+  const Shards& s = **shards;
+  const int64_t width = grads.shape().row_size();
+  if (grads.shape().rank() < 1 || grads.shape()[0] != static_cast<int64_t>(rows.size()))
+    return make_error(Errc::invalid_argument,
+                      "row gradient of '" + name + "' does not match its rows");
+  std::vector<net::RowsUpdate> updates(s.size());
+  for (size_t k = 0; k < rows.size(); ++k) {
+    auto it = std::upper_bound(s.begin(), s.end(), rows[k], [](int64_t r, const net::Placement& p) {
+      return r < p.def.row_offset;
+    });
+    if (it == s.begin())
+      return make_error(Errc::out_of_range,
+                        "row " + std::to_string(rows[k]) + " of '" + name + "'");
+    const size_t shard = static_cast<size_t>(std::prev(it) - s.begin());
+    updates[shard].rows.push_back(rows[k] - s[shard].def.row_offset);
+    updates[shard].grads.data.insert(updates[shard].grads.data.end(),
+                                     grads.data() + static_cast<int64_t>(k) * width,
+                                     grads.data() + static_cast<int64_t>(k + 1) * width);
+  }
+  for (size_t shard = 0; shard < s.size(); ++shard) {
+    if (updates[shard].rows.empty()) continue;
+    updates[shard].grads.dims = {static_cast<int64_t>(updates[shard].rows.size()), width};
+    auto dst = ps(s[shard].ps_task);
+    if (!dst) return dst.error();
+    auto r = ask<bool>(*dst, net::push_rows_atom::value, closure_id_, name, updates[shard]);
+    if (!r) return r.error();
+  }
+  return {};
+}
+
+core::Expected<std::optional<core::Batch>> WorkerRuntime::next_batch(const PerWorkerDataset& ds) {
+  auto it = iterators_.find(ds.name);
+  if (it == iterators_.end()) {
+    const auto* fn = options_.registry->dataset(ds.name);
+    if (fn == nullptr)
+      return make_error(Errc::not_found, "no dataset function '" + ds.name + "' registered");
+    core::InputContext ctx;
+    ctx.num_input_pipelines = std::max(1, options_.cluster.num_tasks("worker"));
+    ctx.input_pipeline_id = options_.index;
+    ctx.num_replicas_in_sync = 1;
+    it = iterators_.emplace(ds.name, (*fn)(ctx).make_iterator()).first;
+  }
+  return it->second->next();
+}
+
+core::Expected<std::vector<char>> WorkerRuntime::run(const net::ClosureMsg& closure) {
+  const auto* step = options_.registry->step(closure.step);
+  if (step == nullptr)
+    return make_error(Errc::not_found, "no step '" + closure.step + "' registered on this worker");
+  if (closure.repeat < 1 || closure.repeat > 0xffff || closure.id >= (uint64_t{1} << 47))
+    return make_error(Errc::invalid_argument,
+                      "closure " + std::to_string(closure.id) + ": bad id or repeat count");
+  ++closures_run_;
+  try {
+    // Each repetition tags its pushes with its own id, so that a shard applies every
+    // repetition once and a retried closure's repetitions are recognised.
+    core::Expected<std::vector<char>> result = make_error(Errc::internal, "no step ran");
+    for (uint32_t k = 0; k < closure.repeat; ++k) {
+      closure_id_ = (closure.id << 16) | k;
+      result = (*step)(*this, closure.args);
+      if (!result) break;
+    }
+    return result;
+  } catch (const std::exception& e) {
+    return make_error(Errc::internal, "step '" + closure.step + "' threw: " + e.what());
+  } catch (...) {
+    return make_error(Errc::internal, "step '" + closure.step + "' threw a non-exception");
+  }
+}
+
+void worker(caf::blocking_actor* self, WorkerOptions options) {
+  WorkerRuntime rt(self->system(), std::move(options));
+  bool running = true;
+  self->receive_while(running)(
+      [&](net::vars_atom, const std::vector<net::Placement>& p) -> caf::result<caf::ok_atom> {
+        if (auto st = rt.set_placements(p); !st) return net::to_caf(st.error());
+        return caf::ok_atom::value;
+      },
+      [&](net::run_atom, const net::ClosureMsg& c) -> caf::result<std::vector<char>> {
+        auto r = rt.run(c);
+        if (!r) return net::to_caf(r.error());
+        return std::move(*r);
+      },
+      [&](net::stats_atom) { return std::vector<int64_t>{rt.closures_run()}; },
+      [&](net::shutdown_atom) { running = false; });
+}
+
+}  // namespace troupe::actors

@@ -1,0 +1,75 @@
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "net/cluster_spec.hpp"
+#include "net/wire.hpp"
+#include "troupe/registry.hpp"
+
+namespace troupe::actors {
+
+struct WorkerOptions {
+  int index = 0;
+  net::ClusterSpec cluster;
+  const Registry* registry = nullptr;
+  /// Bound on every request to a PS shard and on connecting to one.
+  std::chrono::milliseconds request_timeout{30000};
+};
+
+/// The worker's side of a step: parameter-server access fanned out over the shards, and the
+/// worker's dataset iterators. Lives on the worker actor's thread.
+class WorkerRuntime final : public StepContext {
+ public:
+  WorkerRuntime(caf::actor_system& sys, WorkerOptions options);
+
+  /// Installs the variable placement the coordinator sends before the first closure.
+  core::Status set_placements(const std::vector<net::Placement>& placements);
+  /// Runs one closure: looks up its step by name and calls it. Exceptions thrown by user
+  /// code become `internal` errors; nothing escapes.
+  core::Expected<std::vector<char>> run(const net::ClosureMsg& closure);
+
+  int worker_index() const override { return options_.index; }
+  uint64_t closure_id() const override { return closure_id_; }
+  core::Expected<std::vector<core::Tensor>> pull(const std::vector<std::string>& names) override;
+  core::Status push(
+      const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) override;
+  core::Expected<core::Tensor> pull_rows(const std::string& name,
+                                         const std::vector<int64_t>& rows) override;
+  core::Status push_rows(const std::string& name, const std::vector<int64_t>& rows,
+                         core::ConstTensorView grads) override;
+  core::Expected<std::optional<core::Batch>> next_batch(const PerWorkerDataset& ds) override;
+
+  int64_t closures_run() const { return closures_run_; }
+
+ private:
+  using Shards = std::vector<net::Placement>;  // ordered by shard index
+  core::Expected<const Shards*> shards_of(const std::string& name) const;
+  core::Expected<caf::actor> ps(int task);
+  template <class T, class... Ts>
+  core::Expected<T> ask(const caf::actor& dst, Ts&&... xs);
+
+  caf::actor_system& sys_;
+  WorkerOptions options_;
+  caf::scoped_actor self_;
+  std::map<std::string, Shards> placements_;
+  std::map<int, caf::actor> ps_;
+  std::map<std::string, std::unique_ptr<core::Iterator<core::Batch>>> iterators_;
+  uint64_t closure_id_ = 0;
+  int64_t closures_run_ = 0;
+};
+
+/// The worker actor (blocking: it runs steps on its own thread, never on the scheduler's).
+///   (vars, [Placement])   -> ok
+///   (run, ClosureMsg)     -> msgpack bytes of the step's result, or the step's error
+///   (stats)               -> [closures run]
+///   (shutdown)            -> the actor quits
+void worker(caf::blocking_actor* self, WorkerOptions options);
+
+}  // namespace troupe::actors

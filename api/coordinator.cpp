@@ -1,0 +1,68 @@
+#include "api/impl.hpp"
+
+namespace troupe {
+
+using core::Errc;
+using core::make_error;
+
+ClusterCoordinator::ClusterCoordinator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ClusterCoordinator::~ClusterCoordinator() {
+  if (impl_ && impl_->coordinator)
+    caf::anon_send_exit(impl_->coordinator, caf::exit_reason::user_shutdown);
+}
+
+core::Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::make(
+    ParameterServerStrategy& strategy, Options options) {
+  auto& s = strategy.impl();
+  auto impl = std::unique_ptr<Impl>(
+      new Impl{strategy, options, {}, std::make_shared<actors::ClosureBook>(), {}});
+  for (int i = 0; i < s.spec.num_tasks("worker"); ++i) {
+    const net::TaskId task{"worker", i};
+    auto a = connect_with_retry(*s.sys, s.spec.address(task), task.to_string(),
+                                s.options.connect_timeout);
+    if (!a) return a.error();
+    impl->workers.push_back(*a);
+  }
+  impl->coordinator = s.sys->spawn(actors::coordinator, impl->workers, s.placements, impl->book,
+                                   options.closure_timeout);
+  return std::unique_ptr<ClusterCoordinator>(new ClusterCoordinator(std::move(impl)));
+}
+
+void ClusterCoordinator::enqueue(const std::string& step, std::vector<char> args,
+                                 std::shared_ptr<detail::RemoteState> state, uint32_t repeat) {
+  if (!state) state = std::make_shared<detail::RemoteState>();
+  net::ClosureMsg c;
+  c.id = impl_->book->add(std::move(state));
+  c.step = step;
+  c.args = std::move(args);
+  c.repeat = repeat;
+  caf::anon_send(impl_->coordinator, net::run_atom::value, std::move(c));
+}
+
+core::Status ClusterCoordinator::join() {
+  return impl_->book->join();
+}
+bool ClusterCoordinator::done() {
+  return impl_->book->done();
+}
+
+ClusterCoordinator::Stats ClusterCoordinator::stats() {
+  auto c = impl_->book->counters();
+  return Stats{c.scheduled, c.completed, c.failed, c.cancelled, c.retried};
+}
+
+core::Expected<PerWorkerDataset> ClusterCoordinator::create_per_worker_dataset(
+    const std::string& name) const {
+  // The dataset function runs on each worker when its first closure asks for a batch.
+  return PerWorkerDataset{name};
+}
+
+void ClusterCoordinator::shutdown_cluster() {
+  for (const auto& w : impl_->workers)
+    caf::anon_send(w, net::shutdown_atom::value);
+  for (const auto& p : impl_->strategy.impl().ps)
+    caf::anon_send(p, net::shutdown_atom::value);
+}
+
+}  // namespace troupe

@@ -1,0 +1,140 @@
+#include <thread>
+
+#include "actors/serve.hpp"
+#include "api/impl.hpp"
+#include "troupe/troupe.hpp"
+
+namespace troupe {
+
+using core::Errc;
+using core::make_error;
+
+core::Status serve(const net::ClusterResolver& resolver, const Registry& registry) {
+  return actors::serve(resolver, registry);
+}
+
+core::Expected<caf::actor> connect_with_retry(caf::actor_system& sys, const std::string& address,
+                                              const std::string& task,
+                                              std::chrono::milliseconds timeout) {
+  auto hp = net::parse_host_port(address);
+  if (!hp) return hp.error();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string last;
+  for (;;) {
+    auto a = sys.middleman().remote_actor(hp->host, hp->port);
+    if (a) return *a;
+    last = sys.render(a.error());
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    // A task that is still starting refuses connections; back off briefly and retry.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return make_error(Errc::unavailable, task + " at " + address + " unreachable for " +
+                                           std::to_string(timeout.count()) + " ms (" + last + ")");
+}
+
+ParameterServerStrategy::ParameterServerStrategy(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+ParameterServerStrategy::~ParameterServerStrategy() = default;
+
+core::Expected<std::unique_ptr<ParameterServerStrategy>> ParameterServerStrategy::make(
+    const net::ClusterResolver& resolver, std::shared_ptr<const core::Partitioner> partitioner,
+    Options options) {
+  auto impl = std::make_unique<Impl>();
+  impl->spec = resolver.cluster_spec();
+  impl->partitioner = std::move(partitioner);
+  impl->options = options;
+  if (impl->spec.num_tasks("ps") == 0)
+    return make_error(Errc::invalid_argument, "the cluster has no ps tasks");
+  if (impl->spec.num_tasks("worker") == 0)
+    return make_error(Errc::invalid_argument, "the cluster has no worker tasks");
+  impl->cfg = std::make_unique<caf::actor_system_config>();
+  net::configure(*impl->cfg);
+  impl->sys = std::make_unique<caf::actor_system>(*impl->cfg);
+  impl->self.emplace(*impl->sys);
+  for (int i = 0; i < impl->spec.num_tasks("ps"); ++i) {
+    const net::TaskId task{"ps", i};
+    auto a = connect_with_retry(*impl->sys, impl->spec.address(task), task.to_string(),
+                                options.connect_timeout);
+    if (!a) return a.error();
+    impl->ps.push_back(*a);
+  }
+  return std::unique_ptr<ParameterServerStrategy>(new ParameterServerStrategy(std::move(impl)));
+}
+
+core::Expected<Variable> ParameterServerStrategy::create_variable(const std::string& name,
+                                                                  core::Shape shape,
+                                                                  core::Initializer init,
+                                                                  const std::string& optimizer,
+                                                                  float learning_rate) {
+  Impl& m = *impl_;
+  for (const auto& p : m.placements)
+    if (p.def.name == name)
+      return make_error(Errc::invalid_argument, "variable '" + name + "' exists already");
+  const int num_ps = static_cast<int>(m.ps.size());
+  int shards = 1;
+  if (m.partitioner && shape.rank() >= 1) shards = m.partitioner->num_shards(shape);
+  core::ShardedVariableSpec sharded(core::VariableSpec{name, shape, init}, shards);
+  std::vector<net::Placement> created;
+  for (const auto& s : sharded.shards()) {
+    net::Placement p;
+    p.def.name = name;
+    p.def.shard = s.index;
+    p.def.row_offset = s.row_offset;
+    p.def.shape = s.shape.to_vector();
+    p.def.init_kind = static_cast<int32_t>(init.kind);
+    p.def.init_value = init.value;
+    p.def.seed = init.seed;
+    p.def.optimizer = optimizer;
+    p.def.learning_rate = learning_rate;
+    p.ps_task = (m.next_ps + s.index) % num_ps;
+    core::Status st;
+    (*m.self)
+        ->request(m.ps[static_cast<size_t>(p.ps_task)], m.options.request_timeout,
+                  net::create_atom::value, p.def)
+        .receive([](caf::ok_atom) {}, [&](caf::error& e) { st = net::from_caf(e); });
+    if (!st)
+      return make_error(st.error().code,
+                        "creating '" + name + "' shard " + std::to_string(s.index) +
+                            " on ps:" + std::to_string(p.ps_task) + ": " + st.error().message);
+    created.push_back(p);
+  }
+  m.next_ps = (m.next_ps + static_cast<int>(created.size())) % num_ps;
+  m.placements.insert(m.placements.end(), created.begin(), created.end());
+  return Variable{name, shape, sharded.num_shards()};
+}
+
+core::Expected<core::Tensor> ParameterServerStrategy::read(const Variable& v) {
+  Impl& m = *impl_;
+  std::vector<net::Placement> shards;
+  for (const auto& p : m.placements)
+    if (p.def.name == v.name) shards.push_back(p);
+  if (shards.empty()) return make_error(Errc::not_found, "no variable '" + v.name + "'");
+  std::sort(shards.begin(), shards.end(),
+            [](auto& a, auto& b) { return a.def.shard < b.def.shard; });
+  std::vector<net::WireTensor> parts;
+  for (const auto& p : shards) {
+    core::Status st;
+    (*m.self)
+        ->request(m.ps[static_cast<size_t>(p.ps_task)], m.options.request_timeout,
+                  net::pull_atom::value, v.name)
+        .receive([&](net::WireTensor& t) { parts.push_back(std::move(t)); },
+                 [&](caf::error& e) { st = net::from_caf(e); });
+    if (!st) return st.error();
+  }
+  std::vector<core::ConstTensorView> views;
+  for (const auto& t : parts) {
+    if (!t.consistent())
+      return make_error(Errc::data_loss, "inconsistent tensor for '" + v.name + "'");
+    views.push_back(t.view());
+  }
+  return core::concat_rows(views);
+}
+
+const net::ClusterSpec& ParameterServerStrategy::cluster_spec() const {
+  return impl_->spec;
+}
+int ParameterServerStrategy::num_workers() const {
+  return impl_->spec.num_tasks("worker");
+}
+
+}  // namespace troupe

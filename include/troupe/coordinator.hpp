@@ -1,0 +1,76 @@
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "troupe/codec.hpp"
+#include "troupe/registry.hpp"
+#include "troupe/remote_value.hpp"
+#include "troupe/strategy.hpp"
+
+namespace troupe {
+
+struct CoordinatorOptions {
+  /// A closure not answered within this time is taken back and run elsewhere.
+  std::chrono::milliseconds closure_timeout{60000};
+};
+
+/// TensorFlow's ClusterCoordinator: schedules closures (a registered step and its
+/// arguments) on the workers and returns at once with a RemoteValue.
+///
+///   auto coord = ClusterCoordinator::make(*strategy).value();
+///   auto ds = coord->create_per_worker_dataset("train").value();
+///   for (int i = 0; i < steps; ++i) coord->schedule_no_result("train_step", ds);
+///   coord->join();
+class ClusterCoordinator {
+ public:
+  using Options = CoordinatorOptions;
+  struct Stats {
+    int64_t scheduled = 0, completed = 0, failed = 0, cancelled = 0, retried = 0;
+  };
+
+  /// Connects to every worker (retrying until the strategy's connect timeout) and sends
+  /// them the variable placement.
+  static core::Expected<std::unique_ptr<ClusterCoordinator>> make(ParameterServerStrategy& strategy,
+                                                                  CoordinatorOptions options = {});
+  ~ClusterCoordinator();
+
+  /// Schedules `step(args...)` on some worker; its result arrives in the RemoteValue.
+  template <class T, class... A>
+  RemoteValue<T> schedule(const std::string& step, const A&... args) {
+    auto state = std::make_shared<detail::RemoteState>();
+    enqueue(step, encode_args(args...), state, 1);
+    return RemoteValue<T>(state);
+  }
+  /// As schedule, without keeping the result (cheaper); `steps_per_execution` runs the
+  /// step that many times in one closure.
+  template <class... A>
+  void schedule_no_result(const std::string& step, uint32_t steps_per_execution, const A&... args) {
+    enqueue(step, encode_args(args...), nullptr, steps_per_execution);
+  }
+  /// Waits until every scheduled closure has finished; returns the first application
+  /// error since the last join (then clears it).
+  core::Status join();
+  /// True when nothing scheduled is still pending.
+  bool done();
+  Stats stats();
+
+  /// A per-worker dataset: each worker iterates its own instance of the registered
+  /// dataset function; pass the result to schedule().
+  core::Expected<PerWorkerDataset> create_per_worker_dataset(const std::string& name) const;
+
+  /// Tells every worker and PS task to stop serving (end of job).
+  void shutdown_cluster();
+
+  struct Impl;
+
+ private:
+  explicit ClusterCoordinator(std::unique_ptr<Impl> impl);
+  void enqueue(const std::string& step, std::vector<char> args,
+               std::shared_ptr<detail::RemoteState> state, uint32_t repeat);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace troupe

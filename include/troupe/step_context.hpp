@@ -1,0 +1,50 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <msgpack.hpp>
+
+#include "core/data/example.hpp"
+#include "core/expected.hpp"
+#include "core/tensor.hpp"
+
+namespace troupe {
+
+/// A per-worker dataset, passed to a step as an argument: each worker substitutes its own
+/// iterator (built by the registered dataset function with that worker's InputContext).
+struct PerWorkerDataset {
+  std::string name;
+  MSGPACK_DEFINE(name);
+};
+
+/// What a step function sees of the worker running it: the parameter servers and its
+/// per-worker datasets. Requests fan out to every shard at once and each has a timeout.
+class StepContext {
+ public:
+  virtual ~StepContext() = default;
+
+  virtual int worker_index() const = 0;
+  /// The id of the closure being run; pushes are tagged with it.
+  virtual uint64_t closure_id() const = 0;
+
+  /// The current values of whole variables (shards concatenated), in the order asked.
+  virtual core::Expected<std::vector<core::Tensor>> pull(const std::vector<std::string>& names) = 0;
+  /// Pushes dense gradients, one per named variable, split across its shards.
+  virtual core::Status push(
+      const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) = 0;
+  /// Rows of a variable (indices of the full variable), gathered from their shards.
+  virtual core::Expected<core::Tensor> pull_rows(const std::string& name,
+                                                 const std::vector<int64_t>& rows) = 0;
+  /// Pushes gradients of rows (indices of the full variable, [rows, width] values).
+  virtual core::Status push_rows(const std::string& name, const std::vector<int64_t>& rows,
+                                 core::ConstTensorView grads) = 0;
+
+  /// The next batch of this worker's iterator of `ds`; nullopt at its end.
+  virtual core::Expected<std::optional<core::Batch>> next_batch(const PerWorkerDataset& ds) = 0;
+};
+
+}  // namespace troupe

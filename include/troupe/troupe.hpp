@@ -1,0 +1,25 @@
+#pragma once
+
+/// Troupe's user-facing surface.
+///
+///   troupe::Registry registry;            // the same in every process of the job
+///   registry.add_step("train_step", train_step);
+///   auto resolver = troupe::net::TFConfigClusterResolver::from_env().value();
+///   if (resolver.task().type != "chief") return troupe::serve(resolver, registry).ok() ? 0 : 1;
+///   auto strategy = troupe::ParameterServerStrategy::make(resolver).value();
+///   auto coord = troupe::ClusterCoordinator::make(*strategy).value();
+
+#include "core/expected.hpp"
+#include "net/cluster_spec.hpp"
+#include "troupe/coordinator.hpp"
+#include "troupe/registry.hpp"
+#include "troupe/remote_value.hpp"
+#include "troupe/step_context.hpp"
+#include "troupe/strategy.hpp"
+
+namespace troupe {
+
+/// Serves this process's ps or worker task until the chief shuts the cluster down.
+core::Status serve(const net::ClusterResolver& resolver, const Registry& registry);
+
+}  // namespace troupe

@@ -1,0 +1,128 @@
+// A real cluster on 127.0.0.1: two PS processes and two worker processes, the test as
+// chief. Variables live on the PS tasks, closures run on every worker, RemoteValues carry
+// the right values, join/done behave, and an application error is raised once.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "job/job_registry.hpp"
+#include "process.hpp"
+
+using namespace troupe;
+using namespace std::chrono_literals;
+
+TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
+  std::map<std::string, std::vector<std::string>> jobs;
+  for (const char* job : {"ps", "worker"})
+    for (int i = 0; i < 2; ++i)
+      jobs[job].push_back("127.0.0.1:" + std::to_string(test::free_loopback_port()));
+  jobs["chief"] = {"127.0.0.1:" + std::to_string(test::free_loopback_port())};
+  const net::ClusterSpec spec(jobs);
+
+  std::vector<std::unique_ptr<test::ChildProcess>> children;
+  for (const char* job : {"ps", "worker"})
+    for (int i = 0; i < 2; ++i) {
+      const std::string bin =
+          std::string(job) == "ps" ? TROUPE_BIN_DIR "/troupe" : TROUPE_BIN_DIR "/test_job";
+      std::vector<std::string> argv{bin};
+      if (std::string(job) == "ps") argv.push_back("serve");
+      children.push_back(std::make_unique<test::ChildProcess>(
+          argv, std::vector<std::string>{"TF_CONFIG=" +
+                                         net::TFConfigClusterResolver::render(spec, {job, i})}));
+    }
+  for (auto& c : children)
+    REQUIRE(c->wait_for_stderr("ready", 10s));
+
+  const auto registry = test::make_test_registry();
+  net::SimpleClusterResolver resolver(spec, {"chief", 0});
+  auto strategy =
+      ParameterServerStrategy::make(resolver, std::make_shared<core::FixedShardsPartitioner>(2));
+  REQUIRE(strategy.ok());
+  auto v = (*strategy)->create_variable("v", core::Shape{4, 2},
+                                        {core::Initializer::Kind::constant, 1.0f, 0}, "sgd", 0.5f);
+  REQUIRE(v.ok());
+  CHECK(v->num_shards == 2);
+  auto dup = (*strategy)->create_variable("v", core::Shape{4, 2}, {}, "sgd", 0.5f);
+  CHECK_FALSE(dup.ok());
+
+  auto coord = ClusterCoordinator::make(**strategy);
+  REQUIRE(coord.ok());
+  ClusterCoordinator& c = **coord;
+
+  SECTION("RemoteValues carry results, closures run on every worker") {
+    std::vector<RemoteValue<int>> sums, who;
+    for (int i = 0; i < 10; ++i)
+      sums.push_back(c.schedule<int>("add", i, 100));
+    for (int i = 0; i < 20; ++i)
+      who.push_back(c.schedule<int>("whoami"));
+    REQUIRE(c.join().ok());
+    CHECK(c.done());
+    for (int i = 0; i < 10; ++i)
+      CHECK(sums[static_cast<size_t>(i)].fetch().value() == 100 + i);
+    std::set<int> workers;
+    for (auto& w : who)
+      workers.insert(w.fetch().value());
+    CHECK(workers == std::set<int>{0, 1});
+    CHECK(c.stats().completed == 30);
+  }
+
+  SECTION("Gradients reach the sharded variable on the PS tasks") {
+    std::vector<RemoteValue<double>> seen;
+    for (int i = 0; i < 4; ++i) {
+      seen.push_back(c.schedule<double>("ones_step", std::string("v")));
+      REQUIRE(c.join().ok());  // one at a time, so each pull sees the previous push
+    }
+    for (int i = 0; i < 4; ++i)
+      CHECK(seen[static_cast<size_t>(i)].fetch().value() == Approx(8.0 * (1.0 - 0.5 * i)));
+    auto now = (*strategy)->read(*v);
+    REQUIRE(now.ok());
+    CHECK(now->shape() == (core::Shape{4, 2}));
+    for (int64_t k = 0; k < now->size(); ++k)
+      CHECK((*now)[k] == Approx(-1.0f));
+  }
+
+  SECTION("Per-worker datasets are sharded by worker") {
+    auto ds = c.create_per_worker_dataset("ints").value();
+    std::vector<RemoteValue<double>> sums;
+    for (int i = 0; i < 8; ++i)
+      sums.push_back(c.schedule<double>("batch_sum", ds));
+    REQUIRE(c.join().ok());
+    double total = 0;
+    int ends = 0;
+    for (auto& s : sums) {
+      const double x = s.fetch().value();
+      if (x < 0)
+        ++ends;
+      else
+        total += x;
+    }
+    // Each worker's shard of 0..19 has two batches of 5; all 20 labels are seen once
+    // unless one worker took more than its two batches (then it reports its end).
+    CHECK(total + 0.0 <= 190.0);
+    CHECK((ends > 0 || total == 190.0));
+  }
+
+  SECTION("An application error is raised once and cancels what is queued") {
+    auto bad = c.schedule<int>("fail", 1);
+    std::vector<RemoteValue<int>> after;
+    for (int i = 0; i < 50; ++i)
+      after.push_back(c.schedule<int>("add", i, i));
+    auto st = c.join();
+    REQUIRE_FALSE(st.ok());
+    CHECK_THAT(st.error().message, Catch::Contains("injected failure"));
+    CHECK(bad.fetch().error().code == core::Errc::invalid_argument);
+    int cancelled = 0;
+    for (auto& a : after)
+      if (!a.fetch().ok()) ++cancelled;
+    CHECK(cancelled == c.stats().cancelled);
+    CHECK(c.join().ok());  // raised once; the coordinator is usable again
+    CHECK(c.schedule<int>("add", 1, 2).fetch().value() == 3);
+  }
+
+  c.shutdown_cluster();
+  for (auto& child : children) {
+    auto status = child->wait_exit(10s);
+    REQUIRE(status.has_value());
+    CHECK(WEXITSTATUS(*status) == 0);
+  }
+}

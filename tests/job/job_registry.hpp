@@ -1,0 +1,46 @@
+#pragma once
+
+// The steps of the test job: the same registry in the worker processes (test_job) and in
+// the test acting as chief.
+
+#include "troupe/troupe.hpp"
+
+namespace troupe::test {
+
+inline Registry make_test_registry() {
+  Registry r;
+  r.add_step("add", [](StepContext&, int a, int b) { return a + b; });
+  r.add_step("whoami", [](StepContext& ctx) { return ctx.worker_index(); });
+  // Pulls `var`, pushes a gradient of ones, returns the sum of what it pulled.
+  r.add_step("ones_step", [](StepContext& ctx, std::string var) -> core::Expected<double> {
+    auto v = ctx.pull({var});
+    if (!v) return v.error();
+    core::Tensor g((*v)[0].shape(), 1.0f);
+    if (auto st = ctx.push({{var, g}}); !st) return st.error();
+    return static_cast<double>((*v)[0].view().flat().sum());
+  });
+  r.add_step("fail", [](StepContext&, int) -> core::Expected<int> {
+    return core::make_error(core::Errc::invalid_argument, "injected failure");
+  });
+  // Sum of the labels of this worker's next batch; -1 at the end of its shard.
+  r.add_step("batch_sum", [](StepContext& ctx, PerWorkerDataset ds) -> core::Expected<double> {
+    auto b = ctx.next_batch(ds);
+    if (!b) return b.error();
+    if (!*b) return -1.0;
+    double s = 0;
+    for (float l : (*b)->labels)
+      s += l;
+    return s;
+  });
+  r.add_dataset("ints", [](const core::InputContext& ctx) {
+    std::vector<core::Example> ex(20);
+    for (int i = 0; i < 20; ++i)
+      ex[static_cast<size_t>(i)].label = static_cast<float>(i);
+    return core::to_batches(
+        core::from_vector(std::move(ex)).shard(ctx.num_input_pipelines, ctx.input_pipeline_id), 5,
+        false);
+  });
+  return r;
+}
+
+}  // namespace troupe::test
