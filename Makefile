@@ -22,7 +22,7 @@ test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) --timeout 600
 
 demo: build
-	$(BUILD)/bin/fmnist_local --model mlp --epochs 2
+	$(BUILD)/bin/troupe launch --ps 2 --workers 2 -- $(BUILD)/bin/fmnist_ps
 
 bench: build
 	$(BUILD)/bin/bench_train_step

@@ -1,5 +1,6 @@
 // The troupe command line.
 //   troupe serve      run this process's task from TF_CONFIG until told to shut down
+//   troupe launch     start a local cluster running a program in every task
 // Its last line of output is one JSON object.
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/serve.hpp"
+#include "tools/launch.hpp"
 #include "troupe/registry.hpp"
 
 namespace {
@@ -27,7 +29,25 @@ int main(int argc, char** argv) {
   int heartbeat_ms = 100, timeout_ms = 1000;
   serve->add_option("--heartbeat-ms", heartbeat_ms)->check(CLI::PositiveNumber);
   serve->add_option("--connection-timeout-ms", timeout_ms)->check(CLI::PositiveNumber);
+  auto* launch = app.add_subcommand("launch", "run PROGRAM as a local cluster on 127.0.0.1");
+  troupe::tools::LaunchOptions lo;
+  launch->add_option("--ps", lo.ps, "number of parameter-server tasks")
+      ->check(CLI::NonNegativeNumber);
+  launch->add_option("--workers", lo.workers, "number of worker tasks")
+      ->check(CLI::NonNegativeNumber);
+  launch->add_flag("--evaluator", lo.evaluator, "add an evaluator task");
+  launch->add_option("--run-dir", lo.run_dir,
+                     "where tasks.json and the logs go (default: a new /tmp dir)");
+  launch->add_option("--grace-ms", lo.grace_ms,
+                     "how long other tasks may take to exit after the chief");
+  launch->add_option("program", lo.program, "the job: PROGRAM [ARGS] (after --)")->required();
   CLI11_PARSE(app, argc, argv);
+
+  if (launch->parsed()) {
+    int code = 1;
+    auto result = troupe::tools::launch(lo, code);
+    return finish(result, code);
+  }
 
   if (serve->parsed()) {
     auto resolver = troupe::net::TFConfigClusterResolver::from_env();

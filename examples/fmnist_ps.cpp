@@ -1,0 +1,212 @@
+// Fashion-MNIST trained asynchronously with parameter servers, TensorFlow's
+// ParameterServerStrategy + ClusterCoordinator in Troupe. The same binary runs every task:
+//
+//   build/bin/troupe launch --ps 2 --workers 2 -- build/bin/fmnist_ps
+//
+// Workers pull the MLP's variables from the PS tasks, compute gradients on their shard of
+// the data, and push them back; each PS applies SGD as gradients arrive. The chief
+// schedules the closures, evaluates the result on the 10k test images and prints one JSON
+// line.
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <mutex>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "core/data/idx.hpp"
+#include "core/trainer.hpp"
+#include "troupe/troupe.hpp"
+
+namespace tc = troupe::core;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+struct Settings {
+  std::string data_dir = tc::fashion_mnist_dir;
+  int batch = 64;
+  int steps_per_worker = 938;
+  int steps_per_execution = 1;
+  float lr = 0.1f;
+  int shards = 0;  // 0: each variable whole on one PS (round-robin)
+  uint64_t seed = 1;
+};
+
+// The model replica of this process's worker; only the worker actor's thread uses it.
+struct Replica {
+  std::unique_ptr<tc::Sequential> model = tc::make_mlp({784, 128, 10}, 1);
+  std::vector<tc::Parameter> params = model->parameters();
+  tc::SoftmaxCrossEntropy loss;
+  std::vector<std::string> names;
+  Replica() {
+    for (auto& p : params)
+      names.push_back(p.name);
+  }
+};
+
+troupe::Registry make_registry(const Settings& s) {
+  troupe::Registry r;
+  r.add_dataset("fmnist_train", [s](const tc::InputContext& ctx) {
+    auto train = tc::load_fashion_mnist(s.data_dir, "train");
+    if (!train) {
+      std::cerr << "fmnist_ps: " << train.error().to_string() << std::endl;
+      return tc::to_batches(tc::from_vector(std::vector<tc::Example>{}), 1, true);
+    }
+    auto ds = tc::from_vector(std::move(*train))
+                  .shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+                  .shuffle(10000, s.seed + static_cast<uint64_t>(ctx.input_pipeline_id))
+                  .repeat();
+    return tc::to_batches(ds, static_cast<size_t>(s.batch), /*drop_remainder=*/true).prefetch(4);
+  });
+  auto replica = std::make_shared<Replica>();
+  r.add_step(
+      "train_step",
+      [replica](troupe::StepContext& ctx, troupe::PerWorkerDataset ds) -> tc::Expected<float> {
+        Replica& m = *replica;
+        auto batch = ctx.next_batch(ds);
+        if (!batch) return batch.error();
+        if (!*batch) return tc::make_error(tc::Errc::out_of_range, "the training data ended");
+        auto values = ctx.pull(m.names);
+        if (!values) return values.error();
+        for (size_t i = 0; i < m.params.size(); ++i)
+          *m.params[i].value = std::move((*values)[i]);
+        auto loss = m.loss.forward(m.model->forward((*batch)->features), (*batch)->classes.data());
+        if (!loss) return loss.error();
+        if (!std::isfinite(*loss))
+          return tc::make_error(tc::Errc::invalid_argument, "loss is not finite");
+        m.model->backward(m.loss.backward());
+        std::vector<std::pair<std::string, tc::ConstTensorView>> grads;
+        for (auto& p : m.params)
+          grads.emplace_back(p.name, *p.grad);
+        if (auto st = ctx.push(grads); !st) return st.error();
+        return *loss;
+      });
+  return r;
+}
+
+int fail(const std::string& what) {
+  std::cerr << "fmnist_ps: " << what << std::endl;
+  std::cout << nlohmann::json{{"ok", false}, {"error", what}}.dump() << std::endl;
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Fashion-MNIST with parameter servers (run under troupe launch)"};
+  Settings s;
+  app.add_option("--data-dir", s.data_dir);
+  app.add_option("--batch", s.batch, "batch per step")->check(CLI::PositiveNumber);
+  app.add_option("--steps-per-worker", s.steps_per_worker)->check(CLI::PositiveNumber);
+  app.add_option("--steps-per-execution", s.steps_per_execution, "steps packed in one closure")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--lr", s.lr);
+  app.add_option("--shards", s.shards, "split each variable over this many shards (0: whole)");
+  app.add_option("--seed", s.seed);
+  CLI11_PARSE(app, argc, argv);
+
+  const auto registry = make_registry(s);
+  auto resolver = troupe::net::TFConfigClusterResolver::from_env();
+  if (!resolver) return fail(resolver.error().to_string());
+  if (resolver->task().type != "chief") {
+    auto st = troupe::serve(*resolver, registry);
+    if (!st) return fail(st.error().to_string());
+    std::cout << nlohmann::json{{"ok", true}, {"task", resolver->task().to_string()}}.dump()
+              << std::endl;
+    return 0;
+  }
+
+  const auto t_start = clock_type::now();
+  std::shared_ptr<const tc::Partitioner> partitioner;
+  if (s.shards > 0) partitioner = std::make_shared<tc::FixedShardsPartitioner>(s.shards);
+  auto strategy = troupe::ParameterServerStrategy::make(*resolver, partitioner);
+  if (!strategy) return fail(strategy.error().to_string());
+
+  // The chief creates the variables with the model's own shapes and initial values' kind.
+  Replica shapes;
+  std::vector<troupe::Variable> vars;
+  uint64_t seed = s.seed;
+  for (auto& p : shapes.params) {
+    const bool kernel = p.value->shape().rank() == 2;
+    const tc::Initializer init{
+        kernel ? tc::Initializer::Kind::glorot_uniform : tc::Initializer::Kind::zeros, 0.0f,
+        seed++};
+    auto v = (*strategy)->create_variable(p.name, p.value->shape(), init, "sgd", s.lr);
+    if (!v) return fail(v.error().to_string());
+    vars.push_back(*v);
+  }
+  auto coord = troupe::ClusterCoordinator::make(**strategy);
+  if (!coord) return fail(coord.error().to_string());
+  auto ds = (*coord)->create_per_worker_dataset("fmnist_train");
+  if (!ds) return fail(ds.error().to_string());
+
+  const int workers = (*strategy)->num_workers();
+  const int64_t total_steps = static_cast<int64_t>(s.steps_per_worker) * workers;
+  const int64_t closures = (total_steps + s.steps_per_execution - 1) / s.steps_per_execution;
+  const auto t0 = clock_type::now();
+  std::vector<troupe::RemoteValue<float>> losses;
+  for (int64_t i = 0; i < closures; ++i) {
+    if (s.steps_per_execution == 1 && i % 100 == 99) {
+      losses.push_back((*coord)->schedule<float>("train_step", *ds));
+    } else {
+      (*coord)->schedule_no_result("train_step", static_cast<uint32_t>(s.steps_per_execution), *ds);
+    }
+  }
+  auto joined = (*coord)->join();
+  const double train_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  if (!joined) {
+    (*coord)->shutdown_cluster();
+    return fail(joined.error().to_string());
+  }
+  float last_loss = 0.0f;
+  if (!losses.empty()) {
+    auto l = losses.back().fetch();
+    if (l) last_loss = *l;
+  }
+
+  // Evaluate the trained variables on the chief.
+  Replica eval;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    auto value = (*strategy)->read(vars[i]);
+    if (!value) return fail(value.error().to_string());
+    *eval.params[i].value = std::move(*value);
+  }
+  auto test = tc::load_fashion_mnist(s.data_dir, "t10k");
+  if (!test) return fail(test.error().to_string());
+  tc::SGD unused(0.0f);
+  tc::ClassifierTrainer evaluator(*eval.model, unused);
+  tc::Accuracy accuracy;
+  tc::Mean test_loss;
+  auto it = tc::to_batches(tc::from_vector(std::move(*test)), 1000, false).make_iterator();
+  while (auto b = it->next())
+    if (auto st = evaluator.evaluate_batch(b->features, b->classes.data(), accuracy, test_loss);
+        !st)
+      return fail(st.error().to_string());
+
+  const auto stats = (*coord)->stats();
+  (*coord)->shutdown_cluster();
+  const int64_t examples = closures * s.steps_per_execution * s.batch;
+  std::cout << nlohmann::json{{"ok", true},
+                              {"program", "fmnist_ps"},
+                              {"workers", workers},
+                              {"ps", (*strategy)->cluster_spec().num_tasks("ps")},
+                              {"batch", s.batch},
+                              {"steps", closures * s.steps_per_execution},
+                              {"steps_per_execution", s.steps_per_execution},
+                              {"examples", examples},
+                              {"examples_per_sec", examples / train_s},
+                              {"last_loss", last_loss},
+                              {"test_loss", test_loss.result()},
+                              {"test_accuracy", accuracy.result()},
+                              {"closures_scheduled", stats.scheduled},
+                              {"closures_completed", stats.completed},
+                              {"closures_retried", stats.retried},
+                              {"train_s", train_s},
+                              {"wall_s",
+                               std::chrono::duration<double>(clock_type::now() - t_start).count()}}
+                   .dump()
+            << std::endl;
+  return 0;
+}

@@ -1,0 +1,232 @@
+#include "tools/launch.hpp"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+
+#include "net/cluster_spec.hpp"
+
+extern char** environ;
+
+namespace troupe::tools {
+
+namespace {
+
+volatile sig_atomic_t interrupted = 0;
+
+void on_signal(int) {
+  interrupted = 1;
+}
+
+// Binds port 0 on 127.0.0.1 and keeps the socket open until all ports are chosen, so that
+// no two tasks get the same port.
+struct PortLease {
+  int fd = -1;
+  uint16_t port = 0;
+};
+
+PortLease lease_port() {
+  PortLease l;
+  l.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (l.fd < 0 || ::bind(l.fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return l;
+  socklen_t len = sizeof a;
+  ::getsockname(l.fd, reinterpret_cast<sockaddr*>(&a), &len);
+  l.port = ntohs(a.sin_port);
+  return l;
+}
+
+struct Task {
+  net::TaskId id;
+  pid_t pid = -1;
+  int out_fd = -1;  // chief only: its stdout pipe
+  std::optional<int> status;
+};
+
+pid_t start(const std::vector<std::string>& argv, const std::string& tf_config,
+            const std::string& log_path, int* stdout_pipe) {
+  int fds[2] = {-1, -1};
+  if (stdout_pipe && ::pipe2(fds, O_CLOEXEC) != 0) return -1;
+  const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "TF_CONFIG=", 10) != 0) env.emplace_back(*e);
+  env.push_back("TF_CONFIG=" + tf_config);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // Never outlive the launcher, even if it is killed with SIGKILL.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::setpgid(0, 0);
+    ::dup2(stdout_pipe ? fds[1] : log, STDOUT_FILENO);
+    ::dup2(log, STDERR_FILENO);
+    std::vector<char*> args, envp;
+    for (const auto& a : argv)
+      args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    for (const auto& e : env)
+      envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    ::execvpe(args[0], args.data(), envp.data());
+    std::fprintf(stderr, "troupe launch: cannot execute %s: %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  if (log >= 0) ::close(log);
+  if (stdout_pipe) {
+    ::close(fds[1]);
+    *stdout_pipe = fds[0];
+  }
+  return pid;
+}
+
+bool reap(Task& t, bool block) {
+  if (t.pid <= 0 || t.status) return true;
+  int st = 0;
+  const pid_t r = ::waitpid(t.pid, &st, block ? 0 : WNOHANG);
+  if (r == t.pid) t.status = st;
+  return t.status.has_value();
+}
+
+nlohmann::json describe_status(const Task& t) {
+  nlohmann::json j{{"task", t.id.to_string()}, {"pid", t.pid}};
+  if (!t.status) {
+    j["exit"] = nullptr;
+  } else if (WIFEXITED(*t.status)) {
+    j["exit"] = WEXITSTATUS(*t.status);
+  } else if (WIFSIGNALED(*t.status)) {
+    j["signal"] = WTERMSIG(*t.status);
+  }
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
+  namespace fs = std::filesystem;
+  exit_code = 1;
+  std::string run_dir = o.run_dir;
+  if (run_dir.empty()) {
+    std::string tmpl = (fs::temp_directory_path() / "troupe-run-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr)
+      return {{"ok", false}, {"error", "cannot create a run directory"}};
+    run_dir = tmpl;
+  }
+  std::error_code ec;
+  fs::create_directories(run_dir, ec);
+  if (ec) return {{"ok", false}, {"error", run_dir + ": " + ec.message()}};
+
+  // Choose every port while holding them all, then release them just before starting.
+  std::map<std::string, int> counts{{"chief", 1}, {"worker", o.workers}, {"ps", o.ps}};
+  if (o.evaluator) counts["evaluator"] = 1;
+  std::map<std::string, std::vector<std::string>> jobs;
+  std::vector<PortLease> leases;
+  for (const auto& [job, n] : counts)
+    for (int i = 0; i < n; ++i) {
+      leases.push_back(lease_port());
+      if (leases.back().port == 0) return {{"ok", false}, {"error", "no free port on 127.0.0.1"}};
+      jobs[job].push_back("127.0.0.1:" + std::to_string(leases.back().port));
+    }
+  const net::ClusterSpec spec(jobs);
+  for (auto& l : leases)
+    ::close(l.fd);
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+
+  std::vector<Task> tasks;
+  Task* chief = nullptr;
+  for (const auto& id : spec.tasks()) {
+    // Servers first, the chief last: it connects to them (and retries until they are up).
+    if (id.type == "chief") continue;
+    Task t{id};
+    t.pid = start(o.program, net::TFConfigClusterResolver::render(spec, id),
+                  run_dir + "/" + id.type + "-" + std::to_string(id.index) + ".log", nullptr);
+    tasks.push_back(t);
+  }
+  {
+    Task t{{"chief", 0}};
+    t.pid = start(o.program, net::TFConfigClusterResolver::render(spec, t.id),
+                  run_dir + "/chief-0.log", &t.out_fd);
+    tasks.push_back(t);
+    chief = &tasks.back();
+  }
+  nlohmann::json listing = nlohmann::json::array();
+  for (const auto& t : tasks)
+    listing.push_back({{"type", t.id.type},
+                       {"index", t.id.index},
+                       {"address", spec.address(t.id)},
+                       {"pid", t.pid}});
+  std::ofstream(run_dir + "/tasks.json") << listing.dump(2) << "\n";
+
+  // Forward the chief's output line by line, and keep its last JSON line.
+  std::string pending, chief_json;
+  std::ofstream chief_out(run_dir + "/chief-0.stdout");
+  char buf[65536];
+  while (!interrupted && chief->out_fd >= 0) {
+    pollfd p{chief->out_fd, POLLIN, 0};
+    const int r = ::poll(&p, 1, 200);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    const ssize_t n = ::read(chief->out_fd, buf, sizeof buf);
+    if (n <= 0) break;
+    pending.append(buf, static_cast<size_t>(n));
+    size_t nl;
+    while ((nl = pending.find('\n')) != std::string::npos) {
+      const std::string line = pending.substr(0, nl);
+      pending.erase(0, nl + 1);
+      std::cout << line << "\n" << std::flush;
+      chief_out << line << "\n";
+      if (!line.empty() && line.front() == '{') chief_json = line;
+    }
+  }
+  if (chief->out_fd >= 0) ::close(chief->out_fd);
+  if (interrupted) ::kill(chief->pid, SIGTERM);
+  reap(*chief, /*block=*/true);
+
+  // The chief shuts the cluster down when it finishes; give the others a grace period,
+  // then end them by pid.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(o.grace_ms);
+  for (auto& t : tasks) {
+    while (!reap(t, false) && std::chrono::steady_clock::now() < deadline && !interrupted) {
+      pollfd none{-1, 0, 0};
+      ::poll(&none, 0, 20);
+    }
+  }
+  for (auto& t : tasks) {
+    if (!reap(t, false)) {
+      ::kill(t.pid, SIGKILL);
+      reap(t, true);
+    }
+  }
+
+  nlohmann::json chief_result = nullptr;
+  if (!chief_json.empty())
+    chief_result = nlohmann::json::parse(chief_json, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json statuses = nlohmann::json::array();
+  for (const auto& t : tasks)
+    statuses.push_back(describe_status(t));
+  const bool chief_ok =
+      chief->status && WIFEXITED(*chief->status) && WEXITSTATUS(*chief->status) == 0;
+  exit_code = chief_ok && !interrupted ? 0 : 1;
+  return {{"ok", exit_code == 0},  {"program", "troupe launch"},
+          {"run_dir", run_dir},    {"interrupted", interrupted != 0},
+          {"chief", chief_result}, {"tasks", statuses}};
+}
+
+}  // namespace troupe::tools
