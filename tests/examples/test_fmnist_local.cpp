@@ -2,27 +2,17 @@
 // JSON line.
 #include <catch2/catch.hpp>
 
-#include <cstdio>
-#include <memory>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "run_program.hpp"
 
 namespace {
 
 nlohmann::json run_last_json_line(const std::string& args) {
-  const std::string cmd = std::string(TROUPE_BIN_DIR) + "/fmnist_local " + args;
-  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
-  REQUIRE(p);
-  std::string last, line;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p.get())) {
-    line = buf;
-    if (!line.empty() && line.front() == '{') last = line;
-  }
-  REQUIRE(pclose(p.release()) == 0);
-  REQUIRE_FALSE(last.empty());
-  return nlohmann::json::parse(last);
+  auto r = troupe::test::run_program(std::string(TROUPE_BIN_DIR) + "/fmnist_local " + args);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.last_json.is_object());
+  return r.last_json;
 }
 
 }  // namespace
@@ -44,18 +34,11 @@ TEST_CASE("fmnist_local trains the tutorial CNN to >= 0.88 test accuracy in 2 ep
 }
 
 TEST_CASE("fmnist_local reports a missing dataset as an error line", "[example]") {
-  const std::string cmd =
-      std::string(TROUPE_BIN_DIR) + "/fmnist_local --data-dir /nonexistent 2>/dev/null";
-  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
-  REQUIRE(p);
-  std::string out;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p.get()))
-    out += buf;
-  const int status = pclose(p.release());
-  CHECK(status != 0);
-  auto j = nlohmann::json::parse(out.substr(out.rfind('{')));
-  CHECK(j["ok"] == false);
-  CHECK_THAT(j["error"].get<std::string>(),
+  auto r = troupe::test::run_program(std::string(TROUPE_BIN_DIR) +
+                                     "/fmnist_local --data-dir /nonexistent 2>/dev/null");
+  CHECK(r.exit_code != 0);
+  REQUIRE(r.last_json.is_object());
+  CHECK(r.last_json["ok"] == false);
+  CHECK_THAT(r.last_json["error"].get<std::string>(),
              Catch::Contains("/nonexistent/train-images-idx3-ubyte.gz"));
 }

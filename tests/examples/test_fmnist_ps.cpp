@@ -1,0 +1,82 @@
+// troupe launch running fmnist_ps as a local cluster: accuracy, counters, and that every
+// process it started is gone afterwards.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <fstream>
+
+#include "helpers.hpp"
+#include "run_program.hpp"
+
+using troupe::test::run_program;
+
+namespace {
+
+const std::string bin = TROUPE_BIN_DIR;
+
+void check_all_gone(const nlohmann::json& tasks) {
+  for (const auto& t : tasks) {
+    INFO(t.dump());
+    CHECK(::kill(t["pid"].get<int>(), 0) != 0);  // no such process any more
+  }
+}
+
+}  // namespace
+
+TEST_CASE("troupe launch trains fmnist_ps with 2 PS and 2 workers to >= 0.83", "[example][ps]") {
+  troupe::test::TempDir dir;
+  auto r = run_program(bin + "/troupe launch --ps 2 --workers 2 --run-dir " + dir.path() + " -- " +
+                       bin + "/fmnist_ps 2>/dev/null");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto& j = r.last_json;
+  REQUIRE(j.is_object());
+  CHECK(j["ok"] == true);
+  const auto& chief = j["chief"];
+  CHECK(chief["test_accuracy"].get<double>() >= 0.83);
+  CHECK(chief["closures_scheduled"] == 1876);
+  CHECK(chief["closures_completed"] == 1876);
+  CHECK(chief["examples_per_sec"].get<double>() > 0.0);
+  REQUIRE(j["tasks"].size() == 5);
+  for (const auto& t : j["tasks"])
+    CHECK(t["exit"] == 0);
+  check_all_gone(j["tasks"]);
+  auto listing = nlohmann::json::parse(std::ifstream(dir.file("tasks.json")));
+  CHECK(listing.size() == 5);
+  CHECK(listing[0]["address"].get<std::string>().rfind("127.0.0.1:", 0) == 0);
+}
+
+TEST_CASE("troupe launch reports a failed chief and ends every task", "[example][ps]") {
+  // Without data the workers' dataset ends at once: the step fails, the chief raises the
+  // error, shuts the cluster down and exits non-zero.
+  auto r = run_program(bin + "/troupe launch --ps 1 --workers 2 -- " + bin +
+                       "/fmnist_ps --data-dir /nonexistent 2>/dev/null");
+  INFO(r.output);
+  CHECK(r.exit_code != 0);
+  REQUIRE(r.last_json.is_object());
+  CHECK(r.last_json["ok"] == false);
+  CHECK(r.last_json["chief"]["ok"] == false);
+  CHECK_THAT(r.last_json["chief"]["error"].get<std::string>(),
+             Catch::Contains("training data ended"));
+  check_all_gone(r.last_json["tasks"]);
+}
+
+TEST_CASE("troupe launch kills tasks that outlive the chief", "[example][launch]") {
+  // Non-chief tasks of this job never exit by themselves.
+  troupe::test::TempDir dir;
+  const std::string job = dir.file("job.sh");
+  std::ofstream(job) << "case \"$TF_CONFIG\" in\n"
+                        "  *'\"type\":\"chief\"'*) echo '{\"ok\":true}' ;;\n"
+                        "  *) exec tail -f /dev/null ;;\n"
+                        "esac\n";
+  auto r = run_program(bin + "/troupe launch --ps 1 --workers 1 --grace-ms 300 -- /bin/sh " + job);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  REQUIRE(r.last_json.is_object());
+  int killed = 0;
+  for (const auto& t : r.last_json["tasks"])
+    if (t.contains("signal") && t["signal"] == SIGKILL) ++killed;
+  CHECK(killed == 2);
+  check_all_gone(r.last_json["tasks"]);
+}
