@@ -1,0 +1,135 @@
+// Parameter-server benchmarks, run as a job under the launcher:
+//
+//   build/bin/troupe launch --ps 1 --workers 2 -- build/bin/bench_ps
+//
+// The chief prints one JSON line per figure: the schedule-to-fetch rate of trivial
+// closures over the workers, and PS pull/push throughput per tensor size next to a raw
+// TCP loopback transfer of the same bytes measured in the same run.
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "api/impl.hpp"
+#include "tcp_baseline.hpp"
+#include "troupe/troupe.hpp"
+
+namespace tc = troupe::core;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+void emit(nlohmann::json j, nlohmann::json& all) {
+  std::cout << j.dump() << std::endl;
+  all.push_back(std::move(j));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Parameter-server benchmarks (run under troupe launch)"};
+  int closures = 20000, rounds = 5, reps = 20;
+  app.add_option("--closures", closures);
+  app.add_option("--rounds", rounds, "repetitions of each closure measurement");
+  app.add_option("--reps", reps, "transfers per size and round");
+  CLI11_PARSE(app, argc, argv);
+
+  troupe::Registry registry;
+  registry.add_step("noop", [](troupe::StepContext&) { return 0; });
+  auto resolver = troupe::net::TFConfigClusterResolver::from_env();
+  if (!resolver) {
+    std::cout << nlohmann::json{{"ok", false}, {"error", resolver.error().to_string()}}.dump()
+              << std::endl;
+    return 2;
+  }
+  if (resolver->task().type != "chief") return troupe::serve(*resolver, registry).ok() ? 0 : 1;
+
+  auto strategy = troupe::ParameterServerStrategy::make(*resolver);
+  if (!strategy) return 1;
+  nlohmann::json all = nlohmann::json::array();
+
+  // 1. PS transfers next to raw TCP, alternating per size so drift hits both.
+  troupe::bench::TcpBaseline tcp;
+  auto& impl = (*strategy)->impl();
+  for (int64_t bytes : {int64_t{4} << 10, int64_t{1} << 20, int64_t{4} << 20, int64_t{16} << 20}) {
+    const int64_t n = bytes / 4;
+    const std::string name = "t" + std::to_string(bytes);
+    auto v = (*strategy)->create_variable(name, tc::Shape{n}, {}, "sgd", 0.0f);
+    if (!v) return 1;
+    const troupe::net::WireTensor grad{{n}, std::vector<float>(static_cast<size_t>(n), 0.0f)};
+    std::vector<double> pull_s, push_s, tcp_pull_s, tcp_push_s;
+    uint64_t id = 1;
+    for (int r = 0; r < reps; ++r) {
+      auto t0 = clock_type::now();
+      (*impl.self)
+          ->request(impl.ps[0], std::chrono::seconds(30), troupe::net::pull_atom::value, name)
+          .receive([](troupe::net::WireTensor&) {}, [](caf::error&) {});
+      pull_s.push_back(seconds_since(t0));
+      t0 = clock_type::now();
+      (*impl.self)
+          ->request(impl.ps[0], std::chrono::seconds(30), troupe::net::push_atom::value, id++, name,
+                    grad)
+          .receive([](bool) {}, [](caf::error&) {});
+      push_s.push_back(seconds_since(t0));
+      tcp_pull_s.push_back(tcp.pull(static_cast<uint64_t>(bytes)));
+      tcp_push_s.push_back(tcp.push(static_cast<uint64_t>(bytes)));
+    }
+    const double mib = static_cast<double>(bytes) / (1 << 20);
+    const double pull_bw = mib / median(pull_s), push_bw = mib / median(push_s);
+    const double tcp_pull_bw = mib / median(tcp_pull_s), tcp_push_bw = mib / median(tcp_push_s);
+    emit({{"bench", "ps_transfer"},
+          {"bytes", bytes},
+          {"reps", reps},
+          {"pull_ms_median", 1e3 * median(pull_s)},
+          {"push_ms_median", 1e3 * median(push_s)},
+          {"pull_MiBps", pull_bw},
+          {"push_MiBps", push_bw},
+          {"tcp_pull_MiBps", tcp_pull_bw},
+          {"tcp_push_MiBps", tcp_push_bw},
+          {"pull_vs_tcp", pull_bw / tcp_pull_bw},
+          {"push_vs_tcp", push_bw / tcp_push_bw}},
+         all);
+  }
+
+  // 2. Trivial closures over the workers: schedule N, join, fetch.
+  auto coord = troupe::ClusterCoordinator::make(**strategy);
+  if (!coord) return 1;
+  std::vector<double> no_result, with_result;
+  for (int r = 0; r < rounds; ++r) {
+    auto t0 = clock_type::now();
+    for (int i = 0; i < closures; ++i)
+      (*coord)->schedule_no_result("noop", 1);
+    if (!(*coord)->join()) return 1;
+    no_result.push_back(closures / seconds_since(t0));
+    t0 = clock_type::now();
+    std::vector<troupe::RemoteValue<int>> values;
+    values.reserve(static_cast<size_t>(closures));
+    for (int i = 0; i < closures; ++i)
+      values.push_back((*coord)->schedule<int>("noop"));
+    for (auto& v : values)
+      (void)v.fetch();
+    with_result.push_back(closures / seconds_since(t0));
+  }
+  emit({{"bench", "closures"},
+        {"workers", (*strategy)->num_workers()},
+        {"closures", closures},
+        {"rounds", rounds},
+        {"no_result_per_sec_median", median(no_result)},
+        {"fetched_per_sec_median", median(with_result)}},
+       all);
+  (*coord)->shutdown_cluster();
+  std::cout << nlohmann::json{{"ok", true}, {"program", "bench_ps"}, {"results", all}}.dump()
+            << std::endl;
+  return 0;
+}
