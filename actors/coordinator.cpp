@@ -73,11 +73,12 @@ void dispatch(Self* self);
 
 void requeue(Self* self, size_t w) {
   auto& slot = self->state.workers[w];
-  if (slot.in_flight) {
-    self->state.queue.push_front(std::move(*slot.in_flight));
-    slot.in_flight.reset();
+  // Newest first to the front, so the oldest ends up first in the queue.
+  for (auto it = slot.in_flight.rbegin(); it != slot.in_flight.rend(); ++it) {
+    self->state.queue.push_front(std::move(it->second));
     self->state.book->retried();
   }
+  slot.in_flight.clear();
 }
 
 void cancel_queued(Self* self, const core::Error& why) {
@@ -91,40 +92,49 @@ bool is_application_error(const core::Error& e) {
 }
 
 void send_closure(Self* self, size_t w) {
-  auto& slot = self->state.workers[w];
-  slot.in_flight = std::move(self->state.queue.front());
+  net::ClosureMsg c = std::move(self->state.queue.front());
   self->state.queue.pop_front();
-  const uint64_t id = slot.in_flight->id;
-  self->request(slot.handle, self->state.closure_timeout, net::run_atom::value, *slot.in_flight)
+  const uint64_t id = c.id;
+  auto& slot = self->state.workers[w];
+  self->request(slot.handle, self->state.closure_timeout, net::run_atom::value, c)
       .then(
           [=](std::vector<char>& bytes) {
             auto& s = self->state.workers[w];
-            if (!s.in_flight || s.in_flight->id != id) return;
-            s.in_flight.reset();
+            if (s.in_flight.erase(id) == 0) return;  // already put back and run elsewhere
             self->state.book->complete(id, std::move(bytes));
             dispatch(self);
           },
           [=](caf::error& err) {
             auto& s = self->state.workers[w];
-            if (!s.in_flight || s.in_flight->id != id) return;
+            if (s.in_flight.count(id) == 0) return;
             const core::Error e = net::from_caf(err);
             if (is_application_error(e)) {
-              s.in_flight.reset();
+              s.in_flight.erase(id);
               self->state.book->fail(id, e);
               cancel_queued(self, e);
             } else {
-              // The worker is unreachable or too slow: its closure runs elsewhere.
+              // The worker is unreachable or too slow: its closures run elsewhere.
               s.alive = false;
               requeue(self, w);
             }
             dispatch(self);
           });
+  slot.in_flight.emplace(id, std::move(c));
 }
 
 void dispatch(Self* self) {
-  for (size_t w = 0; w < self->state.workers.size() && !self->state.queue.empty(); ++w) {
-    auto& slot = self->state.workers[w];
-    if (slot.ready && slot.alive && !slot.in_flight) send_closure(self, w);
+  auto& st = self->state;
+  // Round-robin one closure at a time, so that work spreads over all idle workers first.
+  bool sent = true;
+  while (sent && !st.queue.empty()) {
+    sent = false;
+    for (size_t w = 0; w < st.workers.size() && !st.queue.empty(); ++w) {
+      auto& slot = st.workers[w];
+      if (slot.ready && slot.alive && slot.in_flight.size() < st.max_in_flight) {
+        send_closure(self, w);
+        sent = true;
+      }
+    }
   }
 }
 
@@ -132,10 +142,11 @@ void dispatch(Self* self) {
 
 caf::behavior coordinator(Self* self, std::vector<caf::actor> workers,
                           std::vector<net::Placement> placements, std::shared_ptr<ClosureBook> book,
-                          std::chrono::milliseconds closure_timeout) {
+                          std::chrono::milliseconds closure_timeout, size_t max_in_flight) {
   self->state.book = std::move(book);
   self->state.placements = std::move(placements);
   self->state.closure_timeout = closure_timeout;
+  self->state.max_in_flight = std::max<size_t>(1, max_in_flight);
   for (auto& h : workers) {
     CoordinatorState::Worker slot;
     slot.handle = h;

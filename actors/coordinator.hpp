@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -53,24 +54,26 @@ struct CoordinatorState {
     caf::actor handle;
     bool ready = false;  // has the variable placement
     bool alive = true;
-    std::optional<net::ClosureMsg> in_flight;
+    std::map<uint64_t, net::ClosureMsg> in_flight;  // by closure id, oldest first
   };
   std::vector<Worker> workers;
   std::deque<net::ClosureMsg> queue;
   std::vector<net::Placement> placements;
   std::shared_ptr<ClosureBook> book;
   std::chrono::milliseconds closure_timeout{60000};
+  size_t max_in_flight = 8;
   static inline const char* name = "troupe.coordinator";
 };
 
-/// The closure queue. Takes (run, ClosureMsg) from the user's thread, keeps one closure in
-/// flight per worker, settles RemoteValues through the ClosureBook. A worker that goes
-/// down (down message) or does not answer within the closure timeout has its closure put
-/// back at the front of the queue; an application error fails its closure and cancels
-/// everything queued (the first error wins).
+/// The closure queue. Takes (run, ClosureMsg) from the user's thread, keeps up to
+/// `max_in_flight` closures in flight per worker (the worker runs them in order; the next
+/// one waits in its mailbox instead of a network round trip away), settles RemoteValues through the
+/// ClosureBook. A worker that goes down (down message) or does not answer within the closure
+/// timeout has its closures put back at the front of the queue; an application error fails its
+/// closure and cancels everything queued (the first error wins).
 caf::behavior coordinator(caf::stateful_actor<CoordinatorState>* self,
                           std::vector<caf::actor> workers, std::vector<net::Placement> placements,
                           std::shared_ptr<ClosureBook> book,
-                          std::chrono::milliseconds closure_timeout);
+                          std::chrono::milliseconds closure_timeout, size_t max_in_flight);
 
 }  // namespace troupe::actors

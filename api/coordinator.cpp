@@ -25,7 +25,7 @@ core::Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::make(
     impl->workers.push_back(*a);
   }
   impl->coordinator = s.sys->spawn(actors::coordinator, impl->workers, s.placements, impl->book,
-                                   options.closure_timeout);
+                                   options.closure_timeout, options.max_in_flight_per_worker);
   return std::unique_ptr<ClusterCoordinator>(new ClusterCoordinator(std::move(impl)));
 }
 

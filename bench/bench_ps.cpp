@@ -40,9 +40,11 @@ void emit(nlohmann::json j, nlohmann::json& all) {
 int main(int argc, char** argv) {
   CLI::App app{"Parameter-server benchmarks (run under troupe launch)"};
   int closures = 20000, rounds = 5, reps = 20;
+  size_t in_flight = troupe::CoordinatorOptions{}.max_in_flight_per_worker;
   app.add_option("--closures", closures);
   app.add_option("--rounds", rounds, "repetitions of each closure measurement");
   app.add_option("--reps", reps, "transfers per size and round");
+  app.add_option("--in-flight", in_flight, "closures in flight per worker");
   CLI11_PARSE(app, argc, argv);
 
   troupe::Registry registry;
@@ -103,7 +105,9 @@ int main(int argc, char** argv) {
   }
 
   // 2. Trivial closures over the workers: schedule N, join, fetch.
-  auto coord = troupe::ClusterCoordinator::make(**strategy);
+  troupe::CoordinatorOptions copts;
+  copts.max_in_flight_per_worker = in_flight;
+  auto coord = troupe::ClusterCoordinator::make(**strategy, copts);
   if (!coord) return 1;
   std::vector<double> no_result, with_result;
   for (int r = 0; r < rounds; ++r) {

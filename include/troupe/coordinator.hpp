@@ -15,6 +15,9 @@ namespace troupe {
 struct CoordinatorOptions {
   /// A closure not answered within this time is taken back and run elsewhere.
   std::chrono::milliseconds closure_timeout{60000};
+  /// Closures sent ahead to each worker: they wait in its mailbox rather than a round trip
+  /// away. 1 gives TensorFlow's one-at-a-time dispatch.
+  size_t max_in_flight_per_worker = 8;
 };
 
 /// TensorFlow's ClusterCoordinator: schedules closures (a registered step and its
