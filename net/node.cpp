@@ -17,6 +17,8 @@ void configure(caf::actor_system_config& cfg, const NodeOptions& options) {
       });
   cfg.set("middleman.heartbeat-interval", caf::timespan{options.heartbeat_interval});
   cfg.set("middleman.connection-timeout", caf::timespan{options.connection_timeout});
+  cfg.set("scheduler.max-threads", options.scheduler_threads);
+  cfg.set("scheduler.policy", caf::atom_from_string(options.scheduler_policy));
   // One node's logs must not interleave with the program's JSON line on stdout.
   cfg.set("logger.console", caf::atom("none"));
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -13,6 +14,12 @@ namespace troupe::net {
 struct NodeOptions {
   std::chrono::milliseconds heartbeat_interval{100};
   std::chrono::milliseconds connection_timeout{1000};
+  /// CAF's scheduler threads per process. Several Troupe processes share a machine's cores,
+  /// and CAF's default (max(cores, 4) threads, work stealing with busy polling) has idle
+  /// threads spin against the threads doing work.
+  size_t scheduler_threads = 1;
+  /// "sharing" (threads sleep on a condition variable when idle) or "stealing".
+  std::string scheduler_policy = "sharing";
 };
 
 /// Loads the middleman, registers Troupe's message types and error category, and turns
