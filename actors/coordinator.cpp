@@ -87,8 +87,11 @@ void cancel_queued(Self* self, const core::Error& why) {
   self->state.queue.clear();
 }
 
-bool is_application_error(const core::Error& e) {
-  return e.code != core::Errc::unavailable && e.code != core::Errc::cancelled;
+// An error the worker itself replied with (category troupe: the step's outcome, even when
+// that is "my PS is unavailable") fails the closure. CAF's own errors (request timeout,
+// receiver down) mean the worker could not answer: the closure runs elsewhere.
+bool is_application_error(const caf::error& e) {
+  return e.category() == net::error_category;
 }
 
 void send_closure(Self* self, size_t w) {
@@ -108,7 +111,7 @@ void send_closure(Self* self, size_t w) {
             auto& s = self->state.workers[w];
             if (s.in_flight.count(id) == 0) return;
             const core::Error e = net::from_caf(err);
-            if (is_application_error(e)) {
+            if (is_application_error(err)) {
               s.in_flight.erase(id);
               self->state.book->fail(id, e);
               cancel_queued(self, e);

@@ -119,8 +119,20 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
     CHECK(c.schedule<int>("add", 1, 2).fetch().value() == 3);
   }
 
+  SECTION("A dead PS fails the closures that need it instead of hanging") {
+    children[0]->kill(SIGKILL);  // ps:0 holds shard 0 of v
+    REQUIRE(children[0]->wait_exit(10s).has_value());
+    auto r = c.schedule<double>("ones_step", std::string("v"));
+    auto st = c.join();
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().code == core::Errc::unavailable);
+    CHECK(r.fetch().error().code == core::Errc::unavailable);
+    CHECK(c.schedule<int>("add", 2, 2).fetch().value() == 4);  // workers still serve
+  }
+
   c.shutdown_cluster();
   for (auto& child : children) {
+    if (!child->running()) continue;
     auto status = child->wait_exit(10s);
     REQUIRE(status.has_value());
     CHECK(WEXITSTATUS(*status) == 0);
