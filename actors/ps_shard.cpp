@@ -25,6 +25,10 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self) {
       [=](net::push_atom, uint64_t closure_id, const std::string& name, const net::WireTensor& g) {
         return reply(self->state.shard.push(closure_id, name, g));
       },
+      [=](net::push_pull_atom, uint64_t closure_id, const std::string& name,
+          const net::WireTensor& g) {
+        return reply(self->state.shard.push_pull(closure_id, name, g));
+      },
       [=](net::push_rows_atom, uint64_t closure_id, const std::string& name,
           const net::RowsUpdate& u) {
         return reply(self->state.shard.push_rows(closure_id, name, u));

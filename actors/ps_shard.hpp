@@ -16,6 +16,7 @@ struct PsShardActorState {
 ///   (pull, name)                                    -> WireTensor
 ///   (pullrows, name, rows)                          -> WireTensor
 ///   (push, closure_id, name, WireTensor)            -> bool (false: duplicate, ignored)
+///   (pushpull, closure_id, name, WireTensor)        -> WireTensor (value after the push)
 ///   (pushrows, closure_id, name, RowsUpdate)        -> bool
 ///   (stats)                                         -> [variables, pulls, applied,
 ///                                                      duplicate, rejected]

@@ -113,6 +113,14 @@ core::Expected<bool> PsShardState::push(uint64_t closure_id, const std::string& 
   return true;
 }
 
+core::Expected<net::WireTensor> PsShardState::push_pull(uint64_t closure_id,
+                                                        const std::string& name,
+                                                        const net::WireTensor& grad) {
+  auto applied = push(closure_id, name, grad);
+  if (!applied) return applied.error();
+  return pull(name);
+}
+
 core::Expected<bool> PsShardState::push_rows(uint64_t closure_id, const std::string& name,
                                              const net::RowsUpdate& update) {
   auto s = find(name);

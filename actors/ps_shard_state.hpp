@@ -41,6 +41,10 @@ class PsShardState {
   /// if this shard already applied that closure id.
   core::Expected<bool> push(uint64_t closure_id, const std::string& name,
                             const net::WireTensor& grad);
+  /// push() and then pull() in one request: the shard's value after the update (or as it
+  /// is, when the closure id was applied before).
+  core::Expected<net::WireTensor> push_pull(uint64_t closure_id, const std::string& name,
+                                            const net::WireTensor& grad);
   core::Expected<bool> push_rows(uint64_t closure_id, const std::string& name,
                                  const net::RowsUpdate& update);
 

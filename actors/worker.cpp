@@ -59,32 +59,39 @@ core::Expected<T> WorkerRuntime::ask(const caf::actor& dst, Ts&&... xs) {
   return out;
 }
 
-core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull(
-    const std::vector<std::string>& names) {
-  // Send every shard request first, then collect: the shards work in parallel.
-  std::vector<std::vector<net::WireTensor>> parts(names.size());
-  std::vector<std::pair<size_t, decltype(self_->request(std::declval<caf::actor>(),
-                                                        options_.request_timeout,
-                                                        net::pull_atom::value, std::string()))>>
-      pending;
+template <class Reply, class MakeRequest>
+core::Expected<std::vector<std::vector<Reply>>> WorkerRuntime::fan_out(
+    const std::vector<std::string>& names, MakeRequest make_request) {
+  // Send every shard's request first, then collect: the shards work in parallel.
+  using Handle = typename decltype(make_request(std::declval<const caf::actor&>(), size_t{0},
+                                                std::declval<const net::Placement&>()))::value_type;
+  std::vector<std::pair<size_t, Handle>> pending;
   for (size_t i = 0; i < names.size(); ++i) {
     auto shards = shards_of(names[i]);
     if (!shards) return shards.error();
     for (const auto& p : **shards) {
       auto dst = ps(p.ps_task);
       if (!dst) return dst.error();
-      pending.emplace_back(
-          i, self_->request(*dst, options_.request_timeout, net::pull_atom::value, names[i]));
+      auto handle = make_request(*dst, i, p);
+      if (!handle) return handle.error();
+      pending.emplace_back(i, std::move(*handle));
     }
   }
+  std::vector<std::vector<Reply>> replies(names.size());
   core::Status failed;
-  for (auto& [i, h] : pending) {
-    h.receive([&, i = i](net::WireTensor& t) { parts[i].push_back(std::move(t)); },
+  for (auto& [i, h] : pending)
+    h.receive([&, i = i](Reply& r) { replies[i].push_back(std::move(r)); },
               [&](caf::error& e) {
                 if (failed.ok()) failed = net::from_caf(e);
               });
-  }
   if (!failed.ok()) return failed.error();
+  return replies;
+}
+
+namespace {
+
+core::Expected<std::vector<core::Tensor>> concat_shards(
+    std::vector<std::vector<net::WireTensor>>& parts) {
   std::vector<core::Tensor> out;
   for (auto& shard_parts : parts) {
     std::vector<core::ConstTensorView> views;
@@ -97,36 +104,69 @@ core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull(
   return out;
 }
 
+// The rows of `grad` that `p` holds, as a tensor for the wire.
+core::Expected<net::WireTensor> shard_part(const std::string& name, core::ConstTensorView grad,
+                                           const net::Placement& p) {
+  if (grad.shape().rank() == 0) return net::WireTensor::from(grad);
+  const int64_t end = p.def.row_offset + (p.def.shape.empty() ? 1 : p.def.shape[0]);
+  if (end > grad.shape()[0])
+    return make_error(Errc::invalid_argument, "gradient of '" + name + "' has too few rows");
+  return net::WireTensor::from(grad.rows(p.def.row_offset, end));
+}
+
+std::vector<std::string> names_of(
+    const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) {
+  std::vector<std::string> names;
+  for (const auto& g : grads)
+    names.push_back(g.first);
+  return names;
+}
+
+}  // namespace
+
+core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull(
+    const std::vector<std::string>& names) {
+  auto parts =
+      fan_out<net::WireTensor>(names, [&](const caf::actor& dst, size_t i, const net::Placement&) {
+        return core::Expected<decltype(self_->request(dst, options_.request_timeout,
+                                                      net::pull_atom::value, names[i]))>(
+            self_->request(dst, options_.request_timeout, net::pull_atom::value, names[i]));
+      });
+  if (!parts) return parts.error();
+  return concat_shards(*parts);
+}
+
 core::Status WorkerRuntime::push(
     const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) {
-  std::vector<decltype(self_->request(std::declval<caf::actor>(), options_.request_timeout,
-                                      net::push_atom::value, uint64_t{}, std::string(),
-                                      net::WireTensor()))>
-      pending;
-  for (const auto& [name, grad] : grads) {
-    auto shards = shards_of(name);
-    if (!shards) return shards.error();
-    for (const auto& p : **shards) {
-      auto dst = ps(p.ps_task);
-      if (!dst) return dst.error();
-      core::ConstTensorView part = grad;
-      if (grad.shape().rank() >= 1) {
-        const int64_t end = p.def.row_offset + (p.def.shape.empty() ? 1 : p.def.shape[0]);
-        if (end > grad.shape()[0])
-          return make_error(Errc::invalid_argument, "gradient of '" + name + "' has too few rows");
-        part = grad.rows(p.def.row_offset, end);
-      }
-      pending.push_back(self_->request(*dst, options_.request_timeout, net::push_atom::value,
-                                       closure_id_, name, net::WireTensor::from(part)));
-    }
-  }
-  core::Status failed;
-  for (auto& h : pending)
-    h.receive([](bool) {},
-              [&](caf::error& e) {
-                if (failed.ok()) failed = net::from_caf(e);
-              });
-  return failed;
+  auto acks =
+      fan_out<bool>(names_of(grads), [&](const caf::actor& dst, size_t i, const net::Placement& p) {
+        using Handle = decltype(self_->request(dst, options_.request_timeout, net::push_atom::value,
+                                               closure_id_, grads[i].first, net::WireTensor()));
+        auto part = shard_part(grads[i].first, grads[i].second, p);
+        if (!part) return core::Expected<Handle>(part.error());
+        return core::Expected<Handle>(self_->request(dst, options_.request_timeout,
+                                                     net::push_atom::value, closure_id_,
+                                                     grads[i].first, std::move(*part)));
+      });
+  if (!acks) return acks.error();
+  return {};
+}
+
+core::Expected<std::vector<core::Tensor>> WorkerRuntime::push_pull(
+    const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) {
+  auto parts = fan_out<net::WireTensor>(
+      names_of(grads), [&](const caf::actor& dst, size_t i, const net::Placement& p) {
+        using Handle =
+            decltype(self_->request(dst, options_.request_timeout, net::push_pull_atom::value,
+                                    closure_id_, grads[i].first, net::WireTensor()));
+        auto part = shard_part(grads[i].first, grads[i].second, p);
+        if (!part) return core::Expected<Handle>(part.error());
+        return core::Expected<Handle>(self_->request(dst, options_.request_timeout,
+                                                     net::push_pull_atom::value, closure_id_,
+                                                     grads[i].first, std::move(*part)));
+      });
+  if (!parts) return parts.error();
+  return concat_shards(*parts);
 }
 
 core::Expected<core::Tensor> WorkerRuntime::pull_rows(const std::string& name,
@@ -203,17 +243,23 @@ core::Status WorkerRuntime::push_rows(const std::string& name, const std::vector
   return {};
 }
 
+core::Status WorkerRuntime::build_dataset(const std::string& name) {
+  const auto* fn = options_.registry->dataset(name);
+  if (fn == nullptr)
+    return make_error(Errc::not_found, "no dataset function '" + name + "' registered");
+  core::InputContext ctx;
+  ctx.num_input_pipelines = std::max(1, options_.cluster.num_tasks("worker"));
+  ctx.input_pipeline_id = options_.index;
+  ctx.num_replicas_in_sync = 1;
+  iterators_[name] = (*fn)(ctx).make_iterator();
+  return {};
+}
+
 core::Expected<std::optional<core::Batch>> WorkerRuntime::next_batch(const PerWorkerDataset& ds) {
   auto it = iterators_.find(ds.name);
   if (it == iterators_.end()) {
-    const auto* fn = options_.registry->dataset(ds.name);
-    if (fn == nullptr)
-      return make_error(Errc::not_found, "no dataset function '" + ds.name + "' registered");
-    core::InputContext ctx;
-    ctx.num_input_pipelines = std::max(1, options_.cluster.num_tasks("worker"));
-    ctx.input_pipeline_id = options_.index;
-    ctx.num_replicas_in_sync = 1;
-    it = iterators_.emplace(ds.name, (*fn)(ctx).make_iterator()).first;
+    if (auto st = build_dataset(ds.name); !st) return st.error();
+    it = iterators_.find(ds.name);
   }
   return it->second->next();
 }
@@ -249,6 +295,10 @@ void worker(caf::blocking_actor* self, WorkerOptions options) {
   self->receive_while(running)(
       [&](net::vars_atom, const std::vector<net::Placement>& p) -> caf::result<caf::ok_atom> {
         if (auto st = rt.set_placements(p); !st) return net::to_caf(st.error());
+        return caf::ok_atom::value;
+      },
+      [&](net::dataset_atom, const std::string& name) -> caf::result<caf::ok_atom> {
+        if (auto st = rt.build_dataset(name); !st) return net::to_caf(st.error());
         return caf::ok_atom::value;
       },
       [&](net::run_atom, const net::ClosureMsg& c) -> caf::result<std::vector<char>> {

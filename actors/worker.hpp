@@ -31,6 +31,8 @@ class WorkerRuntime final : public StepContext {
 
   /// Installs the variable placement the coordinator sends before the first closure.
   core::Status set_placements(const std::vector<net::Placement>& placements);
+  /// Builds (or rebuilds) this worker's iterator of the registered dataset `name`.
+  core::Status build_dataset(const std::string& name);
   /// Runs one closure: looks up its step by name and calls it. Exceptions thrown by user
   /// code become `internal` errors; nothing escapes.
   core::Expected<std::vector<char>> run(const net::ClosureMsg& closure);
@@ -39,6 +41,8 @@ class WorkerRuntime final : public StepContext {
   uint64_t closure_id() const override { return closure_id_; }
   core::Expected<std::vector<core::Tensor>> pull(const std::vector<std::string>& names) override;
   core::Status push(
+      const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) override;
+  core::Expected<std::vector<core::Tensor>> push_pull(
       const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) override;
   core::Expected<core::Tensor> pull_rows(const std::string& name,
                                          const std::vector<int64_t>& rows) override;
@@ -54,6 +58,11 @@ class WorkerRuntime final : public StepContext {
   core::Expected<caf::actor> ps(int task);
   template <class T, class... Ts>
   core::Expected<T> ask(const caf::actor& dst, Ts&&... xs);
+  /// One request per shard of each named variable (made by make_request(ps, i, placement)),
+  /// all sent before any reply is awaited; replies grouped by variable, in shard order.
+  template <class Reply, class MakeRequest>
+  core::Expected<std::vector<std::vector<Reply>>> fan_out(const std::vector<std::string>& names,
+                                                          MakeRequest make_request);
 
   caf::actor_system& sys_;
   WorkerOptions options_;
@@ -67,6 +76,7 @@ class WorkerRuntime final : public StepContext {
 
 /// The worker actor (blocking: it runs steps on its own thread, never on the scheduler's).
 ///   (vars, [Placement])   -> ok
+///   (dataset, name)       -> ok once this worker's iterator of the dataset is built
 ///   (run, ClosureMsg)     -> msgpack bytes of the step's result, or the step's error
 ///   (stats)               -> [closures run]
 ///   (shutdown)            -> the actor quits

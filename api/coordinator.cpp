@@ -54,7 +54,22 @@ ClusterCoordinator::Stats ClusterCoordinator::stats() {
 
 core::Expected<PerWorkerDataset> ClusterCoordinator::create_per_worker_dataset(
     const std::string& name) const {
-  // The dataset function runs on each worker when its first closure asks for a batch.
+  // As in TensorFlow, each worker builds its iterator now, not inside the first step.
+  auto& s = impl_->strategy.impl();
+  using Handle = decltype((*s.self)->request(caf::actor{}, s.options.request_timeout,
+                                             net::dataset_atom::value, name));
+  std::vector<Handle> pending;
+  for (const auto& w : impl_->workers)
+    pending.push_back(
+        (*s.self)->request(w, s.options.request_timeout, net::dataset_atom::value, name));
+  core::Status failed;
+  for (auto& h : pending)
+    h.receive([](caf::ok_atom) {},
+              [&](caf::error& e) {
+                if (failed.ok()) failed = net::from_caf(e);
+              });
+  if (!failed.ok())
+    return make_error(failed.error().code, "dataset '" + name + "': " + failed.error().message);
   return PerWorkerDataset{name};
 }
 

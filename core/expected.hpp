@@ -36,6 +36,8 @@ struct Error {
 template <class T>
 class Expected {
  public:
+  using value_type = T;
+
   Expected(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design
   Expected(Error error) : v_(std::move(error)) {}  // NOLINT: implicit by design
 

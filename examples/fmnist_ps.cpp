@@ -32,6 +32,7 @@ struct Settings {
   float lr = 0.1f;
   int shards = 0;  // 0: each variable whole on one PS (round-robin)
   uint64_t seed = 1;
+  bool fused = true;  // push gradients and get the new values in one round trip
 };
 
 // The model replica of this process's worker; only the worker actor's thread uses it.
@@ -40,6 +41,7 @@ struct Replica {
   std::vector<tc::Parameter> params = model->parameters();
   tc::SoftmaxCrossEntropy loss;
   std::vector<std::string> names;
+  bool have_values = false;  // fused mode: the values the last push returned
   Replica() {
     for (auto& p : params)
       names.push_back(p.name);
@@ -105,6 +107,9 @@ int main(int argc, char** argv) {
   app.add_option("--lr", s.lr);
   app.add_option("--shards", s.shards, "split each variable over this many shards (0: whole)");
   app.add_option("--seed", s.seed);
+  app.add_flag(
+      "--fused,!--no-fused", s.fused,
+      "push gradients and receive new values in one round trip (default) or pull, then push");
   CLI11_PARSE(app, argc, argv);
 
   const auto registry = make_registry(s);
@@ -195,6 +200,7 @@ int main(int argc, char** argv) {
                               {"batch", s.batch},
                               {"steps", closures * s.steps_per_execution},
                               {"steps_per_execution", s.steps_per_execution},
+                              {"fused", s.fused},
                               {"examples", examples},
                               {"examples_per_sec", examples / train_s},
                               {"last_loss", last_loss},

@@ -5,10 +5,9 @@
 // pidfd), and killed by pid when the test ends, whatever happens.
 
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,21 +18,15 @@
 #include <string>
 #include <vector>
 
+#include "net/ports.hpp"
+
 extern char** environ;
 
 namespace troupe::test {
 
-/// A free TCP port on 127.0.0.1 (bound and released; good enough for tests).
+/// A free TCP port on 127.0.0.1 outside the ephemeral range (see net::PortLease).
 inline uint16_t free_loopback_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  return net::PortLease::acquire().port();
 }
 
 class ChildProcess {
@@ -48,6 +41,8 @@ class ChildProcess {
       env_strings.push_back(e);
     pid_ = ::fork();
     if (pid_ == 0) {
+      // Die with the test process, even when it crashes before its destructors run.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       ::dup2(fds[1], STDERR_FILENO);
       std::vector<char*> args, envp;
       for (const auto& a : argv)

@@ -1,11 +1,9 @@
 #include "tools/launch.hpp"
 
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +16,7 @@
 #include <optional>
 
 #include "net/cluster_spec.hpp"
+#include "net/ports.hpp"
 
 extern char** environ;
 
@@ -29,26 +28,6 @@ volatile sig_atomic_t interrupted = 0;
 
 void on_signal(int) {
   interrupted = 1;
-}
-
-// Binds port 0 on 127.0.0.1 and keeps the socket open until all ports are chosen, so that
-// no two tasks get the same port.
-struct PortLease {
-  int fd = -1;
-  uint16_t port = 0;
-};
-
-PortLease lease_port() {
-  PortLease l;
-  l.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (l.fd < 0 || ::bind(l.fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return l;
-  socklen_t len = sizeof a;
-  ::getsockname(l.fd, reinterpret_cast<sockaddr*>(&a), &len);
-  l.port = ntohs(a.sin_port);
-  return l;
 }
 
 struct Task {
@@ -133,16 +112,16 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
   std::map<std::string, int> counts{{"chief", 1}, {"worker", o.workers}, {"ps", o.ps}};
   if (o.evaluator) counts["evaluator"] = 1;
   std::map<std::string, std::vector<std::string>> jobs;
-  std::vector<PortLease> leases;
+  std::vector<net::PortLease> leases;
   for (const auto& [job, n] : counts)
     for (int i = 0; i < n; ++i) {
-      leases.push_back(lease_port());
-      if (leases.back().port == 0) return {{"ok", false}, {"error", "no free port on 127.0.0.1"}};
-      jobs[job].push_back("127.0.0.1:" + std::to_string(leases.back().port));
+      leases.push_back(net::PortLease::acquire());
+      if (leases.back().port() == 0) return {{"ok", false}, {"error", "no free port on 127.0.0.1"}};
+      jobs[job].push_back("127.0.0.1:" + std::to_string(leases.back().port()));
     }
   const net::ClusterSpec spec(jobs);
   for (auto& l : leases)
-    ::close(l.fd);
+    l.release();
 
   struct sigaction sa {};
   sa.sa_handler = on_signal;

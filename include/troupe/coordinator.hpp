@@ -60,8 +60,9 @@ class ClusterCoordinator {
   bool done();
   Stats stats();
 
-  /// A per-worker dataset: each worker iterates its own instance of the registered
-  /// dataset function; pass the result to schedule().
+  /// A per-worker dataset: every worker builds its own iterator of the registered dataset
+  /// function now (with its InputContext); pass the result to schedule(). A name no
+  /// worker knows is a not_found error.
   core::Expected<PerWorkerDataset> create_per_worker_dataset(const std::string& name) const;
 
   /// Tells every worker and PS task to stop serving (end of job).

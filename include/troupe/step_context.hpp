@@ -36,6 +36,10 @@ class StepContext {
   /// Pushes dense gradients, one per named variable, split across its shards.
   virtual core::Status push(
       const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) = 0;
+  /// Pushes dense gradients and returns each variable's value after its shards applied
+  /// them: one round trip per shard instead of a push and a later pull.
+  virtual core::Expected<std::vector<core::Tensor>> push_pull(
+      const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) = 0;
   /// Rows of a variable (indices of the full variable), gathered from their shards.
   virtual core::Expected<core::Tensor> pull_rows(const std::string& name,
                                                  const std::vector<int64_t>& rows) = 0;

@@ -82,6 +82,7 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
   }
 
   SECTION("Per-worker datasets are sharded by worker") {
+    CHECK(c.create_per_worker_dataset("no_such_dataset").error().code == core::Errc::not_found);
     auto ds = c.create_per_worker_dataset("ints").value();
     std::vector<RemoteValue<double>> sums;
     for (int i = 0; i < 8; ++i)
