@@ -152,6 +152,8 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
                        {"address", spec.address(t.id)},
                        {"pid", t.pid}});
   std::ofstream(run_dir + "/tasks.json") << listing.dump(2) << "\n";
+  std::cerr << "troupe launch: " << tasks.size() << " tasks started, logs and tasks.json in "
+            << run_dir << std::endl;
 
   // Forward the chief's output line by line, and keep its last JSON line.
   std::string pending, chief_json;

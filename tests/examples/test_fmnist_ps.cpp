@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "helpers.hpp"
+#include "process.hpp"
 #include "run_program.hpp"
 
 using troupe::test::run_program;
@@ -84,4 +85,25 @@ TEST_CASE("troupe launch kills tasks that outlive the chief", "[example][launch]
     if (t.contains("signal") && t["signal"] == SIGKILL) ++killed;
   CHECK(killed == 2);
   check_all_gone(r.last_json["tasks"]);
+}
+
+TEST_CASE("troupe launch ends every task when interrupted", "[example][launch]") {
+  using namespace std::chrono_literals;
+  troupe::test::TempDir dir;
+  const std::string job = dir.file("forever.sh");
+  std::ofstream(job) << "exec tail -f /dev/null\n";
+  troupe::test::ChildProcess launcher({bin + "/troupe", "launch", "--ps", "1", "--workers", "2",
+                                       "--run-dir", dir.path(), "--", "/bin/sh", job},
+                                      {});
+  REQUIRE(launcher.wait_for_stderr("tasks started", 10s));
+  auto listing = nlohmann::json::parse(std::ifstream(dir.file("tasks.json")));
+  REQUIRE(listing.size() == 4);
+  for (const auto& t : listing)
+    CHECK(::kill(t["pid"].get<int>(), 0) == 0);  // all running
+  launcher.kill(SIGINT);
+  auto status = launcher.wait_exit(10s);
+  REQUIRE(status.has_value());
+  CHECK(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) != 0);
+  check_all_gone(listing);
 }
