@@ -136,37 +136,42 @@ core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull(
   return concat_shards(*parts);
 }
 
-core::Status WorkerRuntime::push(
-    const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) {
-  auto acks =
-      fan_out<bool>(names_of(grads), [&](const caf::actor& dst, size_t i, const net::Placement& p) {
-        using Handle = decltype(self_->request(dst, options_.request_timeout, net::push_atom::value,
-                                               closure_id_, grads[i].first, net::WireTensor()));
+template <class Reply, class Atom>
+core::Expected<std::vector<std::vector<Reply>>> WorkerRuntime::send_gradients(
+    Atom atom, const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) {
+  return fan_out<Reply>(
+      names_of(grads), [&](const caf::actor& dst, size_t i, const net::Placement& p) {
+        using Handle = decltype(self_->request(dst, options_.request_timeout, atom, closure_id_,
+                                               grads[i].first, net::WireTensor()));
         auto part = shard_part(grads[i].first, grads[i].second, p);
         if (!part) return core::Expected<Handle>(part.error());
-        return core::Expected<Handle>(self_->request(dst, options_.request_timeout,
-                                                     net::push_atom::value, closure_id_,
-                                                     grads[i].first, std::move(*part)));
+        return core::Expected<Handle>(self_->request(
+            dst, options_.request_timeout, atom, closure_id_, grads[i].first, std::move(*part)));
       });
+}
+
+core::Status WorkerRuntime::push(
+    const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) {
+  auto acks = send_gradients<bool>(net::push_atom::value, grads);
   if (!acks) return acks.error();
   return {};
 }
 
 core::Expected<std::vector<core::Tensor>> WorkerRuntime::push_pull(
     const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) {
-  auto parts = fan_out<net::WireTensor>(
-      names_of(grads), [&](const caf::actor& dst, size_t i, const net::Placement& p) {
-        using Handle =
-            decltype(self_->request(dst, options_.request_timeout, net::push_pull_atom::value,
-                                    closure_id_, grads[i].first, net::WireTensor()));
-        auto part = shard_part(grads[i].first, grads[i].second, p);
-        if (!part) return core::Expected<Handle>(part.error());
-        return core::Expected<Handle>(self_->request(dst, options_.request_timeout,
-                                                     net::push_pull_atom::value, closure_id_,
-                                                     grads[i].first, std::move(*part)));
-      });
+  auto parts = send_gradients<net::WireTensor>(net::push_pull_atom::value, grads);
   if (!parts) return parts.error();
   return concat_shards(*parts);
+}
+
+core::Expected<size_t> WorkerRuntime::shard_of_row(const std::string& name, const Shards& shards,
+                                                   int64_t row) {
+  auto it =
+      std::upper_bound(shards.begin(), shards.end(), row,
+                       [](int64_t r, const net::Placement& p) { return r < p.def.row_offset; });
+  if (it == shards.begin() || row < 0)
+    return make_error(Errc::out_of_range, "row " + std::to_string(row) + " of '" + name + "'");
+  return static_cast<size_t>(std::prev(it) - shards.begin());
 }
 
 core::Expected<core::Tensor> WorkerRuntime::pull_rows(const std::string& name,
@@ -177,13 +182,9 @@ core::Expected<core::Tensor> WorkerRuntime::pull_rows(const std::string& name,
   // Group rows by shard, remembering where each goes in the result.
   std::vector<std::vector<int64_t>> local(s.size()), where(s.size());
   for (size_t k = 0; k < rows.size(); ++k) {
-    auto it = std::upper_bound(s.begin(), s.end(), rows[k], [](int64_t r, const net::Placement& p) {
-      return r < p.def.row_offset;
-    });
-    if (it == s.begin())
-      return make_error(Errc::out_of_range,
-                        "row " + std::to_string(rows[k]) + " of '" + name + "'");
-    const size_t shard = static_cast<size_t>(std::prev(it) - s.begin());
+    auto found = shard_of_row(name, s, rows[k]);
+    if (!found) return found.error();
+    const size_t shard = *found;
     local[shard].push_back(rows[k] - s[shard].def.row_offset);
     where[shard].push_back(static_cast<int64_t>(k));
   }
@@ -220,13 +221,9 @@ core::Status WorkerRuntime::push_rows(const std::string& name, const std::vector
                       "row gradient of '" + name + "' does not match its rows");
   std::vector<net::RowsUpdate> updates(s.size());
   for (size_t k = 0; k < rows.size(); ++k) {
-    auto it = std::upper_bound(s.begin(), s.end(), rows[k], [](int64_t r, const net::Placement& p) {
-      return r < p.def.row_offset;
-    });
-    if (it == s.begin())
-      return make_error(Errc::out_of_range,
-                        "row " + std::to_string(rows[k]) + " of '" + name + "'");
-    const size_t shard = static_cast<size_t>(std::prev(it) - s.begin());
+    auto found = shard_of_row(name, s, rows[k]);
+    if (!found) return found.error();
+    const size_t shard = *found;
     updates[shard].rows.push_back(rows[k] - s[shard].def.row_offset);
     updates[shard].grads.data.insert(updates[shard].grads.data.end(),
                                      grads.data() + static_cast<int64_t>(k) * width,

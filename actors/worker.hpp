@@ -60,6 +60,13 @@ class WorkerRuntime final : public StepContext {
   core::Expected<T> ask(const caf::actor& dst, Ts&&... xs);
   /// One request per shard of each named variable (made by make_request(ps, i, placement)),
   /// all sent before any reply is awaited; replies grouped by variable, in shard order.
+  /// Sends each gradient's shard parts with `atom` (push or pushpull) through fan_out.
+  template <class Reply, class Atom>
+  core::Expected<std::vector<std::vector<Reply>>> send_gradients(
+      Atom atom, const std::vector<std::pair<std::string, core::ConstTensorView>>& grads);
+  /// The index (in `shards`) of the shard holding `row` of the full variable.
+  static core::Expected<size_t> shard_of_row(const std::string& name, const Shards& shards,
+                                             int64_t row);
   template <class Reply, class MakeRequest>
   core::Expected<std::vector<std::vector<Reply>>> fan_out(const std::vector<std::string>& names,
                                                           MakeRequest make_request);

@@ -81,6 +81,22 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
       CHECK((*now)[k] == Approx(-1.0f));
   }
 
+  SECTION("Row pulls and pushes reach the right shards") {
+    // v is [4, 2] in two shards: rows 0-1 on one PS task, rows 2-3 on the other.
+    auto pulled = c.schedule<double>("rows_step", std::string("v"), std::vector<int64_t>{3, 0, 3});
+    REQUIRE(c.join().ok());
+    CHECK(pulled.fetch().value() == Approx(6.0));
+    auto now = (*strategy)->read(*v);
+    REQUIRE(now.ok());
+    // Row 3 was pushed twice in one closure: summed, so 1 - 0.5 * 2; row 0 once.
+    const std::vector<float> expected{0.5f, 0.5f, 1, 1, 1, 1, 0, 0};
+    for (int64_t k = 0; k < now->size(); ++k)
+      CHECK((*now)[k] == Approx(expected[static_cast<size_t>(k)]));
+    auto bad = c.schedule<double>("rows_step", std::string("v"), std::vector<int64_t>{4});
+    CHECK(bad.fetch().error().code == core::Errc::out_of_range);
+    CHECK_FALSE(c.join().ok());
+  }
+
   SECTION("Per-worker datasets are sharded by worker") {
     CHECK(c.create_per_worker_dataset("no_such_dataset").error().code == core::Errc::not_found);
     auto ds = c.create_per_worker_dataset("ints").value();

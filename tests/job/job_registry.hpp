@@ -19,6 +19,17 @@ inline Registry make_test_registry() {
     if (auto st = ctx.push({{var, g}}); !st) return st.error();
     return static_cast<double>((*v)[0].view().flat().sum());
   });
+  // Pulls rows of `var` (full-variable indices), pushes a gradient of ones for each, and
+  // returns the sum of what it pulled.
+  r.add_step(
+      "rows_step",
+      [](StepContext& ctx, std::string var, std::vector<int64_t> rows) -> core::Expected<double> {
+        auto got = ctx.pull_rows(var, rows);
+        if (!got) return got.error();
+        core::Tensor g(got->shape(), 1.0f);
+        if (auto st = ctx.push_rows(var, rows, g); !st) return st.error();
+        return static_cast<double>(got->view().flat().sum());
+      });
   r.add_step("fail", [](StepContext&, int) -> core::Expected<int> {
     return core::make_error(core::Errc::invalid_argument, "injected failure");
   });
