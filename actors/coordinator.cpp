@@ -46,6 +46,11 @@ void ClosureBook::retried() {
   ++counters_.retried;
 }
 
+void ClosureBook::worker_lost() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++counters_.workers_lost;
+}
+
 core::Status ClosureBook::join() {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return pending_.empty(); });
@@ -71,8 +76,11 @@ using Self = caf::stateful_actor<CoordinatorState>;
 
 void dispatch(Self* self);
 
+// Marks a worker lost (once) and puts its in-flight closures back at the front of the queue.
 void requeue(Self* self, size_t w) {
   auto& slot = self->state.workers[w];
+  if (slot.alive) self->state.book->worker_lost();
+  slot.alive = false;
   // Newest first to the front, so the oldest ends up first in the queue.
   for (auto it = slot.in_flight.rbegin(); it != slot.in_flight.rend(); ++it) {
     self->state.queue.push_front(std::move(it->second));
@@ -117,7 +125,6 @@ void send_closure(Self* self, size_t w) {
               cancel_queued(self, e);
             } else {
               // The worker is unreachable or too slow: its closures run elsewhere.
-              s.alive = false;
               requeue(self, w);
             }
             dispatch(self);
@@ -159,7 +166,6 @@ caf::behavior coordinator(Self* self, std::vector<caf::actor> workers,
   self->set_down_handler([=](caf::down_msg& dm) {
     for (size_t w = 0; w < self->state.workers.size(); ++w) {
       if (self->state.workers[w].handle.address() != dm.source) continue;
-      self->state.workers[w].alive = false;
       requeue(self, w);
     }
     dispatch(self);
@@ -172,7 +178,7 @@ caf::behavior coordinator(Self* self, std::vector<caf::actor> workers,
               self->state.workers[w].ready = true;
               dispatch(self);
             },
-            [=](caf::error&) { self->state.workers[w].alive = false; });
+            [=](caf::error&) { requeue(self, w); });
   }
   return {
       [=](net::run_atom, net::ClosureMsg& c) {

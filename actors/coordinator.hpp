@@ -23,7 +23,7 @@ namespace troupe::actors {
 class ClosureBook {
  public:
   struct Counters {
-    int64_t scheduled = 0, completed = 0, failed = 0, cancelled = 0, retried = 0;
+    int64_t scheduled = 0, completed = 0, failed = 0, cancelled = 0, retried = 0, workers_lost = 0;
   };
 
   uint64_t add(std::shared_ptr<detail::RemoteState> state);
@@ -32,6 +32,7 @@ class ClosureBook {
   void fail(uint64_t id, core::Error error);
   void cancel(uint64_t id, const core::Error& why);
   void retried();
+  void worker_lost();
   /// Waits until every scheduled closure is settled; returns (and clears) the first error.
   core::Status join();
   bool done();

@@ -49,7 +49,7 @@ bool ClusterCoordinator::done() {
 
 ClusterCoordinator::Stats ClusterCoordinator::stats() {
   auto c = impl_->book->counters();
-  return Stats{c.scheduled, c.completed, c.failed, c.cancelled, c.retried};
+  return Stats{c.scheduled, c.completed, c.failed, c.cancelled, c.retried, c.workers_lost};
 }
 
 core::Expected<PerWorkerDataset> ClusterCoordinator::create_per_worker_dataset(
@@ -62,11 +62,14 @@ core::Expected<PerWorkerDataset> ClusterCoordinator::create_per_worker_dataset(
   for (const auto& w : impl_->workers)
     pending.push_back(
         (*s.self)->request(w, s.options.request_timeout, net::dataset_atom::value, name));
+  // A worker that cannot be reached (CAF's own error) is skipped: it builds its iterator
+  // when its first step asks for a batch, if it ever runs one. The worker's own errors
+  // (no such dataset function) fail the call.
   core::Status failed;
   for (auto& h : pending)
     h.receive([](caf::ok_atom) {},
               [&](caf::error& e) {
-                if (failed.ok()) failed = net::from_caf(e);
+                if (e.category() == net::error_category && failed.ok()) failed = net::from_caf(e);
               });
   if (!failed.ok())
     return make_error(failed.error().code, "dataset '" + name + "': " + failed.error().message);

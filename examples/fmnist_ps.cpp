@@ -209,6 +209,8 @@ int main(int argc, char** argv) {
                               {"closures_scheduled", stats.scheduled},
                               {"closures_completed", stats.completed},
                               {"closures_retried", stats.retried},
+                              {"closures_cancelled", stats.cancelled},
+                              {"workers_lost", stats.workers_lost},
                               {"train_s", train_s},
                               {"wall_s",
                                std::chrono::duration<double>(clock_type::now() - t_start).count()}}

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -120,6 +121,10 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
       jobs[job].push_back("127.0.0.1:" + std::to_string(leases.back().port()));
     }
   const net::ClusterSpec spec(jobs);
+  for (const auto& e : o.chaos)
+    if (e.task.index >= spec.num_tasks(e.task.type))
+      return {{"ok", false},
+              {"error", "chaos event " + e.to_string() + " names a task not in the cluster"}};
   for (auto& l : leases)
     l.release();
 
@@ -155,13 +160,57 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
   std::cerr << "troupe launch: " << tasks.size() << " tasks started, logs and tasks.json in "
             << run_dir << std::endl;
 
+  // Failure injection: (time, what) in order; a stop schedules its own resume.
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  struct Due {
+    clock::time_point at;
+    const ChaosEvent* event;
+    bool resume;
+  };
+  std::vector<Due> due;
+  for (const auto& e : o.chaos)
+    due.push_back({t0 + e.at, &e, false});
+  nlohmann::json injections = nlohmann::json::array();
+  auto pid_of = [&](const net::TaskId& id) {
+    for (const auto& t : tasks)
+      if (t.id == id) return t.pid;
+    return pid_t{-1};
+  };
+  auto inject_due = [&] {
+    std::sort(due.begin(), due.end(), [](const Due& a, const Due& b) { return a.at < b.at; });
+    while (!due.empty() && due.front().at <= clock::now()) {
+      const Due d = due.front();
+      due.erase(due.begin());
+      const pid_t pid = pid_of(d.event->task);
+      const double at_s = std::chrono::duration<double>(clock::now() - t0).count();
+      const char* what =
+          d.resume ? "cont" : (d.event->action == ChaosEvent::Action::kill ? "kill" : "stop");
+      ::kill(pid, d.resume ? SIGCONT
+                           : (d.event->action == ChaosEvent::Action::kill ? SIGKILL : SIGSTOP));
+      std::cerr << "troupe launch: chaos " << what << " " << d.event->task.to_string() << " (pid "
+                << pid << ") at " << at_s << " s" << std::endl;
+      injections.push_back(
+          {{"action", what}, {"task", d.event->task.to_string()}, {"pid", pid}, {"at_s", at_s}});
+      if (!d.resume && d.event->action == ChaosEvent::Action::stop)
+        due.push_back({clock::now() + d.event->duration, d.event, true});
+    }
+  };
+
   // Forward the chief's output line by line, and keep its last JSON line.
   std::string pending, chief_json;
   std::ofstream chief_out(run_dir + "/chief-0.stdout");
   char buf[65536];
   while (!interrupted && chief->out_fd >= 0) {
+    inject_due();
+    int wait_ms = 200;
+    if (!due.empty()) {
+      const auto until =
+          std::chrono::duration_cast<std::chrono::milliseconds>(due.front().at - clock::now());
+      wait_ms = static_cast<int>(std::clamp<int64_t>(until.count(), 0, 200));
+    }
     pollfd p{chief->out_fd, POLLIN, 0};
-    const int r = ::poll(&p, 1, 200);
+    const int r = ::poll(&p, 1, wait_ms);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) continue;
     const ssize_t n = ::read(chief->out_fd, buf, sizeof buf);
@@ -205,9 +254,19 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
   const bool chief_ok =
       chief->status && WIFEXITED(*chief->status) && WEXITSTATUS(*chief->status) == 0;
   exit_code = chief_ok && !interrupted ? 0 : 1;
-  return {{"ok", exit_code == 0},  {"program", "troupe launch"},
-          {"run_dir", run_dir},    {"interrupted", interrupted != 0},
-          {"chief", chief_result}, {"tasks", statuses}};
+  // A task still stopped when the chief ends is resumed so that it can exit.
+  for (const auto& d : due)
+    if (d.resume) ::kill(pid_of(d.event->task), SIGCONT);
+  return {
+      {"ok", exit_code == 0},
+      {"program", "troupe launch"},
+      {"run_dir", run_dir},
+      {"interrupted", interrupted != 0},
+      {"chief", chief_result},
+      {"tasks", statuses},
+      {"injections", std::count_if(injections.begin(), injections.end(),
+                                   [](const nlohmann::json& j) { return j["action"] != "cont"; })},
+      {"chaos", injections}};
 }
 
 }  // namespace troupe::tools

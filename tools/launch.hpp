@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tools/chaos.hpp"
+
 namespace troupe::tools {
 
 struct LaunchOptions {
@@ -14,12 +16,14 @@ struct LaunchOptions {
   std::string run_dir;               // default: a fresh directory under /tmp
   std::vector<std::string> program;  // the job's command line, run in every task
   int grace_ms = 5000;               // how long other tasks get to exit after the chief
+  std::vector<ChaosEvent> chaos;     // failures to inject, by time after launch
 };
 
 /// Starts chief, workers, PS (and evaluator) tasks as local processes on free 127.0.0.1
 /// ports, each with its own TF_CONFIG; writes RUN_DIR/tasks.json and one log per task;
 /// forwards the chief's output; ends every process it started (by pid) when the chief
-/// exits or on SIGINT/SIGTERM. Returns the result object printed as the last line.
+/// exits or on SIGINT/SIGTERM; injects the `chaos` events on time, logging each. Returns
+/// the result object printed as the last line.
 nlohmann::json launch(const LaunchOptions& options, int& exit_code);
 
 }  // namespace troupe::tools

@@ -40,10 +40,25 @@ int main(int argc, char** argv) {
                      "where tasks.json and the logs go (default: a new /tmp dir)");
   launch->add_option("--grace-ms", lo.grace_ms,
                      "how long other tasks may take to exit after the chief");
-  launch->add_option("program", lo.program, "the job: PROGRAM [ARGS] (after --)")->required();
+  std::vector<std::string> chaos_specs;
+  launch->add_option("--chaos", chaos_specs,
+                     "inject a failure: ACTION:TYPE:INDEX@TIME[+DURATION], e.g. kill:worker:1@5s, "
+                     "stop:worker:0@3s+2s (repeatable)");
+  // Everything from the program on belongs to the program: `-- PROGRAM [ARGS]`.
+  launch->prefix_command();
+  launch->footer("Usage: troupe launch [OPTIONS] -- PROGRAM [ARGS...]");
   CLI11_PARSE(app, argc, argv);
 
   if (launch->parsed()) {
+    lo.program = launch->remaining();
+    if (!lo.program.empty() && lo.program.front() == "--") lo.program.erase(lo.program.begin());
+    if (lo.program.empty())
+      return finish({{"ok", false}, {"error", "troupe launch: no PROGRAM given"}}, 2);
+    for (const auto& spec : chaos_specs) {
+      auto e = troupe::tools::parse_chaos(spec);
+      if (!e) return finish({{"ok", false}, {"error", e.error().to_string()}}, 2);
+      lo.chaos.push_back(*e);
+    }
     int code = 1;
     auto result = troupe::tools::launch(lo, code);
     return finish(result, code);

@@ -31,7 +31,7 @@ class ClusterCoordinator {
  public:
   using Options = CoordinatorOptions;
   struct Stats {
-    int64_t scheduled = 0, completed = 0, failed = 0, cancelled = 0, retried = 0;
+    int64_t scheduled = 0, completed = 0, failed = 0, cancelled = 0, retried = 0, workers_lost = 0;
   };
 
   /// Connects to every worker (retrying until the strategy's connect timeout) and sends

@@ -53,6 +53,27 @@ TEST_CASE("troupe launch trains fmnist_ps with 2 PS and 2 workers", "[example][p
   CHECK(listing[0]["address"].get<std::string>().rfind("127.0.0.1:", 0) == 0);
 }
 
+TEST_CASE("fmnist_ps survives a worker killed mid-training", "[example][ps][chaos]") {
+  auto r = run_program(bin + "/troupe launch --ps 2 --workers 2 --chaos kill:worker:1@1s -- " +
+                       bin + "/fmnist_ps 2>/dev/null");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto& j = r.last_json;
+  REQUIRE(j.is_object());
+  CHECK(j["injections"] == 1);
+  const auto& chief = j["chief"];
+  CHECK(chief["ok"] == true);
+  CHECK(chief["closures_completed"] == chief["closures_scheduled"]);
+  CHECK(chief["test_accuracy"].get<double>() >= 0.80);
+  // The kill lands during training on this machine; on a much faster one training may end
+  // first, and then no worker is lost.
+  bool killed = false;
+  for (const auto& t : j["tasks"])
+    if (t["task"] == "worker:1") killed = t.contains("signal") && t["signal"] == SIGKILL;
+  if (killed) CHECK(chief["workers_lost"] == 1);
+  check_all_gone(j["tasks"]);
+}
+
 TEST_CASE("troupe launch reports a failed chief and ends every task", "[example][ps]") {
   // Without data the workers' dataset ends at once: the step fails, the chief raises the
   // error, shuts the cluster down and exits non-zero.
