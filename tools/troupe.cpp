@@ -44,14 +44,19 @@ int main(int argc, char** argv) {
   launch->add_option("--chaos", chaos_specs,
                      "inject a failure: ACTION:TYPE:INDEX@TIME[+DURATION], e.g. kill:worker:1@5s, "
                      "stop:worker:0@3s+2s (repeatable)");
-  // Everything from the program on belongs to the program: `-- PROGRAM [ARGS]`.
-  launch->prefix_command();
   launch->footer("Usage: troupe launch [OPTIONS] -- PROGRAM [ARGS...]");
-  CLI11_PARSE(app, argc, argv);
+  // Everything after the first `--` is the program's, untouched: CLI11 sees only what is
+  // before it.
+  int own_argc = argc;
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--") {
+      lo.program.assign(argv + i + 1, argv + argc);
+      own_argc = i;
+      break;
+    }
+  CLI11_PARSE(app, own_argc, argv);
 
   if (launch->parsed()) {
-    lo.program = launch->remaining();
-    if (!lo.program.empty() && lo.program.front() == "--") lo.program.erase(lo.program.begin());
     if (lo.program.empty())
       return finish({{"ok", false}, {"error", "troupe launch: no PROGRAM given"}}, 2);
     for (const auto& spec : chaos_specs) {
