@@ -74,6 +74,23 @@ TEST_CASE("fmnist_ps survives a worker killed mid-training", "[example][ps][chao
   check_all_gone(j["tasks"]);
 }
 
+TEST_CASE("fmnist_ps survives a worker stopped mid-training", "[example][ps][chaos]") {
+  // SIGSTOP: the worker misses its heartbeats and is dropped after the 1 s connection
+  // timeout; its closures run on the other worker.
+  auto r = run_program(
+      bin + "/troupe launch --ps 1 --workers 2 --grace-ms 500 --chaos stop:worker:1@1s+30s -- " +
+      bin + "/fmnist_ps 2>/dev/null");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto& chief = r.last_json["chief"];
+  CHECK(chief["closures_completed"] == chief["closures_scheduled"]);
+  CHECK(chief["test_accuracy"].get<double>() >= 0.80);
+  // Detection takes the 1 s connection timeout after the stop at 1 s; a run that trains
+  // past that must have lost the worker.
+  if (chief["wall_s"].get<double>() > 3.0) CHECK(chief["workers_lost"] == 1);
+  check_all_gone(r.last_json["tasks"]);
+}
+
 TEST_CASE("troupe launch reports a failed chief and ends every task", "[example][ps]") {
   // Without data the workers' dataset ends at once: the step fails, the chief raises the
   // error, shuts the cluster down and exits non-zero.
