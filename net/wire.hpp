@@ -123,9 +123,9 @@ using pull_rows_atom = caf::atom_constant<caf::atom("pullrows")>;  // PS: rows p
 using push_atom = caf::atom_constant<caf::atom("push")>;           // PS: dense gradient
 using push_rows_atom = caf::atom_constant<caf::atom("pushrows")>;  // PS: rows gradient
 using push_pull_atom = caf::atom_constant<caf::atom("pushpull")>;  // PS: gradient, new value
-using run_atom = caf::atom_constant<caf::atom("run")>;            // worker: run a closure
-using vars_atom = caf::atom_constant<caf::atom("vars")>;          // worker: variable placement
-using dataset_atom = caf::atom_constant<caf::atom("dataset")>;    // worker: build a dataset
+using run_atom = caf::atom_constant<caf::atom("run")>;             // worker: run a closure
+using vars_atom = caf::atom_constant<caf::atom("vars")>;           // worker: variable placement
+using dataset_atom = caf::atom_constant<caf::atom("dataset")>;     // worker: build a dataset
 using stats_atom = caf::atom_constant<caf::atom("stats")>;         // any: counters
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;   // node: stop serving
 
