@@ -30,6 +30,12 @@ double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
+int fail(const std::string& what) {
+  std::cout << nlohmann::json{{"ok", false}, {"program", "bench_ps"}, {"error", what}}.dump()
+            << std::endl;
+  return 1;
+}
+
 void emit(nlohmann::json j, nlohmann::json& all) {
   std::cout << j.dump() << std::endl;
   all.push_back(std::move(j));
@@ -55,10 +61,19 @@ int main(int argc, char** argv) {
               << std::endl;
     return 2;
   }
-  if (resolver->task().type != "chief") return troupe::serve(*resolver, registry).ok() ? 0 : 1;
+  if (resolver->task().type != "chief") {
+    auto st = troupe::serve(*resolver, registry);
+    if (!st) return fail(st.error().to_string());
+    std::cout << nlohmann::json{{"ok", true},
+                                {"program", "bench_ps"},
+                                {"task", resolver->task().to_string()}}
+                     .dump()
+              << std::endl;
+    return 0;
+  }
 
   auto strategy = troupe::ParameterServerStrategy::make(*resolver);
-  if (!strategy) return 1;
+  if (!strategy) return fail(strategy.error().to_string());
   nlohmann::json all = nlohmann::json::array();
 
   // 1. PS transfers next to raw TCP, alternating per size so drift hits both.
@@ -68,7 +83,7 @@ int main(int argc, char** argv) {
     const int64_t n = bytes / 4;
     const std::string name = "t" + std::to_string(bytes);
     auto v = (*strategy)->create_variable(name, tc::Shape{n}, {}, "sgd", 0.0f);
-    if (!v) return 1;
+    if (!v) return fail(v.error().to_string());
     const troupe::net::WireTensor grad{{n}, std::vector<float>(static_cast<size_t>(n), 0.0f)};
     std::vector<double> pull_s, push_s, tcp_pull_s, tcp_push_s;
     uint64_t id = 1;
@@ -108,13 +123,13 @@ int main(int argc, char** argv) {
   troupe::CoordinatorOptions copts;
   copts.max_in_flight_per_worker = in_flight;
   auto coord = troupe::ClusterCoordinator::make(**strategy, copts);
-  if (!coord) return 1;
+  if (!coord) return fail(coord.error().to_string());
   std::vector<double> no_result, with_result;
   for (int r = 0; r < rounds; ++r) {
     auto t0 = clock_type::now();
     for (int i = 0; i < closures; ++i)
       (*coord)->schedule_no_result("noop", 1);
-    if (!(*coord)->join()) return 1;
+    if (auto st = (*coord)->join(); !st) return fail(st.error().to_string());
     no_result.push_back(closures / seconds_since(t0));
     t0 = clock_type::now();
     std::vector<troupe::RemoteValue<int>> values;
