@@ -95,8 +95,9 @@ core::Expected<net::WireTensor> PsShardState::pull_rows(const std::string& name,
   return out;
 }
 
-core::Expected<bool> PsShardState::push(uint64_t closure_id, const std::string& name,
-                                        const net::WireTensor& grad) {
+template <class Apply>
+core::Expected<bool> PsShardState::apply_once(uint64_t closure_id, const std::string& name,
+                                              const net::WireTensor& grad, Apply apply) {
   auto s = find(name);
   if (!s) return s.error();
   Shard& sh = **s;
@@ -106,11 +107,18 @@ core::Expected<bool> PsShardState::push(uint64_t closure_id, const std::string& 
     ++counters_.updates_duplicate;
     return false;
   }
-  if (auto st = sh.optimizer->apply_dense(sh.value, grad.view(), sh.slots); !st)
-    return reject(st.error());
+  // A rejected update does not consume its closure id: a corrected retry may still apply.
+  if (auto st = apply(sh); !st) return reject(st.error());
   sh.applied.insert(closure_id);
   ++counters_.updates_applied;
   return true;
+}
+
+core::Expected<bool> PsShardState::push(uint64_t closure_id, const std::string& name,
+                                        const net::WireTensor& grad) {
+  return apply_once(closure_id, name, grad, [&](Shard& sh) {
+    return sh.optimizer->apply_dense(sh.value, grad.view(), sh.slots);
+  });
 }
 
 core::Expected<net::WireTensor> PsShardState::push_pull(uint64_t closure_id,
@@ -123,22 +131,9 @@ core::Expected<net::WireTensor> PsShardState::push_pull(uint64_t closure_id,
 
 core::Expected<bool> PsShardState::push_rows(uint64_t closure_id, const std::string& name,
                                              const net::RowsUpdate& update) {
-  auto s = find(name);
-  if (!s) return s.error();
-  Shard& sh = **s;
-  if (!update.grads.consistent())
-    return reject(
-        make_error(Errc::invalid_argument, "inconsistent row gradient for '" + name + "'"));
-  if (sh.applied.count(closure_id)) {
-    ++counters_.updates_duplicate;
-    return false;
-  }
-  if (auto st = sh.optimizer->apply_sparse(sh.value, update.rows, update.grads.view(), sh.slots);
-      !st)
-    return reject(st.error());
-  sh.applied.insert(closure_id);
-  ++counters_.updates_applied;
-  return true;
+  return apply_once(closure_id, name, update.grads, [&](Shard& sh) {
+    return sh.optimizer->apply_sparse(sh.value, update.rows, update.grads.view(), sh.slots);
+  });
 }
 
 }  // namespace troupe::actors

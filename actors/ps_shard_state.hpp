@@ -61,6 +61,10 @@ class PsShardState {
   };
 
   core::Expected<Shard*> find(const std::string& name);
+  /// The at-most-once update path shared by dense and row pushes.
+  template <class Apply>
+  core::Expected<bool> apply_once(uint64_t closure_id, const std::string& name,
+                                  const net::WireTensor& grad, Apply apply);
   core::Error reject(core::Error e);
 
   std::map<std::string, Shard> vars_;

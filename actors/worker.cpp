@@ -90,16 +90,13 @@ core::Expected<std::vector<std::vector<Reply>>> WorkerRuntime::fan_out(
 
 namespace {
 
-core::Expected<std::vector<core::Tensor>> concat_shards(
-    std::vector<std::vector<net::WireTensor>>& parts) {
+core::Expected<std::vector<core::Tensor>> concat_all(
+    const std::vector<std::vector<net::WireTensor>>& parts) {
   std::vector<core::Tensor> out;
-  for (auto& shard_parts : parts) {
-    std::vector<core::ConstTensorView> views;
-    for (auto& t : shard_parts) {
-      if (!t.consistent()) return make_error(Errc::data_loss, "inconsistent tensor from a PS");
-      views.push_back(t.view());
-    }
-    out.push_back(core::concat_rows(views));
+  for (const auto& shard_parts : parts) {
+    auto whole = net::concat_shards(shard_parts);
+    if (!whole) return whole.error();
+    out.push_back(std::move(*whole));
   }
   return out;
 }
@@ -133,7 +130,7 @@ core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull(
             self_->request(dst, options_.request_timeout, net::pull_atom::value, names[i]));
       });
   if (!parts) return parts.error();
-  return concat_shards(*parts);
+  return concat_all(*parts);
 }
 
 template <class Reply, class Atom>
@@ -161,7 +158,7 @@ core::Expected<std::vector<core::Tensor>> WorkerRuntime::push_pull(
     const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) {
   auto parts = send_gradients<net::WireTensor>(net::push_pull_atom::value, grads);
   if (!parts) return parts.error();
-  return concat_shards(*parts);
+  return concat_all(*parts);
 }
 
 core::Expected<size_t> WorkerRuntime::shard_of_row(const std::string& name, const Shards& shards,

@@ -2,7 +2,6 @@
 
 // The CAF side of the public API, shared by strategy.cpp and coordinator.cpp.
 
-#include <map>
 #include <memory>
 #include <optional>
 

@@ -121,13 +121,7 @@ core::Expected<core::Tensor> ParameterServerStrategy::read(const Variable& v) {
                  [&](caf::error& e) { st = net::from_caf(e); });
     if (!st) return st.error();
   }
-  std::vector<core::ConstTensorView> views;
-  for (const auto& t : parts) {
-    if (!t.consistent())
-      return make_error(Errc::data_loss, "inconsistent tensor for '" + v.name + "'");
-    views.push_back(t.view());
-  }
-  return core::concat_rows(views);
+  return net::concat_shards(parts);
 }
 
 const net::ClusterSpec& ParameterServerStrategy::cluster_spec() const {

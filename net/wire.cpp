@@ -1,5 +1,7 @@
 #include "net/wire.hpp"
 
+#include "core/partitioner.hpp"
+
 namespace troupe::net {
 
 WireTensor WireTensor::from(core::ConstTensorView v) {
@@ -22,6 +24,17 @@ bool WireTensor::consistent() const {
 core::ConstTensorView WireTensor::view() const {
   TROUPE_ASSERT(consistent(), "view() of an inconsistent WireTensor");
   return {data.data(), core::Shape(dims)};
+}
+
+core::Expected<core::Tensor> concat_shards(const std::vector<WireTensor>& shards) {
+  if (shards.empty()) return core::make_error(core::Errc::internal, "no shards to concatenate");
+  std::vector<core::ConstTensorView> views;
+  for (const auto& t : shards) {
+    if (!t.consistent())
+      return core::make_error(core::Errc::data_loss, "inconsistent tensor from a PS");
+    views.push_back(t.view());
+  }
+  return core::concat_rows(views);
 }
 
 caf::error to_caf(const core::Error& e) {

@@ -28,6 +28,10 @@ struct WireTensor {
   bool consistent() const;
 };
 
+/// The whole variable from its shards' tensors, in shard order; an inconsistent tensor is
+/// a data_loss error.
+core::Expected<core::Tensor> concat_shards(const std::vector<WireTensor>& shards);
+
 /// What a PS shard needs to create its slice of a variable and its optimizer state.
 struct VariableDef {
   std::string name;            // the variable's name, unique in the job
