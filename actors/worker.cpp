@@ -6,6 +6,7 @@
 #include <caf/io/all.hpp>
 
 #include "core/partitioner.hpp"
+#include "net/connect.hpp"
 
 namespace troupe::actors {
 
@@ -41,12 +42,10 @@ core::Expected<const WorkerRuntime::Shards*> WorkerRuntime::shards_of(
 
 core::Expected<caf::actor> WorkerRuntime::ps(int task) {
   if (auto it = ps_.find(task); it != ps_.end()) return it->second;
-  auto hp = net::parse_host_port(options_.cluster.address({"ps", task}));
-  if (!hp) return hp.error();
-  auto a = sys_.middleman().remote_actor(hp->host, hp->port);
-  if (!a)
-    return make_error(Errc::unavailable, "cannot reach ps:" + std::to_string(task) + " (" +
-                                             sys_.render(a.error()) + ")");
+  const net::TaskId id{"ps", task};
+  auto a = net::connect_with_retry(sys_, options_.cluster.address(id), id.to_string(),
+                                   options_.connect_timeout);
+  if (!a) return a.error();
   ps_[task] = *a;
   return *a;
 }
@@ -65,7 +64,12 @@ core::Expected<std::vector<std::vector<Reply>>> WorkerRuntime::fan_out(
   // Send every shard's request first, then collect: the shards work in parallel.
   using Handle = typename decltype(make_request(std::declval<const caf::actor&>(), size_t{0},
                                                 std::declval<const net::Placement&>()))::value_type;
-  std::vector<std::pair<size_t, Handle>> pending;
+  struct Pending {
+    size_t name;
+    int task;
+    Handle handle;
+  };
+  std::vector<Pending> pending;
   for (size_t i = 0; i < names.size(); ++i) {
     auto shards = shards_of(names[i]);
     if (!shards) return shards.error();
@@ -74,16 +78,20 @@ core::Expected<std::vector<std::vector<Reply>>> WorkerRuntime::fan_out(
       if (!dst) return dst.error();
       auto handle = make_request(*dst, i, p);
       if (!handle) return handle.error();
-      pending.emplace_back(i, std::move(*handle));
+      pending.push_back({i, p.ps_task, std::move(*handle)});
     }
   }
   std::vector<std::vector<Reply>> replies(names.size());
   core::Status failed;
-  for (auto& [i, h] : pending)
-    h.receive([&, i = i](Reply& r) { replies[i].push_back(std::move(r)); },
-              [&](caf::error& e) {
-                if (failed.ok()) failed = net::from_caf(e);
-              });
+  for (auto& p : pending)
+    p.handle.receive([&](Reply& r) { replies[p.name].push_back(std::move(r)); },
+                     [&](caf::error& e) {
+                       const core::Error err = net::from_caf(e);
+                       // Forget a shard we cannot reach: the next closure reconnects, which
+                       // finds a restarted PS.
+                       if (err.code == Errc::unavailable) ps_.erase(p.task);
+                       if (failed.ok()) failed = err;
+                     });
   if (!failed.ok()) return failed.error();
   return replies;
 }

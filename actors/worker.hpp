@@ -19,8 +19,12 @@ struct WorkerOptions {
   int index = 0;
   net::ClusterSpec cluster;
   const Registry* registry = nullptr;
-  /// Bound on every request to a PS shard and on connecting to one.
+  /// Bound on every request to a PS shard.
   std::chrono::milliseconds request_timeout{30000};
+  /// How long a connection to a PS shard is retried before the closure fails. The chief has
+  /// reached every shard before any closure runs, so this covers a dropped handshake or a
+  /// brief restart, not a start-up.
+  std::chrono::milliseconds connect_timeout{3000};
 };
 
 /// The worker's side of a step: parameter-server access fanned out over the shards, and the

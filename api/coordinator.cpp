@@ -19,8 +19,8 @@ core::Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::make(
       new Impl{strategy, options, {}, std::make_shared<actors::ClosureBook>(), {}});
   for (int i = 0; i < s.spec.num_tasks("worker"); ++i) {
     const net::TaskId task{"worker", i};
-    auto a = connect_with_retry(*s.sys, s.spec.address(task), task.to_string(),
-                                s.options.connect_timeout);
+    auto a = net::connect_with_retry(*s.sys, s.spec.address(task), task.to_string(),
+                                     s.options.connect_timeout);
     if (!a) return a.error();
     impl->workers.push_back(*a);
   }

@@ -9,17 +9,13 @@
 #include <caf/io/all.hpp>
 
 #include "actors/coordinator.hpp"
+#include "net/connect.hpp"
 #include "net/node.hpp"
 #include "net/wire.hpp"
 #include "troupe/coordinator.hpp"
 #include "troupe/strategy.hpp"
 
 namespace troupe {
-
-/// Connects to a published actor, retrying until `timeout` (the task may still be starting).
-core::Expected<caf::actor> connect_with_retry(caf::actor_system& sys, const std::string& address,
-                                              const std::string& task,
-                                              std::chrono::milliseconds timeout);
 
 struct ParameterServerStrategy::Impl {
   std::unique_ptr<caf::actor_system_config> cfg;

@@ -1,5 +1,3 @@
-#include <thread>
-
 #include "actors/serve.hpp"
 #include "api/impl.hpp"
 #include "troupe/troupe.hpp"
@@ -11,25 +9,6 @@ using core::make_error;
 
 core::Status serve(const net::ClusterResolver& resolver, const Registry& registry) {
   return actors::serve(resolver, registry);
-}
-
-core::Expected<caf::actor> connect_with_retry(caf::actor_system& sys, const std::string& address,
-                                              const std::string& task,
-                                              std::chrono::milliseconds timeout) {
-  auto hp = net::parse_host_port(address);
-  if (!hp) return hp.error();
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::string last;
-  for (;;) {
-    auto a = sys.middleman().remote_actor(hp->host, hp->port);
-    if (a) return *a;
-    last = sys.render(a.error());
-    if (std::chrono::steady_clock::now() >= deadline) break;
-    // A task that is still starting refuses connections; back off briefly and retry.
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return make_error(Errc::unavailable, task + " at " + address + " unreachable for " +
-                                           std::to_string(timeout.count()) + " ms (" + last + ")");
 }
 
 ParameterServerStrategy::ParameterServerStrategy(std::unique_ptr<Impl> impl)
@@ -53,8 +32,8 @@ core::Expected<std::unique_ptr<ParameterServerStrategy>> ParameterServerStrategy
   impl->self.emplace(*impl->sys);
   for (int i = 0; i < impl->spec.num_tasks("ps"); ++i) {
     const net::TaskId task{"ps", i};
-    auto a = connect_with_retry(*impl->sys, impl->spec.address(task), task.to_string(),
-                                options.connect_timeout);
+    auto a = net::connect_with_retry(*impl->sys, impl->spec.address(task), task.to_string(),
+                                     options.connect_timeout);
     if (!a) return a.error();
     impl->ps.push_back(*a);
   }

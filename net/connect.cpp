@@ -1,0 +1,36 @@
+#include "net/connect.hpp"
+
+#include <algorithm>
+#include <thread>
+
+#include <caf/io/all.hpp>
+
+#include "net/cluster_spec.hpp"
+
+namespace troupe::net {
+
+core::Expected<caf::actor> connect_with_retry(caf::actor_system& sys, const std::string& address,
+                                              const std::string& task,
+                                              std::chrono::milliseconds timeout) {
+  auto hp = parse_host_port(address);
+  if (!hp) return hp.error();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto backoff = std::chrono::milliseconds(20);
+  std::string last;
+  for (int attempt = 1;; ++attempt) {
+    auto a = sys.middleman().remote_actor(hp->host, hp->port);
+    if (a) return *a;
+    last = sys.render(a.error());
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline)
+      return core::make_error(core::Errc::unavailable,
+                              task + " at " + address + " unreachable after " +
+                                  std::to_string(attempt) + " attempts in " +
+                                  std::to_string(timeout.count()) + " ms (" + last + ")");
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(backoff, deadline - now));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+  }
+}
+
+}  // namespace troupe::net
