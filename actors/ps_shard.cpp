@@ -33,6 +33,11 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self) {
           const net::RowsUpdate& u) {
         return reply(self->state.shard.push_rows(closure_id, name, u));
       },
+      [=](net::batch_atom, net::PsRequest& request) {
+        return reply(self->state.shard.handle(request));
+      },
+      [=](net::channel_atom) { return self->state.channel_port; },
+      [=](net::channel_atom, int32_t port) { self->state.channel_port = port; },
       [=](net::shutdown_atom) { self->quit(); },
       [=](net::stats_atom) {
         const auto& c = self->state.shard.counters();

@@ -8,6 +8,7 @@ namespace troupe::actors {
 
 struct PsShardActorState {
   PsShardState shard;
+  int32_t channel_port = 0;  // the tensor channel's port on this host; 0: none
   static inline const char* name = "troupe.ps_shard";
 };
 
@@ -18,6 +19,9 @@ struct PsShardActorState {
 ///   (push, closure_id, name, WireTensor)            -> bool (false: duplicate, ignored)
 ///   (pushpull, closure_id, name, WireTensor)        -> WireTensor (value after the push)
 ///   (pushrows, closure_id, name, RowsUpdate)        -> bool
+///   (psbatch, PsRequest)                            -> [PsItem], one per request item
+///   (channel)                                       -> int32 port of the tensor channel
+///   (channel, int32 port)                           -> (sets it; sent by serve())
 ///   (stats)                                         -> [variables, pulls, applied,
 ///                                                      duplicate, rejected]
 ///   (shutdown)                                      -> the actor quits

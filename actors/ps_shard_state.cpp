@@ -136,4 +136,40 @@ core::Expected<bool> PsShardState::push_rows(uint64_t closure_id, const std::str
   });
 }
 
+core::Expected<std::vector<net::PsItem>> PsShardState::handle(net::PsRequest& request) {
+  if (request.op < 1 || request.op > net::max_ps_op)
+    return reject(
+        make_error(Errc::invalid_argument, "unknown PS op " + std::to_string(request.op)));
+  std::vector<net::PsItem> out(request.items.size());
+  for (size_t i = 0; i < request.items.size(); ++i) {
+    net::PsItem& item = request.items[i];
+    out[i].name = item.name;
+    core::Expected<net::WireTensor> value = net::WireTensor{};
+    core::Expected<bool> applied = true;
+    switch (static_cast<net::PsOp>(request.op)) {
+      case net::PsOp::pull:
+        value = pull(item.name);
+        break;
+      case net::PsOp::pull_rows:
+        value = pull_rows(item.name, item.rows);
+        break;
+      case net::PsOp::push:
+        applied = push(request.tag, item.name, item.tensor);
+        break;
+      case net::PsOp::push_pull:
+        value = push_pull(request.tag, item.name, item.tensor);
+        break;
+      case net::PsOp::push_rows: {
+        net::RowsUpdate u{std::move(item.rows), std::move(item.tensor)};
+        applied = push_rows(request.tag, item.name, u);
+        break;
+      }
+    }
+    if (!value) return value.error();
+    if (!applied) return applied.error();
+    out[i].tensor = std::move(*value);
+  }
+  return out;
+}
+
 }  // namespace troupe::actors

@@ -48,6 +48,11 @@ class PsShardState {
   core::Expected<bool> push_rows(uint64_t closure_id, const std::string& name,
                                  const net::RowsUpdate& update);
 
+  /// Every item of a batched request, in order, with the methods above. The first failing
+  /// item ends it with its error; items before it have been applied (each at most once,
+  /// so the client may send the whole request again).
+  core::Expected<std::vector<net::PsItem>> handle(net::PsRequest& request);
+
   const Counters& counters() const { return counters_; }
   bool has(const std::string& name) const { return vars_.count(name) > 0; }
 

@@ -1,5 +1,6 @@
 #include "actors/serve.hpp"
 
+#include "actors/channel_server.hpp"
 #include "actors/ps_shard.hpp"
 #include "actors/worker.hpp"
 
@@ -22,13 +23,26 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
   net::configure(cfg, options);
   caf::actor_system sys{cfg};
   caf::actor served;
+  std::unique_ptr<ChannelServer> channel;
   if (task.type == "ps") {
     served = sys.spawn(ps_shard);
+    if (options.tensor_channel) {
+      auto started = ChannelServer::start(sys, served, hp->host);
+      if (!started) {
+        caf::anon_send_exit(served, caf::exit_reason::user_shutdown);
+        return make_error(started.error().code, "task " + task.to_string() +
+                                                    ": tensor channel: " + started.error().message);
+      }
+      channel = std::move(*started);
+      // Sent before the actor is published, so every peer that asks sees the port.
+      caf::anon_send(served, net::channel_atom::value, static_cast<int32_t>(channel->port()));
+    }
   } else {
     WorkerOptions wo;
     wo.index = task.index;
     wo.cluster = resolver.cluster_spec();
     wo.registry = &registry;
+    wo.tensor_channel = options.tensor_channel;
     served = sys.spawn(worker, std::move(wo));
   }
   // reuse_addr: a restarted task must re-bind its port at once, not after TIME_WAIT.
@@ -40,7 +54,14 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
                                              sys.render(port.error()) + ")");
   }
   if (on_ready) on_ready(hp->host + ":" + std::to_string(*port));
-  // The actor system's destructor waits for the served actor, which quits on shutdown.
+  // Serve until the actor quits (on shutdown), then end the channel's connections: the
+  // actor system's destructor waits for every actor, the channel's scoped ones included.
+  {
+    caf::scoped_actor self{sys};
+    self->monitor(served);
+    self->receive([](const caf::down_msg&) {});
+  }
+  if (channel) channel->stop();
   return {};
 }
 

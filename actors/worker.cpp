@@ -50,50 +50,120 @@ core::Expected<caf::actor> WorkerRuntime::ps(int task) {
   return *a;
 }
 
-template <class T, class... Ts>
-core::Expected<T> WorkerRuntime::ask(const caf::actor& dst, Ts&&... xs) {
-  core::Expected<T> out = make_error(Errc::internal, "no reply");
-  self_->request(dst, options_.request_timeout, std::forward<Ts>(xs)...)
-      .receive([&](T& v) { out = std::move(v); }, [&](caf::error& e) { out = net::from_caf(e); });
-  return out;
+void WorkerRuntime::Batch::add(int task, size_t var, size_t shard, net::PsItem item) {
+  requests[task].items.push_back(std::move(item));
+  slots[task].emplace_back(var, shard);
 }
 
-template <class Reply, class MakeRequest>
-core::Expected<std::vector<std::vector<Reply>>> WorkerRuntime::fan_out(
-    const std::vector<std::string>& names, MakeRequest make_request) {
-  // Send every shard's request first, then collect: the shards work in parallel.
-  using Handle = typename decltype(make_request(std::declval<const caf::actor&>(), size_t{0},
-                                                std::declval<const net::Placement&>()))::value_type;
-  struct Pending {
-    size_t name;
+core::Expected<net::Socket*> WorkerRuntime::channel(int task) {
+  if (auto it = channels_.find(task); it != channels_.end())
+    return it->second.valid() ? &it->second : nullptr;
+  auto& slot = channels_[task];  // invalid: this task's tensors go as CAF messages
+  if (!options_.tensor_channel) return nullptr;
+  auto dst = ps(task);
+  if (!dst) {
+    channels_.erase(task);
+    return dst.error();
+  }
+  core::Expected<int32_t> port = make_error(Errc::internal, "no reply");
+  self_->request(*dst, options_.request_timeout, net::channel_atom::value)
+      .receive([&](int32_t p) { port = p; }, [&](caf::error& e) { port = net::from_caf(e); });
+  if (!port) {
+    channels_.erase(task);
+    return port.error();
+  }
+  if (*port == 0) return nullptr;  // the PS runs without a channel
+  const net::TaskId id{"ps", task};
+  auto hp = net::parse_host_port(options_.cluster.address(id));
+  if (!hp) return hp.error();
+  auto socket = net::connect_to(hp->host, static_cast<uint16_t>(*port), options_.request_timeout);
+  if (!socket) {
+    channels_.erase(task);
+    return make_error(socket.error().code,
+                      id.to_string() + " tensor channel: " + socket.error().message);
+  }
+  slot = std::move(*socket);
+  return &slot;
+}
+
+void WorkerRuntime::forget(int task) {
+  ps_.erase(task);
+  channels_.erase(task);
+}
+
+core::Expected<std::vector<std::vector<net::WireTensor>>> WorkerRuntime::exchange(
+    net::PsOp op, Batch& batch, const std::vector<size_t>& shard_counts) {
+  using Handle = decltype(self_->request(std::declval<caf::actor&>(), options_.request_timeout,
+                                         net::batch_atom::value, net::PsRequest{}));
+  struct InFlight {
     int task;
-    Handle handle;
+    net::Socket* socket;  // null: the request went as a CAF message
+    std::optional<Handle> handle;
   };
-  std::vector<Pending> pending;
-  for (size_t i = 0; i < names.size(); ++i) {
-    auto shards = shards_of(names[i]);
-    if (!shards) return shards.error();
-    for (const auto& p : **shards) {
-      auto dst = ps(p.ps_task);
-      if (!dst) return dst.error();
-      auto handle = make_request(*dst, i, p);
-      if (!handle) return handle.error();
-      pending.push_back({i, p.ps_task, std::move(*handle)});
+  // Send every task's request before awaiting any reply: the PS tasks work in parallel.
+  // Each PS reads a whole request before it answers, so writing to one while another
+  // answers cannot deadlock.
+  std::vector<InFlight> in_flight;
+  core::Status failed;
+  auto fail = [&](int task, const core::Error& e) {
+    if (e.code == Errc::unavailable || e.code == Errc::data_loss) forget(task);
+    if (failed.ok()) failed = core::Error{e.code, "ps:" + std::to_string(task) + ": " + e.message};
+  };
+  for (auto& [task, request] : batch.requests) {
+    request.op = static_cast<uint8_t>(op);
+    request.tag = closure_id_;
+    auto ch = channel(task);
+    if (!ch) {
+      fail(task, ch.error());
+      break;
+    }
+    if (*ch != nullptr) {
+      if (auto st = net::send_request(**ch, request); !st) {
+        fail(task, st.error());
+        break;
+      }
+      in_flight.push_back({task, *ch, std::nullopt});
+      ++channel_requests_;
+    } else {
+      auto dst = ps(task);
+      if (!dst) {
+        fail(task, dst.error());
+        break;
+      }
+      in_flight.push_back({task, nullptr,
+                           self_->request(*dst, options_.request_timeout, net::batch_atom::value,
+                                          std::move(request))});
+      ++caf_requests_;
     }
   }
-  std::vector<std::vector<Reply>> replies(names.size());
-  core::Status failed;
-  for (auto& p : pending)
-    p.handle.receive([&](Reply& r) { replies[p.name].push_back(std::move(r)); },
-                     [&](caf::error& e) {
-                       const core::Error err = net::from_caf(e);
-                       // Forget a shard we cannot reach: the next closure reconnects, which
-                       // finds a restarted PS.
-                       if (err.code == Errc::unavailable) ps_.erase(p.task);
-                       if (failed.ok()) failed = err;
-                     });
+  // Collect every reply that was asked for, even after a failure, so that no channel is
+  // left with an unread reply in it.
+  std::vector<std::vector<net::WireTensor>> out(shard_counts.size());
+  for (size_t v = 0; v < shard_counts.size(); ++v)
+    out[v].resize(shard_counts[v]);
+  for (auto& f : in_flight) {
+    core::Expected<std::vector<net::PsItem>> items = make_error(Errc::internal, "no reply");
+    if (f.socket != nullptr) {
+      items = net::recv_reply(*f.socket);
+    } else {
+      f.handle->receive([&](std::vector<net::PsItem>& v) { items = std::move(v); },
+                        [&](caf::error& e) { items = net::from_caf(e); });
+    }
+    if (!items) {
+      fail(f.task, items.error());
+      continue;
+    }
+    const auto& slots = batch.slots[f.task];
+    if (items->size() != slots.size()) {
+      fail(f.task, make_error(Errc::data_loss, "answered " + std::to_string(items->size()) +
+                                                   " items for " + std::to_string(slots.size())));
+      continue;
+    }
+    for (size_t k = 0; k < slots.size(); ++k)
+      out[slots[k].first][slots[k].second] = std::move((*items)[k].tensor);
+  }
   if (!failed.ok()) return failed.error();
-  return replies;
+  return out;
 }
 
 namespace {
@@ -119,52 +189,52 @@ core::Expected<net::WireTensor> shard_part(const std::string& name, core::ConstT
   return net::WireTensor::from(grad.rows(p.def.row_offset, end));
 }
 
-std::vector<std::string> names_of(
-    const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) {
-  std::vector<std::string> names;
-  for (const auto& g : grads)
-    names.push_back(g.first);
-  return names;
-}
-
 }  // namespace
 
 core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull(
     const std::vector<std::string>& names) {
-  auto parts =
-      fan_out<net::WireTensor>(names, [&](const caf::actor& dst, size_t i, const net::Placement&) {
-        return core::Expected<decltype(self_->request(dst, options_.request_timeout,
-                                                      net::pull_atom::value, names[i]))>(
-            self_->request(dst, options_.request_timeout, net::pull_atom::value, names[i]));
-      });
+  Batch batch;
+  std::vector<size_t> counts;
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto shards = shards_of(names[i]);
+    if (!shards) return shards.error();
+    counts.push_back((*shards)->size());
+    for (size_t k = 0; k < (*shards)->size(); ++k)
+      batch.add((**shards)[k].ps_task, i, k, net::PsItem{names[i], {}, {}});
+  }
+  auto parts = exchange(net::PsOp::pull, batch, counts);
   if (!parts) return parts.error();
   return concat_all(*parts);
 }
 
-template <class Reply, class Atom>
-core::Expected<std::vector<std::vector<Reply>>> WorkerRuntime::send_gradients(
-    Atom atom, const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) {
-  return fan_out<Reply>(
-      names_of(grads), [&](const caf::actor& dst, size_t i, const net::Placement& p) {
-        using Handle = decltype(self_->request(dst, options_.request_timeout, atom, closure_id_,
-                                               grads[i].first, net::WireTensor()));
-        auto part = shard_part(grads[i].first, grads[i].second, p);
-        if (!part) return core::Expected<Handle>(part.error());
-        return core::Expected<Handle>(self_->request(
-            dst, options_.request_timeout, atom, closure_id_, grads[i].first, std::move(*part)));
-      });
+core::Expected<std::vector<std::vector<net::WireTensor>>> WorkerRuntime::send_gradients(
+    net::PsOp op, const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) {
+  Batch batch;
+  std::vector<size_t> counts;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    auto shards = shards_of(grads[i].first);
+    if (!shards) return shards.error();
+    counts.push_back((*shards)->size());
+    for (size_t k = 0; k < (*shards)->size(); ++k) {
+      const net::Placement& p = (**shards)[k];
+      auto part = shard_part(grads[i].first, grads[i].second, p);
+      if (!part) return part.error();
+      batch.add(p.ps_task, i, k, net::PsItem{grads[i].first, {}, std::move(*part)});
+    }
+  }
+  return exchange(op, batch, counts);
 }
 
 core::Status WorkerRuntime::push(
     const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) {
-  auto acks = send_gradients<bool>(net::push_atom::value, grads);
+  auto acks = send_gradients(net::PsOp::push, grads);
   if (!acks) return acks.error();
   return {};
 }
 
 core::Expected<std::vector<core::Tensor>> WorkerRuntime::push_pull(
     const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) {
-  auto parts = send_gradients<net::WireTensor>(net::push_pull_atom::value, grads);
+  auto parts = send_gradients(net::PsOp::push_pull, grads);
   if (!parts) return parts.error();
   return concat_all(*parts);
 }
@@ -195,21 +265,22 @@ core::Expected<core::Tensor> WorkerRuntime::pull_rows(const std::string& name,
   }
   const int64_t width =
       s.front().def.shape.size() > 1 ? core::Shape(s.front().def.shape).row_size() : 1;
+  Batch batch;
+  for (size_t shard = 0; shard < s.size(); ++shard)
+    if (!local[shard].empty())
+      batch.add(s[shard].ps_task, 0, shard, net::PsItem{name, local[shard], {}});
+  auto parts = exchange(net::PsOp::pull_rows, batch, {s.size()});
+  if (!parts) return parts.error();
   std::vector<int64_t> dims = s.front().def.shape;
   dims[0] = static_cast<int64_t>(rows.size());
   core::Tensor out{core::Shape(dims)};
   for (size_t shard = 0; shard < s.size(); ++shard) {
-    if (local[shard].empty()) continue;
-    auto dst = ps(s[shard].ps_task);
-    if (!dst) return dst.error();
-    auto part = ask<net::WireTensor>(*dst, net::pull_rows_atom::value, name, local[shard]);
-    if (!part) return part.error();
-    if (static_cast<int64_t>(part->data.size()) !=
-        static_cast<int64_t>(local[shard].size()) * width)
+    const net::WireTensor& part = (*parts)[0][shard];
+    if (static_cast<int64_t>(part.data.size()) != static_cast<int64_t>(local[shard].size()) * width)
       return make_error(Errc::data_loss,
                         "PS answered a rows pull of '" + name + "' with the wrong size");
     for (size_t j = 0; j < where[shard].size(); ++j)
-      std::copy_n(part->data.data() + static_cast<int64_t>(j) * width, width,
+      std::copy_n(part.data.data() + static_cast<int64_t>(j) * width, width,
                   out.data() + where[shard][j] * width);
   }
   return out;
@@ -224,24 +295,25 @@ core::Status WorkerRuntime::push_rows(const std::string& name, const std::vector
   if (grads.shape().rank() < 1 || grads.shape()[0] != static_cast<int64_t>(rows.size()))
     return make_error(Errc::invalid_argument,
                       "row gradient of '" + name + "' does not match its rows");
-  std::vector<net::RowsUpdate> updates(s.size());
+  std::vector<net::PsItem> items(s.size());
   for (size_t k = 0; k < rows.size(); ++k) {
     auto found = shard_of_row(name, s, rows[k]);
     if (!found) return found.error();
     const size_t shard = *found;
-    updates[shard].rows.push_back(rows[k] - s[shard].def.row_offset);
-    updates[shard].grads.data.insert(updates[shard].grads.data.end(),
-                                     grads.data() + static_cast<int64_t>(k) * width,
-                                     grads.data() + static_cast<int64_t>(k + 1) * width);
+    items[shard].rows.push_back(rows[k] - s[shard].def.row_offset);
+    items[shard].tensor.data.insert(items[shard].tensor.data.end(),
+                                    grads.data() + static_cast<int64_t>(k) * width,
+                                    grads.data() + static_cast<int64_t>(k + 1) * width);
   }
+  Batch batch;
   for (size_t shard = 0; shard < s.size(); ++shard) {
-    if (updates[shard].rows.empty()) continue;
-    updates[shard].grads.dims = {static_cast<int64_t>(updates[shard].rows.size()), width};
-    auto dst = ps(s[shard].ps_task);
-    if (!dst) return dst.error();
-    auto r = ask<bool>(*dst, net::push_rows_atom::value, closure_id_, name, updates[shard]);
-    if (!r) return r.error();
+    if (items[shard].rows.empty()) continue;
+    items[shard].name = name;
+    items[shard].tensor.dims = {static_cast<int64_t>(items[shard].rows.size()), width};
+    batch.add(s[shard].ps_task, 0, shard, std::move(items[shard]));
   }
+  auto acks = exchange(net::PsOp::push_rows, batch, {s.size()});
+  if (!acks) return acks.error();
   return {};
 }
 
@@ -308,7 +380,9 @@ void worker(caf::blocking_actor* self, WorkerOptions options) {
         if (!r) return net::to_caf(r.error());
         return std::move(*r);
       },
-      [&](net::stats_atom) { return std::vector<int64_t>{rt.closures_run()}; },
+      [&](net::stats_atom) {
+        return std::vector<int64_t>{rt.closures_run(), rt.channel_requests(), rt.caf_requests()};
+      },
       [&](net::shutdown_atom) { running = false; });
 }
 

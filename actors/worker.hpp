@@ -9,6 +9,7 @@
 
 #include <caf/all.hpp>
 
+#include "net/channel.hpp"
 #include "net/cluster_spec.hpp"
 #include "net/wire.hpp"
 #include "troupe/registry.hpp"
@@ -25,6 +26,8 @@ struct WorkerOptions {
   /// reached every shard before any closure runs, so this covers a dropped handshake or a
   /// brief restart, not a start-up.
   std::chrono::milliseconds connect_timeout{3000};
+  /// Send tensors through the PS tasks' tensor channels (when they have one).
+  bool tensor_channel = true;
 };
 
 /// The worker's side of a step: parameter-server access fanned out over the shards, and the
@@ -55,41 +58,53 @@ class WorkerRuntime final : public StepContext {
   core::Expected<std::optional<core::Batch>> next_batch(const PerWorkerDataset& ds) override;
 
   int64_t closures_run() const { return closures_run_; }
+  /// PS requests sent through the tensor channel, and as CAF messages.
+  int64_t channel_requests() const { return channel_requests_; }
+  int64_t caf_requests() const { return caf_requests_; }
 
  private:
   using Shards = std::vector<net::Placement>;  // ordered by shard index
   core::Expected<const Shards*> shards_of(const std::string& name) const;
   core::Expected<caf::actor> ps(int task);
-  template <class T, class... Ts>
-  core::Expected<T> ask(const caf::actor& dst, Ts&&... xs);
-  /// One request per shard of each named variable (made by make_request(ps, i, placement)),
-  /// all sent before any reply is awaited; replies grouped by variable, in shard order.
-  /// Sends each gradient's shard parts with `atom` (push or pushpull) through fan_out.
-  template <class Reply, class Atom>
-  core::Expected<std::vector<std::vector<Reply>>> send_gradients(
-      Atom atom, const std::vector<std::pair<std::string, core::ConstTensorView>>& grads);
+  /// The tensor channel to a PS task, connected on first use; nullptr when its tensors go
+  /// as CAF messages (the option is off or the PS announces no channel).
+  core::Expected<net::Socket*> channel(int task);
+  /// Drops the connections to a PS task after a transport failure; the next use reconnects.
+  void forget(int task);
+  /// One request per PS task, and where each reply item goes: (variable, shard).
+  struct Batch {
+    std::map<int, net::PsRequest> requests;
+    std::map<int, std::vector<std::pair<size_t, size_t>>> slots;
+    void add(int task, size_t var, size_t shard, net::PsItem item);
+  };
+  /// Sends every task's request with `op` and the current closure tag, then collects the
+  /// replies: [variable][shard] tensors, sized by `shard_counts`.
+  core::Expected<std::vector<std::vector<net::WireTensor>>> exchange(
+      net::PsOp op, Batch& batch, const std::vector<size_t>& shard_counts);
+  /// Each gradient's shard parts, sent with `op` (push or push_pull) through exchange().
+  core::Expected<std::vector<std::vector<net::WireTensor>>> send_gradients(
+      net::PsOp op, const std::vector<std::pair<std::string, core::ConstTensorView>>& grads);
   /// The index (in `shards`) of the shard holding `row` of the full variable.
   static core::Expected<size_t> shard_of_row(const std::string& name, const Shards& shards,
                                              int64_t row);
-  template <class Reply, class MakeRequest>
-  core::Expected<std::vector<std::vector<Reply>>> fan_out(const std::vector<std::string>& names,
-                                                          MakeRequest make_request);
 
   caf::actor_system& sys_;
   WorkerOptions options_;
   caf::scoped_actor self_;
   std::map<std::string, Shards> placements_;
   std::map<int, caf::actor> ps_;
+  std::map<int, net::Socket> channels_;
   std::map<std::string, std::unique_ptr<core::Iterator<core::Batch>>> iterators_;
   uint64_t closure_id_ = 0;
   int64_t closures_run_ = 0;
+  int64_t channel_requests_ = 0, caf_requests_ = 0;
 };
 
 /// The worker actor (blocking: it runs steps on its own thread, never on the scheduler's).
 ///   (vars, [Placement])   -> ok
 ///   (dataset, name)       -> ok once this worker's iterator of the dataset is built
 ///   (run, ClosureMsg)     -> msgpack bytes of the step's result, or the step's error
-///   (stats)               -> [closures run]
+///   (stats)               -> [closures run, PS requests by channel, PS requests by CAF]
 ///   (shutdown)            -> the actor quits
 void worker(caf::blocking_actor* self, WorkerOptions options);
 

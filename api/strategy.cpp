@@ -7,8 +7,9 @@ namespace troupe {
 using core::Errc;
 using core::make_error;
 
-core::Status serve(const net::ClusterResolver& resolver, const Registry& registry) {
-  return actors::serve(resolver, registry);
+core::Status serve(const net::ClusterResolver& resolver, const Registry& registry,
+                   const net::NodeOptions& options) {
+  return actors::serve(resolver, registry, options);
 }
 
 ParameterServerStrategy::ParameterServerStrategy(std::unique_ptr<Impl> impl)

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/impl.hpp"
+#include "net/channel.hpp"
 #include "tcp_baseline.hpp"
 #include "troupe/troupe.hpp"
 
@@ -76,34 +77,57 @@ int main(int argc, char** argv) {
   if (!strategy) return fail(strategy.error().to_string());
   nlohmann::json all = nlohmann::json::array();
 
-  // 1. PS transfers next to raw TCP, alternating per size so drift hits both.
+  // 1. PS transfers next to raw TCP, alternating per size so drift hits both: through the
+  // tensor channel (what workers use) and as CAF messages (the control plane).
   troupe::bench::TcpBaseline tcp;
   auto& impl = (*strategy)->impl();
+  int32_t channel_port = 0;
+  (*impl.self)
+      ->request(impl.ps[0], std::chrono::seconds(30), troupe::net::channel_atom::value)
+      .receive([&](int32_t p) { channel_port = p; }, [](caf::error&) {});
+  if (channel_port == 0) return fail("ps:0 announces no tensor channel");
+  auto ps_host = troupe::net::parse_host_port(impl.spec.address({"ps", 0}));
+  if (!ps_host) return fail(ps_host.error().to_string());
+  auto channel = troupe::net::connect_to(ps_host->host, static_cast<uint16_t>(channel_port),
+                                         std::chrono::seconds(30));
+  if (!channel) return fail(channel.error().to_string());
   for (int64_t bytes : {int64_t{4} << 10, int64_t{1} << 20, int64_t{4} << 20, int64_t{16} << 20}) {
     const int64_t n = bytes / 4;
     const std::string name = "t" + std::to_string(bytes);
     auto v = (*strategy)->create_variable(name, tc::Shape{n}, {}, "sgd", 0.0f);
     if (!v) return fail(v.error().to_string());
     const troupe::net::WireTensor grad{{n}, std::vector<float>(static_cast<size_t>(n), 0.0f)};
-    std::vector<double> pull_s, push_s, tcp_pull_s, tcp_push_s;
+    std::vector<double> pull_s, push_s, caf_pull_s, caf_push_s, tcp_pull_s, tcp_push_s;
     uint64_t id = 1;
+    auto over_channel = [&](troupe::net::PsOp op, bool with_grad) {
+      troupe::net::PsRequest req{static_cast<uint8_t>(op), id++, {}};
+      req.items.push_back({name, {}, with_grad ? grad : troupe::net::WireTensor{}});
+      const auto t0 = clock_type::now();
+      if (!troupe::net::send_request(*channel, req)) return -1.0;
+      if (!troupe::net::recv_reply(*channel)) return -1.0;
+      return seconds_since(t0);
+    };
     for (int r = 0; r < reps; ++r) {
+      pull_s.push_back(over_channel(troupe::net::PsOp::pull, false));
+      push_s.push_back(over_channel(troupe::net::PsOp::push, true));
+      if (pull_s.back() < 0 || push_s.back() < 0) return fail("tensor channel request failed");
       auto t0 = clock_type::now();
       (*impl.self)
           ->request(impl.ps[0], std::chrono::seconds(30), troupe::net::pull_atom::value, name)
           .receive([](troupe::net::WireTensor&) {}, [](caf::error&) {});
-      pull_s.push_back(seconds_since(t0));
+      caf_pull_s.push_back(seconds_since(t0));
       t0 = clock_type::now();
       (*impl.self)
           ->request(impl.ps[0], std::chrono::seconds(30), troupe::net::push_atom::value, id++, name,
                     grad)
           .receive([](bool) {}, [](caf::error&) {});
-      push_s.push_back(seconds_since(t0));
+      caf_push_s.push_back(seconds_since(t0));
       tcp_pull_s.push_back(tcp.pull(static_cast<uint64_t>(bytes)));
       tcp_push_s.push_back(tcp.push(static_cast<uint64_t>(bytes)));
     }
     const double mib = static_cast<double>(bytes) / (1 << 20);
     const double pull_bw = mib / median(pull_s), push_bw = mib / median(push_s);
+    const double caf_pull_bw = mib / median(caf_pull_s), caf_push_bw = mib / median(caf_push_s);
     const double tcp_pull_bw = mib / median(tcp_pull_s), tcp_push_bw = mib / median(tcp_push_s);
     emit({{"bench", "ps_transfer"},
           {"bytes", bytes},
@@ -112,10 +136,14 @@ int main(int argc, char** argv) {
           {"push_ms_median", 1e3 * median(push_s)},
           {"pull_MiBps", pull_bw},
           {"push_MiBps", push_bw},
+          {"caf_pull_MiBps", caf_pull_bw},
+          {"caf_push_MiBps", caf_push_bw},
           {"tcp_pull_MiBps", tcp_pull_bw},
           {"tcp_push_MiBps", tcp_push_bw},
           {"pull_vs_tcp", pull_bw / tcp_pull_bw},
-          {"push_vs_tcp", push_bw / tcp_push_bw}},
+          {"push_vs_tcp", push_bw / tcp_push_bw},
+          {"caf_pull_vs_tcp", caf_pull_bw / tcp_pull_bw},
+          {"caf_push_vs_tcp", caf_push_bw / tcp_push_bw}},
          all);
   }
 

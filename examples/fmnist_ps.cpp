@@ -110,13 +110,19 @@ int main(int argc, char** argv) {
   app.add_flag(
       "--fused,!--no-fused", s.fused,
       "push gradients and receive new values in one round trip (default) or pull, then push");
+  std::string transport = "channel";
+  app.add_option("--tensor-transport", transport,
+                 "how pulls and pushes travel: the tensor channel or CAF messages")
+      ->check(CLI::IsMember({"channel", "caf"}));
   CLI11_PARSE(app, argc, argv);
 
   const auto registry = make_registry(s);
+  troupe::net::NodeOptions node;
+  node.tensor_channel = transport == "channel";
   auto resolver = troupe::net::TFConfigClusterResolver::from_env();
   if (!resolver) return fail(resolver.error().to_string());
   if (resolver->task().type != "chief") {
-    auto st = troupe::serve(*resolver, registry);
+    auto st = troupe::serve(*resolver, registry, node);
     if (!st) return fail(st.error().to_string());
     std::cout << nlohmann::json{{"ok", true}, {"task", resolver->task().to_string()}}.dump()
               << std::endl;
@@ -201,6 +207,7 @@ int main(int argc, char** argv) {
                               {"steps", closures * s.steps_per_execution},
                               {"steps_per_execution", s.steps_per_execution},
                               {"fused", s.fused},
+                              {"tensor_transport", transport},
                               {"examples", examples},
                               {"examples_per_sec", examples / train_s},
                               {"last_loss", last_loss},

@@ -20,6 +20,10 @@ struct NodeOptions {
   size_t scheduler_threads = 1;
   /// "sharing" (threads sleep on a condition variable when idle) or "stealing".
   std::string scheduler_policy = "sharing";
+  /// Tensor bytes of pulls and pushes go through the tensor channel (net/channel.hpp); off,
+  /// they go as CAF messages. A PS task with it off announces no channel, and workers then
+  /// use CAF messages for it.
+  bool tensor_channel = true;
 };
 
 /// Loads the middleman, registers Troupe's message types and error category, and turns

@@ -67,6 +67,33 @@ struct ClosureMsg {
   uint32_t repeat = 1;  // steps_per_execution: the step runs this many times in a row
 };
 
+/// What a batched PS request does to each of its items.
+enum class PsOp : uint8_t {
+  pull = 1,       // item: name          reply: the shard's value
+  pull_rows = 2,  // item: name, rows    reply: those rows
+  push = 3,       // item: name, tensor  reply: empty item
+  push_pull = 4,  // item: name, tensor  reply: the value after the push
+  push_rows = 5,  // item: name, rows, tensor (the rows' gradients)  reply: empty item
+};
+inline constexpr uint8_t max_ps_op = 5;
+
+/// One variable shard's part of a batched request or reply.
+struct PsItem {
+  std::string name;
+  std::vector<int64_t> rows;  // shard-local row indices (rows ops only)
+  WireTensor tensor;          // gradient (pushes) or value (replies)
+};
+
+/// Everything one step asks of one PS task at once: every shard that task holds of the
+/// named variables, one op, one closure tag. Carried as a CAF message or, on the hot
+/// path, through the tensor channel (net/channel.hpp). The reply is a vector<PsItem>, one
+/// per request item, in order.
+struct PsRequest {
+  uint8_t op = 0;    // a PsOp
+  uint64_t tag = 0;  // the closure tag the pushes are applied under (at most once)
+  std::vector<PsItem> items;
+};
+
 // Upper bound on one tensor payload: a length field above it, or above the bytes that
 // actually arrived, is rejected before anything is allocated.
 inline constexpr size_t max_wire_tensor_bytes = size_t{1} << 31;
@@ -116,6 +143,16 @@ typename Inspector::result_type inspect(Inspector& f, Placement& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, PsItem& x) {
+  return f(caf::meta::type_name("troupe.ps_item"), x.name, x.rows, x.tensor);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, PsRequest& x) {
+  return f(caf::meta::type_name("troupe.ps_request"), x.op, x.tag, x.items);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ClosureMsg& x) {
   return f(caf::meta::type_name("troupe.closure"), x.id, x.step, x.args, x.repeat);
 }
@@ -127,6 +164,8 @@ using pull_rows_atom = caf::atom_constant<caf::atom("pullrows")>;  // PS: rows p
 using push_atom = caf::atom_constant<caf::atom("push")>;           // PS: dense gradient
 using push_rows_atom = caf::atom_constant<caf::atom("pushrows")>;  // PS: rows gradient
 using push_pull_atom = caf::atom_constant<caf::atom("pushpull")>;  // PS: gradient, new value
+using batch_atom = caf::atom_constant<caf::atom("psbatch")>;       // PS: a PsRequest
+using channel_atom = caf::atom_constant<caf::atom("channel")>;     // PS: tensor channel port
 using run_atom = caf::atom_constant<caf::atom("run")>;             // worker: run a closure
 using vars_atom = caf::atom_constant<caf::atom("vars")>;           // worker: variable placement
 using dataset_atom = caf::atom_constant<caf::atom("dataset")>;     // worker: build a dataset
@@ -153,4 +192,7 @@ CAF_ADD_TYPE_ID(troupe, (troupe::net::ClosureMsg))
 CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::net::Placement>))
 CAF_ADD_TYPE_ID(troupe, (std::vector<int64_t>))
 CAF_ADD_TYPE_ID(troupe, (std::vector<char>))
+CAF_ADD_TYPE_ID(troupe, (troupe::net::PsItem))
+CAF_ADD_TYPE_ID(troupe, (troupe::net::PsRequest))
+CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::net::PsItem>))
 CAF_END_TYPE_ID_BLOCK(troupe)

@@ -29,6 +29,9 @@ int main(int argc, char** argv) {
   int heartbeat_ms = 100, timeout_ms = 1000;
   serve->add_option("--heartbeat-ms", heartbeat_ms)->check(CLI::PositiveNumber);
   serve->add_option("--connection-timeout-ms", timeout_ms)->check(CLI::PositiveNumber);
+  bool tensor_channel = true;
+  serve->add_flag("--tensor-channel,!--no-tensor-channel", tensor_channel,
+                  "serve tensors through the tensor channel (default) or only as CAF messages");
   auto* launch = app.add_subcommand("launch", "run PROGRAM as a local cluster on 127.0.0.1");
   troupe::tools::LaunchOptions lo;
   launch->add_option("--ps", lo.ps, "number of parameter-server tasks")
@@ -78,6 +81,7 @@ int main(int argc, char** argv) {
     troupe::net::NodeOptions options;
     options.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
     options.connection_timeout = std::chrono::milliseconds(timeout_ms);
+    options.tensor_channel = tensor_channel;
     // `troupe serve` runs PS tasks; workers run inside the job's own binary, which knows its
     // steps. An empty registry serves a worker that knows no steps.
     static const troupe::Registry empty;

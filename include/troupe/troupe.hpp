@@ -11,6 +11,7 @@
 
 #include "core/expected.hpp"
 #include "net/cluster_spec.hpp"
+#include "net/node.hpp"
 #include "troupe/coordinator.hpp"
 #include "troupe/registry.hpp"
 #include "troupe/remote_value.hpp"
@@ -20,6 +21,8 @@
 namespace troupe {
 
 /// Serves this process's ps or worker task until the chief shuts the cluster down.
-core::Status serve(const net::ClusterResolver& resolver, const Registry& registry);
+/// `options` are the node's settings (heartbeats, scheduler, tensor channel on or off).
+core::Status serve(const net::ClusterResolver& resolver, const Registry& registry,
+                   const net::NodeOptions& options = {});
 
 }  // namespace troupe

@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "api/impl.hpp"
 #include "job/job_registry.hpp"
 #include "process.hpp"
 
@@ -12,6 +13,9 @@ using namespace troupe;
 using namespace std::chrono_literals;
 
 TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
+  // Every section runs with tensors through the tensor channel and as CAF messages.
+  const bool channel = GENERATE(true, false);
+  CAPTURE(channel);
   std::map<std::string, std::vector<std::string>> jobs;
   for (const char* job : {"ps", "worker"})
     for (int i = 0; i < 2; ++i)
@@ -26,6 +30,8 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
           std::string(job) == "ps" ? TROUPE_BIN_DIR "/troupe" : TROUPE_BIN_DIR "/test_job";
       std::vector<std::string> argv{bin};
       if (std::string(job) == "ps") argv.push_back("serve");
+      if (!channel)
+        argv.push_back(std::string(job) == "ps" ? "--no-tensor-channel" : "--caf-tensors");
       children.push_back(std::make_unique<test::ChildProcess>(
           argv, std::vector<std::string>{"TF_CONFIG=" +
                                          net::TFConfigClusterResolver::render(spec, {job, i})}));
@@ -88,6 +94,24 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
     CHECK(now->shape() == (core::Shape{4, 2}));
     for (int64_t k = 0; k < now->size(); ++k)
       CHECK((*now)[k] == Approx(-1.0f));
+    // The tensors went the way this run asked for.
+    auto& impl = (*strategy)->impl();
+    int64_t by_channel = 0, by_caf = 0;
+    for (int w = 0; w < 2; ++w) {
+      auto worker = net::connect_with_retry(*impl.sys, spec.address({"worker", w}), "worker", 5s);
+      REQUIRE(worker.ok());
+      (*impl.self)
+          ->request(*worker, 5s, net::stats_atom::value)
+          .receive(
+              [&](const std::vector<int64_t>& s) {
+                REQUIRE(s.size() == 3);
+                by_channel += s[1];
+                by_caf += s[2];
+              },
+              [&](caf::error& e) { FAIL(impl.sys->render(e)); });
+    }
+    CHECK(by_channel + by_caf >= 4);
+    CHECK((channel ? by_caf : by_channel) == 0);
   }
 
   SECTION("Row pulls and pushes reach the right shards") {

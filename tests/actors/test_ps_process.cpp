@@ -8,6 +8,7 @@
 #include <caf/io/all.hpp>
 
 #include "core/partitioner.hpp"
+#include "net/channel.hpp"
 #include "net/cluster_spec.hpp"
 #include "net/node.hpp"
 #include "net/wire.hpp"
@@ -90,6 +91,43 @@ TEST_CASE("A PS process holds variables and applies each closure id once", "[pro
   const auto& s = *stats;
   CHECK(s[2] == 2);  // applied
   CHECK(s[3] == 1);  // duplicate
+  CHECK(ps.running());
+
+  // The tensor channel serves the same shard, applies under the same at-most-once tags...
+  auto channel_port = ask<int32_t>(self, *remote, net::channel_atom::value);
+  REQUIRE(channel_port);
+  REQUIRE(*channel_port > 0);
+  auto channel = net::connect_to("127.0.0.1", static_cast<uint16_t>(*channel_port), 5s);
+  REQUIRE(channel);
+  net::PsRequest push_pull{static_cast<uint8_t>(net::PsOp::push_pull), 2, {{def.name, {}, g}}};
+  REQUIRE(net::send_request(*channel, push_pull));
+  auto after = net::recv_reply(*channel);
+  REQUIRE(after);
+  REQUIRE(after->size() == 1);
+  CHECK(after->front().tensor.dims == std::vector<int64_t>{2, 3});
+  for (float v : after->front().tensor.data)
+    CHECK(v == Approx(0.8f));  // tag 2 was applied through CAF already
+  push_pull.tag = 3;
+  REQUIRE(net::send_request(*channel, push_pull));
+  after = net::recv_reply(*channel);
+  REQUIRE(after);
+  for (float v : after->front().tensor.data)
+    CHECK(v == Approx(0.7f));
+  // ...answers a bad item with an error frame and keeps the connection...
+  net::PsRequest missing{static_cast<uint8_t>(net::PsOp::pull), 0, {{"no/such/var", {}, {}}}};
+  REQUIRE(net::send_request(*channel, missing));
+  auto refused = net::recv_reply(*channel);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == core::Errc::not_found);
+  CHECK(refused.error().message.find("no/such/var") != std::string::npos);
+  // ...and a stranger writing garbage to it is turned away without disturbing anyone.
+  send_garbage(static_cast<uint16_t>(*channel_port));
+  CHECK(ps.wait_for_stderr("tensor channel: request from 127.0.0.1", 10s));
+  REQUIRE(net::send_request(
+      *channel, net::PsRequest{static_cast<uint8_t>(net::PsOp::pull), 0, {{def.name, {}, {}}}}));
+  auto value = net::recv_reply(*channel);
+  REQUIRE(value);
+  CHECK(value->front().tensor.data.front() == Approx(0.7f));
   CHECK(ps.running());
 
   caf::anon_send(*remote, net::shutdown_atom::value);

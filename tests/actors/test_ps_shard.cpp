@@ -89,6 +89,48 @@ TEST_CASE("A PS shard rejects bad requests and keeps its state", "[ps_shard]") {
   CHECK(ps.counters().requests_rejected == 7);
 }
 
+TEST_CASE("A batched PS request runs every item under one tag", "[ps_shard]") {
+  PsShardState ps;
+  REQUIRE(ps.create(def("w", {2, 2})).ok());
+  REQUIRE(ps.create(def("emb", {4, 1})).ok());
+  using net::PsOp;
+  auto run = [&](PsOp op, uint64_t tag, std::vector<net::PsItem> items) {
+    net::PsRequest r{static_cast<uint8_t>(op), tag, std::move(items)};
+    return ps.handle(r);
+  };
+  // push_pull: both variables updated once, their new values returned in request order.
+  const std::vector<net::PsItem> grads{{"w", {}, tensor({2, 2}, {1, 1, 1, 1})},
+                                       {"emb", {}, tensor({4, 1}, {2, 2, 2, 2})}};
+  auto r = run(PsOp::push_pull, 7, grads);
+  REQUIRE(r.ok());
+  REQUIRE(r->size() == 2);
+  CHECK(r->at(0).tensor.data == std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f});
+  CHECK(r->at(1).tensor.data == std::vector<float>{0.0f, 0.0f, 0.0f, 0.0f});
+  // The same tag again (a retried closure): nothing applied, the values as they are.
+  r = run(PsOp::push_pull, 7, grads);
+  REQUIRE(r.ok());
+  CHECK(r->at(0).tensor.data == std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f});
+  CHECK(ps.counters().updates_duplicate == 2);
+  // Rows: pushed and pulled by shard-local index.
+  REQUIRE(run(PsOp::push_rows, 8, {{"emb", {1, 3}, tensor({2, 1}, {-2, -4})}}).ok());
+  auto rows = run(PsOp::pull_rows, 0, {{"emb", {3, 1, 0}, {}}});
+  REQUIRE(rows.ok());
+  CHECK(rows->at(0).tensor.dims == std::vector<int64_t>{3, 1});
+  CHECK(rows->at(0).tensor.data == std::vector<float>{2.0f, 1.0f, 0.0f});
+  // A plain push answers with an empty item per request item.
+  auto acks = run(PsOp::push, 9, {{"w", {}, tensor({2, 2}, {1, 1, 1, 1})}});
+  REQUIRE(acks.ok());
+  CHECK(acks->at(0).tensor.data.empty());
+  // Unknown ops and bad items are errors that change nothing.
+  CHECK(run(static_cast<PsOp>(0), 10, grads).error().code == core::Errc::invalid_argument);
+  CHECK(run(static_cast<PsOp>(6), 10, grads).error().code == core::Errc::invalid_argument);
+  auto bad = run(PsOp::pull, 0, {{"w", {}, {}}, {"nope", {}, {}}});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == core::Errc::not_found);
+  auto w = run(PsOp::pull, 0, {{"w", {}, {}}});
+  CHECK(w->at(0).tensor.data == std::vector<float>{0.0f, 0.0f, 0.0f, 0.0f});
+}
+
 TEST_CASE("The ps_shard actor answers requests and errors as values", "[ps_shard]") {
   caf::actor_system_config cfg;
   cfg.add_message_types<caf::id_block::troupe>();

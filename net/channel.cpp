@@ -1,0 +1,377 @@
+#include "net/channel.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace troupe::net {
+
+using core::Errc;
+using core::make_error;
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the tensor channel writes integers and floats in host order: little-endian");
+
+namespace {
+
+constexpr uint32_t frame_magic = 0x31435254;  // "TRC1"
+enum FrameKind : uint8_t { request_frame = 1, reply_frame = 2, error_frame = 3 };
+
+// The fixed part of every frame (32 bytes, see docs/wire-format.md).
+struct Header {
+  uint32_t magic = frame_magic;
+  uint8_t kind = 0;
+  uint8_t op = 0;
+  uint16_t reserved = 0;
+  uint32_t count = 0;  // items, or the error code of an error frame
+  uint32_t meta_bytes = 0;
+  uint64_t tag = 0;
+  uint64_t payload_bytes = 0;
+};
+static_assert(sizeof(Header) == 32, "the header is packed by layout");
+
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
+
+core::Error io_error(const char* what, int err) {
+  if (err == EAGAIN || err == EWOULDBLOCK)
+    return make_error(Errc::unavailable, std::string(what) + " timed out");
+  return make_error(Errc::unavailable, std::string(what) + ": " + errno_text(err));
+}
+
+// Reads exactly n bytes. `clean_eof` is set when the peer closed before the first byte.
+core::Status read_exact(int fd, void* buf, size_t n, bool* clean_eof = nullptr) {
+  auto* p = static_cast<char*>(buf);
+  size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::recv(fd, p + got, n - got, 0);
+    if (r > 0) {
+      got += static_cast<size_t>(r);
+    } else if (r == 0) {
+      if (got == 0 && clean_eof != nullptr) *clean_eof = true;
+      return make_error(got == 0 && clean_eof != nullptr ? Errc::unavailable : Errc::data_loss,
+                        got == 0 && clean_eof != nullptr ? "connection closed by peer"
+                                                         : "frame truncated: connection closed");
+    } else if (errno != EINTR) {
+      return io_error("read", errno);
+    }
+  }
+  return {};
+}
+
+// Writes every byte of the buffers, continuing after partial writes.
+core::Status write_all(int fd, std::vector<iovec> iov) {
+  size_t first = 0;
+  while (first < iov.size()) {
+    msghdr msg{};
+    msg.msg_iov = iov.data() + first;
+    msg.msg_iovlen = std::min<size_t>(iov.size() - first, IOV_MAX);
+    const ssize_t w = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return io_error("write", errno);
+    }
+    auto left = static_cast<size_t>(w);
+    while (first < iov.size() && left >= iov[first].iov_len) {
+      left -= iov[first].iov_len;
+      ++first;
+    }
+    if (left > 0) {
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+      iov[first].iov_len -= left;
+    }
+  }
+  return {};
+}
+
+class MetaWriter {
+ public:
+  template <class T>
+  void put(T v) {
+    const auto* p = reinterpret_cast<const char*>(&v);
+    bytes.insert(bytes.end(), p, p + sizeof(T));
+  }
+  void put_bytes(const void* p, size_t n) {
+    bytes.insert(bytes.end(), static_cast<const char*>(p), static_cast<const char*>(p) + n);
+  }
+  std::vector<char> bytes = std::vector<char>(sizeof(Header));  // the header goes first
+};
+
+class MetaReader {
+ public:
+  explicit MetaReader(const std::vector<char>& b) : bytes_(b) {}
+  template <class T>
+  bool get(T& v) {
+    if (bytes_.size() - pos_ < sizeof(T)) return false;
+    std::memcpy(&v, bytes_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return true;
+  }
+  // n values of T, refusing counts that the remaining bytes cannot hold.
+  template <class T>
+  bool get_array(std::vector<T>& out, uint64_t n) {
+    if (n > (bytes_.size() - pos_) / sizeof(T)) return false;
+    out.resize(n);
+    if (n) std::memcpy(out.data(), bytes_.data() + pos_, n * sizeof(T));
+    pos_ += n * sizeof(T);
+    return true;
+  }
+  bool done() const { return pos_ == bytes_.size(); }
+
+ private:
+  const std::vector<char>& bytes_;
+  size_t pos_ = 0;
+};
+
+// Item metadata: name, rows, and whether a tensor (and its dims) follows in the payload.
+void write_items(MetaWriter& m, const std::vector<PsItem>& items, std::vector<iovec>& payload,
+                 uint64_t& payload_bytes) {
+  for (const auto& it : items) {
+    m.put(static_cast<uint32_t>(it.name.size()));
+    m.put_bytes(it.name.data(), it.name.size());
+    m.put(static_cast<uint32_t>(it.rows.size()));
+    m.put_bytes(it.rows.data(), it.rows.size() * sizeof(int64_t));
+    const bool has_tensor = !it.tensor.dims.empty() || !it.tensor.data.empty();
+    m.put(static_cast<uint8_t>(has_tensor ? 1 : 0));
+    if (!has_tensor) continue;
+    m.put(static_cast<uint32_t>(it.tensor.dims.size()));
+    m.put_bytes(it.tensor.dims.data(), it.tensor.dims.size() * sizeof(int64_t));
+    m.put(static_cast<uint64_t>(it.tensor.data.size()));
+    const size_t n = it.tensor.data.size() * sizeof(float);
+    if (n) payload.push_back({const_cast<float*>(it.tensor.data.data()), n});
+    payload_bytes += n;
+  }
+}
+
+core::Status send_frame(const Socket& s, Header h, MetaWriter& m,
+                        const std::vector<iovec>& payload) {
+  h.meta_bytes = static_cast<uint32_t>(m.bytes.size() - sizeof(Header));
+  std::memcpy(m.bytes.data(), &h, sizeof(Header));
+  std::vector<iovec> iov;
+  iov.reserve(payload.size() + 1);
+  iov.push_back({m.bytes.data(), m.bytes.size()});
+  iov.insert(iov.end(), payload.begin(), payload.end());
+  return write_all(s.fd(), std::move(iov));
+}
+
+core::Error malformed(const std::string& what) {
+  return make_error(Errc::data_loss, "malformed tensor-channel frame: " + what);
+}
+
+// Reads and checks a header, then the metadata bytes.
+core::Status read_head(const Socket& s, const ChannelLimits& limits, Header& h,
+                       std::vector<char>& meta) {
+  bool clean_eof = false;
+  if (auto st = read_exact(s.fd(), &h, sizeof(h), &clean_eof); !st) return st;
+  if (h.magic != frame_magic) return malformed("bad magic (not a Troupe tensor channel peer?)");
+  if (h.kind < request_frame || h.kind > error_frame) return malformed("unknown frame kind");
+  if (h.kind != error_frame && h.count > limits.max_items)
+    return make_error(Errc::invalid_argument, "tensor-channel frame of " + std::to_string(h.count) +
+                                                  " items (limit " +
+                                                  std::to_string(limits.max_items) + ")");
+  if (h.meta_bytes > limits.max_meta_bytes)
+    return make_error(Errc::invalid_argument,
+                      "tensor-channel frame with " + std::to_string(h.meta_bytes) +
+                          " metadata bytes (limit " + std::to_string(limits.max_meta_bytes) + ")");
+  if (h.payload_bytes > limits.max_payload_bytes)
+    return make_error(Errc::invalid_argument, "tensor-channel frame with " +
+                                                  std::to_string(h.payload_bytes) +
+                                                  " payload bytes (limit " +
+                                                  std::to_string(limits.max_payload_bytes) + ")");
+  meta.resize(h.meta_bytes);
+  if (h.meta_bytes == 0) return {};
+  if (auto st = read_exact(s.fd(), meta.data(), meta.size()); !st) return st;
+  return {};
+}
+
+// Parses the items' metadata, then reads each tensor's bytes straight into it.
+core::Expected<std::vector<PsItem>> read_items(const Socket& s, const Header& h,
+                                               const std::vector<char>& meta) {
+  MetaReader r(meta);
+  std::vector<PsItem> items(h.count);
+  uint64_t payload = 0;
+  for (auto& it : items) {
+    uint32_t name_len = 0, n_rows = 0;
+    uint8_t has_tensor = 0;
+    std::vector<char> name;
+    if (!r.get(name_len) || !r.get_array(name, name_len)) return malformed("item name");
+    it.name.assign(name.begin(), name.end());
+    if (!r.get(n_rows) || !r.get_array(it.rows, n_rows)) return malformed("item rows");
+    if (!r.get(has_tensor) || has_tensor > 1) return malformed("item tensor flag");
+    if (!has_tensor) continue;
+    uint32_t rank = 0;
+    uint64_t n = 0;
+    if (!r.get(rank) || rank > static_cast<uint32_t>(core::Shape::max_rank) ||
+        !r.get_array(it.tensor.dims, rank) || !r.get(n))
+      return malformed("tensor dims of '" + it.name + "'");
+    if (n > (h.payload_bytes - payload) / sizeof(float))
+      return malformed("tensor '" + it.name + "' is larger than the frame's payload");
+    payload += n * sizeof(float);
+    it.tensor.data.resize(n);  // bounded by payload_bytes, which was checked against limits
+    if (!it.tensor.consistent())
+      return malformed("tensor '" + it.name + "' size does not match its dims");
+  }
+  if (!r.done()) return malformed("trailing metadata bytes");
+  if (payload != h.payload_bytes) return malformed("payload size does not add up");
+  for (auto& it : items)
+    if (!it.tensor.data.empty())
+      if (auto st =
+              read_exact(s.fd(), it.tensor.data.data(), it.tensor.data.size() * sizeof(float));
+          !st)
+        return st.error();
+  return items;
+}
+
+core::Status set_nodelay(int fd) {
+  int one = 1;
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
+    return io_error("setsockopt(TCP_NODELAY)", errno);
+  return {};
+}
+
+core::Expected<sockaddr_in> address_of(const std::string& host, uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  if (::inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1)
+    return make_error(Errc::invalid_argument,
+                      "tensor channel: '" + host + "' is not a numeric IPv4 address");
+  return a;
+}
+
+}  // namespace
+
+Socket& Socket::operator=(Socket&& o) noexcept {
+  if (this != &o) {
+    close();
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+void Socket::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void Socket::shutdown() const {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+}
+
+core::Expected<Socket> listen_on(const std::string& host, uint16_t& port) {
+  auto a = address_of(host, port);
+  if (!a) return a.error();
+  Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!s.valid()) return io_error("socket", errno);
+  int one = 1;
+  ::setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (::bind(s.fd(), reinterpret_cast<const sockaddr*>(&*a), sizeof(*a)) != 0)
+    return io_error(("bind " + host + ":" + std::to_string(port)).c_str(), errno);
+  if (::listen(s.fd(), 64) != 0) return io_error("listen", errno);
+  socklen_t len = sizeof(*a);
+  if (::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&*a), &len) != 0)
+    return io_error("getsockname", errno);
+  port = ntohs(a->sin_port);
+  return s;
+}
+
+core::Expected<Socket> accept_on(const Socket& listener, std::string& peer) {
+  sockaddr_in a{};
+  socklen_t len = sizeof(a);
+  int fd;
+  do {
+    fd = ::accept4(listener.fd(), reinterpret_cast<sockaddr*>(&a), &len, SOCK_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return io_error("accept", errno);
+  Socket s(fd);
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &a.sin_addr, text, sizeof(text));
+  peer = std::string(text) + ":" + std::to_string(ntohs(a.sin_port));
+  if (auto st = set_nodelay(fd); !st) return st.error();
+  return s;
+}
+
+core::Expected<Socket> connect_to(const std::string& host, uint16_t port,
+                                  std::chrono::milliseconds io_timeout) {
+  auto a = address_of(host, port);
+  if (!a) return a.error();
+  Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!s.valid()) return io_error("socket", errno);
+  if (io_timeout.count() > 0) {
+    timeval tv{};
+    tv.tv_sec = static_cast<time_t>(io_timeout.count() / 1000);
+    tv.tv_usec = static_cast<suseconds_t>((io_timeout.count() % 1000) * 1000);
+    ::setsockopt(s.fd(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ::setsockopt(s.fd(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  }
+  int r;
+  do {
+    r = ::connect(s.fd(), reinterpret_cast<const sockaddr*>(&*a), sizeof(*a));
+  } while (r != 0 && errno == EINTR);
+  if (r != 0) return io_error(("connect to " + host + ":" + std::to_string(port)).c_str(), errno);
+  if (auto st = set_nodelay(s.fd()); !st) return st.error();
+  return s;
+}
+
+core::Status send_request(const Socket& s, const PsRequest& request) {
+  Header h;
+  h.kind = request_frame;
+  h.op = request.op;
+  h.count = static_cast<uint32_t>(request.items.size());
+  h.tag = request.tag;
+  MetaWriter m;
+  std::vector<iovec> payload;
+  write_items(m, request.items, payload, h.payload_bytes);
+  return send_frame(s, h, m, payload);
+}
+
+core::Expected<PsRequest> recv_request(const Socket& s, const ChannelLimits& limits) {
+  Header h;
+  std::vector<char> meta;
+  if (auto st = read_head(s, limits, h, meta); !st) return st.error();
+  if (h.kind != request_frame) return malformed("expected a request frame");
+  auto items = read_items(s, h, meta);
+  if (!items) return items.error();
+  return PsRequest{h.op, h.tag, std::move(*items)};
+}
+
+core::Status send_reply(const Socket& s, const core::Expected<std::vector<PsItem>>& reply) {
+  Header h;
+  MetaWriter m;
+  std::vector<iovec> payload;
+  if (reply) {
+    h.kind = reply_frame;
+    h.count = static_cast<uint32_t>(reply->size());
+    write_items(m, *reply, payload, h.payload_bytes);
+  } else {
+    h.kind = error_frame;
+    h.count = static_cast<uint32_t>(reply.error().code);
+    m.put_bytes(reply.error().message.data(), reply.error().message.size());
+  }
+  return send_frame(s, h, m, payload);
+}
+
+core::Expected<std::vector<PsItem>> recv_reply(const Socket& s, const ChannelLimits& limits) {
+  Header h;
+  std::vector<char> meta;
+  if (auto st = read_head(s, limits, h, meta); !st) return st.error();
+  if (h.kind == error_frame) {
+    if (h.payload_bytes != 0) return malformed("error frame with a payload");
+    if (h.count < static_cast<uint32_t>(Errc::invalid_argument) ||
+        h.count > static_cast<uint32_t>(Errc::internal))
+      return malformed("unknown error code " + std::to_string(h.count));
+    return core::Error{static_cast<Errc>(h.count), std::string(meta.begin(), meta.end())};
+  }
+  if (h.kind != reply_frame) return malformed("expected a reply frame");
+  return read_items(s, h, meta);
+}
+
+}  // namespace troupe::net
