@@ -5,6 +5,7 @@
 
 #include <caf/io/all.hpp>
 
+#include "actors/dataset_iterator.hpp"
 #include "core/partitioner.hpp"
 #include "net/connect.hpp"
 
@@ -321,12 +322,26 @@ core::Status WorkerRuntime::build_dataset(const std::string& name) {
   const auto* fn = options_.registry->dataset(name);
   if (fn == nullptr)
     return make_error(Errc::not_found, "no dataset function '" + name + "' registered");
-  core::InputContext ctx;
-  ctx.num_input_pipelines = std::max(1, options_.cluster.num_tasks("worker"));
-  ctx.input_pipeline_id = options_.index;
-  ctx.num_replicas_in_sync = 1;
-  iterators_[name] = (*fn)(ctx).make_iterator();
-  return {};
+  DatasetIteratorOptions o;
+  o.name = name;
+  o.fn = *fn;
+  o.context.num_input_pipelines = std::max(1, options_.cluster.num_tasks("worker"));
+  o.context.input_pipeline_id = options_.index;
+  o.context.num_replicas_in_sync = 1;
+  o.prefetch = options_.prefetch;
+  // Rebuilding replaces the iterator: the old actor ends and what it handed over is
+  // dropped; the new one starts from the top.
+  if (auto it = iterators_.find(name); it != iterators_.end())
+    caf::anon_send(it->second.actor, net::shutdown_atom::value);
+  auto actor = sys_.spawn<caf::detached>(dataset_iterator, std::move(o));
+  iterators_[name] = Iterator{actor, {}, false};
+  // Wait until the dataset is built (asking for no batches), so that building it (reading
+  // and decoding files) happens here, before training, and a failing dataset function is
+  // reported now.
+  core::Status built;
+  self_->request(actor, caf::infinite, next_atom::value, uint32_t{0})
+      .receive([](BatchMsg&) {}, [&](caf::error& e) { built = net::from_caf(e); });
+  return built;
 }
 
 core::Expected<std::optional<core::Batch>> WorkerRuntime::next_batch(const PerWorkerDataset& ds) {
@@ -335,7 +350,30 @@ core::Expected<std::optional<core::Batch>> WorkerRuntime::next_batch(const PerWo
     if (auto st = build_dataset(ds.name); !st) return st.error();
     it = iterators_.find(ds.name);
   }
-  return it->second->next();
+  Iterator& iter = it->second;
+  if (iter.buffered.empty() && !iter.ended) {
+    core::Status failed;
+    self_
+        ->request(iter.actor, caf::infinite, next_atom::value,
+                  static_cast<uint32_t>(std::max<size_t>(1, options_.batches_per_request)))
+        .receive(
+            [&](BatchMsg& m) {
+              for (auto& b : m.batches)
+                iter.buffered.push_back(std::move(b));
+              iter.ended = m.ended;
+            },
+            [&](caf::error& e) { failed = net::from_caf(e); });
+    if (!failed.ok()) return failed.error();
+  }
+  if (iter.buffered.empty()) return std::optional<core::Batch>{};  // the data has ended
+  std::optional<core::Batch> b = std::move(iter.buffered.front());
+  iter.buffered.pop_front();
+  return b;
+}
+
+WorkerRuntime::~WorkerRuntime() {
+  for (auto& [name, iter] : iterators_)
+    caf::anon_send(iter.actor, net::shutdown_atom::value);
 }
 
 core::Expected<std::vector<char>> WorkerRuntime::run(const net::ClosureMsg& closure) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -28,6 +29,11 @@ struct WorkerOptions {
   std::chrono::milliseconds connect_timeout{3000};
   /// Send tensors through the PS tasks' tensor channels (when they have one).
   bool tensor_channel = true;
+  /// Batches each dataset_iterator makes ahead of the requests (0: on request only).
+  size_t prefetch = 8;
+  /// Batches taken from a dataset_iterator per request: one thread hand-off per this many
+  /// steps rather than one per step.
+  size_t batches_per_request = 8;
 };
 
 /// The worker's side of a step: parameter-server access fanned out over the shards, and the
@@ -35,10 +41,14 @@ struct WorkerOptions {
 class WorkerRuntime final : public StepContext {
  public:
   WorkerRuntime(caf::actor_system& sys, WorkerOptions options);
+  ~WorkerRuntime() override;
+  WorkerRuntime(const WorkerRuntime&) = delete;
+  WorkerRuntime& operator=(const WorkerRuntime&) = delete;
 
   /// Installs the variable placement the coordinator sends before the first closure.
   core::Status set_placements(const std::vector<net::Placement>& placements);
-  /// Builds (or rebuilds) this worker's iterator of the registered dataset `name`.
+  /// Builds (or rebuilds) this worker's iterator of the registered dataset `name`: a
+  /// dataset_iterator actor, prefetching.
   core::Status build_dataset(const std::string& name);
   /// Runs one closure: looks up its step by name and calls it. Exceptions thrown by user
   /// code become `internal` errors; nothing escapes.
@@ -94,7 +104,13 @@ class WorkerRuntime final : public StepContext {
   std::map<std::string, Shards> placements_;
   std::map<int, caf::actor> ps_;
   std::map<int, net::Socket> channels_;
-  std::map<std::string, std::unique_ptr<core::Iterator<core::Batch>>> iterators_;
+  /// A dataset_iterator actor and the batches it has handed over that no step took yet.
+  struct Iterator {
+    caf::actor actor;
+    std::deque<core::Batch> buffered;
+    bool ended = false;
+  };
+  std::map<std::string, Iterator> iterators_;  // by dataset
   uint64_t closure_id_ = 0;
   int64_t closures_run_ = 0;
   int64_t channel_requests_ = 0, caf_requests_ = 0;

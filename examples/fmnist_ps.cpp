@@ -60,7 +60,7 @@ troupe::Registry make_registry(const Settings& s) {
                   .shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
                   .shuffle(10000, s.seed + static_cast<uint64_t>(ctx.input_pipeline_id))
                   .repeat();
-    return tc::to_batches(ds, static_cast<size_t>(s.batch), /*drop_remainder=*/true).prefetch(4);
+    return tc::to_batches(ds, static_cast<size_t>(s.batch), /*drop_remainder=*/true);
   });
   auto replica = std::make_shared<Replica>();
   r.add_step(
