@@ -75,7 +75,6 @@ void ChannelServer::accept_loop() {
     auto& c = connections_list_.emplace_back();
     c.socket = std::move(*s);
     c.peer = std::move(peer);
-    ++connections_;
     c.thread = std::thread([this, &c] { serve(c); });
   }
 }
@@ -87,7 +86,6 @@ void ChannelServer::serve(Connection& c) {
     if (!request) {
       // A peer that hangs up between frames is the normal end of a connection.
       if (request.error().code != core::Errc::unavailable) {
-        ++rejected_;
         std::fprintf(stderr, "troupe: tensor channel: request from %s rejected: %s\n",
                      c.peer.c_str(), request.error().to_string().c_str());
         (void)net::send_reply(c.socket, request.error());

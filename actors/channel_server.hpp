@@ -32,9 +32,6 @@ class ChannelServer {
   uint16_t port() const { return port_; }
   /// Stops accepting, ends every connection and joins the threads. Idempotent.
   void stop();
-  /// Connections accepted so far, and frames rejected as malformed.
-  int64_t connections() const { return connections_; }
-  int64_t rejected() const { return rejected_; }
 
  private:
   struct Connection {
@@ -56,7 +53,6 @@ class ChannelServer {
   std::mutex mu_;
   std::list<Connection> connections_list_;
   bool stopped_ = false;
-  std::atomic<int64_t> connections_{0}, rejected_{0};
 };
 
 }  // namespace troupe::actors
