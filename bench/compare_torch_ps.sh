@@ -37,7 +37,10 @@ for v in ["troupe_channel", "troupe_caf", "torch_rpc", "torch_rpc_fused"]:
     rs = [r for r in rows if r["variant"] == v]
     med[v] = statistics.median(rate(r) for r in rs)
     print(json.dumps({"bench": "fmnist_ps_vs_torch", "variant": v, "runs": [round(rate(r)) for r in rs],
-                      "examples_per_sec_median": med[v], "test_accuracy": [acc(r) for r in rs]}))
+                      "examples_per_sec_median": med[v],
+                      "test_accuracy_median": statistics.median(acc(r) for r in rs),
+                      "test_accuracy_min": min(acc(r) for r in rs),
+                      "test_accuracy": sorted(acc(r) for r in rs)}))
 print(json.dumps({"bench": "fmnist_ps_vs_torch_ratios",
                   "channel_vs_torch": med["troupe_channel"] / med["torch_rpc"],
                   "channel_vs_torch_fused": med["troupe_channel"] / med["torch_rpc_fused"],
