@@ -22,7 +22,7 @@ test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) --timeout 600
 
 demo: build
-	$(BUILD)/bin/troupe launch --ps 2 --workers 2 --chaos kill:worker:1@1.5s -- $(BUILD)/bin/fmnist_ps
+	$(BUILD)/bin/troupe launch --ps 2 --workers 2 --restart-failed --chaos kill:worker:1@1s -- $(BUILD)/bin/fmnist_ps
 
 bench: build
 	$(BUILD)/bin/bench_train_step

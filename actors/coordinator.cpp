@@ -1,5 +1,7 @@
 #include "actors/coordinator.hpp"
 
+#include <caf/io/all.hpp>
+
 namespace troupe::actors {
 
 using Status = detail::RemoteState::Status;
@@ -49,6 +51,19 @@ void ClosureBook::retried() {
 void ClosureBook::worker_lost() {
   std::lock_guard<std::mutex> lock(mu_);
   ++counters_.workers_lost;
+  cv_.notify_all();
+}
+
+void ClosureBook::worker_rejoined() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++counters_.worker_rejoins;
+  cv_.notify_all();
+}
+
+bool ClosureBook::wait_for(const std::function<bool(const Counters&)>& pred,
+                           std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return pred(counters_); });
 }
 
 core::Status ClosureBook::join() {
@@ -73,20 +88,33 @@ ClosureBook::Counters ClosureBook::counters() {
 namespace {
 
 using Self = caf::stateful_actor<CoordinatorState>;
+// Local to the coordinator: try a lost worker's address again.
+using rejoin_atom = caf::atom_constant<caf::atom("rejoin")>;
 
 void dispatch(Self* self);
 
-// Marks a worker lost (once) and puts its in-flight closures back at the front of the queue.
+void schedule_rejoin(Self* self, size_t w) {
+  self->delayed_send(self, self->state.config.rejoin_interval, rejoin_atom::value,
+                     static_cast<uint64_t>(w));
+}
+
+// Marks a worker lost (once per connection) and puts its in-flight closures back at the
+// front of the queue; then looks for it again.
 void requeue(Self* self, size_t w) {
   auto& slot = self->state.workers[w];
-  if (slot.alive) self->state.book->worker_lost();
+  if (!slot.alive) return;
+  self->state.book->worker_lost();
   slot.alive = false;
+  slot.ready = false;
+  ++slot.generation;
+  if (slot.handle) self->demonitor(slot.handle);
   // Newest first to the front, so the oldest ends up first in the queue.
   for (auto it = slot.in_flight.rbegin(); it != slot.in_flight.rend(); ++it) {
     self->state.queue.push_front(std::move(it->second));
     self->state.book->retried();
   }
   slot.in_flight.clear();
+  schedule_rejoin(self, w);
 }
 
 void cancel_queued(Self* self, const core::Error& why) {
@@ -102,22 +130,86 @@ bool is_application_error(const caf::error& e) {
   return e.category() == net::error_category;
 }
 
+// Brings a worker up to date: placement first, then (when it rejoins) every per-worker
+// dataset in turn (a rebuilt iterator starts from the top), then it takes closures. At
+// start-up the user's thread has each worker build its datasets. Any failure on the way
+// counts as the worker missing.
+void prepare(Self* self, size_t w, uint64_t generation, size_t next_dataset, bool rejoin) {
+  auto& st = self->state;
+  auto& slot = st.workers[w];
+  auto on_error = [=](caf::error&) {
+    auto& s = self->state.workers[w];
+    if (s.generation != generation) return;
+    if (rejoin) {
+      schedule_rejoin(self, w);  // not lost again: it never came back
+    } else {
+      requeue(self, w);
+    }
+  };
+  auto then_next = [=] {
+    auto& s = self->state.workers[w];
+    if (s.generation != generation) return;
+    if (rejoin && next_dataset < self->state.datasets.size()) {
+      prepare(self, w, generation, next_dataset + 1, rejoin);
+      return;
+    }
+    s.ready = true;
+    s.alive = true;
+    if (rejoin) self->state.book->worker_rejoined();
+    dispatch(self);
+  };
+  if (next_dataset == 0) {
+    self->request(slot.handle, st.config.closure_timeout, net::vars_atom::value, st.placements)
+        .then([=](caf::ok_atom) { then_next(); }, on_error);
+  } else {
+    self->request(slot.handle, st.config.closure_timeout, net::dataset_atom::value,
+                  st.datasets[next_dataset - 1])
+        .then([=](caf::ok_atom) { then_next(); }, on_error);
+  }
+}
+
+void try_rejoin(Self* self, size_t w) {
+  auto& slot = self->state.workers[w];
+  if (slot.alive) return;
+  const uint64_t generation = slot.generation;
+  auto mm = self->system().middleman().actor_handle();
+  self->request(mm, std::chrono::seconds(2), caf::connect_atom::value, slot.host, slot.port)
+      .then(
+          [=](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
+            auto& s = self->state.workers[w];
+            if (s.alive || s.generation != generation) return;
+            if (!ptr) {
+              schedule_rejoin(self, w);
+              return;
+            }
+            s.handle = caf::actor_cast<caf::actor>(ptr);
+            ++s.generation;
+            self->monitor(s.handle);
+            prepare(self, w, s.generation, 0, /*rejoin=*/true);
+          },
+          [=](caf::error&) {
+            if (self->state.workers[w].generation == generation) schedule_rejoin(self, w);
+          });
+}
+
 void send_closure(Self* self, size_t w) {
   net::ClosureMsg c = std::move(self->state.queue.front());
   self->state.queue.pop_front();
   const uint64_t id = c.id;
   auto& slot = self->state.workers[w];
-  self->request(slot.handle, self->state.closure_timeout, net::run_atom::value, c)
+  const uint64_t generation = slot.generation;
+  self->request(slot.handle, self->state.config.closure_timeout, net::run_atom::value, c)
       .then(
           [=](std::vector<char>& bytes) {
             auto& s = self->state.workers[w];
-            if (s.in_flight.erase(id) == 0) return;  // already put back and run elsewhere
+            if (s.generation != generation) return;  // put back when the worker was lost
+            if (s.in_flight.erase(id) == 0) return;
             self->state.book->complete(id, std::move(bytes));
             dispatch(self);
           },
           [=](caf::error& err) {
             auto& s = self->state.workers[w];
-            if (s.in_flight.count(id) == 0) return;
+            if (s.generation != generation || s.in_flight.count(id) == 0) return;
             const core::Error e = net::from_caf(err);
             if (is_application_error(err)) {
               s.in_flight.erase(id);
@@ -134,56 +226,79 @@ void send_closure(Self* self, size_t w) {
 
 void dispatch(Self* self) {
   auto& st = self->state;
-  // Round-robin one closure at a time, so that work spreads over all idle workers first.
-  bool sent = true;
-  while (sent && !st.queue.empty()) {
-    sent = false;
-    for (size_t w = 0; w < st.workers.size() && !st.queue.empty(); ++w) {
-      auto& slot = st.workers[w];
-      if (slot.ready && slot.alive && slot.in_flight.size() < st.max_in_flight) {
-        send_closure(self, w);
-        sent = true;
-      }
+  // Each closure goes to the worker with the fewest in flight (ties: the next one after
+  // the last chosen), so that closures arriving one at a time spread over every idle
+  // worker before any worker gets a second.
+  const size_t n = st.workers.size();
+  while (!st.queue.empty()) {
+    size_t best = n;
+    for (size_t k = 1; k <= n; ++k) {
+      const size_t w = (st.last_dispatched + k) % n;
+      const auto& slot = st.workers[w];
+      if (!slot.ready || !slot.alive || slot.in_flight.size() >= st.config.max_in_flight)
+        continue;
+      if (best == n || slot.in_flight.size() < st.workers[best].in_flight.size()) best = w;
     }
+    if (best == n) return;  // every worker is busy or missing
+    st.last_dispatched = best;
+    send_closure(self, best);
   }
 }
 
 }  // namespace
 
-caf::behavior coordinator(Self* self, std::vector<caf::actor> workers,
+caf::behavior coordinator(Self* self, std::vector<WorkerEndpoint> workers,
                           std::vector<net::Placement> placements, std::shared_ptr<ClosureBook> book,
-                          std::chrono::milliseconds closure_timeout, size_t max_in_flight) {
+                          CoordinatorConfig config) {
   self->state.book = std::move(book);
   self->state.placements = std::move(placements);
-  self->state.closure_timeout = closure_timeout;
-  self->state.max_in_flight = std::max<size_t>(1, max_in_flight);
-  for (auto& h : workers) {
+  config.max_in_flight = std::max<size_t>(1, config.max_in_flight);
+  self->state.config = config;
+  for (auto& e : workers) {
     CoordinatorState::Worker slot;
-    slot.handle = h;
+    slot.handle = e.handle;
+    slot.host = e.host;
+    slot.port = e.port;
     self->state.workers.push_back(std::move(slot));
-    self->monitor(h);
+    self->monitor(e.handle);
   }
   self->set_down_handler([=](caf::down_msg& dm) {
     for (size_t w = 0; w < self->state.workers.size(); ++w) {
-      if (self->state.workers[w].handle.address() != dm.source) continue;
-      requeue(self, w);
+      auto& slot = self->state.workers[w];
+      if (slot.handle.address() != dm.source) continue;
+      if (slot.alive) {
+        requeue(self, w);
+      } else {
+        // Gone again while being brought up to date: drop what was asked of it.
+        ++slot.generation;
+        schedule_rejoin(self, w);
+      }
     }
     dispatch(self);
   });
-  for (size_t w = 0; w < self->state.workers.size(); ++w) {
-    self->request(self->state.workers[w].handle, closure_timeout, net::vars_atom::value,
-                  self->state.placements)
-        .then(
-            [=](caf::ok_atom) {
-              self->state.workers[w].ready = true;
-              dispatch(self);
-            },
-            [=](caf::error&) { requeue(self, w); });
-  }
+  for (size_t w = 0; w < self->state.workers.size(); ++w)
+    prepare(self, w, 0, 0, /*rejoin=*/false);
   return {
       [=](net::run_atom, net::ClosureMsg& c) {
         self->state.queue.push_back(std::move(c));
         dispatch(self);
+      },
+      [=](net::dataset_atom, std::string& name) {
+        auto& ds = self->state.datasets;
+        if (std::find(ds.begin(), ds.end(), name) == ds.end()) ds.push_back(std::move(name));
+        // The workers to build it now; one rejoining builds it in prepare().
+        std::vector<caf::actor> alive;
+        for (const auto& slot : self->state.workers)
+          if (slot.alive) alive.push_back(slot.handle);
+        return alive;
+      },
+      [=](net::shutdown_atom) {
+        for (const auto& slot : self->state.workers)
+          if (slot.handle) self->send(slot.handle, net::shutdown_atom::value);
+        return caf::ok_atom::value;
+      },
+      [=](rejoin_atom, uint64_t w) {
+        if (w < self->state.workers.size()) try_rejoin(self, static_cast<size_t>(w));
       },
   };
 }

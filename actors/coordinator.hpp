@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include <caf/all.hpp>
 
 #include "net/wire.hpp"
+#include "troupe/coordinator_stats.hpp"
 #include "troupe/remote_value.hpp"
 
 namespace troupe::actors {
@@ -22,9 +24,7 @@ namespace troupe::actors {
 /// closures and the counters join() waits on. Every access holds the mutex.
 class ClosureBook {
  public:
-  struct Counters {
-    int64_t scheduled = 0, completed = 0, failed = 0, cancelled = 0, retried = 0, workers_lost = 0;
-  };
+  using Counters = CoordinatorStats;
 
   uint64_t add(std::shared_ptr<detail::RemoteState> state);
   void complete(uint64_t id, std::vector<char> bytes);
@@ -33,10 +33,14 @@ class ClosureBook {
   void cancel(uint64_t id, const core::Error& why);
   void retried();
   void worker_lost();
+  void worker_rejoined();
   /// Waits until every scheduled closure is settled; returns (and clears) the first error.
   core::Status join();
   bool done();
   Counters counters();
+  /// Waits (at most `timeout`) until `pred(counters)` holds; returns whether it does.
+  bool wait_for(const std::function<bool(const Counters&)>& pred,
+                std::chrono::milliseconds timeout);
 
  private:
   void settle_locked(uint64_t id, detail::RemoteState::Status s, std::vector<char> bytes,
@@ -50,31 +54,55 @@ class ClosureBook {
   std::optional<core::Error> first_error_;
 };
 
+struct CoordinatorConfig {
+  std::chrono::milliseconds closure_timeout{60000};
+  size_t max_in_flight = 8;
+  /// How often a lost worker's address is tried again.
+  std::chrono::milliseconds rejoin_interval{100};
+};
+
 struct CoordinatorState {
   struct Worker {
     caf::actor handle;
-    bool ready = false;  // has the variable placement
+    std::string host;
+    uint16_t port = 0;
+    /// Counts the connections to this worker: replies and failures of an earlier one are
+    /// ignored once it is lost.
+    uint64_t generation = 0;
+    bool ready = false;  // has the variable placement and every dataset
     bool alive = true;
     std::map<uint64_t, net::ClosureMsg> in_flight;  // by closure id, oldest first
   };
   std::vector<Worker> workers;
+  size_t last_dispatched = 0;
   std::deque<net::ClosureMsg> queue;
   std::vector<net::Placement> placements;
+  std::vector<std::string> datasets;  // per-worker datasets created so far, rebuilt on rejoin
   std::shared_ptr<ClosureBook> book;
-  std::chrono::milliseconds closure_timeout{60000};
-  size_t max_in_flight = 8;
+  CoordinatorConfig config;
   static inline const char* name = "troupe.coordinator";
+};
+
+/// A connected worker: its actor and the address it was reached at (where it is looked for
+/// again when lost).
+struct WorkerEndpoint {
+  caf::actor handle;
+  std::string host;
+  uint16_t port = 0;
 };
 
 /// The closure queue. Takes (run, ClosureMsg) from the user's thread, keeps up to
 /// `max_in_flight` closures in flight per worker (the worker runs them in order; the next
-/// one waits in its mailbox instead of a network round trip away), settles RemoteValues through the
-/// ClosureBook. A worker that goes down (down message) or does not answer within the closure
-/// timeout has its closures put back at the front of the queue; an application error fails its
-/// closure and cancels everything queued (the first error wins).
+/// one waits in its mailbox instead of a network round trip away), settles RemoteValues
+/// through the ClosureBook. A worker that goes down (down message) or does not answer within
+/// the closure timeout is lost: its closures go back to the front of the queue, and its
+/// address is tried every `rejoin_interval` until a worker answers there again (restarted,
+/// or resumed); that worker gets the placement, rebuilds every per-worker dataset from the
+/// top, and then takes closures. An application error fails its closure and cancels
+/// everything queued (the first error wins). (dataset, name) records a per-worker dataset.
 caf::behavior coordinator(caf::stateful_actor<CoordinatorState>* self,
-                          std::vector<caf::actor> workers, std::vector<net::Placement> placements,
-                          std::shared_ptr<ClosureBook> book,
-                          std::chrono::milliseconds closure_timeout, size_t max_in_flight);
+                          std::vector<WorkerEndpoint> workers,
+                          std::vector<net::Placement> placements, std::shared_ptr<ClosureBook> book,
+                          CoordinatorConfig config);
 
 }  // namespace troupe::actors

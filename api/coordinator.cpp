@@ -16,16 +16,23 @@ core::Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::make(
     ParameterServerStrategy& strategy, Options options) {
   auto& s = strategy.impl();
   auto impl = std::unique_ptr<Impl>(
-      new Impl{strategy, options, {}, std::make_shared<actors::ClosureBook>(), {}});
+      new Impl{strategy, options, std::make_shared<actors::ClosureBook>(), {}});
+  std::vector<actors::WorkerEndpoint> workers;
   for (int i = 0; i < s.spec.num_tasks("worker"); ++i) {
     const net::TaskId task{"worker", i};
-    auto a = net::connect_with_retry(*s.sys, s.spec.address(task), task.to_string(),
-                                     s.options.connect_timeout);
+    const std::string address = s.spec.address(task);
+    auto a = net::connect_with_retry(*s.sys, address, task.to_string(), s.options.connect_timeout);
     if (!a) return a.error();
-    impl->workers.push_back(*a);
+    auto hp = net::parse_host_port(address);
+    if (!hp) return hp.error();
+    workers.push_back({*a, hp->host, hp->port});
   }
-  impl->coordinator = s.sys->spawn(actors::coordinator, impl->workers, s.placements, impl->book,
-                                   options.closure_timeout, options.max_in_flight_per_worker);
+  actors::CoordinatorConfig config;
+  config.closure_timeout = options.closure_timeout;
+  config.max_in_flight = options.max_in_flight_per_worker;
+  config.rejoin_interval = options.rejoin_interval;
+  impl->coordinator = s.sys->spawn(actors::coordinator, std::move(workers), s.placements,
+                                   impl->book, config);
   return std::unique_ptr<ClusterCoordinator>(new ClusterCoordinator(std::move(impl)));
 }
 
@@ -49,7 +56,12 @@ bool ClusterCoordinator::done() {
 
 ClusterCoordinator::Stats ClusterCoordinator::stats() {
   auto c = impl_->book->counters();
-  return Stats{c.scheduled, c.completed, c.failed, c.cancelled, c.retried, c.workers_lost};
+  return c;
+}
+
+bool ClusterCoordinator::wait_for_stats(const std::function<bool(const Stats&)>& pred,
+                                        std::chrono::milliseconds timeout) {
+  return impl_->book->wait_for(pred, timeout);
 }
 
 core::Expected<PerWorkerDataset> ClusterCoordinator::create_per_worker_dataset(
@@ -58,8 +70,17 @@ core::Expected<PerWorkerDataset> ClusterCoordinator::create_per_worker_dataset(
   auto& s = impl_->strategy.impl();
   using Handle = decltype((*s.self)->request(caf::actor{}, s.options.request_timeout,
                                              net::dataset_atom::value, name));
+  // The coordinator records the dataset (a worker that rejoins later rebuilds it) and
+  // names the workers it has now.
+  std::vector<caf::actor> workers;
+  core::Status asked;
+  (*s.self)
+      ->request(impl_->coordinator, s.options.request_timeout, net::dataset_atom::value, name)
+      .receive([&](std::vector<caf::actor>& v) { workers = std::move(v); },
+               [&](caf::error& e) { asked = net::from_caf(e); });
+  if (!asked.ok()) return asked.error();
   std::vector<Handle> pending;
-  for (const auto& w : impl_->workers)
+  for (const auto& w : workers)
     pending.push_back(
         (*s.self)->request(w, s.options.request_timeout, net::dataset_atom::value, name));
   // A worker that cannot be reached (CAF's own error) is skipped: it builds its iterator
@@ -77,8 +98,11 @@ core::Expected<PerWorkerDataset> ClusterCoordinator::create_per_worker_dataset(
 }
 
 void ClusterCoordinator::shutdown_cluster() {
-  for (const auto& w : impl_->workers)
-    caf::anon_send(w, net::shutdown_atom::value);
+  // The coordinator knows the workers' current connections (a rejoined worker's included).
+  auto& s = impl_->strategy.impl();
+  (*s.self)
+      ->request(impl_->coordinator, s.options.request_timeout, net::shutdown_atom::value)
+      .receive([](caf::ok_atom) {}, [](caf::error&) {});
   for (const auto& p : impl_->strategy.impl().ps)
     caf::anon_send(p, net::shutdown_atom::value);
 }

@@ -32,7 +32,6 @@ struct ParameterServerStrategy::Impl {
 struct ClusterCoordinator::Impl {
   ParameterServerStrategy& strategy;
   Options options;
-  std::vector<caf::actor> workers;
   std::shared_ptr<actors::ClosureBook> book;
   caf::actor coordinator;
 };

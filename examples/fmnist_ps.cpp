@@ -32,6 +32,7 @@ struct Settings {
   float lr = 0.1f;
   int shards = 0;  // 0: each variable whole on one PS (round-robin)
   uint64_t seed = 1;
+  size_t shuffle_buffer = 10000;
   bool fused = true;  // push gradients and get the new values in one round trip
 };
 
@@ -58,7 +59,7 @@ troupe::Registry make_registry(const Settings& s) {
     }
     auto ds = tc::from_vector(std::move(*train))
                   .shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-                  .shuffle(10000, s.seed + static_cast<uint64_t>(ctx.input_pipeline_id))
+                  .shuffle(s.shuffle_buffer, s.seed + static_cast<uint64_t>(ctx.input_pipeline_id))
                   .repeat();
     return tc::to_batches(ds, static_cast<size_t>(s.batch), /*drop_remainder=*/true);
   });
@@ -107,6 +108,8 @@ int main(int argc, char** argv) {
   app.add_option("--lr", s.lr);
   app.add_option("--shards", s.shards, "split each variable over this many shards (0: whole)");
   app.add_option("--seed", s.seed);
+  app.add_option("--shuffle-buffer", s.shuffle_buffer, "examples in each worker's shuffle buffer")
+      ->check(CLI::PositiveNumber);
   app.add_flag(
       "--fused,!--no-fused", s.fused,
       "push gradients and receive new values in one round trip (default) or pull, then push");
@@ -218,6 +221,7 @@ int main(int argc, char** argv) {
                               {"closures_retried", stats.retried},
                               {"closures_cancelled", stats.cancelled},
                               {"workers_lost", stats.workers_lost},
+                              {"worker_rejoins", stats.worker_rejoins},
                               {"train_s", train_s},
                               {"wall_s",
                                std::chrono::duration<double>(clock_type::now() - t_start).count()}}

@@ -36,13 +36,17 @@ struct Task {
   pid_t pid = -1;
   int out_fd = -1;  // chief only: its stdout pipe
   std::optional<int> status;
+  std::vector<pid_t> earlier_pids;  // processes of this task that failed and were restarted
 };
 
+// Starts `argv` with TF_CONFIG set; stdout to `stdout_pipe` (when given) or the log;
+// stderr to the log, appended to when `append` (a restart).
 pid_t start(const std::vector<std::string>& argv, const std::string& tf_config,
-            const std::string& log_path, int* stdout_pipe) {
+            const std::string& log_path, int* stdout_pipe, bool append = false) {
   int fds[2] = {-1, -1};
   if (stdout_pipe && ::pipe2(fds, O_CLOEXEC) != 0) return -1;
-  const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int log = ::open(log_path.c_str(),
+                         O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e)
     if (std::strncmp(*e, "TF_CONFIG=", 10) != 0) env.emplace_back(*e);
@@ -73,6 +77,14 @@ pid_t start(const std::vector<std::string>& argv, const std::string& tf_config,
   return pid;
 }
 
+std::string log_path(const std::string& run_dir, const net::TaskId& id) {
+  return run_dir + "/" + id.type + "-" + std::to_string(id.index) + ".log";
+}
+
+bool failed(int status) {
+  return !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 bool reap(Task& t, bool block) {
   if (t.pid <= 0 || t.status) return true;
   int st = 0;
@@ -83,6 +95,7 @@ bool reap(Task& t, bool block) {
 
 nlohmann::json describe_status(const Task& t) {
   nlohmann::json j{{"task", t.id.to_string()}, {"pid", t.pid}};
+  if (!t.earlier_pids.empty()) j["earlier_pids"] = t.earlier_pids;
   if (!t.status) {
     j["exit"] = nullptr;
   } else if (WIFEXITED(*t.status)) {
@@ -138,15 +151,17 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
   for (const auto& id : spec.tasks()) {
     // Servers first, the chief last: it connects to them (and retries until they are up).
     if (id.type == "chief") continue;
-    Task t{id};
-    t.pid = start(o.program, net::TFConfigClusterResolver::render(spec, id),
-                  run_dir + "/" + id.type + "-" + std::to_string(id.index) + ".log", nullptr);
+    Task t;
+    t.id = id;
+    t.pid = start(o.program, net::TFConfigClusterResolver::render(spec, id), log_path(run_dir, id),
+                  nullptr);
     tasks.push_back(t);
   }
   {
-    Task t{{"chief", 0}};
+    Task t;
+    t.id = {"chief", 0};
     t.pid = start(o.program, net::TFConfigClusterResolver::render(spec, t.id),
-                  run_dir + "/chief-0.log", &t.out_fd);
+                  log_path(run_dir, t.id), &t.out_fd);
     tasks.push_back(t);
     chief = &tasks.back();
   }
@@ -197,17 +212,37 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
     }
   };
 
+  // --restart-failed: a task other than the chief that ends in failure (signal or non-zero
+  // exit) is started again at once on the same address; an orderly exit (0) is final.
+  int restarts = 0;
+  auto restart_failed = [&] {
+    if (!o.restart_failed) return;
+    for (auto& t : tasks) {
+      if (&t == chief || !reap(t, false) || !failed(*t.status)) continue;
+      const pid_t old = t.pid;
+      t.earlier_pids.push_back(old);
+      t.status.reset();
+      t.pid = start(o.program, net::TFConfigClusterResolver::render(spec, t.id),
+                    log_path(run_dir, t.id), nullptr, /*append=*/true);
+      ++restarts;
+      const double at_s = std::chrono::duration<double>(clock::now() - t0).count();
+      std::cerr << "troupe launch: restarted " << t.id.to_string() << " (pid " << old << " -> "
+                << t.pid << ") at " << at_s << " s" << std::endl;
+    }
+  };
+
   // Forward the chief's output line by line, and keep its last JSON line.
   std::string pending, chief_json;
   std::ofstream chief_out(run_dir + "/chief-0.stdout");
   char buf[65536];
   while (!interrupted && chief->out_fd >= 0) {
     inject_due();
-    int wait_ms = 200;
+    restart_failed();
+    int wait_ms = o.restart_failed ? 20 : 200;
     if (!due.empty()) {
       const auto until =
           std::chrono::duration_cast<std::chrono::milliseconds>(due.front().at - clock::now());
-      wait_ms = static_cast<int>(std::clamp<int64_t>(until.count(), 0, 200));
+      wait_ms = static_cast<int>(std::clamp<int64_t>(until.count(), 0, wait_ms));
     }
     pollfd p{chief->out_fd, POLLIN, 0};
     const int r = ::poll(&p, 1, wait_ms);
@@ -264,6 +299,7 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
       {"interrupted", interrupted != 0},
       {"chief", chief_result},
       {"tasks", statuses},
+      {"restarts", restarts},
       {"injections", std::count_if(injections.begin(), injections.end(),
                                    [](const nlohmann::json& j) { return j["action"] != "cont"; })},
       {"chaos", injections}};

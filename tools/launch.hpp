@@ -17,6 +17,7 @@ struct LaunchOptions {
   std::vector<std::string> program;  // the job's command line, run in every task
   int grace_ms = 5000;               // how long other tasks get to exit after the chief
   std::vector<ChaosEvent> chaos;     // failures to inject, by time after launch
+  bool restart_failed = false;       // start a failed task (not the chief) again, same address
 };
 
 /// Starts chief, workers, PS (and evaluator) tasks as local processes on free 127.0.0.1

@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
                      "where tasks.json and the logs go (default: a new /tmp dir)");
   launch->add_option("--grace-ms", lo.grace_ms,
                      "how long other tasks may take to exit after the chief");
+  launch->add_flag("--restart-failed", lo.restart_failed,
+                   "start a worker, PS or evaluator task that fails (killed, or exits non-zero) "
+                   "again on its address");
   std::vector<std::string> chaos_specs;
   launch->add_option("--chaos", chaos_specs,
                      "inject a failure: ACTION:TYPE:INDEX@TIME[+DURATION], e.g. kill:worker:1@5s, "

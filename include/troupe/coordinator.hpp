@@ -1,11 +1,13 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "troupe/codec.hpp"
+#include "troupe/coordinator_stats.hpp"
 #include "troupe/registry.hpp"
 #include "troupe/remote_value.hpp"
 #include "troupe/strategy.hpp"
@@ -18,6 +20,10 @@ struct CoordinatorOptions {
   /// Closures sent ahead to each worker: they wait in its mailbox rather than a round trip
   /// away. 1 gives TensorFlow's one-at-a-time dispatch.
   size_t max_in_flight_per_worker = 8;
+  /// How often a lost worker's address is tried again; when a worker answers there
+  /// (restarted, or resumed after a hang) it rejoins: it gets the variable placement,
+  /// rebuilds every per-worker dataset and takes closures again.
+  std::chrono::milliseconds rejoin_interval{100};
 };
 
 /// TensorFlow's ClusterCoordinator: schedules closures (a registered step and its
@@ -30,9 +36,7 @@ struct CoordinatorOptions {
 class ClusterCoordinator {
  public:
   using Options = CoordinatorOptions;
-  struct Stats {
-    int64_t scheduled = 0, completed = 0, failed = 0, cancelled = 0, retried = 0, workers_lost = 0;
-  };
+  using Stats = CoordinatorStats;
 
   /// Connects to every worker (retrying until the strategy's connect timeout) and sends
   /// them the variable placement.
@@ -59,6 +63,10 @@ class ClusterCoordinator {
   /// True when nothing scheduled is still pending.
   bool done();
   Stats stats();
+  /// Waits at most `timeout` until the counters satisfy `pred` (say, a lost worker has
+  /// rejoined); returns whether they do.
+  bool wait_for_stats(const std::function<bool(const Stats&)>& pred,
+                      std::chrono::milliseconds timeout);
 
   /// A per-worker dataset: every worker builds its own iterator of the registered dataset
   /// function now (with its InputContext); pass the result to schedule(). A name no

@@ -23,6 +23,8 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
   jobs["chief"] = {"127.0.0.1:" + std::to_string(test::free_loopback_port())};
   const net::ClusterSpec spec(jobs);
 
+  // children[k] runs commands[k]: ps:0, ps:1, worker:0, worker:1.
+  std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> commands;
   std::vector<std::unique_ptr<test::ChildProcess>> children;
   for (const char* job : {"ps", "worker"})
     for (int i = 0; i < 2; ++i) {
@@ -32,9 +34,10 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
       if (std::string(job) == "ps") argv.push_back("serve");
       if (!channel)
         argv.push_back(std::string(job) == "ps" ? "--no-tensor-channel" : "--caf-tensors");
-      children.push_back(std::make_unique<test::ChildProcess>(
-          argv, std::vector<std::string>{"TF_CONFIG=" +
-                                         net::TFConfigClusterResolver::render(spec, {job, i})}));
+      commands.push_back(
+          {argv, {"TF_CONFIG=" + net::TFConfigClusterResolver::render(spec, {job, i})}});
+      children.push_back(
+          std::make_unique<test::ChildProcess>(commands.back().first, commands.back().second));
     }
   for (auto& c : children)
     REQUIRE(c->wait_for_stderr("ready", 10s));
@@ -167,6 +170,49 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
     CHECK(cancelled == c.stats().cancelled);
     CHECK(c.join().ok());  // raised once; the coordinator is usable again
     CHECK(c.schedule<int>("add", 1, 2).fetch().value() == 3);
+  }
+
+  SECTION("A lost worker rejoins when it answers again, with its datasets rebuilt") {
+    auto ds = c.create_per_worker_dataset("ints").value();
+    // Runs who_batch until worker 1 has run one (within a bound); returns the label sum of
+    // the batch worker 1 got.
+    int64_t scheduled = 0;
+    auto next_on_worker_1 = [&]() -> double {
+      for (int round = 0; round < 50; ++round) {
+        std::vector<RemoteValue<double>> got;
+        for (int i = 0; i < 2; ++i)
+          got.push_back(c.schedule<double>("who_batch", ds));
+        scheduled += 2;
+        REQUIRE(c.join().ok());
+        for (auto& g : got)
+          if (const double x = g.fetch().value(); x >= 999.0) return x - 1000.0;
+      }
+      FAIL("worker 1 ran no closure in 50 rounds");
+      return 0;
+    };
+    // Worker 1's shard of 0..19 is the odd labels: its first batch sums to 1+3+5+7+9.
+    CHECK(next_on_worker_1() == 25.0);
+
+    // A hung worker (SIGSTOP) misses its heartbeats and is lost; resumed, it answers on
+    // its address again and rejoins, with its iterator rebuilt from the top.
+    auto& w1 = children[3];
+    w1->kill(SIGSTOP);
+    const bool lost = c.wait_for_stats([](const auto& s) { return s.workers_lost == 1; }, 10s);
+    w1->kill(SIGCONT);
+    REQUIRE(lost);
+    REQUIRE(c.wait_for_stats([](const auto& s) { return s.worker_rejoins == 1; }, 10s));
+    CHECK(next_on_worker_1() == 25.0);
+
+    // A killed worker restarted on its address (as troupe launch --restart-failed does)
+    // rejoins the same way.
+    w1->kill(SIGKILL);
+    REQUIRE(w1->wait_exit(10s).has_value());
+    REQUIRE(c.wait_for_stats([](const auto& s) { return s.workers_lost == 2; }, 10s));
+    w1 = std::make_unique<test::ChildProcess>(commands[3].first, commands[3].second);
+    REQUIRE(w1->wait_for_stderr("ready", 10s));
+    REQUIRE(c.wait_for_stats([](const auto& s) { return s.worker_rejoins == 2; }, 10s));
+    CHECK(next_on_worker_1() == 25.0);
+    CHECK(c.stats().completed == scheduled);
   }
 
   SECTION("A dead PS fails the closures that need it instead of hanging") {

@@ -34,7 +34,7 @@ inline Registry make_test_registry() {
     return core::make_error(core::Errc::invalid_argument, "injected failure");
   });
   // Sum of the labels of this worker's next batch; -1 at the end of its shard.
-  r.add_step("batch_sum", [](StepContext& ctx, PerWorkerDataset ds) -> core::Expected<double> {
+  auto next_sum = [](StepContext& ctx, PerWorkerDataset ds) -> core::Expected<double> {
     auto b = ctx.next_batch(ds);
     if (!b) return b.error();
     if (!*b) return -1.0;
@@ -42,7 +42,15 @@ inline Registry make_test_registry() {
     for (float l : (*b)->labels)
       s += l;
     return s;
-  });
+  };
+  r.add_step("batch_sum", next_sum);
+  // As batch_sum, plus 1000 times the worker's index.
+  r.add_step("who_batch",
+             [next_sum](StepContext& ctx, PerWorkerDataset ds) -> core::Expected<double> {
+               auto s = next_sum(ctx, std::move(ds));
+               if (!s) return s.error();
+               return 1000.0 * ctx.worker_index() + *s;
+             });
   r.add_dataset("ints", [](const core::InputContext& ctx) {
     std::vector<core::Example> ex(20);
     for (int i = 0; i < 20; ++i)
