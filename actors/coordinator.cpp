@@ -2,6 +2,8 @@
 
 #include <caf/io/all.hpp>
 
+#include "net/connect.hpp"
+
 namespace troupe::actors {
 
 using Status = detail::RemoteState::Status;
@@ -60,6 +62,19 @@ void ClosureBook::worker_rejoined() {
   cv_.notify_all();
 }
 
+void ClosureBook::ps_restored(int64_t updates_lost) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++counters_.ps_restores;
+  counters_.updates_lost += updates_lost;
+  cv_.notify_all();
+}
+
+void ClosureBook::abort(const core::Error& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!first_error_) first_error_ = error;
+  cv_.notify_all();
+}
+
 bool ClosureBook::wait_for(const std::function<bool(const Counters&)>& pred,
                            std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -90,6 +105,11 @@ namespace {
 using Self = caf::stateful_actor<CoordinatorState>;
 // Local to the coordinator: try a lost worker's address again.
 using rejoin_atom = caf::atom_constant<caf::atom("rejoin")>;
+// Local: try a PS task's address again; its deadline; poll the PS counts; end a pause.
+using ps_rejoin_atom = caf::atom_constant<caf::atom("psrejoin")>;
+using ps_deadline_atom = caf::atom_constant<caf::atom("psdeadln")>;
+using poll_atom = caf::atom_constant<caf::atom("poll")>;
+using resume_atom = caf::atom_constant<caf::atom("resume")>;
 
 void dispatch(Self* self);
 
@@ -178,7 +198,7 @@ void try_rejoin(Self* self, size_t w) {
           [=](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
             auto& s = self->state.workers[w];
             if (s.alive || s.generation != generation) return;
-            if (!ptr) {
+            if (!ptr || net::is_terminated(caf::actor_cast<caf::actor>(ptr))) {
               schedule_rejoin(self, w);
               return;
             }
@@ -190,6 +210,88 @@ void try_rejoin(Self* self, size_t w) {
           [=](caf::error&) {
             if (self->state.workers[w].generation == generation) schedule_rejoin(self, w);
           });
+}
+
+bool any_ps_restoring(const CoordinatorState& st) {
+  return std::any_of(st.ps.begin(), st.ps.end(), [](const auto& p) { return p.restoring; });
+}
+
+// A step failed with `unavailable` (a PS it needed did not answer). With PS recovery on,
+// that is a PS going down or coming back, so the closure runs again once it is restored,
+// unless a PS has already failed for good, or no PS goes down after 50 such errors in a
+// row (then the error is the step's own).
+bool retry_unavailable(Self* self) {
+  auto& st = self->state;
+  if (!st.config.ps_recovery) return false;
+  if (std::any_of(st.ps.begin(), st.ps.end(), [](const auto& p) { return p.failed; }))
+    return false;
+  if (any_ps_restoring(st)) return true;
+  return ++st.unavailable_streak <= 50;
+}
+
+void schedule_ps_rejoin(Self* self, size_t t) {
+  self->delayed_send(self, self->state.config.rejoin_interval, ps_rejoin_atom::value,
+                     static_cast<uint64_t>(t));
+}
+
+void ps_down(Self* self, size_t t) {
+  auto& p = self->state.ps[t];
+  if (p.restoring || !self->state.config.ps_recovery) return;
+  p.restoring = true;
+  p.failed = false;
+  ++p.generation;
+  schedule_ps_rejoin(self, t);
+  self->delayed_send(self, self->state.config.ps_restore_deadline, ps_deadline_atom::value,
+                     static_cast<uint64_t>(t), p.generation);
+}
+
+// A PS task answers on its address again. It restored itself from its snapshot before
+// publishing (serve() does), so its stats say from which update count.
+void try_ps_rejoin(Self* self, size_t t) {
+  auto& p = self->state.ps[t];
+  if (!p.restoring) return;
+  const uint64_t generation = p.generation;
+  auto retry = [=] {
+    if (self->state.ps[t].restoring && self->state.ps[t].generation == generation)
+      schedule_ps_rejoin(self, t);
+  };
+  auto mm = self->system().middleman().actor_handle();
+  self->request(mm, std::chrono::seconds(2), caf::connect_atom::value, p.host, p.port)
+      .then(
+          [=](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
+            auto& q = self->state.ps[t];
+            if (!q.restoring || q.generation != generation) return;
+            if (!ptr || net::is_terminated(caf::actor_cast<caf::actor>(ptr))) return retry();
+            q.handle = caf::actor_cast<caf::actor>(ptr);
+            self->monitor(q.handle);
+            self->request(q.handle, self->state.config.closure_timeout, net::stats_atom::value)
+                .then(
+                    [=](std::vector<int64_t>& stats) {
+                      auto& r = self->state.ps[t];
+                      if (!r.restoring || r.generation != generation) return;
+                      const std::string task = "ps:" + std::to_string(t);
+                      if (stats.size() < 6 || stats[5] < 0) {
+                        // Back, but empty: its variables are gone.
+                        r.restoring = false;
+                        r.failed = true;
+                        const auto e = core::make_error(
+                            core::Errc::data_loss,
+                            task + " came back without a snapshot to restore; its variables "
+                                   "are lost");
+                        self->state.book->abort(e);
+                        cancel_queued(self, e);
+                        dispatch(self);
+                        return;
+                      }
+                      r.restoring = false;
+                      self->state.book->ps_restored(std::max<int64_t>(0, r.last_updates - stats[5]));
+                      r.last_updates = stats[2];
+                      self->state.unavailable_streak = 0;
+                      dispatch(self);
+                    },
+                    [=](caf::error&) { retry(); });
+          },
+          [=](caf::error&) { retry(); });
 }
 
 void send_closure(Self* self, size_t w) {
@@ -204,6 +306,7 @@ void send_closure(Self* self, size_t w) {
             auto& s = self->state.workers[w];
             if (s.generation != generation) return;  // put back when the worker was lost
             if (s.in_flight.erase(id) == 0) return;
+            self->state.unavailable_streak = 0;
             self->state.book->complete(id, std::move(bytes));
             dispatch(self);
           },
@@ -211,6 +314,20 @@ void send_closure(Self* self, size_t w) {
             auto& s = self->state.workers[w];
             if (s.generation != generation || s.in_flight.count(id) == 0) return;
             const core::Error e = net::from_caf(err);
+            if (is_application_error(err) && e.code == core::Errc::unavailable &&
+                retry_unavailable(self)) {
+              // Run it again once the PS is back; its pushes that did land are ignored then.
+              auto node = s.in_flight.extract(id);
+              self->state.queue.push_front(std::move(node.mapped()));
+              self->state.book->retried();
+              if (!any_ps_restoring(self->state) && !self->state.paused) {
+                self->state.paused = true;
+                self->delayed_send(self, self->state.config.rejoin_interval,
+                                   resume_atom::value);
+              }
+              dispatch(self);
+              return;
+            }
             if (is_application_error(err)) {
               s.in_flight.erase(id);
               self->state.book->fail(id, e);
@@ -229,6 +346,7 @@ void dispatch(Self* self) {
   // Each closure goes to the worker with the fewest in flight (ties: the next one after
   // the last chosen), so that closures arriving one at a time spread over every idle
   // worker before any worker gets a second.
+  if (st.paused || any_ps_restoring(st)) return;  // a PS is being restored
   const size_t n = st.workers.size();
   while (!st.queue.empty()) {
     size_t best = n;
@@ -247,7 +365,7 @@ void dispatch(Self* self) {
 
 }  // namespace
 
-caf::behavior coordinator(Self* self, std::vector<WorkerEndpoint> workers,
+caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector<Endpoint> ps,
                           std::vector<net::Placement> placements, std::shared_ptr<ClosureBook> book,
                           CoordinatorConfig config) {
   self->state.book = std::move(book);
@@ -255,14 +373,21 @@ caf::behavior coordinator(Self* self, std::vector<WorkerEndpoint> workers,
   config.max_in_flight = std::max<size_t>(1, config.max_in_flight);
   self->state.config = config;
   for (auto& e : workers) {
-    CoordinatorState::Worker slot;
-    slot.handle = e.handle;
-    slot.host = e.host;
-    slot.port = e.port;
-    self->state.workers.push_back(std::move(slot));
     self->monitor(e.handle);
+    CoordinatorState::Worker slot;
+    static_cast<Endpoint&>(slot) = std::move(e);
+    self->state.workers.push_back(std::move(slot));
   }
+  for (auto& e : ps) {
+    if (config.ps_recovery) self->monitor(e.handle);
+    CoordinatorState::Ps p;
+    static_cast<Endpoint&>(p) = std::move(e);
+    self->state.ps.push_back(std::move(p));
+  }
+  if (config.ps_recovery) self->send(self, poll_atom::value);
   self->set_down_handler([=](caf::down_msg& dm) {
+    for (size_t t = 0; t < self->state.ps.size(); ++t)
+      if (self->state.ps[t].handle.address() == dm.source) ps_down(self, t);
     for (size_t w = 0; w < self->state.workers.size(); ++w) {
       auto& slot = self->state.workers[w];
       if (slot.handle.address() != dm.source) continue;
@@ -295,7 +420,47 @@ caf::behavior coordinator(Self* self, std::vector<WorkerEndpoint> workers,
       [=](net::shutdown_atom) {
         for (const auto& slot : self->state.workers)
           if (slot.handle) self->send(slot.handle, net::shutdown_atom::value);
+        for (const auto& p : self->state.ps)
+          if (p.handle) self->send(p.handle, net::shutdown_atom::value);
         return caf::ok_atom::value;
+      },
+      [=](ps_rejoin_atom, uint64_t t) {
+        if (t < self->state.ps.size()) try_ps_rejoin(self, static_cast<size_t>(t));
+      },
+      [=](ps_deadline_atom, uint64_t t, uint64_t generation) {
+        if (t >= self->state.ps.size()) return;
+        auto& p = self->state.ps[t];
+        if (!p.restoring || p.generation != generation) return;
+        p.restoring = false;
+        p.failed = true;
+        const auto e = core::make_error(
+            core::Errc::unavailable,
+            "ps:" + std::to_string(t) + " did not come back within " +
+                std::to_string(self->state.config.ps_restore_deadline.count()) + " ms");
+        self->state.book->abort(e);
+        cancel_queued(self, e);
+        dispatch(self);
+      },
+      [=](resume_atom) {
+        self->state.paused = false;
+        dispatch(self);
+      },
+      [=](poll_atom) {
+        // Each PS's update count, so that a restore can tell how many updates it lost.
+        for (size_t t = 0; t < self->state.ps.size(); ++t) {
+          const auto& p = self->state.ps[t];
+          if (p.restoring || p.failed) continue;
+          const uint64_t generation = p.generation;
+          self->request(p.handle, self->state.config.rejoin_interval, net::stats_atom::value)
+              .then(
+                  [=](std::vector<int64_t>& stats) {
+                    auto& q = self->state.ps[t];
+                    if (q.generation == generation && !q.restoring && stats.size() > 2)
+                      q.last_updates = std::max(q.last_updates, stats[2]);
+                  },
+                  [](caf::error&) {});
+        }
+        self->delayed_send(self, self->state.config.rejoin_interval, poll_atom::value);
       },
       [=](rejoin_atom, uint64_t w) {
         if (w < self->state.workers.size()) try_rejoin(self, static_cast<size_t>(w));

@@ -34,6 +34,9 @@ class ClosureBook {
   void retried();
   void worker_lost();
   void worker_rejoined();
+  void ps_restored(int64_t updates_lost);
+  /// An error not tied to one closure (a PS that did not come back): join() raises it.
+  void abort(const core::Error& error);
   /// Waits until every scheduled closure is settled; returns (and clears) the first error.
   core::Status join();
   bool done();
@@ -57,15 +60,25 @@ class ClosureBook {
 struct CoordinatorConfig {
   std::chrono::milliseconds closure_timeout{60000};
   size_t max_in_flight = 8;
-  /// How often a lost worker's address is tried again.
+  /// How often a lost worker's (or PS's) address is tried again.
   std::chrono::milliseconds rejoin_interval{100};
+  /// PS tasks snapshot themselves and restore on restart: when one goes down, dispatch
+  /// pauses, closures that failed for want of it are queued again, and the coordinator
+  /// waits up to `ps_restore_deadline` for it to come back.
+  bool ps_recovery = false;
+  std::chrono::milliseconds ps_restore_deadline{30000};
+};
+
+/// A connected worker or PS task: its actor and the address it was reached at (where it is
+/// looked for again when lost).
+struct Endpoint {
+  caf::actor handle;
+  std::string host;
+  uint16_t port = 0;
 };
 
 struct CoordinatorState {
-  struct Worker {
-    caf::actor handle;
-    std::string host;
-    uint16_t port = 0;
+  struct Worker : Endpoint {
     /// Counts the connections to this worker: replies and failures of an earlier one are
     /// ignored once it is lost.
     uint64_t generation = 0;
@@ -73,7 +86,16 @@ struct CoordinatorState {
     bool alive = true;
     std::map<uint64_t, net::ClosureMsg> in_flight;  // by closure id, oldest first
   };
+  struct Ps : Endpoint {
+    uint64_t generation = 0;
+    bool restoring = false;    // down; waiting for it to come back
+    bool failed = false;       // did not come back within the deadline
+    int64_t last_updates = 0;  // its updates_applied, as last polled
+  };
   std::vector<Worker> workers;
+  std::vector<Ps> ps;
+  int unavailable_streak = 0;  // `unavailable` step errors in a row with no PS known down
+  bool paused = false;         // dispatch waits a rejoin interval after such an error
   size_t last_dispatched = 0;
   std::deque<net::ClosureMsg> queue;
   std::vector<net::Placement> placements;
@@ -81,14 +103,6 @@ struct CoordinatorState {
   std::shared_ptr<ClosureBook> book;
   CoordinatorConfig config;
   static inline const char* name = "troupe.coordinator";
-};
-
-/// A connected worker: its actor and the address it was reached at (where it is looked for
-/// again when lost).
-struct WorkerEndpoint {
-  caf::actor handle;
-  std::string host;
-  uint16_t port = 0;
 };
 
 /// The closure queue. Takes (run, ClosureMsg) from the user's thread, keeps up to
@@ -100,8 +114,11 @@ struct WorkerEndpoint {
 /// or resumed); that worker gets the placement, rebuilds every per-worker dataset from the
 /// top, and then takes closures. An application error fails its closure and cancels
 /// everything queued (the first error wins). (dataset, name) records a per-worker dataset.
+/// With `ps_recovery`, a PS task that goes down pauses dispatch until it answers on its
+/// address again with its state restored (its `restored from` count tells how many updates
+/// were lost), or fails the job with `unavailable` after the deadline.
 caf::behavior coordinator(caf::stateful_actor<CoordinatorState>* self,
-                          std::vector<WorkerEndpoint> workers,
+                          std::vector<Endpoint> workers, std::vector<Endpoint> ps,
                           std::vector<net::Placement> placements, std::shared_ptr<ClosureBook> book,
                           CoordinatorConfig config);
 

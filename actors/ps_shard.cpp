@@ -1,5 +1,9 @@
 #include "actors/ps_shard.hpp"
 
+#include <iostream>
+
+#include "core/checkpoint/checkpoint_manager.hpp"
+
 namespace troupe::actors {
 
 namespace {
@@ -10,10 +14,46 @@ caf::result<T> reply(core::Expected<T> r) {
   return std::move(*r);
 }
 
+// Writes a snapshot when updates were applied since the last one; a failed write is
+// reported (once) and the shard keeps serving.
+void take_snapshot(caf::stateful_actor<PsShardActorState>* self) {
+  auto& st = self->state;
+  const int64_t applied = st.shard.counters().updates_applied;
+  if (applied == st.snapshotted_updates) return;
+  core::CheckpointManager m(st.options.snapshot_dir, /*max_to_keep=*/2, "ps");
+  auto written = m.save(st.shard.snapshot(), st.snapshots);
+  if (!written) {
+    if (!st.snapshot_failed)
+      std::cerr << "troupe: PS snapshot failed: " << written.error().message << std::endl;
+    st.snapshot_failed = true;
+    return;
+  }
+  st.snapshot_failed = false;
+  st.snapshotted_updates = applied;
+  ++st.snapshots;
+}
+
 }  // namespace
 
-caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self) {
+caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOptions options) {
+  if (options.initial) self->state.shard = std::move(*options.initial);
+  options.initial.reset();
+  self->state.options = std::move(options);
+  if (!self->state.options.snapshot_dir.empty()) {
+    // Numbered on from what is in the directory, so a restarted task's snapshots sort after
+    // the one it restored.
+    core::CheckpointManager m(self->state.options.snapshot_dir, 2, "ps");
+    auto existing = m.checkpoints();
+    if (!existing.empty()) self->state.snapshots = existing.back().first + 1;
+    self->state.snapshotted_updates = self->state.shard.counters().updates_applied;
+    self->delayed_send(self, self->state.options.snapshot_interval, net::snapshot_atom::value);
+  }
   return {
+      [=](net::snapshot_atom) {
+        take_snapshot(self);
+        self->delayed_send(self, self->state.options.snapshot_interval,
+                           net::snapshot_atom::value);
+      },
       [=](net::create_atom, const net::VariableDef& def) -> caf::result<caf::ok_atom> {
         if (auto st = self->state.shard.create(def); !st) return net::to_caf(st.error());
         return caf::ok_atom::value;
@@ -41,8 +81,13 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self) {
       [=](net::shutdown_atom) { self->quit(); },
       [=](net::stats_atom) {
         const auto& c = self->state.shard.counters();
-        return std::vector<int64_t>{c.variables, c.pulls, c.updates_applied, c.updates_duplicate,
-                                    c.requests_rejected};
+        return std::vector<int64_t>{c.variables,
+                                    c.pulls,
+                                    c.updates_applied,
+                                    c.updates_duplicate,
+                                    c.requests_rejected,
+                                    self->state.shard.restored_from(),
+                                    self->state.snapshots};
       },
   };
 }

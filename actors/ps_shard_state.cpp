@@ -1,5 +1,7 @@
 #include "actors/ps_shard_state.hpp"
 
+#include <cstring>
+
 #include "core/partitioner.hpp"
 
 namespace troupe::actors {
@@ -170,6 +172,109 @@ core::Expected<std::vector<net::PsItem>> PsShardState::handle(net::PsRequest& re
     out[i].tensor = std::move(*value);
   }
   return out;
+}
+
+// Snapshot layout: per variable, tensors "<var>" (value) and "<var>/slot<i>"; ints
+// "<var>/def" (shard, row offset, initializer kind, initializer value bits, seed, learning
+// rate bits, then the shape), "<var>/optimizer" (its name's bytes), "<var>/iterations",
+// "<var>/applied" (closure ids); and "updates_applied".
+namespace {
+
+int64_t float_bits(float f) {
+  uint32_t u = 0;
+  std::memcpy(&u, &f, sizeof u);
+  return static_cast<int64_t>(u);
+}
+
+float bits_float(int64_t v) {
+  const auto u = static_cast<uint32_t>(v);
+  float f = 0;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+core::Error incomplete(const std::string& name, const std::string& what) {
+  return make_error(Errc::data_loss, "PS snapshot of '" + name + "': " + what);
+}
+
+}  // namespace
+
+core::Checkpoint PsShardState::snapshot() const {
+  core::Checkpoint c;
+  for (const auto& [name, shard] : vars_) {
+    const net::VariableDef& d = shard.def;
+    std::vector<int64_t> def{d.shard,
+                             d.row_offset,
+                             d.init_kind,
+                             float_bits(d.init_value),
+                             static_cast<int64_t>(d.seed),
+                             float_bits(d.learning_rate)};
+    def.insert(def.end(), d.shape.begin(), d.shape.end());
+    c.ints[name + "/def"] = std::move(def);
+    c.ints[name + "/optimizer"] = std::vector<int64_t>(d.optimizer.begin(), d.optimizer.end());
+    c.tensors.emplace(name, shard.value);
+    for (size_t i = 0; i < shard.slots.slots.size(); ++i)
+      c.tensors.emplace(name + "/slot" + std::to_string(i), shard.slots.slots[i]);
+    c.ints[name + "/iterations"] = {shard.slots.iterations};
+    std::vector<int64_t>& applied = c.ints[name + "/applied"];
+    applied.reserve(shard.applied.size());
+    for (uint64_t id : shard.applied)
+      applied.push_back(static_cast<int64_t>(id));
+  }
+  c.ints["updates_applied"] = {counters_.updates_applied};
+  return c;
+}
+
+core::Expected<PsShardState> PsShardState::from_snapshot(const core::Checkpoint& ckpt) {
+  auto count = ckpt.ints.find("updates_applied");
+  if (count == ckpt.ints.end() || count->second.size() != 1)
+    return make_error(Errc::data_loss, "PS snapshot has no update count");
+  PsShardState st;
+  const std::string suffix = "/def";
+  for (const auto& [key, def] : ckpt.ints) {
+    if (key.size() <= suffix.size() || key.compare(key.size() - suffix.size(), suffix.size(),
+                                                   suffix) != 0)
+      continue;
+    const std::string name = key.substr(0, key.size() - suffix.size());
+    if (def.size() < 6) return incomplete(name, "short definition");
+    net::VariableDef d;
+    d.name = name;
+    d.shard = static_cast<int32_t>(def[0]);
+    d.row_offset = def[1];
+    d.init_kind = static_cast<int32_t>(def[2]);
+    d.init_value = bits_float(def[3]);
+    d.seed = static_cast<uint64_t>(def[4]);
+    d.learning_rate = bits_float(def[5]);
+    d.shape.assign(def.begin() + 6, def.end());
+    auto opt = ckpt.ints.find(name + "/optimizer");
+    if (opt == ckpt.ints.end()) return incomplete(name, "no optimizer");
+    for (int64_t ch : opt->second) {
+      if (ch <= 0 || ch > 127) return incomplete(name, "bad optimizer name");
+      d.optimizer.push_back(static_cast<char>(ch));
+    }
+    if (auto created = st.create(d); !created) return incomplete(name, created.error().message);
+    Shard& shard = st.vars_.at(name);
+    auto value = ckpt.tensors.find(name);
+    if (value == ckpt.tensors.end() || !(value->second.shape() == shard.value.shape()))
+      return incomplete(name, "value missing or of another shape");
+    shard.value = value->second;
+    for (size_t i = 0; i < shard.slots.slots.size(); ++i) {
+      auto slot = ckpt.tensors.find(name + "/slot" + std::to_string(i));
+      if (slot == ckpt.tensors.end() || !(slot->second.shape() == shard.slots.slots[i].shape()))
+        return incomplete(name, "slot " + std::to_string(i) + " missing or of another shape");
+      shard.slots.slots[i] = slot->second;
+    }
+    auto it = ckpt.ints.find(name + "/iterations");
+    auto applied = ckpt.ints.find(name + "/applied");
+    if (it == ckpt.ints.end() || it->second.size() != 1 || applied == ckpt.ints.end())
+      return incomplete(name, "no iteration count or applied closure ids");
+    shard.slots.iterations = it->second[0];
+    for (int64_t id : applied->second)
+      shard.applied.insert(static_cast<uint64_t>(id));
+  }
+  st.counters_.updates_applied = count->second[0];
+  st.restored_from_ = count->second[0];
+  return st;
 }
 
 }  // namespace troupe::actors

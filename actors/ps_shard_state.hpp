@@ -7,6 +7,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/checkpoint/checkpoint.hpp"
 #include "core/expected.hpp"
 #include "core/optimizer.hpp"
 #include "net/wire.hpp"
@@ -53,6 +54,16 @@ class PsShardState {
   /// so the client may send the whole request again).
   core::Expected<std::vector<net::PsItem>> handle(net::PsRequest& request);
 
+  /// Everything a restarted task needs to carry on: each shard's definition, value,
+  /// optimizer slots and iteration count, the closure ids it applied, and the count of
+  /// updates applied.
+  core::Checkpoint snapshot() const;
+  /// A state rebuilt from snapshot(): every saved shard created from its definition and
+  /// loaded. A snapshot that is incomplete or inconsistent is a data_loss error.
+  static core::Expected<PsShardState> from_snapshot(const core::Checkpoint& ckpt);
+  /// updates_applied as restored by from_snapshot(); -1 for a state that was not.
+  int64_t restored_from() const { return restored_from_; }
+
   const Counters& counters() const { return counters_; }
   bool has(const std::string& name) const { return vars_.count(name) > 0; }
 
@@ -74,6 +85,7 @@ class PsShardState {
 
   std::map<std::string, Shard> vars_;
   Counters counters_;
+  int64_t restored_from_ = -1;
 };
 
 }  // namespace troupe::actors

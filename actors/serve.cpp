@@ -1,5 +1,9 @@
 #include "actors/serve.hpp"
 
+#include <iostream>
+
+#include "core/checkpoint/checkpoint_manager.hpp"
+
 #include "actors/channel_server.hpp"
 #include "actors/ps_shard.hpp"
 #include "actors/worker.hpp"
@@ -25,7 +29,34 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
   caf::actor served;
   std::unique_ptr<ChannelServer> channel;
   if (task.type == "ps") {
-    served = sys.spawn(ps_shard);
+    PsShardOptions po;
+    if (!options.ps_snapshot_dir.empty()) {
+      po.snapshot_dir = options.ps_snapshot_dir + "/ps-" + std::to_string(task.index);
+      po.snapshot_interval = options.ps_snapshot_interval;
+      // A PS restarted after a failure carries on from its newest readable snapshot,
+      // before it is published: no peer ever sees it without its variables.
+      core::CheckpointManager m(po.snapshot_dir, 2, "ps");
+      if (!m.checkpoints().empty()) {
+        std::vector<core::Error> skipped;
+        auto latest = m.restore_latest(&skipped);
+        for (const auto& e : skipped)
+          std::cerr << "troupe: skipped a damaged PS snapshot: " << e.message << std::endl;
+        if (!latest)
+          return make_error(latest.error().code, "task " + task.to_string() +
+                                                     ": cannot restore from " + po.snapshot_dir +
+                                                     ": " + latest.error().message);
+        auto state = PsShardState::from_snapshot(latest->second);
+        if (!state)
+          return make_error(state.error().code, "task " + task.to_string() + ": " +
+                                                    po.snapshot_dir + ": " +
+                                                    state.error().message);
+        std::cerr << "troupe: " << task.to_string() << " restored from snapshot "
+                  << latest->first << " in " << po.snapshot_dir << " ("
+                  << state->counters().updates_applied << " updates)" << std::endl;
+        po.initial = std::make_shared<PsShardState>(std::move(*state));
+      }
+    }
+    served = sys.spawn(ps_shard, std::move(po));
     if (options.tensor_channel) {
       auto started = ChannelServer::start(sys, served, hp->host);
       if (!started) {

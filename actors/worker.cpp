@@ -42,12 +42,34 @@ core::Expected<const WorkerRuntime::Shards*> WorkerRuntime::shards_of(
 }
 
 core::Expected<caf::actor> WorkerRuntime::ps(int task) {
-  if (auto it = ps_.find(task); it != ps_.end()) return it->second;
+  if (auto it = ps_.find(task); it != ps_.end()) {
+    if (!net::is_terminated(it->second)) return it->second;
+    forget(task);  // that PS process is gone; a restarted one may answer on its address
+  }
   const net::TaskId id{"ps", task};
+  const auto now = std::chrono::steady_clock::now();
+  if (auto it = unreachable_until_.find(task); it != unreachable_until_.end() && now < it->second)
+    return make_error(Errc::unavailable, id.to_string() + " was unreachable moments ago");
+  auto unreachable = [&](core::Error e) {
+    // Closures queued behind this one fail at once for a moment instead of each spending
+    // the connect timeout on a PS that is down.
+    unreachable_until_[task] = std::chrono::steady_clock::now() + unreachable_backoff;
+    return e;
+  };
   auto a = net::connect_with_retry(sys_, options_.cluster.address(id), id.to_string(),
                                    options_.connect_timeout);
-  if (!a) return a.error();
+  if (!a) return unreachable(a.error());
+  // The first request doubles as a check that this is a live process: right after a PS
+  // died, the address may still yield its old connection, and requests to that vanish.
+  core::Expected<int32_t> port = make_error(Errc::internal, "no reply");
+  self_->request(*a, options_.connect_timeout, net::channel_atom::value)
+      .receive([&](int32_t p) { port = p; }, [&](caf::error& e) { port = net::from_caf(e); });
+  if (!port)
+    return unreachable(make_error(Errc::unavailable, id.to_string() + " did not answer: " +
+                                                         port.error().message));
+  unreachable_until_.erase(task);
   ps_[task] = *a;
+  channel_ports_[task] = *port;
   return *a;
 }
 
@@ -59,25 +81,19 @@ void WorkerRuntime::Batch::add(int task, size_t var, size_t shard, net::PsItem i
 core::Expected<net::Socket*> WorkerRuntime::channel(int task) {
   if (auto it = channels_.find(task); it != channels_.end())
     return it->second.valid() ? &it->second : nullptr;
-  auto& slot = channels_[task];  // invalid: this task's tensors go as CAF messages
-  if (!options_.tensor_channel) return nullptr;
+  if (!options_.tensor_channel) {
+    channels_[task];  // invalid: this task's tensors go as CAF messages
+    return nullptr;
+  }
   auto dst = ps(task);
-  if (!dst) {
-    channels_.erase(task);
-    return dst.error();
-  }
-  core::Expected<int32_t> port = make_error(Errc::internal, "no reply");
-  self_->request(*dst, options_.request_timeout, net::channel_atom::value)
-      .receive([&](int32_t p) { port = p; }, [&](caf::error& e) { port = net::from_caf(e); });
-  if (!port) {
-    channels_.erase(task);
-    return port.error();
-  }
-  if (*port == 0) return nullptr;  // the PS runs without a channel
+  if (!dst) return dst.error();
+  auto& slot = channels_[task];
+  const int32_t port = channel_ports_[task];
+  if (port == 0) return nullptr;  // the PS runs without a channel
   const net::TaskId id{"ps", task};
   auto hp = net::parse_host_port(options_.cluster.address(id));
   if (!hp) return hp.error();
-  auto socket = net::connect_to(hp->host, static_cast<uint16_t>(*port), options_.request_timeout);
+  auto socket = net::connect_to(hp->host, static_cast<uint16_t>(port), options_.request_timeout);
   if (!socket) {
     channels_.erase(task);
     return make_error(socket.error().code,
@@ -90,6 +106,7 @@ core::Expected<net::Socket*> WorkerRuntime::channel(int task) {
 void WorkerRuntime::forget(int task) {
   ps_.erase(task);
   channels_.erase(task);
+  channel_ports_.erase(task);
 }
 
 core::Expected<std::vector<std::vector<net::WireTensor>>> WorkerRuntime::exchange(

@@ -75,6 +75,7 @@ class WorkerRuntime final : public StepContext {
  private:
   using Shards = std::vector<net::Placement>;  // ordered by shard index
   core::Expected<const Shards*> shards_of(const std::string& name) const;
+  /// The PS task's actor, connected (and asked for its channel port) on first use.
   core::Expected<caf::actor> ps(int task);
   /// The tensor channel to a PS task, connected on first use; nullptr when its tensors go
   /// as CAF messages (the option is off or the PS announces no channel).
@@ -103,7 +104,11 @@ class WorkerRuntime final : public StepContext {
   caf::scoped_actor self_;
   std::map<std::string, Shards> placements_;
   std::map<int, caf::actor> ps_;
+  std::map<int, int32_t> channel_ports_;  // as each PS announced it; 0: no channel
   std::map<int, net::Socket> channels_;
+  /// After a failed connection to a PS, further attempts fail at once until then.
+  std::map<int, std::chrono::steady_clock::time_point> unreachable_until_;
+  static constexpr std::chrono::milliseconds unreachable_backoff{200};
   /// A dataset_iterator actor and the batches it has handed over that no step took yet.
   struct Iterator {
     caf::actor actor;

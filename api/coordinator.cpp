@@ -17,7 +17,7 @@ core::Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::make(
   auto& s = strategy.impl();
   auto impl = std::unique_ptr<Impl>(
       new Impl{strategy, options, std::make_shared<actors::ClosureBook>(), {}});
-  std::vector<actors::WorkerEndpoint> workers;
+  std::vector<actors::Endpoint> workers, ps;
   for (int i = 0; i < s.spec.num_tasks("worker"); ++i) {
     const net::TaskId task{"worker", i};
     const std::string address = s.spec.address(task);
@@ -27,12 +27,19 @@ core::Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::make(
     if (!hp) return hp.error();
     workers.push_back({*a, hp->host, hp->port});
   }
+  for (size_t i = 0; i < s.ps.size(); ++i) {
+    auto hp = net::parse_host_port(s.spec.address({"ps", static_cast<int>(i)}));
+    if (!hp) return hp.error();
+    ps.push_back({s.ps[i], hp->host, hp->port});
+  }
   actors::CoordinatorConfig config;
+  config.ps_recovery = options.ps_recovery;
+  config.ps_restore_deadline = options.ps_restore_deadline;
   config.closure_timeout = options.closure_timeout;
   config.max_in_flight = options.max_in_flight_per_worker;
   config.rejoin_interval = options.rejoin_interval;
-  impl->coordinator = s.sys->spawn(actors::coordinator, std::move(workers), s.placements,
-                                   impl->book, config);
+  impl->coordinator = s.sys->spawn(actors::coordinator, std::move(workers), std::move(ps),
+                                   s.placements, impl->book, config);
   return std::unique_ptr<ClusterCoordinator>(new ClusterCoordinator(std::move(impl)));
 }
 
@@ -98,13 +105,11 @@ core::Expected<PerWorkerDataset> ClusterCoordinator::create_per_worker_dataset(
 }
 
 void ClusterCoordinator::shutdown_cluster() {
-  // The coordinator knows the workers' current connections (a rejoined worker's included).
+  // The coordinator knows the current connections (rejoined workers', restored PS tasks').
   auto& s = impl_->strategy.impl();
   (*s.self)
       ->request(impl_->coordinator, s.options.request_timeout, net::shutdown_atom::value)
       .receive([](caf::ok_atom) {}, [](caf::error&) {});
-  for (const auto& p : impl_->strategy.impl().ps)
-    caf::anon_send(p, net::shutdown_atom::value);
 }
 
 }  // namespace troupe

@@ -113,6 +113,16 @@ int main(int argc, char** argv) {
   app.add_flag(
       "--fused,!--no-fused", s.fused,
       "push gradients and receive new values in one round trip (default) or pull, then push");
+  std::string snapshot_dir;
+  int64_t snapshot_interval_ms = 500;
+  app.add_option("--ps-snapshot-dir", snapshot_dir,
+                 "PS tasks snapshot into DIR/ps-N and a restarted PS restores from there; the "
+                 "chief then waits for a failed PS instead of failing (use a fresh DIR per job)");
+  app.add_option("--ps-snapshot-interval-ms", snapshot_interval_ms)->check(CLI::PositiveNumber);
+  int64_t restore_deadline_ms = 30000;
+  app.add_option("--ps-restore-deadline-ms", restore_deadline_ms,
+                 "with --ps-snapshot-dir: how long the chief waits for a failed PS to come back")
+      ->check(CLI::PositiveNumber);
   std::string transport = "channel";
   app.add_option("--tensor-transport", transport,
                  "how pulls and pushes travel: the tensor channel or CAF messages")
@@ -122,6 +132,8 @@ int main(int argc, char** argv) {
   const auto registry = make_registry(s);
   troupe::net::NodeOptions node;
   node.tensor_channel = transport == "channel";
+  node.ps_snapshot_dir = snapshot_dir;
+  node.ps_snapshot_interval = std::chrono::milliseconds(snapshot_interval_ms);
   auto resolver = troupe::net::TFConfigClusterResolver::from_env();
   if (!resolver) return fail(resolver.error().to_string());
   if (resolver->task().type != "chief") {
@@ -151,7 +163,10 @@ int main(int argc, char** argv) {
     if (!v) return fail(v.error().to_string());
     vars.push_back(*v);
   }
-  auto coord = troupe::ClusterCoordinator::make(**strategy);
+  troupe::CoordinatorOptions coord_options;
+  coord_options.ps_recovery = !snapshot_dir.empty();
+  coord_options.ps_restore_deadline = std::chrono::milliseconds(restore_deadline_ms);
+  auto coord = troupe::ClusterCoordinator::make(**strategy, coord_options);
   if (!coord) return fail(coord.error().to_string());
   auto ds = (*coord)->create_per_worker_dataset("fmnist_train");
   if (!ds) return fail(ds.error().to_string());
@@ -222,6 +237,8 @@ int main(int argc, char** argv) {
                               {"closures_cancelled", stats.cancelled},
                               {"workers_lost", stats.workers_lost},
                               {"worker_rejoins", stats.worker_rejoins},
+                              {"ps_restores", stats.ps_restores},
+                              {"updates_lost", stats.updates_lost},
                               {"train_s", train_s},
                               {"wall_s",
                                std::chrono::duration<double>(clock_type::now() - t_start).count()}}

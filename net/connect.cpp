@@ -9,6 +9,12 @@
 
 namespace troupe::net {
 
+bool is_terminated(const caf::actor& a) {
+  if (!a) return true;
+  auto* m = dynamic_cast<caf::monitorable_actor*>(caf::actor_cast<caf::abstract_actor*>(a));
+  return m != nullptr && static_cast<bool>(m->fail_state());
+}
+
 core::Expected<caf::actor> connect_with_retry(caf::actor_system& sys, const std::string& address,
                                               const std::string& task,
                                               std::chrono::milliseconds timeout) {
@@ -19,8 +25,9 @@ core::Expected<caf::actor> connect_with_retry(caf::actor_system& sys, const std:
   std::string last;
   for (int attempt = 1;; ++attempt) {
     auto a = sys.middleman().remote_actor(hp->host, hp->port);
-    if (a) return *a;
-    last = sys.render(a.error());
+    if (a && !is_terminated(*a)) return *a;
+    last = a ? std::string("the previous process's connection, not yet dropped")
+             : sys.render(a.error());
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline)
       return core::make_error(core::Errc::unavailable,

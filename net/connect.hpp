@@ -9,9 +9,16 @@
 
 namespace troupe::net {
 
+/// True when `a` is a proxy (or actor) that has terminated: its node's connection was lost.
+/// Messages to it vanish, and a request to it gets no answer before its own timeout, so
+/// check before relying on a handle kept across a peer's failure.
+bool is_terminated(const caf::actor& a);
+
 /// Connects to the actor published at `address` ("host:port"), retrying until `timeout`:
 /// the task may still be starting, and a handshake can be dropped by a busy peer (seen on
-/// a loaded two-core machine as `connection_timeout`). Blocks the calling thread, so call it
+/// a loaded two-core machine as `connection_timeout`). Right after a peer at that address
+/// died, CAF may still hand out its dead proxy (the middleman caches connections per
+/// address until it processes the proxy's down message); that counts as not connected. Blocks the calling thread, so call it
 /// from a blocking actor or the main thread, never from an event-based actor. `task` names
 /// the peer in the error.
 core::Expected<caf::actor> connect_with_retry(caf::actor_system& sys, const std::string& address,

@@ -24,6 +24,11 @@ struct NodeOptions {
   /// they go as CAF messages. A PS task with it off announces no channel, and workers then
   /// use CAF messages for it.
   bool tensor_channel = true;
+  /// PS tasks: snapshot every shard into `<ps_snapshot_dir>/ps-<index>` every
+  /// `ps_snapshot_interval` in which updates were applied, and on start restore the newest
+  /// readable snapshot found there (a restarted PS carries on from it). Empty: off.
+  std::string ps_snapshot_dir;
+  std::chrono::milliseconds ps_snapshot_interval{1000};
 };
 
 /// Loads the middleman, registers Troupe's message types and error category, and turns

@@ -171,6 +171,7 @@ using vars_atom = caf::atom_constant<caf::atom("vars")>;           // worker: va
 using dataset_atom = caf::atom_constant<caf::atom("dataset")>;     // worker: build a dataset
 using stats_atom = caf::atom_constant<caf::atom("stats")>;         // any: counters
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;   // node: stop serving
+using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;   // PS: take a snapshot
 
 /// The CAF error category of Troupe's core::Errc codes.
 inline constexpr caf::atom_value error_category = caf::atom("troupe");

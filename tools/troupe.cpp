@@ -32,6 +32,13 @@ int main(int argc, char** argv) {
   bool tensor_channel = true;
   serve->add_flag("--tensor-channel,!--no-tensor-channel", tensor_channel,
                   "serve tensors through the tensor channel (default) or only as CAF messages");
+  std::string snapshot_dir;
+  int64_t snapshot_interval_ms = 1000;
+  serve->add_option("--ps-snapshot-dir", snapshot_dir,
+                    "snapshot this PS task's shards into DIR/ps-N, and restore from there on "
+                    "start");
+  serve->add_option("--ps-snapshot-interval-ms", snapshot_interval_ms)
+      ->check(CLI::PositiveNumber);
   auto* launch = app.add_subcommand("launch", "run PROGRAM as a local cluster on 127.0.0.1");
   troupe::tools::LaunchOptions lo;
   launch->add_option("--ps", lo.ps, "number of parameter-server tasks")
@@ -85,6 +92,8 @@ int main(int argc, char** argv) {
     options.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
     options.connection_timeout = std::chrono::milliseconds(timeout_ms);
     options.tensor_channel = tensor_channel;
+    options.ps_snapshot_dir = snapshot_dir;
+    options.ps_snapshot_interval = std::chrono::milliseconds(snapshot_interval_ms);
     // `troupe serve` runs PS tasks; workers run inside the job's own binary, which knows its
     // steps. An empty registry serves a worker that knows no steps.
     static const troupe::Registry empty;

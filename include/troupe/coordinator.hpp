@@ -24,6 +24,13 @@ struct CoordinatorOptions {
   /// (restarted, or resumed after a hang) it rejoins: it gets the variable placement,
   /// rebuilds every per-worker dataset and takes closures again.
   std::chrono::milliseconds rejoin_interval{100};
+  /// The PS tasks snapshot their shards (net::NodeOptions::ps_snapshot_dir) and are
+  /// restarted when they fail (troupe launch --restart-failed, or an orchestrator): when
+  /// one goes down, dispatch pauses and closures that needed it run again once it is back,
+  /// restored from its snapshot (TensorFlow fails the job here). If it is not back within
+  /// `ps_restore_deadline`, join() raises `unavailable` naming it.
+  bool ps_recovery = false;
+  std::chrono::milliseconds ps_restore_deadline{30000};
 };
 
 /// TensorFlow's ClusterCoordinator: schedules closures (a registered step and its

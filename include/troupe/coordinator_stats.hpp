@@ -13,6 +13,11 @@ struct CoordinatorStats {
   int64_t retried = 0;       // closures taken back from a lost worker and queued again
   int64_t workers_lost = 0;  // times a worker was lost (down, hung, or silent)
   int64_t worker_rejoins = 0;  // times a lost worker came back and took closures again
+  int64_t ps_restores = 0;     // times a PS task came back restored from its snapshot
+  /// Updates the restored PS tasks had applied after their snapshot (lost with them), as
+  /// far as the coordinator saw: it polls each PS's count every rejoin interval, so updates
+  /// of the last interval before a failure are not counted.
+  int64_t updates_lost = 0;
 };
 
 }  // namespace troupe

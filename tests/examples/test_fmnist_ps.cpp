@@ -110,6 +110,48 @@ TEST_CASE("fmnist_ps survives a worker stopped mid-training", "[example][ps][cha
   check_all_gone(r.last_json["tasks"]);
 }
 
+TEST_CASE("fmnist_ps carries on when a PS is killed and restored from its snapshot",
+          "[example][ps][chaos]") {
+  troupe::test::TempDir dir;
+  auto r = run_program(bin + "/troupe launch --ps 2 --workers 2 --restart-failed" +
+                       " --chaos kill:ps:0@1s -- " + bin +
+                       "/fmnist_ps --steps-per-worker 2000 --ps-snapshot-dir " + dir.path() +
+                       " --ps-snapshot-interval-ms 200 2>/dev/null");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto& j = r.last_json;
+  REQUIRE(j.is_object());
+  CHECK(j["restarts"] == 1);
+  const auto& chief = j["chief"];
+  CHECK(chief["closures_completed"] == 4000);
+  CHECK(chief["closures_cancelled"] == 0);
+  CHECK(chief["test_accuracy"].get<double>() >= 0.80);
+  if (chief["wall_s"].get<double>() > 2.0) {
+    CHECK(chief["ps_restores"] == 1);
+    // At most the updates of one snapshot interval and one poll are lost; 4000 closures
+    // make 4000 updates on each PS.
+    CHECK(chief["updates_lost"].get<int>() < 4000);
+  }
+  for (const auto& t : j["tasks"])
+    CHECK(t["exit"] == 0);
+  check_all_gone(j["tasks"]);
+}
+
+TEST_CASE("fmnist_ps fails clearly when a killed PS does not come back", "[example][ps][chaos]") {
+  troupe::test::TempDir dir;
+  auto r = run_program(bin + "/troupe launch --ps 2 --workers 2 --grace-ms 500" +
+                       " --chaos kill:ps:1@1s -- " + bin +
+                       "/fmnist_ps --steps-per-worker 3000 --ps-snapshot-dir " + dir.path() +
+                       " --ps-restore-deadline-ms 1000 2>/dev/null");
+  INFO(r.output);
+  CHECK(r.exit_code != 0);
+  REQUIRE(r.last_json.is_object());
+  const auto& chief = r.last_json["chief"];
+  CHECK(chief["ok"] == false);
+  CHECK_THAT(chief["error"].get<std::string>(), Catch::Contains("ps:1 did not come back"));
+  check_all_gone(r.last_json["tasks"]);
+}
+
 TEST_CASE("troupe launch reports a failed chief and ends every task", "[example][ps]") {
   // Without data the workers' dataset ends at once: the step fails, the chief raises the
   // error, shuts the cluster down and exits non-zero.
