@@ -353,7 +353,7 @@ void dispatch(Self* self) {
     for (size_t k = 1; k <= n; ++k) {
       const size_t w = (st.last_dispatched + k) % n;
       const auto& slot = st.workers[w];
-      if (!slot.ready || !slot.alive || slot.in_flight.size() >= st.config.max_in_flight)
+      if (!slot.ready || !slot.alive || slot.in_flight.size() >= st.config.max_in_flight_per_worker)
         continue;
       if (best == n || slot.in_flight.size() < st.workers[best].in_flight.size()) best = w;
     }
@@ -370,7 +370,7 @@ caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector
                           CoordinatorConfig config) {
   self->state.book = std::move(book);
   self->state.placements = std::move(placements);
-  config.max_in_flight = std::max<size_t>(1, config.max_in_flight);
+  config.max_in_flight_per_worker = std::max<size_t>(1, config.max_in_flight_per_worker);
   self->state.config = config;
   for (auto& e : workers) {
     self->monitor(e.handle);

@@ -15,7 +15,7 @@
 #include <caf/all.hpp>
 
 #include "net/wire.hpp"
-#include "troupe/coordinator_stats.hpp"
+#include "troupe/coordinator_types.hpp"
 #include "troupe/remote_value.hpp"
 
 namespace troupe::actors {
@@ -57,17 +57,8 @@ class ClosureBook {
   std::optional<core::Error> first_error_;
 };
 
-struct CoordinatorConfig {
-  std::chrono::milliseconds closure_timeout{60000};
-  size_t max_in_flight = 8;
-  /// How often a lost worker's (or PS's) address is tried again.
-  std::chrono::milliseconds rejoin_interval{100};
-  /// PS tasks snapshot themselves and restore on restart: when one goes down, dispatch
-  /// pauses, closures that failed for want of it are queued again, and the coordinator
-  /// waits up to `ps_restore_deadline` for it to come back.
-  bool ps_recovery = false;
-  std::chrono::milliseconds ps_restore_deadline{30000};
-};
+/// The actor's settings are the public ones.
+using CoordinatorConfig = CoordinatorOptions;
 
 /// A connected worker or PS task: its actor and the address it was reached at (where it is
 /// looked for again when lost).
@@ -106,7 +97,7 @@ struct CoordinatorState {
 };
 
 /// The closure queue. Takes (run, ClosureMsg) from the user's thread, keeps up to
-/// `max_in_flight` closures in flight per worker (the worker runs them in order; the next
+/// `max_in_flight_per_worker` closures in flight per worker (the worker runs them in order; the next
 /// one waits in its mailbox instead of a network round trip away), settles RemoteValues
 /// through the ClosureBook. A worker that goes down (down message) or does not answer within
 /// the closure timeout is lost: its closures go back to the front of the queue, and its

@@ -32,14 +32,8 @@ core::Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::make(
     if (!hp) return hp.error();
     ps.push_back({s.ps[i], hp->host, hp->port});
   }
-  actors::CoordinatorConfig config;
-  config.ps_recovery = options.ps_recovery;
-  config.ps_restore_deadline = options.ps_restore_deadline;
-  config.closure_timeout = options.closure_timeout;
-  config.max_in_flight = options.max_in_flight_per_worker;
-  config.rejoin_interval = options.rejoin_interval;
   impl->coordinator = s.sys->spawn(actors::coordinator, std::move(workers), std::move(ps),
-                                   s.placements, impl->book, config);
+                                   s.placements, impl->book, options);
   return std::unique_ptr<ClusterCoordinator>(new ClusterCoordinator(std::move(impl)));
 }
 

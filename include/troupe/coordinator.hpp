@@ -7,31 +7,12 @@
 #include <vector>
 
 #include "troupe/codec.hpp"
-#include "troupe/coordinator_stats.hpp"
+#include "troupe/coordinator_types.hpp"
 #include "troupe/registry.hpp"
 #include "troupe/remote_value.hpp"
 #include "troupe/strategy.hpp"
 
 namespace troupe {
-
-struct CoordinatorOptions {
-  /// A closure not answered within this time is taken back and run elsewhere.
-  std::chrono::milliseconds closure_timeout{60000};
-  /// Closures sent ahead to each worker: they wait in its mailbox rather than a round trip
-  /// away. 1 gives TensorFlow's one-at-a-time dispatch.
-  size_t max_in_flight_per_worker = 8;
-  /// How often a lost worker's address is tried again; when a worker answers there
-  /// (restarted, or resumed after a hang) it rejoins: it gets the variable placement,
-  /// rebuilds every per-worker dataset and takes closures again.
-  std::chrono::milliseconds rejoin_interval{100};
-  /// The PS tasks snapshot their shards (net::NodeOptions::ps_snapshot_dir) and are
-  /// restarted when they fail (troupe launch --restart-failed, or an orchestrator): when
-  /// one goes down, dispatch pauses and closures that needed it run again once it is back,
-  /// restored from its snapshot (TensorFlow fails the job here). If it is not back within
-  /// `ps_restore_deadline`, join() raises `unavailable` naming it.
-  bool ps_recovery = false;
-  std::chrono::milliseconds ps_restore_deadline{30000};
-};
 
 /// TensorFlow's ClusterCoordinator: schedules closures (a registered step and its
 /// arguments) on the workers and returns at once with a RemoteValue.

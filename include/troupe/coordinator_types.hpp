@@ -1,0 +1,45 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace troupe {
+
+/// How a ClusterCoordinator dispatches closures and handles lost workers and PS tasks.
+struct CoordinatorOptions {
+  /// A closure not answered within this time is taken back and run elsewhere.
+  std::chrono::milliseconds closure_timeout{60000};
+  /// Closures sent ahead to each worker: they wait in its mailbox rather than a round trip
+  /// away. 1 gives TensorFlow's one-at-a-time dispatch.
+  size_t max_in_flight_per_worker = 8;
+  /// How often a lost worker's address is tried again; when a worker answers there
+  /// (restarted, or resumed after a hang) it rejoins: it gets the variable placement,
+  /// rebuilds every per-worker dataset and takes closures again.
+  std::chrono::milliseconds rejoin_interval{100};
+  /// The PS tasks snapshot their shards (net::NodeOptions::ps_snapshot_dir) and are
+  /// restarted when they fail (troupe launch --restart-failed, or an orchestrator): when
+  /// one goes down, dispatch pauses and closures that needed it run again once it is back,
+  /// restored from its snapshot (TensorFlow fails the job here). If it is not back within
+  /// `ps_restore_deadline`, join() raises `unavailable` naming it.
+  bool ps_recovery = false;
+  std::chrono::milliseconds ps_restore_deadline{30000};
+};
+
+/// What a ClusterCoordinator has done so far (TensorFlow has no such counters).
+struct CoordinatorStats {
+  int64_t scheduled = 0;     // closures scheduled
+  int64_t completed = 0;     // closures whose RemoteValue got a result
+  int64_t failed = 0;        // closures that raised an application error
+  int64_t cancelled = 0;     // closures cancelled by another closure's error
+  int64_t retried = 0;       // closures taken back from a lost worker and queued again
+  int64_t workers_lost = 0;  // times a worker was lost (down, hung, or silent)
+  int64_t worker_rejoins = 0;  // times a lost worker came back and took closures again
+  int64_t ps_restores = 0;     // times a PS task came back restored from its snapshot
+  /// Updates the restored PS tasks had applied after their snapshot (lost with them), as
+  /// far as the coordinator saw: it polls each PS's count every rejoin interval, so updates
+  /// of the last interval before a failure are not counted.
+  int64_t updates_lost = 0;
+};
+
+}  // namespace troupe
