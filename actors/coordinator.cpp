@@ -223,8 +223,7 @@ bool any_ps_restoring(const CoordinatorState& st) {
 bool retry_unavailable(Self* self) {
   auto& st = self->state;
   if (!st.config.ps_recovery) return false;
-  if (std::any_of(st.ps.begin(), st.ps.end(), [](const auto& p) { return p.failed; }))
-    return false;
+  if (std::any_of(st.ps.begin(), st.ps.end(), [](const auto& p) { return p.failed; })) return false;
   if (any_ps_restoring(st)) return true;
   return ++st.unavailable_streak <= 50;
 }
@@ -276,15 +275,17 @@ void try_ps_rejoin(Self* self, size_t t) {
                         r.failed = true;
                         const auto e = core::make_error(
                             core::Errc::data_loss,
-                            task + " came back without a snapshot to restore; its variables "
-                                   "are lost");
+                            task +
+                                " came back without a snapshot to restore; its variables "
+                                "are lost");
                         self->state.book->abort(e);
                         cancel_queued(self, e);
                         dispatch(self);
                         return;
                       }
                       r.restoring = false;
-                      self->state.book->ps_restored(std::max<int64_t>(0, r.last_updates - stats[5]));
+                      self->state.book->ps_restored(
+                          std::max<int64_t>(0, r.last_updates - stats[5]));
                       r.last_updates = stats[2];
                       self->state.unavailable_streak = 0;
                       dispatch(self);
@@ -322,8 +323,7 @@ void send_closure(Self* self, size_t w) {
               self->state.book->retried();
               if (!any_ps_restoring(self->state) && !self->state.paused) {
                 self->state.paused = true;
-                self->delayed_send(self, self->state.config.rejoin_interval,
-                                   resume_atom::value);
+                self->delayed_send(self, self->state.config.rejoin_interval, resume_atom::value);
               }
               dispatch(self);
               return;

@@ -97,8 +97,8 @@ struct CoordinatorState {
 };
 
 /// The closure queue. Takes (run, ClosureMsg) from the user's thread, keeps up to
-/// `max_in_flight_per_worker` closures in flight per worker (the worker runs them in order; the next
-/// one waits in its mailbox instead of a network round trip away), settles RemoteValues
+/// `max_in_flight_per_worker` closures in flight per worker (the worker runs them in order; the
+/// next one waits in its mailbox instead of a network round trip away), settles RemoteValues
 /// through the ClosureBook. A worker that goes down (down message) or does not answer within
 /// the closure timeout is lost: its closures go back to the front of the queue, and its
 /// address is tried every `rejoin_interval` until a worker answers there again (restarted,

@@ -51,8 +51,7 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
   return {
       [=](net::snapshot_atom) {
         take_snapshot(self);
-        self->delayed_send(self, self->state.options.snapshot_interval,
-                           net::snapshot_atom::value);
+        self->delayed_send(self, self->state.options.snapshot_interval, net::snapshot_atom::value);
       },
       [=](net::create_atom, const net::VariableDef& def) -> caf::result<caf::ok_atom> {
         if (auto st = self->state.shard.create(def); !st) return net::to_caf(st.error());
@@ -81,12 +80,9 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
       [=](net::shutdown_atom) { self->quit(); },
       [=](net::stats_atom) {
         const auto& c = self->state.shard.counters();
-        return std::vector<int64_t>{c.variables,
-                                    c.pulls,
-                                    c.updates_applied,
-                                    c.updates_duplicate,
-                                    c.requests_rejected,
-                                    self->state.shard.restored_from(),
+        return std::vector<int64_t>{c.variables,          c.pulls,
+                                    c.updates_applied,    c.updates_duplicate,
+                                    c.requests_rejected,  self->state.shard.restored_from(),
                                     self->state.snapshots};
       },
   };

@@ -232,8 +232,8 @@ core::Expected<PsShardState> PsShardState::from_snapshot(const core::Checkpoint&
   PsShardState st;
   const std::string suffix = "/def";
   for (const auto& [key, def] : ckpt.ints) {
-    if (key.size() <= suffix.size() || key.compare(key.size() - suffix.size(), suffix.size(),
-                                                   suffix) != 0)
+    if (key.size() <= suffix.size() ||
+        key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0)
       continue;
     const std::string name = key.substr(0, key.size() - suffix.size());
     if (def.size() < 6) return incomplete(name, "short definition");

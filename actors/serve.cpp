@@ -48,11 +48,10 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
         auto state = PsShardState::from_snapshot(latest->second);
         if (!state)
           return make_error(state.error().code, "task " + task.to_string() + ": " +
-                                                    po.snapshot_dir + ": " +
-                                                    state.error().message);
-        std::cerr << "troupe: " << task.to_string() << " restored from snapshot "
-                  << latest->first << " in " << po.snapshot_dir << " ("
-                  << state->counters().updates_applied << " updates)" << std::endl;
+                                                    po.snapshot_dir + ": " + state.error().message);
+        std::cerr << "troupe: " << task.to_string() << " restored from snapshot " << latest->first
+                  << " in " << po.snapshot_dir << " (" << state->counters().updates_applied
+                  << " updates)" << std::endl;
         po.initial = std::make_shared<PsShardState>(std::move(*state));
       }
     }

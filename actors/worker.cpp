@@ -65,8 +65,8 @@ core::Expected<caf::actor> WorkerRuntime::ps(int task) {
   self_->request(*a, options_.connect_timeout, net::channel_atom::value)
       .receive([&](int32_t p) { port = p; }, [&](caf::error& e) { port = net::from_caf(e); });
   if (!port)
-    return unreachable(make_error(Errc::unavailable, id.to_string() + " did not answer: " +
-                                                         port.error().message));
+    return unreachable(
+        make_error(Errc::unavailable, id.to_string() + " did not answer: " + port.error().message));
   unreachable_until_.erase(task);
   ps_[task] = *a;
   channel_ports_[task] = *port;

@@ -18,9 +18,9 @@ bool is_terminated(const caf::actor& a);
 /// the task may still be starting, and a handshake can be dropped by a busy peer (seen on
 /// a loaded two-core machine as `connection_timeout`). Right after a peer at that address
 /// died, CAF may still hand out its dead proxy (the middleman caches connections per
-/// address until it processes the proxy's down message); that counts as not connected. Blocks the calling thread, so call it
-/// from a blocking actor or the main thread, never from an event-based actor. `task` names
-/// the peer in the error.
+/// address until it processes the proxy's down message); that counts as not connected. Blocks the
+/// calling thread, so call it from a blocking actor or the main thread, never from an event-based
+/// actor. `task` names the peer in the error.
 core::Expected<caf::actor> connect_with_retry(caf::actor_system& sys, const std::string& address,
                                               const std::string& task,
                                               std::chrono::milliseconds timeout);

@@ -37,8 +37,7 @@ int main(int argc, char** argv) {
   serve->add_option("--ps-snapshot-dir", snapshot_dir,
                     "snapshot this PS task's shards into DIR/ps-N, and restore from there on "
                     "start");
-  serve->add_option("--ps-snapshot-interval-ms", snapshot_interval_ms)
-      ->check(CLI::PositiveNumber);
+  serve->add_option("--ps-snapshot-interval-ms", snapshot_interval_ms)->check(CLI::PositiveNumber);
   auto* launch = app.add_subcommand("launch", "run PROGRAM as a local cluster on 127.0.0.1");
   troupe::tools::LaunchOptions lo;
   launch->add_option("--ps", lo.ps, "number of parameter-server tasks")

@@ -3,19 +3,21 @@
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
+#include <poll.h>
+#include <sys/inotify.h>
+#include <unistd.h>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
 #include <filesystem>
-#include <thread>
 
 #include "core/checkpoint/checkpoint_manager.hpp"
 #include "core/partitioner.hpp"
 #include "helpers.hpp"
-#include "net/connect.hpp"
 #include "net/channel.hpp"
 #include "net/cluster_spec.hpp"
+#include "net/connect.hpp"
 #include "net/node.hpp"
 #include "net/wire.hpp"
 #include "process.hpp"
@@ -146,9 +148,13 @@ TEST_CASE("A PS process holds variables and applies each closure id once", "[pro
 TEST_CASE("A restarted PS process carries on from its snapshot", "[process][ps][restore]") {
   const uint16_t port = test::free_loopback_port();
   test::TempDir dir;
-  const std::vector<std::string> argv{TROUPE_BIN_DIR "/troupe", "serve", "--ps-snapshot-dir",
-                                      dir.path(), "--ps-snapshot-interval-ms", "20"};
-  auto ps = std::make_unique<test::ChildProcess>(argv, std::vector<std::string>{ps_tf_config(port)});
+  // Made here, so that the test can watch it before the PS writes its first snapshot.
+  std::filesystem::create_directories(dir.path() + "/ps-0");
+  const std::vector<std::string> argv{TROUPE_BIN_DIR "/troupe",    "serve",
+                                      "--ps-snapshot-dir",         dir.path(),
+                                      "--ps-snapshot-interval-ms", "20"};
+  auto ps =
+      std::make_unique<test::ChildProcess>(argv, std::vector<std::string>{ps_tf_config(port)});
   REQUIRE(ps->wait_for_stderr("ready ps:0", 10s));
 
   caf::actor_system_config cfg;
@@ -171,15 +177,27 @@ TEST_CASE("A restarted PS process carries on from its snapshot", "[process][ps][
   const auto before = ask<net::WireTensor>(self, *remote, net::pull_atom::value, def.name);
   REQUIRE(before);
 
-  // Bounded wait for a snapshot on disk that has both updates (one every 20 ms).
+  // Bounded wait for a snapshot on disk that has both updates (one every 20 ms): each
+  // snapshot is renamed into the directory, so wait on inotify for that.
   core::CheckpointManager snapshots(dir.path() + "/ps-0", 2, "ps");
-  bool saved = false;
-  for (auto deadline = std::chrono::steady_clock::now() + 10s;
-       !saved && std::chrono::steady_clock::now() < deadline;) {
+  auto has_both = [&] {
     auto latest = snapshots.restore_latest();
-    saved = latest.ok() && latest->second.ints["updates_applied"] == std::vector<int64_t>{2};
-    if (!saved) std::this_thread::sleep_for(5ms);  // a file has no event to wait on
+    return latest.ok() && latest->second.ints["updates_applied"] == std::vector<int64_t>{2};
+  };
+  const int watch = ::inotify_init1(IN_CLOEXEC);
+  REQUIRE(watch >= 0);
+  REQUIRE(::inotify_add_watch(watch, snapshots.directory().c_str(), IN_MOVED_TO) >= 0);
+  bool saved = has_both();
+  for (auto deadline = std::chrono::steady_clock::now() + 10s; !saved;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{watch, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+    char events[4096];
+    (void)::read(watch, events, sizeof events);
+    saved = has_both();
   }
+  ::close(watch);
   REQUIRE(saved);
 
   ps->kill(SIGKILL);

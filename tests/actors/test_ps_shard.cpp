@@ -72,8 +72,7 @@ TEST_CASE("A PS shard applies each closure id at most once", "[ps_shard]") {
   CHECK(rows->data[2] == 1.0f);  // row 1 was not
 }
 
-TEST_CASE("A PS shard's snapshot restores values, slots, applied ids and counts",
-          "[ps_shard]") {
+TEST_CASE("A PS shard's snapshot restores values, slots, applied ids and counts", "[ps_shard]") {
   PsShardState ps;
   REQUIRE(ps.create(def("w", {3})).ok());
   auto adam = def("emb", {4, 2}, "adam");
