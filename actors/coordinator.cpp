@@ -1,8 +1,30 @@
 #include "actors/coordinator.hpp"
 
+#include <iostream>
+#include <sstream>
+
 #include <caf/io/all.hpp>
 
 #include "net/connect.hpp"
+
+namespace troupe {
+
+std::string WatchdogReport::to_string() const {
+  std::ostringstream out;
+  out << "no closure finished for " << since_progress.count() << " ms; " << queued << " queued";
+  for (const auto& w : workers) {
+    out << "; worker:" << w.index << (w.alive ? "" : " (lost)") << ": ";
+    if (w.in_flight.empty()) out << "idle";
+    for (size_t i = 0; i < w.in_flight.size(); ++i)
+      out << (i ? ", " : "") << "#" << w.in_flight[i].id << " " << w.in_flight[i].step << " ("
+          << w.in_flight[i].age.count() << " ms)";
+  }
+  for (int t : ps_down)
+    out << "; waiting for ps:" << t;
+  return out.str();
+}
+
+}  // namespace troupe
 
 namespace troupe::actors {
 
@@ -69,6 +91,12 @@ void ClosureBook::ps_restored(int64_t updates_lost) {
   cv_.notify_all();
 }
 
+void ClosureBook::watchdog_fired() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++counters_.watchdog_reports;
+  cv_.notify_all();
+}
+
 void ClosureBook::abort(const core::Error& error) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!first_error_) first_error_ = error;
@@ -110,6 +138,7 @@ using ps_rejoin_atom = caf::atom_constant<caf::atom("psrejoin")>;
 using ps_deadline_atom = caf::atom_constant<caf::atom("psdeadln")>;
 using poll_atom = caf::atom_constant<caf::atom("poll")>;
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
+using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
 
 void dispatch(Self* self);
 
@@ -130,7 +159,7 @@ void requeue(Self* self, size_t w) {
   if (slot.handle) self->demonitor(slot.handle);
   // Newest first to the front, so the oldest ends up first in the queue.
   for (auto it = slot.in_flight.rbegin(); it != slot.in_flight.rend(); ++it) {
-    self->state.queue.push_front(std::move(it->second));
+    self->state.queue.push_front(std::move(it->second.closure));
     self->state.book->retried();
   }
   slot.in_flight.clear();
@@ -308,6 +337,7 @@ void send_closure(Self* self, size_t w) {
             if (s.generation != generation) return;  // put back when the worker was lost
             if (s.in_flight.erase(id) == 0) return;
             self->state.unavailable_streak = 0;
+            self->state.last_progress = CoordinatorState::Clock::now();
             self->state.book->complete(id, std::move(bytes));
             dispatch(self);
           },
@@ -319,7 +349,7 @@ void send_closure(Self* self, size_t w) {
                 retry_unavailable(self)) {
               // Run it again once the PS is back; its pushes that did land are ignored then.
               auto node = s.in_flight.extract(id);
-              self->state.queue.push_front(std::move(node.mapped()));
+              self->state.queue.push_front(std::move(node.mapped().closure));
               self->state.book->retried();
               if (!any_ps_restoring(self->state) && !self->state.paused) {
                 self->state.paused = true;
@@ -330,6 +360,7 @@ void send_closure(Self* self, size_t w) {
             }
             if (is_application_error(err)) {
               s.in_flight.erase(id);
+              self->state.last_progress = CoordinatorState::Clock::now();
               self->state.book->fail(id, e);
               cancel_queued(self, e);
             } else {
@@ -338,7 +369,46 @@ void send_closure(Self* self, size_t w) {
             }
             dispatch(self);
           });
-  slot.in_flight.emplace(id, std::move(c));
+  slot.in_flight.emplace(id,
+                         CoordinatorState::InFlight{std::move(c), CoordinatorState::Clock::now()});
+}
+
+bool anything_pending(const CoordinatorState& st) {
+  if (!st.queue.empty()) return true;
+  return std::any_of(st.workers.begin(), st.workers.end(),
+                     [](const auto& w) { return !w.in_flight.empty(); });
+}
+
+// No closure finished for the watchdog timeout while some are pending: say what is where.
+void watchdog_check(Self* self) {
+  auto& st = self->state;
+  const auto now = CoordinatorState::Clock::now();
+  const auto timeout = st.config.watchdog_timeout;
+  if (!anything_pending(st) || now - st.last_progress < timeout || now - st.last_report < timeout)
+    return;
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  WatchdogReport report;
+  report.since_progress = duration_cast<milliseconds>(now - st.last_progress);
+  report.queued = st.queue.size();
+  for (size_t w = 0; w < st.workers.size(); ++w) {
+    const auto& slot = st.workers[w];
+    WatchdogReport::Worker r;
+    r.index = static_cast<int>(w);
+    r.alive = slot.alive;
+    for (const auto& [id, f] : slot.in_flight)
+      r.in_flight.push_back({id, f.closure.step, duration_cast<milliseconds>(now - f.sent)});
+    report.workers.push_back(std::move(r));
+  }
+  for (size_t t = 0; t < st.ps.size(); ++t)
+    if (st.ps[t].restoring) report.ps_down.push_back(static_cast<int>(t));
+  st.last_report = now;
+  if (st.config.on_watchdog) {
+    st.config.on_watchdog(report);
+  } else {
+    std::cerr << "troupe: watchdog: " << report.to_string() << std::endl;
+  }
+  st.book->watchdog_fired();  // after the report is out: a waiter on the count may read it
 }
 
 void dispatch(Self* self) {
@@ -385,6 +455,10 @@ caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector
     self->state.ps.push_back(std::move(p));
   }
   if (config.ps_recovery) self->send(self, poll_atom::value);
+  self->state.last_progress = CoordinatorState::Clock::now();
+  self->state.last_report = CoordinatorState::Clock::time_point{};
+  if (config.watchdog_timeout.count() > 0)
+    self->delayed_send(self, config.watchdog_timeout / 4, watchdog_atom::value);
   self->set_down_handler([=](caf::down_msg& dm) {
     for (size_t t = 0; t < self->state.ps.size(); ++t)
       if (self->state.ps[t].handle.address() == dm.source) ps_down(self, t);
@@ -405,6 +479,9 @@ caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector
     prepare(self, w, 0, 0, /*rejoin=*/false);
   return {
       [=](net::run_atom, net::ClosureMsg& c) {
+        // Time without progress counts from here when nothing was pending.
+        if (!anything_pending(self->state))
+          self->state.last_progress = CoordinatorState::Clock::now();
         self->state.queue.push_back(std::move(c));
         dispatch(self);
       },
@@ -440,6 +517,10 @@ caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector
         self->state.book->abort(e);
         cancel_queued(self, e);
         dispatch(self);
+      },
+      [=](watchdog_atom) {
+        watchdog_check(self);
+        self->delayed_send(self, self->state.config.watchdog_timeout / 4, watchdog_atom::value);
       },
       [=](resume_atom) {
         self->state.paused = false;

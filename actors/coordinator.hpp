@@ -26,6 +26,11 @@ class ClosureBook {
  public:
   using Counters = CoordinatorStats;
 
+  /// Closure ids start at (incarnation << 32) + 1; ids stay below 2^47 (the workers' tags
+  /// keep 16 bits for repetitions), so the incarnation is taken modulo 2^15.
+  explicit ClosureBook(uint32_t incarnation = 0)
+      : next_id_((uint64_t{incarnation & 0x7fffu} << 32) + 1) {}
+
   uint64_t add(std::shared_ptr<detail::RemoteState> state);
   void complete(uint64_t id, std::vector<char> bytes);
   /// An application error: the closure fails; the first such error is kept for join().
@@ -35,6 +40,7 @@ class ClosureBook {
   void worker_lost();
   void worker_rejoined();
   void ps_restored(int64_t updates_lost);
+  void watchdog_fired();
   /// An error not tied to one closure (a PS that did not come back): join() raises it.
   void abort(const core::Error& error);
   /// Waits until every scheduled closure is settled; returns (and clears) the first error.
@@ -51,7 +57,7 @@ class ClosureBook {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  uint64_t next_id_ = 1;
+  uint64_t next_id_;
   std::unordered_map<uint64_t, std::shared_ptr<detail::RemoteState>> pending_;
   Counters counters_;
   std::optional<core::Error> first_error_;
@@ -69,13 +75,18 @@ struct Endpoint {
 };
 
 struct CoordinatorState {
+  using Clock = std::chrono::steady_clock;
+  struct InFlight {
+    net::ClosureMsg closure;
+    Clock::time_point sent;
+  };
   struct Worker : Endpoint {
     /// Counts the connections to this worker: replies and failures of an earlier one are
     /// ignored once it is lost.
     uint64_t generation = 0;
     bool ready = false;  // has the variable placement and every dataset
     bool alive = true;
-    std::map<uint64_t, net::ClosureMsg> in_flight;  // by closure id, oldest first
+    std::map<uint64_t, InFlight> in_flight;  // by closure id, oldest first
   };
   struct Ps : Endpoint {
     uint64_t generation = 0;
@@ -93,6 +104,8 @@ struct CoordinatorState {
   std::vector<std::string> datasets;  // per-worker datasets created so far, rebuilt on rejoin
   std::shared_ptr<ClosureBook> book;
   CoordinatorConfig config;
+  Clock::time_point last_progress;  // a closure finished, or work arrived with none pending
+  Clock::time_point last_report;    // the watchdog's, since last_progress
   static inline const char* name = "troupe.coordinator";
 };
 
@@ -107,7 +120,9 @@ struct CoordinatorState {
 /// everything queued (the first error wins). (dataset, name) records a per-worker dataset.
 /// With `ps_recovery`, a PS task that goes down pauses dispatch until it answers on its
 /// address again with its state restored (its `restored from` count tells how many updates
-/// were lost), or fails the job with `unavailable` after the deadline.
+/// were lost), or fails the job with `unavailable` after the deadline. With a
+/// `watchdog_timeout`, a check every quarter of it reports what is in flight where when
+/// nothing has finished for that long.
 caf::behavior coordinator(caf::stateful_actor<CoordinatorState>* self,
                           std::vector<Endpoint> workers, std::vector<Endpoint> ps,
                           std::vector<net::Placement> placements, std::shared_ptr<ClosureBook> book,

@@ -16,7 +16,7 @@ core::Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::make(
     ParameterServerStrategy& strategy, Options options) {
   auto& s = strategy.impl();
   auto impl = std::unique_ptr<Impl>(
-      new Impl{strategy, options, std::make_shared<actors::ClosureBook>(), {}});
+      new Impl{strategy, options, std::make_shared<actors::ClosureBook>(options.incarnation), {}});
   std::vector<actors::Endpoint> workers, ps;
   for (int i = 0; i < s.spec.num_tasks("worker"); ++i) {
     const net::TaskId task{"worker", i};

@@ -123,6 +123,10 @@ int main(int argc, char** argv) {
   app.add_option("--ps-restore-deadline-ms", restore_deadline_ms,
                  "with --ps-snapshot-dir: how long the chief waits for a failed PS to come back")
       ->check(CLI::PositiveNumber);
+  int64_t watchdog_ms = 30000;
+  app.add_option("--watchdog-ms", watchdog_ms,
+                 "report what is in flight where when no closure finished for this long (0: off)")
+      ->check(CLI::NonNegativeNumber);
   std::string transport = "channel";
   app.add_option("--tensor-transport", transport,
                  "how pulls and pushes travel: the tensor channel or CAF messages")
@@ -166,6 +170,7 @@ int main(int argc, char** argv) {
   troupe::CoordinatorOptions coord_options;
   coord_options.ps_recovery = !snapshot_dir.empty();
   coord_options.ps_restore_deadline = std::chrono::milliseconds(restore_deadline_ms);
+  coord_options.watchdog_timeout = std::chrono::milliseconds(watchdog_ms);
   auto coord = troupe::ClusterCoordinator::make(**strategy, coord_options);
   if (!coord) return fail(coord.error().to_string());
   auto ds = (*coord)->create_per_worker_dataset("fmnist_train");
@@ -239,6 +244,7 @@ int main(int argc, char** argv) {
                               {"worker_rejoins", stats.worker_rejoins},
                               {"ps_restores", stats.ps_restores},
                               {"updates_lost", stats.updates_lost},
+                              {"watchdog_reports", stats.watchdog_reports},
                               {"train_s", train_s},
                               {"wall_s",
                                std::chrono::duration<double>(clock_type::now() - t_start).count()}}

@@ -3,8 +3,35 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace troupe {
+
+/// What the watchdog found when no closure had finished for `watchdog_timeout`: what is
+/// queued and what is in flight where (TensorFlow's watchdog dumps thread stacks instead).
+struct WatchdogReport {
+  struct Closure {
+    uint64_t id = 0;
+    std::string step;
+    std::chrono::milliseconds age{0};  // since it was sent to the worker
+  };
+  struct Worker {
+    int index = 0;
+    bool alive = true;
+    std::vector<Closure> in_flight;  // oldest first
+  };
+  std::chrono::milliseconds since_progress{0};  // since the last closure finished
+  size_t queued = 0;
+  std::vector<Worker> workers;
+  std::vector<int> ps_down;  // PS tasks being waited for (PS recovery)
+
+  /// One line: "no closure finished for 1203 ms; 4 queued; worker:0 (alive): #17 slow
+  /// (1190 ms), ...".
+  std::string to_string() const;
+};
 
 /// How a ClusterCoordinator dispatches closures and handles lost workers and PS tasks.
 struct CoordinatorOptions {
@@ -24,6 +51,17 @@ struct CoordinatorOptions {
   /// `ps_restore_deadline`, join() raises `unavailable` naming it.
   bool ps_recovery = false;
   std::chrono::milliseconds ps_restore_deadline{30000};
+  /// When closures are pending and none has finished for this long, the watchdog reports
+  /// what is in flight where (and again after each further period without progress).
+  /// Zero turns it off.
+  std::chrono::milliseconds watchdog_timeout{0};
+  /// Receives each report, on the coordinator's thread (keep it short); when empty, the
+  /// report is printed to stderr.
+  std::function<void(const WatchdogReport&)> on_watchdog;
+  /// Closure ids are (incarnation << 32) + n. A chief restarted against PS tasks that kept
+  /// running must use a new incarnation, or the shards would take its closures for ones
+  /// they applied before and ignore their updates; BackupAndRestore hands out one.
+  uint32_t incarnation = 0;
 };
 
 /// What a ClusterCoordinator has done so far (TensorFlow has no such counters).
@@ -40,6 +78,7 @@ struct CoordinatorStats {
   /// far as the coordinator saw: it polls each PS's count every rejoin interval, so updates
   /// of the last interval before a failure are not counted.
   int64_t updates_lost = 0;
+  int64_t watchdog_reports = 0;  // times the watchdog found no progress
 };
 
 }  // namespace troupe

@@ -3,6 +3,7 @@
 // the right values, join/done behave, and an application error is raised once.
 #include <catch2/catch.hpp>
 
+#include <mutex>
 #include <set>
 
 #include "api/impl.hpp"
@@ -54,7 +55,16 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
   auto dup = (*strategy)->create_variable("v", core::Shape{4, 2}, {}, "sgd", 0.5f);
   CHECK_FALSE(dup.ok());
 
-  auto coord = ClusterCoordinator::make(**strategy);
+  // The watchdog's reports, kept for the section that checks them.
+  std::mutex reports_mu;
+  std::vector<WatchdogReport> reports;
+  CoordinatorOptions options;
+  options.watchdog_timeout = 400ms;
+  options.on_watchdog = [&](const WatchdogReport& r) {
+    std::lock_guard<std::mutex> lock(reports_mu);
+    reports.push_back(r);
+  };
+  auto coord = ClusterCoordinator::make(**strategy, options);
   REQUIRE(coord.ok());
   ClusterCoordinator& c = **coord;
 
@@ -170,6 +180,35 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
     CHECK(cancelled == c.stats().cancelled);
     CHECK(c.join().ok());  // raised once; the coordinator is usable again
     CHECK(c.schedule<int>("add", 1, 2).fetch().value() == 3);
+  }
+
+  SECTION("The watchdog reports a closure that does not finish, and where it runs") {
+    REQUIRE(c.schedule<int>("add", 1, 1).fetch().value() == 2);
+    const int64_t before = c.stats().watchdog_reports;
+    CHECK(before == 0);  // nothing pending, nothing reported
+    auto slow = c.schedule<int>("slow", 1500);
+    REQUIRE(c.wait_for_stats([&](const auto& s) { return s.watchdog_reports > before; }, 5s));
+    WatchdogReport r;
+    {
+      std::lock_guard<std::mutex> lock(reports_mu);
+      REQUIRE(!reports.empty());
+      r = reports.back();
+    }
+    CHECK(r.since_progress >= 400ms);
+    CHECK(r.queued == 0);
+    REQUIRE(r.workers.size() == 2);
+    int holding = 0;
+    for (const auto& w : r.workers)
+      for (const auto& f : w.in_flight) {
+        ++holding;
+        CHECK(f.step == "slow");
+        CHECK(f.age >= 400ms);
+      }
+    CHECK(holding == 1);
+    CHECK_THAT(r.to_string(), Catch::Contains("slow") && Catch::Contains("no closure finished"));
+    CHECK(slow.fetch().value() == 1500);
+    CHECK(c.join().ok());
+    CHECK(c.stats().workers_lost == 0);
   }
 
   SECTION("A lost worker rejoins when it answers again, with its datasets rebuilt") {

@@ -3,6 +3,9 @@
 // The steps of the test job: the same registry in the worker processes (test_job) and in
 // the test acting as chief.
 
+#include <chrono>
+#include <thread>
+
 #include "troupe/troupe.hpp"
 
 namespace troupe::test {
@@ -30,6 +33,11 @@ inline Registry make_test_registry() {
         if (auto st = ctx.push_rows(var, rows, g); !st) return st.error();
         return static_cast<double>(got->view().flat().sum());
       });
+  // A step that takes `ms` milliseconds (a slow or stuck step, for the watchdog).
+  r.add_step("slow", [](StepContext&, int ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return ms;
+  });
   r.add_step("fail", [](StepContext&, int) -> core::Expected<int> {
     return core::make_error(core::Errc::invalid_argument, "injected failure");
   });
