@@ -1,8 +1,14 @@
 #pragma once
 
+#include <poll.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -49,6 +55,30 @@ inline std::vector<char> read_bytes(const std::string& path) {
 inline void write_bytes(const std::string& path, const std::vector<char>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+/// Waits (at most `timeout`) until `ready()` holds, checking it again each time a file is
+/// created in or renamed into `dir` (checkpoint writers rename their files into place).
+inline bool wait_for_file_in(const std::string& dir, const std::function<bool()>& ready,
+                             std::chrono::milliseconds timeout) {
+  const int watch = ::inotify_init1(IN_CLOEXEC);
+  if (watch < 0) return false;
+  if (::inotify_add_watch(watch, dir.c_str(), IN_MOVED_TO | IN_CREATE) < 0) {
+    ::close(watch);
+    return false;
+  }
+  bool ok = ready();
+  for (auto deadline = std::chrono::steady_clock::now() + timeout; !ok;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{watch, POLLIN, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+    char events[4096];
+    (void)::read(watch, events, sizeof events);
+    ok = ready();
+  }
+  ::close(watch);
+  return ok;
 }
 
 }  // namespace troupe::test

@@ -1,6 +1,12 @@
 #include "tools/chaos.hpp"
 
+#include <signal.h>
+
+#include <algorithm>
 #include <charconv>
+#include <fstream>
+#include <iostream>
+#include <thread>
 
 namespace troupe::tools {
 
@@ -75,6 +81,96 @@ core::Expected<ChaosEvent> parse_chaos(const std::string& spec) {
     return bad(spec, "stop needs a +DURATION");
   }
   return e;
+}
+
+ChaosInjector::ChaosInjector(std::vector<ChaosEvent> events, PidOf pid_of, Clock::time_point start)
+    : pid_of_(std::move(pid_of)), start_(start) {
+  for (auto& e : events)
+    due_.push_back({start + e.at, std::move(e), false, -1});
+  std::stable_sort(due_.begin(), due_.end(),
+                   [](const Due& a, const Due& b) { return a.at < b.at; });
+}
+
+ChaosInjector::~ChaosInjector() {
+  resume_all();
+}
+
+void ChaosInjector::send(const Due& d) {
+  const bool kill = d.event.action == ChaosEvent::Action::kill;
+  const pid_t pid = d.resume ? d.pid : pid_of_(d.event.task);
+  const char* what = d.resume ? "cont" : (kill ? "kill" : "stop");
+  if (pid <= 0) what = "missed";
+  const double at_s = std::chrono::duration<double>(Clock::now() - start_).count();
+  if (pid > 0) ::kill(pid, d.resume ? SIGCONT : (kill ? SIGKILL : SIGSTOP));
+  std::cerr << "troupe chaos: " << what << " " << d.event.task.to_string() << " (pid " << pid
+            << ") at " << at_s << " s" << std::endl;
+  log_.push_back(
+      {{"action", what}, {"task", d.event.task.to_string()}, {"pid", pid}, {"at_s", at_s}});
+  if (pid <= 0 || d.resume) return;
+  ++injections_;
+  if (!kill) {
+    // The resume goes to the process that was stopped, even if the task is restarted.
+    Due resume{Clock::now() + d.event.duration, d.event, true, pid};
+    due_.insert(std::upper_bound(due_.begin(), due_.end(), resume,
+                                 [](const Due& a, const Due& b) { return a.at < b.at; }),
+                resume);
+  }
+}
+
+int ChaosInjector::run_due() {
+  int sent = 0;
+  while (!due_.empty() && due_.front().at <= Clock::now()) {
+    const Due d = due_.front();
+    due_.erase(due_.begin());
+    send(d);
+    ++sent;
+  }
+  return sent;
+}
+
+std::optional<std::chrono::milliseconds> ChaosInjector::next_due() const {
+  if (due_.empty()) return std::nullopt;
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(due_.front().at - Clock::now());
+  return std::max(left, std::chrono::milliseconds(0));
+}
+
+bool ChaosInjector::run_until_done(std::chrono::milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  while (auto next = next_due()) {
+    if (Clock::now() + *next > deadline) return false;
+    // The events are at fixed times: waiting for the next one is the schedule itself.
+    std::this_thread::sleep_for(*next);
+    run_due();
+  }
+  return true;
+}
+
+void ChaosInjector::resume_all() {
+  std::vector<Due> resumes;
+  for (const auto& d : due_)
+    if (d.resume) resumes.push_back(d);
+  due_.erase(std::remove_if(due_.begin(), due_.end(), [](const Due& d) { return d.resume; }),
+             due_.end());
+  for (const auto& d : resumes)
+    send(d);
+}
+
+core::Expected<std::map<std::string, pid_t>> read_task_pids(const std::string& run_dir) {
+  const std::string path = run_dir + "/tasks.json";
+  std::ifstream in(path);
+  if (!in) return core::make_error(core::Errc::not_found, path + ": cannot open");
+  auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_array()) return core::make_error(core::Errc::data_loss, path + ": not a JSON array");
+  std::map<std::string, pid_t> pids;
+  for (const auto& t : j) {
+    if (!t.is_object() || !t.contains("type") || !t.contains("index") || !t.contains("pid") ||
+        !t["type"].is_string() || !t["index"].is_number_integer() || !t["pid"].is_number_integer())
+      return core::make_error(core::Errc::data_loss, path + ": a task without type, index or pid");
+    pids[t["type"].get<std::string>() + ":" + std::to_string(t["index"].get<int>())] =
+        t["pid"].get<pid_t>();
+  }
+  return pids;
 }
 
 }  // namespace troupe::tools

@@ -165,69 +165,55 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
     tasks.push_back(t);
     chief = &tasks.back();
   }
-  nlohmann::json listing = nlohmann::json::array();
-  for (const auto& t : tasks)
-    listing.push_back({{"type", t.id.type},
-                       {"index", t.id.index},
-                       {"address", spec.address(t.id)},
-                       {"pid", t.pid}});
-  std::ofstream(run_dir + "/tasks.json") << listing.dump(2) << "\n";
+  // tasks.json names every task's address and current pid (rewritten on each restart).
+  auto write_listing = [&] {
+    nlohmann::json listing = nlohmann::json::array();
+    for (const auto& t : tasks)
+      listing.push_back({{"type", t.id.type},
+                         {"index", t.id.index},
+                         {"address", spec.address(t.id)},
+                         {"pid", t.pid}});
+    const std::string path = run_dir + "/tasks.json", tmp = path + ".tmp";
+    std::ofstream(tmp) << listing.dump(2) << "\n";
+    fs::rename(tmp, path, ec);
+  };
+  write_listing();
   std::cerr << "troupe launch: " << tasks.size() << " tasks started, logs and tasks.json in "
             << run_dir << std::endl;
 
-  // Failure injection: (time, what) in order; a stop schedules its own resume.
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
-  struct Due {
-    clock::time_point at;
-    const ChaosEvent* event;
-    bool resume;
-  };
-  std::vector<Due> due;
-  for (const auto& e : o.chaos)
-    due.push_back({t0 + e.at, &e, false});
-  nlohmann::json injections = nlohmann::json::array();
   auto pid_of = [&](const net::TaskId& id) {
     for (const auto& t : tasks)
       if (t.id == id) return t.pid;
     return pid_t{-1};
   };
-  auto inject_due = [&] {
-    std::sort(due.begin(), due.end(), [](const Due& a, const Due& b) { return a.at < b.at; });
-    while (!due.empty() && due.front().at <= clock::now()) {
-      const Due d = due.front();
-      due.erase(due.begin());
-      const pid_t pid = pid_of(d.event->task);
-      const double at_s = std::chrono::duration<double>(clock::now() - t0).count();
-      const char* what =
-          d.resume ? "cont" : (d.event->action == ChaosEvent::Action::kill ? "kill" : "stop");
-      ::kill(pid, d.resume ? SIGCONT
-                           : (d.event->action == ChaosEvent::Action::kill ? SIGKILL : SIGSTOP));
-      std::cerr << "troupe launch: chaos " << what << " " << d.event->task.to_string() << " (pid "
-                << pid << ") at " << at_s << " s" << std::endl;
-      injections.push_back(
-          {{"action", what}, {"task", d.event->task.to_string()}, {"pid", pid}, {"at_s", at_s}});
-      if (!d.resume && d.event->action == ChaosEvent::Action::stop)
-        due.push_back({clock::now() + d.event->duration, d.event, true});
-    }
-  };
+  ChaosInjector chaos(o.chaos, pid_of, t0);
 
   // --restart-failed: a task other than the chief that ends in failure (signal or non-zero
-  // exit) is started again at once on the same address; an orderly exit (0) is final.
+  // exit) is started again at once on the same address; an orderly exit (0) is final. The
+  // chief is restarted (below) when a signal ended it.
   int restarts = 0;
+  auto restart = [&](Task& t) {
+    const pid_t old = t.pid;
+    t.earlier_pids.push_back(old);
+    t.status.reset();
+    t.pid = start(o.program, net::TFConfigClusterResolver::render(spec, t.id),
+                  log_path(run_dir, t.id), &t == chief ? &t.out_fd : nullptr, /*append=*/true);
+    ++restarts;
+    const double at_s = std::chrono::duration<double>(clock::now() - t0).count();
+    std::cerr << "troupe launch: restarted " << t.id.to_string() << " (pid " << old << " -> "
+              << t.pid << ") at " << at_s << " s" << std::endl;
+    write_listing();
+  };
+  auto may_restart = [&](const Task& t) {
+    return o.restart_failed && !interrupted &&
+           static_cast<int>(t.earlier_pids.size()) < o.max_restarts;
+  };
   auto restart_failed = [&] {
-    if (!o.restart_failed) return;
     for (auto& t : tasks) {
-      if (&t == chief || !reap(t, false) || !failed(*t.status)) continue;
-      const pid_t old = t.pid;
-      t.earlier_pids.push_back(old);
-      t.status.reset();
-      t.pid = start(o.program, net::TFConfigClusterResolver::render(spec, t.id),
-                    log_path(run_dir, t.id), nullptr, /*append=*/true);
-      ++restarts;
-      const double at_s = std::chrono::duration<double>(clock::now() - t0).count();
-      std::cerr << "troupe launch: restarted " << t.id.to_string() << " (pid " << old << " -> "
-                << t.pid << ") at " << at_s << " s" << std::endl;
+      if (&t == chief || !may_restart(t) || !reap(t, false) || !failed(*t.status)) continue;
+      restart(t);
     }
   };
 
@@ -236,20 +222,28 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
   std::ofstream chief_out(run_dir + "/chief-0.stdout");
   char buf[65536];
   while (!interrupted && chief->out_fd >= 0) {
-    inject_due();
+    chaos.run_due();
     restart_failed();
     int wait_ms = o.restart_failed ? 20 : 200;
-    if (!due.empty()) {
-      const auto until =
-          std::chrono::duration_cast<std::chrono::milliseconds>(due.front().at - clock::now());
-      wait_ms = static_cast<int>(std::clamp<int64_t>(until.count(), 0, wait_ms));
-    }
+    if (auto next = chaos.next_due())
+      wait_ms = static_cast<int>(std::clamp<int64_t>(next->count(), 0, wait_ms));
     pollfd p{chief->out_fd, POLLIN, 0};
     const int r = ::poll(&p, 1, wait_ms);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) continue;
     const ssize_t n = ::read(chief->out_fd, buf, sizeof buf);
-    if (n <= 0) break;
+    if (n <= 0) {
+      // The chief's output ended: it exited, or a signal ended it.
+      ::close(chief->out_fd);
+      chief->out_fd = -1;
+      reap(*chief, /*block=*/true);
+      if (may_restart(*chief) && WIFSIGNALED(*chief->status)) {
+        pending.clear();  // a partial line of the process that died
+        restart(*chief);
+        continue;
+      }
+      break;
+    }
     pending.append(buf, static_cast<size_t>(n));
     size_t nl;
     while ((nl = pending.find('\n')) != std::string::npos) {
@@ -264,6 +258,8 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
   if (interrupted) ::kill(chief->pid, SIGTERM);
   reap(*chief, /*block=*/true);
 
+  // A task still stopped when the chief ends is resumed so that it can exit.
+  chaos.resume_all();
   // The chief shuts the cluster down when it finishes; give the others a grace period,
   // then end them by pid.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(o.grace_ms);
@@ -289,20 +285,11 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
   const bool chief_ok =
       chief->status && WIFEXITED(*chief->status) && WEXITSTATUS(*chief->status) == 0;
   exit_code = chief_ok && !interrupted ? 0 : 1;
-  // A task still stopped when the chief ends is resumed so that it can exit.
-  for (const auto& d : due)
-    if (d.resume) ::kill(pid_of(d.event->task), SIGCONT);
-  return {
-      {"ok", exit_code == 0},
-      {"program", "troupe launch"},
-      {"run_dir", run_dir},
-      {"interrupted", interrupted != 0},
-      {"chief", chief_result},
-      {"tasks", statuses},
-      {"restarts", restarts},
-      {"injections", std::count_if(injections.begin(), injections.end(),
-                                   [](const nlohmann::json& j) { return j["action"] != "cont"; })},
-      {"chaos", injections}};
+  return {{"ok", exit_code == 0},  {"program", "troupe launch"},
+          {"run_dir", run_dir},    {"interrupted", interrupted != 0},
+          {"chief", chief_result}, {"tasks", statuses},
+          {"restarts", restarts},  {"injections", chaos.injections()},
+          {"chaos", chaos.log()}};
 }
 
 }  // namespace troupe::tools

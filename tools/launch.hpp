@@ -17,7 +17,11 @@ struct LaunchOptions {
   std::vector<std::string> program;  // the job's command line, run in every task
   int grace_ms = 5000;               // how long other tasks get to exit after the chief
   std::vector<ChaosEvent> chaos;     // failures to inject, by time after launch
-  bool restart_failed = false;       // start a failed task (not the chief) again, same address
+  /// Start a failed task again on its address: a worker, PS or evaluator that is killed or
+  /// exits non-zero, and a chief killed by a signal (a chief that exits with an error has
+  /// reported it; starting it again would hide that).
+  bool restart_failed = false;
+  int max_restarts = 10;  // per task; after that a failure is final
 };
 
 /// Starts chief, workers, PS (and evaluator) tasks as local processes on free 127.0.0.1

@@ -50,8 +50,12 @@ int main(int argc, char** argv) {
   launch->add_option("--grace-ms", lo.grace_ms,
                      "how long other tasks may take to exit after the chief");
   launch->add_flag("--restart-failed", lo.restart_failed,
-                   "start a worker, PS or evaluator task that fails (killed, or exits non-zero) "
-                   "again on its address");
+                   "start a task that fails again on its address: a worker, PS or evaluator "
+                   "killed or exiting non-zero, the chief when killed by a signal");
+  launch
+      ->add_option("--max-restarts", lo.max_restarts,
+                   "with --restart-failed: restarts per task before a failure is final")
+      ->check(CLI::NonNegativeNumber);
   std::vector<std::string> chaos_specs;
   launch->add_option("--chaos", chaos_specs,
                      "inject a failure: ACTION:TYPE:INDEX@TIME[+DURATION], e.g. kill:worker:1@5s, "

@@ -4,7 +4,6 @@
 
 #include <arpa/inet.h>
 #include <poll.h>
-#include <sys/inotify.h>
 #include <unistd.h>
 
 #include <caf/all.hpp>
@@ -184,20 +183,7 @@ TEST_CASE("A restarted PS process carries on from its snapshot", "[process][ps][
     auto latest = snapshots.restore_latest();
     return latest.ok() && latest->second.ints["updates_applied"] == std::vector<int64_t>{2};
   };
-  const int watch = ::inotify_init1(IN_CLOEXEC);
-  REQUIRE(watch >= 0);
-  REQUIRE(::inotify_add_watch(watch, snapshots.directory().c_str(), IN_MOVED_TO) >= 0);
-  bool saved = has_both();
-  for (auto deadline = std::chrono::steady_clock::now() + 10s; !saved;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    pollfd p{watch, POLLIN, 0};
-    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
-    char events[4096];
-    (void)::read(watch, events, sizeof events);
-    saved = has_both();
-  }
-  ::close(watch);
+  const bool saved = test::wait_for_file_in(snapshots.directory(), has_both, 10s);
   REQUIRE(saved);
 
   ps->kill(SIGKILL);
