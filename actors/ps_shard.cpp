@@ -72,6 +72,15 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
           const net::RowsUpdate& u) {
         return reply(self->state.shard.push_rows(closure_id, name, u));
       },
+      [=](net::state_atom, const std::string& name) {
+        return reply(self->state.shard.state(name));
+      },
+      [=](net::assign_atom, const std::string& name,
+          const net::ShardState& state) -> caf::result<caf::ok_atom> {
+        if (auto st = self->state.shard.assign(name, state); !st) return net::to_caf(st.error());
+        self->state.snapshotted_updates = -1;  // the next snapshot must include it
+        return caf::ok_atom::value;
+      },
       [=](net::batch_atom, net::PsRequest& request) {
         return reply(self->state.shard.handle(request));
       },

@@ -73,6 +73,43 @@ core::Expected<net::WireTensor> PsShardState::pull(const std::string& name) {
   return net::WireTensor::from((*s)->value);
 }
 
+core::Expected<net::ShardState> PsShardState::state(const std::string& name) {
+  auto s = find(name);
+  if (!s) return s.error();
+  net::ShardState out;
+  out.value = net::WireTensor::from((*s)->value);
+  for (const auto& slot : (*s)->slots.slots)
+    out.slots.push_back(net::WireTensor::from(slot));
+  out.iterations = (*s)->slots.iterations;
+  return out;
+}
+
+core::Status PsShardState::assign(const std::string& name, const net::ShardState& state) {
+  auto s = find(name);
+  if (!s) return s.error();
+  Shard& shard = **s;
+  auto fits = [](const net::WireTensor& t, const core::Tensor& like) {
+    return t.consistent() && t.dims == like.shape().to_vector();
+  };
+  auto refuse = [&](const std::string& why) {
+    ++counters_.requests_rejected;
+    return make_error(Errc::invalid_argument, "assigning '" + name + "': " + why);
+  };
+  if (!fits(state.value, shard.value)) return refuse("value of another shape");
+  if (state.slots.size() != shard.slots.slots.size())
+    return refuse(std::to_string(state.slots.size()) + " optimizer slots, the shard has " +
+                  std::to_string(shard.slots.slots.size()));
+  for (size_t i = 0; i < state.slots.size(); ++i)
+    if (!fits(state.slots[i], shard.slots.slots[i]))
+      return refuse("slot " + std::to_string(i) + " of another shape");
+  if (state.iterations < 0) return refuse("negative iteration count");
+  std::copy(state.value.data.begin(), state.value.data.end(), shard.value.data());
+  for (size_t i = 0; i < state.slots.size(); ++i)
+    std::copy(state.slots[i].data.begin(), state.slots[i].data.end(), shard.slots.slots[i].data());
+  shard.slots.iterations = state.iterations;
+  return {};
+}
+
 core::Expected<net::WireTensor> PsShardState::pull_rows(const std::string& name,
                                                         const std::vector<int64_t>& rows) {
   auto s = find(name);

@@ -54,6 +54,13 @@ class PsShardState {
   /// so the client may send the whole request again).
   core::Expected<std::vector<net::PsItem>> handle(net::PsRequest& request);
 
+  /// A shard's value, optimizer slots and iteration count (for a chief's backup).
+  core::Expected<net::ShardState> state(const std::string& name);
+  /// Replaces a shard's value, slots and iteration count (a chief restoring its backup).
+  /// Shapes and the slot count must match the shard's; otherwise nothing changes. The
+  /// applied closure ids are kept: closures of the restored chief carry new ids.
+  core::Status assign(const std::string& name, const net::ShardState& state);
+
   /// Everything a restarted task needs to carry on: each shard's definition, value,
   /// optimizer slots and iteration count, the closure ids it applied, and the count of
   /// updates applied.

@@ -27,6 +27,35 @@ struct ParameterServerStrategy::Impl {
   std::vector<caf::actor> ps;
   std::vector<net::Placement> placements;
   int next_ps = 0;  // round-robin start for the next variable
+
+  /// Asks PS task `task` (`msg...`) and waits for its reply of type R. A dead connection, or
+  /// a transport error (not the PS's own answer), may mean the task was restarted since
+  /// the connection was made: it connects again once and asks again.
+  template <class R, class... Ts>
+  core::Expected<R> ask_ps(int task, const Ts&... msg) {
+    caf::actor& handle = ps[static_cast<size_t>(task)];
+    for (int attempt = net::is_terminated(handle) ? 1 : 0;; ++attempt) {
+      if (attempt == 1) {
+        const net::TaskId id{"ps", task};
+        auto again = net::connect_with_retry(*sys, spec.address(id), id.to_string(),
+                                             options.connect_timeout);
+        if (!again) return again.error();
+        handle = *again;
+      }
+      std::optional<R> out;
+      core::Status st;
+      bool transport = false;
+      (*self)
+          ->request(handle, options.request_timeout, msg...)
+          .receive([&](R& r) { out = std::move(r); },
+                   [&](caf::error& e) {
+                     st = net::from_caf(e);
+                     transport = e.category() != net::error_category;
+                   });
+      if (out) return std::move(*out);
+      if (!transport || attempt > 0) return st.error();
+    }
+  }
 };
 
 struct ClusterCoordinator::Impl {

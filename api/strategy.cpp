@@ -93,29 +93,9 @@ core::Expected<core::Tensor> ParameterServerStrategy::read(const Variable& v) {
             [](auto& a, auto& b) { return a.def.shard < b.def.shard; });
   std::vector<net::WireTensor> parts;
   for (const auto& p : shards) {
-    auto& ps = m.ps[static_cast<size_t>(p.ps_task)];
-    // A dead connection, or a transport error (not the PS's own answer), may mean the task
-    // was restarted since this connection was made: connect again once and retry.
-    for (int attempt = net::is_terminated(ps) ? 1 : 0;; ++attempt) {
-      if (attempt == 1) {
-        const net::TaskId task{"ps", p.ps_task};
-        auto again = net::connect_with_retry(*m.sys, m.spec.address(task), task.to_string(),
-                                             m.options.connect_timeout);
-        if (!again) return again.error();
-        ps = *again;
-      }
-      core::Status st;
-      bool transport = false;
-      (*m.self)
-          ->request(ps, m.options.request_timeout, net::pull_atom::value, v.name)
-          .receive([&](net::WireTensor& t) { parts.push_back(std::move(t)); },
-                   [&](caf::error& e) {
-                     st = net::from_caf(e);
-                     transport = e.category() != net::error_category;
-                   });
-      if (st.ok()) break;
-      if (!transport || attempt > 0) return st.error();
-    }
+    auto part = m.ask_ps<net::WireTensor>(p.ps_task, net::pull_atom::value, v.name);
+    if (!part) return part.error();
+    parts.push_back(std::move(*part));
   }
   return net::concat_shards(parts);
 }

@@ -127,6 +127,13 @@ int main(int argc, char** argv) {
   app.add_option("--watchdog-ms", watchdog_ms,
                  "report what is in flight where when no closure finished for this long (0: off)")
       ->check(CLI::NonNegativeNumber);
+  std::string backup_dir;
+  int64_t backup_every = 200;
+  app.add_option("--backup-dir", backup_dir,
+                 "the chief backs up variables, optimizer slots and its step counter here, and "
+                 "a restarted chief resumes from the newest backup (removed when training ends)");
+  app.add_option("--backup-every", backup_every, "closures between backups")
+      ->check(CLI::PositiveNumber);
   std::string transport = "channel";
   app.add_option("--tensor-transport", transport,
                  "how pulls and pushes travel: the tensor channel or CAF messages")
@@ -168,6 +175,21 @@ int main(int argc, char** argv) {
     vars.push_back(*v);
   }
   troupe::CoordinatorOptions coord_options;
+  // A restarted chief puts the last backup back on the PS tasks and resumes at its step.
+  std::unique_ptr<troupe::BackupAndRestore> backup;
+  troupe::TrainingState resumed;
+  if (!backup_dir.empty()) {
+    auto b = troupe::BackupAndRestore::make(**strategy, backup_dir);
+    if (!b) return fail(b.error().to_string());
+    backup = std::move(*b);
+    auto at = backup->restore();
+    if (!at) return fail(at.error().to_string());
+    if (*at) {
+      resumed = **at;
+      std::cerr << "fmnist_ps: resumed from the backup at step " << resumed.step << std::endl;
+    }
+    coord_options.incarnation = backup->incarnation();
+  }
   coord_options.ps_recovery = !snapshot_dir.empty();
   coord_options.ps_restore_deadline = std::chrono::milliseconds(restore_deadline_ms);
   coord_options.watchdog_timeout = std::chrono::milliseconds(watchdog_ms);
@@ -181,14 +203,27 @@ int main(int argc, char** argv) {
   const int64_t closures = (total_steps + s.steps_per_execution - 1) / s.steps_per_execution;
   const auto t0 = clock_type::now();
   std::vector<troupe::RemoteValue<float>> losses;
-  for (int64_t i = 0; i < closures; ++i) {
+  const int64_t first = std::min(resumed.step, closures);
+  const int64_t examples_per_closure = static_cast<int64_t>(s.steps_per_execution) * s.batch;
+  int64_t backups = 0;
+  tc::Status joined;
+  for (int64_t i = first; i < closures && joined.ok(); ++i) {
     if (s.steps_per_execution == 1 && i % 100 == 99) {
       losses.push_back((*coord)->schedule<float>("train_step", *ds));
     } else {
       (*coord)->schedule_no_result("train_step", static_cast<uint32_t>(s.steps_per_execution), *ds);
     }
+    if (backup && (i + 1) % backup_every == 0 && i + 1 < closures) {
+      // Back up at a point where nothing is in flight: the variables then hold exactly
+      // the first i + 1 closures' updates.
+      joined = (*coord)->join();
+      if (!joined.ok()) break;
+      if (auto st = backup->backup({(i + 1) * examples_per_closure / 60000, i + 1}); !st)
+        return fail(st.error().to_string());
+      ++backups;
+    }
   }
-  auto joined = (*coord)->join();
+  if (joined.ok()) joined = (*coord)->join();
   const double train_s = std::chrono::duration<double>(clock_type::now() - t0).count();
   if (!joined) {
     (*coord)->shutdown_cluster();
@@ -219,9 +254,11 @@ int main(int argc, char** argv) {
         !st)
       return fail(st.error().to_string());
 
+  if (backup)
+    if (auto st = backup->finish(); !st) return fail(st.error().to_string());
   const auto stats = (*coord)->stats();
   (*coord)->shutdown_cluster();
-  const int64_t examples = closures * s.steps_per_execution * s.batch;
+  const int64_t examples = (closures - first) * examples_per_closure;
   std::cout << nlohmann::json{{"ok", true},
                               {"program", "fmnist_ps"},
                               {"workers", workers},
@@ -245,6 +282,9 @@ int main(int argc, char** argv) {
                               {"ps_restores", stats.ps_restores},
                               {"updates_lost", stats.updates_lost},
                               {"watchdog_reports", stats.watchdog_reports},
+                              {"resumed_from_step", first},
+                              {"backups", backups},
+                              {"incarnation", coord_options.incarnation},
                               {"train_s", train_s},
                               {"wall_s",
                                std::chrono::duration<double>(clock_type::now() - t_start).count()}}

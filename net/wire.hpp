@@ -51,6 +51,14 @@ struct RowsUpdate {
   WireTensor grads;  // [rows.size(), row width]
 };
 
+/// A shard's trainable state: its value, its optimizer slots and the optimizer's iteration
+/// count (not the closure ids it applied). What a chief's backup saves and puts back.
+struct ShardState {
+  WireTensor value;
+  std::vector<WireTensor> slots;
+  int64_t iterations = 0;
+};
+
 /// Where one shard of a variable lives: its definition and the PS task holding it.
 struct Placement {
   VariableDef def;
@@ -138,6 +146,11 @@ typename Inspector::result_type inspect(Inspector& f, RowsUpdate& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ShardState& x) {
+  return f(caf::meta::type_name("troupe.shard_state"), x.value, x.slots, x.iterations);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Placement& x) {
   return f(caf::meta::type_name("troupe.placement"), x.def, x.ps_task);
 }
@@ -172,6 +185,8 @@ using dataset_atom = caf::atom_constant<caf::atom("dataset")>;     // worker: bu
 using stats_atom = caf::atom_constant<caf::atom("stats")>;         // any: counters
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;   // node: stop serving
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;   // PS: take a snapshot
+using state_atom = caf::atom_constant<caf::atom("shardstate")>;    // PS: a shard's state
+using assign_atom = caf::atom_constant<caf::atom("assign")>;       // PS: set a shard's state
 
 /// The CAF error category of Troupe's core::Errc codes.
 inline constexpr caf::atom_value error_category = caf::atom("troupe");
@@ -196,4 +211,6 @@ CAF_ADD_TYPE_ID(troupe, (std::vector<char>))
 CAF_ADD_TYPE_ID(troupe, (troupe::net::PsItem))
 CAF_ADD_TYPE_ID(troupe, (troupe::net::PsRequest))
 CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::net::PsItem>))
+CAF_ADD_TYPE_ID(troupe, (troupe::net::ShardState))
+CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::net::WireTensor>))
 CAF_END_TYPE_ID_BLOCK(troupe)

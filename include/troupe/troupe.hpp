@@ -12,6 +12,7 @@
 #include "core/expected.hpp"
 #include "net/cluster_spec.hpp"
 #include "net/node.hpp"
+#include "troupe/backup.hpp"
 #include "troupe/coordinator.hpp"
 #include "troupe/registry.hpp"
 #include "troupe/remote_value.hpp"

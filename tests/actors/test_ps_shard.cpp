@@ -119,6 +119,45 @@ TEST_CASE("A PS shard's snapshot restores values, slots, applied ids and counts"
   CHECK(PsShardState::from_snapshot(broken).error().code == core::Errc::data_loss);
 }
 
+TEST_CASE("A PS shard's state can be read and assigned back; a bad one changes nothing",
+          "[ps_shard]") {
+  PsShardState ps;
+  REQUIRE(ps.create(def("m", {2, 2}, "adam")).ok());
+  CHECK(ps.push(1, "m", tensor({2, 2}, {1, 2, 3, 4})).value());
+  const net::ShardState saved = ps.state("m").value();
+  CHECK(saved.slots.size() == 2);
+  CHECK(saved.iterations == 1);
+  CHECK(ps.push(2, "m", tensor({2, 2}, {4, 3, 2, 1})).value());
+  const auto after_second = ps.pull("m").value();
+
+  // Assigned back, the shard takes the same second update again (under a new tag).
+  REQUIRE(ps.assign("m", saved).ok());
+  CHECK(ps.pull("m")->data == saved.value.data);
+  CHECK(ps.state("m")->iterations == 1);
+  CHECK(ps.push(3, "m", tensor({2, 2}, {4, 3, 2, 1})).value());
+  CHECK(ps.pull("m")->data == after_second.data);
+  CHECK_FALSE(ps.push(2, "m", tensor({2, 2}, {4, 3, 2, 1})).value());  // tags are kept
+
+  const auto before = ps.state("m").value();
+  auto wrong_shape = saved;
+  wrong_shape.value = tensor({4}, {0, 0, 0, 0});
+  auto too_few = saved;
+  too_few.slots.pop_back();
+  auto bad_slot = saved;
+  bad_slot.slots[1] = tensor({2, 2}, {0, 0, 0});  // inconsistent
+  for (const auto* bad : {&wrong_shape, &too_few, &bad_slot}) {
+    auto st = ps.assign("m", *bad);
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().code == core::Errc::invalid_argument);
+    CHECK_THAT(st.error().message, Catch::Contains("'m'"));
+  }
+  CHECK(ps.assign("nope", saved).error().code == core::Errc::not_found);
+  const auto unchanged = ps.state("m").value();
+  CHECK(unchanged.value.data == before.value.data);
+  CHECK(unchanged.slots[0].data == before.slots[0].data);
+  CHECK(unchanged.iterations == before.iterations);
+}
+
 TEST_CASE("A PS shard rejects bad requests and keeps its state", "[ps_shard]") {
   PsShardState ps;
   REQUIRE(ps.create(def("w", {2, 2})).ok());

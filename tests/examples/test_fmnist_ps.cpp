@@ -4,11 +4,13 @@
 
 #include <signal.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "helpers.hpp"
 #include "process.hpp"
 #include "run_program.hpp"
+#include "tools/chaos.hpp"
 
 using troupe::test::run_program;
 
@@ -150,6 +152,74 @@ TEST_CASE("fmnist_ps fails clearly when a killed PS does not come back", "[examp
   CHECK(chief["ok"] == false);
   CHECK_THAT(chief["error"].get<std::string>(), Catch::Contains("ps:1 did not come back"));
   check_all_gone(r.last_json["tasks"]);
+}
+
+TEST_CASE("A killed chief is restarted and resumes from its backup at the saved step",
+          "[example][ps][chaos]") {
+  // The chief backs up every 100 closures. The test kills it (through the C++ chaos API,
+  // by the pid launch lists in tasks.json) as soon as its first backup is on disk; launch
+  // --restart-failed starts it again, it restores the backup onto the PS tasks (which kept
+  // running) and schedules only the closures after the saved step.
+  using namespace std::chrono_literals;
+  troupe::test::TempDir dir;
+  const std::string run_dir = dir.file("run"), backup_dir = dir.file("backup"),
+                    out = dir.file("launch.out");
+  std::filesystem::create_directories(backup_dir);
+  troupe::test::ChildProcess launch(
+      {"/bin/sh", "-c",
+       "exec " + bin + "/troupe launch --ps 2 --workers 2 --restart-failed --run-dir " + run_dir +
+           " -- " + bin + "/fmnist_ps --steps-per-worker 1500 --backup-dir " + backup_dir +
+           " --backup-every 100 > " + out},
+      {});
+  auto backed_up = [&] {
+    for (const auto& e : std::filesystem::directory_iterator(backup_dir))
+      if (e.path().filename().string().rfind("backup-", 0) == 0 && e.path().extension() == ".tckpt")
+        return true;
+    return false;
+  };
+  REQUIRE(troupe::test::wait_for_file_in(backup_dir, backed_up, 60s));
+  auto pids = troupe::tools::read_task_pids(run_dir);
+  REQUIRE(pids.ok());
+  troupe::tools::ChaosInjector chaos(
+      {troupe::tools::parse_chaos("kill:chief:0@0s").value()},
+      [&](const troupe::net::TaskId& t) { return pids->at(t.to_string()); });
+  REQUIRE(chaos.run_due() == 1);
+  const pid_t first_chief = pids->at("chief:0");
+
+  auto status = launch.wait_exit(120s);
+  REQUIRE(status.has_value());
+  INFO(launch.captured_stderr());
+  CHECK((WIFEXITED(*status) && WEXITSTATUS(*status) == 0));
+  std::string line, last;
+  std::ifstream in(out);
+  while (std::getline(in, line))
+    if (!line.empty() && line.front() == '{') last = line;
+  const auto j = nlohmann::json::parse(last, nullptr, /*allow_exceptions=*/false);
+  INFO(last);
+  REQUIRE(j.is_object());
+  CHECK(j["restarts"] == 1);
+  const auto& chief = j["chief"];
+  REQUIRE(chief.is_object());
+  CHECK(chief["ok"] == true);
+  const int64_t resumed = chief["resumed_from_step"].get<int64_t>();
+  CHECK(resumed >= 100);
+  CHECK(resumed % 100 == 0);
+  CHECK(chief["incarnation"] == 2);
+  CHECK(chief["closures_scheduled"].get<int64_t>() == 3000 - resumed);
+  CHECK(chief["closures_completed"] == chief["closures_scheduled"]);
+  CHECK(chief["test_accuracy"].get<double>() >= 0.80);
+  bool chief_listed = false;
+  for (const auto& t : j["tasks"]) {
+    CHECK(t["exit"] == 0);
+    if (t["task"] == "chief:0") {
+      chief_listed = true;
+      CHECK(t["earlier_pids"] == std::vector<int>{first_chief});
+    }
+  }
+  CHECK(chief_listed);
+  CHECK(::kill(first_chief, 0) != 0);
+  check_all_gone(j["tasks"]);
+  CHECK_FALSE(std::filesystem::exists(backup_dir));  // removed when training ended
 }
 
 TEST_CASE("troupe launch reports a failed chief and ends every task", "[example][ps]") {
