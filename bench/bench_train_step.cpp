@@ -10,6 +10,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench_stats.hpp"
+
 #include "core/partitioner.hpp"
 #include "core/trainer.hpp"
 
@@ -17,11 +19,7 @@ namespace tc = troupe::core;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using troupe::bench::median;
 
 nlohmann::json bench_one(const std::string& model_name, int batch, int runs,
                          double seconds_per_run) {

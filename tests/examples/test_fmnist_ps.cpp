@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "helpers.hpp"
 #include "process.hpp"
@@ -220,6 +221,31 @@ TEST_CASE("A killed chief is restarted and resumes from its backup at the saved 
   CHECK(::kill(first_chief, 0) != 0);
   check_all_gone(j["tasks"]);
   CHECK_FALSE(std::filesystem::exists(backup_dir));  // removed when training ended
+}
+
+TEST_CASE("bench_failover measures detection and failover and ends its JSON line",
+          "[example][bench][chaos]") {
+  // Timings are the benchmark's business (docs/benchmarks.md); this checks that it runs,
+  // kills and stops what it says, and reports every figure.
+  auto r = run_program(bin + "/troupe launch --ps 1 --workers 2 --restart-failed -- " + bin +
+                       "/bench_failover --rounds 1 2>/dev/null");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto& chief = r.last_json["chief"];
+  REQUIRE(chief.is_object());
+  CHECK(chief["ok"] == true);
+  CHECK(chief["workers_lost"] == 2);  // one kill, one stop
+  CHECK(chief["worker_rejoins"] == 2);
+  CHECK(chief["closures_retried"].get<int>() >= 1);  // the held closure ran again
+  std::set<std::string> metrics;
+  for (const auto& m : chief["results"]) {
+    metrics.insert(m["metric"].get<std::string>());
+    CHECK(m["median"].get<double>() > 0.0);
+  }
+  CHECK(metrics == std::set<std::string>{"dispatch_ms", "kill_to_detect_ms", "kill_to_rerun_ms",
+                                         "stop_to_detect_ms"});
+  CHECK(r.last_json["restarts"] == 1);
+  check_all_gone(r.last_json["tasks"]);
 }
 
 TEST_CASE("troupe launch reports a failed chief and ends every task", "[example][ps]") {
