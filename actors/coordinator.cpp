@@ -147,6 +147,24 @@ void schedule_rejoin(Self* self, size_t w) {
                      static_cast<uint64_t>(w));
 }
 
+// Answers the dataset calls that wait for no worker any more.
+void settle_dataset_calls(Self* self) {
+  auto& calls = self->state.dataset_calls;
+  for (auto it = calls.begin(); it != calls.end();) {
+    if (!it->waiting.empty()) {
+      ++it;
+      continue;
+    }
+    if (it->failed) {
+      it->promise.deliver(net::to_caf(core::make_error(
+          it->failed->code, "dataset '" + it->name + "': " + it->failed->message)));
+    } else {
+      it->promise.deliver(caf::ok_atom::value);
+    }
+    it = calls.erase(it);
+  }
+}
+
 // Marks a worker lost (once per connection) and puts its in-flight closures back at the
 // front of the queue; then looks for it again.
 void requeue(Self* self, size_t w) {
@@ -163,6 +181,9 @@ void requeue(Self* self, size_t w) {
     self->state.book->retried();
   }
   slot.in_flight.clear();
+  for (auto& call : self->state.dataset_calls)
+    call.waiting.erase(w);  // it builds the dataset when it rejoins
+  settle_dataset_calls(self);
   schedule_rejoin(self, w);
 }
 
@@ -485,14 +506,40 @@ caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector
         self->state.queue.push_back(std::move(c));
         dispatch(self);
       },
-      [=](net::dataset_atom, std::string& name) {
-        auto& ds = self->state.datasets;
-        if (std::find(ds.begin(), ds.end(), name) == ds.end()) ds.push_back(std::move(name));
-        // The workers to build it now; one rejoining builds it in prepare().
-        std::vector<caf::actor> alive;
-        for (const auto& slot : self->state.workers)
-          if (slot.alive) alive.push_back(slot.handle);
-        return alive;
+      [=](net::dataset_atom, std::string& name) -> caf::result<caf::ok_atom> {
+        auto& st = self->state;
+        if (std::find(st.datasets.begin(), st.datasets.end(), name) == st.datasets.end())
+          st.datasets.push_back(name);
+        // Every live worker builds it now; one rejoining builds it in prepare().
+        CoordinatorState::DatasetCall call{self->make_response_promise(), name, {}, {}};
+        for (size_t w = 0; w < st.workers.size(); ++w) {
+          auto& slot = st.workers[w];
+          // Not ready yet at start-up: the request follows the placement in its mailbox.
+          if (!slot.alive) continue;
+          call.waiting.insert(w);
+          const uint64_t generation = slot.generation;
+          auto done = [=](std::optional<core::Error> error) {
+            if (self->state.workers[w].generation != generation) return;  // lost: skipped
+            for (auto& c : self->state.dataset_calls) {
+              if (c.name != name || !c.waiting.count(w)) continue;
+              c.waiting.erase(w);
+              if (error && !c.failed) c.failed = error;
+              break;
+            }
+            settle_dataset_calls(self);
+          };
+          self->request(slot.handle, st.config.closure_timeout, net::dataset_atom::value, name)
+              .then([=](caf::ok_atom) { done(std::nullopt); },
+                    [=](caf::error& e) {
+                      // The worker's own error fails the call; CAF's (it is gone) skips it.
+                      if (is_application_error(e)) return done(net::from_caf(e));
+                      requeue(self, w);
+                    });
+        }
+        auto promise = call.promise;
+        st.dataset_calls.push_back(std::move(call));
+        settle_dataset_calls(self);
+        return promise;
       },
       [=](net::shutdown_atom) {
         for (const auto& slot : self->state.workers)

@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -102,6 +104,15 @@ struct CoordinatorState {
   std::deque<net::ClosureMsg> queue;
   std::vector<net::Placement> placements;
   std::vector<std::string> datasets;  // per-worker datasets created so far, rebuilt on rejoin
+  /// A create_per_worker_dataset call waiting for the workers to build their iterators. A
+  /// worker lost meanwhile is skipped (it builds the dataset when it rejoins).
+  struct DatasetCall {
+    caf::response_promise promise;
+    std::string name;
+    std::set<size_t> waiting;           // worker indices
+    std::optional<core::Error> failed;  // the first worker's own error
+  };
+  std::list<DatasetCall> dataset_calls;
   std::shared_ptr<ClosureBook> book;
   CoordinatorConfig config;
   Clock::time_point last_progress;  // a closure finished, or work arrived with none pending
@@ -117,7 +128,9 @@ struct CoordinatorState {
 /// address is tried every `rejoin_interval` until a worker answers there again (restarted,
 /// or resumed); that worker gets the placement, rebuilds every per-worker dataset from the
 /// top, and then takes closures. An application error fails its closure and cancels
-/// everything queued (the first error wins). (dataset, name) records a per-worker dataset.
+/// everything queued (the first error wins). (dataset, name) records a per-worker dataset
+/// and has every ready worker build its iterator; it answers `ok` once each has, or was
+/// lost meanwhile, or the first worker's own error (say, no such dataset function).
 /// With `ps_recovery`, a PS task that goes down pauses dispatch until it answers on its
 /// address again with its state restored (its `restored from` count tells how many updates
 /// were lost), or fails the job with `unavailable` after the deadline. With a

@@ -67,34 +67,16 @@ bool ClusterCoordinator::wait_for_stats(const std::function<bool(const Stats&)>&
 
 core::Expected<PerWorkerDataset> ClusterCoordinator::create_per_worker_dataset(
     const std::string& name) const {
-  // As in TensorFlow, each worker builds its iterator now, not inside the first step.
+  // As in TensorFlow, each worker builds its iterator now, not inside the first step. The
+  // coordinator records the dataset (a worker that rejoins later rebuilds it), has every
+  // worker build it, and answers once each has or was lost meanwhile (that one builds it
+  // when it rejoins). A worker's own error (no such dataset function) fails the call.
   auto& s = impl_->strategy.impl();
-  using Handle = decltype((*s.self)->request(caf::actor{}, s.options.request_timeout,
-                                             net::dataset_atom::value, name));
-  // The coordinator records the dataset (a worker that rejoins later rebuilds it) and
-  // names the workers it has now.
-  std::vector<caf::actor> workers;
   core::Status asked;
   (*s.self)
-      ->request(impl_->coordinator, s.options.request_timeout, net::dataset_atom::value, name)
-      .receive([&](std::vector<caf::actor>& v) { workers = std::move(v); },
-               [&](caf::error& e) { asked = net::from_caf(e); });
+      ->request(impl_->coordinator, caf::infinite, net::dataset_atom::value, name)
+      .receive([](caf::ok_atom) {}, [&](caf::error& e) { asked = net::from_caf(e); });
   if (!asked.ok()) return asked.error();
-  std::vector<Handle> pending;
-  for (const auto& w : workers)
-    pending.push_back(
-        (*s.self)->request(w, s.options.request_timeout, net::dataset_atom::value, name));
-  // A worker that cannot be reached (CAF's own error) is skipped: it builds its iterator
-  // when its first step asks for a batch, if it ever runs one. The worker's own errors
-  // (no such dataset function) fail the call.
-  core::Status failed;
-  for (auto& h : pending)
-    h.receive([](caf::ok_atom) {},
-              [&](caf::error& e) {
-                if (e.category() == net::error_category && failed.ok()) failed = net::from_caf(e);
-              });
-  if (!failed.ok())
-    return make_error(failed.error().code, "dataset '" + name + "': " + failed.error().message);
   return PerWorkerDataset{name};
 }
 
