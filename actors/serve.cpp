@@ -1,17 +1,91 @@
 #include "actors/serve.hpp"
 
 #include <iostream>
+#include <mutex>
 
 #include "core/checkpoint/checkpoint_manager.hpp"
 
 #include "actors/channel_server.hpp"
 #include "actors/ps_shard.hpp"
+#include "actors/supervisor.hpp"
 #include "actors/worker.hpp"
 
 namespace troupe::actors {
 
 using core::Errc;
 using core::make_error;
+
+namespace {
+
+// A worker task: the worker actor under the node's supervisor. When the actor fails
+// (anything but its orderly shutdown), the supervisor starts a fresh one and publishes it
+// on the task's port again; the coordinator sees the old one go down, finds the new one on
+// the address and brings it up to date like any rejoining worker. Past the supervisor's
+// intensity the node gives up: serve() returns the error and the process exits non-zero,
+// for the launcher or an orchestrator (the next supervisor up) to restart.
+core::Status serve_worker(caf::actor_system& sys, const net::ClusterResolver& resolver,
+                          const Registry& registry, const net::NodeOptions& options,
+                          const net::HostPort& hp,
+                          const std::function<void(const std::string&)>& on_ready) {
+  const net::TaskId& task = resolver.task();
+  WorkerOptions wo;
+  wo.index = task.index;
+  wo.cluster = resolver.cluster_spec();
+  wo.registry = &registry;
+  wo.tensor_channel = options.tensor_channel;
+  struct Published {
+    std::mutex mu;
+    caf::actor actor;
+    uint16_t port = 0;
+  };
+  auto published = std::make_shared<Published>();
+  ChildSpec spec;
+  spec.name = task.to_string();
+  spec.restart = RestartPolicy::transient;  // its shutdown at the end of the job is final
+  spec.start = [wo, published, hp](caf::actor_system& s) -> core::Expected<caf::actor> {
+    std::lock_guard<std::mutex> lock(published->mu);
+    if (published->actor) caf::io::unpublish(published->actor, hp.port);
+    auto a = s.spawn(worker, wo);
+    // reuse_addr: a restarted task must re-bind its port at once, not after TIME_WAIT.
+    auto port = caf::io::publish(a, hp.port, hp.host.c_str(), /*reuse_addr=*/true);
+    if (!port) {
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+      return make_error(Errc::unavailable, "cannot publish on " + hp.host + ":" +
+                                               std::to_string(hp.port) + " (" +
+                                               s.render(port.error()) + ")");
+    }
+    published->actor = a;
+    published->port = *port;
+    return a;
+  };
+  SupervisorOptions so;
+  so.name = "node supervisor of " + task.to_string();
+  so.intensity = options.restart_intensity;
+  so.period = options.restart_period;
+  so.exit_when_done = true;
+  // Detached: starting a child publishes it, a blocking call to the middleman.
+  auto sup = sys.spawn<caf::detached>(supervisor, std::vector<ChildSpec>{spec}, so);
+  caf::scoped_actor self{sys};
+  self->monitor(sup);
+  core::Status started;
+  self->request(sup, std::chrono::seconds(30), which_atom::value, spec.name)
+      .receive([](caf::actor&) {}, [&](caf::error& e) { started = net::from_caf(e); });
+  if (started.ok() && on_ready) {
+    std::lock_guard<std::mutex> lock(published->mu);
+    on_ready(hp.host + ":" + std::to_string(published->port));
+  }
+  caf::error reason;
+  self->receive([&](const caf::down_msg& dm) { reason = dm.reason; });
+  if (reason && reason != caf::exit_reason::normal)
+    return make_error(Errc::unavailable,
+                      "task " + task.to_string() + ": " + net::from_caf(reason).message);
+  if (!started.ok())
+    return make_error(Errc::unavailable,
+                      "task " + task.to_string() + ": " + started.error().message);
+  return {};
+}
+
+}  // namespace
 
 core::Status serve(const net::ClusterResolver& resolver, const Registry& registry,
                    const net::NodeOptions& options,
@@ -68,12 +142,7 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
       caf::anon_send(served, net::channel_atom::value, static_cast<int32_t>(channel->port()));
     }
   } else {
-    WorkerOptions wo;
-    wo.index = task.index;
-    wo.cluster = resolver.cluster_spec();
-    wo.registry = &registry;
-    wo.tensor_channel = options.tensor_channel;
-    served = sys.spawn(worker, std::move(wo));
+    return serve_worker(sys, resolver, registry, options, *hp, on_ready);
   }
   // reuse_addr: a restarted task must re-bind its port at once, not after TIME_WAIT.
   auto port = caf::io::publish(served, hp->port, hp->host.c_str(), /*reuse_addr=*/true);
@@ -86,12 +155,18 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
   if (on_ready) on_ready(hp->host + ":" + std::to_string(*port));
   // Serve until the actor quits (on shutdown), then end the channel's connections: the
   // actor system's destructor waits for every actor, the channel's scoped ones included.
+  caf::error reason;
   {
     caf::scoped_actor self{sys};
     self->monitor(served);
-    self->receive([](const caf::down_msg&) {});
+    self->receive([&](const caf::down_msg& dm) { reason = dm.reason; });
   }
   if (channel) channel->stop();
+  // A PS shard that failed is not restarted in the process: its state would be lost. The
+  // process exits with the error and is restarted whole, restoring its snapshot.
+  if (reason && reason != caf::exit_reason::normal && reason != caf::exit_reason::user_shutdown)
+    return make_error(Errc::unavailable, "task " + task.to_string() + ": its PS shard failed (" +
+                                             sys.render(reason) + ")");
   return {};
 }
 

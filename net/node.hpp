@@ -29,6 +29,12 @@ struct NodeOptions {
   /// readable snapshot found there (a restarted PS carries on from it). Empty: off.
   std::string ps_snapshot_dir;
   std::chrono::milliseconds ps_snapshot_interval{1000};
+  /// Worker tasks: a worker actor that fails is restarted in its process (and published on
+  /// the task's port again) at most this many times in any `restart_period`; one more and
+  /// the process gives up with an error (its own restart is then the launcher's or the
+  /// orchestrator's).
+  int restart_intensity = 3;
+  std::chrono::milliseconds restart_period{5000};
 };
 
 /// Loads the middleman, registers Troupe's message types and error category, and turns
