@@ -6,6 +6,7 @@
 #include <atomic>
 #include <stdexcept>
 
+#include "actor_fixture.hpp"
 #include "actors/dataset_iterator.hpp"
 #include "net/node.hpp"
 #include "net/wire.hpp"
@@ -24,15 +25,7 @@ core::Dataset<core::Example> numbers(int n) {
   return core::from_vector(std::move(xs));
 }
 
-struct Fixture {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  std::unique_ptr<caf::scoped_actor> self;
-  Fixture() {
-    net::configure(cfg);
-    sys = std::make_unique<caf::actor_system>(cfg);
-    self = std::make_unique<caf::scoped_actor>(*sys);
-  }
+struct Fixture : test::ActorFixture {
   core::Expected<actors::BatchMsg> next(const caf::actor& a, uint32_t n) {
     core::Expected<actors::BatchMsg> out = core::make_error(core::Errc::internal, "no reply");
     (*self)

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "actor_fixture.hpp"
 #include "actors/supervisor.hpp"
 #include "net/node.hpp"
 #include "net/wire.hpp"
@@ -47,15 +48,7 @@ struct Events {
   }
 };
 
-struct Fixture {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  std::unique_ptr<caf::scoped_actor> self;
-  Fixture() {
-    net::configure(cfg);
-    sys = std::make_unique<caf::actor_system>(cfg);
-    self = std::make_unique<caf::scoped_actor>(*sys);
-  }
+struct Fixture : test::ActorFixture {
   caf::actor which(const caf::actor& sup, const std::string& name) {
     caf::actor out;
     (*self)
