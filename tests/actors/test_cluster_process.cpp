@@ -3,6 +3,7 @@
 // the right values, join/done behave, and an application error is raised once.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <mutex>
 #include <set>
 
@@ -184,6 +185,44 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
     CHECK(cancelled == c.stats().cancelled);
     CHECK(c.join().ok());  // raised once; the coordinator is usable again
     CHECK(c.schedule<int>("add", 1, 2).fetch().value() == 3);
+  }
+
+  SECTION("A NaN caught by check_numerics cancels what is pending and is raised once") {
+    std::vector<RemoteValue<double>> before, after;
+    for (int i = 0; i < 5; ++i)
+      before.push_back(c.schedule<double>("checked_step", std::string("v"), 0.0f));
+    REQUIRE(c.join().ok());
+    const core::Tensor value = (*strategy)->read(*v).value();
+    auto nan = c.schedule<double>("checked_step", std::string("v"), std::nanf(""));
+    for (int i = 0; i < 100; ++i)
+      after.push_back(c.schedule<double>("checked_step", std::string("v"), 1.0f));
+    auto st = c.join();
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().code == core::Errc::invalid_argument);
+    CHECK_THAT(st.error().message, Catch::Contains("not finite"));
+    CHECK(nan.fetch().error().code == core::Errc::invalid_argument);
+    int cancelled = 0, ran = 0;
+    for (auto& a : after) {
+      auto r = a.fetch();
+      if (r.ok()) {
+        ++ran;  // already in flight on the other worker when the error came back
+      } else {
+        CHECK(r.error().code == core::Errc::cancelled);
+        ++cancelled;
+      }
+    }
+    CHECK(cancelled == c.stats().cancelled);
+    CHECK(cancelled > 0);
+    // The NaN never reached the variable, and every closure that returned a result pushed
+    // its gradient of ones (SGD, lr 0.5). Closures already waiting in a worker's mailbox
+    // when the error came may have pushed too, without a result.
+    const core::Tensor now = (*strategy)->read(*v).value();
+    for (int64_t i = 0; i < now.size(); ++i) {
+      CHECK(std::isfinite(now[i]));
+      CHECK(now[i] <= value[i] - 0.5f * static_cast<float>(ran) + 1e-3f);
+    }
+    CHECK(c.join().ok());  // raised once
+    CHECK(c.stats().failed == 1);
   }
 
   SECTION("The watchdog reports a closure that does not finish, and where it runs") {

@@ -4,6 +4,7 @@
 // the test acting as chief.
 
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include "troupe/troupe.hpp"
@@ -38,6 +39,20 @@ inline Registry make_test_registry() {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     return ms;
   });
+  // Pulls `var`, checks the gradient `scale` * ones for NaN/Inf before pushing it (as
+  // TensorFlow's check_numerics would), returns the sum it pulled.
+  r.add_step(
+      "checked_step", [](StepContext& ctx, std::string var, float scale) -> core::Expected<double> {
+        auto v = ctx.pull({var});
+        if (!v) return v.error();
+        core::Tensor g((*v)[0].shape(), scale);
+        for (int64_t i = 0; i < g.size(); ++i)
+          if (!std::isfinite(g[i]))
+            return core::make_error(core::Errc::invalid_argument,
+                                    "check_numerics: gradient of '" + var + "' is not finite");
+        if (auto st = ctx.push({{var, g}}); !st) return st.error();
+        return static_cast<double>((*v)[0].view().flat().sum());
+      });
   r.add_step("fail", [](StepContext&, int) -> core::Expected<int> {
     return core::make_error(core::Errc::invalid_argument, "injected failure");
   });
