@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <fstream>
 #include <mutex>
 #include <set>
 
@@ -229,7 +230,8 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
     REQUIRE(c.schedule<int>("add", 1, 1).fetch().value() == 2);
     const int64_t before = c.stats().watchdog_reports;
     CHECK(before == 0);  // nothing pending, nothing reported
-    auto slow = c.schedule<int>("slow", 1500);
+    test::TempDir dir;
+    auto held = c.schedule<bool>("held", dir.path(), std::string("release"));
     REQUIRE(c.wait_for_stats([&](const auto& s) { return s.watchdog_reports > before; }, 5s));
     WatchdogReport r;
     {
@@ -244,14 +246,15 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
     for (const auto& w : r.workers)
       for (const auto& f : w.in_flight) {
         ++holding;
-        CHECK(f.step == "slow");
+        CHECK(f.step == "held");
         // Sent just after the time without progress began counting.
         CHECK(f.age > r.since_progress - 50ms);
         CHECK(f.age <= r.since_progress);
       }
     CHECK(holding == 1);
-    CHECK_THAT(r.to_string(), Catch::Contains("slow") && Catch::Contains("no closure finished"));
-    CHECK(slow.fetch().value() == 1500);
+    CHECK_THAT(r.to_string(), Catch::Contains("held") && Catch::Contains("no closure finished"));
+    std::ofstream(dir.file("release")) << "go\n";  // the step may finish now
+    CHECK(held.fetch().value());
     CHECK(c.join().ok());
     CHECK(c.stats().workers_lost == 0);
   }

@@ -5,8 +5,8 @@
 
 #include <chrono>
 #include <cmath>
-#include <thread>
 
+#include "helpers.hpp"
 #include "troupe/troupe.hpp"
 
 namespace troupe::test {
@@ -34,10 +34,12 @@ inline Registry make_test_registry() {
         if (auto st = ctx.push_rows(var, rows, g); !st) return st.error();
         return static_cast<double>(got->view().flat().sum());
       });
-  // A step that takes `ms` milliseconds (a slow or stuck step, for the watchdog).
-  r.add_step("slow", [](StepContext&, int ms) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-    return ms;
+  // A stuck step, for the watchdog: waits (at most 10 s) until the file `release` exists in
+  // directory `dir`; returns whether it did.
+  r.add_step("held", [](StepContext&, std::string dir, std::string release) {
+    return test::wait_for_file_in(
+        dir, [&] { return std::filesystem::exists(dir + "/" + release); },
+        std::chrono::seconds(10));
   });
   // Pulls `var`, checks the gradient `scale` * ones for NaN/Inf before pushing it (as
   // TensorFlow's check_numerics would), returns the sum it pulled.
