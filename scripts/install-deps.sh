@@ -14,6 +14,7 @@ packages=(
   libcli11-dev          # command lines of tools and examples
   zlib1g-dev            # gzip-compressed IDX files of Fashion-MNIST
   dataset-fashion-mnist # the real dataset, under /usr/share/datasets/fashion-mnist/
+  protobuf-compiler     # tests decode TensorBoard event files with protoc --decode_raw
 )
 
 missing=()
