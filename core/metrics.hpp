@@ -18,6 +18,7 @@ class Accuracy {
   double result() const { return total_ == 0 ? 0.0 : static_cast<double>(correct_) / total_; }
   void reset() { correct_ = total_ = 0; }
   int64_t count() const { return total_; }
+  int64_t correct() const { return correct_; }
 
  private:
   int64_t correct_ = 0, total_ = 0;

@@ -42,15 +42,19 @@ struct Task {
 // Starts `argv` with TF_CONFIG set; stdout to `stdout_pipe` (when given) or the log;
 // stderr to the log, appended to when `append` (a restart).
 pid_t start(const std::vector<std::string>& argv, const std::string& tf_config,
-            const std::string& log_path, int* stdout_pipe, bool append = false) {
+            const std::string& run_dir, const std::string& log_path, int* stdout_pipe,
+            bool append = false) {
   int fds[2] = {-1, -1};
   if (stdout_pipe && ::pipe2(fds, O_CLOEXEC) != 0) return -1;
   const int log = ::open(log_path.c_str(),
                          O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "TF_CONFIG=", 10) != 0) env.emplace_back(*e);
+    if (std::strncmp(*e, "TF_CONFIG=", 10) != 0 && std::strncmp(*e, "TROUPE_RUN_DIR=", 15) != 0)
+      env.emplace_back(*e);
   env.push_back("TF_CONFIG=" + tf_config);
+  // A directory every task of the run shares: programs keep checkpoints and logs there.
+  env.push_back("TROUPE_RUN_DIR=" + run_dir);
   const pid_t pid = ::fork();
   if (pid == 0) {
     // Never outlive the launcher, even if it is killed with SIGKILL.
@@ -83,6 +87,10 @@ std::string log_path(const std::string& run_dir, const net::TaskId& id) {
 
 bool failed(int status) {
   return !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+bool chief_ok_exit(const Task& t) {
+  return t.status && WIFEXITED(*t.status) && WEXITSTATUS(*t.status) == 0;
 }
 
 bool reap(Task& t, bool block) {
@@ -153,14 +161,14 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
     if (id.type == "chief") continue;
     Task t;
     t.id = id;
-    t.pid = start(o.program, net::TFConfigClusterResolver::render(spec, id), log_path(run_dir, id),
+    t.pid = start(o.program, net::TFConfigClusterResolver::render(spec, id), run_dir, log_path(run_dir, id),
                   nullptr);
     tasks.push_back(t);
   }
   {
     Task t;
     t.id = {"chief", 0};
-    t.pid = start(o.program, net::TFConfigClusterResolver::render(spec, t.id),
+    t.pid = start(o.program, net::TFConfigClusterResolver::render(spec, t.id), run_dir,
                   log_path(run_dir, t.id), &t.out_fd);
     tasks.push_back(t);
     chief = &tasks.back();
@@ -198,7 +206,7 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
     const pid_t old = t.pid;
     t.earlier_pids.push_back(old);
     t.status.reset();
-    t.pid = start(o.program, net::TFConfigClusterResolver::render(spec, t.id),
+    t.pid = start(o.program, net::TFConfigClusterResolver::render(spec, t.id), run_dir,
                   log_path(run_dir, t.id), &t == chief ? &t.out_fd : nullptr, /*append=*/true);
     ++restarts;
     const double at_s = std::chrono::duration<double>(clock::now() - t0).count();
@@ -261,14 +269,21 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
   // A task still stopped when the chief ends is resumed so that it can exit.
   chaos.resume_all();
   // The chief shuts the cluster down when it finishes; give the others a grace period,
-  // then end them by pid.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(o.grace_ms);
-  for (auto& t : tasks) {
+  // then end them by pid. An evaluator follows the chief's last checkpoint and stops by
+  // itself after evaluating it: it gets longer (evaluator_grace_ms).
+  auto wait_until = [&](Task& t, std::chrono::steady_clock::time_point deadline) {
     while (!reap(t, false) && std::chrono::steady_clock::now() < deadline && !interrupted) {
       pollfd none{-1, 0, 0};
       ::poll(&none, 0, 20);
     }
-  }
+  };
+  const auto chief_done = std::chrono::steady_clock::now();
+  for (auto& t : tasks)
+    if (t.id.type == "evaluator" && chief_ok_exit(*chief))
+      wait_until(t, chief_done + std::chrono::milliseconds(o.evaluator_grace_ms));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(o.grace_ms);
+  for (auto& t : tasks)
+    wait_until(t, deadline);
   for (auto& t : tasks) {
     if (!reap(t, false)) {
       ::kill(t.pid, SIGKILL);
@@ -279,17 +294,26 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
   nlohmann::json chief_result = nullptr;
   if (!chief_json.empty())
     chief_result = nlohmann::json::parse(chief_json, nullptr, /*allow_exceptions=*/false);
+  // The evaluator prints one JSON line per checkpoint it evaluated (to its log).
+  nlohmann::json evaluations = nlohmann::json::array();
+  if (o.evaluator) {
+    std::ifstream log(log_path(run_dir, {"evaluator", 0}));
+    for (std::string line; std::getline(log, line);)
+      if (!line.empty() && line.front() == '{') {
+        auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (!j.is_discarded()) evaluations.push_back(std::move(j));
+      }
+  }
   nlohmann::json statuses = nlohmann::json::array();
   for (const auto& t : tasks)
     statuses.push_back(describe_status(t));
-  const bool chief_ok =
-      chief->status && WIFEXITED(*chief->status) && WEXITSTATUS(*chief->status) == 0;
+  const bool chief_ok = chief_ok_exit(*chief);
   exit_code = chief_ok && !interrupted ? 0 : 1;
   return {{"ok", exit_code == 0},  {"program", "troupe launch"},
           {"run_dir", run_dir},    {"interrupted", interrupted != 0},
           {"chief", chief_result}, {"tasks", statuses},
           {"restarts", restarts},  {"injections", chaos.injections()},
-          {"chaos", chaos.log()}};
+          {"chaos", chaos.log()},  {"evaluator", evaluations}};
 }
 
 }  // namespace troupe::tools

@@ -44,7 +44,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   launch->add_option("--workers", lo.workers, "number of worker tasks")
       ->check(CLI::NonNegativeNumber);
-  launch->add_flag("--evaluator", lo.evaluator, "add an evaluator task");
+  launch->add_flag("--evaluator", lo.evaluator,
+                   "add an evaluator task (it follows the chief's checkpoints; it gets "
+                   "--evaluator-grace-ms after the chief to finish)");
+  launch->add_option("--evaluator-grace-ms", lo.evaluator_grace_ms)->check(CLI::NonNegativeNumber);
   launch->add_option("--run-dir", lo.run_dir,
                      "where tasks.json and the logs go (default: a new /tmp dir)");
   launch->add_option("--grace-ms", lo.grace_ms,

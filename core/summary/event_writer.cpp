@@ -134,7 +134,7 @@ Status EventFileWriter::open() {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(directory_, ec);
-  if (ec) return make_error(Errc::unavailable, directory_ + ": " + ec.message());
+  if (ec) return make_error(Errc::io_error, directory_ + ": " + ec.message());
   char host[256] = "localhost";
   ::gethostname(host, sizeof host - 1);
   const auto secs = static_cast<int64_t>(now_seconds());
@@ -146,7 +146,7 @@ Status EventFileWriter::open() {
     file_ = std::fopen(p.c_str(), "wbx");
     if (file_ == nullptr) {
       if (errno == EEXIST) continue;
-      return make_error(Errc::unavailable, p + ": " + std::strerror(errno));
+      return make_error(Errc::io_error, p + ": " + std::strerror(errno));
     }
     path_ = std::move(p);
     break;
@@ -159,7 +159,7 @@ Status EventFileWriter::write_event(const std::string& event_bytes) {
     if (auto st = open(); !st) return st;
   const std::string r = frame_record(event_bytes);
   if (std::fwrite(r.data(), 1, r.size(), file_) != r.size() || std::fflush(file_) != 0)
-    return make_error(Errc::unavailable, path_ + ": write failed: " + std::strerror(errno));
+    return make_error(Errc::io_error, path_ + ": write failed: " + std::strerror(errno));
   return {};
 }
 

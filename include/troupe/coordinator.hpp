@@ -39,6 +39,15 @@ class ClusterCoordinator {
     enqueue(step, encode_args(args...), state, 1);
     return RemoteValue<T>(state);
   }
+  /// As schedule, running the step `steps_per_execution` times in one closure; the result
+  /// is the last run's.
+  template <class T, class... A>
+  RemoteValue<T> schedule_repeated(const std::string& step, uint32_t steps_per_execution,
+                                   const A&... args) {
+    auto state = std::make_shared<detail::RemoteState>();
+    enqueue(step, encode_args(args...), state, steps_per_execution);
+    return RemoteValue<T>(state);
+  }
   /// As schedule, without keeping the result (cheaper); `steps_per_execution` runs the
   /// step that many times in one closure.
   template <class... A>

@@ -9,9 +9,9 @@
 #include <set>
 
 #include "api/impl.hpp"
+#include "cluster_fixture.hpp"
 #include "helpers.hpp"
 #include "job/job_registry.hpp"
-#include "process.hpp"
 
 using namespace troupe;
 using namespace std::chrono_literals;
@@ -20,34 +20,12 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
   // Every section runs with tensors through the tensor channel and as CAF messages.
   const bool channel = GENERATE(true, false);
   CAPTURE(channel);
-  std::map<std::string, std::vector<std::string>> jobs;
-  for (const char* job : {"ps", "worker"})
-    for (int i = 0; i < 2; ++i)
-      jobs[job].push_back("127.0.0.1:" + std::to_string(test::free_loopback_port()));
-  jobs["chief"] = {"127.0.0.1:" + std::to_string(test::free_loopback_port())};
-  const net::ClusterSpec spec(jobs);
-
-  // children[k] runs commands[k]: ps:0, ps:1, worker:0, worker:1.
-  std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> commands;
-  std::vector<std::unique_ptr<test::ChildProcess>> children;
-  for (const char* job : {"ps", "worker"})
-    for (int i = 0; i < 2; ++i) {
-      const std::string bin =
-          std::string(job) == "ps" ? TROUPE_BIN_DIR "/troupe" : TROUPE_BIN_DIR "/test_job";
-      std::vector<std::string> argv{bin};
-      if (std::string(job) == "ps") argv.push_back("serve");
-      if (!channel)
-        argv.push_back(std::string(job) == "ps" ? "--no-tensor-channel" : "--caf-tensors");
-      commands.push_back(
-          {argv, {"TF_CONFIG=" + net::TFConfigClusterResolver::render(spec, {job, i})}});
-      children.push_back(
-          std::make_unique<test::ChildProcess>(commands.back().first, commands.back().second));
-    }
-  for (auto& c : children) {
-    const bool ready = c->wait_for_stderr("ready", 10s);
-    INFO(c->captured_stderr());
-    REQUIRE(ready);
-  }
+  // Children: ps:0, ps:1, worker:0, worker:1.
+  test::LocalCluster cluster(
+      2, 2, channel ? std::vector<std::string>{} : std::vector<std::string>{"--no-tensor-channel"},
+      channel ? std::vector<std::string>{} : std::vector<std::string>{"--caf-tensors"});
+  const net::ClusterSpec& spec = cluster.spec();
+  auto& children = cluster.children();
 
   const auto registry = test::make_test_registry();
   net::SimpleClusterResolver resolver(spec, {"chief", 0});
@@ -360,7 +338,7 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
     w1->kill(SIGKILL);
     REQUIRE(w1->wait_exit(10s).has_value());
     REQUIRE(c.wait_for_stats([](const auto& s) { return s.workers_lost == 2; }, 10s));
-    w1 = std::make_unique<test::ChildProcess>(commands[3].first, commands[3].second);
+    cluster.restart(3);
     REQUIRE(w1->wait_for_stderr("ready", 10s));
     REQUIRE(c.wait_for_stats([](const auto& s) { return s.worker_rejoins == 2; }, 10s));
     CHECK(next_on_worker_1() == 25.0);

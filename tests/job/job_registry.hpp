@@ -5,14 +5,65 @@
 
 #include <chrono>
 #include <cmath>
+#include <random>
 
 #include "helpers.hpp"
 #include "troupe/troupe.hpp"
 
 namespace troupe::test {
 
+/// A small classification problem: 4 classes of 8 features, each a Gaussian blob around
+/// its own centre (seeded, so the same in every process of a run).
+inline std::vector<core::Example> blobs(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(7);  // the centres are the same for every seed
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::vector<float>> centres(4, std::vector<float>(8));
+  for (auto& c : centres)
+    for (auto& x : c)
+      x = 2.5f * normal(rng);
+  rng.seed(seed);
+  std::vector<core::Example> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    auto& e = out[static_cast<size_t>(i)];
+    const auto k = static_cast<size_t>(i % 4);
+    for (float c : centres[k])
+      e.features.push_back(c + normal(rng));
+    e.label = static_cast<float>(k);
+  }
+  return out;
+}
+
+/// The blobs classifier: an MLP 8-16-4, its evaluation set 256 held-out examples in
+/// batches of 64.
+inline ModelSpec blobs_model(const std::string& optimizer = "sgd", float lr = 0.1f) {
+  ModelSpec m;
+  m.name = "blobs";
+  m.build = [] { return core::make_mlp({8, 16, 4}, 1); };
+  m.optimizer = optimizer;
+  m.learning_rate = lr;
+  m.seed = 3;
+  m.eval_examples = []() -> core::Expected<std::vector<core::Example>> { return blobs(256, 99); };
+  m.eval_batch_size = 64;
+  return m;
+}
+
+/// "blobs_train": 512 examples in batches of 32, in order (16 batches a pass; each worker
+/// takes its shard); "blobs_repeat": the same, repeated forever.
+inline void add_blobs_datasets(Registry& r) {
+  auto make = [](const core::InputContext& ctx, bool repeat) {
+    auto ds =
+        core::from_vector(blobs(512, 1)).shard(ctx.num_input_pipelines, ctx.input_pipeline_id);
+    if (repeat) ds = ds.repeat();
+    return core::to_batches(ds, 32, /*drop_remainder=*/true);
+  };
+  r.add_dataset("blobs_train", [make](const core::InputContext& ctx) { return make(ctx, false); });
+  r.add_dataset("blobs_repeat", [make](const core::InputContext& ctx) { return make(ctx, true); });
+}
+
 inline Registry make_test_registry() {
   Registry r;
+  add_blobs_datasets(r);
+  register_model(r, blobs_model());
   r.add_step("add", [](StepContext&, int a, int b) { return a + b; });
   r.add_step("whoami", [](StepContext& ctx) { return ctx.worker_index(); });
   // Pulls `var`, pushes a gradient of ones, returns the sum of what it pulled.

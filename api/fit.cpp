@@ -1,0 +1,326 @@
+#include "troupe/fit.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "api/model_state.hpp"
+#include "troupe/coordinator.hpp"
+#include "troupe/registry.hpp"
+#include "troupe/strategy.hpp"
+
+namespace troupe {
+
+using core::Errc;
+using core::make_error;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+/// How one epoch's steps are run: in this process, or as closures on the workers.
+class Runner {
+ public:
+  virtual ~Runner() = default;
+  /// Before the first epoch (after on_train_begin).
+  virtual core::Status start(FitState& s) = 0;
+  virtual core::Status begin_epoch(FitState& s) = 0;
+  /// Runs up to `n` steps, adding their stats to `train` and reporting each finished one
+  /// to `done(steps, stats)`. Returns the steps run: fewer than n only when the data ended
+  /// (one process).
+  virtual core::Expected<int64_t> run(
+      FitState& s, int64_t n, BatchStats& train,
+      const std::function<void(int64_t, const BatchStats&)>& done) = 0;
+  virtual core::Expected<BatchStats> validate(FitState& s) = 0;
+  virtual void finish(History&) {}
+};
+
+class LocalRunner final : public Runner {
+ public:
+  LocalRunner(Model& model, const DatasetCreator& data) : model_(model), data_(data) {}
+
+  core::Status start(FitState&) override {
+    auto& st = model_.state();
+    if (!st.optimizer) return st.optimizer_error;
+    if (data_.registry == nullptr || data_.registry->dataset(data_.name) == nullptr)
+      return make_error(Errc::not_found, "no dataset '" + data_.name + "' registered");
+    return {};
+  }
+
+  core::Status begin_epoch(FitState& s) override {
+    // Each epoch is a fresh pass over the data (a dataset that repeats never ends; then
+    // steps_per_epoch bounds the epoch). Resuming mid-epoch skips the batches done.
+    it_ = (*data_.registry->dataset(data_.name))(core::InputContext{}).make_iterator();
+    if (s.steps_per_epoch > 0) {
+      const int64_t done = s.step - s.epoch * s.steps_per_epoch;
+      for (int64_t i = 0; i < done; ++i)
+        if (!it_->next()) break;
+    }
+    return {};
+  }
+
+  core::Expected<int64_t> run(
+      FitState&, int64_t n, BatchStats& train,
+      const std::function<void(int64_t, const BatchStats&)>& done) override {
+    auto& st = model_.state();
+    int64_t ran = 0;
+    for (; ran < n; ++ran) {
+      auto batch = it_->next();
+      if (!batch) break;
+      auto stats = detail::run_batch(st.replica, *batch, /*backward=*/true);
+      if (!stats) return stats.error();
+      for (size_t i = 0; i < st.replica.params.size(); ++i) {
+        auto& p = st.replica.params[i];
+        if (auto ok = st.optimizer->apply_dense(*p.value, *p.grad, st.slots[i]); !ok)
+          return ok.error();
+      }
+      train.merge(*stats);
+      done(1, *stats);
+    }
+    return ran;
+  }
+
+  core::Expected<BatchStats> validate(FitState& s) override {
+    if (s.options->validation == FitOptions::Validation::distributed)
+      return make_error(Errc::invalid_argument,
+                        "distributed validation needs a ParameterServerStrategy");
+    return model_.evaluate();
+  }
+
+ private:
+  Model& model_;
+  const DatasetCreator& data_;
+  std::unique_ptr<core::Iterator<core::Batch>> it_;
+};
+
+class PsRunner final : public Runner {
+ public:
+  PsRunner(Model& model, const DatasetCreator& data, const CoordinatorOptions& copt)
+      : model_(model), data_(data), copt_(copt) {}
+
+  core::Status start(FitState&) override {
+    auto c = model_.coordinator(copt_);
+    if (!c) return c.error();
+    coord_ = *c;
+    auto ds = coord_->create_per_worker_dataset(data_.name);
+    if (!ds) return ds.error();
+    ds_ = *ds;
+    return {};
+  }
+
+  core::Status begin_epoch(FitState&) override { return {}; }
+
+  core::Expected<int64_t> run(
+      FitState& s, int64_t n, BatchStats& train,
+      const std::function<void(int64_t, const BatchStats&)>& done) override {
+    // Schedule every closure of the stretch at once (the coordinator queues them and keeps
+    // each worker busy), then take their results in order as they arrive.
+    const int64_t per = std::max(1, s.options->steps_per_execution);
+    struct Pending {
+      RemoteValue<BatchStats> value;
+      int64_t steps;
+    };
+    std::vector<Pending> pending;
+    const std::string step = model_.spec().name + "/train";
+    for (int64_t left = n; left > 0; left -= per) {
+      const auto k = static_cast<uint32_t>(std::min(per, left));
+      pending.push_back({coord_->schedule_repeated<BatchStats>(step, k, ds_), k});
+    }
+    core::Status failed;
+    for (auto& p : pending) {
+      auto stats = p.value.fetch();
+      if (!stats) {
+        if (failed.ok()) failed = stats.error();
+        continue;
+      }
+      // The closure returns its last step's stats: count them for the k steps it ran.
+      BatchStats scaled = *stats;
+      scaled.examples *= p.steps;
+      scaled.correct *= p.steps;
+      scaled.loss_sum *= static_cast<double>(p.steps);
+      scaled.batches = p.steps;
+      train.merge(scaled);
+      done(p.steps, *stats);
+    }
+    const auto joined = coord_->join();
+    if (!failed.ok()) return failed.error();
+    if (!joined.ok()) return joined.error();
+    return n;
+  }
+
+  core::Expected<BatchStats> validate(FitState& s) override {
+    if (s.options->validation == FitOptions::Validation::distributed)
+      return model_.evaluate_distributed();
+    return model_.evaluate();
+  }
+
+  void finish(History& h) override { h.stats = coord_->stats(); }
+
+ private:
+  Model& model_;
+  const DatasetCreator& data_;
+  CoordinatorOptions copt_;
+  ClusterCoordinator* coord_ = nullptr;
+  PerWorkerDataset ds_;
+};
+
+template <class F>
+core::Status each(const Callbacks& callbacks, F f) {
+  for (const auto& c : callbacks)
+    if (auto st = f(*c); !st) return st;
+  return {};
+}
+
+using MakeRunner = std::function<std::unique_ptr<Runner>(const CoordinatorOptions&)>;
+
+core::Expected<History> run_fit(Model& model, const MakeRunner& make_runner, bool distributed,
+                                const std::string& dataset, const FitOptions& options,
+                                const Callbacks& callbacks) {
+  if (options.epochs < 1)
+    return make_error(Errc::invalid_argument, "fit: epochs must be at least 1");
+  if (options.steps_per_epoch < 0 || options.steps_per_execution < 1)
+    return make_error(Errc::invalid_argument,
+                      "fit: steps_per_epoch must be >= 0 and steps_per_execution >= 1");
+  if (options.validation != FitOptions::Validation::none && options.validation_freq < 1)
+    return make_error(Errc::invalid_argument, "fit: validation_freq must be at least 1");
+
+  FitState s;
+  s.model = &model;
+  s.options = &options;
+  s.distributed = distributed;
+  s.steps_per_epoch = options.steps_per_epoch;
+  CoordinatorOptions copt = options.coordinator;
+  if (distributed && model.coordinator_if_made() == nullptr) s.coordinator_options = &copt;
+  if (auto st = each(callbacks, [&](Callback& c) { return c.on_train_begin(s); }); !st)
+    return st.error();
+  s.coordinator_options = nullptr;
+  auto runner = make_runner(copt);
+  if (auto st = runner->start(s); !st) return st.error();
+
+  // Batch-level callbacks: each at its own interval; with a PS strategy the stretch
+  // between two such points is run (and finished) as one.
+  int64_t sync = 0;
+  for (const auto& c : callbacks)
+    if (c->batch_interval() > 0)
+      sync = sync == 0 ? c->batch_interval() : std::min(sync, c->batch_interval());
+
+  History h;
+  h.initial_epoch = s.initial_epoch;
+  h.initial_step = s.initial_step;
+  s.epoch = s.initial_epoch;
+  s.step = s.initial_step;
+  Logs logs;
+  const auto t_fit = clock_type::now();
+  int64_t examples_total = 0;
+  for (; s.epoch < options.epochs; ++s.epoch) {
+    if (auto st = each(callbacks, [&](Callback& c) { return c.on_epoch_begin(s); }); !st)
+      return st.error();
+    if (auto st = runner->begin_epoch(s); !st) return st.error();
+    const auto t_epoch = clock_type::now();
+    const int64_t epoch_first = s.steps_per_epoch > 0 ? s.epoch * s.steps_per_epoch : s.step;
+    int64_t epoch_step = s.step - epoch_first;
+    int64_t epoch_examples = 0;
+    BatchStats train;
+    auto progress = [&](int64_t steps, const BatchStats& last) {
+      epoch_step += steps;
+      epoch_examples += last.examples * steps;
+      Progress p;
+      p.step = epoch_first + epoch_step;
+      p.epoch_step = epoch_step;
+      p.examples = examples_total + epoch_examples;
+      p.loss = last.loss();
+      p.elapsed_s = seconds_since(t_epoch);
+      p.examples_per_sec = p.elapsed_s > 0 ? static_cast<double>(epoch_examples) / p.elapsed_s : 0;
+      for (const auto& c : callbacks)
+        c->on_progress(s, p);
+    };
+    bool data_ended = false;
+    while (!data_ended && (s.steps_per_epoch == 0 || s.step < epoch_first + s.steps_per_epoch)) {
+      // Up to the epoch's end or the next batch-level point, whichever is first.
+      int64_t n = s.steps_per_epoch > 0 ? epoch_first + s.steps_per_epoch - s.step : 1 << 30;
+      if (sync > 0) n = std::min(n, sync - s.step % sync);
+      if (!distributed && s.steps_per_epoch == 0 && sync == 0) n = 1;
+      BatchStats stretch;
+      auto ran = runner->run(s, n, stretch, progress);
+      if (!ran) return ran.error();
+      train.merge(stretch);
+      s.step += *ran;
+      h.steps_run += *ran;
+      if (*ran < n) data_ended = true;
+      if (*ran > 0) {
+        const Logs batch_logs{{"loss", stretch.loss()}, {"accuracy", stretch.accuracy()}};
+        for (const auto& c : callbacks)
+          if (c->batch_interval() > 0 && s.step % c->batch_interval() == 0)
+            if (auto st = c->on_train_batch_end(s, batch_logs); !st) return st.error();
+      }
+    }
+    if (s.steps_per_epoch > 0 && s.step < epoch_first + s.steps_per_epoch)
+      return make_error(Errc::out_of_range, "fit: dataset '" + dataset + "' ended after " +
+                                                std::to_string(s.step - epoch_first) + " of " +
+                                                std::to_string(s.steps_per_epoch) +
+                                                " steps of epoch " + std::to_string(s.epoch + 1) +
+                                                " (repeat it, or lower steps_per_epoch)");
+    if (s.steps_per_epoch == 0 && s.step == epoch_first)
+      return make_error(Errc::out_of_range,
+                        "fit: the dataset gave no batch in epoch " + std::to_string(s.epoch + 1));
+    examples_total += epoch_examples;
+    const double epoch_s = seconds_since(t_epoch);
+    logs = {{"loss", train.loss()},
+            {"accuracy", train.accuracy()},
+            {"examples_per_sec", epoch_s > 0 ? static_cast<double>(epoch_examples) / epoch_s : 0.0},
+            {"epoch_s", epoch_s}};
+    const bool last = s.epoch + 1 == options.epochs;
+    if (options.validation != FitOptions::Validation::none &&
+        (last || (s.epoch + 1) % options.validation_freq == 0)) {
+      auto val = runner->validate(s);
+      if (!val) return val.error();
+      logs["val_loss"] = val->loss();
+      logs["val_accuracy"] = val->accuracy();
+    }
+    if (auto st = each(callbacks, [&](Callback& c) { return c.on_epoch_end(s, logs); }); !st)
+      return st.error();
+    h.epochs.push_back(logs);
+    if (s.stop_training) {
+      h.stopped_early = !last;
+      ++s.epoch;
+      break;
+    }
+  }
+  h.train_s = seconds_since(t_fit);
+  h.steps = s.step;
+  if (auto st = each(callbacks, [&](Callback& c) { return c.on_train_end(s, logs); }); !st)
+    return st.error();
+  runner->finish(h);
+  return h;
+}
+
+}  // namespace
+
+core::Expected<History> fit(Model& model, const DatasetCreator& data, const FitOptions& options,
+                            const Callbacks& callbacks) {
+  if (model.strategy() != nullptr)
+    return make_error(Errc::invalid_argument, "fit: model '" + model.spec().name +
+                                                  "' is attached to a ParameterServerStrategy; "
+                                                  "pass the strategy");
+  return run_fit(
+      model, [&](const CoordinatorOptions&) { return std::make_unique<LocalRunner>(model, data); },
+      false, data.name, options, callbacks);
+}
+
+core::Expected<History> fit(Model& model, ParameterServerStrategy& strategy,
+                            const DatasetCreator& data, const FitOptions& options,
+                            const Callbacks& callbacks) {
+  if (options.steps_per_epoch <= 0)
+    return make_error(Errc::invalid_argument,
+                      "fit: steps_per_epoch is required with a ParameterServerStrategy (its "
+                      "per-worker datasets repeat; an epoch is a number of steps)");
+  if (auto st = model.attach(strategy); !st) return st.error();
+  return run_fit(
+      model,
+      [&](const CoordinatorOptions& copt) { return std::make_unique<PsRunner>(model, data, copt); },
+      true, data.name, options, callbacks);
+}
+
+}  // namespace troupe

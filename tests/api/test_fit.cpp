@@ -1,0 +1,307 @@
+// fit() in one process and each built-in callback: checkpoints, backup and resume,
+// TensorBoard summaries, the JSONL log, early stopping and the progress display.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "event_records.hpp"
+#include "helpers.hpp"
+#include "job/job_registry.hpp"
+
+using namespace troupe;
+namespace fs = std::filesystem;
+
+namespace {
+
+Registry data_registry() {
+  Registry r;
+  test::add_blobs_datasets(r);
+  return r;
+}
+
+// The exact values of every parameter, for comparing two models.
+std::vector<std::vector<float>> values_of(Model& m) {
+  std::vector<std::vector<float>> out;
+  for (auto& p : m.parameters())
+    out.emplace_back(p.value->data(), p.value->data() + p.value->size());
+  return out;
+}
+
+// Fails fit() once at the given step (at a batch-level point) or after an epoch: a chief
+// that dies there.
+class FailAt : public Callback {
+ public:
+  FailAt(int64_t step, int64_t epoch, int64_t interval)
+      : step_(step), epoch_(epoch), interval_(interval) {}
+  core::Status on_train_batch_end(FitState& s, const Logs&) override {
+    if (s.step == step_)
+      return core::make_error(core::Errc::cancelled, "killed at step " + std::to_string(s.step));
+    return {};
+  }
+  core::Status on_epoch_end(FitState& s, const Logs&) override {
+    if (s.epoch == epoch_) return core::make_error(core::Errc::cancelled, "killed after an epoch");
+    return {};
+  }
+  int64_t batch_interval() const override { return interval_; }
+
+ private:
+  int64_t step_, epoch_, interval_;
+};
+
+std::vector<nlohmann::json> jsonl(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);)
+    out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("fit trains in one process, epoch by epoch, and validates", "[fit]") {
+  const auto reg = data_registry();
+  Model model(test::blobs_model());
+  const double before = model.evaluate().value().accuracy();
+  FitOptions o;
+  o.epochs = 3;
+  o.validation = FitOptions::Validation::direct;
+  auto h = fit(model, {&reg, "blobs_train"}, o);
+  REQUIRE(h.ok());
+  REQUIRE(h->epochs.size() == 3);
+  CHECK(h->steps == 48);  // 512 examples in batches of 32, three passes
+  CHECK(h->steps_run == 48);
+  CHECK_FALSE(h->stopped_early);
+  CHECK(h->epochs[2].at("loss") < h->epochs[0].at("loss"));
+  CHECK(h->epochs[2].at("val_accuracy") > 0.9);
+  CHECK(h->epochs[2].at("val_accuracy") > before);
+  CHECK(h->epochs[2].at("examples_per_sec") > 0);
+  // The logged validation is the model's evaluation now.
+  auto now = model.evaluate();
+  REQUIRE(now.ok());
+  CHECK(now->examples == 256);
+  CHECK(now->accuracy() == h->epochs[2].at("val_accuracy"));
+
+  SECTION("steps_per_epoch past the end of the data is an error naming the dataset") {
+    o.steps_per_epoch = 20;
+    auto bad = fit(model, {&reg, "blobs_train"}, o);
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.error().code == core::Errc::out_of_range);
+    CHECK(bad.error().message.find("blobs_train") != std::string::npos);
+  }
+  SECTION("an unknown dataset is not_found") {
+    auto bad = fit(model, {&reg, "nope"}, o);
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.error().code == core::Errc::not_found);
+  }
+}
+
+TEST_CASE("ModelCheckpoint keeps the newest checkpoints, marks the final one, restores exactly",
+          "[fit][callbacks]") {
+  const auto reg = data_registry();
+  test::TempDir dir;
+  Model model(test::blobs_model());
+  FitOptions o;
+  o.epochs = 3;
+  auto ckpt = std::make_shared<callbacks::ModelCheckpoint>(
+      dir.file("ckpt"), callbacks::ModelCheckpoint::Options{2, 0, false, "val_loss"});
+  REQUIRE(fit(model, {&reg, "blobs_train"}, o, {ckpt}).ok());
+  CHECK(ckpt->saves() == 3);
+  core::CheckpointManager m(dir.file("ckpt"), 0);
+  const auto kept = m.checkpoints();
+  REQUIRE(kept.size() == 2);
+  CHECK(kept[0].first == 32);
+  CHECK(kept[1].first == 48);
+  auto marker = nlohmann::json::parse(std::ifstream(dir.file("ckpt/final.json")));
+  CHECK(marker["step"] == 48);
+  CHECK(marker["path"] == kept[1].second);
+
+  // The newest checkpoint, loaded into a fresh model, is the trained model.
+  auto c = core::read_checkpoint(kept[1].second);
+  REQUIRE(c.ok());
+  CHECK(c->ints.at("step") == std::vector<int64_t>{48});
+  CHECK(c->ints.at("epoch") == std::vector<int64_t>{2});
+  Model restored(test::blobs_model());
+  REQUIRE(restored.set_weights(*c).ok());
+  CHECK(values_of(restored) == values_of(model));
+
+  // A checkpoint missing a variable is refused and changes nothing.
+  c->tensors.erase(c->tensors.begin());
+  Model fresh(test::blobs_model());
+  const auto initial = values_of(fresh);
+  auto bad = fresh.set_weights(*c);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == core::Errc::invalid_argument);
+  CHECK(values_of(fresh) == initial);
+
+  SECTION("save_best_only saves only when the monitored metric improves") {
+    // Learning rate 0: the validation loss never changes, so only the first epoch saves.
+    Model still(test::blobs_model("sgd", 0.0f));
+    o.validation = FitOptions::Validation::direct;
+    auto best = std::make_shared<callbacks::ModelCheckpoint>(
+        dir.file("best"), callbacks::ModelCheckpoint::Options{5, 0, true, "val_loss"});
+    REQUIRE(fit(still, {&reg, "blobs_train"}, o, {best}).ok());
+    CHECK(best->saves() == 1);
+    CHECK(core::CheckpointManager(dir.file("best"), 0).checkpoints().size() == 1);
+  }
+  SECTION("save_freq_steps saves every so many steps") {
+    auto often = std::make_shared<callbacks::ModelCheckpoint>(
+        dir.file("often"), callbacks::ModelCheckpoint::Options{0, 10, false, "val_loss"});
+    REQUIRE(fit(model, {&reg, "blobs_train"}, o, {often}).ok());
+    // Steps 10, 20, 30, 40 (the count goes on from 0 in a new fit) and the final one, 48.
+    std::vector<int64_t> steps;
+    for (const auto& [s, p] : core::CheckpointManager(dir.file("often"), 0).checkpoints())
+      steps.push_back(s);
+    CHECK(steps == std::vector<int64_t>{10, 20, 30, 40, 48});
+  }
+}
+
+TEST_CASE("BackupAndRestore resumes a killed run where its backup was, to the same weights",
+          "[fit][callbacks]") {
+  const auto reg = data_registry();
+  test::TempDir dir;
+  // Momentum: the optimizer's slots must come back too, or the weights would differ.
+  const auto spec = test::blobs_model("momentum", 0.05f);
+  FitOptions o;
+  o.epochs = 3;
+  o.steps_per_epoch = 16;
+  Model reference(spec);
+  REQUIRE(fit(reference, {&reg, "blobs_train"}, o).ok());
+
+  const bool mid_epoch = GENERATE(false, true);
+  CAPTURE(mid_epoch);
+  callbacks::BackupAndRestoreCallback::Options bo;
+  bo.save_freq_steps = mid_epoch ? 8 : 0;
+  {
+    Model first(spec);
+    auto backup = std::make_shared<callbacks::BackupAndRestoreCallback>(dir.file("backup"), bo);
+    // Killed at step 24 (mid-epoch, just after a backup) or after the second epoch.
+    auto kill = std::make_shared<FailAt>(24, mid_epoch ? -1 : 1, mid_epoch ? 8 : 0);
+    auto h = fit(first, {&reg, "blobs_train"}, o, {backup, kill});
+    REQUIRE_FALSE(h.ok());
+    CHECK(h.error().code == core::Errc::cancelled);
+    CHECK_FALSE(backup->resumed());
+  }
+  Model second(spec);  // a new process: fresh weights
+  auto backup = std::make_shared<callbacks::BackupAndRestoreCallback>(dir.file("backup"), bo);
+  auto h = fit(second, {&reg, "blobs_train"}, o, {backup});
+  REQUIRE(h.ok());
+  CHECK(backup->resumed());
+  CHECK(h->initial_step == (mid_epoch ? 24 : 32));
+  CHECK(h->initial_epoch == (mid_epoch ? 1 : 2));
+  CHECK(h->steps == 48);
+  CHECK(h->steps_run == 48 - h->initial_step);
+  CHECK(h->epochs.size() == (mid_epoch ? 2u : 1u));
+  CHECK(values_of(second) == values_of(reference));
+  // Trained: the backup is gone.
+  CHECK(core::CheckpointManager(dir.file("backup"), 0, "backup").checkpoints().empty());
+}
+
+TEST_CASE("TensorBoard writes epoch and batch scalars; MetricsLog writes JSON lines",
+          "[fit][callbacks][summary]") {
+  const auto reg = data_registry();
+  test::TempDir dir;
+  Model model(test::blobs_model());
+  FitOptions o;
+  o.epochs = 2;
+  o.validation = FitOptions::Validation::direct;
+  auto tb = std::make_shared<callbacks::TensorBoard>(dir.file("logs"),
+                                                     callbacks::TensorBoard::Options{4});
+  auto log = std::make_shared<callbacks::MetricsLog>(dir.file("logs/metrics.jsonl"));
+  auto h = fit(model, {&reg, "blobs_train"}, o, {tb, log});
+  REQUIRE(h.ok());
+
+  const auto train = test::read_scalars(dir.file("logs/train"));
+  std::vector<test::Scalar> epoch_loss, batch_loss;
+  for (const auto& s : train) {
+    if (s.tag == "epoch_loss") epoch_loss.push_back(s);
+    if (s.tag == "batch_loss") batch_loss.push_back(s);
+  }
+  REQUIRE(epoch_loss.size() == 2);
+  for (size_t e = 0; e < 2; ++e) {
+    CHECK(epoch_loss[e].step == static_cast<int64_t>(e));
+    CHECK(epoch_loss[e].value == static_cast<float>(h->epochs[e].at("loss")));
+  }
+  REQUIRE(batch_loss.size() == 8);  // every 4 of 32 steps
+  for (size_t i = 0; i < batch_loss.size(); ++i)
+    CHECK(batch_loss[i].step == static_cast<int64_t>(4 * (i + 1)));
+  const auto val = test::read_scalars(dir.file("logs/validation"));
+  std::vector<float> val_acc;
+  for (const auto& s : val)
+    if (s.tag == "epoch_accuracy") val_acc.push_back(s.value);
+  REQUIRE(val_acc.size() == 2);
+  CHECK(val_acc[1] == static_cast<float>(h->epochs[1].at("val_accuracy")));
+
+  const auto lines = jsonl(dir.file("logs/metrics.jsonl"));
+  REQUIRE(lines.size() == 2);
+  for (size_t e = 0; e < 2; ++e) {
+    CHECK(lines[e]["event"] == "epoch");
+    CHECK(lines[e]["epoch"] == e);
+    CHECK(lines[e]["step"] == 16 * (e + 1));
+    CHECK(lines[e]["loss"].get<double>() == h->epochs[e].at("loss"));
+    CHECK(lines[e]["val_accuracy"].get<double>() == h->epochs[e].at("val_accuracy"));
+  }
+}
+
+TEST_CASE("EarlyStopping stops after `patience` epochs without improvement", "[fit][callbacks]") {
+  const auto reg = data_registry();
+  FitOptions o;
+  o.epochs = 10;
+  SECTION("a metric that never improves stops training") {
+    Model still(test::blobs_model("sgd", 0.0f));  // the loss stays where it is
+    auto stop = std::make_shared<callbacks::EarlyStopping>(
+        callbacks::EarlyStopping::Options{"loss", 0.0, 2});
+    auto h = fit(still, {&reg, "blobs_train"}, o, {stop});
+    REQUIRE(h.ok());
+    CHECK(h->epochs.size() == 3);  // the best at epoch 0, then two without improvement
+    CHECK(h->stopped_early);
+    CHECK(stop->stopped_epoch() == 2);
+    CHECK(stop->best() == h->epochs[0].at("loss"));
+  }
+  SECTION("a metric missing from the logs never stops training") {
+    Model model(test::blobs_model());
+    o.epochs = 3;
+    auto stop = std::make_shared<callbacks::EarlyStopping>(
+        callbacks::EarlyStopping::Options{"val_loss", 0.0, 0});
+    auto h = fit(model, {&reg, "blobs_train"}, o, {stop});
+    REQUIRE(h.ok());
+    CHECK(h->epochs.size() == 3);
+    CHECK_FALSE(h->stopped_early);
+    CHECK_FALSE(stop->stopped_epoch().has_value());
+  }
+}
+
+TEST_CASE("ProgressDisplay draws a live line on a terminal and plain lines otherwise",
+          "[fit][callbacks]") {
+  const auto reg = data_registry();
+  Model model(test::blobs_model());
+  FitOptions o;
+  o.epochs = 2;
+  o.steps_per_epoch = 16;
+  std::ostringstream out;
+  const bool terminal = GENERATE(false, true);
+  CAPTURE(terminal);
+  callbacks::ProgressDisplay::Options po;
+  po.terminal = terminal;
+  po.interval = std::chrono::milliseconds(0);  // a plain line after every step
+  auto progress = std::make_shared<callbacks::ProgressDisplay>(out, po);
+  REQUIRE(fit(model, {&reg, "blobs_train"}, o, {progress}).ok());
+  const std::string text = out.str();
+  INFO(text);
+  CHECK(text.find("epoch 2/2  step 32  accuracy") != std::string::npos);  // the summary
+  if (terminal) {
+    // One line redrawn in place (carriage return, erase to the end of the line), with a bar.
+    CHECK(text.find("\repoch 1/2  step 1/16 [=") != std::string::npos);
+    CHECK(text.find("\x1b[K") != std::string::npos);
+    CHECK(text.find("ETA ") != std::string::npos);
+    CHECK(std::count(text.begin(), text.end(), '\n') == 2);  // the two summaries
+  } else {
+    CHECK(text.find('\r') == std::string::npos);
+    CHECK(text.find("epoch 1/2  step 1/16  ") != std::string::npos);
+    CHECK(text.find("examples/s  loss ") != std::string::npos);
+    CHECK(text.find("ETA ") != std::string::npos);
+    CHECK(std::count(text.begin(), text.end(), '\n') == 2 * 15 + 2);
+  }
+}
