@@ -284,10 +284,11 @@ core::Expected<History> run_fit(Model& model, const MakeRunner& make_runner, boo
     h.epochs.push_back(logs);
     if (s.stop_training) {
       h.stopped_early = !last;
-      ++s.epoch;
       break;
     }
   }
+  // on_train_end sees the last epoch that ran (or the last one, when resumed at the end).
+  s.epoch = std::min(s.epoch, options.epochs - 1);
   h.train_s = seconds_since(t_fit);
   h.steps = s.step;
   if (auto st = each(callbacks, [&](Callback& c) { return c.on_train_end(s, logs); }); !st)

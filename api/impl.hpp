@@ -2,6 +2,8 @@
 
 // The CAF side of the public API, shared by strategy.cpp and coordinator.cpp.
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -27,6 +29,9 @@ struct ParameterServerStrategy::Impl {
   std::vector<caf::actor> ps;
   std::vector<net::Placement> placements;
   int next_ps = 0;  // round-robin start for the next variable
+  /// What must let go of this strategy's actor system before it is destroyed (a Model's
+  /// coordinator), by key; run by ~ParameterServerStrategy.
+  std::map<const void*, std::function<void()>> before_destroy;
 
   /// Asks PS task `task` (`msg...`) and waits for its reply of type R. A dead connection, or
   /// a transport error (not the PS's own answer), may mean the task was restarted since

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <mutex>
 
+#include "api/impl.hpp"
 #include "api/model_state.hpp"
 #include "core/metrics.hpp"
 #include "core/partitioner.hpp"
@@ -136,7 +137,9 @@ void register_model(Registry& registry, const ModelSpec& spec) {
 }
 
 Model::Model(ModelSpec spec) : s_(std::make_unique<State>(std::move(spec))) {}
-Model::~Model() = default;
+Model::~Model() {
+  if (s_->strategy != nullptr) s_->strategy->impl().before_destroy.erase(this);
+}
 
 Model::State::State(ModelSpec s) : spec(std::move(s)), replica(spec) {
   auto opt = core::make_optimizer(spec.optimizer, spec.learning_rate);
@@ -182,6 +185,12 @@ core::Status Model::attach(ParameterServerStrategy& strategy) {
   }
   s_->strategy = &strategy;
   s_->variables = std::move(vars);
+  // Destroyed first, the strategy detaches this model (and ends its coordinator).
+  strategy.impl().before_destroy[this] = [s = s_.get()] {
+    s->coordinator.reset();
+    s->strategy = nullptr;
+    s->variables.clear();
+  };
   return {};
 }
 

@@ -14,7 +14,13 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
 
 ParameterServerStrategy::ParameterServerStrategy(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)) {}
-ParameterServerStrategy::~ParameterServerStrategy() = default;
+ParameterServerStrategy::~ParameterServerStrategy() {
+  // A model may outlive its strategy: it drops its coordinator (whose actor lives in this
+  // system) now, or the system would wait for that actor forever.
+  if (impl_)
+    for (auto& [key, release] : std::map(impl_->before_destroy))
+      release();
+}
 
 core::Expected<std::unique_ptr<ParameterServerStrategy>> ParameterServerStrategy::make(
     const net::ClusterResolver& resolver, std::shared_ptr<const core::Partitioner> partitioner,

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "helpers.hpp"
+#include "launch_helpers.hpp"
 #include "process.hpp"
 #include "run_program.hpp"
 #include "tools/chaos.hpp"
@@ -18,13 +19,7 @@ using troupe::test::run_program;
 namespace {
 
 const std::string bin = TROUPE_BIN_DIR;
-
-void check_all_gone(const nlohmann::json& tasks) {
-  for (const auto& t : tasks) {
-    INFO(t.dump());
-    CHECK(::kill(t["pid"].get<int>(), 0) != 0);  // no such process any more
-  }
-}
+using troupe::test::check_all_gone;
 
 }  // namespace
 
@@ -172,31 +167,14 @@ TEST_CASE("A killed chief is restarted and resumes from its backup at the saved 
            " -- " + bin + "/fmnist_ps --steps-per-worker 1500 --backup-dir " + backup_dir +
            " --backup-every 100 > " + out},
       {});
-  auto backed_up = [&] {
-    for (const auto& e : std::filesystem::directory_iterator(backup_dir))
-      if (e.path().filename().string().rfind("backup-", 0) == 0 && e.path().extension() == ".tckpt")
-        return true;
-    return false;
-  };
-  REQUIRE(troupe::test::wait_for_file_in(backup_dir, backed_up, 60s));
-  auto pids = troupe::tools::read_task_pids(run_dir);
-  REQUIRE(pids.ok());
-  troupe::tools::ChaosInjector chaos(
-      {troupe::tools::parse_chaos("kill:chief:0@0s").value()},
-      [&](const troupe::net::TaskId& t) { return pids->at(t.to_string()); });
-  REQUIRE(chaos.run_due() == 1);
-  const pid_t first_chief = pids->at("chief:0");
+  const pid_t first_chief = troupe::test::kill_chief_after_first_backup(run_dir, backup_dir, 60s);
 
   auto status = launch.wait_exit(120s);
   REQUIRE(status.has_value());
   INFO(launch.captured_stderr());
   CHECK((WIFEXITED(*status) && WEXITSTATUS(*status) == 0));
-  std::string line, last;
-  std::ifstream in(out);
-  while (std::getline(in, line))
-    if (!line.empty() && line.front() == '{') last = line;
-  const auto j = nlohmann::json::parse(last, nullptr, /*allow_exceptions=*/false);
-  INFO(last);
+  const auto j = troupe::test::last_json_line(out);
+  INFO(j.dump());
   REQUIRE(j.is_object());
   CHECK(j["restarts"] == 1);
   const auto& chief = j["chief"];

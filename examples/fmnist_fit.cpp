@@ -1,0 +1,240 @@
+// Fashion-MNIST trained with fit() and every built-in callback, followed by a side-car
+// evaluator. The same binary runs every task:
+//
+//   build/bin/troupe launch --ps 2 --workers 2 --evaluator -- build/bin/fmnist_fit
+//
+// The chief runs fit() with a ParameterServerStrategy (distributed validation after each
+// epoch, checkpoints, a backup it resumes from if it is killed and restarted, TensorBoard
+// summaries, a JSONL metrics log, early stopping, a progress display); PS and worker tasks
+// serve; the evaluator follows the checkpoints, printing one JSON line for each. Without
+// TF_CONFIG the same fit() runs in this one process.
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "core/data/idx.hpp"
+#include "troupe/troupe.hpp"
+
+namespace tc = troupe::core;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+struct Settings {
+  std::string data_dir = tc::fashion_mnist_dir;
+  std::string model_dir;  // default: $TROUPE_RUN_DIR/fmnist_fit, or ./fmnist_fit-model
+  int64_t epochs = 2;
+  int64_t steps_per_epoch = 937;  // 60000 / 64
+  int steps_per_execution = 1;
+  int batch = 64;
+  std::string optimizer = "adam";
+  float lr = 0.001f;
+  uint64_t seed = 1;
+  std::string validation = "distributed";
+  int64_t checkpoint_every = 0;  // steps; 0: every epoch
+  int64_t backup_every = 0;      // steps; 0: every epoch
+  int64_t patience = 2;
+  int64_t evaluator_timeout_s = 600;
+};
+
+troupe::ModelSpec model_spec(const Settings& s) {
+  troupe::ModelSpec m;
+  m.name = "fmnist_mlp";
+  m.build = [] { return tc::make_mlp({784, 128, 10}, 1); };
+  m.optimizer = s.optimizer;
+  m.learning_rate = s.lr;
+  m.seed = s.seed;
+  const std::string dir = s.data_dir;
+  m.eval_examples = [dir] { return tc::load_fashion_mnist(dir, "t10k"); };
+  m.eval_batch_size = 1000;
+  return m;
+}
+
+troupe::Registry make_registry(const Settings& s) {
+  troupe::Registry r;
+  r.add_dataset("fmnist_train", [s](const tc::InputContext& ctx) {
+    auto train = tc::load_fashion_mnist(s.data_dir, "train");
+    if (!train) {
+      std::cerr << "fmnist_fit: " << train.error().to_string() << std::endl;
+      return tc::to_batches(tc::from_vector(std::vector<tc::Example>{}), 1, true);
+    }
+    auto ds = tc::from_vector(std::move(*train))
+                  .shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+                  .shuffle(10000, s.seed + static_cast<uint64_t>(ctx.input_pipeline_id))
+                  .repeat();
+    return tc::to_batches(ds, static_cast<size_t>(s.batch), /*drop_remainder=*/true);
+  });
+  troupe::register_model(r, model_spec(s));
+  return r;
+}
+
+int fail(const std::string& what) {
+  std::cerr << "fmnist_fit: " << what << std::endl;
+  std::cout << nlohmann::json{{"ok", false}, {"program", "fmnist_fit"}, {"error", what}}.dump()
+            << std::endl;
+  return 1;
+}
+
+int run_evaluator(const Settings& s) {
+  troupe::Model model(model_spec(s));
+  troupe::SidecarEvaluatorOptions o;
+  o.checkpoint_dir = s.model_dir + "/ckpt";
+  o.logdir = s.model_dir + "/logs";
+  o.idle_timeout = std::chrono::seconds(s.evaluator_timeout_s);
+  auto r = troupe::run_sidecar_evaluator(model, o, std::cout);
+  if (!r) return fail(r.error().to_string());
+  std::cout << nlohmann::json{{"ok", true},
+                              {"program", "fmnist_fit"},
+                              {"task", "evaluator"},
+                              {"evaluations", r->evaluations},
+                              {"skipped", r->skipped},
+                              {"last_step", r->last_step},
+                              {"test_accuracy", r->last.accuracy()},
+                              {"loss", r->last.loss()}}
+                   .dump()
+            << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Fashion-MNIST with fit() and callbacks (run under troupe launch, or alone)"};
+  Settings s;
+  app.add_option("--data-dir", s.data_dir);
+  app.add_option("--model-dir", s.model_dir,
+                 "checkpoints (ckpt/), the backup (backup/) and summaries (logs/)");
+  app.add_option("--epochs", s.epochs)->check(CLI::PositiveNumber);
+  app.add_option("--steps-per-epoch", s.steps_per_epoch)->check(CLI::PositiveNumber);
+  app.add_option("--steps-per-execution", s.steps_per_execution)->check(CLI::Range(1, 1000));
+  app.add_option("--batch", s.batch, "batch per step")->check(CLI::PositiveNumber);
+  app.add_option("--optimizer", s.optimizer);
+  app.add_option("--lr", s.lr);
+  app.add_option("--seed", s.seed);
+  app.add_option("--validation", s.validation)
+      ->check(CLI::IsMember({"none", "direct", "distributed"}));
+  app.add_option("--checkpoint-every-steps", s.checkpoint_every, "0: every epoch")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--backup-every-steps", s.backup_every, "0: every epoch")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--patience", s.patience, "early stopping on val_loss")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--evaluator-timeout-s", s.evaluator_timeout_s,
+                 "the evaluator gives up after this long without a new checkpoint")
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  if (s.model_dir.empty()) {
+    const char* run_dir = std::getenv("TROUPE_RUN_DIR");
+    s.model_dir = run_dir != nullptr ? std::string(run_dir) + "/fmnist_fit" : "fmnist_fit-model";
+  }
+
+  const auto registry = make_registry(s);
+  const bool distributed = std::getenv("TF_CONFIG") != nullptr;
+  std::optional<troupe::net::TFConfigClusterResolver> resolver;
+  if (distributed) {
+    auto r = troupe::net::TFConfigClusterResolver::from_env();
+    if (!r) return fail(r.error().to_string());
+    resolver = *r;
+    const std::string role = resolver->task().type;
+    if (role == "evaluator") return run_evaluator(s);
+    if (role != "chief") {
+      auto st = troupe::serve(*resolver, registry);
+      if (!st) return fail(st.error().to_string());
+      std::cout << nlohmann::json{{"ok", true}, {"task", resolver->task().to_string()}}.dump()
+                << std::endl;
+      return 0;
+    }
+  }
+
+  const auto t_start = clock_type::now();
+  troupe::Model model(model_spec(s));
+  troupe::FitOptions o;
+  o.epochs = s.epochs;
+  o.steps_per_epoch = s.steps_per_epoch;
+  o.steps_per_execution = s.steps_per_execution;
+  o.validation = s.validation == "none"     ? troupe::FitOptions::Validation::none
+                 : s.validation == "direct" ? troupe::FitOptions::Validation::direct
+                                            : troupe::FitOptions::Validation::distributed;
+  if (!distributed && o.validation == troupe::FitOptions::Validation::distributed)
+    o.validation = troupe::FitOptions::Validation::direct;
+  o.coordinator.watchdog_timeout = std::chrono::seconds(30);
+
+  namespace cb = troupe::callbacks;
+  auto backup = std::make_shared<cb::BackupAndRestoreCallback>(
+      s.model_dir + "/backup", cb::BackupAndRestoreCallback::Options{s.backup_every});
+  auto checkpoint = std::make_shared<cb::ModelCheckpoint>(
+      s.model_dir + "/ckpt",
+      cb::ModelCheckpoint::Options{5, s.checkpoint_every, false, "val_loss"});
+  auto early = std::make_shared<cb::EarlyStopping>(cb::EarlyStopping::Options{
+      o.validation == troupe::FitOptions::Validation::none ? "loss" : "val_loss", 0.0, s.patience});
+  troupe::Callbacks callbacks{backup,
+                              checkpoint,
+                              std::make_shared<cb::TensorBoard>(s.model_dir + "/logs"),
+                              std::make_shared<cb::MetricsLog>(s.model_dir + "/logs/metrics.jsonl"),
+                              early,
+                              std::make_shared<cb::ProgressDisplay>()};
+
+  std::unique_ptr<troupe::ParameterServerStrategy> strategy;
+  tc::Expected<troupe::History> h = tc::make_error(tc::Errc::internal, "not run");
+  const troupe::DatasetCreator data{&registry, "fmnist_train"};
+  if (distributed) {
+    auto st = troupe::ParameterServerStrategy::make(*resolver);
+    if (!st) return fail(st.error().to_string());
+    strategy = std::move(*st);
+    h = troupe::fit(model, *strategy, data, o, callbacks);
+  } else {
+    h = troupe::fit(model, data, o, callbacks);
+  }
+  auto shutdown = [&] {
+    if (auto* c = model.coordinator_if_made()) c->shutdown_cluster();
+  };
+  if (!h) {
+    shutdown();
+    return fail(h.error().to_string());
+  }
+  auto test = model.evaluate();  // the chief's own look at the final variables
+  shutdown();
+  if (!test) return fail(test.error().to_string());
+
+  const auto& last = h->epochs.back();
+  auto metric = [&](const char* k) -> nlohmann::json {
+    auto it = last.find(k);
+    return it == last.end() ? nlohmann::json(nullptr) : nlohmann::json(it->second);
+  };
+  nlohmann::json out{
+      {"ok", true},
+      {"program", "fmnist_fit"},
+      {"strategy", distributed ? "parameter_server" : "default"},
+      {"workers", strategy ? strategy->num_workers() : 1},
+      {"epochs", s.epochs},
+      {"epochs_run", h->epochs.size()},
+      {"initial_epoch", h->initial_epoch},
+      {"resumed_from_step", h->initial_step},
+      {"steps", h->steps},
+      {"steps_run", h->steps_run},
+      {"stopped_early", h->stopped_early},
+      {"backups", backup->backups()},
+      {"checkpoints", checkpoint->saves()},
+      {"examples_per_sec",
+       h->train_s > 0 ? static_cast<double>(h->steps_run * s.batch) / h->train_s : 0.0},
+      {"loss", metric("loss")},
+      {"val_loss", metric("val_loss")},
+      {"val_accuracy", metric("val_accuracy")},
+      {"test_loss", test->loss()},
+      {"test_accuracy", test->accuracy()},
+      {"model_dir", s.model_dir},
+      {"train_s", h->train_s},
+      {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}};
+  if (distributed) {
+    out["closures_scheduled"] = h->stats.scheduled;
+    out["closures_completed"] = h->stats.completed;
+    out["closures_retried"] = h->stats.retried;
+    out["workers_lost"] = h->stats.workers_lost;
+  }
+  std::cout << out.dump() << std::endl;
+  return 0;
+}

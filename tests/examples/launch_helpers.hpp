@@ -1,0 +1,58 @@
+#pragma once
+
+// For tests that run shipped programs under troupe launch.
+
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "helpers.hpp"
+#include "tools/chaos.hpp"
+
+namespace troupe::test {
+
+/// Every task launch listed has exited: no process with its pid is left.
+inline void check_all_gone(const nlohmann::json& tasks) {
+  for (const auto& t : tasks) {
+    INFO(t.dump());
+    CHECK(::kill(t["pid"].get<int>(), 0) != 0);  // no such process any more
+  }
+}
+
+/// The last line of a file that holds a JSON object (null when there is none).
+inline nlohmann::json last_json_line(const std::string& path) {
+  std::string line, last;
+  std::ifstream in(path);
+  while (std::getline(in, line))
+    if (!line.empty() && line.front() == '{') last = line;
+  return nlohmann::json::parse(last, nullptr, /*allow_exceptions=*/false);
+}
+
+/// Waits (at most `timeout`) until `dir` holds a backup checkpoint (backup-*.tckpt), then
+/// kills the chief of the launch in `run_dir` with SIGKILL, by the pid tasks.json lists,
+/// through the C++ chaos API. Returns the killed pid.
+inline pid_t kill_chief_after_first_backup(const std::string& run_dir, const std::string& dir,
+                                           std::chrono::seconds timeout) {
+  auto backed_up = [&] {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+      if (e.path().filename().string().rfind("backup-", 0) == 0 && e.path().extension() == ".tckpt")
+        return true;
+    return false;
+  };
+  REQUIRE(wait_for_file_in(dir, backed_up, timeout));
+  auto pids = tools::read_task_pids(run_dir);
+  REQUIRE(pids.ok());
+  tools::ChaosInjector chaos({tools::parse_chaos("kill:chief:0@0s").value()},
+                             [&](const net::TaskId& t) { return pids->at(t.to_string()); });
+  REQUIRE(chaos.run_due() == 1);
+  return pids->at("chief:0");
+}
+
+}  // namespace troupe::test

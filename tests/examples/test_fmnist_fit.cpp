@@ -1,0 +1,146 @@
+// fmnist_fit: fit() with every callback under troupe launch, followed by the side-car
+// evaluator; resumed after its chief is killed; and alone in one process.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "event_records.hpp"
+#include "helpers.hpp"
+#include "launch_helpers.hpp"
+#include "process.hpp"
+#include "run_program.hpp"
+
+using troupe::test::run_program;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string bin = TROUPE_BIN_DIR;
+
+// The evaluator's per-checkpoint lines (its last line is its summary).
+std::vector<nlohmann::json> evaluations(const nlohmann::json& launch_result) {
+  std::vector<nlohmann::json> out;
+  for (const auto& e : launch_result["evaluator"])
+    if (e.contains("checkpoint")) out.push_back(e);
+  return out;
+}
+
+size_t count_lines(const std::string& path) {
+  std::ifstream in(path);
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);)
+    ++n;
+  return n;
+}
+
+}  // namespace
+
+// With Adam (lr 0.001, batch 64, 2 epochs) the final accuracy of this run scattered from
+// 0.845 to 0.860 over six seeds on this machine, so the 0.83 holds with margin.
+TEST_CASE("fmnist_fit trains with fit() under launch and the evaluator follows its checkpoints",
+          "[example][fit]") {
+  troupe::test::TempDir dir;
+  auto r =
+      run_program(bin + "/troupe launch --ps 2 --workers 2 --evaluator --run-dir " + dir.path() +
+                  " -- " + bin + "/fmnist_fit --checkpoint-every-steps 600 2>/dev/null");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto& j = r.last_json;
+  REQUIRE(j.is_object());
+  const auto& chief = j["chief"];
+  CHECK(chief["ok"] == true);
+  CHECK(chief["strategy"] == "parameter_server");
+  CHECK(chief["steps"] == 1874);
+  CHECK(chief["epochs_run"] == 2);
+  CHECK(chief["checkpoints"] == 4);  // steps 600, 1200, 1800 and the final 1874
+  CHECK(chief["closures_completed"] == chief["closures_scheduled"]);
+  CHECK(chief["val_accuracy"] == chief["test_accuracy"]);  // distributed = direct
+
+  // The evaluator: one line per checkpoint it saw, the last being the final one.
+  const auto ev = evaluations(j);
+  REQUIRE(ev.size() >= 2);
+  CHECK(ev.back()["step"] == 1874);
+  CHECK(ev.back()["examples"] == 10000);
+  CHECK(ev.back()["test_accuracy"].get<double>() >= 0.83);
+  CHECK(ev.back()["test_accuracy"] == chief["test_accuracy"]);
+  for (size_t i = 1; i < ev.size(); ++i)
+    CHECK(ev[i]["step"].get<int>() > ev[i - 1]["step"].get<int>());
+  const auto& summary = j["evaluator"].back();
+  CHECK(summary["ok"] == true);
+  CHECK(summary["evaluations"] == ev.size());
+  for (const auto& t : j["tasks"])
+    CHECK(t["exit"] == 0);
+  troupe::test::check_all_gone(j["tasks"]);
+
+  // Summaries: training and validation scalars for both epochs, the evaluator's for each
+  // checkpoint, and the JSONL logs.
+  const std::string model_dir = dir.file("fmnist_fit");
+  int epoch_losses = 0;
+  for (const auto& s : troupe::test::read_scalars(model_dir + "/logs/train"))
+    if (s.tag == "epoch_loss") ++epoch_losses;
+  CHECK(epoch_losses == 2);
+  int val_acc = 0;
+  for (const auto& s : troupe::test::read_scalars(model_dir + "/logs/validation"))
+    if (s.tag == "epoch_accuracy") ++val_acc;
+  CHECK(val_acc == 2);
+  CHECK(troupe::test::read_scalars(model_dir + "/logs/eval").size() == 2 * ev.size());
+  CHECK(count_lines(model_dir + "/logs/metrics.jsonl") == 2);
+  CHECK(count_lines(model_dir + "/logs/eval/metrics.jsonl") == ev.size());
+  CHECK_FALSE(std::filesystem::exists(model_dir + "/backup"));  // removed at the end
+}
+
+TEST_CASE("fmnist_fit resumes from its backup when its chief is killed and restarted",
+          "[example][fit][chaos]") {
+  troupe::test::TempDir dir;
+  const std::string run_dir = dir.file("run"), out = dir.file("launch.out");
+  const std::string backup_dir = run_dir + "/fmnist_fit/backup";
+  std::filesystem::create_directories(backup_dir);
+  troupe::test::ChildProcess launch(
+      {"/bin/sh", "-c",
+       "exec " + bin + "/troupe launch --ps 2 --workers 2 --evaluator --restart-failed --run-dir " +
+           run_dir + " -- " + bin + "/fmnist_fit --backup-every-steps 200 > " + out},
+      {});
+  const pid_t first_chief = troupe::test::kill_chief_after_first_backup(run_dir, backup_dir, 60s);
+  auto status = launch.wait_exit(120s);
+  REQUIRE(status.has_value());
+  INFO(launch.captured_stderr());
+  CHECK((WIFEXITED(*status) && WEXITSTATUS(*status) == 0));
+  const auto j = troupe::test::last_json_line(out);
+  INFO(j.dump());
+  REQUIRE(j.is_object());
+  CHECK(j["restarts"] == 1);
+  const auto& chief = j["chief"];
+  REQUIRE(chief.is_object());
+  CHECK(chief["ok"] == true);
+  const int64_t resumed = chief["resumed_from_step"].get<int64_t>();
+  CHECK(resumed >= 200);
+  CHECK(resumed % 200 == 0);
+  CHECK(chief["steps"] == 1874);
+  CHECK(chief["steps_run"].get<int64_t>() == 1874 - resumed);
+  CHECK(chief["test_accuracy"].get<double>() >= 0.80);
+  // The evaluator never noticed: it followed the checkpoints of both chiefs to the end.
+  const auto ev = evaluations(j);
+  REQUIRE_FALSE(ev.empty());
+  CHECK(ev.back()["step"] == 1874);
+  CHECK(ev.back()["test_accuracy"] == chief["test_accuracy"]);
+  CHECK(::kill(first_chief, 0) != 0);
+  troupe::test::check_all_gone(j["tasks"]);
+  CHECK_FALSE(std::filesystem::exists(backup_dir));
+}
+
+TEST_CASE("fmnist_fit runs fit() in one process without TF_CONFIG", "[example][fit]") {
+  troupe::test::TempDir dir;
+  auto r = run_program("env -u TF_CONFIG " + bin + "/fmnist_fit --epochs 1 --steps-per-epoch 300" +
+                       " --model-dir " + dir.path() + " 2>/dev/null");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto& j = r.last_json;
+  CHECK(j["ok"] == true);
+  CHECK(j["strategy"] == "default");
+  CHECK(j["steps"] == 300);
+  CHECK(j["checkpoints"] == 1);
+  CHECK(j["test_accuracy"].get<double>() > 0.75);
+  CHECK(std::filesystem::exists(dir.file("ckpt/ckpt-300.tckpt")));
+  CHECK(std::filesystem::exists(dir.file("ckpt/final.json")));
+}
