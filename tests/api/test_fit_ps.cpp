@@ -40,9 +40,11 @@ TEST_CASE("fit with a ParameterServerStrategy: resume, checkpoints, distributed 
   o.coordinator.closure_timeout = 10s;
 
   {
+    // Declared before its strategy, the model outlives it at the end of this block: the
+    // strategy must end the model's coordinator first, or its actor system waits forever.
+    Model model(test::blobs_model());
     auto strategy = ParameterServerStrategy::make(resolver);
     REQUIRE(strategy.ok());
-    Model model(test::blobs_model());
     FitOptions no_steps = o;
     no_steps.steps_per_epoch = 0;
     auto refused = fit(model, **strategy, {&reg, "blobs_repeat"}, no_steps);
