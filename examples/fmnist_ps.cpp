@@ -17,6 +17,7 @@
 
 #include "core/data/idx.hpp"
 #include "core/trainer.hpp"
+#include "fmnist_data.hpp"
 #include "troupe/troupe.hpp"
 
 namespace tc = troupe::core;
@@ -52,16 +53,8 @@ struct Replica {
 troupe::Registry make_registry(const Settings& s) {
   troupe::Registry r;
   r.add_dataset("fmnist_train", [s](const tc::InputContext& ctx) {
-    auto train = tc::load_fashion_mnist(s.data_dir, "train");
-    if (!train) {
-      std::cerr << "fmnist_ps: " << train.error().to_string() << std::endl;
-      return tc::to_batches(tc::from_vector(std::vector<tc::Example>{}), 1, true);
-    }
-    auto ds = tc::from_vector(std::move(*train))
-                  .shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-                  .shuffle(s.shuffle_buffer, s.seed + static_cast<uint64_t>(ctx.input_pipeline_id))
-                  .repeat();
-    return tc::to_batches(ds, static_cast<size_t>(s.batch), /*drop_remainder=*/true);
+    return troupe::examples::fmnist_train_batches("fmnist_ps", s.data_dir, ctx, s.batch, s.seed,
+                                                  s.shuffle_buffer);
   });
   auto replica = std::make_shared<Replica>();
   r.add_step(

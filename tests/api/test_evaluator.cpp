@@ -24,26 +24,30 @@ std::vector<nlohmann::json> json_lines(const std::string& text) {
   return out;
 }
 
+// A chief's run: `epochs` epochs of the blobs model with a checkpoint after each (all
+// kept) and the final marker. Returns the checkpoints, oldest first.
+std::vector<std::pair<int64_t, std::string>> train_with_checkpoints(Model& model,
+                                                                    const std::string& dir,
+                                                                    int64_t epochs) {
+  Registry reg;
+  test::add_blobs_datasets(reg);
+  FitOptions o;
+  o.epochs = epochs;
+  auto ckpt = std::make_shared<callbacks::ModelCheckpoint>(
+      dir, callbacks::ModelCheckpoint::Options{0, 0, false, "val_loss"});
+  REQUIRE(fit(model, {&reg, "blobs_train"}, o, {ckpt}).ok());
+  auto all = core::CheckpointManager(dir, 0).checkpoints();
+  REQUIRE(all.size() == static_cast<size_t>(epochs));
+  return all;
+}
+
 }  // namespace
 
 TEST_CASE("the evaluator skips a checkpoint deleted while it was being read", "[evaluator]") {
-  const auto reg = [] {
-    Registry r;
-    test::add_blobs_datasets(r);
-    return r;
-  }();
   test::TempDir dir;
-  // A chief's run: checkpoints after each of two epochs (kept: all), the final marker.
   Model trained(test::blobs_model());
-  FitOptions o;
-  o.epochs = 2;
-  auto ckpt = std::make_shared<callbacks::ModelCheckpoint>(
-      dir.file("ckpt"), callbacks::ModelCheckpoint::Options{0, 0, false, "val_loss"});
-  REQUIRE(fit(trained, {&reg, "blobs_train"}, o, {ckpt}).ok());
+  const auto all = train_with_checkpoints(trained, dir.file("ckpt"), 2);  // steps 16, 32
   const auto expected = trained.evaluate().value();
-  core::CheckpointManager m(dir.file("ckpt"), 0);
-  const auto all = m.checkpoints();  // steps 16 and 32
-  REQUIRE(all.size() == 2);
   const std::string final_marker = dir.file("ckpt/final.json");
   const std::string marker_text = [&] {
     std::ifstream in(final_marker);
@@ -100,21 +104,9 @@ TEST_CASE("the evaluator skips a checkpoint deleted while it was being read", "[
 }
 
 TEST_CASE("the evaluator evaluates each new checkpoint and skips a damaged one", "[evaluator]") {
-  const auto reg = [] {
-    Registry r;
-    test::add_blobs_datasets(r);
-    return r;
-  }();
   test::TempDir dir;
   Model trained(test::blobs_model());
-  FitOptions o;
-  o.epochs = 3;
-  auto ckpt = std::make_shared<callbacks::ModelCheckpoint>(
-      dir.file("ckpt"), callbacks::ModelCheckpoint::Options{0, 0, false, "val_loss"});
-  REQUIRE(fit(trained, {&reg, "blobs_train"}, o, {ckpt}).ok());
-  core::CheckpointManager m(dir.file("ckpt"), 0);
-  const auto all = m.checkpoints();  // 16, 32, 48
-  REQUIRE(all.size() == 3);
+  const auto all = train_with_checkpoints(trained, dir.file("ckpt"), 3);  // 16, 32, 48
   // Hide the later ones and the marker; bring each back after the one before is read.
   std::vector<std::pair<std::string, std::vector<char>>> hidden;
   for (size_t i = 1; i < all.size(); ++i) {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "helpers.hpp"
+#include "process.hpp"
 #include "tools/chaos.hpp"
 
 namespace troupe::test {
@@ -53,6 +54,38 @@ inline pid_t kill_chief_after_first_backup(const std::string& run_dir, const std
                              [&](const net::TaskId& t) { return pids->at(t.to_string()); });
   REQUIRE(chaos.run_due() == 1);
   return pids->at("chief:0");
+}
+
+struct ChiefKilledRun {
+  nlohmann::json result;  // troupe launch's JSON line
+  pid_t first_chief = -1;
+};
+
+/// Runs `launch_command` (a troupe launch with --restart-failed and --run-dir `run_dir`)
+/// with its output in `out`, kills its chief once `backup_dir` holds a backup, and waits
+/// for launch to end. Checks that launch succeeded, restarted the chief once, and that the
+/// restarted chief finished; returns the result for the program's own checks.
+inline ChiefKilledRun run_killing_chief(const std::string& launch_command,
+                                        const std::string& run_dir, const std::string& backup_dir,
+                                        const std::string& out) {
+  using namespace std::chrono_literals;
+  std::filesystem::create_directories(backup_dir);
+  ChildProcess launch({"/bin/sh", "-c", "exec " + launch_command + " > " + out}, {});
+  ChiefKilledRun run;
+  run.first_chief = kill_chief_after_first_backup(run_dir, backup_dir, 60s);
+  auto status = launch.wait_exit(120s);
+  REQUIRE(status.has_value());
+  INFO(launch.captured_stderr());
+  CHECK((WIFEXITED(*status) && WEXITSTATUS(*status) == 0));
+  run.result = last_json_line(out);
+  INFO(run.result.dump());
+  REQUIRE(run.result.is_object());
+  CHECK(run.result["restarts"] == 1);
+  REQUIRE(run.result["chief"].is_object());
+  CHECK(run.result["chief"]["ok"] == true);
+  CHECK(::kill(run.first_chief, 0) != 0);
+  check_all_gone(run.result["tasks"]);
+  return run;
 }
 
 }  // namespace troupe::test
