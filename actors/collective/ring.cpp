@@ -1,0 +1,338 @@
+#include "actors/collective/ring.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "net/cluster_spec.hpp"
+
+namespace troupe::collective {
+
+using core::Errc;
+using core::make_error;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+constexpr uint32_t hello_magic = 0x31475254;  // "TRG1": a ring connection's first bytes
+constexpr uint32_t frame_magic = 0x31435254 ^ 0x00010000;
+constexpr size_t max_tag_bytes = 1024;
+
+struct Hello {
+  uint32_t magic = hello_magic;
+  uint32_t rank = 0;
+  uint64_t group = 0;
+};
+static_assert(sizeof(Hello) == 16, "packed by layout");
+
+// Precedes every collective: what the sender is reducing.
+struct Frame {
+  uint32_t magic = frame_magic;
+  uint32_t tag_bytes = 0;
+  uint64_t count = 0;
+};
+static_assert(sizeof(Frame) == 16, "packed by layout");
+
+core::Status set_nonblocking(int fd) {
+  const int flags = ::fcntl(fd, F_GETFL, 0);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)
+    return make_error(Errc::io_error, std::string("fcntl: ") + std::strerror(errno));
+  return {};
+}
+
+// Blocking read of exactly n bytes within `timeout` (for the hello only).
+bool read_within(int fd, void* buf, size_t n, std::chrono::milliseconds timeout) {
+  auto* p = static_cast<char*>(buf);
+  const auto deadline = clock_type::now() + timeout;
+  size_t got = 0;
+  while (got < n) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
+    if (left.count() <= 0) return false;
+    pollfd p1{fd, POLLIN, 0};
+    if (::poll(&p1, 1, static_cast<int>(left.count())) <= 0) continue;
+    const ssize_t r = ::recv(fd, p + got, n - got, 0);
+    if (r <= 0) {
+      if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      return false;
+    }
+    got += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+size_t chunk_begin(size_t n, int chunks, int c) {
+  return n / static_cast<size_t>(chunks) * static_cast<size_t>(c) +
+         std::min(n % static_cast<size_t>(chunks), static_cast<size_t>(c));
+}
+
+}  // namespace
+
+Ring::Ring(int rank, int size, RingOptions options) : rank_(rank), size_(size), options_(options) {}
+Ring::~Ring() = default;
+
+core::Expected<std::unique_ptr<Ring>> Ring::form(int rank, std::vector<std::string> addresses,
+                                                 RingOptions options) {
+  const int size = static_cast<int>(addresses.size());
+  if (size < 1 || rank < 0 || rank >= size)
+    return make_error(Errc::invalid_argument, "ring: rank " + std::to_string(rank) + " of " +
+                                                  std::to_string(size) + " ranks");
+  std::unique_ptr<Ring> ring(new Ring(rank, size, options));
+  if (size == 1) return ring;
+  std::vector<net::HostPort> hp;
+  for (const auto& a : addresses) {
+    auto p = net::parse_host_port(a);
+    if (!p) return p.error();
+    hp.push_back(*p);
+  }
+  uint16_t port = hp[static_cast<size_t>(rank)].port;
+  auto listener = net::listen_on(hp[static_cast<size_t>(rank)].host, port);
+  if (!listener) return listener.error();
+  const int left = (rank + size - 1) % size, right = (rank + 1) % size;
+  const auto deadline = clock_type::now() + options.connect_timeout;
+
+  // Accept the left neighbour on a thread while this one connects to the right.
+  core::Status accepted = make_error(Errc::unavailable, "ring: rank " + std::to_string(left) +
+                                                            " (left neighbour) did not connect");
+  std::thread acceptor([&] {
+    while (clock_type::now() < deadline) {
+      pollfd p{listener->fd(), POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      std::string peer;
+      auto s = net::accept_on(*listener, peer);
+      if (!s) continue;
+      Hello h;
+      if (!read_within(s->fd(), &h, sizeof h, std::chrono::milliseconds(2000)) ||
+          h.magic != hello_magic || h.group != options.group_id ||
+          h.rank != static_cast<uint32_t>(left)) {
+        std::fprintf(stderr,
+                     "troupe ring: rank %d refused a connection from %s (not rank %d of this "
+                     "group)\n",
+                     rank, peer.c_str(), left);
+        continue;
+      }
+      ring->left_ = std::move(*s);
+      accepted = {};
+      return;
+    }
+  });
+  core::Status connected;
+  for (;;) {
+    auto s = net::connect_to(hp[static_cast<size_t>(right)].host,
+                             hp[static_cast<size_t>(right)].port, std::chrono::milliseconds(0));
+    if (s) {
+      Hello h;
+      h.rank = static_cast<uint32_t>(rank);
+      h.group = options.group_id;
+      if (::send(s->fd(), &h, sizeof h, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof h)) {
+        ring->right_ = std::move(*s);
+        break;
+      }
+    }
+    if (clock_type::now() >= deadline) {
+      connected = make_error(Errc::unavailable,
+                             "ring: rank " + std::to_string(rank) + " could not reach rank " +
+                                 std::to_string(right) + " (right neighbour) at " +
+                                 addresses[static_cast<size_t>(right)]);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the peer is starting
+  }
+  acceptor.join();
+  if (!connected.ok()) return connected.error();
+  if (!accepted.ok()) return accepted.error();
+  for (int fd : {ring->left_.fd(), ring->right_.fd()})
+    if (auto st = set_nonblocking(fd); !st) return st.error();
+  // Large socket buffers keep both directions streaming during a step.
+  const int buf = 4 << 20;
+  ::setsockopt(ring->right_.fd(), SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+  ::setsockopt(ring->left_.fd(), SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  return ring;
+}
+
+core::Status Ring::exchange(const char* send, size_t ns, char* recv, size_t nr,
+                            const std::string& what) {
+  size_t sent = 0, got = 0;
+  auto last_progress = clock_type::now();
+  const int left = (rank_ + size_ - 1) % size_, right = (rank_ + 1) % size_;
+  while (sent < ns || got < nr) {
+    pollfd p[2];
+    nfds_t k = 0;
+    int send_slot = -1, recv_slot = -1;
+    if (sent < ns) {
+      send_slot = static_cast<int>(k);
+      p[k++] = {right_.fd(), POLLOUT, 0};
+    }
+    if (got < nr) {
+      recv_slot = static_cast<int>(k);
+      p[k++] = {left_.fd(), POLLIN, 0};
+    }
+    const auto waited = clock_type::now() - last_progress;
+    const auto left_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(options_.timeout - waited);
+    if (left_ms.count() <= 0) {
+      if (got < nr)
+        return make_error(Errc::unavailable,
+                          "ring stall: rank " + std::to_string(rank_) + " waited " +
+                              std::to_string(options_.timeout.count()) + " ms for rank " +
+                              std::to_string(left) + " (its left neighbour) in " + what);
+      return make_error(Errc::unavailable,
+                        "ring stall: rank " + std::to_string(right) + " (right neighbour of rank " +
+                            std::to_string(rank_) + ") takes no bytes in " + what);
+    }
+    const int r = ::poll(p, k, static_cast<int>(left_ms.count()));
+    if (r < 0 && errno != EINTR)
+      return make_error(Errc::io_error, std::string("ring poll: ") + std::strerror(errno));
+    if (r <= 0) continue;
+    if (send_slot >= 0 && (p[send_slot].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      const ssize_t w = ::send(right_.fd(), send + sent, ns - sent, MSG_NOSIGNAL);
+      if (w > 0) {
+        sent += static_cast<size_t>(w);
+        last_progress = clock_type::now();
+      } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+        return make_error(Errc::unavailable, "ring: rank " + std::to_string(right) +
+                                                 " (right neighbour) is gone (" +
+                                                 std::strerror(errno) + ") in " + what);
+      }
+    }
+    if (recv_slot >= 0 && (p[recv_slot].revents & (POLLIN | POLLERR | POLLHUP))) {
+      const ssize_t g = ::recv(left_.fd(), recv + got, nr - got, 0);
+      if (g > 0) {
+        got += static_cast<size_t>(g);
+        last_progress = clock_type::now();
+      } else if (g == 0 || (errno != EAGAIN && errno != EINTR)) {
+        return make_error(Errc::unavailable, "ring: rank " + std::to_string(left) +
+                                                 " (left neighbour) closed its connection in " +
+                                                 what);
+      }
+    }
+  }
+  stats_.bytes_sent += ns;
+  return {};
+}
+
+core::Status Ring::ring_pass(float* data, size_t n, const std::string& tag) {
+  const int p = size_;
+  const auto idx = [p](int c) { return ((c % p) + p) % p; };
+  size_t largest = 0;
+  for (int c = 0; c < p; ++c)
+    largest = std::max(largest, chunk_begin(n, p, c + 1) - chunk_begin(n, p, c));
+  if (scratch_.size() < largest) scratch_.resize(largest);
+  // Reduce-scatter: after step s, chunk (rank - s - 1) holds s + 2 ranks' sum here.
+  for (int s = 0; s < p - 1; ++s) {
+    const int sc = idx(rank_ - s), rc = idx(rank_ - s - 1);
+    const size_t sb = chunk_begin(n, p, sc), se = chunk_begin(n, p, sc + 1);
+    const size_t rb = chunk_begin(n, p, rc), re = chunk_begin(n, p, rc + 1);
+    if (auto st = exchange(reinterpret_cast<const char*>(data + sb), (se - sb) * sizeof(float),
+                           reinterpret_cast<char*>(scratch_.data()), (re - rb) * sizeof(float),
+                           "reduce-scatter step " + std::to_string(s + 1) + " of '" + tag + "'");
+        !st)
+      return st;
+    float* dst = data + rb;
+    const float* src = scratch_.data();
+    for (size_t i = 0, m = re - rb; i < m; ++i)
+      dst[i] += src[i];
+  }
+  // All-gather: each rank's finished chunk travels round the ring into place.
+  for (int s = 0; s < p - 1; ++s) {
+    const int sc = idx(rank_ + 1 - s), rc = idx(rank_ - s);
+    const size_t sb = chunk_begin(n, p, sc), se = chunk_begin(n, p, sc + 1);
+    const size_t rb = chunk_begin(n, p, rc), re = chunk_begin(n, p, rc + 1);
+    if (auto st = exchange(reinterpret_cast<const char*>(data + sb), (se - sb) * sizeof(float),
+                           reinterpret_cast<char*>(data + rb), (re - rb) * sizeof(float),
+                           "all-gather step " + std::to_string(s + 1) + " of '" + tag + "'");
+        !st)
+      return st;
+  }
+  return {};
+}
+
+core::Status Ring::all_reduce(float* data, size_t n, Reduction op, const std::string& tag) {
+  ++stats_.collectives;
+  if (size_ > 1) {
+    // Both neighbours say what they reduce before any data moves: a rank that never
+    // submits is named here by its right neighbour, and a mismatch is caught.
+    if (tag.size() > max_tag_bytes)
+      return make_error(Errc::invalid_argument, "ring: tag longer than 1024 bytes");
+    Frame mine, theirs;
+    mine.tag_bytes = static_cast<uint32_t>(tag.size());
+    mine.count = n;
+    const int left = (rank_ + size_ - 1) % size_;
+    if (auto st = exchange(reinterpret_cast<const char*>(&mine), sizeof mine,
+                           reinterpret_cast<char*>(&theirs), sizeof theirs,
+                           "waiting for tensor '" + tag + "' (not submitted by rank " +
+                               std::to_string(left) + ")");
+        !st)
+      return st;
+    if (theirs.magic != frame_magic || theirs.tag_bytes > max_tag_bytes)
+      return make_error(Errc::data_loss, "ring: rank " + std::to_string(left) +
+                                             " sent a malformed collective header");
+    std::string their_tag(theirs.tag_bytes, '\0');
+    if (auto st = exchange(tag.data(), tag.size(), their_tag.data(), their_tag.size(),
+                           "the tag of '" + tag + "'");
+        !st)
+      return st;
+    if (their_tag != tag || theirs.count != n)
+      return make_error(Errc::invalid_argument, "ring: rank " + std::to_string(rank_) +
+                                                    " reduces '" + tag + "' (" + std::to_string(n) +
+                                                    " floats) but rank " + std::to_string(left) +
+                                                    " reduces '" + their_tag + "' (" +
+                                                    std::to_string(theirs.count) + " floats)");
+    if (n > 0)
+      if (auto st = ring_pass(data, n, tag); !st) return st;
+  }
+  if (op == Reduction::mean && size_ > 1) {
+    const float inv = 1.0f / static_cast<float>(size_);
+    for (size_t i = 0; i < n; ++i)
+      data[i] *= inv;
+  }
+  return {};
+}
+
+core::Status Ring::all_reduce(const std::vector<core::TensorView>& tensors, Reduction op,
+                              const std::string& tag) {
+  const size_t limit = std::max<size_t>(options_.fusion_bytes / sizeof(float), 1);
+  std::vector<size_t> pending;  // indices of tensors packed in the bucket
+  size_t packed = 0;
+  int bucket = 0;
+  auto flush = [&]() -> core::Status {
+    if (pending.empty()) return {};
+    if (bucket_.size() < packed) bucket_.resize(packed);
+    size_t at = 0;
+    for (size_t i : pending) {
+      std::memcpy(bucket_.data() + at, tensors[i].data(), tensors[i].size() * sizeof(float));
+      at += static_cast<size_t>(tensors[i].size());
+    }
+    ++stats_.buckets;
+    if (auto st = all_reduce(bucket_.data(), packed, op, tag + "#" + std::to_string(bucket++)); !st)
+      return st;
+    at = 0;
+    for (size_t i : pending) {
+      std::memcpy(tensors[i].data(), bucket_.data() + at, tensors[i].size() * sizeof(float));
+      at += static_cast<size_t>(tensors[i].size());
+    }
+    pending.clear();
+    packed = 0;
+    return {};
+  };
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto n = static_cast<size_t>(tensors[i].size());
+    if (n >= limit) {  // big enough to go alone, in place
+      if (auto st = all_reduce(tensors[i].data(), n, op, tag + "#" + std::to_string(bucket++)); !st)
+        return st;
+      continue;
+    }
+    if (packed + n > limit)
+      if (auto st = flush(); !st) return st;
+    pending.push_back(i);
+    packed += n;
+  }
+  return flush();
+}
+
+}  // namespace troupe::collective

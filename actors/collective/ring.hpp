@@ -1,0 +1,83 @@
+#pragma once
+
+// A ring of ranks over plain TCP for all-reduce: each rank sends to its right neighbour
+// and receives from its left one, on connections of their own (CAF stays the control
+// plane; these carry the bulk bytes). Sum and mean of float32 buffers by ring
+// reduce-scatter + all-gather, both directions of a step on the wire at once, with small
+// tensors fused into buckets.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/expected.hpp"
+#include "core/tensor.hpp"
+#include "net/channel.hpp"
+
+namespace troupe::collective {
+
+enum class Reduction { sum, mean };
+
+struct RingOptions {
+  /// How long forming the ring may take (the other ranks start when they start).
+  std::chrono::milliseconds connect_timeout{30000};
+  /// How long a rank waits for its left neighbour's bytes in a collective before giving up
+  /// with an error naming the neighbour and the tensor (the stall report).
+  std::chrono::milliseconds timeout{60000};
+  /// Tensors smaller than this are packed together into buckets of up to this size.
+  size_t fusion_bytes = size_t{4} << 20;
+  /// Identifies the job: a connection from another group is refused.
+  uint64_t group_id = 0;
+};
+
+/// What one rank did (for benchmarks and tests).
+struct RingStats {
+  uint64_t collectives = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t buckets = 0;
+};
+
+class Ring {
+ public:
+  /// Forms the ring: rank `rank` of `addresses.size()` listens on addresses[rank]
+  /// ("host:port"), connects to its right neighbour (retrying until connect_timeout) and
+  /// accepts its left one, checking its hello (group and rank); anything else that
+  /// connects is refused and the rank goes on waiting. One rank needs no sockets.
+  static core::Expected<std::unique_ptr<Ring>> form(int rank, std::vector<std::string> addresses,
+                                                    RingOptions options = {});
+  ~Ring();
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const RingStats& stats() const { return stats_; }
+
+  /// Reduces `n` floats at `data` across the ring in place; every rank must call it with
+  /// the same `tag` and `n`. A rank whose left neighbour sends another tag or size gets an
+  /// invalid_argument error naming both; one that hears nothing within the timeout gets
+  /// an unavailable error naming the neighbour it waited for and the tag.
+  core::Status all_reduce(float* data, size_t n, Reduction op, const std::string& tag);
+  /// All-reduces several tensors as one collective: tensors under fusion_bytes are packed
+  /// into buckets (one ring pass per bucket), larger ones go alone, in place.
+  core::Status all_reduce(const std::vector<core::TensorView>& tensors, Reduction op,
+                          const std::string& tag);
+
+ private:
+  Ring(int rank, int size, RingOptions options);
+  /// Sends `ns` bytes to the right while receiving `nr` from the left.
+  core::Status exchange(const char* send, size_t ns, char* recv, size_t nr,
+                        const std::string& what);
+  core::Status ring_pass(float* data, size_t n, const std::string& tag);
+
+  int rank_, size_;
+  RingOptions options_;
+  net::Socket right_, left_;
+  std::vector<float> scratch_;
+  std::vector<float> bucket_;
+  RingStats stats_;
+};
+
+}  // namespace troupe::collective

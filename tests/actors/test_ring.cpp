@@ -1,0 +1,179 @@
+// Ring all-reduce among ranks run as threads of this process, over real loopback TCP:
+// exact sums against a serial sum for many sizes and rank counts, fusion, the stall report,
+// mismatched tensors, a stranger at the door, a rank that dies.
+#include <sys/socket.h>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "actors/collective/ring.hpp"
+#include "helpers.hpp"
+#include "process.hpp"
+
+using namespace troupe;
+using collective::Reduction;
+using collective::Ring;
+using collective::RingOptions;
+
+namespace {
+
+std::vector<std::string> addresses(int n) {
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i)
+    out.push_back("127.0.0.1:" + std::to_string(test::free_loopback_port()));
+  return out;
+}
+
+// Runs f(rank, ring) on one thread per rank after forming the ring.
+template <class F>
+void on_ranks(int n, RingOptions o, F f) {
+  const auto addr = addresses(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      auto ring = Ring::form(r, addr, o);
+      if (!ring)
+        FAIL_CHECK("rank " << r << ": " << ring.error().to_string());
+      else
+        f(r, **ring);
+    });
+  for (auto& t : threads)
+    t.join();
+}
+
+// Small integers: every order of summation gives the same float, so "exact" is exact.
+float value(int rank, size_t i) {
+  return static_cast<float>(static_cast<int>((i * 7 + static_cast<size_t>(rank) * 13) % 23) - 11);
+}
+
+}  // namespace
+
+TEST_CASE("ring all-reduce sums exactly for any size and rank count", "[ring]") {
+  const int ranks = GENERATE(1, 2, 3, 4);
+  CAPTURE(ranks);
+  const std::vector<size_t> sizes{0, 1, 2, 3, 5, 7, 64, 1000, 4097, (size_t{1} << 18) + 3};
+  std::atomic<int> checked{0};
+  on_ranks(ranks, {}, [&](int rank, Ring& ring) {
+    for (size_t n : sizes) {
+      std::vector<float> data(n);
+      for (size_t i = 0; i < n; ++i)
+        data[i] = value(rank, i);
+      const auto st = ring.all_reduce(data.data(), n, Reduction::sum, "t" + std::to_string(n));
+      CHECK(st.ok());
+      size_t wrong = 0;
+      for (size_t i = 0; i < n; ++i) {
+        float expected = 0;
+        for (int r = 0; r < ranks; ++r)
+          expected += value(r, i);
+        wrong += data[i] != expected;
+      }
+      CHECK(wrong == 0);
+      ++checked;
+    }
+    // Mean: with a power-of-two rank count the division is exact too.
+    if (ranks == 1 || ranks == 2 || ranks == 4) {
+      std::vector<float> data(10, static_cast<float>(rank));
+      REQUIRE(ring.all_reduce(data.data(), data.size(), Reduction::mean, "mean").ok());
+      CHECK(data[9] == static_cast<float>(ranks - 1) / 2.0f);
+    }
+  });
+  CHECK(checked == ranks * static_cast<int>(sizes.size()));
+}
+
+TEST_CASE("ring all-reduce fuses small tensors into buckets", "[ring]") {
+  RingOptions o;
+  o.fusion_bytes = 1024;  // 256 floats
+  on_ranks(3, o, [&](int rank, Ring& ring) {
+    std::vector<core::Tensor> ts;
+    for (int64_t n : {3, 100, 100, 100, 1000, 7, 0})
+      ts.emplace_back(core::Shape{n}, static_cast<float>(rank + 1));
+    std::vector<core::TensorView> views;
+    for (auto& t : ts)
+      views.push_back(t.view());
+    REQUIRE(ring.all_reduce(views, Reduction::sum, "grads").ok());
+    for (auto& t : ts)
+      for (int64_t i = 0; i < t.size(); ++i)
+        CHECK(t[i] == 6.0f);
+    // Buckets {3, 100, 100} and {100, 7, 0}; the 1000 goes alone, in place.
+    CHECK(ring.stats().buckets == 2);
+    CHECK(ring.stats().collectives == 3);
+  });
+}
+
+TEST_CASE("a rank that never submits is named by the stall report", "[ring]") {
+  RingOptions o;
+  o.timeout = std::chrono::milliseconds(300);
+  std::promise<void> given_up;
+  auto others_done = given_up.get_future();
+  on_ranks(3, o, [&](int rank, Ring& ring) {
+    if (rank == 2) {  // never submits; stays until the others have given up
+      CHECK(others_done.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+      return;
+    }
+    std::vector<float> data(1000, 1.0f);
+    auto st = ring.all_reduce(data.data(), data.size(), Reduction::sum, "dense/kernel");
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().code == core::Errc::unavailable);
+    if (rank == 0) {  // rank 2's right neighbour
+      CHECK_THAT(st.error().message, Catch::Contains("rank 2"));
+      CHECK_THAT(st.error().message, Catch::Contains("'dense/kernel'"));
+      CHECK_THAT(st.error().message, Catch::Contains("not submitted"));
+    }
+    if (rank == 1) given_up.set_value();
+  });
+}
+
+TEST_CASE("ranks reducing different tensors get an error naming both", "[ring]") {
+  on_ranks(2, {}, [&](int rank, Ring& ring) {
+    std::vector<float> data(rank == 0 ? 10 : 12, 1.0f);
+    auto st = ring.all_reduce(data.data(), data.size(), Reduction::sum, rank == 0 ? "a" : "b");
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().code == core::Errc::invalid_argument);
+    CHECK_THAT(st.error().message, Catch::Contains("'a' (10 floats)"));
+    CHECK_THAT(st.error().message, Catch::Contains("'b' (12 floats)"));
+  });
+}
+
+TEST_CASE("a stranger connecting to a rank is refused and the ring still forms", "[ring]") {
+  const auto addr = addresses(2);
+  std::thread stranger([&] {
+    // Knocks on rank 0's port before rank 1 does, with bytes that are no hello.
+    for (int i = 0; i < 200; ++i) {
+      auto s = net::connect_to("127.0.0.1", static_cast<uint16_t>(std::stoi(addr[0].substr(10))),
+                               std::chrono::milliseconds(1000));
+      if (!s) {
+        std::this_thread::yield();
+        continue;
+      }
+      const char junk[16] = "GET / HTTP/1.0\n";
+      ::send(s->fd(), junk, sizeof junk, MSG_NOSIGNAL);
+      return;
+    }
+  });
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      auto ring = Ring::form(r, addr, {});
+      REQUIRE(ring.ok());
+      float x = 1.0f;
+      REQUIRE((*ring)->all_reduce(&x, 1, Reduction::sum, "x").ok());
+      CHECK(x == 2.0f);
+    });
+  for (auto& t : ranks)
+    t.join();
+  stranger.join();
+}
+
+TEST_CASE("a rank that leaves mid-job is reported at once by its neighbours", "[ring]") {
+  on_ranks(3, {}, [&](int rank, Ring& ring) {
+    std::vector<float> data(100, 1.0f);
+    REQUIRE(ring.all_reduce(data.data(), data.size(), Reduction::sum, "step1").ok());
+    if (rank == 1) return;  // its Ring closes when the thread's caller destroys it
+    auto st = ring.all_reduce(data.data(), data.size(), Reduction::sum, "step2");
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().code == core::Errc::unavailable);
+  });
+}
