@@ -264,3 +264,23 @@ TEST_CASE("troupe launch ends every task when interrupted", "[example][launch]")
   CHECK(WEXITSTATUS(*status) != 0);
   check_all_gone(listing);
 }
+
+TEST_CASE("bench_allreduce: ranks as real processes reduce exactly and report every size",
+          "[example][bench][ring]") {
+  // Three ranks (the chief and two workers), each its own process on 127.0.0.1.
+  auto r = run_program(bin + "/troupe launch --ps 0 --workers 2 -- " + bin +
+                       "/bench_allreduce --sizes 1024 --sizes 65536 --seconds 0.05 2>/dev/null");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto& chief = r.last_json["chief"];
+  REQUIRE(chief.is_object());
+  CHECK(chief["ok"] == true);
+  CHECK(chief["ranks"] == 3);
+  CHECK(chief["checked_exact"] == 100003);
+  REQUIRE(chief["sizes"].size() == 2);
+  for (const auto& s : chief["sizes"])
+    CHECK(s["lat_us_median"].get<double>() > 0.0);
+  for (const auto& t : r.last_json["tasks"])
+    CHECK(t["exit"] == 0);
+  check_all_gone(r.last_json["tasks"]);
+}
