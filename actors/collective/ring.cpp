@@ -21,7 +21,6 @@ namespace {
 
 constexpr uint32_t hello_magic = 0x31475254;  // "TRG1": a ring connection's first bytes
 constexpr uint32_t frame_magic = 0x31435254 ^ 0x00010000;
-constexpr size_t max_tag_bytes = 1024;
 
 struct Hello {
   uint32_t magic = hello_magic;
@@ -30,13 +29,31 @@ struct Hello {
 };
 static_assert(sizeof(Hello) == 16, "packed by layout");
 
-// Precedes every collective: what the sender is reducing.
+// Precedes every collective: what the sender is reducing (one fixed-size frame, so that
+// it costs one exchange). Tags longer than the inline field are compared by hash too.
 struct Frame {
   uint32_t magic = frame_magic;
   uint32_t tag_bytes = 0;
   uint64_t count = 0;
+  uint64_t tag_hash = 0;
+  char tag[40] = {};
 };
-static_assert(sizeof(Frame) == 16, "packed by layout");
+static_assert(sizeof(Frame) == 64, "packed by layout");
+
+Frame frame_of(const std::string& tag, size_t n) {
+  Frame f;
+  f.tag_bytes = static_cast<uint32_t>(tag.size());
+  f.count = n;
+  f.tag_hash = std::hash<std::string>{}(tag);
+  std::memcpy(f.tag, tag.data(), std::min(tag.size(), sizeof f.tag));
+  return f;
+}
+
+std::string tag_of(const Frame& f) {
+  std::string t(f.tag, std::min<size_t>(f.tag_bytes, sizeof f.tag));
+  if (f.tag_bytes > sizeof f.tag) t += "...";
+  return t;
+}
 
 core::Status set_nonblocking(int fd) {
   const int flags = ::fcntl(fd, F_GETFL, 0);
@@ -159,6 +176,8 @@ core::Status Ring::exchange(const char* send, size_t ns, char* recv, size_t nr,
                             const std::string& what) {
   size_t sent = 0, got = 0;
   auto last_progress = clock_type::now();
+  constexpr int spin_limit = 200;  // non-blocking tries before poll
+  int idle = 0;
   const int left = (rank_ + size_ - 1) % size_, right = (rank_ + 1) % size_;
   while (sent < ns || got < nr) {
     pollfd p[2];
@@ -185,15 +204,24 @@ core::Status Ring::exchange(const char* send, size_t ns, char* recv, size_t nr,
                         "ring stall: rank " + std::to_string(right) + " (right neighbour of rank " +
                             std::to_string(rank_) + ") takes no bytes in " + what);
     }
-    const int r = ::poll(p, k, static_cast<int>(left_ms.count()));
-    if (r < 0 && errno != EINTR)
-      return make_error(Errc::io_error, std::string("ring poll: ") + std::strerror(errno));
-    if (r <= 0) continue;
+    // Try the sockets first and spin a little before sleeping in poll: on loopback the
+    // neighbour's bytes are usually microseconds away, and a poll wake-up costs more.
+    if (idle < spin_limit) {
+      for (nfds_t i = 0; i < k; ++i)
+        p[i].revents = p[i].events;
+      ++idle;
+    } else {
+      const int r = ::poll(p, k, static_cast<int>(left_ms.count()));
+      if (r < 0 && errno != EINTR)
+        return make_error(Errc::io_error, std::string("ring poll: ") + std::strerror(errno));
+      if (r <= 0) continue;
+    }
     if (send_slot >= 0 && (p[send_slot].revents & (POLLOUT | POLLERR | POLLHUP))) {
       const ssize_t w = ::send(right_.fd(), send + sent, ns - sent, MSG_NOSIGNAL);
       if (w > 0) {
         sent += static_cast<size_t>(w);
         last_progress = clock_type::now();
+        idle = 0;
       } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
         return make_error(Errc::unavailable, "ring: rank " + std::to_string(right) +
                                                  " (right neighbour) is gone (" +
@@ -205,6 +233,7 @@ core::Status Ring::exchange(const char* send, size_t ns, char* recv, size_t nr,
       if (g > 0) {
         got += static_cast<size_t>(g);
         last_progress = clock_type::now();
+        idle = 0;
       } else if (g == 0 || (errno != EAGAIN && errno != EINTR)) {
         return make_error(Errc::unavailable, "ring: rank " + std::to_string(left) +
                                                  " (left neighbour) closed its connection in " +
@@ -257,11 +286,8 @@ core::Status Ring::all_reduce(float* data, size_t n, Reduction op, const std::st
   if (size_ > 1) {
     // Both neighbours say what they reduce before any data moves: a rank that never
     // submits is named here by its right neighbour, and a mismatch is caught.
-    if (tag.size() > max_tag_bytes)
-      return make_error(Errc::invalid_argument, "ring: tag longer than 1024 bytes");
-    Frame mine, theirs;
-    mine.tag_bytes = static_cast<uint32_t>(tag.size());
-    mine.count = n;
+    const Frame mine = frame_of(tag, n);
+    Frame theirs;
     const int left = (rank_ + size_ - 1) % size_;
     if (auto st = exchange(reinterpret_cast<const char*>(&mine), sizeof mine,
                            reinterpret_cast<char*>(&theirs), sizeof theirs,
@@ -269,19 +295,15 @@ core::Status Ring::all_reduce(float* data, size_t n, Reduction op, const std::st
                                std::to_string(left) + ")");
         !st)
       return st;
-    if (theirs.magic != frame_magic || theirs.tag_bytes > max_tag_bytes)
+    if (theirs.magic != frame_magic)
       return make_error(Errc::data_loss, "ring: rank " + std::to_string(left) +
                                              " sent a malformed collective header");
-    std::string their_tag(theirs.tag_bytes, '\0');
-    if (auto st = exchange(tag.data(), tag.size(), their_tag.data(), their_tag.size(),
-                           "the tag of '" + tag + "'");
-        !st)
-      return st;
-    if (their_tag != tag || theirs.count != n)
+    if (theirs.tag_hash != mine.tag_hash || theirs.tag_bytes != mine.tag_bytes ||
+        std::memcmp(theirs.tag, mine.tag, sizeof mine.tag) != 0 || theirs.count != n)
       return make_error(Errc::invalid_argument, "ring: rank " + std::to_string(rank_) +
                                                     " reduces '" + tag + "' (" + std::to_string(n) +
                                                     " floats) but rank " + std::to_string(left) +
-                                                    " reduces '" + their_tag + "' (" +
+                                                    " reduces '" + tag_of(theirs) + "' (" +
                                                     std::to_string(theirs.count) + " floats)");
     if (n > 0)
       if (auto st = ring_pass(data, n, tag); !st) return st;
