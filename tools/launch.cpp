@@ -161,8 +161,8 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
     if (id.type == "chief") continue;
     Task t;
     t.id = id;
-    t.pid = start(o.program, net::TFConfigClusterResolver::render(spec, id), run_dir, log_path(run_dir, id),
-                  nullptr);
+    t.pid = start(o.program, net::TFConfigClusterResolver::render(spec, id), run_dir,
+                  log_path(run_dir, id), nullptr);
     tasks.push_back(t);
   }
   {

@@ -19,7 +19,7 @@ struct LaunchOptions {
   /// How long an evaluator gets after the chief exited successfully to evaluate the last
   /// checkpoint and exit by itself; its JSON lines are in the result's "evaluator".
   int evaluator_grace_ms = 120000;
-  std::vector<ChaosEvent> chaos;     // failures to inject, by time after launch
+  std::vector<ChaosEvent> chaos;  // failures to inject, by time after launch
   /// Start a failed task again on its address: a worker, PS or evaluator that is killed or
   /// exits non-zero, and a chief killed by a signal (a chief that exits with an error has
   /// reported it; starting it again would hide that).
