@@ -20,7 +20,7 @@ using clock_type = std::chrono::steady_clock;
 namespace {
 
 constexpr uint32_t hello_magic = 0x31475254;  // "TRG1": a ring connection's first bytes
-constexpr uint32_t frame_magic = 0x31435254 ^ 0x00010000;
+constexpr uint32_t frame_magic = 0x31465254;  // "TRF1": a collective's header
 
 struct Hello {
   uint32_t magic = hello_magic;
