@@ -1,9 +1,10 @@
 // Ring all-reduce latency and bandwidth across processes, next to a raw TCP loopback
 // transfer of the same bytes measured in the same run:
 //
-//   build/bin/troupe launch --ps 0 --workers 1 -- build/bin/bench_allreduce
+//   build/bin/troupe launch --workers 2 -- build/bin/bench_allreduce
 //
-// Every chief and worker task is a rank (the chief is rank 0, as in TensorFlow's
+// Every chief and worker task is a rank (a chief first, then the workers: with no PS
+// tasks launch makes workers only, worker 0 the chief, as in TensorFlow's
 // MultiWorkerMirroredStrategy); each forms the ring on its TF_CONFIG address. Rank 0 prints
 // one JSON line per size: lat_us_median (one all-reduce, median over iterations),
 // algbw_GBps (size / latency), and the raw TCP baseline (one-way transfer of the same
@@ -35,7 +36,7 @@ int fail(const std::string& what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"ring all-reduce benchmark (run under troupe launch --ps 0 --workers N)"};
+  CLI::App app{"ring all-reduce benchmark (run under troupe launch --workers N)"};
   std::vector<size_t> sizes{1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
   double seconds_per_size = 1.0;
   app.add_option("--sizes", sizes, "bytes per all-reduce");

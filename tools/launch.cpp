@@ -131,7 +131,17 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
   if (ec) return {{"ok", false}, {"error", run_dir + ": " + ec.message()}};
 
   // Choose every port while holding them all, then release them just before starting.
-  std::map<std::string, int> counts{{"chief", 1}, {"worker", o.workers}, {"ps", o.ps}};
+  // With PS tasks the cluster has a chief (ParameterServerStrategy's coordinator); without
+  // them it is a MultiWorkerMirroredStrategy cluster of workers only, worker 0 the chief
+  // (TensorFlow's convention when no chief task is named).
+  if (o.workers < 0 || o.ps < 0 || (o.ps == 0 && o.workers == 0))
+    return {{"ok", false}, {"error", "a cluster needs PS tasks (with a chief) or workers"}};
+  const net::TaskId lead_id = o.ps > 0 ? net::TaskId{"chief", 0} : net::TaskId{"worker", 0};
+  std::map<std::string, int> counts{{"worker", o.workers}};
+  if (o.ps > 0) {
+    counts["chief"] = 1;
+    counts["ps"] = o.ps;
+  }
   if (o.evaluator) counts["evaluator"] = 1;
   std::map<std::string, std::vector<std::string>> jobs;
   std::vector<net::PortLease> leases;
@@ -158,7 +168,7 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
   Task* chief = nullptr;
   for (const auto& id : spec.tasks()) {
     // Servers first, the chief last: it connects to them (and retries until they are up).
-    if (id.type == "chief") continue;
+    if (id == lead_id) continue;
     Task t;
     t.id = id;
     t.pid = start(o.program, net::TFConfigClusterResolver::render(spec, id), run_dir,
@@ -167,7 +177,7 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
   }
   {
     Task t;
-    t.id = {"chief", 0};
+    t.id = lead_id;
     t.pid = start(o.program, net::TFConfigClusterResolver::render(spec, t.id), run_dir,
                   log_path(run_dir, t.id), &t.out_fd);
     tasks.push_back(t);
@@ -227,7 +237,8 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
 
   // Forward the chief's output line by line, and keep its last JSON line.
   std::string pending, chief_json;
-  std::ofstream chief_out(run_dir + "/chief-0.stdout");
+  std::ofstream chief_out(run_dir + "/" + lead_id.type + "-" + std::to_string(lead_id.index) +
+                          ".stdout");
   char buf[65536];
   while (!interrupted && chief->out_fd >= 0) {
     chaos.run_due();

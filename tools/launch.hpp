@@ -10,7 +10,8 @@
 namespace troupe::tools {
 
 struct LaunchOptions {
-  int ps = 1;
+  /// 0: a cluster of workers only (MultiWorkerMirroredStrategy), worker 0 the chief.
+  int ps = 0;
   int workers = 1;
   bool evaluator = false;
   std::string run_dir;               // default: a fresh directory under /tmp
@@ -27,7 +28,8 @@ struct LaunchOptions {
   int max_restarts = 10;  // per task; after that a failure is final
 };
 
-/// Starts chief, workers, PS (and evaluator) tasks as local processes on free 127.0.0.1
+/// Starts chief, workers, PS (and evaluator) tasks (with no PS: workers only, worker 0
+/// standing for the chief below) as local processes on free 127.0.0.1
 /// ports, each with its own TF_CONFIG; writes RUN_DIR/tasks.json and one log per task;
 /// forwards the chief's output; ends every process it started (by pid) when the chief
 /// exits or on SIGINT/SIGTERM; injects the `chaos` events on time, logging each. Returns

@@ -40,7 +40,10 @@ int main(int argc, char** argv) {
   serve->add_option("--ps-snapshot-interval-ms", snapshot_interval_ms)->check(CLI::PositiveNumber);
   auto* launch = app.add_subcommand("launch", "run PROGRAM as a local cluster on 127.0.0.1");
   troupe::tools::LaunchOptions lo;
-  launch->add_option("--ps", lo.ps, "number of parameter-server tasks")
+  launch
+      ->add_option("--ps", lo.ps,
+                   "number of parameter-server tasks (0, the default: a cluster of workers "
+                   "only, for MultiWorkerMirroredStrategy, worker 0 the chief)")
       ->check(CLI::NonNegativeNumber);
   launch->add_option("--workers", lo.workers, "number of worker tasks")
       ->check(CLI::NonNegativeNumber);

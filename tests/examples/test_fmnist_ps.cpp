@@ -267,8 +267,9 @@ TEST_CASE("troupe launch ends every task when interrupted", "[example][launch]")
 
 TEST_CASE("bench_allreduce: ranks as real processes reduce exactly and report every size",
           "[example][bench][ring]") {
-  // Three ranks (the chief and two workers), each its own process on 127.0.0.1.
-  auto r = run_program(bin + "/troupe launch --ps 0 --workers 2 -- " + bin +
+  // Three ranks (no PS: a cluster of three workers, worker 0 the chief), each its own
+  // process on 127.0.0.1.
+  auto r = run_program(bin + "/troupe launch --workers 3 -- " + bin +
                        "/bench_allreduce --sizes 1024 --sizes 65536 --seconds 0.05 2>/dev/null");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
