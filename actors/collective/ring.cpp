@@ -163,6 +163,18 @@ core::Expected<std::unique_ptr<Ring>> Ring::form(int rank, std::vector<std::stri
   acceptor.join();
   if (!connected.ok()) return connected.error();
   if (!accepted.ok()) return accepted.error();
+  return from_links(rank, size, std::move(ring->left_), std::move(ring->right_), options);
+}
+
+core::Expected<std::unique_ptr<Ring>> Ring::from_links(int rank, int size, net::Socket left,
+                                                       net::Socket right, RingOptions options) {
+  if (size < 1 || rank < 0 || rank >= size)
+    return make_error(Errc::invalid_argument, "ring: rank " + std::to_string(rank) + " of " +
+                                                  std::to_string(size) + " ranks");
+  std::unique_ptr<Ring> ring(new Ring(rank, size, options));
+  if (size == 1) return ring;
+  ring->left_ = std::move(left);
+  ring->right_ = std::move(right);
   for (int fd : {ring->left_.fd(), ring->right_.fd()})
     if (auto st = set_nonblocking(fd); !st) return st.error();
   // Large socket buffers keep both directions streaming during a step.
@@ -172,8 +184,13 @@ core::Expected<std::unique_ptr<Ring>> Ring::form(int rank, std::vector<std::stri
   return ring;
 }
 
+void Ring::shut_down() {
+  for (int fd : {left_.fd(), right_.fd()})
+    if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+}
+
 core::Status Ring::exchange(const char* send, size_t ns, char* recv, size_t nr,
-                            const std::string& what) {
+                            const std::string& what, const std::function<void(size_t)>& on_recv) {
   size_t sent = 0, got = 0;
   auto last_progress = clock_type::now();
   constexpr int spin_limit = 200;  // non-blocking tries before poll
@@ -232,6 +249,7 @@ core::Status Ring::exchange(const char* send, size_t ns, char* recv, size_t nr,
       const ssize_t g = ::recv(left_.fd(), recv + got, nr - got, 0);
       if (g > 0) {
         got += static_cast<size_t>(g);
+        if (on_recv) on_recv(got);
         last_progress = clock_type::now();
         idle = 0;
       } else if (g == 0 || (errno != EAGAIN && errno != EINTR)) {
@@ -257,14 +275,25 @@ core::Status Ring::ring_pass(float* data, size_t n, const std::string& tag) {
     const int sc = idx(rank_ - s), rc = idx(rank_ - s - 1);
     const size_t sb = chunk_begin(n, p, sc), se = chunk_begin(n, p, sc + 1);
     const size_t rb = chunk_begin(n, p, rc), re = chunk_begin(n, p, rc + 1);
-    if (auto st = exchange(reinterpret_cast<const char*>(data + sb), (se - sb) * sizeof(float),
-                           reinterpret_cast<char*>(scratch_.data()), (re - rb) * sizeof(float),
-                           "reduce-scatter step " + std::to_string(s + 1) + " of '" + tag + "'");
-        !st)
-      return st;
+    // Add each piece as it lands, while the rest of the chunk is still arriving: the
+    // reduction hides behind the receive instead of following it.
     float* dst = data + rb;
     const float* src = scratch_.data();
-    for (size_t i = 0, m = re - rb; i < m; ++i)
+    size_t added = 0;
+    auto add_arrived = [&](size_t bytes) {
+      const size_t upto = bytes / sizeof(float);
+      if (upto - added < 1024 && upto != re - rb) return;  // batch tiny pieces
+      for (size_t i = added; i < upto; ++i)
+        dst[i] += src[i];
+      added = upto;
+    };
+    if (auto st = exchange(reinterpret_cast<const char*>(data + sb), (se - sb) * sizeof(float),
+                           reinterpret_cast<char*>(scratch_.data()), (re - rb) * sizeof(float),
+                           "reduce-scatter step " + std::to_string(s + 1) + " of '" + tag + "'",
+                           add_arrived);
+        !st)
+      return st;
+    for (size_t i = added, m = re - rb; i < m; ++i)  // a chunk of zero bytes never called back
       dst[i] += src[i];
   }
   // All-gather: each rank's finished chunk travels round the ring into place.
@@ -281,32 +310,46 @@ core::Status Ring::ring_pass(float* data, size_t n, const std::string& tag) {
   return {};
 }
 
+core::Status Ring::check_header(const std::string& tag, size_t n) {
+  const Frame mine = frame_of(tag, n);
+  Frame theirs;
+  const int left = (rank_ + size_ - 1) % size_;
+  if (auto st = exchange(
+          reinterpret_cast<const char*>(&mine), sizeof mine, reinterpret_cast<char*>(&theirs),
+          sizeof theirs,
+          "waiting for tensor '" + tag + "' (not submitted by rank " + std::to_string(left) + ")");
+      !st)
+    return st;
+  if (theirs.magic != frame_magic)
+    return make_error(Errc::data_loss,
+                      "ring: rank " + std::to_string(left) + " sent a malformed collective header");
+  if (theirs.tag_hash != mine.tag_hash || theirs.tag_bytes != mine.tag_bytes ||
+      std::memcmp(theirs.tag, mine.tag, sizeof mine.tag) != 0 || theirs.count != n)
+    return make_error(Errc::invalid_argument, "ring: rank " + std::to_string(rank_) + " reduces '" +
+                                                  tag + "' (" + std::to_string(n) +
+                                                  " floats) but rank " + std::to_string(left) +
+                                                  " reduces '" + tag_of(theirs) + "' (" +
+                                                  std::to_string(theirs.count) + " floats)");
+  return {};
+}
+
+core::Status Ring::failed(core::Status st) {
+  // The ring's state is unknown after a failed collective (bytes half sent): it is closed,
+  // so that both neighbours fail at once instead of waiting out their timeouts.
+  shut_down();
+  broken_ = true;
+  return st;
+}
+
 core::Status Ring::all_reduce(float* data, size_t n, Reduction op, const std::string& tag) {
   ++stats_.collectives;
+  if (broken_) return make_error(Errc::unavailable, "ring: closed after an earlier failure");
   if (size_ > 1) {
     // Both neighbours say what they reduce before any data moves: a rank that never
     // submits is named here by its right neighbour, and a mismatch is caught.
-    const Frame mine = frame_of(tag, n);
-    Frame theirs;
-    const int left = (rank_ + size_ - 1) % size_;
-    if (auto st = exchange(reinterpret_cast<const char*>(&mine), sizeof mine,
-                           reinterpret_cast<char*>(&theirs), sizeof theirs,
-                           "waiting for tensor '" + tag + "' (not submitted by rank " +
-                               std::to_string(left) + ")");
-        !st)
-      return st;
-    if (theirs.magic != frame_magic)
-      return make_error(Errc::data_loss, "ring: rank " + std::to_string(left) +
-                                             " sent a malformed collective header");
-    if (theirs.tag_hash != mine.tag_hash || theirs.tag_bytes != mine.tag_bytes ||
-        std::memcmp(theirs.tag, mine.tag, sizeof mine.tag) != 0 || theirs.count != n)
-      return make_error(Errc::invalid_argument, "ring: rank " + std::to_string(rank_) +
-                                                    " reduces '" + tag + "' (" + std::to_string(n) +
-                                                    " floats) but rank " + std::to_string(left) +
-                                                    " reduces '" + tag_of(theirs) + "' (" +
-                                                    std::to_string(theirs.count) + " floats)");
+    if (auto st = check_header(tag, n); !st) return failed(st);
     if (n > 0)
-      if (auto st = ring_pass(data, n, tag); !st) return st;
+      if (auto st = ring_pass(data, n, tag); !st) return failed(st);
   }
   if (op == Reduction::mean && size_ > 1) {
     const float inv = 1.0f / static_cast<float>(size_);
@@ -316,7 +359,39 @@ core::Status Ring::all_reduce(float* data, size_t n, Reduction op, const std::st
   return {};
 }
 
+core::Status Ring::broadcast(float* data, size_t n, int root, const std::string& tag) {
+  ++stats_.collectives;
+  if (root < 0 || root >= size_)
+    return make_error(Errc::invalid_argument, "ring broadcast '" + tag + "': root " +
+                                                  std::to_string(root) + " of " +
+                                                  std::to_string(size_) + " ranks");
+  if (size_ == 1) return {};
+  if (broken_) return make_error(Errc::unavailable, "ring: closed after an earlier failure");
+  if (auto st = check_header(tag, n); !st) return failed(st);
+  const bool first = rank_ == root, last = (rank_ + 1) % size_ == root;
+  constexpr size_t piece = size_t{256} << 10;  // floats per piece
+  for (size_t at = 0; at < n; at += piece) {
+    const size_t m = std::min(piece, n - at);
+    const std::string what = "broadcast of '" + tag + "' from rank " + std::to_string(root);
+    auto* bytes = reinterpret_cast<char*>(data + at);
+    if (!first)
+      if (auto st = exchange(nullptr, 0, bytes, m * sizeof(float), what); !st) return failed(st);
+    if (!last)
+      if (auto st = exchange(bytes, m * sizeof(float), nullptr, 0, what); !st) return failed(st);
+  }
+  return {};
+}
+
 core::Status Ring::all_reduce(const std::vector<core::TensorView>& tensors, Reduction op,
+                              const std::string& tag) {
+  std::vector<Buffer> buffers;
+  buffers.reserve(tensors.size());
+  for (const auto& t : tensors)
+    buffers.push_back({t.data(), static_cast<size_t>(t.size())});
+  return all_reduce(buffers, op, tag);
+}
+
+core::Status Ring::all_reduce(const std::vector<Buffer>& tensors, Reduction op,
                               const std::string& tag) {
   const size_t limit = std::max<size_t>(options_.fusion_bytes / sizeof(float), 1);
   std::vector<size_t> pending;  // indices of tensors packed in the bucket
@@ -327,25 +402,25 @@ core::Status Ring::all_reduce(const std::vector<core::TensorView>& tensors, Redu
     if (bucket_.size() < packed) bucket_.resize(packed);
     size_t at = 0;
     for (size_t i : pending) {
-      std::memcpy(bucket_.data() + at, tensors[i].data(), tensors[i].size() * sizeof(float));
-      at += static_cast<size_t>(tensors[i].size());
+      std::memcpy(bucket_.data() + at, tensors[i].data, tensors[i].count * sizeof(float));
+      at += tensors[i].count;
     }
     ++stats_.buckets;
     if (auto st = all_reduce(bucket_.data(), packed, op, tag + "#" + std::to_string(bucket++)); !st)
       return st;
     at = 0;
     for (size_t i : pending) {
-      std::memcpy(tensors[i].data(), bucket_.data() + at, tensors[i].size() * sizeof(float));
-      at += static_cast<size_t>(tensors[i].size());
+      std::memcpy(tensors[i].data, bucket_.data() + at, tensors[i].count * sizeof(float));
+      at += tensors[i].count;
     }
     pending.clear();
     packed = 0;
     return {};
   };
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const auto n = static_cast<size_t>(tensors[i].size());
+    const auto n = tensors[i].count;
     if (n >= limit) {  // big enough to go alone, in place
-      if (auto st = all_reduce(tensors[i].data(), n, op, tag + "#" + std::to_string(bucket++)); !st)
+      if (auto st = all_reduce(tensors[i].data, n, op, tag + "#" + std::to_string(bucket++)); !st)
         return st;
       continue;
     }

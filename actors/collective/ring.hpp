@@ -8,17 +8,17 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/collective/collective.hpp"
 #include "core/expected.hpp"
 #include "core/tensor.hpp"
 #include "net/channel.hpp"
 
 namespace troupe::collective {
-
-enum class Reduction { sum, mean };
 
 struct RingOptions {
   /// How long forming the ring may take (the other ranks start when they start).
@@ -47,6 +47,11 @@ class Ring {
   /// connects is refused and the rank goes on waiting. One rank needs no sockets.
   static core::Expected<std::unique_ptr<Ring>> form(int rank, std::vector<std::string> addresses,
                                                     RingOptions options = {});
+  /// A ring over connections made elsewhere (the elastic group's rendezvous): `left` comes
+  /// from rank - 1, `right` goes to rank + 1. With one rank both are empty.
+  static core::Expected<std::unique_ptr<Ring>> from_links(int rank, int size, net::Socket left,
+                                                          net::Socket right,
+                                                          RingOptions options = {});
   ~Ring();
   Ring(const Ring&) = delete;
   Ring& operator=(const Ring&) = delete;
@@ -54,23 +59,38 @@ class Ring {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const RingStats& stats() const { return stats_; }
+  std::chrono::milliseconds timeout() const { return options_.timeout; }
+  void set_timeout(std::chrono::milliseconds t) { options_.timeout = t; }
+  /// Ends both connections: the neighbours' next read or write fails at once (a rank that
+  /// gives up on a collective passes the failure on instead of leaving them to time out).
+  void shut_down();
 
   /// Reduces `n` floats at `data` across the ring in place; every rank must call it with
   /// the same `tag` and `n`. A rank whose left neighbour sends another tag or size gets an
   /// invalid_argument error naming both; one that hears nothing within the timeout gets
-  /// an unavailable error naming the neighbour it waited for and the tag.
+  /// an unavailable error naming the neighbour it waited for and the tag. After any failed
+  /// collective the ring is closed (its neighbours fail at once): form a new one.
   core::Status all_reduce(float* data, size_t n, Reduction op, const std::string& tag);
   /// All-reduces several tensors as one collective: tensors under fusion_bytes are packed
   /// into buckets (one ring pass per bucket), larger ones go alone, in place.
   core::Status all_reduce(const std::vector<core::TensorView>& tensors, Reduction op,
                           const std::string& tag);
+  core::Status all_reduce(const std::vector<Buffer>& buffers, Reduction op, const std::string& tag);
+  /// Copies rank `root`'s `n` floats at `data` to every rank (passed round the ring in
+  /// pieces, each forwarded as soon as it arrived). Same tag and n everywhere.
+  core::Status broadcast(float* data, size_t n, int root, const std::string& tag);
 
  private:
   Ring(int rank, int size, RingOptions options);
   /// Sends `ns` bytes to the right while receiving `nr` from the left.
-  core::Status exchange(const char* send, size_t ns, char* recv, size_t nr,
-                        const std::string& what);
+  /// `on_recv(bytes)` is told how many bytes have arrived so far, as they arrive (the
+  /// reduce-scatter adds each piece while the rest is still on the wire).
+  core::Status exchange(const char* send, size_t ns, char* recv, size_t nr, const std::string& what,
+                        const std::function<void(size_t)>& on_recv = nullptr);
+  /// Both neighbours name the collective before any data moves.
+  core::Status check_header(const std::string& tag, size_t n);
   core::Status ring_pass(float* data, size_t n, const std::string& tag);
+  core::Status failed(core::Status st);
 
   int rank_, size_;
   RingOptions options_;
@@ -78,6 +98,7 @@ class Ring {
   std::vector<float> scratch_;
   std::vector<float> bucket_;
   RingStats stats_;
+  bool broken_ = false;
 };
 
 }  // namespace troupe::collective

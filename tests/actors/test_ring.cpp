@@ -1,6 +1,7 @@
 // Ring all-reduce among ranks run as threads of this process, over real loopback TCP:
 // exact sums against a serial sum for many sizes and rank counts, fusion, the stall report,
-// mismatched tensors, a stranger at the door, a rank that dies.
+// mismatched tensors, a stranger at the door, a rank that dies; broadcast; the ring behind
+// the collective interface.
 #include <sys/socket.h>
 
 #include <atomic>
@@ -10,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include "actors/collective/ring.hpp"
+#include "actors/collective/ring_implementation.hpp"
 #include "helpers.hpp"
 #include "process.hpp"
 
@@ -172,6 +174,82 @@ TEST_CASE("a rank that leaves mid-job is reported at once by its neighbours", "[
     std::vector<float> data(100, 1.0f);
     REQUIRE(ring.all_reduce(data.data(), data.size(), Reduction::sum, "step1").ok());
     if (rank == 1) return;  // its Ring closes when the thread's caller destroys it
+    auto st = ring.all_reduce(data.data(), data.size(), Reduction::sum, "step2");
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().code == core::Errc::unavailable);
+  });
+}
+
+TEST_CASE("broadcast copies the root's floats to every rank", "[ring]") {
+  const size_t big = (size_t{256} << 10) * 2 + 5;  // more than two pieces
+  on_ranks(3, {}, [&](int rank, Ring& ring) {
+    for (int root = 0; root < 3; ++root)
+      for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, big}) {
+        std::vector<float> data(n, -1.0f);
+        if (rank == root)
+          for (size_t i = 0; i < n; ++i)
+            data[i] = value(root, i);
+        REQUIRE(ring.broadcast(data.data(), n, root, "b").ok());
+        size_t wrong = 0;
+        for (size_t i = 0; i < n; ++i)
+          wrong += data[i] != value(root, i);
+        CHECK(wrong == 0);
+      }
+    float x = 0;
+    auto bad = ring.broadcast(&x, 1, 3, "b");
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.error().code == core::Errc::invalid_argument);
+  });
+}
+
+TEST_CASE("the ring runs behind the collective interface with a per-call timeout", "[ring]") {
+  RingOptions o;
+  o.timeout = std::chrono::milliseconds(120000);  // the call's own timeout must win
+  std::promise<void> given_up;
+  auto done = given_up.get_future();
+  const auto addr = addresses(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      auto ring = Ring::form(r, addr, o);
+      REQUIRE(ring.ok());
+      std::vector<std::unique_ptr<collective::Implementation>> impls;
+      impls.push_back(std::make_unique<collective::RingImplementation>(std::move(*ring)));
+      collective::Group group(r, 2, collective::Communication::automatic, std::move(impls));
+      std::vector<float> a(5, 1.0f), b(70000, 2.0f);
+      collective::AllReduceOptions ar;
+      ar.inputs = {{a.data(), a.size()}, {b.data(), b.size()}};
+      ar.reduction = Reduction::mean;
+      ar.tag = "grads";
+      REQUIRE(collective::all_reduce(group, ar).ok());
+      CHECK(a[4] == 1.0f);
+      CHECK(b[69999] == 2.0f);
+      if (r == 1) {  // never submits the second one
+        CHECK(done.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+        return;
+      }
+      ar.timeout = std::chrono::milliseconds(200);
+      auto st = collective::all_reduce(group, ar);
+      REQUIRE_FALSE(st.ok());
+      CHECK_THAT(st.error().message, Catch::Contains("200 ms") || Catch::Contains("not submitted"));
+      given_up.set_value();
+    });
+  for (auto& t : threads)
+    t.join();
+}
+
+TEST_CASE("a rank that shuts its ring down fails its neighbours at once", "[ring]") {
+  RingOptions o;
+  o.timeout = std::chrono::milliseconds(120000);  // no timeout may be what ends it
+  on_ranks(3, o, [&](int rank, Ring& ring) {
+    std::vector<float> data(100, 1.0f);
+    REQUIRE(ring.all_reduce(data.data(), data.size(), Reduction::sum, "step1").ok());
+    if (rank == 1) {
+      ring.shut_down();  // gives up, but the process (thread) stays
+      auto st = ring.all_reduce(data.data(), data.size(), Reduction::sum, "step2");
+      CHECK_FALSE(st.ok());
+      return;
+    }
     auto st = ring.all_reduce(data.data(), data.size(), Reduction::sum, "step2");
     REQUIRE_FALSE(st.ok());
     CHECK(st.error().code == core::Errc::unavailable);

@@ -1,0 +1,90 @@
+#pragma once
+
+// The collective interface every all-reduce implementation sits behind (the CPU ring in
+// actors/collective, NCCL in gpu/), and the free function that picks one. Nothing here
+// knows sockets or CUDA: an implementation says whether it can take a request, and the
+// first one in the group's order that can (and that the `communication` hint allows) runs.
+//
+//   collective::AllReduceOptions o;
+//   o.inputs = {{grad.data(), grad.size()}};
+//   o.reduction = collective::Reduction::mean;
+//   o.tag = "step 7";
+//   if (auto st = collective::all_reduce(group, o); !st) ...
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/expected.hpp"
+
+namespace troupe::collective {
+
+enum class Reduction { sum, mean };
+
+/// TensorFlow's CommunicationImplementation: which all-reduce to use.
+enum class Communication {
+  automatic,  // the first implementation enabled for the request (NCCL for device buffers)
+  ring,       // the CPU ring only
+  nccl,       // NCCL only: an error when it is not built, has no GPU, or the inputs are on the host
+};
+
+const char* to_string(Communication c);
+/// "auto", "ring" or "nccl" (any case); anything else is an invalid_argument error naming it.
+core::Expected<Communication> parse_communication(const std::string& text);
+
+/// Where an input's floats live.
+enum class Memory { host, device };
+
+/// A float buffer reduced in place.
+struct Buffer {
+  float* data = nullptr;
+  size_t count = 0;
+};
+
+/// One all-reduce: every rank of the group calls it with the same tag and buffer sizes.
+struct AllReduceOptions {
+  std::vector<Buffer> inputs;
+  Memory memory = Memory::host;
+  Reduction reduction = Reduction::sum;
+  std::string tag;
+  /// How long to wait for the other ranks (the stall report); 0: the implementation's own.
+  std::chrono::milliseconds timeout{0};
+};
+
+/// An all-reduce implementation for one group of ranks (gloo's algorithm, Horovod's
+/// AllreduceOp).
+class Implementation {
+ public:
+  virtual ~Implementation() = default;
+  virtual Communication kind() const = 0;
+  virtual const char* name() const = 0;
+  /// Whether this implementation can run `options` (memory kind, build, devices).
+  virtual bool enabled(const AllReduceOptions& options) const = 0;
+  virtual core::Status all_reduce(const AllReduceOptions& options) = 0;
+};
+
+/// The implementations of one group in order of preference, and the hint.
+class Group {
+ public:
+  Group(int rank, int size, Communication hint,
+        std::vector<std::unique_ptr<Implementation>> implementations);
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  Communication hint() const { return hint_; }
+  const std::vector<std::unique_ptr<Implementation>>& implementations() const { return impls_; }
+  /// The implementation that runs `options`: the first enabled one the hint allows; an
+  /// error saying what was asked and what each implementation lacks otherwise.
+  core::Expected<Implementation*> choose(const AllReduceOptions& options) const;
+
+ private:
+  int rank_, size_;
+  Communication hint_;
+  std::vector<std::unique_ptr<Implementation>> impls_;
+};
+
+/// Reduces `options.inputs` across the group in place with the implementation chosen.
+core::Status all_reduce(Group& group, const AllReduceOptions& options);
+
+}  // namespace troupe::collective
