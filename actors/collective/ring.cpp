@@ -9,6 +9,7 @@
 #include <cstring>
 #include <thread>
 
+#include "actors/collective/socket_io.hpp"
 #include "net/cluster_spec.hpp"
 
 namespace troupe::collective {
@@ -62,27 +63,6 @@ core::Status set_nonblocking(int fd) {
   return {};
 }
 
-// Blocking read of exactly n bytes within `timeout` (for the hello only).
-bool read_within(int fd, void* buf, size_t n, std::chrono::milliseconds timeout) {
-  auto* p = static_cast<char*>(buf);
-  const auto deadline = clock_type::now() + timeout;
-  size_t got = 0;
-  while (got < n) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
-    if (left.count() <= 0) return false;
-    pollfd p1{fd, POLLIN, 0};
-    if (::poll(&p1, 1, static_cast<int>(left.count())) <= 0) continue;
-    const ssize_t r = ::recv(fd, p + got, n - got, 0);
-    if (r <= 0) {
-      if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      return false;
-    }
-    got += static_cast<size_t>(r);
-  }
-  return true;
-}
-
 size_t chunk_begin(size_t n, int chunks, int c) {
   return n / static_cast<size_t>(chunks) * static_cast<size_t>(c) +
          std::min(n % static_cast<size_t>(chunks), static_cast<size_t>(c));
@@ -124,7 +104,7 @@ core::Expected<std::unique_ptr<Ring>> Ring::form(int rank, std::vector<std::stri
       auto s = net::accept_on(*listener, peer);
       if (!s) continue;
       Hello h;
-      if (!read_within(s->fd(), &h, sizeof h, std::chrono::milliseconds(2000)) ||
+      if (!detail::read_within(s->fd(), &h, sizeof h, std::chrono::milliseconds(2000)) ||
           h.magic != hello_magic || h.group != options.group_id ||
           h.rank != static_cast<uint32_t>(left)) {
         std::fprintf(stderr,

@@ -1,0 +1,112 @@
+#pragma once
+
+// A ring whose membership can change: the ranks of a job (its "slots", one per
+// chief/worker task, fixed by TF_CONFIG) meet at slot 0, which decides each generation's
+// members and tells every member who its neighbours are. After a failure the survivors
+// report to slot 0 and a new ring is formed without the lost ranks; a process that comes
+// back knocks at slot 0 and is taken in at the next step boundary. The state to carry on
+// from is not the ring's business: the membership names the rank whose state (the most
+// steps done) the others take by broadcast.
+//
+//   auto group = ElasticRing::join(slot, addresses, options, /*step=*/0, /*has_state=*/false);
+//   ... (*group)->ring().all_reduce(...) fails: a rank died ...
+//   auto m = (*group)->reform(step);   // the survivors' new ring; m->root holds the state
+//
+// Slot 0 is the meeting point: it must stay (as TensorFlow's chief); losing it ends the job.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actors/collective/ring.hpp"
+#include "core/expected.hpp"
+#include "net/channel.hpp"
+
+namespace troupe::collective {
+
+struct ElasticOptions {
+  /// The ring's own options; ring.connect_timeout bounds the first formation (every slot
+  /// must come), ring.group_id tells this job's connections from any other's.
+  RingOptions ring;
+  /// How long slot 0 waits, in a re-forming, for a member that neither reports nor closes
+  /// its connection (a stopped process) before going on without it.
+  std::chrono::milliseconds rejoin_timeout{10000};
+  /// Fewer members than this after a loss ends the job with an error.
+  int min_ranks = 1;
+};
+
+/// One generation of the ring: who is in it, and whose state everyone starts from.
+struct Membership {
+  uint64_t generation = 0;
+  std::vector<int> slots;   // ascending; rank i of the ring is slots[i]
+  int root = 0;             // the rank holding the state to broadcast
+  int64_t step = 0;         // the root's step
+  std::vector<int> lost;    // slots of the previous generation not in this one
+  std::vector<int> joined;  // slots in this generation not in the previous one
+};
+
+class ElasticRing {
+ public:
+  /// Joins the job as `slot` of `addresses` (listening on addresses[slot]) and forms the
+  /// first ring, or, if the job is running, is taken in at its next re-forming. `step` and
+  /// `has_state` say what this process holds (a fresh process: 0, false).
+  static core::Expected<std::unique_ptr<ElasticRing>> join(int slot,
+                                                           std::vector<std::string> addresses,
+                                                           ElasticOptions options, int64_t step,
+                                                           bool has_state);
+  ~ElasticRing();
+  ElasticRing(const ElasticRing&) = delete;
+  ElasticRing& operator=(const ElasticRing&) = delete;
+
+  int slot() const { return slot_; }
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(membership_.slots.size()); }
+  const Membership& membership() const { return membership_; }
+  Ring& ring() { return *ring_; }
+
+  /// At slot 0: how many processes are waiting to be taken in (0 at other slots).
+  int waiting() const;
+  /// Forms the next generation: every member calls it (after a failed collective, or when
+  /// told at a step boundary that someone waits), with the steps it has done. Fails when
+  /// slot 0 is gone or fewer than min_ranks remain.
+  core::Expected<Membership> reform(int64_t step);
+
+  struct Pending;
+
+ private:
+  ElasticRing(int slot, std::vector<std::string> addresses, ElasticOptions options);
+  void accept_loop();
+  /// Slot 0: collects the members of the next generation and sends them the plan.
+  core::Expected<Membership> lead(uint64_t generation, std::vector<int> expected, int64_t step,
+                                  bool has_state, std::chrono::milliseconds wait);
+  /// Any slot: reads the plan slot 0 sent on the control connection.
+  core::Expected<Membership> follow(std::chrono::milliseconds wait);
+  /// Connects the new generation's ring.
+  core::Status link(const Membership& m);
+
+  int slot_;
+  int rank_ = 0;
+  std::vector<std::string> addresses_;
+  ElasticOptions options_;
+  Membership membership_;
+  std::unique_ptr<Ring> ring_;
+  net::Socket listener_;
+  std::thread acceptor_;
+  std::atomic<bool> stopping_{false};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Pending>> joins_;  // slot 0: processes knocking to join
+  std::deque<std::unique_ptr<Pending>> links_;  // ring connections from left neighbours
+  net::Socket control_;                         // other slots: the connection to slot 0
+  std::map<int, net::Socket> controls_;         // slot 0: each member's connection
+};
+
+}  // namespace troupe::collective

@@ -1,0 +1,185 @@
+// The elastic ring with its slots as threads of this process over loopback TCP: a slot
+// that dies (its sockets close, as a killed process's do) is left out of the next
+// generation, the survivors carry on from the state of the one with the most steps, and
+// a returning process is taken in at a step boundary and brought up to date by broadcast.
+#include <atomic>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "actors/collective/elastic_ring.hpp"
+#include "helpers.hpp"
+#include "process.hpp"
+
+using namespace troupe;
+using collective::ElasticOptions;
+using collective::ElasticRing;
+using collective::Membership;
+using collective::Reduction;
+
+namespace {
+
+std::vector<std::string> addresses(int n) {
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i)
+    out.push_back("127.0.0.1:" + std::to_string(test::free_loopback_port()));
+  return out;
+}
+
+ElasticOptions options() {
+  ElasticOptions o;
+  o.ring.group_id = 77;
+  o.ring.connect_timeout = std::chrono::milliseconds(20000);
+  o.rejoin_timeout = std::chrono::milliseconds(5000);
+  return o;
+}
+
+struct Outcome {
+  std::vector<float> x;
+  int64_t step = 0;
+  std::vector<Membership> generations;  // every generation this slot was part of
+};
+
+// A toy synchronous training: each step all-reduces a gradient of ones and adds it to the
+// state x; at each step boundary slot 0 says whether someone waits to join. A failed
+// collective, or a join, re-forms the ring; the state then comes from the root.
+Outcome train(const std::vector<std::string>& addr, int slot, const ElasticOptions& o,
+              int64_t steps, int64_t die_at, std::promise<void>* reformed_without_me = nullptr,
+              std::promise<void>* died = nullptr) {
+  Outcome out;
+  out.x.assign(1000, 0.0f);
+  auto g = ElasticRing::join(slot, addr, o, 0, /*has_state=*/false);
+  REQUIRE(g.ok());
+  ElasticRing& group = **g;
+  auto adopt = [&](const Membership& m) {
+    out.generations.push_back(m);
+    REQUIRE(group.ring().broadcast(out.x.data(), out.x.size(), m.root, "state").ok());
+    out.step = m.step;
+  };
+  adopt(group.membership());
+  bool told = false;
+  while (out.step < steps) {
+    if (out.step == die_at) {
+      if (died) died->set_value();
+      return out;  // the group is destroyed: every socket of this slot closes
+    }
+    std::vector<float> grad(out.x.size(), 1.0f);
+    bool ok = group.ring().all_reduce(grad.data(), grad.size(), Reduction::sum, "grad").ok();
+    float waiting = 0;
+    if (ok) {
+      for (size_t i = 0; i < out.x.size(); ++i)
+        out.x[i] += grad[i];
+      ++out.step;
+      waiting = slot == 0 ? static_cast<float>(group.waiting()) : 0.0f;
+      ok = group.ring().all_reduce(&waiting, 1, Reduction::sum, "waiting").ok();
+    }
+    if (!ok || waiting > 0) {
+      auto m = group.reform(out.step);
+      REQUIRE(m.ok());
+      adopt(*m);
+      if (reformed_without_me && !told && m->slots.size() == 2) {
+        told = true;
+        reformed_without_me->set_value();
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the elastic ring re-forms without a slot that dies and takes it back", "[elastic]") {
+  const auto addr = addresses(3);
+  const auto o = options();
+  std::promise<void> reformed, died;
+  auto reformed_f = reformed.get_future();
+  auto died_f = died.get_future();
+  Outcome out0, out1, out2;
+  std::thread t0([&] { out0 = train(addr, 0, o, 400, -1, &reformed); });
+  std::thread t1([&] { out1 = train(addr, 1, o, 400, -1); });
+  std::thread t2([&] {
+    train(addr, 2, o, 400, 20, nullptr, &died);  // first life: gone at step 20
+    // Comes back as a fresh process once the others run without it.
+    REQUIRE(reformed_f.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+    out2 = train(addr, 2, o, 400, -1);
+  });
+  t0.join();
+  t1.join();
+  t2.join();
+
+  // Generation 0: all three; then the two survivors; then all three again.
+  REQUIRE(out0.generations.size() >= 3);
+  CHECK(out0.generations[0].slots == std::vector<int>{0, 1, 2});
+  CHECK(out0.generations[1].slots == std::vector<int>{0, 1});
+  CHECK(out0.generations[1].lost == std::vector<int>{2});
+  CHECK(out0.generations[1].step == 20);
+  CHECK(out0.generations.back().slots == std::vector<int>{0, 1, 2});
+  CHECK(out0.generations.back().joined == std::vector<int>{2});
+  // The returning slot started from the others' state, not from zero.
+  REQUIRE_FALSE(out2.generations.empty());
+  CHECK(out2.generations.front().step > 20);
+  // Everyone ends at the same step with the same state.
+  CHECK(out0.step == 400);
+  CHECK(out1.step == 400);
+  CHECK(out2.step == 400);
+  CHECK(out0.x == out1.x);
+  CHECK(out0.x == out2.x);
+  // 20 steps of three, then at least one of two, then three again: more than 2 per step.
+  CHECK(out0.x[0] > 2.0f * 400);
+  CHECK(out0.x[0] < 3.0f * 400);
+}
+
+TEST_CASE("the elastic ring stops below its minimum and names what is left", "[elastic]") {
+  const auto addr = addresses(2);
+  auto o = options();
+  o.min_ranks = 2;
+  std::thread t1([&] {
+    auto g = ElasticRing::join(1, addr, o, 0, false);
+    REQUIRE(g.ok());
+  });  // leaves at once
+  auto g = ElasticRing::join(0, addr, o, 0, false);
+  REQUIRE(g.ok());
+  t1.join();
+  float x = 1;
+  CHECK_FALSE((*g)->ring().all_reduce(&x, 1, Reduction::sum, "x").ok());
+  auto m = (*g)->reform(1);
+  REQUIRE_FALSE(m.ok());
+  CHECK_THAT(m.error().message, Catch::Contains("1 ranks left") && Catch::Contains("lost 1") &&
+                                    Catch::Contains("minimum of 2"));
+}
+
+TEST_CASE("slots that never come are named when the first ring cannot form", "[elastic]") {
+  const auto addr = addresses(3);
+  auto o = options();
+  o.ring.connect_timeout = std::chrono::milliseconds(300);
+  std::string follower_error;
+  std::thread t1([&] {
+    auto g = ElasticRing::join(1, addr, o, 0, false);
+    REQUIRE_FALSE(g.ok());
+    follower_error = g.error().message;
+  });
+  auto g = ElasticRing::join(0, addr, o, 0, false);  // slot 2 never starts
+  t1.join();
+  REQUIRE_FALSE(g.ok());
+  CHECK_THAT(g.error().message, Catch::Contains("slots 2 did not join"));
+  CHECK_THAT(follower_error, Catch::Contains("slots 2 did not join"));
+}
+
+TEST_CASE("a member learns at once that slot 0 is gone", "[elastic]") {
+  const auto addr = addresses(2);
+  const auto o = options();
+  std::thread t0([&] {
+    auto g = ElasticRing::join(0, addr, o, 0, false);
+    REQUIRE(g.ok());
+  });  // slot 0 leaves at once
+  auto g = ElasticRing::join(1, addr, o, 0, false);
+  REQUIRE(g.ok());
+  t0.join();
+  float x = 1;
+  CHECK_FALSE((*g)->ring().all_reduce(&x, 1, Reduction::sum, "x").ok());
+  auto m = (*g)->reform(0);
+  REQUIRE_FALSE(m.ok());
+  CHECK_THAT(m.error().message, Catch::Contains("slot 0"));
+}
