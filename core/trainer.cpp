@@ -9,15 +9,25 @@ ClassifierTrainer::ClassifierTrainer(Sequential& model, Optimizer& optimizer)
 }
 
 Expected<float> ClassifierTrainer::train_step(ConstTensorView x, const int32_t* labels) {
+  auto loss = compute_gradients(x, labels);
+  if (!loss) return loss;
+  if (auto st = apply_gradients(); !st) return st.error();
+  return loss;
+}
+
+Expected<float> ClassifierTrainer::compute_gradients(ConstTensorView x, const int32_t* labels) {
   const ConstTensorView logits = model_.forward(x);
   auto loss = loss_.forward(logits, labels);
   if (!loss) return loss;
   model_.backward(loss_.backward());
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (auto st = optimizer_.apply_dense(*params_[i].value, *params_[i].grad, slots_[i]); !st)
-      return st.error();
-  }
   return loss;
+}
+
+Status ClassifierTrainer::apply_gradients() {
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (auto st = optimizer_.apply_dense(*params_[i].value, *params_[i].grad, slots_[i]); !st)
+      return st;
+  return {};
 }
 
 Status ClassifierTrainer::evaluate_batch(ConstTensorView x, const int32_t* labels,

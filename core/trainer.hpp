@@ -22,6 +22,11 @@ class ClassifierTrainer {
 
   /// The batch's mean loss before the update.
   Expected<float> train_step(ConstTensorView x, const int32_t* labels);
+  /// train_step in two halves, for synchronous training, where the gradients are
+  /// all-reduced in between: forward and backward (gradients in parameters()[i].grad; the
+  /// batch's mean loss returned), then the optimizer's update from those gradients.
+  Expected<float> compute_gradients(ConstTensorView x, const int32_t* labels);
+  Status apply_gradients();
   /// Adds the batch to `accuracy` and its mean loss (weighted by batch size) to `loss`.
   Status evaluate_batch(ConstTensorView x, const int32_t* labels, Accuracy& accuracy, Mean& loss);
 

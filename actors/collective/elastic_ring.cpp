@@ -402,29 +402,35 @@ core::Status ElasticRing::link(const Membership& m) {
 
 core::Expected<Membership> ElasticRing::reform(int64_t step) {
   if (ring_) ring_->shut_down();  // whoever still waits on this ring fails at once
-  const uint64_t next = membership_.generation + 1;
-  core::Expected<Membership> m = make_error(Errc::internal, "not formed");
-  if (slot_ == 0) {
-    std::vector<int> expected;
-    for (int s : membership_.slots)
-      if (s != 0) expected.push_back(s);
-    m = lead(next, expected, step, /*has_state=*/true, options_.rejoin_timeout);
-  } else {
-    Knock k;
-    k.kind = reform_kind;
-    k.group = options_.ring.group_id;
-    k.generation = next;
-    k.step = step;
-    k.slot = slot_;
-    k.has_state = 1;
-    if (!control_.valid() || !detail::write_all(control_.fd(), &k, sizeof k))
-      return make_error(Errc::unavailable, "elastic ring: slot 0 at " + addresses_[0] +
-                                               " is gone (elastic mode needs slot 0)");
-    m = follow(options_.rejoin_timeout * 2 + milliseconds(2000));
+  // A member lost between the plan and the linking fails its neighbours' links: then
+  // everyone goes round again (a few times) with what is left.
+  core::Status linked;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const uint64_t next = membership_.generation + 1;
+    core::Expected<Membership> m = make_error(Errc::internal, "not formed");
+    if (slot_ == 0) {
+      std::vector<int> expected;
+      for (int s : membership_.slots)
+        if (s != 0) expected.push_back(s);
+      m = lead(next, expected, step, /*has_state=*/true, options_.rejoin_timeout);
+    } else {
+      Knock k;
+      k.kind = reform_kind;
+      k.group = options_.ring.group_id;
+      k.generation = next;
+      k.step = step;
+      k.slot = slot_;
+      k.has_state = 1;
+      if (!control_.valid() || !detail::write_all(control_.fd(), &k, sizeof k))
+        return make_error(Errc::unavailable, "elastic ring: slot 0 at " + addresses_[0] +
+                                                 " is gone (elastic mode needs slot 0)");
+      m = follow(options_.rejoin_timeout * 2 + milliseconds(2000));
+    }
+    if (!m) return m.error();
+    linked = link(*m);
+    if (linked.ok()) return membership_;
   }
-  if (!m) return m.error();
-  if (auto st = link(*m); !st) return st.error();
-  return membership_;
+  return linked.error();
 }
 
 }  // namespace troupe::collective

@@ -2,6 +2,7 @@
 
 // The CPU ring behind the collective interface: host buffers only.
 
+#include <functional>
 #include <memory>
 
 #include "actors/collective/ring.hpp"
@@ -11,24 +12,29 @@ namespace troupe::collective {
 
 class RingImplementation final : public Implementation {
  public:
-  explicit RingImplementation(std::unique_ptr<Ring> ring) : ring_(std::move(ring)) {}
+  explicit RingImplementation(std::unique_ptr<Ring> ring)
+      : owned_(std::move(ring)), current_([this]() -> Ring& { return *owned_; }) {}
+  /// A ring owned elsewhere that may be replaced (the elastic ring's current one).
+  explicit RingImplementation(std::function<Ring&()> current) : current_(std::move(current)) {}
 
   Communication kind() const override { return Communication::ring; }
   const char* name() const override { return "ring"; }
   bool enabled(const AllReduceOptions& o) const override { return o.memory == Memory::host; }
 
   core::Status all_reduce(const AllReduceOptions& o) override {
-    const auto saved = ring_->timeout();
-    if (o.timeout.count() > 0) ring_->set_timeout(o.timeout);
-    auto st = ring_->all_reduce(o.inputs, o.reduction, o.tag);
-    ring_->set_timeout(saved);
+    Ring& ring = current_();
+    const auto saved = ring.timeout();
+    if (o.timeout.count() > 0) ring.set_timeout(o.timeout);
+    auto st = ring.all_reduce(o.inputs, o.reduction, o.tag);
+    ring.set_timeout(saved);
     return st;
   }
 
-  Ring& ring() { return *ring_; }
+  Ring& ring() { return current_(); }
 
  private:
-  std::unique_ptr<Ring> ring_;
+  std::unique_ptr<Ring> owned_;
+  std::function<Ring&()> current_;
 };
 
 }  // namespace troupe::collective

@@ -17,6 +17,7 @@
 #include "troupe/coordinator.hpp"
 #include "troupe/evaluator.hpp"
 #include "troupe/fit.hpp"
+#include "troupe/mirrored_strategy.hpp"
 #include "troupe/model.hpp"
 #include "troupe/registry.hpp"
 #include "troupe/remote_value.hpp"

@@ -1,0 +1,249 @@
+#include "troupe/mirrored_strategy.hpp"
+
+#include <filesystem>
+#include <iostream>
+
+#include "actors/collective/elastic_ring.hpp"
+#include "actors/collective/ring_implementation.hpp"
+
+namespace troupe {
+
+using core::Errc;
+using core::make_error;
+
+struct MultiWorkerMirroredStrategy::Impl {
+  MirroredOptions options;
+  int slot = 0;
+  std::unique_ptr<collective::ElasticRing> ring;
+  std::unique_ptr<collective::Group> group;
+  std::vector<collective::Buffer> state;
+};
+
+namespace {
+
+// Tells this job's ring connections from another job's on the same ports.
+uint64_t group_id_of(const std::vector<std::string>& addresses) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the member addresses
+  for (const auto& a : addresses)
+    for (unsigned char c : a + ";") {
+      h ^= c;
+      h *= 1099511628211ull;
+    }
+  return h;
+}
+
+std::string slots_text(const std::vector<int>& slots) {
+  std::string s;
+  for (int x : slots)
+    s += (s.empty() ? "" : ",") + std::to_string(x);
+  return "[" + s + "]";
+}
+
+}  // namespace
+
+int ReplicaContext::replica_id_in_sync_group() const {
+  return s_.worker_index();
+}
+
+int ReplicaContext::num_replicas_in_sync() const {
+  return s_.num_replicas_in_sync();
+}
+
+core::Status ReplicaContext::all_reduce(ReduceOp op,
+                                        const std::vector<collective::Buffer>& buffers) {
+  collective::AllReduceOptions o;
+  o.inputs = buffers;
+  o.reduction = op == ReduceOp::mean ? collective::Reduction::mean : collective::Reduction::sum;
+  o.tag = "step " + std::to_string(s_.step()) + "/" + std::to_string(collectives_++);
+  auto st = collective::all_reduce(*s_.impl_->group, o);
+  if (!st) collective_failed_ = true;
+  return st;
+}
+
+std::optional<core::Batch> MirroredDataset::next() {
+  if (generation_ != s_->generation() || !it_) {
+    it_ = fn_(s_->input_context()).make_iterator();
+    generation_ = s_->generation();
+  }
+  return it_->next();
+}
+
+MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() = default;
+
+core::Expected<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirroredStrategy::make(
+    const net::ClusterResolver& resolver, MirroredOptions options) {
+  const auto& spec = resolver.cluster_spec();
+  const auto me = resolver.task();
+  std::vector<std::string> addresses;
+  int slot = -1;
+  for (const char* job : {"chief", "worker"})
+    for (int i = 0; i < spec.num_tasks(job); ++i) {
+      if (me.type == job && me.index == i) slot = static_cast<int>(addresses.size());
+      addresses.push_back(spec.address({job, i}));
+    }
+  if (slot < 0)
+    return make_error(Errc::invalid_argument,
+                      "task " + me.to_string() +
+                          " has no replica in a MultiWorkerMirroredStrategy (only chief and "
+                          "worker tasks do)");
+  if (options.min_workers < 1 || options.min_workers > static_cast<int>(addresses.size()))
+    return make_error(Errc::invalid_argument, "min_workers " + std::to_string(options.min_workers) +
+                                                  " of " + std::to_string(addresses.size()) +
+                                                  " workers");
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->slot = slot;
+
+  collective::ElasticOptions eo;
+  eo.ring.connect_timeout = options.connect_timeout;
+  eo.ring.timeout = options.timeout;
+  eo.ring.fusion_bytes = options.bytes_per_pack;
+  eo.ring.group_id = group_id_of(addresses);
+  eo.rejoin_timeout = options.rejoin_timeout;
+  eo.min_ranks = options.elastic ? options.min_workers : static_cast<int>(addresses.size());
+
+  // The implementations in order of preference: NCCL first where it is built (device
+  // buffers), then the CPU ring.
+  std::vector<std::unique_ptr<collective::Implementation>> impls;
+  Impl* raw = impl.get();
+  impls.push_back(std::make_unique<collective::RingImplementation>(
+      [raw]() -> collective::Ring& { return raw->ring->ring(); }));
+  impl->group = std::make_unique<collective::Group>(slot, static_cast<int>(addresses.size()),
+                                                    options.communication, std::move(impls));
+  bool any = false;
+  for (const auto& i : impl->group->implementations())
+    any = any || options.communication == collective::Communication::automatic ||
+          i->kind() == options.communication;
+  if (!any)
+    return make_error(Errc::unavailable,
+                      std::string("MultiWorkerMirroredStrategy: communication=") +
+                          collective::to_string(options.communication) +
+                          " but no such implementation is built here");
+
+  auto ring = collective::ElasticRing::join(slot, addresses, eo, 0, /*has_state=*/false);
+  if (!ring) return ring.error();
+  impl->ring = std::move(*ring);
+  return std::unique_ptr<MultiWorkerMirroredStrategy>(
+      new MultiWorkerMirroredStrategy(std::move(impl)));
+}
+
+int MultiWorkerMirroredStrategy::num_replicas_in_sync() const {
+  return impl_->ring->size();
+}
+
+int MultiWorkerMirroredStrategy::worker_index() const {
+  return impl_->ring->rank();
+}
+
+bool MultiWorkerMirroredStrategy::is_chief() const {
+  return impl_->slot == 0;
+}
+
+uint64_t MultiWorkerMirroredStrategy::generation() const {
+  return impl_->ring->membership().generation;
+}
+
+core::InputContext MultiWorkerMirroredStrategy::input_context() const {
+  core::InputContext ctx;
+  ctx.num_input_pipelines = num_replicas_in_sync();
+  ctx.input_pipeline_id = worker_index();
+  ctx.num_replicas_in_sync = num_replicas_in_sync();
+  return ctx;
+}
+
+core::Status MultiWorkerMirroredStrategy::broadcast_state() {
+  // The same tags whether this process started with the job or joined it later: a
+  // joiner's first broadcast meets the members' broadcast after a re-forming.
+  const auto& m = impl_->ring->membership();
+  for (size_t i = 0; i < impl_->state.size(); ++i)
+    if (auto st = impl_->ring->ring().broadcast(
+            impl_->state[i].data, impl_->state[i].count, m.root,
+            "state " + std::to_string(m.generation) + "/" + std::to_string(i));
+        !st)
+      return st;
+  step_ = m.step;
+  return {};
+}
+
+core::Status MultiWorkerMirroredStrategy::mirror(std::vector<collective::Buffer> state) {
+  impl_->state = std::move(state);
+  return broadcast_state();
+}
+
+MirroredDataset MultiWorkerMirroredStrategy::distribute_datasets_from_function(
+    MirroredDataset::Function fn) {
+  return MirroredDataset(*this, std::move(fn));
+}
+
+core::Status MultiWorkerMirroredStrategy::reform(bool after_failure) {
+  auto& group = *impl_->ring;
+  core::Status last;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto m = group.reform(step_);
+    if (!m) return m.error();
+    // Everyone takes the state of the member with the most steps done.
+    last = broadcast_state();
+    if (!last) continue;  // someone else was lost meanwhile
+    ++stats_.reforms;
+    stats_.workers_lost += static_cast<int64_t>(m->lost.size());
+    stats_.workers_joined += static_cast<int64_t>(m->joined.size());
+    std::cerr << "troupe mirrored: " << (after_failure ? "after a failure, " : "") << "generation "
+              << m->generation << " of " << m->slots.size() << " workers " << slots_text(m->slots)
+              << " (lost " << slots_text(m->lost) << ", joined " << slots_text(m->joined)
+              << "), at step " << m->step << " from worker slot "
+              << m->slots[static_cast<size_t>(m->root)] << std::endl;
+    return {};
+  }
+  return last;
+}
+
+core::Expected<StepOutcome> MultiWorkerMirroredStrategy::run(
+    const std::function<core::Status(ReplicaContext&)>& step) {
+  ReplicaContext ctx(*this);
+  if (auto st = step(ctx); !st) {
+    // Only a failed collective is a lost worker; any other error is the step's own.
+    if (!ctx.collective_failed_ || !impl_->options.elastic) return st.error();
+    if (auto r = reform(/*after_failure=*/true); !r) return r.error();
+    ++stats_.steps_redone;
+    return StepOutcome::redo;
+  }
+  ++step_;
+  if (impl_->options.elastic) {
+    // At every step boundary slot 0 says whether a worker waits to join; everyone then
+    // re-forms at the same point.
+    float waiting = impl_->slot == 0 ? static_cast<float>(impl_->ring->waiting()) : 0.0f;
+    auto st = impl_->ring->ring().all_reduce(&waiting, 1, collective::Reduction::sum,
+                                             "membership " + std::to_string(step_));
+    if (!st || waiting > 0)
+      if (auto r = reform(/*after_failure=*/!st); !r) return r.error();
+  }
+  return StepOutcome::done;
+}
+
+core::Expected<double> MultiWorkerMirroredStrategy::reduce(ReduceOp op, double value) {
+  float v = static_cast<float>(value);
+  if (auto st = impl_->ring->ring().all_reduce(
+          &v, 1, op == ReduceOp::mean ? collective::Reduction::mean : collective::Reduction::sum,
+          "reduce");
+      !st)
+    return st.error();
+  return static_cast<double>(v);
+}
+
+std::string MultiWorkerMirroredStrategy::checkpoint_dir(const std::string& base) const {
+  if (is_chief()) return base;
+  return (std::filesystem::path(base) / ("workertemp_" + std::to_string(impl_->slot))).string();
+}
+
+core::Status MultiWorkerMirroredStrategy::remove_temporary_checkpoint_dir(
+    const std::string& base) const {
+  if (is_chief()) return {};
+  std::error_code ec;
+  std::filesystem::remove_all(checkpoint_dir(base), ec);
+  if (ec) return make_error(Errc::io_error, checkpoint_dir(base) + ": " + ec.message());
+  return {};
+}
+
+}  // namespace troupe

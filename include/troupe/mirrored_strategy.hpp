@@ -1,0 +1,157 @@
+#pragma once
+
+// TensorFlow's MultiWorkerMirroredStrategy: every worker runs the same program on its own
+// replica of the variables and its own shard of the data, and gradients are all-reduced
+// every step, so the replicas stay equal. Elastic mode (beyond TensorFlow) keeps training
+// when a worker dies: the others re-form the ring and carry on; a worker that comes back
+// is brought up to date and takes part again.
+//
+//   auto strategy = MultiWorkerMirroredStrategy::make(*resolver, options).value();
+//   strategy->mirror(state);  // weights (and optimizer slots): the chief's values everywhere
+//   auto data = strategy->distribute_datasets_from_function(
+//       [&](const core::InputContext& ctx) { return my_batches(ctx); });
+//   while (strategy->step() < steps) {
+//     auto done = strategy->run([&](ReplicaContext& ctx) -> core::Status {
+//       auto batch = data.next();  ...  compute gradients ...
+//       if (auto st = ctx.all_reduce(ReduceOp::mean, grads); !st) return st;
+//       return apply_gradients();
+//     });
+//     if (!done) fail(done.error());
+//   }
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/collective/collective.hpp"
+#include "core/data/dataset.hpp"
+#include "core/data/input_context.hpp"
+#include "core/expected.hpp"
+#include "net/cluster_spec.hpp"
+
+namespace troupe {
+
+enum class ReduceOp { sum, mean };
+
+struct MirroredOptions {
+  /// Which all-reduce: AUTO (the first implementation enabled for the buffers), RING, NCCL.
+  collective::Communication communication = collective::Communication::automatic;
+  /// Gradients smaller than this are packed together into buckets of up to this size
+  /// (TensorFlow's CommunicationOptions.bytes_per_pack).
+  size_t bytes_per_pack = size_t{4} << 20;
+  /// How long a worker waits for the others in a collective before reporting who did not
+  /// come (TensorFlow's timeout_seconds; its default is to wait forever).
+  std::chrono::milliseconds timeout{60000};
+  /// How long the workers have to find each other at start-up.
+  std::chrono::milliseconds connect_timeout{30000};
+  /// Keep training when workers die (down to min_workers) and take them back.
+  bool elastic = false;
+  int min_workers = 1;
+  /// Elastic: how long the others wait for a worker that neither reports nor dies.
+  std::chrono::milliseconds rejoin_timeout{10000};
+};
+
+class MultiWorkerMirroredStrategy;
+
+/// What a step sees of the replicas (TensorFlow's ReplicaContext).
+class ReplicaContext {
+ public:
+  int replica_id_in_sync_group() const;
+  int num_replicas_in_sync() const;
+  /// All-reduces the buffers in place across the replicas (tagged with the step).
+  core::Status all_reduce(ReduceOp op, const std::vector<collective::Buffer>& buffers);
+
+ private:
+  friend class MultiWorkerMirroredStrategy;
+  explicit ReplicaContext(MultiWorkerMirroredStrategy& s) : s_(s) {}
+  MultiWorkerMirroredStrategy& s_;
+  bool collective_failed_ = false;
+  int collectives_ = 0;
+};
+
+/// A worker's input: its shard of the data, rebuilt from the dataset function with the
+/// new InputContext whenever the membership has changed (elastic mode).
+class MirroredDataset {
+ public:
+  using Function = std::function<core::Dataset<core::Batch>(const core::InputContext&)>;
+  /// The next batch; nullopt when the data ended.
+  std::optional<core::Batch> next();
+
+ private:
+  friend class MultiWorkerMirroredStrategy;
+  MirroredDataset(MultiWorkerMirroredStrategy& s, Function fn) : s_(&s), fn_(std::move(fn)) {}
+  MultiWorkerMirroredStrategy* s_;
+  Function fn_;
+  uint64_t generation_ = ~uint64_t{0};
+  std::unique_ptr<core::Iterator<core::Batch>> it_;
+};
+
+/// How a run() ended.
+enum class StepOutcome {
+  done,  // the step ran on every replica
+  redo,  // elastic: a worker was lost mid-step; the ring re-formed and every replica holds
+         // the state of the one with the most steps (step() says which step is next)
+};
+
+/// What elastic mode did.
+struct MirroredStats {
+  int64_t reforms = 0;
+  int64_t workers_lost = 0;
+  int64_t workers_joined = 0;
+  int64_t steps_redone = 0;  // steps run again after a loss
+};
+
+class MultiWorkerMirroredStrategy {
+ public:
+  /// Joins the ring of every chief and worker task in the resolver's cluster (a chief
+  /// first, then the workers; PS and evaluator tasks have no part). Waits for all of them
+  /// (connect_timeout). An NCCL hint with no NCCL built is an error here.
+  static core::Expected<std::unique_ptr<MultiWorkerMirroredStrategy>> make(
+      const net::ClusterResolver& resolver, MirroredOptions options = {});
+  ~MultiWorkerMirroredStrategy();
+
+  int num_replicas_in_sync() const;
+  /// This worker's replica among the current members (changes when members change).
+  int worker_index() const;
+  /// The chief task, or worker 0 when there is none: it writes the checkpoints.
+  bool is_chief() const;
+  uint64_t generation() const;
+  /// Steps run by every replica so far (run() counts them).
+  int64_t step() const { return step_; }
+  const MirroredStats& stats() const { return stats_; }
+  core::InputContext input_context() const;
+
+  /// Keeps these buffers (variables, optimizer slots) equal on every replica: the chief's
+  /// values are broadcast now, and after every re-forming the root's.
+  core::Status mirror(std::vector<collective::Buffer> state);
+  MirroredDataset distribute_datasets_from_function(MirroredDataset::Function fn);
+
+  /// Runs one step on this replica. The step's collectives go through the context; when
+  /// one fails in elastic mode the ring is re-formed and the outcome is `redo`.
+  core::Expected<StepOutcome> run(const std::function<core::Status(ReplicaContext&)>& step);
+  /// The sum or mean of one value over the replicas (a metric).
+  core::Expected<double> reduce(ReduceOp op, double value);
+
+  /// Where this worker writes checkpoints: `base` on the chief; elsewhere a temporary
+  /// directory under it (TensorFlow's tutorial), to be removed after saving.
+  std::string checkpoint_dir(const std::string& base) const;
+  /// Removes this worker's temporary checkpoint directory (not on the chief).
+  core::Status remove_temporary_checkpoint_dir(const std::string& base) const;
+
+  struct Impl;
+
+ private:
+  friend class ReplicaContext;
+  explicit MultiWorkerMirroredStrategy(std::unique_ptr<Impl> impl);
+  core::Status reform(bool after_failure);
+  core::Status broadcast_state();
+  std::unique_ptr<Impl> impl_;
+  int64_t step_ = 0;
+  MirroredStats stats_;
+};
+
+}  // namespace troupe
