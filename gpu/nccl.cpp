@@ -1,0 +1,88 @@
+#include "gpu/nccl.hpp"
+
+#include <chrono>
+#include <thread>
+
+#include "gpu/check.hpp"
+
+namespace troupe::gpu {
+
+using core::Errc;
+using core::make_error;
+
+core::Expected<NcclCommunicator> NcclCommunicator::create(int rank, int size, int device,
+                                                          const ShareId& share_id) {
+  if (size < 1 || rank < 0 || rank >= size)
+    return make_error(Errc::invalid_argument,
+                      "nccl: rank " + std::to_string(rank) + " of " + std::to_string(size));
+  TROUPE_CUDA_CHECK(cudaSetDevice(device));
+  ncclUniqueId id{};
+  if (rank == 0) TROUPE_NCCL_CHECK(ncclGetUniqueId(&id));
+  if (auto st = share_id(id.internal, sizeof id.internal); !st) return st.error();
+  ncclComm_t comm = nullptr;
+  TROUPE_NCCL_CHECK(ncclCommInitRank(&comm, size, id, rank));
+  return NcclCommunicator(comm);
+}
+
+NcclCommunicator& NcclCommunicator::operator=(NcclCommunicator&& o) noexcept {
+  if (this != &o) {
+    if (comm_) ncclCommDestroy(comm_);
+    comm_ = o.comm_;
+    o.comm_ = nullptr;
+  }
+  return *this;
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (comm_) ncclCommDestroy(comm_);
+}
+
+void NcclCommunicator::abort() {
+  if (comm_) ncclCommAbort(comm_);
+  comm_ = nullptr;
+}
+
+core::Expected<std::unique_ptr<NcclImplementation>> NcclImplementation::create(
+    int rank, int size, int device, const ShareId& share_id) {
+  auto stream = Stream::create(device);
+  if (!stream) return stream.error();
+  auto comm = NcclCommunicator::create(rank, size, device, share_id);
+  if (!comm) return comm.error();
+  return std::unique_ptr<NcclImplementation>(
+      new NcclImplementation(std::move(*comm), std::move(*stream), device));
+}
+
+core::Status NcclImplementation::all_reduce(const collective::AllReduceOptions& o) {
+  if (aborted_)
+    return make_error(Errc::unavailable, "nccl: the communicator was aborted after a stall");
+  TROUPE_CUDA_CHECK(cudaSetDevice(device_));
+  const ncclRedOp_t op = o.reduction == collective::Reduction::mean ? ncclAvg : ncclSum;
+  TROUPE_NCCL_CHECK(ncclGroupStart());
+  for (const auto& b : o.inputs)
+    if (b.count > 0)
+      TROUPE_NCCL_CHECK(
+          ncclAllReduce(b.data, b.data, b.count, ncclFloat, op, comm_.get(), stream_.get()));
+  TROUPE_NCCL_CHECK(ncclGroupEnd());
+  // Wait without blocking in the driver, so that a rank that never comes is noticed.
+  const auto timeout = o.timeout.count() > 0 ? o.timeout : std::chrono::milliseconds(60000);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const cudaError_t q = cudaStreamQuery(stream_.get());
+    if (q == cudaSuccess) return {};
+    if (q != cudaErrorNotReady) TROUPE_CUDA_CHECK(q);
+    ncclResult_t async = ncclSuccess;
+    TROUPE_NCCL_CHECK(ncclCommGetAsyncError(comm_.get(), &async));
+    TROUPE_NCCL_CHECK(async);
+    if (std::chrono::steady_clock::now() >= deadline) {
+      comm_.abort();
+      aborted_ = true;
+      return make_error(Errc::unavailable, "nccl all-reduce '" + o.tag +
+                                               "' did not finish within " +
+                                               std::to_string(timeout.count()) +
+                                               " ms (a rank did not submit); communicator aborted");
+    }
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace troupe::gpu
