@@ -29,6 +29,14 @@ inline uint16_t free_loopback_port() {
   return net::PortLease::acquire().port();
 }
 
+/// `n` "127.0.0.1:port" addresses on free ports (ranks of a ring run as threads).
+inline std::vector<std::string> loopback_addresses(int n) {
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i)
+    out.push_back("127.0.0.1:" + std::to_string(free_loopback_port()));
+  return out;
+}
+
 class ChildProcess {
  public:
   ChildProcess(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {

@@ -21,13 +21,6 @@ using collective::Reduction;
 
 namespace {
 
-std::vector<std::string> addresses(int n) {
-  std::vector<std::string> out;
-  for (int i = 0; i < n; ++i)
-    out.push_back("127.0.0.1:" + std::to_string(test::free_loopback_port()));
-  return out;
-}
-
 ElasticOptions options() {
   ElasticOptions o;
   o.ring.group_id = 77;
@@ -91,7 +84,7 @@ Outcome train(const std::vector<std::string>& addr, int slot, const ElasticOptio
 }  // namespace
 
 TEST_CASE("the elastic ring re-forms without a slot that dies and takes it back", "[elastic]") {
-  const auto addr = addresses(3);
+  const auto addr = test::loopback_addresses(3);
   const auto o = options();
   std::promise<void> reformed, died;
   auto reformed_f = reformed.get_future();
@@ -132,7 +125,7 @@ TEST_CASE("the elastic ring re-forms without a slot that dies and takes it back"
 }
 
 TEST_CASE("the elastic ring stops below its minimum and names what is left", "[elastic]") {
-  const auto addr = addresses(2);
+  const auto addr = test::loopback_addresses(2);
   auto o = options();
   o.min_ranks = 2;
   std::thread t1([&] {
@@ -151,7 +144,7 @@ TEST_CASE("the elastic ring stops below its minimum and names what is left", "[e
 }
 
 TEST_CASE("slots that never come are named when the first ring cannot form", "[elastic]") {
-  const auto addr = addresses(3);
+  const auto addr = test::loopback_addresses(3);
   auto o = options();
   o.ring.connect_timeout = std::chrono::milliseconds(300);
   std::string follower_error;
@@ -168,7 +161,7 @@ TEST_CASE("slots that never come are named when the first ring cannot form", "[e
 }
 
 TEST_CASE("a member learns at once that slot 0 is gone", "[elastic]") {
-  const auto addr = addresses(2);
+  const auto addr = test::loopback_addresses(2);
   const auto o = options();
   std::thread t0([&] {
     auto g = ElasticRing::join(0, addr, o, 0, false);

@@ -22,17 +22,10 @@ using collective::RingOptions;
 
 namespace {
 
-std::vector<std::string> addresses(int n) {
-  std::vector<std::string> out;
-  for (int i = 0; i < n; ++i)
-    out.push_back("127.0.0.1:" + std::to_string(test::free_loopback_port()));
-  return out;
-}
-
 // Runs f(rank, ring) on one thread per rank after forming the ring.
 template <class F>
 void on_ranks(int n, RingOptions o, F f) {
-  const auto addr = addresses(n);
+  const auto addr = test::loopback_addresses(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
@@ -140,7 +133,7 @@ TEST_CASE("ranks reducing different tensors get an error naming both", "[ring]")
 }
 
 TEST_CASE("a stranger connecting to a rank is refused and the ring still forms", "[ring]") {
-  const auto addr = addresses(2);
+  const auto addr = test::loopback_addresses(2);
   std::thread stranger([&] {
     // Knocks on rank 0's port before rank 1 does, with bytes that are no hello.
     for (int i = 0; i < 200; ++i) {
@@ -207,7 +200,7 @@ TEST_CASE("the ring runs behind the collective interface with a per-call timeout
   o.timeout = std::chrono::milliseconds(120000);  // the call's own timeout must win
   std::promise<void> given_up;
   auto done = given_up.get_future();
-  const auto addr = addresses(2);
+  const auto addr = test::loopback_addresses(2);
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
