@@ -14,12 +14,14 @@ caf::result<T> reply(core::Expected<T> r) {
   return std::move(*r);
 }
 
-// Writes a snapshot when updates were applied since the last one; a failed write is
-// reported (once) and the shard keeps serving.
+// Writes a snapshot when variables were created or updates applied since the last one
+// (the first one as soon as the variables exist: a task lost before its first update must
+// come back with them); a failed write is reported (once) and the shard keeps serving.
 void take_snapshot(caf::stateful_actor<PsShardActorState>* self) {
   auto& st = self->state;
   const int64_t applied = st.shard.counters().updates_applied;
-  if (applied == st.snapshotted_updates) return;
+  const int64_t variables = st.shard.counters().variables;
+  if (applied == st.snapshotted_updates && variables == st.snapshotted_variables) return;
   core::CheckpointManager m(st.options.snapshot_dir, /*max_to_keep=*/2, "ps");
   auto written = m.save(st.shard.snapshot(), st.snapshots);
   if (!written) {
@@ -30,6 +32,7 @@ void take_snapshot(caf::stateful_actor<PsShardActorState>* self) {
   }
   st.snapshot_failed = false;
   st.snapshotted_updates = applied;
+  st.snapshotted_variables = variables;
   ++st.snapshots;
 }
 
@@ -46,6 +49,7 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
     auto existing = m.checkpoints();
     if (!existing.empty()) self->state.snapshots = existing.back().first + 1;
     self->state.snapshotted_updates = self->state.shard.counters().updates_applied;
+    self->state.snapshotted_variables = self->state.shard.counters().variables;
     self->delayed_send(self, self->state.options.snapshot_interval, net::snapshot_atom::value);
   }
   return {

@@ -22,7 +22,8 @@ struct PsShardActorState {
   PsShardState shard;
   int32_t channel_port = 0;  // the tensor channel's port on this host; 0: none
   PsShardOptions options;
-  int64_t snapshotted_updates = -1;  // updates_applied at the last snapshot
+  int64_t snapshotted_updates = -1;    // updates_applied at the last snapshot
+  int64_t snapshotted_variables = -1;  // and the variables the shard held then
   int64_t snapshots = 0;
   bool snapshot_failed = false;  // reported once on stderr
   static inline const char* name = "troupe.ps_shard";

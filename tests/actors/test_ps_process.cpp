@@ -237,3 +237,50 @@ TEST_CASE("troupe serve refuses a malformed TF_CONFIG with a clear error", "[pro
   REQUIRE(status.has_value());
   CHECK(WEXITSTATUS(*status) == 2);
 }
+
+// A PS lost after the variables were created but before any update must still come back
+// with them: the first snapshot is taken once they exist, not at the first update.
+TEST_CASE("A PS killed before its first update comes back with its variables",
+          "[process][ps][restore]") {
+  const uint16_t port = test::free_loopback_port();
+  test::TempDir dir;
+  std::filesystem::create_directories(dir.path() + "/ps-0");
+  const std::vector<std::string> argv{TROUPE_BIN_DIR "/troupe",    "serve",
+                                      "--ps-snapshot-dir",         dir.path(),
+                                      "--ps-snapshot-interval-ms", "20"};
+  auto ps =
+      std::make_unique<test::ChildProcess>(argv, std::vector<std::string>{ps_tf_config(port)});
+  REQUIRE(ps->wait_for_stderr("ready ps:0", 10s));
+  caf::actor_system_config cfg;
+  net::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto remote = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(port), "ps:0", 5s);
+  REQUIRE(remote.ok());
+  caf::scoped_actor self{sys};
+  net::VariableDef def;
+  def.name = "embedding";
+  def.shape = {3, 2};
+  def.init_kind = static_cast<int32_t>(core::Initializer::Kind::constant);
+  def.init_value = 0.5f;
+  def.optimizer = "sgd";
+  def.learning_rate = 0.1f;
+  REQUIRE(ask<caf::ok_atom>(self, *remote, net::create_atom::value, def));
+
+  core::CheckpointManager snapshots(dir.path() + "/ps-0", 2, "ps");
+  REQUIRE(test::wait_for_file_in(
+      snapshots.directory(), [&] { return !snapshots.checkpoints().empty(); }, 10s));
+  ps->kill(SIGKILL);
+  REQUIRE(ps->wait_exit(10s).has_value());
+  ps = std::make_unique<test::ChildProcess>(argv, std::vector<std::string>{ps_tf_config(port)});
+  REQUIRE(ps->wait_for_stderr("ready ps:0", 10s));
+  remote = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(port), "ps:0", 5s);
+  REQUIRE(remote.ok());
+  const auto value = ask<net::WireTensor>(self, *remote, net::pull_atom::value, def.name);
+  REQUIRE(value);
+  CHECK(value->data == std::vector<float>(6, 0.5f));
+  auto stats = ask<std::vector<int64_t>>(self, *remote, net::stats_atom::value);
+  REQUIRE(stats);
+  CHECK((*stats)[5] == 0);  // restored, from zero updates (-1 would be "not restored")
+  caf::anon_send(*remote, net::shutdown_atom::value);
+  REQUIRE(ps->wait_exit(10s).has_value());
+}

@@ -35,25 +35,33 @@ inline nlohmann::json last_json_line(const std::string& path) {
   return nlohmann::json::parse(last, nullptr, /*allow_exceptions=*/false);
 }
 
-/// Waits (at most `timeout`) until `dir` holds a backup checkpoint (backup-*.tckpt), then
-/// kills the chief of the launch in `run_dir` with SIGKILL, by the pid tasks.json lists,
+/// Waits (at most `timeout`) until `dir` holds a checkpoint file `prefix`*.tckpt, then
+/// kills `task` of the launch in `run_dir` with SIGKILL, by the pid tasks.json lists,
 /// through the C++ chaos API. Returns the killed pid.
-inline pid_t kill_chief_after_first_backup(const std::string& run_dir, const std::string& dir,
-                                           std::chrono::seconds timeout) {
-  auto backed_up = [&] {
+inline pid_t kill_task_after_checkpoint(const std::string& run_dir, const std::string& dir,
+                                        const std::string& prefix, const std::string& task,
+                                        std::chrono::seconds timeout) {
+  std::filesystem::create_directories(dir);
+  auto saved = [&] {
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-      if (e.path().filename().string().rfind("backup-", 0) == 0 && e.path().extension() == ".tckpt")
+      if (e.path().filename().string().rfind(prefix, 0) == 0 && e.path().extension() == ".tckpt")
         return true;
     return false;
   };
-  REQUIRE(wait_for_file_in(dir, backed_up, timeout));
+  REQUIRE(wait_for_file_in(dir, saved, timeout));
   auto pids = tools::read_task_pids(run_dir);
   REQUIRE(pids.ok());
-  tools::ChaosInjector chaos({tools::parse_chaos("kill:chief:0@0s").value()},
+  tools::ChaosInjector chaos({tools::parse_chaos("kill:" + task + "@0s").value()},
                              [&](const net::TaskId& t) { return pids->at(t.to_string()); });
   REQUIRE(chaos.run_due() == 1);
-  return pids->at("chief:0");
+  return pids->at(task);
+}
+
+/// The chief killed once `dir` holds its first backup (backup-*.tckpt).
+inline pid_t kill_chief_after_first_backup(const std::string& run_dir, const std::string& dir,
+                                           std::chrono::seconds timeout) {
+  return kill_task_after_checkpoint(run_dir, dir, "backup-", "chief:0", timeout);
 }
 
 struct ChiefKilledRun {
