@@ -5,6 +5,11 @@
 
 #include "actors/collective/elastic_ring.hpp"
 #include "actors/collective/ring_implementation.hpp"
+#ifdef TROUPE_WITH_NCCL
+#include <cstring>
+
+#include "gpu/nccl.hpp"
+#endif
 
 namespace troupe {
 
@@ -38,6 +43,57 @@ std::string slots_text(const std::vector<int>& slots) {
     s += (s.empty() ? "" : ",") + std::to_string(x);
   return "[" + s + "]";
 }
+
+#ifdef TROUPE_WITH_NCCL
+// NCCL for the strategy: a communicator per ring generation, made at the first all-reduce
+// of a generation (every member reaches it at the same step, joiners included), rank 0's
+// id handed round by the ring's broadcast. The models live on the CPU, so the host
+// gradients are staged through device memory.
+class MirroredNccl final : public collective::Implementation {
+ public:
+  MirroredNccl(std::function<collective::ElasticRing&()> ring, int device)
+      : ring_(std::move(ring)), device_(device) {}
+  collective::Communication kind() const override { return collective::Communication::nccl; }
+  const char* name() const override { return "nccl"; }
+  bool enabled(const collective::AllReduceOptions&) const override { return true; }
+  core::Status all_reduce(const collective::AllReduceOptions& o) override {
+    auto& group = ring_();
+    const uint64_t generation = group.membership().generation;
+    if (!current_ || generation != generation_) {
+      if (current_) current_->abort();  // after a loss a destroy could wait on the lost
+      current_.reset();
+      auto& ring = group.ring();
+      const std::string tag = "nccl id " + std::to_string(generation);
+      auto made = gpu::NcclImplementation::create(
+          ring.rank(), ring.size(), device_,
+          [&](char* bytes, size_t n) {
+            std::vector<float> words((n + sizeof(float) - 1) / sizeof(float));
+            std::memcpy(words.data(), bytes, n);
+            auto st = ring.broadcast(words.data(), words.size(), 0, tag);
+            std::memcpy(bytes, words.data(), n);
+            return st;
+          },
+          gpu::HostBuffers::stage);
+      if (!made)
+        return make_error(made.error().code,
+                          "NCCL communicator for generation " + std::to_string(generation) +
+                              " on GPU " + std::to_string(device_) +
+                              " (NCCL needs a GPU per worker: " + std::to_string(ring.size()) +
+                              " workers, this one sees " + std::to_string(gpu::device_count()) +
+                              "): " + made.error().message);
+      current_ = std::move(*made);
+      generation_ = generation;
+    }
+    return current_->all_reduce(o);
+  }
+
+ private:
+  std::function<collective::ElasticRing&()> ring_;
+  int device_;
+  std::unique_ptr<gpu::NcclImplementation> current_;
+  uint64_t generation_ = 0;
+};
+#endif
 
 }  // namespace
 
@@ -104,10 +160,26 @@ core::Expected<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   eo.rejoin_timeout = options.rejoin_timeout;
   eo.min_ranks = options.elastic ? options.min_workers : static_cast<int>(addresses.size());
 
-  // The implementations in order of preference: NCCL first where it is built (device
-  // buffers), then the CPU ring.
+  // The implementations in order of preference: NCCL first where it is built and asked
+  // for, then the CPU ring.
   std::vector<std::unique_ptr<collective::Implementation>> impls;
   Impl* raw = impl.get();
+#ifdef TROUPE_WITH_NCCL
+  if (options.communication == collective::Communication::nccl) {
+    const int gpus = gpu::device_count();
+    if (gpus == 0)
+      return make_error(Errc::unavailable,
+                        "MultiWorkerMirroredStrategy: communication=nccl but task " +
+                            me.to_string() + " sees no GPU");
+    const int device = options.gpu_device >= 0 ? options.gpu_device : slot % gpus;
+    if (device >= gpus)
+      return make_error(Errc::invalid_argument, "MultiWorkerMirroredStrategy: gpu_device " +
+                                                    std::to_string(device) + " of " +
+                                                    std::to_string(gpus) + " GPUs");
+    impls.push_back(std::make_unique<MirroredNccl>(
+        [raw]() -> collective::ElasticRing& { return *raw->ring; }, device));
+  }
+#endif
   impls.push_back(std::make_unique<collective::RingImplementation>(
       [raw]() -> collective::Ring& { return raw->ring->ring(); }));
   impl->group = std::make_unique<collective::Group>(slot, static_cast<int>(addresses.size()),

@@ -194,6 +194,7 @@ int main(int argc, char** argv) {
                               {"test_loss", test_loss.result()},
                               {"test_accuracy", accuracy.result()},
                               {"elastic", mo.elastic},
+                              {"communication", collective::to_string(mo.communication)},
                               {"generation", strategy.generation()},
                               {"reforms", stats.reforms},
                               {"workers_lost", stats.workers_lost},

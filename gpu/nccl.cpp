@@ -43,27 +43,68 @@ void NcclCommunicator::abort() {
 }
 
 core::Expected<std::unique_ptr<NcclImplementation>> NcclImplementation::create(
-    int rank, int size, int device, const ShareId& share_id) {
+    int rank, int size, int device, const ShareId& share_id, HostBuffers host) {
   auto stream = Stream::create(device);
   if (!stream) return stream.error();
   auto comm = NcclCommunicator::create(rank, size, device, share_id);
   if (!comm) return comm.error();
   return std::unique_ptr<NcclImplementation>(
-      new NcclImplementation(std::move(*comm), std::move(*stream), device));
+      new NcclImplementation(std::move(*comm), std::move(*stream), device, host));
 }
 
 core::Status NcclImplementation::all_reduce(const collective::AllReduceOptions& o) {
   if (aborted_)
     return make_error(Errc::unavailable, "nccl: the communicator was aborted after a stall");
+  const bool staged = o.memory == collective::Memory::host;
+  if (staged && host_ != HostBuffers::stage)
+    return make_error(Errc::invalid_argument,
+                      "nccl all-reduce '" + o.tag + "': host buffers, and staging is off");
   TROUPE_CUDA_CHECK(cudaSetDevice(device_));
   const ncclRedOp_t op = o.reduction == collective::Reduction::mean ? ncclAvg : ncclSum;
-  TROUPE_NCCL_CHECK(ncclGroupStart());
-  for (const auto& b : o.inputs)
+  if (staged) {
+    size_t total = 0;
+    for (const auto& b : o.inputs)
+      total += b.count;
+    if (staging_.count() < total) {
+      staging_ = DeviceBuffer();  // free the old one first
+      auto grown = DeviceBuffer::create(device_, total);
+      if (!grown) return grown.error();
+      staging_ = std::move(*grown);
+    }
+    size_t at = 0;
+    for (const auto& b : o.inputs) {
+      if (b.count > 0)
+        TROUPE_CUDA_CHECK(cudaMemcpyAsync(staging_.data() + at, b.data, b.count * sizeof(float),
+                                          cudaMemcpyHostToDevice, stream_.get()));
+      at += b.count;
+    }
+    if (total > 0)
+      TROUPE_NCCL_CHECK(ncclAllReduce(staging_.data(), staging_.data(), total, ncclFloat, op,
+                                      comm_.get(), stream_.get()));
+  } else {
+    TROUPE_NCCL_CHECK(ncclGroupStart());
+    for (const auto& b : o.inputs)
+      if (b.count > 0)
+        TROUPE_NCCL_CHECK(
+            ncclAllReduce(b.data, b.data, b.count, ncclFloat, op, comm_.get(), stream_.get()));
+    TROUPE_NCCL_CHECK(ncclGroupEnd());
+  }
+  if (auto st = wait(o); !st) return st;
+  if (!staged) return {};
+  // Only now: a copy into pageable memory blocks the host until the stream gets there,
+  // which would wait out a stalled peer with no timeout.
+  size_t at = 0;
+  for (const auto& b : o.inputs) {
     if (b.count > 0)
-      TROUPE_NCCL_CHECK(
-          ncclAllReduce(b.data, b.data, b.count, ncclFloat, op, comm_.get(), stream_.get()));
-  TROUPE_NCCL_CHECK(ncclGroupEnd());
-  // Wait without blocking in the driver, so that a rank that never comes is noticed.
+      TROUPE_CUDA_CHECK(cudaMemcpyAsync(b.data, staging_.data() + at, b.count * sizeof(float),
+                                        cudaMemcpyDeviceToHost, stream_.get()));
+    at += b.count;
+  }
+  return stream_.synchronize();
+}
+
+core::Status NcclImplementation::wait(const collective::AllReduceOptions& o) {
+  // Without blocking in the driver, so that a rank that never comes is noticed.
   const auto timeout = o.timeout.count() > 0 ? o.timeout : std::chrono::milliseconds(60000);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
@@ -74,8 +115,7 @@ core::Status NcclImplementation::all_reduce(const collective::AllReduceOptions& 
     TROUPE_NCCL_CHECK(ncclCommGetAsyncError(comm_.get(), &async));
     TROUPE_NCCL_CHECK(async);
     if (std::chrono::steady_clock::now() >= deadline) {
-      comm_.abort();
-      aborted_ = true;
+      abort();
       return make_error(Errc::unavailable, "nccl all-reduce '" + o.tag +
                                                "' did not finish within " +
                                                std::to_string(timeout.count()) +

@@ -41,26 +41,42 @@ class NcclCommunicator {
   ncclComm_t comm_ = nullptr;
 };
 
+/// What host buffers get: refused (device buffers only), or staged through device memory.
+enum class HostBuffers { refuse, stage };
+
 class NcclImplementation final : public collective::Implementation {
  public:
-  static core::Expected<std::unique_ptr<NcclImplementation>> create(int rank, int size, int device,
-                                                                    const ShareId& share_id);
+  /// With HostBuffers::stage, host inputs are copied into one device buffer, reduced there
+  /// with a single NCCL call and copied back (models that live on the CPU).
+  static core::Expected<std::unique_ptr<NcclImplementation>> create(
+      int rank, int size, int device, const ShareId& share_id,
+      HostBuffers host = HostBuffers::refuse);
   collective::Communication kind() const override { return collective::Communication::nccl; }
   const char* name() const override { return "nccl"; }
   bool enabled(const collective::AllReduceOptions& o) const override {
-    return o.memory == collective::Memory::device && !aborted_;
+    return !aborted_ && (o.memory == collective::Memory::device || host_ == HostBuffers::stage);
   }
   /// In place, on this implementation's stream; waits for the result. A peer that never
   /// comes makes it give up after the timeout (60 s when none is given) with an error
   /// naming the tag; the communicator is then aborted.
   core::Status all_reduce(const collective::AllReduceOptions& o) override;
+  /// Ends the communicator without waiting for the other ranks (a peer is known lost);
+  /// every later all_reduce is an error.
+  void abort() {
+    comm_.abort();
+    aborted_ = true;
+  }
 
  private:
-  NcclImplementation(NcclCommunicator comm, Stream stream, int device)
-      : comm_(std::move(comm)), stream_(std::move(stream)), device_(device) {}
+  NcclImplementation(NcclCommunicator comm, Stream stream, int device, HostBuffers host)
+      : comm_(std::move(comm)), stream_(std::move(stream)), device_(device), host_(host) {}
+  /// Waits for this stream's work, polling so that a stall ends in an error.
+  core::Status wait(const collective::AllReduceOptions& o);
   NcclCommunicator comm_;
   Stream stream_;
   int device_;
+  HostBuffers host_;
+  DeviceBuffer staging_;  // host inputs, fused; grows to the largest all-reduce seen
   bool aborted_ = false;
 };
 

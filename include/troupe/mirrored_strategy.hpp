@@ -38,8 +38,11 @@ namespace troupe {
 enum class ReduceOp { sum, mean };
 
 struct MirroredOptions {
-  /// Which all-reduce: AUTO (the first implementation enabled for the buffers), RING, NCCL.
+  /// Which all-reduce: AUTO or RING (the CPU ring), or NCCL (builds with CUDA, a GPU per
+  /// worker: the host gradients are staged through device memory).
   collective::Communication communication = collective::Communication::automatic;
+  /// NCCL: the GPU this worker uses; -1 takes its slot modulo the GPUs it sees.
+  int gpu_device = -1;
   /// Gradients smaller than this are packed together into buckets of up to this size
   /// (TensorFlow's CommunicationOptions.bytes_per_pack).
   size_t bytes_per_pack = size_t{4} << 20;

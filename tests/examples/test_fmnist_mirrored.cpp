@@ -134,3 +134,24 @@ TEST_CASE("without elastic mode a killed worker ends the job with an error namin
   // What the chief saved before the loss is intact.
   CHECK(has_checkpoint(model_dir));
 }
+
+// NCCL is asked for by name and never quietly replaced by the ring: on a machine with no
+// GPU (CI) the job refuses at start and says why; where a GPU is present it trains.
+TEST_CASE("fmnist_mirrored with communication=nccl trains on a GPU or refuses naming why",
+          "[example][mirrored]") {
+  auto r = run_program("env -u TF_CONFIG " + bin +
+                       "/fmnist_mirrored --communication nccl --steps 20 2>&1");
+  INFO(r.output);
+  REQUIRE(r.last_json.is_object());
+  if (r.last_json["ok"] == true) {
+    CHECK(r.exit_code == 0);
+    CHECK(r.last_json["steps"] == 20);
+    CHECK(r.last_json["communication"] == "nccl");
+    return;
+  }
+  CHECK(r.exit_code != 0);
+  const auto error = r.last_json["error"].get<std::string>();
+  CHECK_THAT(error,
+             Catch::Contains("communication=nccl") &&
+                 (Catch::Contains("sees no GPU") || Catch::Contains("no such implementation")));
+}
