@@ -43,7 +43,9 @@ struct PlanHead {
   uint64_t generation = 0;
   int64_t step = 0;
   int32_t root_slot = 0;
-  int32_t text_bytes = 0;  // count == -1: the reason's length
+  // count == -1: the reason's length; otherwise how many slots follow the members'
+  // (slots whose process was replaced: lost and joined again between two plans)
+  int32_t text_bytes = 0;
 };
 static_assert(sizeof(PlanHead) == 32, "packed by layout");
 
@@ -171,7 +173,7 @@ core::Expected<Membership> ElasticRing::lead(uint64_t generation, std::vector<in
     bool has_state = false;
   };
   std::map<int, Report> alive;
-  std::set<int> gone;
+  std::set<int> gone, fresh;  // fresh: slots whose (new) process knocked to join
   const auto deadline = clock_type::now() + wait;
   auto unresolved = [&] {
     std::vector<int> out;
@@ -188,6 +190,7 @@ core::Expected<Membership> ElasticRing::lead(uint64_t generation, std::vector<in
         controls_[p->knock.slot] = std::move(p->socket);  // replaces a dead process's
         alive[p->knock.slot] = {p->knock.step, p->knock.has_state != 0};
         gone.erase(p->knock.slot);
+        fresh.insert(p->knock.slot);
       }
     }
     const auto open = unresolved();
@@ -259,11 +262,11 @@ core::Expected<Membership> ElasticRing::lead(uint64_t generation, std::vector<in
     }
   m.step = best < 0 ? 0 : best;
   m.root = static_cast<int>(std::find(m.slots.begin(), m.slots.end(), root_slot) - m.slots.begin());
+  // A member whose process died and came back before this plan is both lost and joined.
+  std::vector<int32_t> replaced;
   for (int s : membership_.slots)
-    if (!std::count(m.slots.begin(), m.slots.end(), s)) m.lost.push_back(s);
-  for (int s : m.slots)
-    if (generation > 0 && !std::count(membership_.slots.begin(), membership_.slots.end(), s))
-      m.joined.push_back(s);
+    if (fresh.count(s) && std::count(m.slots.begin(), m.slots.end(), s)) replaced.push_back(s);
+  note_changes(m, replaced);
 
   if (static_cast<int>(m.slots.size()) < options_.min_ranks)
     return refuse("elastic ring: " + std::to_string(m.slots.size()) + " ranks left (slots " +
@@ -274,7 +277,9 @@ core::Expected<Membership> ElasticRing::lead(uint64_t generation, std::vector<in
   h.generation = generation;
   h.step = m.step;
   h.root_slot = root_slot;
+  h.text_bytes = static_cast<int32_t>(replaced.size());
   std::vector<int32_t> body(m.slots.begin(), m.slots.end());
+  body.insert(body.end(), replaced.begin(), replaced.end());
   for (auto it = controls_.begin(); it != controls_.end();) {
     if (!std::count(m.slots.begin(), m.slots.end(), it->first)) {
       it = controls_.erase(it);
@@ -302,19 +307,23 @@ core::Expected<Membership> ElasticRing::follow(milliseconds wait) {
   if (h.count < 1 || h.count > static_cast<int32_t>(addresses_.size()))
     return make_error(Errc::data_loss, "elastic ring: a malformed plan from slot 0 (" +
                                            std::to_string(h.count) + " members)");
-  std::vector<int32_t> body(static_cast<size_t>(h.count));
+  if (h.text_bytes < 0 || h.text_bytes > h.count)
+    return make_error(Errc::data_loss, "elastic ring: a malformed plan from slot 0 (" +
+                                           std::to_string(h.text_bytes) + " replaced of " +
+                                           std::to_string(h.count) + ")");
+  std::vector<int32_t> body(static_cast<size_t>(h.count + h.text_bytes));
   if (!detail::read_within(control_.fd(), body.data(), body.size() * sizeof(int32_t),
                            milliseconds(2000)))
     return make_error(Errc::unavailable, "elastic ring: slot 0's plan was cut off");
   Membership m;
   m.generation = h.generation;
   m.step = h.step;
-  for (int32_t s : body) {
+  for (int32_t s : body)
     if (s < 0 || s >= static_cast<int32_t>(addresses_.size()))
       return make_error(Errc::data_loss,
                         "elastic ring: slot 0's plan names slot " + std::to_string(s));
-    m.slots.push_back(s);
-  }
+  m.slots.assign(body.begin(), body.begin() + h.count);
+  const std::vector<int32_t> replaced(body.begin() + h.count, body.end());
   m.root =
       static_cast<int>(std::find(m.slots.begin(), m.slots.end(), h.root_slot) - m.slots.begin());
   if (m.root >= static_cast<int>(m.slots.size()) ||
@@ -323,13 +332,18 @@ core::Expected<Membership> ElasticRing::follow(milliseconds wait) {
                       "elastic ring: slot 0's plan does not hold its root or "
                       "slot " +
                           std::to_string(slot_));
-  for (int s : membership_.slots)
-    if (!std::count(m.slots.begin(), m.slots.end(), s)) m.lost.push_back(s);
-  for (int s : m.slots)
-    if (!membership_.slots.empty() &&
-        !std::count(membership_.slots.begin(), membership_.slots.end(), s))
-      m.joined.push_back(s);
+  note_changes(m, replaced);
   return m;
+}
+
+void ElasticRing::note_changes(Membership& m, const std::vector<int32_t>& replaced) const {
+  const auto& before = membership_.slots;
+  auto has = [](const std::vector<int>& v, int s) { return std::count(v.begin(), v.end(), s) > 0; };
+  auto was_replaced = [&](int s) { return std::count(replaced.begin(), replaced.end(), s) > 0; };
+  for (int s : before)
+    if (!has(m.slots, s) || was_replaced(s)) m.lost.push_back(s);
+  for (int s : m.slots)
+    if (!before.empty() && (!has(before, s) || was_replaced(s))) m.joined.push_back(s);
 }
 
 core::Status ElasticRing::link(const Membership& m) {

@@ -90,6 +90,9 @@ class ElasticRing {
   /// Any slot: reads the plan slot 0 sent on the control connection.
   core::Expected<Membership> follow(std::chrono::milliseconds wait);
   /// Connects the new generation's ring.
+  /// Fills m.lost and m.joined against the current membership; `replaced` slots (a new
+  /// process in a member's slot) count as both.
+  void note_changes(Membership& m, const std::vector<int32_t>& replaced) const;
   core::Status link(const Membership& m);
 
   int slot_;

@@ -176,3 +176,49 @@ TEST_CASE("a member learns at once that slot 0 is gone", "[elastic]") {
   REQUIRE_FALSE(m.ok());
   CHECK_THAT(m.error().message, Catch::Contains("slot 0"));
 }
+
+// A member's process dies and a new one for its slot knocks before the others re-form:
+// the slots are the same as before, but the slot is counted lost and joined, by slot 0 and
+// by the other members (the plan names it).
+TEST_CASE("a slot whose process was replaced before the re-forming counts as lost and joined",
+          "[elastic]") {
+  const auto addr = test::loopback_addresses(3);
+  const auto o = options();
+  std::unique_ptr<ElasticRing> g0, g1, g2;
+  {
+    std::thread t1([&] { g1 = std::move(ElasticRing::join(1, addr, o, 0, false).value()); });
+    std::thread t2([&] { g2 = std::move(ElasticRing::join(2, addr, o, 0, false).value()); });
+    g0 = std::move(ElasticRing::join(0, addr, o, 0, false).value());
+    t1.join();
+    t2.join();
+  }
+  g2.reset();  // the old process of slot 2 is gone
+  std::unique_ptr<ElasticRing> again;
+  std::thread t2([&] { again = std::move(ElasticRing::join(2, addr, o, 5, false).value()); });
+  // Bounded wait until the new process's knock is at slot 0.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (g0->waiting() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  REQUIRE(g0->waiting() == 1);
+  core::Expected<Membership> m1 = core::make_error(core::Errc::internal, "not run");
+  std::thread t1([&] { m1 = g1->reform(5); });
+  auto m0 = g0->reform(5);
+  t1.join();
+  t2.join();
+  REQUIRE(m0.ok());
+  REQUIRE(m1.ok());
+  REQUIRE(again);
+  for (const auto* m : {&*m0, &*m1}) {
+    CHECK(m->slots == std::vector<int>{0, 1, 2});
+    CHECK(m->lost == std::vector<int>{2});
+    CHECK(m->joined == std::vector<int>{2});
+  }
+  float x = 1.0f;
+  std::thread t3([&] { CHECK(again->ring().all_reduce(&x, 1, Reduction::sum, "x").ok()); });
+  float y = 1.0f, z = 1.0f;
+  std::thread t4([&] { CHECK(g1->ring().all_reduce(&y, 1, Reduction::sum, "x").ok()); });
+  CHECK(g0->ring().all_reduce(&z, 1, Reduction::sum, "x").ok());
+  t3.join();
+  t4.join();
+  CHECK(z == 3.0f);
+}
