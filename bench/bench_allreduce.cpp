@@ -41,6 +41,10 @@ int main(int argc, char** argv) {
   double seconds_per_size = 1.0;
   app.add_option("--sizes", sizes, "bytes per all-reduce");
   app.add_option("--seconds", seconds_per_size, "time spent on each size (at least 5 rounds)");
+  std::string transport = "auto";
+  app.add_option("--transport", transport,
+                 "auto: shared memory between ranks on one host; tcp: TCP throughout")
+      ->check(CLI::IsMember({"auto", "tcp"}));
   CLI11_PARSE(app, argc, argv);
 
   auto resolver = net::TFConfigClusterResolver::from_env();
@@ -60,6 +64,7 @@ int main(int argc, char** argv) {
   }
   collective::RingOptions o;
   o.group_id = 0x5452414c4c524544ull;
+  o.shared_memory = transport == "auto";
   auto ring = collective::Ring::form(rank, addresses, o);
   if (!ring) return fail(ring.error().to_string());
   collective::Ring& r = **ring;
@@ -139,6 +144,7 @@ int main(int argc, char** argv) {
     std::cout << nlohmann::json{{"ok", true},
                                 {"program", "bench_allreduce"},
                                 {"ranks", r.size()},
+                                {"shared_memory_links", r.stats().shared_memory_links},
                                 {"checked_exact", check_n},
                                 {"sizes", summary}}
                      .dump()

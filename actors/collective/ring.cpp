@@ -161,7 +161,42 @@ core::Expected<std::unique_ptr<Ring>> Ring::from_links(int rank, int size, net::
   const int buf = 4 << 20;
   ::setsockopt(ring->right_.fd(), SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
   ::setsockopt(ring->left_.fd(), SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  if (auto st = ring->share_memory(); !st) return st.error();
   return ring;
+}
+
+core::Status Ring::share_memory() {
+  // Every rank offers its right neighbour a segment (or says it has none) and answers its
+  // left neighbour's offer: small messages, so writing first cannot block the ring.
+  const int left = (rank_ + size_ - 1) % size_, right = (rank_ + 1) % size_;
+  ShmLink mine;
+  if (options_.shared_memory)
+    if (auto made = ShmLink::create(options_.shared_memory_bytes); made) mine = std::move(*made);
+  const ShmLink::Offer offer = mine.offer();
+  if (!detail::write_all(right_.fd(), &offer, sizeof offer))
+    return make_error(Errc::unavailable, "ring: rank " + std::to_string(right) +
+                                             " (right neighbour) is gone before the link offer");
+  ShmLink::Offer theirs;
+  if (!detail::read_within(left_.fd(), &theirs, sizeof theirs, options_.connect_timeout))
+    return make_error(Errc::unavailable, "ring: rank " + std::to_string(left) +
+                                             " (left neighbour) sent no link offer");
+  if (theirs.magic != 0 && theirs.magic != ShmLink::offer_magic)
+    return make_error(Errc::data_loss,
+                      "ring: rank " + std::to_string(left) + " sent a malformed link offer");
+  ShmLink in;
+  if (options_.shared_memory && theirs.magic == ShmLink::offer_magic)
+    if (auto opened = ShmLink::open(theirs); opened) in = std::move(*opened);  // else: TCP
+  const uint32_t took[2] = {in ? 1u : 0u, 0};
+  uint32_t answer[2] = {0, 0};
+  if (!detail::write_all(left_.fd(), took, sizeof took) ||
+      !detail::read_within(right_.fd(), answer, sizeof answer, options_.connect_timeout))
+    return make_error(Errc::unavailable, "ring: rank " + std::to_string(right) +
+                                             " (right neighbour) did not answer the link offer");
+  mine.unlink();  // opened by the neighbour or declined: the name is no longer needed
+  if (answer[0] == 1) out_ = std::move(mine);
+  in_ = std::move(in);
+  stats_.shared_memory_links = (out_ ? 1 : 0) + (in_ ? 1 : 0);
+  return {};
 }
 
 void Ring::shut_down() {
@@ -169,29 +204,77 @@ void Ring::shut_down() {
     if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
 }
 
+core::Status Ring::check_neighbours(bool sending, bool receiving, const std::string& what,
+                                    int wait_ms) {
+  pollfd p[2] = {{left_.fd(), POLLRDHUP, 0}, {right_.fd(), POLLRDHUP, 0}};
+  if (::poll(p, 2, wait_ms) <= 0) return {};
+  constexpr short gone = POLLRDHUP | POLLHUP | POLLERR;
+  const int left = (rank_ + size_ - 1) % size_, right = (rank_ + 1) % size_;
+  if (receiving && (p[0].revents & gone))
+    return make_error(Errc::unavailable, "ring: rank " + std::to_string(left) +
+                                             " (left neighbour) closed its connection in " + what);
+  if (sending && (p[1].revents & gone))
+    return make_error(Errc::unavailable, "ring: rank " + std::to_string(right) +
+                                             " (right neighbour) is gone in " + what);
+  return {};
+}
+
 core::Status Ring::exchange(const char* send, size_t ns, char* recv, size_t nr,
-                            const std::string& what, const std::function<void(size_t)>& on_recv) {
-  size_t sent = 0, got = 0;
+                            const std::string& what, float* add_to, bool bulk) {
+  // Headers always go over TCP: a rank waiting there for a slow neighbour sleeps in poll.
+  ShmLink* const out = bulk && out_ ? &out_ : nullptr;
+  ShmLink* const in = bulk && in_ ? &in_ : nullptr;
+  size_t sent = 0, got = 0, added = 0;
+  // Adds the floats of bytes [added, upto) of `src`, which holds bytes from offset `base`.
+  auto add = [&](const char* src, size_t base, size_t upto) {
+    const auto* f = reinterpret_cast<const float*>(src);
+    for (size_t i = added / sizeof(float), e = upto / sizeof(float), b = base / sizeof(float);
+         i < e; ++i)
+      add_to[i] += f[i - b];
+    added = upto;
+  };
   auto last_progress = clock_type::now();
-  constexpr int spin_limit = 200;  // non-blocking tries before poll
+  constexpr int spin_limit = 200;  // tries before poll (TCP) or before yielding (memory)
   int idle = 0;
   const int left = (rank_ + size_ - 1) % size_, right = (rank_ + 1) % size_;
   while (sent < ns || got < nr) {
+    bool progress = false;
+    // Shared memory: copy in what fits, take what has come, without blocking.
+    if (sent < ns && out) {
+      const size_t m = out->write(send + sent, ns - sent);
+      sent += m;
+      progress = progress || m > 0;
+    }
+    if (got < nr && in) {
+      size_t m = 0;
+      const char* at = in->peek(nr - got, &m);
+      if (m > 0) {
+        if (add_to)
+          add(at, got, got + m);
+        else
+          std::memcpy(recv + got, at, m);
+        in->consume(m);
+        got += m;
+        progress = true;
+      }
+    }
+    // TCP, for a direction without shared memory.
     pollfd p[2];
     nfds_t k = 0;
     int send_slot = -1, recv_slot = -1;
-    if (sent < ns) {
+    if (sent < ns && !out) {
       send_slot = static_cast<int>(k);
       p[k++] = {right_.fd(), POLLOUT, 0};
     }
-    if (got < nr) {
+    if (got < nr && !in) {
       recv_slot = static_cast<int>(k);
       p[k++] = {left_.fd(), POLLIN, 0};
     }
+    const bool memory_pending = (sent < ns && out) || (got < nr && in);
     const auto waited = clock_type::now() - last_progress;
     const auto left_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(options_.timeout - waited);
-    if (left_ms.count() <= 0) {
+    if (!progress && left_ms.count() <= 0) {
       if (got < nr)
         return make_error(Errc::unavailable,
                           "ring stall: rank " + std::to_string(rank_) + " waited " +
@@ -201,42 +284,58 @@ core::Status Ring::exchange(const char* send, size_t ns, char* recv, size_t nr,
                         "ring stall: rank " + std::to_string(right) + " (right neighbour of rank " +
                             std::to_string(rank_) + ") takes no bytes in " + what);
     }
-    // Try the sockets first and spin a little before sleeping in poll: on loopback the
-    // neighbour's bytes are usually microseconds away, and a poll wake-up costs more.
-    if (idle < spin_limit) {
-      for (nfds_t i = 0; i < k; ++i)
-        p[i].revents = p[i].events;
-      ++idle;
-    } else {
-      const int r = ::poll(p, k, static_cast<int>(left_ms.count()));
-      if (r < 0 && errno != EINTR)
-        return make_error(Errc::io_error, std::string("ring poll: ") + std::strerror(errno));
-      if (r <= 0) continue;
-    }
-    if (send_slot >= 0 && (p[send_slot].revents & (POLLOUT | POLLERR | POLLHUP))) {
-      const ssize_t w = ::send(right_.fd(), send + sent, ns - sent, MSG_NOSIGNAL);
-      if (w > 0) {
-        sent += static_cast<size_t>(w);
-        last_progress = clock_type::now();
-        idle = 0;
-      } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
-        return make_error(Errc::unavailable, "ring: rank " + std::to_string(right) +
-                                                 " (right neighbour) is gone (" +
-                                                 std::strerror(errno) + ") in " + what);
+    if (k > 0) {
+      // Try the sockets first and spin a little before sleeping in poll: on loopback the
+      // neighbour's bytes are usually microseconds away, and a poll wake-up costs more.
+      if (idle < spin_limit) {
+        for (nfds_t i = 0; i < k; ++i)
+          p[i].revents = p[i].events;
+      } else {
+        const int r = ::poll(p, k, memory_pending ? 0 : static_cast<int>(left_ms.count()));
+        if (r < 0 && errno != EINTR)
+          return make_error(Errc::io_error, std::string("ring poll: ") + std::strerror(errno));
+        if (r <= 0) p[0].revents = p[1].revents = 0;
+      }
+      if (send_slot >= 0 && (p[send_slot].revents & (POLLOUT | POLLERR | POLLHUP))) {
+        const ssize_t w = ::send(right_.fd(), send + sent, ns - sent, MSG_NOSIGNAL);
+        if (w > 0) {
+          sent += static_cast<size_t>(w);
+          progress = true;
+        } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+          return make_error(Errc::unavailable, "ring: rank " + std::to_string(right) +
+                                                   " (right neighbour) is gone (" +
+                                                   std::strerror(errno) + ") in " + what);
+        }
+      }
+      if (recv_slot >= 0 && (p[recv_slot].revents & (POLLIN | POLLERR | POLLHUP))) {
+        const ssize_t g = ::recv(left_.fd(), recv + got, nr - got, 0);
+        if (g > 0) {
+          got += static_cast<size_t>(g);
+          // Batch tiny pieces; the last one always.
+          if (add_to && (got - added >= 4096 || got == nr)) add(recv, 0, got - got % sizeof(float));
+          progress = true;
+        } else if (g == 0 || (errno != EAGAIN && errno != EINTR)) {
+          return make_error(Errc::unavailable, "ring: rank " + std::to_string(left) +
+                                                   " (left neighbour) closed its connection in " +
+                                                   what);
+        }
       }
     }
-    if (recv_slot >= 0 && (p[recv_slot].revents & (POLLIN | POLLERR | POLLHUP))) {
-      const ssize_t g = ::recv(left_.fd(), recv + got, nr - got, 0);
-      if (g > 0) {
-        got += static_cast<size_t>(g);
-        if (on_recv) on_recv(got);
-        last_progress = clock_type::now();
-        idle = 0;
-      } else if (g == 0 || (errno != EAGAIN && errno != EINTR)) {
-        return make_error(Errc::unavailable, "ring: rank " + std::to_string(left) +
-                                                 " (left neighbour) closed its connection in " +
-                                                 what);
-      }
+    if (progress) {
+      last_progress = clock_type::now();
+      idle = 0;
+      continue;
+    }
+    ++idle;
+    if (memory_pending && idle > spin_limit) {
+      // The neighbour is not keeping up (or is gone): let others run, and look at its
+      // connection now and then, which closes when its process ends.
+      // After a long wait sleep a millisecond at a time (bounded CPU for ranks > cores).
+      const bool sleepy = idle > 64 * spin_limit;
+      if (sleepy || idle % 64 == 0)
+        if (auto st = check_neighbours(sent < ns && out, got < nr && in, what, sleepy ? 1 : 0); !st)
+          return st;
+      if (!sleepy) std::this_thread::yield();
     }
   }
   stats_.bytes_sent += ns;
@@ -249,32 +348,19 @@ core::Status Ring::ring_pass(float* data, size_t n, const std::string& tag) {
   size_t largest = 0;
   for (int c = 0; c < p; ++c)
     largest = std::max(largest, chunk_begin(n, p, c + 1) - chunk_begin(n, p, c));
-  if (scratch_.size() < largest) scratch_.resize(largest);
+  if (!in_ && scratch_.size() < largest) scratch_.resize(largest);  // TCP's landing space
   // Reduce-scatter: after step s, chunk (rank - s - 1) holds s + 2 ranks' sum here.
   for (int s = 0; s < p - 1; ++s) {
     const int sc = idx(rank_ - s), rc = idx(rank_ - s - 1);
     const size_t sb = chunk_begin(n, p, sc), se = chunk_begin(n, p, sc + 1);
     const size_t rb = chunk_begin(n, p, rc), re = chunk_begin(n, p, rc + 1);
-    // Add each piece as it lands, while the rest of the chunk is still arriving: the
-    // reduction hides behind the receive instead of following it.
-    float* dst = data + rb;
-    const float* src = scratch_.data();
-    size_t added = 0;
-    auto add_arrived = [&](size_t bytes) {
-      const size_t upto = bytes / sizeof(float);
-      if (upto - added < 1024 && upto != re - rb) return;  // batch tiny pieces
-      for (size_t i = added; i < upto; ++i)
-        dst[i] += src[i];
-      added = upto;
-    };
+    // Each piece is added as it lands, while the rest of the chunk is still arriving.
     if (auto st = exchange(reinterpret_cast<const char*>(data + sb), (se - sb) * sizeof(float),
                            reinterpret_cast<char*>(scratch_.data()), (re - rb) * sizeof(float),
                            "reduce-scatter step " + std::to_string(s + 1) + " of '" + tag + "'",
-                           add_arrived);
+                           data + rb);
         !st)
       return st;
-    for (size_t i = added, m = re - rb; i < m; ++i)  // a chunk of zero bytes never called back
-      dst[i] += src[i];
   }
   // All-gather: each rank's finished chunk travels round the ring into place.
   for (int s = 0; s < p - 1; ++s) {
@@ -297,7 +383,8 @@ core::Status Ring::check_header(const std::string& tag, size_t n) {
   if (auto st = exchange(
           reinterpret_cast<const char*>(&mine), sizeof mine, reinterpret_cast<char*>(&theirs),
           sizeof theirs,
-          "waiting for tensor '" + tag + "' (not submitted by rank " + std::to_string(left) + ")");
+          "waiting for tensor '" + tag + "' (not submitted by rank " + std::to_string(left) + ")",
+          nullptr, /*bulk=*/false);
       !st)
     return st;
   if (theirs.magic != frame_magic)

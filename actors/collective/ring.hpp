@@ -4,7 +4,9 @@
 // and receives from its left one, on connections of their own (CAF stays the control
 // plane; these carry the bulk bytes). Sum and mean of float32 buffers by ring
 // reduce-scatter + all-gather, both directions of a step on the wire at once, with small
-// tensors fused into buckets.
+// tensors fused into buckets. Where a neighbour turns out to be on the same host, the
+// bulk bytes of that direction go through a shared-memory ring buffer instead (the TCP
+// connection still carries headers and tells when the neighbour is gone).
 
 #include <chrono>
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/collective/shm_link.hpp"
 #include "core/collective/collective.hpp"
 #include "core/expected.hpp"
 #include "core/tensor.hpp"
@@ -30,6 +33,10 @@ struct RingOptions {
   size_t fusion_bytes = size_t{4} << 20;
   /// Identifies the job: a connection from another group is refused.
   uint64_t group_id = 0;
+  /// Offer each right neighbour a shared-memory link (taken where it is on this host).
+  bool shared_memory = true;
+  /// The ring buffer of each such link.
+  size_t shared_memory_bytes = size_t{4} << 20;
 };
 
 /// What one rank did (for benchmarks and tests).
@@ -37,6 +44,8 @@ struct RingStats {
   uint64_t collectives = 0;
   uint64_t bytes_sent = 0;
   uint64_t buckets = 0;
+  /// Directions (to the right, from the left) that go through shared memory: 0 to 2.
+  int shared_memory_links = 0;
 };
 
 class Ring {
@@ -82,11 +91,18 @@ class Ring {
 
  private:
   Ring(int rank, int size, RingOptions options);
-  /// Sends `ns` bytes to the right while receiving `nr` from the left.
-  /// `on_recv(bytes)` is told how many bytes have arrived so far, as they arrive (the
-  /// reduce-scatter adds each piece while the rest is still on the wire).
+  /// Sends `ns` bytes to the right while receiving `nr` from the left. The bytes received
+  /// land in `recv`, or, with `add_to`, are added to the floats there piece by piece as they
+  /// arrive (the reduce-scatter: the reduction hides behind the receive; over TCP `recv`
+  /// is the landing space, over shared memory they are added straight from the link).
+  /// `bulk`: may use the shared-memory links (not for headers).
   core::Status exchange(const char* send, size_t ns, char* recv, size_t nr, const std::string& what,
-                        const std::function<void(size_t)>& on_recv = nullptr);
+                        float* add_to = nullptr, bool bulk = true);
+  /// Offers and takes the shared-memory links (from_links; both neighbours at once).
+  core::Status share_memory();
+  /// A neighbour whose connection has closed, while its shared-memory link is waited on.
+  /// Waits up to `wait_ms` for a sign of one.
+  core::Status check_neighbours(bool sending, bool receiving, const std::string& what, int wait_ms);
   /// Both neighbours name the collective before any data moves.
   core::Status check_header(const std::string& tag, size_t n);
   core::Status ring_pass(float* data, size_t n, const std::string& tag);
@@ -95,6 +111,7 @@ class Ring {
   int rank_, size_;
   RingOptions options_;
   net::Socket right_, left_;
+  ShmLink out_, in_;  // to the right, from the left; empty: that direction uses TCP
   std::vector<float> scratch_;
   std::vector<float> bucket_;
   RingStats stats_;

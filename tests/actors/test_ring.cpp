@@ -4,7 +4,10 @@
 // the collective interface.
 #include <sys/socket.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <filesystem>
 #include <future>
 #include <thread>
 
@@ -39,6 +42,13 @@ void on_ranks(int n, RingOptions o, F f) {
     t.join();
 }
 
+// Whether this machine lets a process make a shared-memory segment (/dev/shm): where it
+// does not, the ring uses TCP throughout and the link counts below are 0.
+bool shm_available() {
+  static const bool ok = collective::ShmLink::create(4096).ok();
+  return ok;
+}
+
 // Small integers: every order of summation gives the same float, so "exact" is exact.
 float value(int rank, size_t i) {
   return static_cast<float>(static_cast<int>((i * 7 + static_cast<size_t>(rank) * 13) % 23) - 11);
@@ -46,12 +56,20 @@ float value(int rank, size_t i) {
 
 }  // namespace
 
+// Both transports: the ranks' shared-memory links (all on this host) and plain TCP. The
+// largest size is over the link's 4 MiB ring buffer, so its counters wrap round.
 TEST_CASE("ring all-reduce sums exactly for any size and rank count", "[ring]") {
   const int ranks = GENERATE(1, 2, 3, 4);
-  CAPTURE(ranks);
-  const std::vector<size_t> sizes{0, 1, 2, 3, 5, 7, 64, 1000, 4097, (size_t{1} << 18) + 3};
+  const bool shared_memory = GENERATE(true, false);
+  CAPTURE(ranks, shared_memory);
+  const std::vector<size_t> sizes{
+      0, 1, 2, 3, 5, 7, 64, 1000, 4097, 65536 + 1, (size_t{1} << 18) + 3, (size_t{5} << 20) + 1};
   std::atomic<int> checked{0};
-  on_ranks(ranks, {}, [&](int rank, Ring& ring) {
+  RingOptions o;
+  o.shared_memory = shared_memory;
+  on_ranks(ranks, o, [&](int rank, Ring& ring) {
+    CHECK(ring.stats().shared_memory_links ==
+          (shared_memory && ranks > 1 && shm_available() ? 2 : 0));
     for (size_t n : sizes) {
       std::vector<float> data(n);
       for (size_t i = 0; i < n; ++i)
@@ -247,4 +265,102 @@ TEST_CASE("a rank that shuts its ring down fails its neighbours at once", "[ring
     REQUIRE_FALSE(st.ok());
     CHECK(st.error().code == core::Errc::unavailable);
   });
+}
+
+// A rank that will not share memory (another host, say): its two links fall back to TCP,
+// the others keep theirs, and every result is still exact.
+TEST_CASE("ranks with and without shared memory reduce exactly in one ring", "[ring]") {
+  const auto addr = test::loopback_addresses(3);
+  std::vector<int> links(3, -1);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      RingOptions o;
+      o.shared_memory = r != 1;
+      auto ring = Ring::form(r, addr, o);
+      REQUIRE(ring.ok());
+      links[static_cast<size_t>(r)] = (*ring)->stats().shared_memory_links;
+      for (size_t n : {size_t{10}, size_t{300001}}) {
+        std::vector<float> data(n);
+        for (size_t i = 0; i < n; ++i)
+          data[i] = value(r, i);
+        REQUIRE((*ring)->all_reduce(data.data(), n, Reduction::sum, "mixed").ok());
+        size_t wrong = 0;
+        for (size_t i = 0; i < n; ++i)
+          wrong += data[i] != value(0, i) + value(1, i) + value(2, i);
+        CHECK(wrong == 0);
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  // Rank 0 sends to 1 over TCP and hears 2 through memory; rank 2 the other way round.
+  if (shm_available()) CHECK(links == std::vector<int>{1, 0, 1});
+}
+
+TEST_CASE("a shared-memory link streams bytes in order across its wrap-round", "[ring][shm]") {
+  if (!shm_available()) {
+    WARN("no /dev/shm here: skipped");
+    return;
+  }
+  auto out = collective::ShmLink::create(8192);
+  REQUIRE(out.ok());
+  auto in = collective::ShmLink::open(out->offer());
+  REQUIRE(in.ok());
+  out->unlink();
+  // 5000 bytes at a time through 8 KiB: the second write only fits in part, the reads see
+  // each byte once, in order.
+  std::vector<char> sent(50000), got;
+  for (size_t i = 0; i < sent.size(); ++i)
+    sent[i] = static_cast<char>(i * 31 % 251);
+  size_t at = 0;
+  while (got.size() < sent.size()) {
+    at += out->write(sent.data() + at, std::min<size_t>(5000, sent.size() - at));
+    size_t m = 0;
+    const char* p = in->peek(3000, &m);
+    got.insert(got.end(), p, p + m);
+    in->consume(m);
+  }
+  CHECK(got == sent);
+  size_t m = 1;
+  in->peek(100, &m);
+  CHECK(m == 0);  // nothing more
+}
+
+TEST_CASE("a shared-memory offer that does not match its segment is refused", "[ring][shm]") {
+  if (!shm_available()) {
+    WARN("no /dev/shm here: skipped");
+    return;
+  }
+  auto out = collective::ShmLink::create(4096);
+  REQUIRE(out.ok());
+  auto offer = out->offer();
+  offer.nonce ^= 1;  // a stale segment, or one of the same name on another host
+  auto in = collective::ShmLink::open(offer);
+  REQUIRE_FALSE(in.ok());
+  CHECK_THAT(in.error().message, Catch::Contains("not the one offered"));
+  out->unlink();
+  auto gone = collective::ShmLink::open(out->offer());
+  REQUIRE_FALSE(gone.ok());  // the name is gone once unlinked
+  CHECK_THAT(gone.error().message, Catch::Contains("shm_open"));
+  collective::ShmLink::Offer junk;
+  junk.magic = 0x12345678;
+  CHECK_FALSE(collective::ShmLink::open(junk).ok());
+  CHECK_FALSE(collective::ShmLink::create(1000).ok());  // not whole pages
+}
+
+TEST_CASE("a formed ring leaves no shared-memory names behind", "[ring][shm]") {
+  const std::string mine = "troupe-ring-" + std::to_string(::getpid()) + "-";
+  auto count_mine = [&] {
+    int n = 0;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec))
+      n += e.path().filename().string().rfind(mine, 0) == 0;
+    return n;
+  };
+  on_ranks(3, {}, [&](int, Ring& ring) {
+    CHECK(ring.stats().shared_memory_links == (shm_available() ? 2 : 0));
+    float x = 1.0f;
+    REQUIRE(ring.all_reduce(&x, 1, Reduction::sum, "x").ok());
+  });
+  CHECK(count_mine() == 0);  // unlinked as soon as the neighbour answered
 }

@@ -276,9 +276,13 @@ TEST_CASE("troupe launch ends every task when interrupted", "[example][launch]")
 TEST_CASE("bench_allreduce: ranks as real processes reduce exactly and report every size",
           "[example][bench][ring]") {
   // Three ranks (no PS: a cluster of three workers, worker 0 the chief), each its own
-  // process on 127.0.0.1.
+  // process on 127.0.0.1; the bulk bytes through shared memory between the processes, and
+  // through TCP.
+  const std::string transport = GENERATE("auto", "tcp");
+  CAPTURE(transport);
   auto r = run_program(bin + "/troupe launch --workers 3 -- " + bin +
-                       "/bench_allreduce --sizes 1024 --sizes 65536 --seconds 0.05 2>/dev/null");
+                       "/bench_allreduce --sizes 1024 --sizes 65536 --seconds 0.05 --transport " +
+                       transport + " 2>/dev/null");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   const auto& chief = r.last_json["chief"];
@@ -286,6 +290,10 @@ TEST_CASE("bench_allreduce: ranks as real processes reduce exactly and report ev
   CHECK(chief["ok"] == true);
   CHECK(chief["ranks"] == 3);
   CHECK(chief["checked_exact"] == 100003);
+  if (transport == "tcp")
+    CHECK(chief["shared_memory_links"] == 0);
+  else if (std::filesystem::is_directory("/dev/shm"))
+    CHECK(chief["shared_memory_links"] == 2);
   REQUIRE(chief["sizes"].size() == 2);
   for (const auto& s : chief["sizes"])
     CHECK(s["lat_us_median"].get<double>() > 0.0);
