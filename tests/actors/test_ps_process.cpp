@@ -51,6 +51,26 @@ void send_garbage(uint16_t port) {
   ::close(fd);
 }
 
+// `troupe serve` for ps:0, snapshotting every 20 ms under `dir`; the ps-0 folder is made
+// here, so that a test can watch it before the PS writes its first snapshot.
+std::vector<std::string> snapshotting_ps(const test::TempDir& dir) {
+  std::filesystem::create_directories(dir.path() + "/ps-0");
+  return {TROUPE_BIN_DIR "/troupe",    "serve", "--ps-snapshot-dir", dir.path(),
+          "--ps-snapshot-interval-ms", "20"};
+}
+
+net::VariableDef constant_variable(const std::string& name, std::vector<int64_t> shape, float value,
+                                   const std::string& optimizer) {
+  net::VariableDef def;
+  def.name = name;
+  def.shape = std::move(shape);
+  def.init_kind = static_cast<int32_t>(core::Initializer::Kind::constant);
+  def.init_value = value;
+  def.optimizer = optimizer;
+  def.learning_rate = 0.1f;
+  return def;
+}
+
 }  // namespace
 
 TEST_CASE("A PS process holds variables and applies each closure id once", "[process][ps]") {
@@ -65,13 +85,7 @@ TEST_CASE("A PS process holds variables and applies each closure id once", "[pro
   REQUIRE(remote);
   caf::scoped_actor self{sys};
 
-  net::VariableDef def;
-  def.name = "dense/kernel";
-  def.shape = {2, 3};
-  def.init_kind = static_cast<int32_t>(core::Initializer::Kind::constant);
-  def.init_value = 1.0f;
-  def.optimizer = "sgd";
-  def.learning_rate = 0.1f;
+  const auto def = constant_variable("dense/kernel", {2, 3}, 1.0f, "sgd");
   auto created = ask<caf::ok_atom>(self, *remote, net::create_atom::value, def);
   INFO((created ? std::string("ok") : sys.render(created.error())));
   REQUIRE(created);
@@ -147,11 +161,7 @@ TEST_CASE("A PS process holds variables and applies each closure id once", "[pro
 TEST_CASE("A restarted PS process carries on from its snapshot", "[process][ps][restore]") {
   const uint16_t port = test::free_loopback_port();
   test::TempDir dir;
-  // Made here, so that the test can watch it before the PS writes its first snapshot.
-  std::filesystem::create_directories(dir.path() + "/ps-0");
-  const std::vector<std::string> argv{TROUPE_BIN_DIR "/troupe",    "serve",
-                                      "--ps-snapshot-dir",         dir.path(),
-                                      "--ps-snapshot-interval-ms", "20"};
+  const auto argv = snapshotting_ps(dir);
   auto ps =
       std::make_unique<test::ChildProcess>(argv, std::vector<std::string>{ps_tf_config(port)});
   REQUIRE(ps->wait_for_stderr("ready ps:0", 10s));
@@ -162,13 +172,7 @@ TEST_CASE("A restarted PS process carries on from its snapshot", "[process][ps][
   auto remote = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(port), "ps:0", 5s);
   REQUIRE(remote.ok());
   caf::scoped_actor self{sys};
-  net::VariableDef def;
-  def.name = "w";
-  def.shape = {2, 2};
-  def.init_kind = static_cast<int32_t>(core::Initializer::Kind::constant);
-  def.init_value = 1.0f;
-  def.optimizer = "momentum";
-  def.learning_rate = 0.1f;
+  const auto def = constant_variable("w", {2, 2}, 1.0f, "momentum");
   REQUIRE(ask<caf::ok_atom>(self, *remote, net::create_atom::value, def));
   const net::WireTensor g{{2, 2}, {1, 1, 1, 1}};
   for (uint64_t closure : {1, 2})
@@ -244,10 +248,7 @@ TEST_CASE("A PS killed before its first update comes back with its variables",
           "[process][ps][restore]") {
   const uint16_t port = test::free_loopback_port();
   test::TempDir dir;
-  std::filesystem::create_directories(dir.path() + "/ps-0");
-  const std::vector<std::string> argv{TROUPE_BIN_DIR "/troupe",    "serve",
-                                      "--ps-snapshot-dir",         dir.path(),
-                                      "--ps-snapshot-interval-ms", "20"};
+  const auto argv = snapshotting_ps(dir);
   auto ps =
       std::make_unique<test::ChildProcess>(argv, std::vector<std::string>{ps_tf_config(port)});
   REQUIRE(ps->wait_for_stderr("ready ps:0", 10s));
@@ -257,13 +258,7 @@ TEST_CASE("A PS killed before its first update comes back with its variables",
   auto remote = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(port), "ps:0", 5s);
   REQUIRE(remote.ok());
   caf::scoped_actor self{sys};
-  net::VariableDef def;
-  def.name = "embedding";
-  def.shape = {3, 2};
-  def.init_kind = static_cast<int32_t>(core::Initializer::Kind::constant);
-  def.init_value = 0.5f;
-  def.optimizer = "sgd";
-  def.learning_rate = 0.1f;
+  const auto def = constant_variable("embedding", {3, 2}, 0.5f, "sgd");
   REQUIRE(ask<caf::ok_atom>(self, *remote, net::create_atom::value, def));
 
   core::CheckpointManager snapshots(dir.path() + "/ps-0", 2, "ps");
