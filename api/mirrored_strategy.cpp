@@ -22,6 +22,7 @@ struct MultiWorkerMirroredStrategy::Impl {
   std::unique_ptr<collective::ElasticRing> ring;
   std::unique_ptr<collective::Group> group;
   std::vector<collective::Buffer> state;
+  bool mirrored_before = false;  // mirror() ran in this process
 };
 
 namespace {
@@ -110,7 +111,7 @@ core::Status ReplicaContext::all_reduce(ReduceOp op,
   collective::AllReduceOptions o;
   o.inputs = buffers;
   o.reduction = op == ReduceOp::mean ? collective::Reduction::mean : collective::Reduction::sum;
-  o.tag = "step " + std::to_string(s_.step()) + "/" + std::to_string(collectives_++);
+  o.tag = what_ + " " + std::to_string(s_.step()) + "/" + std::to_string(collectives_++);
   auto st = collective::all_reduce(*s_.impl_->group, o);
   if (!st) collective_failed_ = true;
   return st;
@@ -225,23 +226,30 @@ core::InputContext MultiWorkerMirroredStrategy::input_context() const {
   return ctx;
 }
 
-core::Status MultiWorkerMirroredStrategy::broadcast_state() {
+core::Status MultiWorkerMirroredStrategy::broadcast_state(int root) {
   // The same tags whether this process started with the job or joined it later: a
   // joiner's first broadcast meets the members' broadcast after a re-forming.
   const auto& m = impl_->ring->membership();
   for (size_t i = 0; i < impl_->state.size(); ++i)
     if (auto st = impl_->ring->ring().broadcast(
-            impl_->state[i].data, impl_->state[i].count, m.root,
+            impl_->state[i].data, impl_->state[i].count, root,
             "state " + std::to_string(m.generation) + "/" + std::to_string(i));
         !st)
       return st;
-  step_ = m.step;
   return {};
 }
 
 core::Status MultiWorkerMirroredStrategy::mirror(std::vector<collective::Buffer> state) {
   impl_->state = std::move(state);
-  return broadcast_state();
+  // A process's first mirror() meets the others' first one (a new job: the root is the
+  // chief) or, in a joiner, the members' broadcast after taking it in (the root's state).
+  // Later calls, every member at once (a second fit()), take the chief's: rank 0.
+  const auto& m = impl_->ring->membership();
+  const bool first = !impl_->mirrored_before;
+  impl_->mirrored_before = true;
+  if (auto st = broadcast_state(first ? m.root : 0); !st) return st;
+  if (first) step_ = m.step;
+  return {};
 }
 
 MirroredDataset MultiWorkerMirroredStrategy::distribute_datasets_from_function(
@@ -249,15 +257,16 @@ MirroredDataset MultiWorkerMirroredStrategy::distribute_datasets_from_function(
   return MirroredDataset(*this, std::move(fn));
 }
 
-core::Status MultiWorkerMirroredStrategy::reform(bool after_failure) {
+core::Status MultiWorkerMirroredStrategy::reform(bool after_failure, bool admit) {
   auto& group = *impl_->ring;
   core::Status last;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    auto m = group.reform(step_);
+    auto m = group.reform(step_, admit);
     if (!m) return m.error();
     // Everyone takes the state of the member with the most steps done.
-    last = broadcast_state();
+    last = broadcast_state(m->root);
     if (!last) continue;  // someone else was lost meanwhile
+    step_ = m->step;
     ++stats_.reforms;
     stats_.workers_lost += static_cast<int64_t>(m->lost.size());
     stats_.workers_joined += static_cast<int64_t>(m->joined.size());
@@ -271,25 +280,43 @@ core::Status MultiWorkerMirroredStrategy::reform(bool after_failure) {
   return last;
 }
 
-core::Expected<StepOutcome> MultiWorkerMirroredStrategy::run(
-    const std::function<core::Status(ReplicaContext&)>& step) {
-  ReplicaContext ctx(*this);
-  if (auto st = step(ctx); !st) {
-    // Only a failed collective is a lost worker; any other error is the step's own.
+core::Expected<StepOutcome> MultiWorkerMirroredStrategy::attempt(
+    ReplicaContext& ctx, const std::function<core::Status(ReplicaContext&)>& fn, bool admit) {
+  if (auto st = fn(ctx); !st) {
+    // Only a failed collective is a lost worker; any other error is the function's own.
     if (!ctx.collective_failed_ || !impl_->options.elastic) return st.error();
-    if (auto r = reform(/*after_failure=*/true); !r) return r.error();
-    ++stats_.steps_redone;
+    if (auto r = reform(/*after_failure=*/true, admit); !r) return r.error();
     return StepOutcome::redo;
+  }
+  return StepOutcome::done;
+}
+
+core::Expected<StepOutcome> MultiWorkerMirroredStrategy::run_collective(
+    const std::string& what, const std::function<core::Status(ReplicaContext&)>& fn) {
+  ReplicaContext ctx(*this, what);
+  return attempt(ctx, fn, /*admit=*/false);
+}
+
+core::Expected<StepOutcome> MultiWorkerMirroredStrategy::run(
+    const std::function<core::Status(ReplicaContext&)>& step, bool admit) {
+  ReplicaContext ctx(*this, "step");
+  // A loss mid-step re-forms at the boundary before this step, or after it when a member
+  // finished it: `admit` (about the boundary after) holds for both.
+  auto outcome = attempt(ctx, step, admit);
+  if (!outcome) return outcome;
+  if (*outcome == StepOutcome::redo) {
+    ++stats_.steps_redone;
+    return outcome;
   }
   ++step_;
   if (impl_->options.elastic) {
     // At every step boundary slot 0 says whether a worker waits to join; everyone then
     // re-forms at the same point.
-    float waiting = impl_->slot == 0 ? static_cast<float>(impl_->ring->waiting()) : 0.0f;
+    float waiting = impl_->slot == 0 && admit ? static_cast<float>(impl_->ring->waiting()) : 0.0f;
     auto st = impl_->ring->ring().all_reduce(&waiting, 1, collective::Reduction::sum,
                                              "membership " + std::to_string(step_));
     if (!st || waiting > 0)
-      if (auto r = reform(/*after_failure=*/!st); !r) return r.error();
+      if (auto r = reform(/*after_failure=*/!st, admit); !r) return r.error();
   }
   return StepOutcome::done;
 }

@@ -99,7 +99,7 @@ core::Expected<std::unique_ptr<ElasticRing>> ElasticRing::join(int slot,
     std::vector<int> everyone;
     for (int s = 1; s < n; ++s)
       everyone.push_back(s);
-    m = g->lead(0, everyone, step, has_state, wait);
+    m = g->lead(0, everyone, step, has_state, wait, /*admit=*/true);
   } else {
     // Knock at slot 0 (it may not be up yet), then wait for the plan: the first
     // generation's, or, when the job runs, the next one's (at its next step boundary).
@@ -167,7 +167,8 @@ int ElasticRing::waiting() const {
 }
 
 core::Expected<Membership> ElasticRing::lead(uint64_t generation, std::vector<int> expected,
-                                             int64_t step, bool has_state, milliseconds wait) {
+                                             int64_t step, bool has_state, milliseconds wait,
+                                             bool admit) {
   struct Report {
     int64_t step = 0;
     bool has_state = false;
@@ -182,7 +183,7 @@ core::Expected<Membership> ElasticRing::lead(uint64_t generation, std::vector<in
     return out;
   };
   for (;;) {
-    {  // Processes knocking to join: new ones, or members that came back as new processes.
+    if (admit) {  // Processes knocking to join: new ones, or members back as new processes.
       std::lock_guard<std::mutex> lock(mu_);
       while (!joins_.empty()) {
         auto p = std::move(joins_.front());
@@ -206,7 +207,7 @@ core::Expected<Membership> ElasticRing::lead(uint64_t generation, std::vector<in
     if (fds.empty()) {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_for(lock, std::min(milliseconds(50), left_until(deadline)),
-                   [&] { return !joins_.empty(); });
+                   [&] { return admit && !joins_.empty(); });
       continue;
     }
     if (::poll(fds.data(), fds.size(),
@@ -414,7 +415,7 @@ core::Status ElasticRing::link(const Membership& m) {
   return {};
 }
 
-core::Expected<Membership> ElasticRing::reform(int64_t step) {
+core::Expected<Membership> ElasticRing::reform(int64_t step, bool admit) {
   if (ring_) ring_->shut_down();  // whoever still waits on this ring fails at once
   // A member lost between the plan and the linking fails its neighbours' links: then
   // everyone goes round again (a few times) with what is left.
@@ -426,7 +427,7 @@ core::Expected<Membership> ElasticRing::reform(int64_t step) {
       std::vector<int> expected;
       for (int s : membership_.slots)
         if (s != 0) expected.push_back(s);
-      m = lead(next, expected, step, /*has_state=*/true, options_.rejoin_timeout);
+      m = lead(next, expected, step, /*has_state=*/true, options_.rejoin_timeout, admit);
     } else {
       Knock k;
       k.kind = reform_kind;

@@ -75,9 +75,10 @@ class ElasticRing {
   /// At slot 0: how many processes are waiting to be taken in (0 at other slots).
   int waiting() const;
   /// Forms the next generation: every member calls it (after a failed collective, or when
-  /// told at a step boundary that someone waits), with the steps it has done. Fails when
-  /// slot 0 is gone or fewer than min_ranks remain.
-  core::Expected<Membership> reform(int64_t step);
+  /// told at a step boundary that someone waits), with the steps it has done. With `admit`
+  /// off (every member passes the same) processes waiting to join stay waiting for a later
+  /// re-forming. Fails when slot 0 is gone or fewer than min_ranks remain.
+  core::Expected<Membership> reform(int64_t step, bool admit = true);
 
   struct Pending;
 
@@ -86,7 +87,7 @@ class ElasticRing {
   void accept_loop();
   /// Slot 0: collects the members of the next generation and sends them the plan.
   core::Expected<Membership> lead(uint64_t generation, std::vector<int> expected, int64_t step,
-                                  bool has_state, std::chrono::milliseconds wait);
+                                  bool has_state, std::chrono::milliseconds wait, bool admit);
   /// Any slot: reads the plan slot 0 sent on the control connection.
   core::Expected<Membership> follow(std::chrono::milliseconds wait);
   /// Connects the new generation's ring.

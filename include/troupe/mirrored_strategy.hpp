@@ -65,13 +65,16 @@ class ReplicaContext {
  public:
   int replica_id_in_sync_group() const;
   int num_replicas_in_sync() const;
-  /// All-reduces the buffers in place across the replicas (tagged with the step).
+  /// All-reduces the buffers in place across the replicas (tagged with the step, or with
+  /// what run_collective() was told).
   core::Status all_reduce(ReduceOp op, const std::vector<collective::Buffer>& buffers);
 
  private:
   friend class MultiWorkerMirroredStrategy;
-  explicit ReplicaContext(MultiWorkerMirroredStrategy& s) : s_(s) {}
+  ReplicaContext(MultiWorkerMirroredStrategy& s, std::string what)
+      : s_(s), what_(std::move(what)) {}
   MultiWorkerMirroredStrategy& s_;
+  std::string what_;
   bool collective_failed_ = false;
   int collectives_ = 0;
 };
@@ -129,13 +132,24 @@ class MultiWorkerMirroredStrategy {
   core::InputContext input_context() const;
 
   /// Keeps these buffers (variables, optimizer slots) equal on every replica: the chief's
-  /// values are broadcast now, and after every re-forming the root's.
+  /// values are broadcast now (a process that joins a running job takes the root's), and
+  /// after every re-forming the root's.
   core::Status mirror(std::vector<collective::Buffer> state);
   MirroredDataset distribute_datasets_from_function(MirroredDataset::Function fn);
 
   /// Runs one step on this replica. The step's collectives go through the context; when
-  /// one fails in elastic mode the ring is re-formed and the outcome is `redo`.
-  core::Expected<StepOutcome> run(const std::function<core::Status(ReplicaContext&)>& step);
+  /// one fails in elastic mode the ring is re-formed and the outcome is `redo`. Elastic:
+  /// with `admit` off (every replica passes the same) a process waiting to join is not
+  /// taken in after this step but at a later one (fit() keeps joiners out of the steps
+  /// after which the replicas run collectives of their own: batch-level points, epoch ends).
+  core::Expected<StepOutcome> run(const std::function<core::Status(ReplicaContext&)>& step,
+                                  bool admit = true);
+  /// Runs collectives between steps (an evaluation, agreeing on a decision): as run(),
+  /// but no step is counted and nobody is taken in. Elastic: `redo` after a loss, with the
+  /// new membership (the caller computes its inputs again). `what` names it in tags and
+  /// stall reports.
+  core::Expected<StepOutcome> run_collective(
+      const std::string& what, const std::function<core::Status(ReplicaContext&)>& fn);
   /// The sum or mean of one value over the replicas (a metric).
   core::Expected<double> reduce(ReduceOp op, double value);
 
@@ -150,8 +164,14 @@ class MultiWorkerMirroredStrategy {
  private:
   friend class ReplicaContext;
   explicit MultiWorkerMirroredStrategy(std::unique_ptr<Impl> impl);
-  core::Status reform(bool after_failure);
-  core::Status broadcast_state();
+  core::Status reform(bool after_failure, bool admit);
+  /// Runs fn; elastic: re-forms after a failed collective (redo), taking in waiting
+  /// processes if `admit`.
+  core::Expected<StepOutcome> attempt(ReplicaContext& ctx,
+                                      const std::function<core::Status(ReplicaContext&)>& fn,
+                                      bool admit);
+  /// Broadcasts the mirrored buffers from `root` (tagged with the generation).
+  core::Status broadcast_state(int root);
   std::unique_ptr<Impl> impl_;
   int64_t step_ = 0;
   MirroredStats stats_;

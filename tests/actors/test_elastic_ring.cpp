@@ -222,3 +222,48 @@ TEST_CASE("a slot whose process was replaced before the re-forming counts as los
   t4.join();
   CHECK(z == 3.0f);
 }
+
+// fit() keeps joiners out of the step boundaries after which the members run collectives
+// of their own: a re-forming told not to admit leaves the knocking process waiting, and the
+// next one that admits takes it in.
+TEST_CASE("a re-forming that does not admit leaves a joiner waiting for the next one",
+          "[elastic]") {
+  const auto addr = test::loopback_addresses(3);
+  const auto o = options();
+  std::unique_ptr<ElasticRing> g0, g1, g2;
+  {
+    std::thread t1([&] { g1 = std::move(ElasticRing::join(1, addr, o, 0, false).value()); });
+    std::thread t2([&] { g2 = std::move(ElasticRing::join(2, addr, o, 0, false).value()); });
+    g0 = std::move(ElasticRing::join(0, addr, o, 0, false).value());
+    t1.join();
+    t2.join();
+  }
+  g2.reset();  // slot 2's process dies...
+  std::unique_ptr<ElasticRing> again;
+  std::thread t2([&] { again = std::move(ElasticRing::join(2, addr, o, 0, false).value()); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (g0->waiting() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  REQUIRE(g0->waiting() == 1);  // ...and a new one knocks
+  auto reform_both = [&](bool admit) {
+    auto f1 = std::async(std::launch::async, [&] { return g1->reform(7, admit); });
+    auto m0 = g0->reform(7, admit);
+    auto m1 = f1.get();
+    REQUIRE(m0.ok());
+    REQUIRE(m1.ok());
+    CHECK(m1->slots == m0->slots);
+    return *m0;
+  };
+  const auto without = reform_both(false);
+  CHECK(without.slots == std::vector<int>{0, 1});
+  CHECK(without.lost == std::vector<int>{2});
+  CHECK(without.joined.empty());
+  CHECK(g0->waiting() == 1);  // still knocking
+  const auto with = reform_both(true);
+  t2.join();
+  REQUIRE(again);
+  CHECK(with.slots == std::vector<int>{0, 1, 2});
+  CHECK(with.joined == std::vector<int>{2});
+  CHECK(again->membership().generation == with.generation);
+  CHECK(g0->waiting() == 0);
+}
