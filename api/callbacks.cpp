@@ -64,7 +64,8 @@ bool lower_is_better(const std::string& metric) {
 ModelCheckpoint::ModelCheckpoint(std::string directory, Options options)
     : manager_(std::move(directory), options.max_to_keep), options_(std::move(options)) {}
 
-core::Status ModelCheckpoint::on_train_begin(FitState&) {
+core::Status ModelCheckpoint::on_train_begin(FitState& s) {
+  if (!s.is_chief) return {};
   // Training (again, or resumed): the last checkpoint is not final any more.
   std::error_code ec;
   fs::remove(manager_.directory() + "/" + final_marker, ec);
@@ -87,11 +88,12 @@ core::Status ModelCheckpoint::save(FitState& s, const Logs&) {
 }
 
 core::Status ModelCheckpoint::on_train_batch_end(FitState& s, const Logs& logs) {
+  if (!s.is_chief) return {};
   return save(s, logs);
 }
 
 core::Status ModelCheckpoint::on_epoch_end(FitState& s, const Logs& logs) {
-  if (options_.save_freq_steps > 0) return {};
+  if (!s.is_chief || options_.save_freq_steps > 0) return {};
   if (options_.save_best_only) {
     auto v = find(logs, options_.monitor);
     if (!v) {
@@ -106,6 +108,7 @@ core::Status ModelCheckpoint::on_epoch_end(FitState& s, const Logs& logs) {
 }
 
 core::Status ModelCheckpoint::on_train_end(FitState& s, const Logs& logs) {
+  if (!s.is_chief) return {};
   if (!options_.save_best_only && last_step_ != s.step)
     if (auto st = save(s, logs); !st) return st;
   if (last_step_ < 0) return {};
@@ -129,8 +132,10 @@ BackupAndRestoreCallback::~BackupAndRestoreCallback() = default;
 
 core::Status BackupAndRestoreCallback::on_train_begin(FitState& s) {
   Model& model = *s.model;
+  // Mirrored: the chief restores; the others take its state when fit() mirrors it.
+  if (!s.is_chief) return {};
   std::optional<TrainingState> at;
-  if (s.distributed) {
+  if (s.strategy == FitStrategy::parameter_server) {
     if (s.coordinator_options == nullptr)
       return make_error(Errc::invalid_argument,
                         "BackupAndRestore must be given to the model's first fit(): the "
@@ -206,15 +211,17 @@ core::Status BackupAndRestoreCallback::save(FitState& s, int64_t epoch) {
 }
 
 core::Status BackupAndRestoreCallback::on_train_batch_end(FitState& s, const Logs&) {
+  if (!s.is_chief) return {};
   return save(s, s.epoch);
 }
 
 core::Status BackupAndRestoreCallback::on_epoch_end(FitState& s, const Logs&) {
-  if (options_.save_freq_steps > 0) return {};
+  if (!s.is_chief || options_.save_freq_steps > 0) return {};
   return save(s, s.epoch + 1);  // the epoch is done: resume at the next one
 }
 
-core::Status BackupAndRestoreCallback::on_train_end(FitState&, const Logs&) {
+core::Status BackupAndRestoreCallback::on_train_end(FitState& s, const Logs&) {
+  if (!s.is_chief) return {};
   // Trained: the backup is removed (TensorFlow deletes it at the end of fit()).
   if (ps_) return ps_->finish();
   core::CheckpointManager m(directory_, 2, local_prefix);
@@ -223,6 +230,8 @@ core::Status BackupAndRestoreCallback::on_train_end(FitState&, const Logs&) {
     fs::remove(path, ec);
     if (ec) return make_error(Errc::io_error, path + ": " + ec.message());
   }
+  std::error_code ec;
+  fs::remove(directory_, ec);  // when nothing else is in it, as the PS backup does
   return {};
 }
 
@@ -232,12 +241,14 @@ TensorBoard::TensorBoard(std::string logdir, Options options)
     : options_(options), train_(logdir + "/train"), validation_(logdir + "/validation") {}
 
 core::Status TensorBoard::on_train_batch_end(FitState& s, const Logs& logs) {
+  if (!s.is_chief) return {};
   for (const auto& [k, v] : logs)
     if (auto st = train_.add_scalar("batch_" + k, static_cast<float>(v), s.step); !st) return st;
   return {};
 }
 
 core::Status TensorBoard::on_epoch_end(FitState& s, const Logs& logs) {
+  if (!s.is_chief) return {};
   for (const auto& [k, v] : logs) {
     const bool val = k.rfind("val_", 0) == 0;
     auto& w = val ? validation_ : train_;
@@ -252,6 +263,7 @@ core::Status TensorBoard::on_epoch_end(FitState& s, const Logs& logs) {
 MetricsLog::MetricsLog(std::string path) : path_(std::move(path)) {}
 
 core::Status MetricsLog::on_epoch_end(FitState& s, const Logs& logs) {
+  if (!s.is_chief) return {};
   if (!out_.is_open()) {
     const auto parent = fs::path(path_).parent_path();
     std::error_code ec;

@@ -8,6 +8,7 @@
 
 #include "core/expected.hpp"
 #include "troupe/coordinator_types.hpp"
+#include "troupe/mirrored_strategy.hpp"
 #include "troupe/model.hpp"
 
 namespace troupe {
@@ -29,15 +30,17 @@ struct FitOptions {
   int64_t epochs = 1;
   /// Steps (batches) per epoch. Required with a ParameterServerStrategy (as in
   /// TensorFlow: its per-worker datasets repeat); in one process, 0 means one pass over
-  /// the data each epoch.
+  /// the data each epoch, and with a MultiWorkerMirroredStrategy one pass over each
+  /// replica's shard, ending at the first step where some shard has no batch left.
   int64_t steps_per_epoch = 0;
   /// PS: steps each closure runs on its worker (one round trip to the coordinator for that
   /// many steps). Training logs then sample the last step of each closure.
   int steps_per_execution = 1;
   enum class Validation {
     none,
-    direct,       // the chief (or the single process) evaluates
-    distributed,  // evaluation batches run as closures on the workers (PS only)
+    direct,       // the chief (or the single process; mirrored: every replica) evaluates
+    distributed,  // evaluation batches run on the workers: as closures (PS), or each
+                  // replica its share, the sums all-reduced (mirrored)
   };
   Validation validation = Validation::none;
   /// Evaluate after every this many epochs (and always after the last).
@@ -46,11 +49,22 @@ struct FitOptions {
   CoordinatorOptions coordinator;
 };
 
+/// How fit() runs the steps.
+enum class FitStrategy {
+  local,             // in this process
+  parameter_server,  // as closures on the workers of a ParameterServerStrategy (the chief)
+  mirrored,          // as one replica of a MultiWorkerMirroredStrategy (every worker)
+};
+
 /// Where training stands, as callbacks see it.
 struct FitState {
   Model* model = nullptr;
   const FitOptions* options = nullptr;
-  bool distributed = false;     // with a ParameterServerStrategy
+  FitStrategy strategy = FitStrategy::local;
+  /// Whether this process writes what the job keeps (checkpoints, backups, summaries,
+  /// logs): false on a mirrored replica other than the chief, where the built-in
+  /// callbacks write nothing.
+  bool is_chief = true;
   int64_t epoch = 0;            // the current (0-based) epoch
   int64_t step = 0;             // steps (batches) done in all, including resumed ones
   int64_t steps_per_epoch = 0;  // 0: unknown until the data ends (one process)
@@ -63,8 +77,9 @@ struct FitState {
   CoordinatorOptions* coordinator_options = nullptr;
 };
 
-/// What fit() reports as it goes, for progress displays: after every step in one process,
-/// after every finished closure with a PS strategy (no synchronisation).
+/// What fit() reports as it goes, for progress displays: after every step in one process
+/// or on a mirrored replica (the global batch's figures), after every finished closure with
+/// a PS strategy (no synchronisation).
 struct Progress {
   int64_t step = 0;        // steps done in all
   int64_t epoch_step = 0;  // steps done in this epoch
@@ -75,9 +90,11 @@ struct Progress {
 };
 
 /// Keras's callback interface. An error returned from any hook ends fit() with it.
-/// Batch-level hooks run after every step in one process; with a PS strategy, after every
-/// batch_interval() steps, where fit() waits for every closure scheduled so far (a
-/// consistent point: no closure in flight).
+/// Batch-level hooks run after every batch_interval() steps; with a PS strategy fit() waits
+/// there for every closure scheduled so far (a consistent point: no closure in flight).
+/// Mirrored: every replica runs the callbacks with the same logs; after the batch- and
+/// epoch-level hooks the replicas agree, so an error or stop_training on any one of them
+/// ends (or stops) fit() on all.
 class Callback {
  public:
   virtual ~Callback() = default;
@@ -104,6 +121,7 @@ struct History {
   bool stopped_early = false;
   double train_s = 0.0;
   CoordinatorStats stats;  // PS
+  MirroredStats mirrored;  // mirrored: re-formings, workers lost and joined
 };
 
 /// Keras's Model.fit in one process (the default strategy): trains the model's local
@@ -117,6 +135,19 @@ core::Expected<History> fit(Model& model, const DatasetCreator& data, const FitO
 /// epochs, after every closure of the epoch has finished. Lost workers, retries and PS
 /// recovery are the coordinator's (see CoordinatorOptions).
 core::Expected<History> fit(Model& model, ParameterServerStrategy& strategy,
+                            const DatasetCreator& data, const FitOptions& options,
+                            const Callbacks& callbacks = {});
+
+/// Model.fit with a MultiWorkerMirroredStrategy, called by every worker: the model's layers
+/// and optimizer slots are mirrored (the chief's values, or its BackupAndRestore backup,
+/// broadcast at the start), each replica builds its shard of the data from the dataset
+/// function with the strategy's InputContext (a fresh pass every epoch; a resumed or
+/// re-formed epoch skips the steps done), the gradients and the step's metrics are
+/// all-reduced every step, and the logs every replica sees are the global batch's. The
+/// built-in callbacks write from the chief only. Elastic: a worker lost mid-step is left
+/// behind (the step is run again); a process that joins the running job enters fit() with
+/// the others' state, epoch and step.
+core::Expected<History> fit(Model& model, MultiWorkerMirroredStrategy& strategy,
                             const DatasetCreator& data, const FitOptions& options,
                             const Callbacks& callbacks = {});
 
