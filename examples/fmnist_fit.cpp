@@ -2,12 +2,16 @@
 // evaluator. The same binary runs every task:
 //
 //   build/bin/troupe launch --ps 2 --workers 2 --evaluator -- build/bin/fmnist_fit
+//   build/bin/troupe launch --workers 2 --evaluator -- build/bin/fmnist_fit
 //
-// The chief runs fit() with a ParameterServerStrategy (distributed validation after each
-// epoch, checkpoints, a backup it resumes from if it is killed and restarted, TensorBoard
-// summaries, a JSONL metrics log, early stopping, a progress display); PS and worker tasks
-// serve; the evaluator follows the checkpoints, printing one JSON line for each. Without
-// TF_CONFIG the same fit() runs in this one process.
+// With PS tasks the chief runs fit() with a ParameterServerStrategy (distributed
+// validation after each epoch, checkpoints, a backup it resumes from if it is killed and
+// restarted, TensorBoard summaries, a JSONL metrics log, early stopping, a progress
+// display); PS and worker tasks serve. Without PS tasks every worker runs the same fit()
+// with a MultiWorkerMirroredStrategy (--batch is then the global batch; the chief writes
+// the checkpoints, backup and logs; --elastic keeps going when a worker dies and takes it
+// back when launch restarts it). The evaluator follows the checkpoints, printing one JSON
+// line for each. Without TF_CONFIG the same fit() runs in this one process.
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -40,6 +44,10 @@ struct Settings {
   int64_t backup_every = 0;      // steps; 0: every epoch
   int64_t patience = 2;
   int64_t evaluator_timeout_s = 600;
+  std::string strategy = "auto";  // auto: parameter_server with PS tasks, else mirrored
+  bool elastic = false;
+  int min_workers = 1;
+  std::string communication = "auto";
 };
 
 troupe::ModelSpec model_spec(const Settings& s) {
@@ -58,8 +66,12 @@ troupe::ModelSpec model_spec(const Settings& s) {
 troupe::Registry make_registry(const Settings& s) {
   troupe::Registry r;
   r.add_dataset("fmnist_train", [s](const tc::InputContext& ctx) {
-    return troupe::examples::fmnist_train_batches("fmnist_fit", s.data_dir, ctx, s.batch, s.seed,
-                                                  10000);
+    // Mirrored: each replica's part of the global batch (rounded down when an elastic
+    // membership does not divide it); a PS worker's context has one replica.
+    auto per = ctx.per_replica_batch_size(s.batch);
+    const int64_t batch = per ? *per : std::max<int64_t>(1, s.batch / ctx.num_replicas_in_sync);
+    return troupe::examples::fmnist_train_batches("fmnist_fit", s.data_dir, ctx,
+                                                  static_cast<int>(batch), s.seed, 10000);
   });
   troupe::register_model(r, model_spec(s));
   return r;
@@ -104,7 +116,14 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", s.epochs)->check(CLI::PositiveNumber);
   app.add_option("--steps-per-epoch", s.steps_per_epoch)->check(CLI::PositiveNumber);
   app.add_option("--steps-per-execution", s.steps_per_execution)->check(CLI::Range(1, 1000));
-  app.add_option("--batch", s.batch, "batch per step")->check(CLI::PositiveNumber);
+  app.add_option("--batch", s.batch, "batch per step (mirrored: the global batch)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--strategy", s.strategy, "under launch: parameter_server, mirrored, or auto")
+      ->check(CLI::IsMember({"auto", "parameter_server", "mirrored"}));
+  app.add_flag("--elastic", s.elastic, "mirrored: carry on when workers die; take them back");
+  app.add_option("--min-workers", s.min_workers, "mirrored, elastic: fewer workers end the job")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--communication", s.communication, "mirrored: auto, ring or nccl");
   app.add_option("--optimizer", s.optimizer);
   app.add_option("--lr", s.lr);
   app.add_option("--seed", s.seed);
@@ -128,13 +147,16 @@ int main(int argc, char** argv) {
   const auto registry = make_registry(s);
   const bool distributed = std::getenv("TF_CONFIG") != nullptr;
   std::optional<troupe::net::TFConfigClusterResolver> resolver;
+  bool mirrored = false;
   if (distributed) {
     auto r = troupe::net::TFConfigClusterResolver::from_env();
     if (!r) return fail(r.error().to_string());
     resolver = *r;
     const std::string role = resolver->task().type;
     if (role == "evaluator") return run_evaluator(s);
-    if (role != "chief") {
+    mirrored = s.strategy == "mirrored" ||
+               (s.strategy == "auto" && resolver->cluster_spec().num_tasks("ps") == 0);
+    if (!mirrored && role != "chief") {
       auto st = troupe::serve(*resolver, registry);
       if (!st) return fail(st.error().to_string());
       std::cout << nlohmann::json{{"ok", true}, {"task", resolver->task().to_string()}}.dump()
@@ -142,7 +164,6 @@ int main(int argc, char** argv) {
       return 0;
     }
   }
-
   const auto t_start = clock_type::now();
   troupe::Model model(model_spec(s));
   troupe::FitOptions o;
@@ -172,9 +193,21 @@ int main(int argc, char** argv) {
                               std::make_shared<cb::ProgressDisplay>()};
 
   std::unique_ptr<troupe::ParameterServerStrategy> strategy;
+  std::unique_ptr<troupe::MultiWorkerMirroredStrategy> replicas;
   tc::Expected<troupe::History> h = tc::make_error(tc::Errc::internal, "not run");
   const troupe::DatasetCreator data{&registry, "fmnist_train"};
-  if (distributed) {
+  if (mirrored) {
+    troupe::MirroredOptions mo;
+    auto comm = troupe::collective::parse_communication(s.communication);
+    if (!comm) return fail(comm.error().to_string());
+    mo.communication = *comm;
+    mo.elastic = s.elastic;
+    mo.min_workers = s.min_workers;
+    auto st = troupe::MultiWorkerMirroredStrategy::make(*resolver, mo);
+    if (!st) return fail(st.error().to_string());
+    replicas = std::move(*st);
+    h = troupe::fit(model, *replicas, data, o, callbacks);
+  } else if (distributed) {
     auto st = troupe::ParameterServerStrategy::make(*resolver);
     if (!st) return fail(st.error().to_string());
     strategy = std::move(*st);
@@ -201,8 +234,13 @@ int main(int argc, char** argv) {
   nlohmann::json out{
       {"ok", true},
       {"program", "fmnist_fit"},
-      {"strategy", distributed ? "parameter_server" : "default"},
-      {"workers", strategy ? strategy->num_workers() : 1},
+      {"strategy", mirrored      ? "mirrored"
+                   : distributed ? "parameter_server"
+                                 : "default"},
+      {"chief", replicas ? replicas->is_chief() : true},
+      {"workers", strategy   ? strategy->num_workers()
+                  : replicas ? replicas->num_replicas_in_sync()
+                             : 1},
       {"epochs", s.epochs},
       {"epochs_run", h->epochs.size()},
       {"initial_epoch", h->initial_epoch},
@@ -222,7 +260,13 @@ int main(int argc, char** argv) {
       {"model_dir", s.model_dir},
       {"train_s", h->train_s},
       {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}};
-  if (distributed) {
+  if (mirrored) {
+    out["elastic"] = s.elastic;
+    out["reforms"] = h->mirrored.reforms;
+    out["workers_lost"] = h->mirrored.workers_lost;
+    out["workers_joined"] = h->mirrored.workers_joined;
+    out["steps_redone"] = h->mirrored.steps_redone;
+  } else if (distributed) {
     out["closures_scheduled"] = h->stats.scheduled;
     out["closures_completed"] = h->stats.completed;
     out["closures_retried"] = h->stats.retried;

@@ -64,6 +64,26 @@ inline pid_t kill_chief_after_first_backup(const std::string& run_dir, const std
   return kill_task_after_checkpoint(run_dir, dir, "backup-", "chief:0", timeout);
 }
 
+/// Starts `launch_command` (writing to `out`), waits until `checkpoint_dir` holds a
+/// checkpoint ckpt-*.tckpt, kills `task` with SIGKILL by the pid tasks.json lists, and
+/// waits for launch to end. Returns launch's JSON line, after checking that no process it
+/// started is left.
+inline nlohmann::json run_killing_task(const std::string& launch_command,
+                                       const std::string& run_dir,
+                                       const std::string& checkpoint_dir, const std::string& out,
+                                       const std::string& task) {
+  using namespace std::chrono_literals;
+  ChildProcess launch({"/bin/sh", "-c", "exec " + launch_command + " > " + out}, {});
+  kill_task_after_checkpoint(run_dir, checkpoint_dir, "ckpt-", task, 60s);
+  auto status = launch.wait_exit(120s);
+  REQUIRE(status.has_value());
+  INFO(launch.captured_stderr());
+  auto j = last_json_line(out);
+  REQUIRE(j.is_object());
+  check_all_gone(j["tasks"]);
+  return j;
+}
+
 struct ChiefKilledRun {
   nlohmann::json result;  // troupe launch's JSON line
   pid_t first_chief = -1;

@@ -29,33 +29,6 @@ bool has_checkpoint(const std::string& dir) {
   return false;
 }
 
-// Starts `launch_command` (writing to `out`), waits until the chief's first checkpoint is
-// in `model_dir`, kills worker `victim` with SIGKILL by the pid tasks.json lists, and
-// waits for launch to end. Returns launch's JSON line.
-nlohmann::json run_killing_worker(const std::string& launch_command, const std::string& run_dir,
-                                  const std::string& model_dir, const std::string& out,
-                                  int victim) {
-  using namespace std::chrono_literals;
-  std::filesystem::create_directories(model_dir);
-  troupe::test::ChildProcess launch({"/bin/sh", "-c", "exec " + launch_command + " > " + out}, {});
-  REQUIRE(troupe::test::wait_for_file_in(
-      model_dir, [&] { return has_checkpoint(model_dir); }, 60s));
-  auto pids = troupe::tools::read_task_pids(run_dir);
-  REQUIRE(pids.ok());
-  const std::string task = "worker:" + std::to_string(victim);
-  troupe::tools::ChaosInjector chaos(
-      {troupe::tools::parse_chaos("kill:" + task + "@0s").value()},
-      [&](const troupe::net::TaskId& t) { return pids->at(t.to_string()); });
-  REQUIRE(chaos.run_due() == 1);
-  auto status = launch.wait_exit(120s);
-  REQUIRE(status.has_value());
-  INFO(launch.captured_stderr());
-  auto j = troupe::test::last_json_line(out);
-  REQUIRE(j.is_object());
-  check_all_gone(j["tasks"]);
-  return j;
-}
-
 }  // namespace
 
 // Synchronous training is deterministic for a seed (the ring sums in a fixed order), so
@@ -91,11 +64,11 @@ TEST_CASE("elastic fmnist_mirrored survives kill -9 of a worker and takes it bac
           "[example][mirrored][elastic]") {
   troupe::test::TempDir dir;
   const std::string run_dir = dir.file("run"), model_dir = dir.file("model");
-  const auto j = run_killing_worker(
+  const auto j = troupe::test::run_killing_task(
       bin + "/troupe launch --workers 3 --restart-failed --run-dir " + run_dir + " -- " + bin +
           "/fmnist_mirrored --elastic --steps 1500 --checkpoint-every-steps 100 --model-dir " +
           model_dir,
-      run_dir, model_dir, dir.file("launch.out"), 2);
+      run_dir, model_dir, dir.file("launch.out"), "worker:2");
   INFO(j.dump());
   CHECK(j["ok"] == true);
   CHECK(j["restarts"] == 1);
@@ -121,10 +94,10 @@ TEST_CASE("without elastic mode a killed worker ends the job with an error namin
           "[example][mirrored]") {
   troupe::test::TempDir dir;
   const std::string run_dir = dir.file("run"), model_dir = dir.file("model");
-  const auto j = run_killing_worker(
+  const auto j = troupe::test::run_killing_task(
       bin + "/troupe launch --workers 2 --grace-ms 2000 --run-dir " + run_dir + " -- " + bin +
           "/fmnist_mirrored --steps 100000 --checkpoint-every-steps 100 --model-dir " + model_dir,
-      run_dir, model_dir, dir.file("launch.out"), 1);
+      run_dir, model_dir, dir.file("launch.out"), "worker:1");
   INFO(j.dump());
   CHECK(j["ok"] == false);
   const auto& chief = j["chief"];
