@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "api/model_state.hpp"
 #include "troupe/coordinator.hpp"
@@ -50,14 +51,32 @@ core::Status check_dataset(const DatasetCreator& data) {
   return {};
 }
 
-/// A fresh pass over `data` for `ctx`, past the first `skip` batches (a resumed epoch).
-std::unique_ptr<core::Iterator<core::Batch>> iterate(const DatasetCreator& data,
-                                                     const core::InputContext& ctx, int64_t skip) {
-  auto it = (*data.registry->dataset(data.name))(ctx).make_iterator();
-  for (int64_t i = 0; i < skip; ++i)
-    if (!it->next()) break;
-  return it;
-}
+/// The training data of one fit(): the dataset function called once per input context
+/// (files are read once, not every epoch), a fresh iterator each epoch (a reshuffling
+/// dataset draws a new order), past the batches already done when resuming mid-epoch.
+class EpochData {
+ public:
+  explicit EpochData(const DatasetCreator& data) : data_(data) {}
+
+  std::unique_ptr<core::Iterator<core::Batch>> iterate(const core::InputContext& ctx,
+                                                       int64_t skip) {
+    if (!dataset_ || ctx.input_pipeline_id != ctx_.input_pipeline_id ||
+        ctx.num_input_pipelines != ctx_.num_input_pipelines ||
+        ctx.num_replicas_in_sync != ctx_.num_replicas_in_sync) {
+      dataset_.emplace((*data_.registry->dataset(data_.name))(ctx));
+      ctx_ = ctx;
+    }
+    auto it = dataset_->make_iterator();
+    for (int64_t i = 0; i < skip; ++i)
+      if (!it->next()) break;
+    return it;
+  }
+
+ private:
+  const DatasetCreator& data_;
+  core::InputContext ctx_;
+  std::optional<core::Dataset<core::Batch>> dataset_;
+};
 
 /// The optimizer's update of every parameter from its gradient.
 core::Status apply_gradients(Model::State& st) {
@@ -81,8 +100,8 @@ class LocalRunner final : public Runner {
   core::Status begin_epoch(FitState& s) override {
     // Each epoch is a fresh pass over the data (a dataset that repeats never ends; then
     // steps_per_epoch bounds the epoch). Resuming mid-epoch skips the batches done.
-    it_ = iterate(data_, core::InputContext{},
-                  s.steps_per_epoch > 0 ? s.step - s.epoch * s.steps_per_epoch : 0);
+    it_ = epochs_.iterate(core::InputContext{},
+                          s.steps_per_epoch > 0 ? s.step - s.epoch * s.steps_per_epoch : 0);
     return {};
   }
 
@@ -113,6 +132,7 @@ class LocalRunner final : public Runner {
  private:
   Model& model_;
   const DatasetCreator& data_;
+  EpochData epochs_{data_};
   std::unique_ptr<core::Iterator<core::Batch>> it_;
 };
 
@@ -405,7 +425,7 @@ class MirroredRunner final : public Runner {
   }
 
   void rebuild(int64_t step) {
-    it_ = iterate(data_, strategy_.input_context(), step - epoch_first_);
+    it_ = epochs_.iterate(strategy_.input_context(), step - epoch_first_);
     generation_ = strategy_.generation();
   }
 
@@ -424,6 +444,7 @@ class MirroredRunner final : public Runner {
   Model& model_;
   MultiWorkerMirroredStrategy& strategy_;
   const DatasetCreator& data_;
+  EpochData epochs_{data_};
   int64_t batch_interval_ = 0;
   std::vector<int64_t> counters_;
   std::vector<float> extra_;
