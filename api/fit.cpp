@@ -98,7 +98,7 @@ class LocalRunner final : public Runner {
   }
 
   core::Status begin_epoch(FitState& s) override {
-    // Each epoch is a fresh pass over the data (a dataset that repeats never ends; then
+    // Each epoch is a fresh iterator over the data (a dataset that repeats never ends; then
     // steps_per_epoch bounds the epoch). Resuming mid-epoch skips the batches done.
     it_ = epochs_.iterate(core::InputContext{},
                           s.steps_per_epoch > 0 ? s.step - s.epoch * s.steps_per_epoch : 0);

@@ -141,7 +141,7 @@ core::Expected<History> fit(Model& model, ParameterServerStrategy& strategy,
 /// Model.fit with a MultiWorkerMirroredStrategy, called by every worker: the model's layers
 /// and optimizer slots are mirrored (the chief's values, or its BackupAndRestore backup,
 /// broadcast at the start), each replica builds its shard of the data from the dataset
-/// function with the strategy's InputContext (a fresh pass every epoch; a resumed or
+/// function with the strategy's InputContext (a fresh iterator every epoch; a resumed or
 /// re-formed epoch skips the steps done), the gradients and the step's metrics are
 /// all-reduced every step, and the logs every replica sees are the global batch's. The
 /// built-in callbacks write from the chief only. Elastic: a worker lost mid-step is left
