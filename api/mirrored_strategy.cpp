@@ -157,6 +157,7 @@ core::Expected<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   eo.ring.connect_timeout = options.connect_timeout;
   eo.ring.timeout = options.timeout;
   eo.ring.fusion_bytes = options.bytes_per_pack;
+  eo.ring.shared_memory = options.shared_memory;
   eo.ring.group_id = group_id_of(addresses);
   eo.rejoin_timeout = options.rejoin_timeout;
   eo.min_ranks = options.elastic ? options.min_workers : static_cast<int>(addresses.size());
@@ -208,6 +209,12 @@ int MultiWorkerMirroredStrategy::num_replicas_in_sync() const {
 
 int MultiWorkerMirroredStrategy::worker_index() const {
   return impl_->ring->rank();
+}
+
+MirroredStats MultiWorkerMirroredStrategy::stats() const {
+  MirroredStats s = stats_;
+  s.shared_memory_links = impl_->ring->ring().stats().shared_memory_links;
+  return s;
 }
 
 bool MultiWorkerMirroredStrategy::is_chief() const {

@@ -64,6 +64,9 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--communication", communication, "auto, ring or nccl");
   app.add_option("--bytes-per-pack", mo.bytes_per_pack, "gradient fusion bucket size");
+  bool tcp_only = false;
+  app.add_flag("--no-shared-memory", tcp_only,
+               "ring links over TCP only, even between workers on one host");
   app.add_option("--timeout-ms", timeout_ms, "collective timeout (the stall report)");
   app.add_flag("--elastic", mo.elastic, "carry on when workers die; take them back");
   app.add_option("--min-workers", mo.min_workers, "elastic: fewer workers than this end the job");
@@ -74,6 +77,7 @@ int main(int argc, char** argv) {
   auto comm = collective::parse_communication(communication);
   if (!comm) return fail(comm.error().to_string());
   mo.communication = *comm;
+  mo.shared_memory = !tcp_only;
   mo.timeout = std::chrono::milliseconds(timeout_ms);
   mo.rejoin_timeout = std::chrono::milliseconds(rejoin_timeout_ms);
 
@@ -178,7 +182,7 @@ int main(int argc, char** argv) {
     if (auto st = trainer.evaluate_batch(b->features, b->classes.data(), accuracy, test_loss); !st)
       return fail(st.error().to_string());
 
-  const auto& stats = strategy.stats();
+  const auto stats = strategy.stats();
   std::cout << nlohmann::json{{"ok", true},
                               {"program", "fmnist_mirrored"},
                               {"chief", strategy.is_chief()},
@@ -200,6 +204,7 @@ int main(int argc, char** argv) {
                               {"workers_lost", stats.workers_lost},
                               {"workers_joined", stats.workers_joined},
                               {"steps_redone", stats.steps_redone},
+                              {"shared_memory_links", stats.shared_memory_links},
                               {"model_dir", model_dir},
                               {"train_s", train_s},
                               {"wall_s", seconds_since(t_start)}}

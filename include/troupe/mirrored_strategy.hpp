@@ -43,6 +43,9 @@ struct MirroredOptions {
   collective::Communication communication = collective::Communication::automatic;
   /// NCCL: the GPU this worker uses; -1 takes its slot modulo the GPUs it sees.
   int gpu_device = -1;
+  /// Ring links between two workers on the same host carry the bulk bytes through POSIX
+  /// shared memory (RingOptions::shared_memory); off: TCP only.
+  bool shared_memory = true;
   /// Gradients smaller than this are packed together into buckets of up to this size
   /// (TensorFlow's CommunicationOptions.bytes_per_pack).
   size_t bytes_per_pack = size_t{4} << 20;
@@ -109,6 +112,9 @@ struct MirroredStats {
   int64_t workers_lost = 0;
   int64_t workers_joined = 0;
   int64_t steps_redone = 0;  // steps run again after a loss
+  /// Of this worker's two ring directions (to the right, from the left), how many go
+  /// through shared memory in the current ring (0 to 2).
+  int shared_memory_links = 0;
 };
 
 class MultiWorkerMirroredStrategy {
@@ -128,7 +134,7 @@ class MultiWorkerMirroredStrategy {
   uint64_t generation() const;
   /// Steps run by every replica so far (run() counts them).
   int64_t step() const { return step_; }
-  const MirroredStats& stats() const { return stats_; }
+  MirroredStats stats() const;
   core::InputContext input_context() const;
 
   /// Keeps these buffers (variables, optimizer slots) equal on every replica: the chief's

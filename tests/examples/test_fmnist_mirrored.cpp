@@ -57,7 +57,30 @@ TEST_CASE("fmnist_mirrored trains synchronously on two workers to >= 0.83", "[ex
   // The chief's checkpoint is there; worker 1's temporary directory is gone.
   CHECK(std::filesystem::exists(model_dir + "/ckpt-938.tckpt"));
   CHECK_FALSE(std::filesystem::exists(model_dir + "/workertemp_1"));
+  // Two processes on one host: both ring directions go through shared memory.
+  CHECK(chief["shared_memory_links"] == 2);
   check_all_gone(r.last_json["tasks"]);
+}
+
+TEST_CASE("fmnist_mirrored --no-shared-memory keeps the ring on TCP, to the same weights",
+          "[example][mirrored]") {
+  troupe::test::TempDir dir;
+  nlohmann::json chiefs[2];
+  for (int tcp = 0; tcp < 2; ++tcp) {
+    auto r = run_program(bin + "/troupe launch --workers 2 --run-dir " +
+                         dir.file("run" + std::to_string(tcp)) + " -- " + bin +
+                         "/fmnist_mirrored --steps 60" + (tcp ? " --no-shared-memory" : "") +
+                         " 2>/dev/null");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    chiefs[tcp] = r.last_json["chief"];
+    check_all_gone(r.last_json["tasks"]);
+  }
+  CHECK(chiefs[0]["shared_memory_links"] == 2);
+  CHECK(chiefs[1]["shared_memory_links"] == 0);
+  // The transport moves bytes; the sums are the same, so are the weights.
+  CHECK(chiefs[1]["test_accuracy"] == chiefs[0]["test_accuracy"]);
+  CHECK(chiefs[1]["test_loss"] == chiefs[0]["test_loss"]);
 }
 
 TEST_CASE("elastic fmnist_mirrored survives kill -9 of a worker and takes it back",
