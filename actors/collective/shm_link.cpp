@@ -1,13 +1,16 @@
 #include "actors/collective/shm_link.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 namespace troupe::collective {
@@ -25,6 +28,23 @@ constexpr size_t piece_bytes = size_t{256} << 10;
 
 std::string errno_text() {
   return std::strerror(errno);
+}
+
+// A process killed between creating its segment and its neighbour taking it leaves the
+// name behind (the whole link's size of /dev/shm). The names carry the creator's pid: the
+// next link made on this host removes those whose creator no longer exists. (A creator in
+// another pid namespace sharing /dev/shm looks gone too; its neighbour then fails to open
+// the segment and that link stays on TCP.)
+void remove_orphans() {
+  std::error_code ec;
+  std::filesystem::directory_iterator it("/dev/shm", ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    int pid = 0;
+    if (std::sscanf(name.c_str(), "troupe-ring-%d-", &pid) != 1 || pid <= 0) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    ::shm_unlink(("/" + name).c_str());
+  }
 }
 
 }  // namespace
@@ -46,6 +66,7 @@ core::Expected<ShmLink> ShmLink::create(size_t capacity) {
   if (capacity == 0 || capacity % 4096 != 0)
     return make_error(Errc::invalid_argument,
                       "shared-memory link of " + std::to_string(capacity) + " bytes");
+  remove_orphans();
   std::random_device rd;
   const uint64_t nonce = (uint64_t{rd()} << 32) ^ rd();
   char name[40];

@@ -2,8 +2,10 @@
 // exact sums against a serial sum for many sizes and rank counts, fusion, the stall report,
 // mismatched tensors, a stranger at the door, a rank that dies; broadcast; the ring behind
 // the collective interface.
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
-
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -346,6 +348,33 @@ TEST_CASE("a shared-memory offer that does not match its segment is refused", "[
   junk.magic = 0x12345678;
   CHECK_FALSE(collective::ShmLink::open(junk).ok());
   CHECK_FALSE(collective::ShmLink::create(1000).ok());  // not whole pages
+}
+
+TEST_CASE("a new shared-memory link removes the names of creators that are gone", "[ring][shm]") {
+  if (!shm_available()) {
+    WARN("no /dev/shm here: skipped");
+    return;
+  }
+  // A pid that no longer exists: a child that has exited and been reaped.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  REQUIRE(::waitpid(child, nullptr, 0) == child);
+  auto make_name = [](pid_t pid) {
+    return "/troupe-ring-" + std::to_string(pid) + "-00000000deadbeef";
+  };
+  const std::string orphan = make_name(child), alive = make_name(::getpid());
+  for (const auto& name : {orphan, alive}) {
+    const int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+    REQUIRE(fd >= 0);
+    ::close(fd);
+  }
+  auto link = collective::ShmLink::create(4096);
+  REQUIRE(link.ok());
+  link->unlink();
+  CHECK_FALSE(std::filesystem::exists("/dev/shm" + orphan));  // its creator is gone
+  CHECK(std::filesystem::exists("/dev/shm" + alive));         // this process is not
+  ::shm_unlink(alive.c_str());
 }
 
 TEST_CASE("a formed ring leaves no shared-memory names behind", "[ring][shm]") {
