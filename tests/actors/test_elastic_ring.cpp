@@ -81,6 +81,32 @@ Outcome train(const std::vector<std::string>& addr, int slot, const ElasticOptio
   return out;
 }
 
+// Three slots formed; then slot 2's process dies and a new process for slot 2 (at `step`)
+// knocks, waiting on `joiner` to be taken in. On return slot 0 sees it waiting.
+struct Replaced {
+  std::unique_ptr<ElasticRing> g0, g1, again;
+  std::thread joiner;
+};
+void replace_slot_2(const std::vector<std::string>& addr, const ElasticOptions& o, int64_t step,
+                    Replaced& r) {
+  std::unique_ptr<ElasticRing> g2;
+  {
+    std::thread t1([&] { r.g1 = std::move(ElasticRing::join(1, addr, o, 0, false).value()); });
+    std::thread t2([&] { g2 = std::move(ElasticRing::join(2, addr, o, 0, false).value()); });
+    r.g0 = std::move(ElasticRing::join(0, addr, o, 0, false).value());
+    t1.join();
+    t2.join();
+  }
+  g2.reset();  // the old process of slot 2 is gone
+  r.joiner = std::thread(
+      [&, step] { r.again = std::move(ElasticRing::join(2, addr, o, step, false).value()); });
+  // Bounded wait until the new process's knock is at slot 0.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (r.g0->waiting() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  REQUIRE(r.g0->waiting() == 1);
+}
+
 }  // namespace
 
 TEST_CASE("the elastic ring re-forms without a slot that dies and takes it back", "[elastic]") {
@@ -184,27 +210,16 @@ TEST_CASE("a slot whose process was replaced before the re-forming counts as los
           "[elastic]") {
   const auto addr = test::loopback_addresses(3);
   const auto o = options();
-  std::unique_ptr<ElasticRing> g0, g1, g2;
-  {
-    std::thread t1([&] { g1 = std::move(ElasticRing::join(1, addr, o, 0, false).value()); });
-    std::thread t2([&] { g2 = std::move(ElasticRing::join(2, addr, o, 0, false).value()); });
-    g0 = std::move(ElasticRing::join(0, addr, o, 0, false).value());
-    t1.join();
-    t2.join();
-  }
-  g2.reset();  // the old process of slot 2 is gone
-  std::unique_ptr<ElasticRing> again;
-  std::thread t2([&] { again = std::move(ElasticRing::join(2, addr, o, 5, false).value()); });
-  // Bounded wait until the new process's knock is at slot 0.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (g0->waiting() == 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::yield();
-  REQUIRE(g0->waiting() == 1);
+  Replaced r;
+  replace_slot_2(addr, o, 5, r);
+  auto& g0 = r.g0;
+  auto& g1 = r.g1;
+  auto& again = r.again;
   core::Expected<Membership> m1 = core::make_error(core::Errc::internal, "not run");
   std::thread t1([&] { m1 = g1->reform(5); });
   auto m0 = g0->reform(5);
   t1.join();
-  t2.join();
+  r.joiner.join();
   REQUIRE(m0.ok());
   REQUIRE(m1.ok());
   REQUIRE(again);
@@ -230,21 +245,10 @@ TEST_CASE("a re-forming that does not admit leaves a joiner waiting for the next
           "[elastic]") {
   const auto addr = test::loopback_addresses(3);
   const auto o = options();
-  std::unique_ptr<ElasticRing> g0, g1, g2;
-  {
-    std::thread t1([&] { g1 = std::move(ElasticRing::join(1, addr, o, 0, false).value()); });
-    std::thread t2([&] { g2 = std::move(ElasticRing::join(2, addr, o, 0, false).value()); });
-    g0 = std::move(ElasticRing::join(0, addr, o, 0, false).value());
-    t1.join();
-    t2.join();
-  }
-  g2.reset();  // slot 2's process dies...
-  std::unique_ptr<ElasticRing> again;
-  std::thread t2([&] { again = std::move(ElasticRing::join(2, addr, o, 0, false).value()); });
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (g0->waiting() == 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::yield();
-  REQUIRE(g0->waiting() == 1);  // ...and a new one knocks
+  Replaced r;
+  replace_slot_2(addr, o, 0, r);  // slot 2's process dies, a new one knocks
+  auto& g0 = r.g0;
+  auto& g1 = r.g1;
   auto reform_both = [&](bool admit) {
     auto f1 = std::async(std::launch::async, [&] { return g1->reform(7, admit); });
     auto m0 = g0->reform(7, admit);
@@ -260,10 +264,10 @@ TEST_CASE("a re-forming that does not admit leaves a joiner waiting for the next
   CHECK(without.joined.empty());
   CHECK(g0->waiting() == 1);  // still knocking
   const auto with = reform_both(true);
-  t2.join();
-  REQUIRE(again);
+  r.joiner.join();
+  REQUIRE(r.again);
   CHECK(with.slots == std::vector<int>{0, 1, 2});
   CHECK(with.joined == std::vector<int>{2});
-  CHECK(again->membership().generation == with.generation);
+  CHECK(r.again->membership().generation == with.generation);
   CHECK(g0->waiting() == 0);
 }
