@@ -1,0 +1,85 @@
+#pragma once
+
+// What fit() is built from (not public): a Runner says where one epoch's steps run;
+// LocalRunner and PsRunner live in fit.cpp, MirroredRunner in fit_mirrored.cpp.
+
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "api/model_state.hpp"
+#include "troupe/fit.hpp"
+#include "troupe/registry.hpp"
+
+namespace troupe::fit_detail {
+
+/// How one epoch's steps are run: in this process, as closures on the workers, or as one
+/// mirrored replica.
+class Runner {
+ public:
+  virtual ~Runner() = default;
+  /// Before the first epoch (after on_train_begin); `batch_interval` is where batch-level
+  /// callbacks run (0: nowhere).
+  virtual core::Status start(FitState& s, int64_t batch_interval) = 0;
+  virtual core::Status begin_epoch(FitState& s) = 0;
+  /// Runs up to `n` steps, adding their stats to `train` and reporting each finished one
+  /// to `done(steps, stats)`. Returns the steps run: fewer than n only when the data ended
+  /// (one process).
+  virtual core::Expected<int64_t> run(
+      FitState& s, int64_t n, BatchStats& train,
+      const std::function<void(int64_t, const BatchStats&)>& done) = 0;
+  virtual core::Expected<BatchStats> validate(FitState& s) = 0;
+  /// After the callbacks of a batch-level point or an epoch end, with how they went here:
+  /// what every process goes on with (mirrored: an error on any replica, and a stop asked
+  /// for by any, hold for all).
+  virtual core::Status agree(FitState&, core::Status local) { return local; }
+  virtual void finish(History&) {}
+};
+
+inline core::Status check_dataset(const DatasetCreator& data) {
+  if (data.registry == nullptr || data.registry->dataset(data.name) == nullptr)
+    return core::make_error(core::Errc::not_found, "no dataset '" + data.name + "' registered");
+  return {};
+}
+
+/// The training data of one fit(): the dataset function called once per input context
+/// (files are read once, not every epoch), a fresh iterator each epoch (a reshuffling
+/// dataset draws a new order), past the batches already done when resuming mid-epoch.
+class EpochData {
+ public:
+  explicit EpochData(const DatasetCreator& data) : data_(data) {}
+
+  std::unique_ptr<core::Iterator<core::Batch>> iterate(const core::InputContext& ctx,
+                                                       int64_t skip) {
+    if (!dataset_ || ctx.input_pipeline_id != ctx_.input_pipeline_id ||
+        ctx.num_input_pipelines != ctx_.num_input_pipelines ||
+        ctx.num_replicas_in_sync != ctx_.num_replicas_in_sync) {
+      dataset_.emplace((*data_.registry->dataset(data_.name))(ctx));
+      ctx_ = ctx;
+    }
+    auto it = dataset_->make_iterator();
+    for (int64_t i = 0; i < skip; ++i)
+      if (!it->next()) break;
+    return it;
+  }
+
+ private:
+  const DatasetCreator& data_;
+  core::InputContext ctx_;
+  std::optional<core::Dataset<core::Batch>> dataset_;
+};
+
+/// The optimizer's update of every parameter from its gradient.
+inline core::Status apply_gradients(Model::State& st) {
+  for (size_t i = 0; i < st.replica.params.size(); ++i) {
+    auto& p = st.replica.params[i];
+    if (auto ok = st.optimizer->apply_dense(*p.value, *p.grad, st.slots[i]); !ok) return ok;
+  }
+  return {};
+}
+
+/// One replica of a MultiWorkerMirroredStrategy (fit_mirrored.cpp).
+std::unique_ptr<Runner> make_mirrored_runner(Model& model, MultiWorkerMirroredStrategy& strategy,
+                                             const DatasetCreator& data);
+
+}  // namespace troupe::fit_detail
