@@ -25,10 +25,11 @@ class LocalCluster {
   LocalCluster(int ps, int workers, std::vector<std::string> ps_args = {},
                std::vector<std::string> worker_args = {}) {
     std::map<std::string, std::vector<std::string>> jobs;
-    for (const auto& [job, n] : {std::pair<std::string, int>{"ps", ps}, {"worker", workers}})
-      for (int i = 0; i < n; ++i)
-        jobs[job].push_back("127.0.0.1:" + std::to_string(free_loopback_port()));
-    jobs["chief"] = {"127.0.0.1:" + std::to_string(free_loopback_port())};
+    auto addresses = loopback_addresses(ps + workers + 1);
+    if (ps > 0) jobs["ps"].assign(addresses.begin(), addresses.begin() + ps);
+    if (workers > 0)
+      jobs["worker"].assign(addresses.begin() + ps, addresses.begin() + ps + workers);
+    jobs["chief"] = {addresses.back()};
     spec_ = net::ClusterSpec(jobs);
     for (const auto& [job, n] : {std::pair<std::string, int>{"ps", ps}, {"worker", workers}})
       for (int i = 0; i < n; ++i) {

@@ -29,11 +29,15 @@ inline uint16_t free_loopback_port() {
   return net::PortLease::acquire().port();
 }
 
-/// `n` "127.0.0.1:port" addresses on free ports (ranks of a ring run as threads).
+/// `n` "127.0.0.1:port" addresses on distinct free ports (ranks of a ring, tasks of a
+/// cluster): every lease is held until all are chosen, so no port comes out twice.
 inline std::vector<std::string> loopback_addresses(int n) {
+  std::vector<net::PortLease> held;
   std::vector<std::string> out;
-  for (int i = 0; i < n; ++i)
-    out.push_back("127.0.0.1:" + std::to_string(free_loopback_port()));
+  for (int i = 0; i < n; ++i) {
+    held.push_back(net::PortLease::acquire());
+    out.push_back("127.0.0.1:" + std::to_string(held.back().port()));
+  }
   return out;
 }
 
