@@ -33,6 +33,8 @@ class MirroredRunner final : public Runner {
  public:
   MirroredRunner(Model& model, MultiWorkerMirroredStrategy& strategy, const DatasetCreator& data)
       : model_(model), strategy_(strategy), data_(data) {}
+  // The strategy must not re-form into these buffers once fit() has returned.
+  ~MirroredRunner() override { (void)strategy_.mirror({}); }
 
   core::Status start(FitState& s, int64_t batch_interval) override {
     auto& st = model_.state();

@@ -248,6 +248,7 @@ core::Status MultiWorkerMirroredStrategy::broadcast_state(int root) {
 
 core::Status MultiWorkerMirroredStrategy::mirror(std::vector<collective::Buffer> state) {
   impl_->state = std::move(state);
+  if (impl_->state.empty()) return {};  // mirroring ends; nothing to send
   // A process's first mirror() meets the others' first one (a new job: the root is the
   // chief) or, in a joiner, the members' broadcast after taking it in (the root's state).
   // Later calls, every member at once (a second fit()), take the chief's: rank 0.

@@ -139,7 +139,8 @@ class MultiWorkerMirroredStrategy {
 
   /// Keeps these buffers (variables, optimizer slots) equal on every replica: the chief's
   /// values are broadcast now (a process that joins a running job takes the root's), and
-  /// after every re-forming the root's.
+  /// after every re-forming the root's. The buffers must outlive the mirroring;
+  /// mirror({}) ends it without communicating.
   core::Status mirror(std::vector<collective::Buffer> state);
   MirroredDataset distribute_datasets_from_function(MirroredDataset::Function fn);
 
