@@ -1,8 +1,8 @@
 #include "actors/dataset_iterator.hpp"
 
 #include <deque>
-#include <exception>
 
+#include "core/data/guard.hpp"
 #include "net/wire.hpp"
 
 namespace troupe::actors {
@@ -13,15 +13,8 @@ void dataset_iterator(caf::blocking_actor* self, DatasetIteratorOptions options)
   bool ended = false;
   core::Status failed;
   auto guarded = [&](auto&& fn) {
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      failed = core::make_error(core::Errc::internal,
-                                "dataset '" + options.name + "' threw: " + e.what());
-    } catch (...) {
-      failed = core::make_error(core::Errc::internal,
-                                "dataset '" + options.name + "' threw a non-exception");
-    }
+    if (auto st = core::guard_user_data("dataset '" + options.name + "'", fn); !st)
+      failed = st.error();
   };
   guarded([&] { it = options.fn(options.context).make_iterator(); });
   // Makes one batch (or notes the end, or the failure).

@@ -30,6 +30,9 @@ std::string slot_key(const net::Placement& p, size_t i) {
 std::string iterations_key(const net::Placement& p) {
   return "iterations:" + shard_key(p);
 }
+std::string optimizer_key(const net::Placement& p) {
+  return "optimizer:" + shard_key(p);
+}
 
 const char* const incarnation_file = "incarnation.tckpt";
 const char* const prefix = "backup";
@@ -112,6 +115,13 @@ core::Expected<std::optional<TrainingState>> BackupAndRestore::restore() {
       s.slots.push_back(net::WireTensor::from(slot->second));
       used.insert(slot_key(p, i));
     }
+    // Slots of another optimizer must not be dropped or misread: refuse, naming both.
+    if (auto opt = ckpt.ints.find(optimizer_key(p)); opt != ckpt.ints.end()) {
+      const auto saved = core::ints_text(opt->second).value_or("?");
+      if (saved != p.def.optimizer)
+        return mismatch(shard_key(p) + " was trained with optimizer '" + saved +
+                        "'; this job uses '" + p.def.optimizer + "'");
+    }
     auto it = ckpt.ints.find(iterations_key(p));
     if (it == ckpt.ints.end() || it->second.size() != 1)
       return mismatch("no iteration count of " + shard_key(p));
@@ -165,6 +175,7 @@ core::Status BackupAndRestore::backup(const TrainingState& state) {
       ckpt.tensors.emplace(slot_key(p, i), std::move(*slot));
     }
     ckpt.ints[iterations_key(p)] = {s->iterations};
+    ckpt.ints[optimizer_key(p)] = core::text_ints(p.def.optimizer);
   }
   ckpt.ints["epoch"] = {state.epoch};
   ckpt.ints["step"] = {state.step};

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/model_state.hpp"
+#include "core/json_text.hpp"
 #include "troupe/backup.hpp"
 
 namespace troupe::callbacks {
@@ -113,7 +114,8 @@ core::Status ModelCheckpoint::on_train_end(FitState& s, const Logs& logs) {
     if (auto st = save(s, logs); !st) return st;
   if (last_step_ < 0) return {};
   const nlohmann::json marker{{"step", last_step_}, {"path", last_path_}};
-  return write_file_atomically(manager_.directory() + "/" + final_marker, marker.dump() + "\n");
+  return write_file_atomically(manager_.directory() + "/" + final_marker,
+                               core::json_text(marker) + "\n");
 }
 
 // ---- BackupAndRestoreCallback ---------------------------------------------------------
@@ -157,6 +159,21 @@ core::Status BackupAndRestoreCallback::on_train_begin(FitState& s) {
       if (!r) return r.error();
       const core::Checkpoint& c = r->second;
       auto& st = model.state();
+      // A backup of another optimizer would lose (or misread) its slots: refuse, naming
+      // both. Backups without the name are checked by their slot count.
+      const std::string& ours = st.spec.optimizer;
+      if (auto opt = c.ints.find("optimizer"); opt != c.ints.end()) {
+        const auto saved = core::ints_text(opt->second).value_or("?");
+        if (saved != ours)
+          return make_error(Errc::invalid_argument,
+                            directory_ + ": the backup was trained with optimizer '" + saved +
+                                "'; this fit() uses '" + ours + "'");
+      }
+      for (size_t i = 0; i < st.slots.size(); ++i)
+        if (c.tensors.count(slot_key(st.replica.names[i], st.slots[i].slots.size())))
+          return make_error(Errc::invalid_argument,
+                            directory_ + ": the backup holds more optimizer slots of '" +
+                                st.replica.names[i] + "' than optimizer '" + ours + "' keeps");
       if (auto ok = model.set_weights(c); !ok) return ok;
       auto iters = c.ints.find("iterations");
       for (size_t i = 0; i < st.slots.size(); ++i) {
@@ -202,6 +219,7 @@ core::Status BackupAndRestoreCallback::save(FitState& s, int64_t epoch) {
     iterations.push_back(st.slots[i].iterations);
   }
   c.ints["iterations"] = iterations;
+  c.ints["optimizer"] = core::text_ints(st.spec.optimizer);
   c.ints["epoch"] = {epoch};
   c.ints["step"] = {s.step};
   core::CheckpointManager m(directory_, 2, local_prefix);
@@ -275,7 +293,7 @@ core::Status MetricsLog::on_epoch_end(FitState& s, const Logs& logs) {
       {"event", "epoch"}, {"epoch", s.epoch}, {"step", s.step}, {"wall_time", wall_time()}};
   for (const auto& [k, v] : logs)
     j[k] = v;
-  out_ << j.dump() << "\n" << std::flush;
+  out_ << core::json_text(j) << "\n" << std::flush;
   if (!out_) return make_error(Errc::io_error, path_ + ": write failed");
   return {};
 }

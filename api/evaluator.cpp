@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/checkpoint/checkpoint_manager.hpp"
+#include "core/json_text.hpp"
 #include "core/summary/event_writer.hpp"
 #include "troupe/callbacks.hpp"
 
@@ -89,7 +90,7 @@ core::Expected<SidecarResult> run_sidecar_evaluator(Model& model, const SidecarE
       const nlohmann::json line{{"checkpoint", path},    {"step", ckpt_step},
                                 {"epoch", epoch},        {"test_accuracy", stats->accuracy()},
                                 {"loss", stats->loss()}, {"examples", stats->examples}};
-      out << line.dump() << std::endl;
+      out << core::json_text(line) << std::endl;
       if (events) {
         if (auto st = events->add_scalar("evaluation_loss_vs_iterations",
                                          static_cast<float>(stats->loss()), ckpt_step);
@@ -103,7 +104,7 @@ core::Expected<SidecarResult> run_sidecar_evaluator(Model& model, const SidecarE
       if (jsonl.is_open()) {
         nlohmann::json j = line;
         j["event"] = "evaluation";
-        jsonl << j.dump() << "\n" << std::flush;
+        jsonl << core::json_text(j) << "\n" << std::flush;
       }
       ++r.evaluations;
       r.last_step = step;

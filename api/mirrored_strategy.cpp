@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include "core/data/guard.hpp"
+
 #include "actors/collective/elastic_ring.hpp"
 #include "actors/collective/ring_implementation.hpp"
 #ifdef TROUPE_WITH_NCCL
@@ -117,12 +119,18 @@ core::Status ReplicaContext::all_reduce(ReduceOp op,
   return st;
 }
 
-std::optional<core::Batch> MirroredDataset::next() {
-  if (generation_ != s_->generation() || !it_) {
-    it_ = fn_(s_->input_context()).make_iterator();
-    generation_ = s_->generation();
-  }
-  return it_->next();
+core::Expected<std::optional<core::Batch>> MirroredDataset::next() {
+  std::optional<core::Batch> b;
+  auto st = core::guard_user_data("the dataset function", [&] {
+    if (generation_ != s_->generation() || !it_) {
+      it_.reset();
+      it_ = fn_(s_->input_context()).make_iterator();
+      generation_ = s_->generation();
+    }
+    b = it_->next();
+  });
+  if (!st) return st.error();
+  return b;
 }
 
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Impl> impl)

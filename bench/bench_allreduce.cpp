@@ -18,6 +18,7 @@
 
 #include "actors/collective/ring.hpp"
 #include "bench_stats.hpp"
+#include "core/json_text.hpp"
 #include "net/cluster_spec.hpp"
 #include "tcp_baseline.hpp"
 
@@ -28,7 +29,8 @@ namespace {
 
 int fail(const std::string& what) {
   std::cerr << "bench_allreduce: " << what << std::endl;
-  std::cout << nlohmann::json{{"ok", false}, {"program", "bench_allreduce"}, {"error", what}}.dump()
+  std::cout << troupe::core::json_text(
+                   nlohmann::json{{"ok", false}, {"program", "bench_allreduce"}, {"error", what}})
             << std::endl;
   return 1;
 }
@@ -59,7 +61,8 @@ int main(int argc, char** argv) {
       addresses.push_back(spec.address({job, i}));
     }
   if (rank < 0) {  // a PS or evaluator task has no part in it
-    std::cout << nlohmann::json{{"ok", true}, {"task", me.to_string()}}.dump() << std::endl;
+    std::cout << troupe::core::json_text(nlohmann::json{{"ok", true}, {"task", me.to_string()}})
+              << std::endl;
     return 0;
   }
   collective::RingOptions o;
@@ -137,19 +140,20 @@ int main(int argc, char** argv) {
                         {"tcp_oneway_us_median", b * 1e6},
                         {"tcp_GBps", static_cast<double>(bytes) / b / 1e9},
                         {"time_vs_tcp", m / b}};
-    std::cout << line.dump() << std::endl;
+    std::cout << troupe::core::json_text(line) << std::endl;
     summary.push_back({{"bytes", bytes}, {"lat_us_median", m * 1e6}, {"time_vs_tcp", m / b}});
   }
   if (rank == 0)
-    std::cout << nlohmann::json{{"ok", true},
-                                {"program", "bench_allreduce"},
-                                {"ranks", r.size()},
-                                {"shared_memory_links", r.stats().shared_memory_links},
-                                {"checked_exact", check_n},
-                                {"sizes", summary}}
-                     .dump()
+    std::cout << troupe::core::json_text(
+                     nlohmann::json{{"ok", true},
+                                    {"program", "bench_allreduce"},
+                                    {"ranks", r.size()},
+                                    {"shared_memory_links", r.stats().shared_memory_links},
+                                    {"checked_exact", check_n},
+                                    {"sizes", summary}})
               << std::endl;
   else
-    std::cout << nlohmann::json{{"ok", true}, {"task", me.to_string()}}.dump() << std::endl;
+    std::cout << troupe::core::json_text(nlohmann::json{{"ok", true}, {"task", me.to_string()}})
+              << std::endl;
   return 0;
 }

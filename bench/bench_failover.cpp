@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_stats.hpp"
+#include "core/json_text.hpp"
 #include "troupe/troupe.hpp"
 
 using clock_type = std::chrono::steady_clock;
@@ -40,7 +41,8 @@ double ms_between(int64_t from_ns, int64_t to_ns) {
 
 int fail(const std::string& what) {
   std::cerr << "bench_failover: " << what << std::endl;
-  std::cout << nlohmann::json{{"ok", false}, {"program", "bench_failover"}, {"error", what}}.dump()
+  std::cout << troupe::core::json_text(
+                   nlohmann::json{{"ok", false}, {"program", "bench_failover"}, {"error", what}})
             << std::endl;
   return 1;
 }
@@ -75,7 +77,8 @@ int main(int argc, char** argv) {
   if (resolver->task().type != "chief") {
     auto st = troupe::serve(*resolver, registry);
     if (!st) return fail(st.error().to_string());
-    std::cout << nlohmann::json{{"ok", true}, {"task", resolver->task().to_string()}}.dump()
+    std::cout << troupe::core::json_text(
+                     nlohmann::json{{"ok", true}, {"task", resolver->task().to_string()}})
               << std::endl;
     return 0;
   }
@@ -164,7 +167,7 @@ int main(int argc, char** argv) {
                      {"max", *std::max_element(v.begin(), v.end())},
                      {"runs", v.size()},
                      {"ratio_to_dispatch", median(v) / base}};
-    std::cout << j.dump() << std::endl;
+    std::cout << troupe::core::json_text(j) << std::endl;
     results.push_back(std::move(j));
   };
   emit("dispatch_ms", dispatch);
@@ -173,14 +176,13 @@ int main(int argc, char** argv) {
   emit("stop_to_detect_ms", stop_detect);
   const auto s = coord.stats();
   coord.shutdown_cluster();
-  std::cout << nlohmann::json{{"ok", true},
-                              {"program", "bench_failover"},
-                              {"rounds", rounds},
-                              {"workers_lost", s.workers_lost},
-                              {"worker_rejoins", s.worker_rejoins},
-                              {"closures_retried", s.retried},
-                              {"results", results}}
-                   .dump()
+  std::cout << troupe::core::json_text(nlohmann::json{{"ok", true},
+                                                      {"program", "bench_failover"},
+                                                      {"rounds", rounds},
+                                                      {"workers_lost", s.workers_lost},
+                                                      {"worker_rejoins", s.worker_rejoins},
+                                                      {"closures_retried", s.retried},
+                                                      {"results", results}})
             << std::endl;
   return 0;
 }

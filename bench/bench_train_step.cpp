@@ -12,6 +12,7 @@
 
 #include "bench_stats.hpp"
 
+#include "core/json_text.hpp"
 #include "core/partitioner.hpp"
 #include "core/trainer.hpp"
 
@@ -80,12 +81,12 @@ int main(int argc, char** argv) {
   for (const auto& m : models)
     for (int b : batches) {
       auto j = bench_one(m, b, runs, m == "cnn" ? 2 * seconds : seconds);
-      std::cout << j.dump() << std::endl;
+      std::cout << troupe::core::json_text(j) << std::endl;
       summary["results"].push_back(
           {{"model", m},
            {"batch", b},
            {"examples_per_sec_median", j.value("examples_per_sec_median", 0.0)}});
     }
-  std::cout << summary.dump() << std::endl;
+  std::cout << troupe::core::json_text(summary) << std::endl;
   return 0;
 }

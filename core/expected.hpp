@@ -1,5 +1,6 @@
 #pragma once
 
+#include <exception>
 #include <optional>
 #include <string>
 #include <utility>
@@ -32,7 +33,22 @@ struct Error {
   std::string to_string() const { return std::string(errc_name(code)) + ": " + message; }
 };
 
-/// Either a value or an Error. `value()` on an error is an invariant break.
+/// Thrown by `Expected::value()` on an error (and `error()` on a value): misuse in user
+/// code must not abort a serving process. A worker turns it into the step's error reply,
+/// with the error's own code.
+class BadExpectedAccess : public std::exception {
+ public:
+  explicit BadExpectedAccess(Error error)
+      : error_(std::move(error)), what_("value() of an error: " + error_.to_string()) {}
+  const Error& error() const noexcept { return error_; }
+  const char* what() const noexcept override { return what_.c_str(); }
+
+ private:
+  Error error_;
+  std::string what_;
+};
+
+/// Either a value or an Error. `value()` on an error throws BadExpectedAccess holding it.
 template <class T>
 class Expected {
  public:
@@ -45,19 +61,20 @@ class Expected {
   explicit operator bool() const { return ok(); }
 
   T& value() & {
-    TROUPE_ASSERT(ok(), "value() of an Expected that holds an error");
+    check();
     return std::get<T>(v_);
   }
   T&& value() && {
-    TROUPE_ASSERT(ok(), "value() of an Expected that holds an error");
+    check();
     return std::get<T>(std::move(v_));
   }
   const T& value() const& {
-    TROUPE_ASSERT(ok(), "value() of an Expected that holds an error");
+    check();
     return std::get<T>(v_);
   }
   const Error& error() const {
-    TROUPE_ASSERT(!ok(), "error() of an Expected that holds a value");
+    if (ok())
+      throw BadExpectedAccess(Error{Errc::internal, "error() of an Expected that holds a value"});
     return std::get<Error>(v_);
   }
   T* operator->() { return &value(); }
@@ -66,6 +83,10 @@ class Expected {
   const T& operator*() const& { return value(); }
 
  private:
+  void check() const {
+    if (!ok()) throw BadExpectedAccess(std::get<Error>(v_));
+  }
+
   std::variant<T, Error> v_;
 };
 
@@ -77,7 +98,7 @@ class Status {
   bool ok() const { return !error_.has_value(); }
   explicit operator bool() const { return ok(); }
   const Error& error() const {
-    TROUPE_ASSERT(!ok(), "error() of an ok Status");
+    if (!error_) throw BadExpectedAccess(Error{Errc::internal, "error() of an ok Status"});
     return *error_;
   }
 

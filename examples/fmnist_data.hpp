@@ -12,18 +12,17 @@
 
 namespace troupe::examples {
 
-/// A file that cannot be read ends the data at once (after an error naming it on stderr,
-/// prefixed with `program`); the step that asks for a batch then fails.
+/// A file that cannot be read fails the dataset function with the reader's error (file
+/// and offset): value() of the error throws it, the worker's dataset iterator turns it
+/// back into that error, and the chief's create_per_worker_dataset() returns it. It is
+/// also printed on stderr, prefixed with `program`.
 inline core::Dataset<core::Batch> fmnist_train_batches(const std::string& program,
                                                        const std::string& data_dir,
                                                        const core::InputContext& ctx, int batch,
                                                        uint64_t seed, size_t shuffle_buffer) {
   auto train = core::load_fashion_mnist(data_dir, "train");
-  if (!train) {
-    std::cerr << program << ": " << train.error().to_string() << std::endl;
-    return core::to_batches(core::from_vector(std::vector<core::Example>{}), 1, true);
-  }
-  auto ds = core::from_vector(std::move(*train))
+  if (!train) std::cerr << program << ": " << train.error().to_string() << std::endl;
+  auto ds = core::from_vector(std::move(train).value())
                 .shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
                 .shuffle(shuffle_buffer, seed + static_cast<uint64_t>(ctx.input_pipeline_id))
                 .repeat();

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/data/idx.hpp"
+#include "core/json_text.hpp"
 #include "fmnist_data.hpp"
 #include "troupe/troupe.hpp"
 
@@ -79,7 +80,8 @@ troupe::Registry make_registry(const Settings& s) {
 
 int fail(const std::string& what) {
   std::cerr << "fmnist_fit: " << what << std::endl;
-  std::cout << nlohmann::json{{"ok", false}, {"program", "fmnist_fit"}, {"error", what}}.dump()
+  std::cout << troupe::core::json_text(
+                   nlohmann::json{{"ok", false}, {"program", "fmnist_fit"}, {"error", what}})
             << std::endl;
   return 1;
 }
@@ -92,15 +94,14 @@ int run_evaluator(const Settings& s) {
   o.idle_timeout = std::chrono::seconds(s.evaluator_timeout_s);
   auto r = troupe::run_sidecar_evaluator(model, o, std::cout);
   if (!r) return fail(r.error().to_string());
-  std::cout << nlohmann::json{{"ok", true},
-                              {"program", "fmnist_fit"},
-                              {"task", "evaluator"},
-                              {"evaluations", r->evaluations},
-                              {"skipped", r->skipped},
-                              {"last_step", r->last_step},
-                              {"test_accuracy", r->last.accuracy()},
-                              {"loss", r->last.loss()}}
-                   .dump()
+  std::cout << troupe::core::json_text(nlohmann::json{{"ok", true},
+                                                      {"program", "fmnist_fit"},
+                                                      {"task", "evaluator"},
+                                                      {"evaluations", r->evaluations},
+                                                      {"skipped", r->skipped},
+                                                      {"last_step", r->last_step},
+                                                      {"test_accuracy", r->last.accuracy()},
+                                                      {"loss", r->last.loss()}})
             << std::endl;
   return 0;
 }
@@ -159,7 +160,8 @@ int main(int argc, char** argv) {
     if (!mirrored && role != "chief") {
       auto st = troupe::serve(*resolver, registry);
       if (!st) return fail(st.error().to_string());
-      std::cout << nlohmann::json{{"ok", true}, {"task", resolver->task().to_string()}}.dump()
+      std::cout << troupe::core::json_text(
+                       nlohmann::json{{"ok", true}, {"task", resolver->task().to_string()}})
                 << std::endl;
       return 0;
     }
@@ -272,6 +274,6 @@ int main(int argc, char** argv) {
     out["closures_retried"] = h->stats.retried;
     out["workers_lost"] = h->stats.workers_lost;
   }
-  std::cout << out.dump() << std::endl;
+  std::cout << troupe::core::json_text(out) << std::endl;
   return 0;
 }

@@ -13,6 +13,7 @@
 #include "core/checkpoint/checkpoint_manager.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/idx.hpp"
+#include "core/json_text.hpp"
 #include "core/trainer.hpp"
 
 namespace tc = troupe::core;
@@ -26,7 +27,7 @@ double seconds_since(clock_type::time_point t0) {
 
 int fail(const std::string& what) {
   std::cerr << "fmnist_local: " << what << "\n";
-  std::cout << nlohmann::json{{"ok", false}, {"error", what}}.dump() << std::endl;
+  std::cout << troupe::core::json_text(nlohmann::json{{"ok", false}, {"error", what}}) << std::endl;
   return 1;
 }
 
@@ -148,6 +149,6 @@ int main(int argc, char** argv) {
       {"train_s", train_s},
       {"wall_s", seconds_since(t_start)},
   };
-  std::cout << result.dump() << std::endl;
+  std::cout << troupe::core::json_text(result) << std::endl;
   return 0;
 }

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/checkpoint/checkpoint_manager.hpp"
+#include "core/json_text.hpp"
 #include "core/trainer.hpp"
 #include "fmnist_data.hpp"
 #include "net/ports.hpp"
@@ -31,7 +32,8 @@ namespace {
 
 int fail(const std::string& what) {
   std::cerr << "fmnist_mirrored: " << what << std::endl;
-  std::cout << nlohmann::json{{"ok", false}, {"program", "fmnist_mirrored"}, {"error", what}}.dump()
+  std::cout << troupe::core::json_text(
+                   nlohmann::json{{"ok", false}, {"program", "fmnist_mirrored"}, {"error", what}})
             << std::endl;
   return 1;
 }
@@ -150,7 +152,9 @@ int main(int argc, char** argv) {
     float loss = 0.0f;
     int64_t batch_examples = 0;
     auto outcome = strategy.run([&](ReplicaContext& ctx) -> core::Status {
-      auto b = data.next();
+      auto next = data.next();
+      if (!next) return next.error();
+      auto& b = *next;
       if (!b) return core::make_error(core::Errc::out_of_range, "the training data ended");
       auto l = trainer.compute_gradients(b->features, b->classes.data());
       if (!l) return l.error();
@@ -183,32 +187,32 @@ int main(int argc, char** argv) {
       return fail(st.error().to_string());
 
   const auto stats = strategy.stats();
-  std::cout << nlohmann::json{{"ok", true},
-                              {"program", "fmnist_mirrored"},
-                              {"chief", strategy.is_chief()},
-                              {"workers", strategy.num_replicas_in_sync()},
-                              {"worker_index", strategy.worker_index()},
-                              {"global_batch", global_batch},
-                              {"learning_rate", lr},
-                              {"steps", strategy.step()},
-                              {"examples", examples},
-                              {"examples_per_sec",
-                               train_s > 0 ? static_cast<double>(examples) / train_s : 0.0},
-                              {"train_loss", *mean_loss},
-                              {"test_loss", test_loss.result()},
-                              {"test_accuracy", accuracy.result()},
-                              {"elastic", mo.elastic},
-                              {"communication", collective::to_string(mo.communication)},
-                              {"generation", strategy.generation()},
-                              {"reforms", stats.reforms},
-                              {"workers_lost", stats.workers_lost},
-                              {"workers_joined", stats.workers_joined},
-                              {"steps_redone", stats.steps_redone},
-                              {"shared_memory_links", stats.shared_memory_links},
-                              {"model_dir", model_dir},
-                              {"train_s", train_s},
-                              {"wall_s", seconds_since(t_start)}}
-                   .dump()
+  std::cout << troupe::core::json_text(
+                   nlohmann::json{{"ok", true},
+                                  {"program", "fmnist_mirrored"},
+                                  {"chief", strategy.is_chief()},
+                                  {"workers", strategy.num_replicas_in_sync()},
+                                  {"worker_index", strategy.worker_index()},
+                                  {"global_batch", global_batch},
+                                  {"learning_rate", lr},
+                                  {"steps", strategy.step()},
+                                  {"examples", examples},
+                                  {"examples_per_sec",
+                                   train_s > 0 ? static_cast<double>(examples) / train_s : 0.0},
+                                  {"train_loss", *mean_loss},
+                                  {"test_loss", test_loss.result()},
+                                  {"test_accuracy", accuracy.result()},
+                                  {"elastic", mo.elastic},
+                                  {"communication", collective::to_string(mo.communication)},
+                                  {"generation", strategy.generation()},
+                                  {"reforms", stats.reforms},
+                                  {"workers_lost", stats.workers_lost},
+                                  {"workers_joined", stats.workers_joined},
+                                  {"steps_redone", stats.steps_redone},
+                                  {"shared_memory_links", stats.shared_memory_links},
+                                  {"model_dir", model_dir},
+                                  {"train_s", train_s},
+                                  {"wall_s", seconds_since(t_start)}})
             << std::endl;
   return 0;
 }

@@ -1,10 +1,14 @@
 #include "net/cluster_spec.hpp"
 
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <set>
 
 #include <nlohmann/json.hpp>
+
+#include "core/json_text.hpp"
+#include "core/utf8.hpp"
 
 namespace troupe::net {
 
@@ -103,25 +107,39 @@ Expected<TFConfigClusterResolver> TFConfigClusterResolver::from_env() {
 
 Expected<TFConfigClusterResolver> TFConfigClusterResolver::parse(const std::string& tf_config) {
   using nlohmann::json;
-  json j;
+  if (auto bad = core::first_invalid_utf8(tf_config)) {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(tf_config[*bad]));
+    return invalid("not valid UTF-8 (byte " + std::string(byte) + " at offset " +
+                   std::to_string(*bad) + ")");
+  }
   try {
-    j = json::parse(tf_config);
-  } catch (const json::parse_error& e) {
+    return parse_json(tf_config);
+  } catch (const json::exception& e) {
+    // Whatever the checks below missed is still an error naming TF_CONFIG, never an abort.
     return invalid(std::string("not valid JSON (") + e.what() + ")");
   }
-  if (!j.is_object()) return invalid("must be a JSON object, got " + j.dump());
+}
+
+Expected<TFConfigClusterResolver> TFConfigClusterResolver::parse_json(
+    const std::string& tf_config) {
+  using nlohmann::json;
+  const json j = json::parse(tf_config);
+  if (!j.is_object()) return invalid("must be a JSON object, got " + core::json_text(j));
   if (!j.contains("cluster")) return invalid("no \"cluster\"");
   const json& cluster = j["cluster"];
   if (!cluster.is_object() || cluster.empty())
-    return invalid("\"cluster\" must be a non-empty object of job lists, got " + cluster.dump());
+    return invalid("\"cluster\" must be a non-empty object of job lists, got " +
+                   core::json_text(cluster));
 
   std::map<std::string, std::vector<std::string>> jobs;
   for (const auto& [job, list] : cluster.items()) {
     if (!list.is_array())
-      return invalid("job '" + job + "' must be a list of addresses, got " + list.dump());
+      return invalid("job '" + job + "' must be a list of addresses, got " + core::json_text(list));
     std::vector<std::string> addresses;
     for (const auto& a : list) {
-      if (!a.is_string()) return invalid("job '" + job + "' has a non-string address " + a.dump());
+      if (!a.is_string())
+        return invalid("job '" + job + "' has a non-string address " + core::json_text(a));
       addresses.push_back(a.get<std::string>());
     }
     jobs[job] = std::move(addresses);
@@ -133,11 +151,12 @@ Expected<TFConfigClusterResolver> TFConfigClusterResolver::parse(const std::stri
   if (!j.contains("task")) return invalid("no \"task\"");
   const json& task = j["task"];
   if (!task.is_object() || !task.contains("type") || !task["type"].is_string())
-    return invalid("\"task\" must be {\"type\": string, \"index\": int}, got " + task.dump());
+    return invalid("\"task\" must be {\"type\": string, \"index\": int}, got " +
+                   core::json_text(task));
   r.task_.type = task["type"].get<std::string>();
   const json index = task.value("index", json(0));
   if (!index.is_number_integer())
-    return invalid("task index must be an integer, got " + index.dump());
+    return invalid("task index must be an integer, got " + core::json_text(index));
   const auto idx = index.get<int64_t>();
   if (!r.spec_.has_job(r.task_.type))
     return invalid("task type '" + r.task_.type + "' is not a job of the cluster");
@@ -146,7 +165,8 @@ Expected<TFConfigClusterResolver> TFConfigClusterResolver::parse(const std::stri
                    "' has " + std::to_string(r.spec_.num_tasks(r.task_.type)) + " tasks");
   r.task_.index = static_cast<int>(idx);
   const json rpc = j.value("rpc_layer", json("caf"));
-  if (!rpc.is_string()) return invalid("\"rpc_layer\" must be a string, got " + rpc.dump());
+  if (!rpc.is_string())
+    return invalid("\"rpc_layer\" must be a string, got " + core::json_text(rpc));
   r.rpc_layer_ = rpc.get<std::string>();
   return r;
 }
@@ -155,10 +175,9 @@ std::string TFConfigClusterResolver::render(const ClusterSpec& spec, const TaskI
   nlohmann::json cluster = nlohmann::json::object();
   for (const auto& [job, addresses] : spec.jobs())
     cluster[job] = addresses;
-  return nlohmann::json{{"cluster", cluster},
-                        {"task", {{"type", task.type}, {"index", task.index}}},
-                        {"rpc_layer", "caf"}}
-      .dump();
+  return core::json_text(nlohmann::json{{"cluster", cluster},
+                                        {"task", {{"type", task.type}, {"index", task.index}}},
+                                        {"rpc_layer", "caf"}});
 }
 
 }  // namespace troupe::net

@@ -104,6 +104,8 @@ class TFConfigClusterResolver final : public ClusterResolver {
 
  private:
   TFConfigClusterResolver() = default;
+  /// parse() once the text is known to be UTF-8; nlohmann's exceptions pass through.
+  static Expected<TFConfigClusterResolver> parse_json(const std::string& tf_config);
   ClusterSpec spec_;
   TaskId task_;
   std::string rpc_layer_;

@@ -16,6 +16,7 @@
 #include <iostream>
 #include <optional>
 
+#include "core/json_text.hpp"
 #include "net/cluster_spec.hpp"
 #include "net/ports.hpp"
 
@@ -192,7 +193,7 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
                          {"address", spec.address(t.id)},
                          {"pid", t.pid}});
     const std::string path = run_dir + "/tasks.json", tmp = path + ".tmp";
-    std::ofstream(tmp) << listing.dump(2) << "\n";
+    std::ofstream(tmp) << troupe::core::json_text(listing, 2) << "\n";
     fs::rename(tmp, path, ec);
   };
   write_listing();

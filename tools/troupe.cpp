@@ -10,13 +10,14 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/serve.hpp"
+#include "core/json_text.hpp"
 #include "tools/launch.hpp"
 #include "troupe/registry.hpp"
 
 namespace {
 
 int finish(nlohmann::json result, int code) {
-  std::cout << result.dump() << std::endl;
+  std::cout << troupe::core::json_text(result) << std::endl;
   return code;
 }
 

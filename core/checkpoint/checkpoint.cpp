@@ -256,4 +256,17 @@ Expected<Checkpoint> read_checkpoint(const std::string& path) {
   return out;
 }
 
+std::vector<int64_t> text_ints(const std::string& text) {
+  return std::vector<int64_t>(text.begin(), text.end());
+}
+
+std::optional<std::string> ints_text(const std::vector<int64_t>& ints) {
+  std::string out;
+  for (int64_t c : ints) {
+    if (c < 32 || c > 126) return std::nullopt;
+    out.push_back(static_cast<char>(c));
+  }
+  return out;
+}
+
 }  // namespace troupe::core

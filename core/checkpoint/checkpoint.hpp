@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,11 @@ struct Checkpoint {
   std::map<std::string, Tensor> tensors;
   std::map<std::string, std::vector<int64_t>> ints;
 };
+
+/// A short text (an optimizer's name) as checkpoint ints, one per byte, and back; bytes
+/// outside printable ASCII read back as nothing.
+std::vector<int64_t> text_ints(const std::string& text);
+std::optional<std::string> ints_text(const std::vector<int64_t>& ints);
 
 /// The file format's version; readers refuse other versions with a clear error.
 inline constexpr uint32_t checkpoint_format_version = 1;

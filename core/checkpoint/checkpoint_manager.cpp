@@ -4,6 +4,7 @@
 #include <charconv>
 #include <filesystem>
 #include <system_error>
+#include <tuple>
 
 namespace troupe::core {
 
@@ -35,7 +36,9 @@ Expected<std::string> CheckpointManager::save(const Checkpoint& ckpt, int64_t st
 }
 
 std::vector<std::pair<int64_t, std::string>> CheckpointManager::checkpoints() const {
-  std::vector<std::pair<int64_t, std::string>> out;
+  // Write order, not step order: a directory reused by a new run (steps from 0 again) must
+  // not have the new run's checkpoints taken for the oldest and deleted.
+  std::vector<std::tuple<fs::file_time_type, int64_t, std::string>> found;
   std::error_code ec;
   const std::string head = prefix_ + "-";
   const std::string tail = suffix;
@@ -49,9 +52,16 @@ std::vector<std::pair<int64_t, std::string>> CheckpointManager::checkpoints() co
     int64_t step = 0;
     auto [p, err] = std::from_chars(first, last, step);
     if (err != std::errc() || p != last) continue;
-    out.emplace_back(step, it->path().string());
+    std::error_code time_ec;
+    const auto written = fs::last_write_time(it->path(), time_ec);
+    if (time_ec) continue;  // deleted meanwhile
+    found.emplace_back(written, step, it->path().string());
   }
-  std::sort(out.begin(), out.end());
+  std::sort(found.begin(), found.end());
+  std::vector<std::pair<int64_t, std::string>> out;
+  out.reserve(found.size());
+  for (auto& [written, step, path] : found)
+    out.emplace_back(step, std::move(path));
   return out;
 }
 

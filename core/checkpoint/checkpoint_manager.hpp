@@ -10,8 +10,10 @@
 
 namespace troupe::core {
 
-/// Saves numbered checkpoints `<prefix>-<step>.tckpt` into a directory, keeps the newest
-/// `max_to_keep` (all when <= 0), and finds the newest one that restores cleanly.
+/// Saves numbered checkpoints `<prefix>-<step>.tckpt` into a directory, keeps the
+/// `max_to_keep` written last (all when <= 0), and finds the newest one that restores
+/// cleanly. "Newest" is by write order, so a directory reused by a run whose steps start
+/// over keeps that run's checkpoints and ages out the earlier run's.
 ///
 ///   CheckpointManager m("/tmp/run/ckpt", /*max_to_keep=*/3);
 ///   m.save(ckpt, step);
@@ -24,8 +26,9 @@ class CheckpointManager {
   /// Writes the checkpoint for `step` (creating the directory), then deletes the oldest
   /// beyond max_to_keep. Returns the path written.
   Expected<std::string> save(const Checkpoint& ckpt, int64_t step);
-  /// (step, path) of every checkpoint in the directory, oldest first. Temporary files of
-  /// writes in progress are not checkpoints.
+  /// (step, path) of every checkpoint in the directory, in the order they were written
+  /// (modification time; equal times by step), oldest first. Temporary files of writes in
+  /// progress are not checkpoints.
   std::vector<std::pair<int64_t, std::string>> checkpoints() const;
   /// The path of the newest checkpoint, if any.
   std::optional<std::string> latest() const;

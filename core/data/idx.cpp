@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 namespace troupe::core {
@@ -85,10 +86,26 @@ Expected<IdxArray> read_idx(const std::string& path) {
     if (total > (int64_t{1} << 32)) return data_loss(path, at, "implausible total size");
   }
   const int64_t payload_at = 4 + 4 * ndim;
-  a.data.resize(static_cast<size_t>(total));
-  if (auto st = read_exact(f.get(), path, payload_at, a.data.data(), a.data.size(), "the payload");
-      !st)
-    return st.error();
+  // Memory follows the bytes that arrive, never the header's word alone: a plain file's
+  // size is known up front; a compressed one grows the buffer a chunk at a time.
+  if (gzdirect(f.get())) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (!ec && static_cast<int64_t>(size) < payload_at + total)
+      return data_loss(path, static_cast<int64_t>(size),
+                       "truncated: the header announces " + std::to_string(total) +
+                           " payload bytes, the file ends");
+  }
+  constexpr int64_t chunk = int64_t{16} << 20;
+  for (int64_t done = 0; done < total;) {
+    const int64_t n = std::min(chunk, total - done);
+    a.data.resize(static_cast<size_t>(done + n));
+    if (auto st = read_exact(f.get(), path, payload_at + done, a.data.data() + done,
+                             static_cast<size_t>(n), "the payload");
+        !st)
+      return st.error();
+    done += n;
+  }
   unsigned char extra;
   const int r = gzread(f.get(), &extra, 1);
   if (r != 0)
@@ -116,6 +133,10 @@ Expected<std::vector<Example>> load_fashion_mnist(const std::string& dir,
     return make_error(Errc::data_loss, images_path + " holds " + std::to_string(images->dims[0]) +
                                            " images but " + labels_path + " holds " +
                                            std::to_string(labels->dims[0]) + " labels");
+  if (images->dims[1] != fashion_mnist_side || images->dims[2] != fashion_mnist_side)
+    return make_error(Errc::data_loss,
+                      images_path + ": images of " + std::to_string(images->dims[1]) + "x" +
+                          std::to_string(images->dims[2]) + " pixels; Fashion-MNIST's are 28x28");
   const int64_t n = images->dims[0];
   const int64_t d = images->dims[1] * images->dims[2];
   std::vector<Example> out(static_cast<size_t>(n));

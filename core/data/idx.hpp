@@ -25,6 +25,9 @@ inline const char* const fashion_mnist_dir = "/usr/share/datasets/fashion-mnist"
 
 /// A Fashion-MNIST split ("train" or "t10k") as examples: 784 features scaled to [0, 1],
 /// the class as label. Image and label counts must agree.
+/// Fashion-MNIST images are this many pixels on each side; other shapes are refused.
+inline constexpr int64_t fashion_mnist_side = 28;
+
 Expected<std::vector<Example>> load_fashion_mnist(const std::string& dir, const std::string& split);
 
 }  // namespace troupe::core

@@ -87,8 +87,9 @@ class ReplicaContext {
 class MirroredDataset {
  public:
   using Function = std::function<core::Dataset<core::Batch>(const core::InputContext&)>;
-  /// The next batch; nullopt when the data ended.
-  std::optional<core::Batch> next();
+  /// The next batch; nullopt when the data ended; the dataset function's error (say, a
+  /// file it could not read, taken with value()) when it failed.
+  core::Expected<std::optional<core::Batch>> next();
 
  private:
   friend class MultiWorkerMirroredStrategy;

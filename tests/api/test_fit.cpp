@@ -199,7 +199,33 @@ TEST_CASE("BackupAndRestore resumes a killed run where its backup was, to the sa
   CHECK(core::CheckpointManager(dir.file("backup"), 0, "backup").checkpoints().empty());
 }
 
-TEST_CASE("TensorBoard writes epoch and batch scalars; MetricsLog writes JSON lines",
+TEST_CASE("A backup of another optimizer is refused, naming both, and kept", "[fit][callbacks]") {
+  const auto reg = data_registry();
+  test::TempDir dir;
+  FitOptions o;
+  o.epochs = 2;
+  o.steps_per_epoch = 16;
+  {
+    Model first(test::blobs_model("adam", 0.01f));
+    auto backup = std::make_shared<callbacks::BackupAndRestoreCallback>(dir.file("backup"));
+    auto kill = std::make_shared<FailAt>(-1, 0, 0);  // dies after the first epoch
+    REQUIRE_FALSE(fit(first, {&reg, "blobs_train"}, o, {backup, kill}).ok());
+  }
+  const auto kept = core::CheckpointManager(dir.file("backup"), 0, "backup").checkpoints();
+  REQUIRE(kept.size() == 1);
+  Model second(test::blobs_model("sgd", 0.1f));
+  auto backup = std::make_shared<callbacks::BackupAndRestoreCallback>(dir.file("backup"));
+  auto h = fit(second, {&reg, "blobs_train"}, o, {backup});
+  REQUIRE_FALSE(h.ok());
+  CHECK(h.error().code == core::Errc::invalid_argument);
+  CHECK_THAT(h.error().message, Catch::Contains("'adam'") && Catch::Contains("'sgd'") &&
+                                    Catch::Contains(dir.file("backup")));
+  CHECK_FALSE(backup->resumed());
+  // Nothing already saved is lost.
+  CHECK(core::CheckpointManager(dir.file("backup"), 0, "backup").checkpoints() == kept);
+}
+
+TEST_CASE("TensorBoard writes epoch and batch scalars, MetricsLog writes JSON lines",
           "[fit][callbacks][summary]") {
   const auto reg = data_registry();
   test::TempDir dir;

@@ -126,3 +126,26 @@ TEST_CASE("CheckpointManager keeps the newest and skips damaged ones", "[checkpo
   CHECK_THAT(skipped[0].message, Catch::Contains("ckpt-50"));
   CHECK(m.checkpoints().size() == 3);  // the damaged file is left for inspection
 }
+
+TEST_CASE("A directory reused by a new run keeps the new run's checkpoints", "[checkpoint]") {
+  TempDir dir;
+  CheckpointManager earlier(dir.file("ckpt"), 2);
+  for (int step : {4000, 5000})
+    REQUIRE(earlier.save(sample(static_cast<float>(step)), step).ok());
+  // That run ended an hour ago.
+  for (const auto& [step, path] : earlier.checkpoints())
+    std::filesystem::last_write_time(
+        path, std::filesystem::file_time_type::clock::now() - std::chrono::hours(1));
+  CheckpointManager again(dir.file("ckpt"), 2);
+  REQUIRE(again.save(sample(100.0f), 100).ok());
+  // The step just written is the newest and survives its own save.
+  CHECK(*again.latest() == dir.file("ckpt") + "/ckpt-100.tckpt");
+  auto r = again.restore_latest();
+  REQUIRE(r.ok());
+  CHECK(r->first == 100);
+  REQUIRE(again.save(sample(200.0f), 200).ok());
+  auto all = again.checkpoints();
+  REQUIRE(all.size() == 2);
+  CHECK(all[0].first == 100);
+  CHECK(all[1].first == 200);
+}

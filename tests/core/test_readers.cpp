@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
 #include <zlib.h>
 
 #include <filesystem>
@@ -124,13 +125,55 @@ TEST_CASE("Fashion-MNIST loads from Debian's package", "[readers]") {
   CHECK_FALSE(load_fashion_mnist(fashion_mnist_dir, "valid").ok());
 }
 
+namespace {
+
+// load_fashion_mnist's "train" split from images of `image_dims` and `labels` labels.
+Expected<std::vector<Example>> load_made(const TempDir& dir, std::vector<uint32_t> image_dims,
+                                         uint32_t labels) {
+  write_gz(dir.file("train-images-idx3-ubyte.gz"), idx_bytes(std::move(image_dims), 0));
+  write_gz(dir.file("train-labels-idx1-ubyte.gz"), idx_bytes({labels}, 0));
+  return load_fashion_mnist(dir.path(), "train");
+}
+
+}  // namespace
+
 TEST_CASE("Image and label counts must agree", "[readers]") {
   TempDir dir;
-  write_gz(dir.file("train-images-idx3-ubyte.gz"), idx_bytes({3, 28, 28}, 0));
-  write_gz(dir.file("train-labels-idx1-ubyte.gz"), idx_bytes({2}, 0));
-  auto r = load_fashion_mnist(dir.path(), "train");
+  auto r = load_made(dir, {3, 28, 28}, 2);
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(r.error().message, Catch::Contains("3 images") && Catch::Contains("2 labels"));
+}
+
+TEST_CASE("Images of another shape are refused when loaded, naming the file", "[readers]") {
+  TempDir dir;
+  auto r = load_made(dir, {3, 27, 28}, 3);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::data_loss);
+  CHECK_THAT(r.error().message,
+             Catch::Contains("train-images-idx3-ubyte.gz") && Catch::Contains("27x28"));
+}
+
+TEST_CASE("An IDX header announcing a huge payload allocates only what arrives", "[readers]") {
+  TempDir dir;
+  // 65535 x 65535 bytes (4 GiB) announced, 10 bytes present.
+  std::vector<char> bytes{0,          0,          0x08, 2, 0,          0,
+                          char(0xff), char(0xff), 0,    0, char(0xff), char(0xff)};
+  bytes.insert(bytes.end(), 10, 1);
+  write_gz(dir.file("huge.gz"), bytes);
+  troupe::test::write_bytes(dir.file("huge.idx"), bytes);
+  auto peak_mib = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss / 1024;  // KiB on Linux
+  };
+  const long before = peak_mib();
+  for (const char* name : {"huge.gz", "huge.idx"}) {
+    auto r = read_idx(dir.file(name));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::data_loss);
+    CHECK_THAT(r.error().message, Catch::Contains(name) && Catch::Contains("truncated"));
+  }
+  CHECK(peak_mib() - before < 256);
 }
 
 TEST_CASE("LibSVM rows parse into sparse examples", "[readers]") {

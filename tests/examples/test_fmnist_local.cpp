@@ -42,3 +42,15 @@ TEST_CASE("fmnist_local reports a missing dataset as an error line", "[example]"
   CHECK_THAT(r.last_json["error"].get<std::string>(),
              Catch::Contains("/nonexistent/train-images-idx3-ubyte.gz"));
 }
+
+TEST_CASE("fmnist_local reports a path that is not UTF-8 as an error line", "[example]") {
+  // Exit 1 with an error line, not an abort (134) while writing that line.
+  auto r =
+      troupe::test::run_program(std::string(TROUPE_BIN_DIR) +
+                                "/fmnist_local --data-dir $(printf '/no\\377where') 2>/dev/null");
+  CHECK(r.exit_code == 1);
+  REQUIRE(r.last_json.is_object());
+  CHECK(r.last_json["ok"] == false);
+  CHECK_THAT(r.last_json["error"].get<std::string>(),
+             Catch::Contains("/no") && Catch::Contains("where/train-images-idx3-ubyte.gz"));
+}

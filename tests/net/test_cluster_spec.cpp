@@ -85,6 +85,20 @@ TEST_CASE("Malformed TF_CONFIG is a clear error", "[tf_config]") {
       Catch::Contains("only one"));
 }
 
+TEST_CASE("TF_CONFIG that is not UTF-8 is a clear error", "[tf_config]") {
+  // A bad byte in a job name, in an address, and a truncated sequence at the end.
+  CHECK_THAT(error_of("{\"cluster\": {\"work\xff\": [\"127.0.0.1:1\"]}}"),
+             Catch::Contains("TF_CONFIG") && Catch::Contains("not valid UTF-8") &&
+                 Catch::Contains("0xff at offset 18"));
+  CHECK_THAT(error_of("{\"cluster\": {\"worker\": [\"127.0.0.\xc3\x28:1\"]}}"),
+             Catch::Contains("not valid UTF-8"));
+  CHECK_THAT(error_of("{\"cluster\": {}} \xe2\x82"), Catch::Contains("not valid UTF-8"));
+  // Well-formed UTF-8 in a host name is read (and refused later only as an address).
+  CHECK_THAT(error_of("{\"cluster\": {\"worker\": [\"h\xc3\xa9"
+                      "te\"]}, \"task\": {\"type\": \"worker\"}}"),
+             Catch::Contains("not host:port"));
+}
+
 TEST_CASE("TF_CONFIG is read from the environment", "[tf_config]") {
   ::unsetenv("TF_CONFIG");
   CHECK_THAT(TFConfigClusterResolver::from_env().error().message, Catch::Contains("not set"));
