@@ -1,6 +1,10 @@
 #include "actors/coordinator.hpp"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <iostream>
+#include <random>
 #include <sstream>
 
 #include <caf/io/all.hpp>
@@ -30,12 +34,49 @@ namespace troupe::actors {
 
 using Status = detail::RemoteState::Status;
 
-uint64_t ClosureBook::add(std::shared_ptr<detail::RemoteState> state) {
-  std::lock_guard<std::mutex> lock(mu_);
+uint32_t fresh_incarnation() {
+  static std::atomic<uint32_t> next{[] {
+    std::random_device rd;
+    return static_cast<uint32_t>(
+        rd() ^ (static_cast<uint32_t>(::getpid()) << 8) ^
+        static_cast<uint32_t>(std::chrono::system_clock::now().time_since_epoch().count()));
+  }()};
+  return next.fetch_add(1) % 0x7fffu + 1;
+}
+
+ClosureBook::ClosureBook(uint32_t incarnation, size_t max_pending)
+    : incarnation_((incarnation == 0 ? fresh_incarnation() : incarnation) & 0x7fffu),
+      next_id_((uint64_t{incarnation_} << 32) + 1),
+      max_pending_(max_pending) {}
+
+core::Expected<uint64_t> ClosureBook::add(std::shared_ptr<detail::RemoteState> state) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (max_pending_ > 0)
+    cv_.wait(lock, [&] { return pending_.size() < max_pending_ || first_error_; });
+  if (first_error_) return *first_error_;
   const uint64_t id = next_id_++;
   pending_.emplace(id, std::move(state));
   ++counters_.scheduled;
   return id;
+}
+
+uint64_t ClosureBook::settled_below() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_.empty() ? next_id_ : pending_.begin()->first;
+}
+
+uint64_t ClosureBook::last_id() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return next_id_ - 1;
+}
+
+void ClosureBook::abandon(const core::Error& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_.cancelled += static_cast<int64_t>(pending_.size());
+  for (auto& [id, state] : pending_)
+    state->settle(Status::cancelled, {}, why);
+  pending_.clear();
+  cv_.notify_all();
 }
 
 void ClosureBook::settle_locked(uint64_t id, Status s, std::vector<char> bytes, core::Error e) {
@@ -91,9 +132,30 @@ void ClosureBook::ps_restored(int64_t updates_lost) {
   cv_.notify_all();
 }
 
+void ClosureBook::ps_reconnected() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++counters_.ps_reconnects;
+  cv_.notify_all();
+}
+
 void ClosureBook::watchdog_fired() {
   std::lock_guard<std::mutex> lock(mu_);
   ++counters_.watchdog_reports;
+  cv_.notify_all();
+}
+
+void ClosureBook::ps_snapshots(size_t task, int64_t failures, int64_t age_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ps_snapshots_[task] = {failures, age_ms};
+  counters_.snapshot_failures = 0;
+  counters_.snapshot_age_ms = 0;
+  for (const auto& [t, f] : ps_snapshots_) {
+    counters_.snapshot_failures += f.first;
+    if (f.second < 0 || counters_.snapshot_age_ms < 0)
+      counters_.snapshot_age_ms = -1;
+    else
+      counters_.snapshot_age_ms = std::max(counters_.snapshot_age_ms, f.second);
+  }
   cv_.notify_all();
 }
 
@@ -131,6 +193,7 @@ ClosureBook::Counters ClosureBook::counters() {
 namespace {
 
 using Self = caf::stateful_actor<CoordinatorState>;
+using InFlight = CoordinatorState::InFlight;
 // Local to the coordinator: try a lost worker's address again.
 using rejoin_atom = caf::atom_constant<caf::atom("rejoin")>;
 // Local: try a PS task's address again; its deadline; poll the PS counts; end a pause.
@@ -139,12 +202,36 @@ using ps_deadline_atom = caf::atom_constant<caf::atom("psdeadln")>;
 using poll_atom = caf::atom_constant<caf::atom("poll")>;
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
 using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
+// Local: the periodic look for running closures past their closure_timeout.
+using overdue_atom = caf::atom_constant<caf::atom("overdue")>;
 
 void dispatch(Self* self);
 
 void schedule_rejoin(Self* self, size_t w) {
   self->delayed_send(self, self->state.config.rejoin_interval, rejoin_atom::value,
                      static_cast<uint64_t>(w));
+}
+
+std::vector<InFlight>::iterator find_in_flight(CoordinatorState::Worker& slot, uint64_t id) {
+  return std::find_if(slot.in_flight.begin(), slot.in_flight.end(),
+                      [&](const InFlight& f) { return f.closure.id == id; });
+}
+
+// The worker runs its closures in the order sent: the first unanswered one is running.
+// Its closure_timeout starts when it does; a periodic check (check_overdue) compares.
+// Deliberately no timer per closure: CAF 0.17 keeps every request timeout and delayed
+// message in its clock until it fires, even after the reply came (~220 bytes each, seen
+// as the chief growing 2.7 MB per 10k closures with 60 s timeouts).
+void time_head(Self* self, size_t w) {
+  auto& slot = self->state.workers[w];
+  if (!slot.in_flight.empty() && !slot.in_flight.front().started)
+    slot.in_flight.front().started = CoordinatorState::Clock::now();
+}
+
+// How often running closures are compared with closure_timeout: a quarter of it (a
+// closure is taken back between 1 and 1.25 timeouts after it started), at least 10 ms.
+std::chrono::milliseconds overdue_period(const CoordinatorConfig& config) {
+  return std::max(std::chrono::milliseconds(10), config.closure_timeout / 4);
 }
 
 // Answers the dataset calls that wait for no worker any more.
@@ -165,32 +252,69 @@ void settle_dataset_calls(Self* self) {
   }
 }
 
+void cancel_all(Self* self, const core::Error& why);
+
 // Marks a worker lost (once per connection) and puts its in-flight closures back at the
-// front of the queue; then looks for it again.
+// front of the queue (cancelled ones are settled and stay dropped); then looks for it
+// again. The closure it was running counts a loss against that closure.
 void requeue(Self* self, size_t w) {
-  auto& slot = self->state.workers[w];
+  auto& st = self->state;
+  auto& slot = st.workers[w];
   if (!slot.alive) return;
-  self->state.book->worker_lost();
+  st.book->worker_lost();
   slot.alive = false;
   slot.ready = false;
   ++slot.generation;
   if (slot.handle) self->demonitor(slot.handle);
+  std::optional<core::Error> poison;
+  if (!slot.in_flight.empty() && !slot.in_flight.front().cancelled) {
+    const net::ClosureMsg& running = slot.in_flight.front().closure;
+    const int lost = ++st.losses[running.id];
+    if (st.config.max_closure_losses > 0 && lost >= st.config.max_closure_losses) {
+      poison = core::make_error(core::Errc::unavailable,
+                                "closure " + std::to_string(running.id) + " (step '" +
+                                    running.step + "') lost its worker " + std::to_string(lost) +
+                                    " times; the last was worker:" + std::to_string(w));
+      st.book->fail(running.id, *poison);
+      st.losses.erase(running.id);
+      slot.in_flight.erase(slot.in_flight.begin());
+    }
+  }
   // Newest first to the front, so the oldest ends up first in the queue.
   for (auto it = slot.in_flight.rbegin(); it != slot.in_flight.rend(); ++it) {
-    self->state.queue.push_front(std::move(it->second.closure));
-    self->state.book->retried();
+    if (it->cancelled) continue;
+    st.queue.push_front(std::move(it->closure));
+    st.book->retried();
   }
   slot.in_flight.clear();
-  for (auto& call : self->state.dataset_calls)
+  for (auto& call : st.dataset_calls)
     call.waiting.erase(w);  // it builds the dataset when it rejoins
   settle_dataset_calls(self);
+  if (poison) cancel_all(self, *poison);
   schedule_rejoin(self, w);
 }
 
-void cancel_queued(Self* self, const core::Error& why) {
-  for (const auto& c : self->state.queue)
-    self->state.book->cancel(c.id, why);
-  self->state.queue.clear();
+// The first error ends the work: queued closures are cancelled, and so are those in
+// flight: their RemoteValues report `cancelled` now, and each busy worker's control actor
+// is told, so that a closure waiting in its mailbox is dropped unrun and a running step
+// sees StepContext::cancelled() and its PS requests fail. join() returns at once.
+void cancel_all(Self* self, const core::Error& why) {
+  auto& st = self->state;
+  for (const auto& c : st.queue)
+    st.book->cancel(c.id, why);
+  st.queue.clear();
+  const uint64_t through = st.book->last_id();
+  for (auto& slot : st.workers) {
+    bool told = false;
+    for (auto& f : slot.in_flight) {
+      if (f.cancelled) continue;
+      st.book->cancel(f.closure.id, why);
+      f.cancelled = true;
+      told = true;
+    }
+    if (told && slot.alive && slot.control)
+      self->send(slot.control, net::cancel_atom::value, through);
+  }
 }
 
 // An error the worker itself replied with (category troupe: the step's outcome, even when
@@ -230,7 +354,14 @@ void prepare(Self* self, size_t w, uint64_t generation, size_t next_dataset, boo
   };
   if (next_dataset == 0) {
     self->request(slot.handle, st.config.closure_timeout, net::vars_atom::value, st.placements)
-        .then([=](caf::ok_atom) { then_next(); }, on_error);
+        .then(
+            [=](caf::actor& control) {
+              auto& s = self->state.workers[w];
+              if (s.generation != generation) return;
+              s.control = std::move(control);
+              then_next();
+            },
+            on_error);
   } else {
     self->request(slot.handle, st.config.closure_timeout, net::dataset_atom::value,
                   st.datasets[next_dataset - 1])
@@ -253,6 +384,7 @@ void try_rejoin(Self* self, size_t w) {
               return;
             }
             s.handle = caf::actor_cast<caf::actor>(ptr);
+            s.control = nullptr;
             ++s.generation;
             self->monitor(s.handle);
             prepare(self, w, s.generation, 0, /*rejoin=*/true);
@@ -294,8 +426,10 @@ void ps_down(Self* self, size_t t) {
                      static_cast<uint64_t>(t), p.generation);
 }
 
-// A PS task answers on its address again. It restored itself from its snapshot before
-// publishing (serve() does), so its stats say from which update count.
+// A PS task answers on its address again. A restarted one restored itself from its
+// snapshot before publishing (serve() does), so its stats say from which update count; one
+// whose connection merely dropped (a stall, a cut link) answers with the same process
+// incarnation and has lost nothing.
 void try_ps_rejoin(Self* self, size_t t) {
   auto& p = self->state.ps[t];
   if (!p.restoring) return;
@@ -313,15 +447,26 @@ void try_ps_rejoin(Self* self, size_t t) {
             if (!ptr || net::is_terminated(caf::actor_cast<caf::actor>(ptr))) return retry();
             q.handle = caf::actor_cast<caf::actor>(ptr);
             self->monitor(q.handle);
-            self->request(q.handle, self->state.config.closure_timeout, net::stats_atom::value)
+            // Briefly: right after a stall, the peer may still route this connection's
+            // messages to the one it has not yet noticed is gone; the next try gets through.
+            self->request(q.handle, std::chrono::seconds(2), net::stats_atom::value)
                 .then(
                     [=](std::vector<int64_t>& stats) {
                       auto& r = self->state.ps[t];
                       if (!r.restoring || r.generation != generation) return;
+                      const auto ps = net::PsStats::from(stats);
+                      r.restoring = false;
+                      self->state.unavailable_streak = 0;
+                      if (r.process != 0 && ps.process == r.process) {
+                        // The same process: the connection dropped, nothing was lost.
+                        r.last_updates = std::max(r.last_updates, ps.updates_applied);
+                        self->state.book->ps_reconnected();
+                        dispatch(self);
+                        return;
+                      }
                       const std::string task = "ps:" + std::to_string(t);
-                      if (stats.size() < 6 || stats[5] < 0) {
+                      if (ps.restored_from < 0) {
                         // Back, but empty: its variables are gone.
-                        r.restoring = false;
                         r.failed = true;
                         const auto e = core::make_error(
                             core::Errc::data_loss,
@@ -329,15 +474,14 @@ void try_ps_rejoin(Self* self, size_t t) {
                                 " came back without a snapshot to restore; its variables "
                                 "are lost");
                         self->state.book->abort(e);
-                        cancel_queued(self, e);
+                        cancel_all(self, e);
                         dispatch(self);
                         return;
                       }
-                      r.restoring = false;
+                      r.process = ps.process;
                       self->state.book->ps_restored(
-                          std::max<int64_t>(0, r.last_updates - stats[5]));
-                      r.last_updates = stats[2];
-                      self->state.unavailable_streak = 0;
+                          std::max<int64_t>(0, r.last_updates - ps.restored_from));
+                      r.last_updates = ps.updates_applied;
                       dispatch(self);
                     },
                     [=](caf::error&) { retry(); });
@@ -345,32 +489,90 @@ void try_ps_rejoin(Self* self, size_t t) {
           [=](caf::error&) { retry(); });
 }
 
+// Each PS task's counts: its update count (so that a restore can tell how many updates
+// it lost), its process incarnation (a restart changes it), and its snapshot figures,
+// which reach the stats and, while snapshots fail, a warning every 10 s.
+void poll_ps(Self* self) {
+  for (size_t t = 0; t < self->state.ps.size(); ++t) {
+    const auto& p = self->state.ps[t];
+    if (p.restoring || p.failed) continue;
+    const uint64_t generation = p.generation;
+    self->request(p.handle, self->state.config.rejoin_interval, net::stats_atom::value)
+        .then(
+            [=](std::vector<int64_t>& v) {
+              auto& q = self->state.ps[t];
+              if (q.generation != generation || q.restoring) return;
+              const auto stats = net::PsStats::from(v);
+              q.last_updates = std::max(q.last_updates, stats.updates_applied);
+              if (q.process == 0) q.process = stats.process;
+              self->state.book->ps_snapshots(t, stats.snapshot_failures, stats.snapshot_age_ms);
+              const auto now = CoordinatorState::Clock::now();
+              if (stats.snapshot_failures > q.snapshot_failures &&
+                  now - self->state.last_snapshot_warning > std::chrono::seconds(10)) {
+                self->state.last_snapshot_warning = now;
+                std::cerr << "troupe: warning: ps:" << t << " fails to write snapshots ("
+                          << stats.snapshot_failures << " failures; newest snapshot "
+                          << (stats.snapshot_age_ms < 0
+                                  ? std::string("never written")
+                                  : std::to_string(stats.snapshot_age_ms) + " ms old")
+                          << "): a restart would lose its updates since" << std::endl;
+              }
+              q.snapshot_failures = stats.snapshot_failures;
+            },
+            [](caf::error&) {});
+  }
+  self->delayed_send(self, self->state.config.rejoin_interval, poll_atom::value);
+}
+
 void send_closure(Self* self, size_t w) {
-  net::ClosureMsg c = std::move(self->state.queue.front());
-  self->state.queue.pop_front();
+  auto& st = self->state;
+  net::ClosureMsg c = std::move(st.queue.front());
+  st.queue.pop_front();
+  c.settled_below = st.book->settled_below();
   const uint64_t id = c.id;
-  auto& slot = self->state.workers[w];
+  auto& slot = st.workers[w];
   const uint64_t generation = slot.generation;
-  self->request(slot.handle, self->state.config.closure_timeout, net::run_atom::value, c)
+  // No CAF timeout on this request: its bound is the coordinator's own closure_timeout,
+  // counted from when the worker starts the closure (check_overdue), and a worker that
+  // dies or stops answering heartbeats is lost by its down message (requeue).
+  self->request(slot.handle, caf::infinite, net::run_atom::value, c)
       .then(
           [=](std::vector<char>& bytes) {
             auto& s = self->state.workers[w];
             if (s.generation != generation) return;  // put back when the worker was lost
-            if (s.in_flight.erase(id) == 0) return;
-            self->state.unavailable_streak = 0;
+            auto it = find_in_flight(s, id);
+            if (it == s.in_flight.end()) return;
+            const bool cancelled = it->cancelled;
+            s.in_flight.erase(it);
+            time_head(self, w);
+            self->state.losses.erase(id);
             self->state.last_progress = CoordinatorState::Clock::now();
-            self->state.book->complete(id, std::move(bytes));
+            if (!cancelled) {
+              self->state.unavailable_streak = 0;
+              self->state.book->complete(id, std::move(bytes));
+            }
             dispatch(self);
           },
           [=](caf::error& err) {
             auto& s = self->state.workers[w];
-            if (s.generation != generation || s.in_flight.count(id) == 0) return;
+            if (s.generation != generation) return;
+            auto it = find_in_flight(s, id);
+            if (it == s.in_flight.end()) return;
+            if (it->cancelled && is_application_error(err)) {
+              // Its RemoteValue already says cancelled; the worker has let go of it.
+              s.in_flight.erase(it);
+              time_head(self, w);
+              self->state.losses.erase(id);
+              dispatch(self);
+              return;
+            }
             const core::Error e = net::from_caf(err);
             if (is_application_error(err) && e.code == core::Errc::unavailable &&
                 retry_unavailable(self)) {
               // Run it again once the PS is back; its pushes that did land are ignored then.
-              auto node = s.in_flight.extract(id);
-              self->state.queue.push_front(std::move(node.mapped().closure));
+              self->state.queue.push_front(std::move(it->closure));
+              s.in_flight.erase(it);
+              time_head(self, w);
               self->state.book->retried();
               if (!any_ps_restoring(self->state) && !self->state.paused) {
                 self->state.paused = true;
@@ -380,18 +582,36 @@ void send_closure(Self* self, size_t w) {
               return;
             }
             if (is_application_error(err)) {
-              s.in_flight.erase(id);
+              s.in_flight.erase(it);
+              time_head(self, w);
+              self->state.losses.erase(id);
               self->state.last_progress = CoordinatorState::Clock::now();
               self->state.book->fail(id, e);
-              cancel_queued(self, e);
+              cancel_all(self, e);
             } else {
               // The worker is unreachable or too slow: its closures run elsewhere.
               requeue(self, w);
             }
             dispatch(self);
           });
-  slot.in_flight.emplace(id,
-                         CoordinatorState::InFlight{std::move(c), CoordinatorState::Clock::now()});
+  slot.in_flight.push_back(InFlight{std::move(c), CoordinatorState::Clock::now(), {}, false});
+  time_head(self, w);
+}
+
+// A worker whose running closure has run for closure_timeout is hung or too slow: it is
+// lost, its closures run elsewhere and its address is tried again.
+void check_overdue(Self* self) {
+  const auto now = CoordinatorState::Clock::now();
+  auto& st = self->state;
+  bool lost = false;
+  for (size_t w = 0; w < st.workers.size(); ++w) {
+    const auto& slot = st.workers[w];
+    if (!slot.alive || slot.in_flight.empty() || !slot.in_flight.front().started) continue;
+    if (now - *slot.in_flight.front().started < st.config.closure_timeout) continue;
+    requeue(self, w);
+    lost = true;
+  }
+  if (lost) dispatch(self);
 }
 
 bool anything_pending(const CoordinatorState& st) {
@@ -417,8 +637,9 @@ void watchdog_check(Self* self) {
     WatchdogReport::Worker r;
     r.index = static_cast<int>(w);
     r.alive = slot.alive;
-    for (const auto& [id, f] : slot.in_flight)
-      r.in_flight.push_back({id, f.closure.step, duration_cast<milliseconds>(now - f.sent)});
+    for (const auto& f : slot.in_flight)
+      r.in_flight.push_back(
+          {f.closure.id, f.closure.step, duration_cast<milliseconds>(now - f.sent)});
     report.workers.push_back(std::move(r));
   }
   for (size_t t = 0; t < st.ps.size(); ++t)
@@ -432,24 +653,44 @@ void watchdog_check(Self* self) {
   st.book->watchdog_fired();  // after the report is out: a waiter on the count may read it
 }
 
+}  // namespace
+
+size_t pick_worker(const std::vector<WorkerLoad>& workers, size_t after, size_t max_in_flight) {
+  const size_t n = workers.size();
+  // An idle worker first (round robin from the last chosen, so closures arriving one at a
+  // time spread over every worker).
+  for (size_t k = 1; k <= n; ++k) {
+    const size_t w = (after + k) % n;
+    if (workers[w].ready && workers[w].in_flight == 0) return w;
+  }
+  // Sending ahead only when no live worker is idle or still being brought up to date: a
+  // closure must not wait in a busy worker's mailbox while another worker could take it.
+  for (const auto& l : workers)
+    if (l.alive && (!l.ready || l.in_flight == 0)) return n;
+  size_t best = n;
+  for (size_t k = 1; k <= n; ++k) {
+    const size_t w = (after + k) % n;
+    if (!workers[w].ready || workers[w].in_flight >= max_in_flight) continue;
+    if (best == n || workers[w].in_flight < workers[best].in_flight) best = w;
+  }
+  return best;
+}
+
+namespace {
+
 void dispatch(Self* self) {
   auto& st = self->state;
-  // Each closure goes to the worker with the fewest in flight (ties: the next one after
-  // the last chosen), so that closures arriving one at a time spread over every idle
-  // worker before any worker gets a second.
   if (st.paused || any_ps_restoring(st)) return;  // a PS is being restored
-  const size_t n = st.workers.size();
+  std::vector<WorkerLoad> loads(st.workers.size());
+  for (size_t w = 0; w < st.workers.size(); ++w) {
+    const auto& slot = st.workers[w];
+    loads[w] = {slot.alive, slot.alive && slot.ready, slot.in_flight.size()};
+  }
   while (!st.queue.empty()) {
-    size_t best = n;
-    for (size_t k = 1; k <= n; ++k) {
-      const size_t w = (st.last_dispatched + k) % n;
-      const auto& slot = st.workers[w];
-      if (!slot.ready || !slot.alive || slot.in_flight.size() >= st.config.max_in_flight_per_worker)
-        continue;
-      if (best == n || slot.in_flight.size() < st.workers[best].in_flight.size()) best = w;
-    }
-    if (best == n) return;  // every worker is busy or missing
+    const size_t best = pick_worker(loads, st.last_dispatched, st.config.max_in_flight_per_worker);
+    if (best == loads.size()) return;  // every worker is busy or missing
     st.last_dispatched = best;
+    ++loads[best].in_flight;
     send_closure(self, best);
   }
 }
@@ -475,7 +716,8 @@ caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector
     static_cast<Endpoint&>(p) = std::move(e);
     self->state.ps.push_back(std::move(p));
   }
-  if (config.ps_recovery) self->send(self, poll_atom::value);
+  if (!self->state.ps.empty()) self->send(self, poll_atom::value);
+  self->delayed_send(self, overdue_period(config), overdue_atom::value);
   self->state.last_progress = CoordinatorState::Clock::now();
   self->state.last_report = CoordinatorState::Clock::time_point{};
   if (config.watchdog_timeout.count() > 0)
@@ -519,7 +761,6 @@ caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector
           call.waiting.insert(w);
           const uint64_t generation = slot.generation;
           auto done = [=](std::optional<core::Error> error) {
-            if (self->state.workers[w].generation != generation) return;  // lost: skipped
             for (auto& c : self->state.dataset_calls) {
               if (c.name != name || !c.waiting.count(w)) continue;
               c.waiting.erase(w);
@@ -529,12 +770,19 @@ caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector
             settle_dataset_calls(self);
           };
           self->request(slot.handle, st.config.closure_timeout, net::dataset_atom::value, name)
-              .then([=](caf::ok_atom) { done(std::nullopt); },
-                    [=](caf::error& e) {
-                      // The worker's own error fails the call; CAF's (it is gone) skips it.
-                      if (is_application_error(e)) return done(net::from_caf(e));
-                      requeue(self, w);
-                    });
+              .then(
+                  [=](caf::ok_atom) {
+                    if (self->state.workers[w].generation == generation) done(std::nullopt);
+                  },
+                  [=](caf::error& e) {
+                    // An answer of an earlier connection: that worker was lost and skipped;
+                    // it must not take down the one that rejoined since.
+                    if (self->state.workers[w].generation != generation) return;
+                    // The worker's own error fails the call; CAF's (it is gone) skips it.
+                    if (is_application_error(e)) return done(net::from_caf(e));
+                    requeue(self, w);
+                    dispatch(self);
+                  });
         }
         auto promise = call.promise;
         st.dataset_calls.push_back(std::move(call));
@@ -547,6 +795,10 @@ caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector
         for (const auto& p : self->state.ps)
           if (p.handle) self->send(p.handle, net::shutdown_atom::value);
         return caf::ok_atom::value;
+      },
+      [=](overdue_atom) {
+        check_overdue(self);
+        self->delayed_send(self, overdue_period(self->state.config), overdue_atom::value);
       },
       [=](ps_rejoin_atom, uint64_t t) {
         if (t < self->state.ps.size()) try_ps_rejoin(self, static_cast<size_t>(t));
@@ -562,7 +814,7 @@ caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector
             "ps:" + std::to_string(t) + " did not come back within " +
                 std::to_string(self->state.config.ps_restore_deadline.count()) + " ms");
         self->state.book->abort(e);
-        cancel_queued(self, e);
+        cancel_all(self, e);
         dispatch(self);
       },
       [=](watchdog_atom) {
@@ -573,23 +825,7 @@ caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector
         self->state.paused = false;
         dispatch(self);
       },
-      [=](poll_atom) {
-        // Each PS's update count, so that a restore can tell how many updates it lost.
-        for (size_t t = 0; t < self->state.ps.size(); ++t) {
-          const auto& p = self->state.ps[t];
-          if (p.restoring || p.failed) continue;
-          const uint64_t generation = p.generation;
-          self->request(p.handle, self->state.config.rejoin_interval, net::stats_atom::value)
-              .then(
-                  [=](std::vector<int64_t>& stats) {
-                    auto& q = self->state.ps[t];
-                    if (q.generation == generation && !q.restoring && stats.size() > 2)
-                      q.last_updates = std::max(q.last_updates, stats[2]);
-                  },
-                  [](caf::error&) {});
-        }
-        self->delayed_send(self, self->state.config.rejoin_interval, poll_atom::value);
-      },
+      [=](poll_atom) { poll_ps(self); },
       [=](rejoin_atom, uint64_t w) {
         if (w < self->state.workers.size()) try_rejoin(self, static_cast<size_t>(w));
       },

@@ -29,11 +29,24 @@ class ClosureBook {
   using Counters = CoordinatorStats;
 
   /// Closure ids start at (incarnation << 32) + 1; ids stay below 2^47 (the workers' tags
-  /// keep 16 bits for repetitions), so the incarnation is taken modulo 2^15.
-  explicit ClosureBook(uint32_t incarnation = 0)
-      : next_id_((uint64_t{incarnation & 0x7fffu} << 32) + 1) {}
+  /// keep 16 bits for repetitions), so the incarnation is taken modulo 2^15. Incarnation 0
+  /// draws one (fresh_incarnation()): ids must never repeat across chief processes, or
+  /// PS tasks that kept running would drop a restarted chief's pushes as seen before.
+  /// `max_pending` > 0 bounds the closures outstanding: add() waits for room.
+  explicit ClosureBook(uint32_t incarnation = 0, size_t max_pending = 0);
 
-  uint64_t add(std::shared_ptr<detail::RemoteState> state);
+  /// Registers a closure and gives its id; while an error is pending (not yet raised by
+  /// join()), nothing is added and that error is returned, as TensorFlow's schedule()
+  /// raises it.
+  core::Expected<uint64_t> add(std::shared_ptr<detail::RemoteState> state);
+  /// Every id of this book below the result is settled.
+  uint64_t settled_below();
+  /// The last id handed out (0: none yet).
+  uint64_t last_id();
+  uint32_t incarnation() const { return incarnation_; }
+  /// The coordinator is gone: every pending closure is settled `cancelled` with `why`, so
+  /// no fetch() or join() waits on it.
+  void abandon(const core::Error& why);
   void complete(uint64_t id, std::vector<char> bytes);
   /// An application error: the closure fails; the first such error is kept for join().
   void fail(uint64_t id, core::Error error);
@@ -42,7 +55,10 @@ class ClosureBook {
   void worker_lost();
   void worker_rejoined();
   void ps_restored(int64_t updates_lost);
+  void ps_reconnected();
   void watchdog_fired();
+  /// PS task `task`'s snapshot figures, as last polled (PsStats).
+  void ps_snapshots(size_t task, int64_t failures, int64_t age_ms);
   /// An error not tied to one closure (a PS that did not come back): join() raises it.
   void abort(const core::Error& error);
   /// Waits until every scheduled closure is settled; returns (and clears) the first error.
@@ -59,11 +75,26 @@ class ClosureBook {
 
   std::mutex mu_;
   std::condition_variable cv_;
+  uint32_t incarnation_;
   uint64_t next_id_;
-  std::unordered_map<uint64_t, std::shared_ptr<detail::RemoteState>> pending_;
+  size_t max_pending_;
+  std::map<uint64_t, std::shared_ptr<detail::RemoteState>> pending_;  // by id: oldest first
   Counters counters_;
   std::optional<core::Error> first_error_;
+  std::map<size_t, std::pair<int64_t, int64_t>> ps_snapshots_;  // task -> (failures, age ms)
 };
+
+/// What the dispatch policy sees of a worker.
+struct WorkerLoad {
+  bool alive = true;     // not lost (it may still be being brought up to date)
+  bool ready = false;    // alive and up to date: it may take closures
+  size_t in_flight = 0;  // closures sent and not answered
+};
+
+/// The worker the next closure goes to, or workers.size() for none: an idle ready worker
+/// first (round robin after `after`); a closure is sent ahead (to the ready worker with the
+/// fewest in flight, below `max_in_flight`) only when every live worker is ready and busy.
+size_t pick_worker(const std::vector<WorkerLoad>& workers, size_t after, size_t max_in_flight);
 
 /// The actor's settings are the public ones.
 using CoordinatorConfig = CoordinatorOptions;
@@ -76,11 +107,20 @@ struct Endpoint {
   uint16_t port = 0;
 };
 
+/// A fresh chief incarnation in [1, 2^15): random per process, then counting up, so two
+/// coordinators of one process never share one and two processes rarely do.
+uint32_t fresh_incarnation();
+
 struct CoordinatorState {
   using Clock = std::chrono::steady_clock;
   struct InFlight {
     net::ClosureMsg closure;
     Clock::time_point sent;
+    /// When the worker started it, as far as the chief can tell: it was sent to an idle
+    /// worker, or the closure before it was answered. closure_timeout counts from here.
+    std::optional<Clock::time_point> started;
+    /// Settled `cancelled` at the chief; the worker was told and its answer is awaited.
+    bool cancelled = false;
   };
   struct Worker : Endpoint {
     /// Counts the connections to this worker: replies and failures of an earlier one are
@@ -88,13 +128,19 @@ struct CoordinatorState {
     uint64_t generation = 0;
     bool ready = false;  // has the variable placement and every dataset
     bool alive = true;
-    std::map<uint64_t, InFlight> in_flight;  // by closure id, oldest first
+    std::vector<InFlight> in_flight;  // in the order sent, which is the order it runs them
+    caf::actor control;               // takes cancel messages while the worker is busy
   };
+  /// Closures whose worker was lost while running them, by id: one that takes down
+  /// `max_closure_losses` workers fails instead of crash-looping the job.
+  std::map<uint64_t, int> losses;
   struct Ps : Endpoint {
     uint64_t generation = 0;
-    bool restoring = false;    // down; waiting for it to come back
-    bool failed = false;       // did not come back within the deadline
-    int64_t last_updates = 0;  // its updates_applied, as last polled
+    int64_t process = 0;            // its process incarnation (PsStats::process); 0: not known yet
+    bool restoring = false;         // down; waiting for it to come back
+    bool failed = false;            // did not come back within the deadline
+    int64_t last_updates = 0;       // its updates_applied, as last polled
+    int64_t snapshot_failures = 0;  // as last polled
   };
   std::vector<Worker> workers;
   std::vector<Ps> ps;
@@ -117,6 +163,7 @@ struct CoordinatorState {
   CoordinatorConfig config;
   Clock::time_point last_progress;  // a closure finished, or work arrived with none pending
   Clock::time_point last_report;    // the watchdog's, since last_progress
+  Clock::time_point last_snapshot_warning;
   static inline const char* name = "troupe.coordinator";
 };
 

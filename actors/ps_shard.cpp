@@ -1,6 +1,11 @@
 #include "actors/ps_shard.hpp"
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <random>
 
 #include "core/checkpoint/checkpoint_manager.hpp"
 
@@ -28,9 +33,11 @@ void take_snapshot(caf::stateful_actor<PsShardActorState>* self) {
     if (!st.snapshot_failed)
       std::cerr << "troupe: PS snapshot failed: " << written.error().message << std::endl;
     st.snapshot_failed = true;
+    ++st.snapshot_failures;  // the coordinator polls it, reports it and warns
     return;
   }
   st.snapshot_failed = false;
+  st.last_snapshot = std::chrono::steady_clock::now();
   st.snapshotted_updates = applied;
   st.snapshotted_variables = variables;
   ++st.snapshots;
@@ -38,7 +45,21 @@ void take_snapshot(caf::stateful_actor<PsShardActorState>* self) {
 
 }  // namespace
 
+namespace {
+
+// This process's resident memory in bytes (0 where /proc cannot tell).
+int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return resident * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace
+
 caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOptions options) {
+  self->state.process = static_cast<int64_t>(std::random_device{}() & 0x7fffffffu) << 31 |
+                        static_cast<int64_t>(std::random_device{}() & 0x7fffffffu) | 1;
   if (options.initial) self->state.shard = std::move(*options.initial);
   options.initial.reset();
   self->state.options = std::move(options);
@@ -47,7 +68,17 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
     // the one it restored.
     core::CheckpointManager m(self->state.options.snapshot_dir, 2, "ps");
     auto existing = m.checkpoints();
-    if (!existing.empty()) self->state.snapshots = existing.back().first + 1;
+    for (const auto& [number, path] : existing)
+      self->state.snapshots = std::max(self->state.snapshots, number + 1);
+    if (!existing.empty()) {
+      // The snapshot restored from (the newest) is as old as its file.
+      std::error_code ec;
+      const auto written = std::filesystem::last_write_time(existing.back().second, ec);
+      if (!ec)
+        self->state.last_snapshot = std::chrono::steady_clock::now() -
+                                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                        std::filesystem::file_time_type::clock::now() - written);
+    }
     self->state.snapshotted_updates = self->state.shard.counters().updates_applied;
     self->state.snapshotted_variables = self->state.shard.counters().variables;
     self->delayed_send(self, self->state.options.snapshot_interval, net::snapshot_atom::value);
@@ -92,11 +123,25 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
       [=](net::channel_atom, int32_t port) { self->state.channel_port = port; },
       [=](net::shutdown_atom) { self->quit(); },
       [=](net::stats_atom) {
-        const auto& c = self->state.shard.counters();
-        return std::vector<int64_t>{c.variables,          c.pulls,
-                                    c.updates_applied,    c.updates_duplicate,
-                                    c.requests_rejected,  self->state.shard.restored_from(),
-                                    self->state.snapshots};
+        const auto& st = self->state;
+        const auto& c = st.shard.counters();
+        net::PsStats s;
+        s.variables = c.variables;
+        s.pulls = c.pulls;
+        s.updates_applied = c.updates_applied;
+        s.updates_duplicate = c.updates_duplicate;
+        s.requests_rejected = c.requests_rejected;
+        s.restored_from = st.shard.restored_from();
+        s.snapshots = st.snapshots;
+        s.snapshot_failures = st.snapshot_failures;
+        if (st.last_snapshot)
+          s.snapshot_age_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::steady_clock::now() - *st.last_snapshot)
+                                  .count();
+        s.process = st.process;
+        s.rss_bytes = resident_bytes();
+        s.applied_tags = static_cast<int64_t>(st.shard.applied_tags());
+        return s.to_vector();
       },
   };
 }

@@ -1,6 +1,9 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
+
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -25,7 +28,12 @@ struct PsShardActorState {
   int64_t snapshotted_updates = -1;    // updates_applied at the last snapshot
   int64_t snapshotted_variables = -1;  // and the variables the shard held then
   int64_t snapshots = 0;
-  bool snapshot_failed = false;  // reported once on stderr
+  bool snapshot_failed = false;  // reported once on stderr per run of failures
+  int64_t snapshot_failures = 0;
+  std::optional<std::chrono::steady_clock::time_point> last_snapshot;  // newest written
+  /// Random per actor: a coordinator that sees the same value after a dropped connection
+  /// knows nothing was lost; a restarted task (new state) has another.
+  int64_t process = 0;
   static inline const char* name = "troupe.ps_shard";
 };
 

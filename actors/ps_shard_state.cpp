@@ -135,14 +135,16 @@ core::Expected<net::WireTensor> PsShardState::pull_rows(const std::string& name,
 }
 
 template <class Apply>
-core::Expected<bool> PsShardState::apply_once(uint64_t closure_id, const std::string& name,
-                                              const net::WireTensor& grad, Apply apply) {
+core::Expected<bool> PsShardState::apply_once(uint64_t closure_id, uint64_t settled_below,
+                                              const std::string& name, const net::WireTensor& grad,
+                                              Apply apply) {
   auto s = find(name);
   if (!s) return s.error();
   Shard& sh = **s;
   if (!grad.consistent())
     return reject(make_error(Errc::invalid_argument, "inconsistent gradient for '" + name + "'"));
-  if (sh.applied.count(closure_id)) {
+  sh.applied.settle(closure_id, settled_below);
+  if (!sh.applied.fresh(closure_id)) {
     ++counters_.updates_duplicate;
     return false;
   }
@@ -154,23 +156,25 @@ core::Expected<bool> PsShardState::apply_once(uint64_t closure_id, const std::st
 }
 
 core::Expected<bool> PsShardState::push(uint64_t closure_id, const std::string& name,
-                                        const net::WireTensor& grad) {
-  return apply_once(closure_id, name, grad, [&](Shard& sh) {
+                                        const net::WireTensor& grad, uint64_t settled_below) {
+  return apply_once(closure_id, settled_below, name, grad, [&](Shard& sh) {
     return sh.optimizer->apply_dense(sh.value, grad.view(), sh.slots);
   });
 }
 
 core::Expected<net::WireTensor> PsShardState::push_pull(uint64_t closure_id,
                                                         const std::string& name,
-                                                        const net::WireTensor& grad) {
-  auto applied = push(closure_id, name, grad);
+                                                        const net::WireTensor& grad,
+                                                        uint64_t settled_below) {
+  auto applied = push(closure_id, name, grad, settled_below);
   if (!applied) return applied.error();
   return pull(name);
 }
 
 core::Expected<bool> PsShardState::push_rows(uint64_t closure_id, const std::string& name,
-                                             const net::RowsUpdate& update) {
-  return apply_once(closure_id, name, update.grads, [&](Shard& sh) {
+                                             const net::RowsUpdate& update,
+                                             uint64_t settled_below) {
+  return apply_once(closure_id, settled_below, name, update.grads, [&](Shard& sh) {
     return sh.optimizer->apply_sparse(sh.value, update.rows, update.grads.view(), sh.slots);
   });
 }
@@ -193,14 +197,14 @@ core::Expected<std::vector<net::PsItem>> PsShardState::handle(net::PsRequest& re
         value = pull_rows(item.name, item.rows);
         break;
       case net::PsOp::push:
-        applied = push(request.tag, item.name, item.tensor);
+        applied = push(request.tag, item.name, item.tensor, request.settled_below);
         break;
       case net::PsOp::push_pull:
-        value = push_pull(request.tag, item.name, item.tensor);
+        value = push_pull(request.tag, item.name, item.tensor, request.settled_below);
         break;
       case net::PsOp::push_rows: {
         net::RowsUpdate u{std::move(item.rows), std::move(item.tensor)};
-        applied = push_rows(request.tag, item.name, u);
+        applied = push_rows(request.tag, item.name, u, request.settled_below);
         break;
       }
     }
@@ -214,7 +218,7 @@ core::Expected<std::vector<net::PsItem>> PsShardState::handle(net::PsRequest& re
 // Snapshot layout: per variable, tensors "<var>" (value) and "<var>/slot<i>"; ints
 // "<var>/def" (shard, row offset, initializer kind, initializer value bits, seed, learning
 // rate bits, then the shape), "<var>/optimizer" (its name's bytes), "<var>/iterations",
-// "<var>/applied" (closure ids); and "updates_applied".
+// "<var>/applied_tags" (AppliedTags::to_ints); and "updates_applied".
 namespace {
 
 int64_t float_bits(float f) {
@@ -248,15 +252,12 @@ core::Checkpoint PsShardState::snapshot() const {
                              float_bits(d.learning_rate)};
     def.insert(def.end(), d.shape.begin(), d.shape.end());
     c.ints[name + "/def"] = std::move(def);
-    c.ints[name + "/optimizer"] = std::vector<int64_t>(d.optimizer.begin(), d.optimizer.end());
+    c.ints[name + "/optimizer"] = core::text_ints(d.optimizer);
     c.tensors.emplace(name, shard.value);
     for (size_t i = 0; i < shard.slots.slots.size(); ++i)
       c.tensors.emplace(name + "/slot" + std::to_string(i), shard.slots.slots[i]);
     c.ints[name + "/iterations"] = {shard.slots.iterations};
-    std::vector<int64_t>& applied = c.ints[name + "/applied"];
-    applied.reserve(shard.applied.size());
-    for (uint64_t id : shard.applied)
-      applied.push_back(static_cast<int64_t>(id));
+    c.ints[name + "/applied_tags"] = shard.applied.to_ints();
   }
   c.ints["updates_applied"] = {counters_.updates_applied};
   return c;
@@ -285,10 +286,9 @@ core::Expected<PsShardState> PsShardState::from_snapshot(const core::Checkpoint&
     d.shape.assign(def.begin() + 6, def.end());
     auto opt = ckpt.ints.find(name + "/optimizer");
     if (opt == ckpt.ints.end()) return incomplete(name, "no optimizer");
-    for (int64_t ch : opt->second) {
-      if (ch <= 0 || ch > 127) return incomplete(name, "bad optimizer name");
-      d.optimizer.push_back(static_cast<char>(ch));
-    }
+    auto opt_name = core::ints_text(opt->second);
+    if (!opt_name) return incomplete(name, "bad optimizer name");
+    d.optimizer = std::move(*opt_name);
     if (auto created = st.create(d); !created) return incomplete(name, created.error().message);
     Shard& shard = st.vars_.at(name);
     auto value = ckpt.tensors.find(name);
@@ -302,16 +302,24 @@ core::Expected<PsShardState> PsShardState::from_snapshot(const core::Checkpoint&
       shard.slots.slots[i] = slot->second;
     }
     auto it = ckpt.ints.find(name + "/iterations");
-    auto applied = ckpt.ints.find(name + "/applied");
+    auto applied = ckpt.ints.find(name + "/applied_tags");
     if (it == ckpt.ints.end() || it->second.size() != 1 || applied == ckpt.ints.end())
-      return incomplete(name, "no iteration count or applied closure ids");
+      return incomplete(name, "no iteration count or applied closure tags");
     shard.slots.iterations = it->second[0];
-    for (int64_t id : applied->second)
-      shard.applied.insert(static_cast<uint64_t>(id));
+    auto tags = AppliedTags::from_ints(applied->second);
+    if (!tags) return incomplete(name, tags.error().message);
+    shard.applied = std::move(*tags);
   }
   st.counters_.updates_applied = count->second[0];
   st.restored_from_ = count->second[0];
   return st;
+}
+
+size_t PsShardState::applied_tags() const {
+  size_t n = 0;
+  for (const auto& [name, shard] : vars_)
+    n += shard.applied.size();
+  return n;
 }
 
 }  // namespace troupe::actors

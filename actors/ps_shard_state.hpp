@@ -4,9 +4,9 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
+#include "actors/applied_tags.hpp"
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/expected.hpp"
 #include "core/optimizer.hpp"
@@ -39,15 +39,17 @@ class PsShardState {
   core::Expected<net::WireTensor> pull_rows(const std::string& name,
                                             const std::vector<int64_t>& rows);
   /// Applies a dense gradient tagged with `closure_id`; returns false (and applies nothing)
-  /// if this shard already applied that closure id.
+  /// if this shard already applied that tag, or the tag's closure is settled at the chief
+  /// (below `settled_below`, or below an earlier request's; see AppliedTags).
   core::Expected<bool> push(uint64_t closure_id, const std::string& name,
-                            const net::WireTensor& grad);
+                            const net::WireTensor& grad, uint64_t settled_below = 0);
   /// push() and then pull() in one request: the shard's value after the update (or as it
   /// is, when the closure id was applied before).
   core::Expected<net::WireTensor> push_pull(uint64_t closure_id, const std::string& name,
-                                            const net::WireTensor& grad);
+                                            const net::WireTensor& grad,
+                                            uint64_t settled_below = 0);
   core::Expected<bool> push_rows(uint64_t closure_id, const std::string& name,
-                                 const net::RowsUpdate& update);
+                                 const net::RowsUpdate& update, uint64_t settled_below = 0);
 
   /// Every item of a batched request, in order, with the methods above. The first failing
   /// item ends it with its error; items before it have been applied (each at most once,
@@ -72,6 +74,9 @@ class PsShardState {
   int64_t restored_from() const { return restored_from_; }
 
   const Counters& counters() const { return counters_; }
+  /// Closure tags held for at-most-once over every shard (bounded by the closures in
+  /// flight, not by the closures ever applied).
+  size_t applied_tags() const;
   bool has(const std::string& name) const { return vars_.count(name) > 0; }
 
  private:
@@ -80,14 +85,15 @@ class PsShardState {
     core::Tensor value;
     std::unique_ptr<core::Optimizer> optimizer;
     core::SlotSet slots;
-    std::unordered_set<uint64_t> applied;
+    AppliedTags applied;
   };
 
   core::Expected<Shard*> find(const std::string& name);
   /// The at-most-once update path shared by dense and row pushes.
   template <class Apply>
-  core::Expected<bool> apply_once(uint64_t closure_id, const std::string& name,
-                                  const net::WireTensor& grad, Apply apply);
+  core::Expected<bool> apply_once(uint64_t closure_id, uint64_t settled_below,
+                                  const std::string& name, const net::WireTensor& grad,
+                                  Apply apply);
   core::Error reject(core::Error e);
 
   std::map<std::string, Shard> vars_;

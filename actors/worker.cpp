@@ -14,8 +14,19 @@ namespace troupe::actors {
 using core::Errc;
 using core::make_error;
 
-WorkerRuntime::WorkerRuntime(caf::actor_system& sys, WorkerOptions options)
-    : sys_(sys), options_(std::move(options)), self_(sys) {}
+caf::behavior worker_control(caf::event_based_actor*, std::shared_ptr<CancelMark> mark) {
+  return {
+      [=](net::cancel_atom, uint64_t through) { mark->raise(through); },
+  };
+}
+
+WorkerRuntime::WorkerRuntime(caf::actor_system& sys, WorkerOptions options,
+                             std::shared_ptr<const CancelMark> cancel)
+    : sys_(sys), options_(std::move(options)), self_(sys), cancel_(std::move(cancel)) {}
+
+bool WorkerRuntime::cancelled() const {
+  return cancel_ && closure_id_ != 0 && cancel_->covers(net::tag_closure(closure_id_));
+}
 
 core::Status WorkerRuntime::set_placements(const std::vector<net::Placement>& placements) {
   std::map<std::string, Shards> by_name;
@@ -121,6 +132,9 @@ core::Expected<std::vector<std::vector<net::WireTensor>>> WorkerRuntime::exchang
   // Send every task's request before awaiting any reply: the PS tasks work in parallel.
   // Each PS reads a whole request before it answers, so writing to one while another
   // answers cannot deadlock.
+  if (cancelled())
+    return make_error(Errc::cancelled, "closure " + std::to_string(net::tag_closure(closure_id_)) +
+                                           " was cancelled");
   std::vector<InFlight> in_flight;
   core::Status failed;
   auto fail = [&](int task, const core::Error& e) {
@@ -130,6 +144,7 @@ core::Expected<std::vector<std::vector<net::WireTensor>>> WorkerRuntime::exchang
   for (auto& [task, request] : batch.requests) {
     request.op = static_cast<uint8_t>(op);
     request.tag = closure_id_;
+    request.settled_below = settled_below_;
     auto ch = channel(task);
     if (!ch) {
       fail(task, ch.error());
@@ -400,17 +415,30 @@ core::Expected<std::vector<char>> WorkerRuntime::run(const net::ClosureMsg& clos
   if (closure.repeat < 1 || closure.repeat > 0xffff || closure.id >= (uint64_t{1} << 47))
     return make_error(Errc::invalid_argument,
                       "closure " + std::to_string(closure.id) + ": bad id or repeat count");
+  const auto cancelled_error = [&] {
+    return make_error(Errc::cancelled, "closure " + std::to_string(closure.id) + " was cancelled");
+  };
+  // Cancelled while it waited in the mailbox: dropped unrun.
+  if (cancel_ && cancel_->covers(closure.id)) return cancelled_error();
   ++closures_run_;
+  settled_below_ = closure.settled_below;
   try {
     // Each repetition tags its pushes with its own id, so that a shard applies every
     // repetition once and a retried closure's repetitions are recognised.
     core::Expected<std::vector<char>> result = make_error(Errc::internal, "no step ran");
     for (uint32_t k = 0; k < closure.repeat; ++k) {
       closure_id_ = (closure.id << 16) | k;
+      if (cancelled()) return cancelled_error();
       result = (*step)(*this, closure.args);
       if (!result) break;
     }
+    // A step that returned anything after its cancellation was cut short by it.
+    if (cancelled()) return cancelled_error();
     return result;
+  } catch (const core::BadExpectedAccess& e) {
+    // value() of an error in the step: that error is the step's outcome.
+    return make_error(e.error().code,
+                      "step '" + closure.step + "' took value() of an error: " + e.error().message);
   } catch (const std::exception& e) {
     return make_error(Errc::internal, "step '" + closure.step + "' threw: " + e.what());
   } catch (...) {
@@ -419,12 +447,19 @@ core::Expected<std::vector<char>> WorkerRuntime::run(const net::ClosureMsg& clos
 }
 
 void worker(caf::blocking_actor* self, WorkerOptions options) {
-  WorkerRuntime rt(self->system(), std::move(options));
+  auto mark = std::make_shared<CancelMark>();
+  auto control = self->system().spawn(worker_control, mark);
+  WorkerRuntime rt(self->system(), std::move(options), mark);
   bool running = true;
+  // The control actor ends with the worker, whichever way it ends.
+  struct EndControl {
+    caf::actor a;
+    ~EndControl() { caf::anon_send_exit(a, caf::exit_reason::user_shutdown); }
+  } end_control{control};
   self->receive_while(running)(
-      [&](net::vars_atom, const std::vector<net::Placement>& p) -> caf::result<caf::ok_atom> {
+      [&](net::vars_atom, const std::vector<net::Placement>& p) -> caf::result<caf::actor> {
         if (auto st = rt.set_placements(p); !st) return net::to_caf(st.error());
-        return caf::ok_atom::value;
+        return control;
       },
       [&](net::dataset_atom, const std::string& name) -> caf::result<caf::ok_atom> {
         if (auto st = rt.build_dataset(name); !st) return net::to_caf(st.error());

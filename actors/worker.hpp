@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -36,11 +37,36 @@ struct WorkerOptions {
   size_t batches_per_request = 8;
 };
 
+/// Closures the coordinator has cancelled, shared by the worker's control actor (which
+/// receives the cancel message while the worker runs a step) and the worker's thread.
+/// One number per worker: every closure id of the same chief incarnation up to it.
+class CancelMark {
+ public:
+  void raise(uint64_t through) {
+    uint64_t seen = through_.load();
+    // A later incarnation replaces an earlier one; within one, the mark only rises.
+    while ((seen >> 32 != through >> 32 || seen < through) &&
+           !through_.compare_exchange_weak(seen, through)) {
+    }
+  }
+  bool covers(uint64_t closure_id) const {
+    const uint64_t t = through_.load(std::memory_order_relaxed);
+    return t != 0 && (t >> 32) == (closure_id >> 32) && closure_id <= t;
+  }
+
+ private:
+  std::atomic<uint64_t> through_{0};
+};
+
+/// A worker's control actor: takes (cancel, through_id) while the worker is busy.
+caf::behavior worker_control(caf::event_based_actor* self, std::shared_ptr<CancelMark> mark);
+
 /// The worker's side of a step: parameter-server access fanned out over the shards, and the
 /// worker's dataset iterators. Lives on the worker actor's thread.
 class WorkerRuntime final : public StepContext {
  public:
-  WorkerRuntime(caf::actor_system& sys, WorkerOptions options);
+  WorkerRuntime(caf::actor_system& sys, WorkerOptions options,
+                std::shared_ptr<const CancelMark> cancel = nullptr);
   ~WorkerRuntime() override;
   WorkerRuntime(const WorkerRuntime&) = delete;
   WorkerRuntime& operator=(const WorkerRuntime&) = delete;
@@ -56,6 +82,7 @@ class WorkerRuntime final : public StepContext {
 
   int worker_index() const override { return options_.index; }
   uint64_t closure_id() const override { return closure_id_; }
+  bool cancelled() const override;
   core::Expected<std::vector<core::Tensor>> pull(const std::vector<std::string>& names) override;
   core::Status push(
       const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) override;
@@ -116,15 +143,18 @@ class WorkerRuntime final : public StepContext {
     bool ended = false;
   };
   std::map<std::string, Iterator> iterators_;  // by dataset
+  std::shared_ptr<const CancelMark> cancel_;
   uint64_t closure_id_ = 0;
+  uint64_t settled_below_ = 0;  // the running closure's ClosureMsg::settled_below
   int64_t closures_run_ = 0;
   int64_t channel_requests_ = 0, caf_requests_ = 0;
 };
 
 /// The worker actor (blocking: it runs steps on its own thread, never on the scheduler's).
-///   (vars, [Placement])   -> ok
+///   (vars, [Placement])   -> the worker's control actor (where cancel messages go)
 ///   (dataset, name)       -> ok once this worker's iterator of the dataset is built
-///   (run, ClosureMsg)     -> msgpack bytes of the step's result, or the step's error
+///   (run, ClosureMsg)     -> msgpack bytes of the step's result, or the step's error;
+///                            `cancelled` for a closure cancelled before or while it ran
 ///   (stats)               -> [closures run, PS requests by channel, PS requests by CAF]
 ///   (shutdown)            -> the actor quits
 void worker(caf::blocking_actor* self, WorkerOptions options);

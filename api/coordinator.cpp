@@ -8,15 +8,19 @@ using core::make_error;
 ClusterCoordinator::ClusterCoordinator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 ClusterCoordinator::~ClusterCoordinator() {
-  if (impl_ && impl_->coordinator)
-    caf::anon_send_exit(impl_->coordinator, caf::exit_reason::user_shutdown);
+  if (!impl_) return;
+  if (impl_->coordinator) caf::anon_send_exit(impl_->coordinator, caf::exit_reason::user_shutdown);
+  impl_->book->abandon(make_error(Errc::cancelled, "the ClusterCoordinator was destroyed"));
 }
 
 core::Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::make(
     ParameterServerStrategy& strategy, Options options) {
   auto& s = strategy.impl();
-  auto impl = std::unique_ptr<Impl>(
-      new Impl{strategy, options, std::make_shared<actors::ClosureBook>(options.incarnation), {}});
+  auto impl = std::unique_ptr<Impl>(new Impl{
+      strategy,
+      options,
+      std::make_shared<actors::ClosureBook>(options.incarnation, options.max_pending_closures),
+      {}});
   std::vector<actors::Endpoint> workers, ps;
   for (int i = 0; i < s.spec.num_tasks("worker"); ++i) {
     const net::TaskId task{"worker", i};
@@ -37,15 +41,22 @@ core::Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::make(
   return std::unique_ptr<ClusterCoordinator>(new ClusterCoordinator(std::move(impl)));
 }
 
-void ClusterCoordinator::enqueue(const std::string& step, std::vector<char> args,
-                                 std::shared_ptr<detail::RemoteState> state, uint32_t repeat) {
+core::Status ClusterCoordinator::enqueue(const std::string& step, std::vector<char> args,
+                                         std::shared_ptr<detail::RemoteState> state,
+                                         uint32_t repeat) {
   if (!state) state = std::make_shared<detail::RemoteState>();
+  auto id = impl_->book->add(state);
+  if (!id) {
+    state->settle(detail::RemoteState::Status::failed, {}, id.error());
+    return id.error();
+  }
   net::ClosureMsg c;
-  c.id = impl_->book->add(std::move(state));
+  c.id = *id;
   c.step = step;
   c.args = std::move(args);
   c.repeat = repeat;
   caf::anon_send(impl_->coordinator, net::run_atom::value, std::move(c));
+  return {};
 }
 
 core::Status ClusterCoordinator::join() {
@@ -58,6 +69,10 @@ bool ClusterCoordinator::done() {
 ClusterCoordinator::Stats ClusterCoordinator::stats() {
   auto c = impl_->book->counters();
   return c;
+}
+
+uint32_t ClusterCoordinator::incarnation() const {
+  return impl_->book->incarnation();
 }
 
 bool ClusterCoordinator::wait_for_stats(const std::function<bool(const Stats&)>& pred,

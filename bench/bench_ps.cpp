@@ -3,10 +3,15 @@
 //   build/bin/troupe launch --ps 1 --workers 2 -- build/bin/bench_ps
 //
 // The chief prints one JSON line per figure: the schedule-to-fetch rate of trivial
-// closures over the workers, and PS pull/push throughput per tensor size next to a raw
-// TCP loopback transfer of the same bytes measured in the same run.
+// closures over the workers, PS pull/push throughput per tensor size next to a raw TCP
+// loopback transfer of the same bytes measured in the same run, and the chief's and the
+// PS's resident memory over many closures that each push a gradient (at-most-once state
+// must stay bounded).
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -15,6 +20,7 @@
 #include "bench_stats.hpp"
 
 #include "api/impl.hpp"
+#include "core/json_text.hpp"
 #include "net/channel.hpp"
 #include "tcp_baseline.hpp"
 #include "troupe/troupe.hpp"
@@ -30,14 +36,23 @@ double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
+// This process's resident memory in MiB.
+double rss_mib() {
+  std::ifstream statm("/proc/self/statm");
+  long pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1 << 20);
+}
+
 int fail(const std::string& what) {
-  std::cout << nlohmann::json{{"ok", false}, {"program", "bench_ps"}, {"error", what}}.dump()
+  std::cout << troupe::core::json_text(
+                   nlohmann::json{{"ok", false}, {"program", "bench_ps"}, {"error", what}})
             << std::endl;
   return 1;
 }
 
 void emit(nlohmann::json j, nlohmann::json& all) {
-  std::cout << j.dump() << std::endl;
+  std::cout << troupe::core::json_text(j) << std::endl;
   all.push_back(std::move(j));
 }
 
@@ -45,29 +60,35 @@ void emit(nlohmann::json j, nlohmann::json& all) {
 
 int main(int argc, char** argv) {
   CLI::App app{"Parameter-server benchmarks (run under troupe launch)"};
-  int closures = 20000, rounds = 5, reps = 20;
+  int closures = 20000, rounds = 5, reps = 20, memory_closures = 100000;
   size_t in_flight = troupe::CoordinatorOptions{}.max_in_flight_per_worker;
   app.add_option("--closures", closures);
   app.add_option("--rounds", rounds, "repetitions of each closure measurement");
   app.add_option("--reps", reps, "transfers per size and round");
   app.add_option("--in-flight", in_flight, "closures in flight per worker");
+  app.add_option("--memory-closures", memory_closures,
+                 "pushing closures for the memory figure (0: skip it)");
   CLI11_PARSE(app, argc, argv);
 
   troupe::Registry registry;
   registry.add_step("noop", [](troupe::StepContext&) { return 0; });
+  registry.add_step("push_one", [](troupe::StepContext& ctx) -> tc::Expected<int> {
+    const tc::Tensor one(tc::Shape{1}, 1.0f);
+    if (auto st = ctx.push({{"mem", one}}); !st) return st.error();
+    return 0;
+  });
   auto resolver = troupe::net::TFConfigClusterResolver::from_env();
   if (!resolver) {
-    std::cout << nlohmann::json{{"ok", false}, {"error", resolver.error().to_string()}}.dump()
+    std::cout << troupe::core::json_text(
+                     nlohmann::json{{"ok", false}, {"error", resolver.error().to_string()}})
               << std::endl;
     return 2;
   }
   if (resolver->task().type != "chief") {
     auto st = troupe::serve(*resolver, registry);
     if (!st) return fail(st.error().to_string());
-    std::cout << nlohmann::json{{"ok", true},
-                                {"program", "bench_ps"},
-                                {"task", resolver->task().to_string()}}
-                     .dump()
+    std::cout << troupe::core::json_text(nlohmann::json{
+                     {"ok", true}, {"program", "bench_ps"}, {"task", resolver->task().to_string()}})
               << std::endl;
     return 0;
   }
@@ -174,8 +195,58 @@ int main(int argc, char** argv) {
         {"no_result_per_sec_median", median(no_result)},
         {"fetched_per_sec_median", median(with_result)}},
        all);
+
+  // 3. Memory over many closures that each push to ps:0: the PS's at-most-once tags and
+  // the chief's books must follow the closures in flight, not the closures ever run.
+  // Closures go in rounds of 10k, each joined (scheduling all at once would measure the
+  // backlog's peak instead); resident memory is read after the first round and the last.
+  if (memory_closures > 10000) {
+    auto mem = (*strategy)->create_variable("mem", tc::Shape{1}, {}, "sgd", 0.0f);
+    if (!mem) return fail(mem.error().to_string());
+    auto coord_mem = troupe::ClusterCoordinator::make(**strategy, copts);
+    if (!coord_mem) return fail(coord_mem.error().to_string());
+    auto ps_stats = [&]() -> troupe::net::PsStats {
+      troupe::net::PsStats out;
+      (*impl.self)
+          ->request(impl.ps[0], std::chrono::seconds(30), troupe::net::stats_atom::value)
+          .receive([&](std::vector<int64_t>& v) { out = troupe::net::PsStats::from(v); },
+                   [](caf::error&) {});
+      return out;
+    };
+    auto run = [&](int n) -> tc::Status {
+      for (int done = 0; done < n; done += 10000) {
+        for (int i = done; i < std::min(n, done + 10000); ++i)
+          if (auto st = (*coord_mem)->schedule_no_result("push_one", 1); !st) return st;
+        if (auto st = (*coord_mem)->join(); !st) return st;
+      }
+      return {};
+    };
+    if (auto st = run(10000); !st) return fail(st.error().to_string());
+    const double chief_warm = rss_mib();
+    const auto ps_warm = ps_stats();
+    const auto t0 = clock_type::now();
+    if (auto st = run(memory_closures - 10000); !st) return fail(st.error().to_string());
+    const double secs = seconds_since(t0);
+    const double chief_end = rss_mib();
+    const auto ps_end = ps_stats();
+    const double per_10k = 10000.0 / (memory_closures - 10000);
+    const double mib = 1 << 20;
+    emit({{"bench", "closure_memory"},
+          {"closures", memory_closures},
+          {"closures_per_sec", (memory_closures - 10000) / secs},
+          {"updates_applied", ps_end.updates_applied},
+          {"chief_rss_mib_after_10k", chief_warm},
+          {"chief_rss_mib_end", chief_end},
+          {"chief_growth_kib_per_10k", (chief_end - chief_warm) * 1024 * per_10k},
+          {"ps_rss_mib_after_10k", ps_warm.rss_bytes / mib},
+          {"ps_rss_mib_end", ps_end.rss_bytes / mib},
+          {"ps_growth_kib_per_10k", (ps_end.rss_bytes - ps_warm.rss_bytes) / 1024.0 * per_10k},
+          {"ps_applied_tags_end", ps_end.applied_tags}},
+         all);
+  }
   (*coord)->shutdown_cluster();
-  std::cout << nlohmann::json{{"ok", true}, {"program", "bench_ps"}, {"results", all}}.dump()
+  std::cout << troupe::core::json_text(
+                   nlohmann::json{{"ok", true}, {"program", "bench_ps"}, {"results", all}})
             << std::endl;
   return 0;
 }

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/data/idx.hpp"
+#include "core/json_text.hpp"
 #include "core/trainer.hpp"
 #include "fmnist_data.hpp"
 #include "troupe/troupe.hpp"
@@ -84,7 +85,7 @@ troupe::Registry make_registry(const Settings& s) {
 
 int fail(const std::string& what) {
   std::cerr << "fmnist_ps: " << what << std::endl;
-  std::cout << nlohmann::json{{"ok", false}, {"error", what}}.dump() << std::endl;
+  std::cout << troupe::core::json_text(nlohmann::json{{"ok", false}, {"error", what}}) << std::endl;
   return 1;
 }
 
@@ -143,7 +144,8 @@ int main(int argc, char** argv) {
   if (resolver->task().type != "chief") {
     auto st = troupe::serve(*resolver, registry, node);
     if (!st) return fail(st.error().to_string());
-    std::cout << nlohmann::json{{"ok", true}, {"task", resolver->task().to_string()}}.dump()
+    std::cout << troupe::core::json_text(
+                     nlohmann::json{{"ok", true}, {"task", resolver->task().to_string()}})
               << std::endl;
     return 0;
   }
@@ -252,36 +254,38 @@ int main(int argc, char** argv) {
   const auto stats = (*coord)->stats();
   (*coord)->shutdown_cluster();
   const int64_t examples = (closures - first) * examples_per_closure;
-  std::cout << nlohmann::json{{"ok", true},
-                              {"program", "fmnist_ps"},
-                              {"workers", workers},
-                              {"ps", (*strategy)->cluster_spec().num_tasks("ps")},
-                              {"batch", s.batch},
-                              {"steps", closures * s.steps_per_execution},
-                              {"steps_per_execution", s.steps_per_execution},
-                              {"fused", s.fused},
-                              {"tensor_transport", transport},
-                              {"examples", examples},
-                              {"examples_per_sec", examples / train_s},
-                              {"last_loss", last_loss},
-                              {"test_loss", test_loss.result()},
-                              {"test_accuracy", accuracy.result()},
-                              {"closures_scheduled", stats.scheduled},
-                              {"closures_completed", stats.completed},
-                              {"closures_retried", stats.retried},
-                              {"closures_cancelled", stats.cancelled},
-                              {"workers_lost", stats.workers_lost},
-                              {"worker_rejoins", stats.worker_rejoins},
-                              {"ps_restores", stats.ps_restores},
-                              {"updates_lost", stats.updates_lost},
-                              {"watchdog_reports", stats.watchdog_reports},
-                              {"resumed_from_step", first},
-                              {"backups", backups},
-                              {"incarnation", coord_options.incarnation},
-                              {"train_s", train_s},
-                              {"wall_s",
-                               std::chrono::duration<double>(clock_type::now() - t_start).count()}}
-                   .dump()
+  std::cout << troupe::core::json_text(nlohmann::json{
+                   {"ok", true},
+                   {"program", "fmnist_ps"},
+                   {"workers", workers},
+                   {"ps", (*strategy)->cluster_spec().num_tasks("ps")},
+                   {"batch", s.batch},
+                   {"steps", closures * s.steps_per_execution},
+                   {"steps_per_execution", s.steps_per_execution},
+                   {"fused", s.fused},
+                   {"tensor_transport", transport},
+                   {"examples", examples},
+                   {"examples_per_sec", examples / train_s},
+                   {"last_loss", last_loss},
+                   {"test_loss", test_loss.result()},
+                   {"test_accuracy", accuracy.result()},
+                   {"closures_scheduled", stats.scheduled},
+                   {"closures_completed", stats.completed},
+                   {"closures_retried", stats.retried},
+                   {"closures_cancelled", stats.cancelled},
+                   {"workers_lost", stats.workers_lost},
+                   {"worker_rejoins", stats.worker_rejoins},
+                   {"ps_restores", stats.ps_restores},
+                   {"ps_reconnects", stats.ps_reconnects},
+                   {"updates_lost", stats.updates_lost},
+                   {"watchdog_reports", stats.watchdog_reports},
+                   {"snapshot_failures", stats.snapshot_failures},
+                   {"snapshot_age_ms", stats.snapshot_age_ms},
+                   {"resumed_from_step", first},
+                   {"backups", backups},
+                   {"incarnation", (*coord)->incarnation()},
+                   {"train_s", train_s},
+                   {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}})
             << std::endl;
   return 0;
 }

@@ -20,7 +20,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 namespace {
 
-constexpr uint32_t frame_magic = 0x31435254;  // "TRC1"
+constexpr uint32_t frame_magic = 0x32435254;  // "TRC2"
 enum FrameKind : uint8_t { request_frame = 1, reply_frame = 2, error_frame = 3 };
 
 // The fixed part of every frame (32 bytes, see docs/wire-format.md).
@@ -33,8 +33,9 @@ struct Header {
   uint32_t meta_bytes = 0;
   uint64_t tag = 0;
   uint64_t payload_bytes = 0;
+  uint64_t settled_below = 0;  // requests: PsRequest::settled_below
 };
-static_assert(sizeof(Header) == 32, "the header is packed by layout");
+static_assert(sizeof(Header) == 40, "the header is packed by layout");
 
 std::string errno_text(int err) {
   return std::strerror(err);
@@ -327,6 +328,7 @@ core::Status send_request(const Socket& s, const PsRequest& request) {
   h.op = request.op;
   h.count = static_cast<uint32_t>(request.items.size());
   h.tag = request.tag;
+  h.settled_below = request.settled_below;
   MetaWriter m;
   std::vector<iovec> payload;
   write_items(m, request.items, payload, h.payload_bytes);
@@ -340,7 +342,7 @@ core::Expected<PsRequest> recv_request(const Socket& s, const ChannelLimits& lim
   if (h.kind != request_frame) return malformed("expected a request frame");
   auto items = read_items(s, h, meta);
   if (!items) return items.error();
-  return PsRequest{h.op, h.tag, std::move(*items)};
+  return PsRequest{h.op, h.tag, std::move(*items), h.settled_below};
 }
 
 core::Status send_reply(const Socket& s, const core::Expected<std::vector<PsItem>>& reply) {

@@ -73,6 +73,10 @@ struct ClosureMsg {
   std::string step;
   std::vector<char> args;
   uint32_t repeat = 1;  // steps_per_execution: the step runs this many times in a row
+  /// Every closure id of this chief incarnation below this one is settled (completed,
+  /// failed or cancelled) and will never run again: the PS shards may forget the ids
+  /// below it and drop their late pushes. Carried on into the step's PS requests.
+  uint64_t settled_below = 0;
 };
 
 /// What a batched PS request does to each of its items.
@@ -100,6 +104,49 @@ struct PsRequest {
   uint8_t op = 0;    // a PsOp
   uint64_t tag = 0;  // the closure tag the pushes are applied under (at most once)
   std::vector<PsItem> items;
+  uint64_t settled_below = 0;  // the closure's ClosureMsg::settled_below
+};
+
+/// The parts of a closure tag: (closure id << 16) | repetition, and the closure id is
+/// (incarnation << 32) + n. A tag of 0 is no closure's (pulls).
+inline uint64_t tag_closure(uint64_t tag) {
+  return tag >> 16;
+}
+inline uint32_t tag_incarnation(uint64_t tag) {
+  return static_cast<uint32_t>(tag >> 48);
+}
+
+/// What a PS task answers to (stats): sent as a vector of int64 in this order, read and
+/// written only through this struct. Fields a sender did not have read as their defaults.
+struct PsStats {
+  int64_t variables = 0;
+  int64_t pulls = 0;
+  int64_t updates_applied = 0;
+  int64_t updates_duplicate = 0;  // pushes of a tag applied before, or of a settled closure
+  int64_t requests_rejected = 0;
+  int64_t restored_from = -1;  // updates_applied of the snapshot restored at start; -1: none
+  int64_t snapshots = 0;       // snapshots written by this process
+  int64_t snapshot_failures = 0;
+  int64_t snapshot_age_ms = -1;  // since the newest snapshot was written; -1: none yet
+  int64_t process = 0;           // random per PS process: a restart changes it
+  int64_t rss_bytes = 0;         // the PS process's resident memory
+  int64_t applied_tags = 0;      // closure tags held for at-most-once (bounded)
+
+  std::vector<int64_t> to_vector() const {
+    return {variables,         pulls,         updates_applied, updates_duplicate,
+            requests_rejected, restored_from, snapshots,       snapshot_failures,
+            snapshot_age_ms,   process,       rss_bytes,       applied_tags};
+  }
+  static PsStats from(const std::vector<int64_t>& v) {
+    PsStats s;
+    int64_t* fields[] = {
+        &s.variables,         &s.pulls,         &s.updates_applied, &s.updates_duplicate,
+        &s.requests_rejected, &s.restored_from, &s.snapshots,       &s.snapshot_failures,
+        &s.snapshot_age_ms,   &s.process,       &s.rss_bytes,       &s.applied_tags};
+    for (size_t i = 0; i < v.size() && i < sizeof fields / sizeof fields[0]; ++i)
+      *fields[i] = v[i];
+    return s;
+  }
 };
 
 // Upper bound on one tensor payload: a length field above it, or above the bytes that
@@ -162,12 +209,12 @@ typename Inspector::result_type inspect(Inspector& f, PsItem& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, PsRequest& x) {
-  return f(caf::meta::type_name("troupe.ps_request"), x.op, x.tag, x.items);
+  return f(caf::meta::type_name("troupe.ps_request"), x.op, x.tag, x.items, x.settled_below);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ClosureMsg& x) {
-  return f(caf::meta::type_name("troupe.closure"), x.id, x.step, x.args, x.repeat);
+  return f(caf::meta::type_name("troupe.closure"), x.id, x.step, x.args, x.repeat, x.settled_below);
 }
 
 // Atoms of the protocol (CAF 0.17: at most 10 characters).
@@ -187,6 +234,7 @@ using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;   // node: stop
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;   // PS: take a snapshot
 using state_atom = caf::atom_constant<caf::atom("shardstate")>;    // PS: a shard's state
 using assign_atom = caf::atom_constant<caf::atom("assign")>;       // PS: set a shard's state
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;       // worker control: cancel
 
 /// The CAF error category of Troupe's core::Errc codes.
 inline constexpr caf::atom_value error_category = caf::atom("troupe");

@@ -30,9 +30,14 @@ class ClusterCoordinator {
   /// them the variable placement.
   static core::Expected<std::unique_ptr<ClusterCoordinator>> make(ParameterServerStrategy& strategy,
                                                                   CoordinatorOptions options = {});
+  /// Ends the coordinator: closures still pending settle `cancelled`, so a RemoteValue
+  /// that outlives it never waits forever.
   ~ClusterCoordinator();
 
   /// Schedules `step(args...)` on some worker; its result arrives in the RemoteValue.
+  /// While an earlier closure's error is pending (join() has not raised it yet), nothing
+  /// is scheduled and the RemoteValue holds that error at once, as TensorFlow's schedule()
+  /// raises it. With `max_pending_closures`, waits for room first (back-pressure).
   template <class T, class... A>
   RemoteValue<T> schedule(const std::string& step, const A&... args) {
     auto state = std::make_shared<detail::RemoteState>();
@@ -49,17 +54,23 @@ class ClusterCoordinator {
     return RemoteValue<T>(state);
   }
   /// As schedule, without keeping the result (cheaper); `steps_per_execution` runs the
-  /// step that many times in one closure.
+  /// step that many times in one closure. Returns the pending error instead of scheduling
+  /// while there is one.
   template <class... A>
-  void schedule_no_result(const std::string& step, uint32_t steps_per_execution, const A&... args) {
-    enqueue(step, encode_args(args...), nullptr, steps_per_execution);
+  core::Status schedule_no_result(const std::string& step, uint32_t steps_per_execution,
+                                  const A&... args) {
+    return enqueue(step, encode_args(args...), nullptr, steps_per_execution);
   }
   /// Waits until every scheduled closure has finished; returns the first application
-  /// error since the last join (then clears it).
+  /// error since the last join (then clears it). The first error cancels what is queued
+  /// and what is running, so join() returns soon after it, not after the longest closure.
   core::Status join();
   /// True when nothing scheduled is still pending.
   bool done();
   Stats stats();
+  /// The incarnation its closure ids carry (CoordinatorOptions::incarnation, or the one
+  /// drawn for it).
+  uint32_t incarnation() const;
   /// Waits at most `timeout` until the counters satisfy `pred` (say, a lost worker has
   /// rejoined); returns whether they do.
   bool wait_for_stats(const std::function<bool(const Stats&)>& pred,
@@ -77,8 +88,8 @@ class ClusterCoordinator {
 
  private:
   explicit ClusterCoordinator(std::unique_ptr<Impl> impl);
-  void enqueue(const std::string& step, std::vector<char> args,
-               std::shared_ptr<detail::RemoteState> state, uint32_t repeat);
+  core::Status enqueue(const std::string& step, std::vector<char> args,
+                       std::shared_ptr<detail::RemoteState> state, uint32_t repeat);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -35,11 +35,22 @@ struct WatchdogReport {
 
 /// How a ClusterCoordinator dispatches closures and handles lost workers and PS tasks.
 struct CoordinatorOptions {
-  /// A closure not answered within this time is taken back and run elsewhere.
+  /// A closure not finished within this time of its worker starting it is taken back and
+  /// run elsewhere (the worker counts as lost). Time spent waiting behind other closures
+  /// in the worker's mailbox does not count.
   std::chrono::milliseconds closure_timeout{60000};
   /// Closures sent ahead to each worker: they wait in its mailbox rather than a round trip
-  /// away. 1 gives TensorFlow's one-at-a-time dispatch.
+  /// away. Only once every live worker has one does any worker get a second, so no closure
+  /// waits behind another while a worker is idle. 1 gives TensorFlow's one-at-a-time
+  /// dispatch.
   size_t max_in_flight_per_worker = 8;
+  /// Bound on closures scheduled and not yet settled; schedule() waits for room
+  /// (back-pressure). 0: unbounded.
+  size_t max_pending_closures = 0;
+  /// A closure whose worker is lost while running it this many times fails with
+  /// `unavailable` (and ends the job as any error does) instead of taking down worker
+  /// after worker: a step that crashes its process is an error, not a retry loop.
+  int max_closure_losses = 3;
   /// How often a lost worker's address is tried again; when a worker answers there
   /// (restarted, or resumed after a hang) it rejoins: it gets the variable placement,
   /// rebuilds every per-worker dataset and takes closures again.
@@ -60,7 +71,8 @@ struct CoordinatorOptions {
   std::function<void(const WatchdogReport&)> on_watchdog;
   /// Closure ids are (incarnation << 32) + n. A chief restarted against PS tasks that kept
   /// running must use a new incarnation, or the shards would take its closures for ones
-  /// they applied before and ignore their updates; BackupAndRestore hands out one.
+  /// they applied before and ignore their updates. 0 (the default) draws a fresh one per
+  /// coordinator; BackupAndRestore hands out its own.
   uint32_t incarnation = 0;
 };
 
@@ -74,11 +86,20 @@ struct CoordinatorStats {
   int64_t workers_lost = 0;    // times a worker was lost (down, hung, or silent)
   int64_t worker_rejoins = 0;  // times a lost worker came back and took closures again
   int64_t ps_restores = 0;     // times a PS task came back restored from its snapshot
+  /// Times a PS task's connection dropped (a stall, a cut link) and the same process
+  /// answered again: nothing was lost, nothing restored.
+  int64_t ps_reconnects = 0;
   /// Updates the restored PS tasks had applied after their snapshot (lost with them), as
   /// far as the coordinator saw: it polls each PS's count every rejoin interval, so updates
   /// of the last interval before a failure are not counted.
   int64_t updates_lost = 0;
   int64_t watchdog_reports = 0;  // times the watchdog found no progress
+  /// PS snapshots that failed to be written (say, a full disk), over every PS task as last
+  /// polled; the coordinator warns on stderr while they go on failing.
+  int64_t snapshot_failures = 0;
+  /// The oldest of the PS tasks' newest snapshots, in ms; -1 while some PS task has none
+  /// (or snapshots are off).
+  int64_t snapshot_age_ms = -1;
 };
 
 }  // namespace troupe

@@ -30,6 +30,10 @@ class StepContext {
   virtual int worker_index() const = 0;
   /// The id of the closure being run; pushes are tagged with it.
   virtual uint64_t closure_id() const = 0;
+  /// True once the coordinator has cancelled this closure (another closure's error ended
+  /// the work): a long step should return soon, e.g. with core::Errc::cancelled. PS
+  /// requests of a cancelled closure fail with `cancelled` without being sent.
+  virtual bool cancelled() const { return false; }
 
   /// The current values of whole variables (shards concatenated), in the order asked.
   virtual core::Expected<std::vector<core::Tensor>> pull(const std::vector<std::string>& names) = 0;

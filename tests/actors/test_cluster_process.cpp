@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -15,6 +16,23 @@
 
 using namespace troupe;
 using namespace std::chrono_literals;
+
+namespace {
+
+// The workers that run closures, asked in pairs until both answer (at most 50 rounds). A
+// worker runs its mailbox in order, so once it answers it has answered all sent before.
+std::set<int> workers_serving(ClusterCoordinator& c) {
+  std::set<int> serving;
+  for (int round = 0; round < 50 && serving.size() < 2; ++round) {
+    auto a = c.schedule<int>("whoami");
+    auto b = c.schedule<int>("whoami");
+    serving.insert(a.fetch().value());
+    serving.insert(b.fetch().value());
+  }
+  return serving;
+}
+
+}  // namespace
 
 TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
   // Every section runs with tensors through the tensor channel and as CAF messages.
@@ -158,12 +176,145 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
     REQUIRE_FALSE(st.ok());
     CHECK_THAT(st.error().message, Catch::Contains("injected failure"));
     CHECK(bad.fetch().error().code == core::Errc::invalid_argument);
-    int cancelled = 0;
-    for (auto& a : after)
-      if (!a.fetch().ok()) ++cancelled;
+    // Each later closure was cancelled, or (scheduled once the error was back) refused with
+    // that error, as TensorFlow's schedule() raises it.
+    int cancelled = 0, refused = 0;
+    for (auto& a : after) {
+      auto r = a.fetch();
+      if (r.ok()) continue;
+      if (r.error().code == core::Errc::cancelled) {
+        ++cancelled;
+      } else {
+        CHECK_THAT(r.error().message, Catch::Contains("injected failure"));
+        ++refused;
+      }
+    }
     CHECK(cancelled == c.stats().cancelled);
+    CHECK(cancelled + refused > 0);
     CHECK(c.join().ok());  // raised once; the coordinator is usable again
     CHECK(c.schedule<int>("add", 1, 2).fetch().value() == 3);
+
+    // While an error is pending, schedule() returns it and schedules nothing.
+    auto again = c.schedule<int>("fail", 1);
+    REQUIRE(c.wait_for_stats([](const auto& s) { return s.failed == 2; }, 10s));
+    const int64_t scheduled = c.stats().scheduled;
+    auto refused_now = c.schedule<int>("add", 1, 1);
+    REQUIRE(refused_now.ready());
+    CHECK_THAT(refused_now.fetch().error().message, Catch::Contains("injected failure"));
+    CHECK_FALSE(c.schedule_no_result("add", 1, 1, 1).ok());
+    CHECK(c.stats().scheduled == scheduled);
+    CHECK_FALSE(c.join().ok());
+    CHECK(c.schedule<int>("add", 2, 2).fetch().value() == 4);
+
+    // A step that takes value() of an error fails with that error; its worker serves on.
+    auto careless = c.schedule<int>("value_of_error");
+    auto raised = c.join();
+    REQUIRE_FALSE(raised.ok());
+    CHECK(raised.error().code == core::Errc::not_found);
+    CHECK_THAT(raised.error().message, Catch::Contains("no such thing"));
+    CHECK(careless.fetch().error().code == core::Errc::not_found);
+    CHECK(workers_serving(c) == std::set<int>{0, 1});
+    CHECK(c.stats().workers_lost == 0);
+  }
+
+  SECTION("Closures spread over idle workers before any waits in a mailbox") {
+    // Scheduled at once after the coordinator was made: a worker still being brought up
+    // must get the second closure, not have it queued behind the first on the other.
+    test::TempDir dir;
+    auto a = c.schedule<int>("marked_hold", dir.path(), std::string("a"));
+    auto b = c.schedule<int>("marked_hold", dir.path(), std::string("b"));
+    const bool both_running = test::wait_for_file_in(
+        dir.path(),
+        [&] {
+          return std::filesystem::exists(dir.file("a")) && std::filesystem::exists(dir.file("b"));
+        },
+        10s);
+    std::ofstream(dir.file("release")) << "go\n";
+    CHECK(both_running);
+    CHECK(std::set<int>{a.fetch().value(), b.fetch().value()} == std::set<int>{0, 1});
+    REQUIRE(c.join().ok());
+  }
+
+  SECTION("The first error cancels running and queued closures, and join returns at once") {
+    test::TempDir dir;
+    // Worker A runs a 30 s pull loop; the other worker B waits to fail; a third closure
+    // is sent ahead into a busy worker's mailbox.
+    auto long_run = c.schedule<int>("pull_loop", std::string("v"), dir.path(), std::string("l"));
+    REQUIRE(test::wait_for_file_in(
+        dir.path(), [&] { return std::filesystem::exists(dir.file("l")); }, 10s));
+    auto failing = c.schedule<int>("fail_when_released", dir.path());
+    auto queued = c.schedule<bool>("touch", dir.path(), std::string("ran"));
+    const auto t0 = std::chrono::steady_clock::now();
+    std::ofstream(dir.file("release")) << "go\n";
+    auto st = c.join();
+    const auto took = std::chrono::steady_clock::now() - t0;
+    REQUIRE_FALSE(st.ok());
+    CHECK_THAT(st.error().message, Catch::Contains("released failure"));
+    CHECK(took < 10s);  // not after the long closure's 30 s
+    CHECK(failing.fetch().error().code == core::Errc::invalid_argument);
+    CHECK(long_run.fetch().error().code == core::Errc::cancelled);
+    CHECK(queued.fetch().error().code == core::Errc::cancelled);
+    CHECK(c.stats().cancelled == 2);
+    // Both workers serve again (each answers its mailbox in order, so by then the queued
+    // closure has been dropped unrun).
+    CHECK(workers_serving(c) == std::set<int>{0, 1});
+    CHECK_FALSE(std::filesystem::exists(dir.file("ran")));
+    CHECK(c.stats().workers_lost == 0);
+  }
+
+  SECTION("Coordinators never repeat closure ids, and a RemoteValue outlives its coordinator") {
+    // A second coordinator with default options (a chief restarted without a backup):
+    // its pushes are applied, not taken for the first one's.
+    auto pushed = c.schedule<double>("ones_step", std::string("v"));
+    REQUIRE(c.join().ok());
+    CHECK(pushed.fetch().value() == Approx(8.0));
+    auto second = ClusterCoordinator::make(**strategy).value();
+    auto again = second->schedule<double>("ones_step", std::string("v"));
+    REQUIRE(second->join().ok());
+    CHECK(again.fetch().value() == Approx(4.0));  // saw the first push (1 - 0.5 each)
+    const core::Tensor now = (*strategy)->read(*v).value();
+    for (int64_t i = 0; i < now.size(); ++i)
+      CHECK(now[i] == Approx(0.0f));  // and its own was applied
+
+    test::TempDir dir;
+    auto held = second->schedule<bool>("held", dir.path(), std::string("release"));
+    second.reset();
+    auto r = held.fetch();  // returns at once instead of waiting forever
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == core::Errc::cancelled);
+    std::ofstream(dir.file("release")) << "go\n";
+  }
+
+  SECTION("closure_timeout counts from when the worker starts the closure") {
+    // 8 closures of 400 ms on 2 workers: the last on each waits ~1.2 s in its mailbox,
+    // beyond the 1 s timeout, while none runs longer than 400 ms. None is lost.
+    CoordinatorOptions o;
+    o.closure_timeout = 1000ms;
+    auto timed = ClusterCoordinator::make(**strategy, o).value();
+    std::vector<RemoteValue<int>> runs;
+    for (int i = 0; i < 8; ++i)
+      runs.push_back(timed->schedule<int>("busy_ms", 400));
+    REQUIRE(timed->join().ok());
+    for (auto& r : runs)
+      CHECK(r.fetch().ok());
+    CHECK(timed->stats().workers_lost == 0);
+    CHECK(timed->stats().retried == 0);
+  }
+
+  SECTION("A closure that crashes every worker it runs on fails the job") {
+    CoordinatorOptions o;
+    o.max_closure_losses = 2;
+    auto guarded = ClusterCoordinator::make(**strategy, o).value();
+    auto crash = guarded->schedule<int>("crash");
+    auto st = guarded->join();  // instead of waiting for workers that crash again
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().code == core::Errc::unavailable);
+    CHECK_THAT(st.error().message,
+               Catch::Contains("'crash'") && Catch::Contains("lost its worker 2 times"));
+    CHECK(crash.fetch().error().code == core::Errc::unavailable);
+    CHECK(guarded->stats().workers_lost == 2);
+    for (size_t k : {2, 3})
+      REQUIRE(children[k]->wait_exit(10s).has_value());
   }
 
   SECTION("A NaN caught by check_numerics cancels what is pending and is raised once") {
@@ -180,18 +331,20 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
     CHECK(st.error().code == core::Errc::invalid_argument);
     CHECK_THAT(st.error().message, Catch::Contains("not finite"));
     CHECK(nan.fetch().error().code == core::Errc::invalid_argument);
-    int cancelled = 0, ran = 0;
+    int cancelled = 0, ran = 0, refused = 0;
     for (auto& a : after) {
       auto r = a.fetch();
       if (r.ok()) {
         ++ran;  // already in flight on the other worker when the error came back
-      } else {
-        CHECK(r.error().code == core::Errc::cancelled);
+      } else if (r.error().code == core::Errc::cancelled) {
         ++cancelled;
+      } else {
+        CHECK_THAT(r.error().message, Catch::Contains("not finite"));  // refused: pending
+        ++refused;
       }
     }
     CHECK(cancelled == c.stats().cancelled);
-    CHECK(cancelled > 0);
+    CHECK(cancelled + refused > 0);
     // The NaN never reached the variable, and every closure that returned a result pushed
     // its gradient of ones (SGD, lr 0.5). Closures already waiting in a worker's mailbox
     // when the error came may have pushed too, without a result.
@@ -402,4 +555,28 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
     REQUIRE(status.has_value());
     CHECK(WEXITSTATUS(*status) == 0);
   }
+}
+
+TEST_CASE("A PS whose snapshots fail is reported in the coordinator's stats",
+          "[process][cluster][restore]") {
+  // The snapshot directory lies under a regular file: every write fails, as on a full or
+  // read-only disk. The job trains on; the failures reach the chief.
+  test::TempDir dir;
+  std::ofstream(dir.file("not-a-directory")) << "x\n";
+  test::LocalCluster cluster(
+      1, 1, {"--ps-snapshot-dir", dir.file("not-a-directory"), "--ps-snapshot-interval-ms", "20"});
+  auto resolver = cluster.chief();
+  auto strategy = ParameterServerStrategy::make(resolver);
+  REQUIRE(strategy.ok());
+  auto v = (*strategy)->create_variable("v", core::Shape{2},
+                                        {core::Initializer::Kind::constant, 1.0f, 0}, "sgd", 0.5f);
+  REQUIRE(v.ok());
+  CoordinatorOptions o;
+  o.ps_recovery = true;
+  auto c = ClusterCoordinator::make(**strategy, o).value();
+  REQUIRE(c->schedule<double>("ones_step", std::string("v")).fetch().ok());
+  REQUIRE(c->wait_for_stats([](const auto& s) { return s.snapshot_failures > 0; }, 10s));
+  CHECK(c->stats().snapshot_age_ms == -1);  // no snapshot was ever written
+  CHECK(cluster.child(0)->wait_for_stderr("PS snapshot failed", 5s));
+  c->shutdown_cluster();
 }

@@ -119,7 +119,7 @@ TEST_CASE("A PS shard's snapshot restores values, slots, applied ids and counts"
   CHECK(PsShardState::from_snapshot(broken).error().code == core::Errc::data_loss);
 }
 
-TEST_CASE("A PS shard's state can be read and assigned back; a bad one changes nothing",
+TEST_CASE("A PS shard's state can be read and assigned back, a bad one changes nothing",
           "[ps_shard]") {
   PsShardState ps;
   REQUIRE(ps.create(def("m", {2, 2}, "adam")).ok());
@@ -245,6 +245,56 @@ TEST_CASE("The ps_shard actor answers requests and errors as values", "[ps_shard
   std::vector<int64_t> stats;
   self->request(ps, t, net::stats_atom::value)
       .receive([&](std::vector<int64_t>& s) { stats = s; }, [&](caf::error&) {});
-  CHECK(stats == std::vector<int64_t>{1, 1, 1, 0, 1, -1, 0});  // not restored, no snapshots
+  const auto st = net::PsStats::from(stats);
+  CHECK(std::vector<int64_t>(stats.begin(), stats.begin() + 5) ==
+        std::vector<int64_t>{1, 1, 1, 0, 1});
+  CHECK(st.restored_from == -1);  // not restored
+  CHECK(st.snapshots == 0);
+  CHECK(st.snapshot_failures == 0);
+  CHECK(st.snapshot_age_ms == -1);
+  CHECK(st.process != 0);
+  CHECK(st.rss_bytes > 0);
+  CHECK(st.applied_tags == 1);
+  CHECK(net::PsStats::from(st.to_vector()).to_vector() == stats);
   self->send_exit(ps, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("At-most-once stays bounded: 100k closures hold only the tags in flight", "[ps_shard]") {
+  PsShardState ps;
+  REQUIRE(ps.create(def("w", {1})).ok());
+  const auto g = tensor({1}, {1.0f});
+  const uint64_t base = uint64_t{3} << 32;  // incarnation 3
+  auto tag = [&](uint64_t n, uint64_t rep = 0) { return ((base + n) << 16) | rep; };
+  // Closures 1..100000 in order, each with 8 more in flight behind the watermark, each
+  // pushed twice (a retry): applied once each, and the shard holds at most the window.
+  size_t most = 0;
+  for (uint64_t n = 1; n <= 100000; ++n) {
+    const uint64_t settled_below = base + (n > 8 ? n - 8 : 1);
+    REQUIRE(ps.push(tag(n), "w", g, settled_below).value());
+    CHECK_FALSE(ps.push(tag(n), "w", g, settled_below).value());
+    most = std::max(most, ps.applied_tags());
+  }
+  CHECK(ps.counters().updates_applied == 100000);
+  CHECK(ps.counters().updates_duplicate == 100000);
+  CHECK(most <= 9);
+  // A late push of a settled closure (its worker was taken for lost) is dropped...
+  CHECK_FALSE(ps.push(tag(5), "w", g, base + 5).value());
+  // ...and so is one below the watermark that was never applied (it was cancelled).
+  CHECK_FALSE(ps.push(tag(99990, 1), "w", g).value());
+  // A closure still in flight applies, once per repetition.
+  CHECK(ps.push(tag(99999, 1), "w", g).value());
+  // Another chief incarnation has its own window: its ids start over and still apply.
+  CHECK(ps.push((((uint64_t{4} << 32) + 1) << 16), "w", g, (uint64_t{4} << 32) + 1).value());
+  // A watermark above the closure's own id, or of another incarnation, is not believed.
+  CHECK(ps.push(tag(100001), "w", g, base + 200000).value());
+  CHECK(ps.push(tag(100002), "w", g, (uint64_t{4} << 32) + 9).value());
+  CHECK(ps.counters().updates_applied == 100004);
+
+  // The window survives a snapshot.
+  auto restored = PsShardState::from_snapshot(ps.snapshot());
+  REQUIRE(restored.ok());
+  CHECK(restored->applied_tags() == ps.applied_tags());
+  CHECK_FALSE(restored->push(tag(100002), "w", g).value());
+  CHECK_FALSE(restored->push(tag(5), "w", g).value());
+  CHECK(restored->push(tag(100003), "w", g).value());
 }

@@ -53,12 +53,13 @@ TEST_CASE("troupe launch trains fmnist_ps with 2 PS and 2 workers", "[example][p
 
 TEST_CASE("fmnist_ps trains on while workers are killed and restarted", "[example][ps][chaos]") {
   // Three kills, each worker at least once, a restarted one again; --restart-failed starts
-  // each again on its address and the coordinator takes it back. 2000 steps per worker
-  // keep training going past the last kill on this machine (about 4 s).
+  // each again on its address and the coordinator takes it back. 4000 steps per worker
+  // keep training going past the last kill on this machine (3-5 s; with 2000 a run could
+  // end as the last kill landed, and launch ended the restarted worker with the job).
   auto r = run_program(bin + "/troupe launch --ps 2 --workers 2 --restart-failed" +
                        " --chaos kill:worker:1@0.8s --chaos kill:worker:0@1.4s" +
                        " --chaos kill:worker:1@2s -- " + bin +
-                       "/fmnist_ps --steps-per-worker 2000 2>/dev/null");
+                       "/fmnist_ps --steps-per-worker 4000 2>/dev/null");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   const auto& j = r.last_json;
@@ -66,8 +67,8 @@ TEST_CASE("fmnist_ps trains on while workers are killed and restarted", "[exampl
   CHECK(j["injections"] == 3);
   const auto& chief = j["chief"];
   CHECK(chief["ok"] == true);
-  CHECK(chief["closures_scheduled"] == 4000);
-  CHECK(chief["closures_completed"] == 4000);
+  CHECK(chief["closures_scheduled"] == 8000);
+  CHECK(chief["closures_completed"] == 8000);
   CHECK(chief["closures_cancelled"] == 0);
   CHECK(chief["test_accuracy"].get<double>() >= 0.80);
   // Every kill found a live process (the first one, or its restart) and it was restarted.
@@ -219,17 +220,51 @@ TEST_CASE("bench_failover measures detection and failover and ends its JSON line
 }
 
 TEST_CASE("troupe launch reports a failed chief and ends every task", "[example][ps]") {
-  // Without data the workers' dataset ends at once: the step fails, the chief raises the
-  // error, shuts the cluster down and exits non-zero.
+  // A truncated training file on the workers: their dataset function fails with the
+  // reader's error (file, offset), the chief gets that error (not "the data ended"),
+  // shuts the cluster down and exits non-zero.
+  troupe::test::TempDir dir;
+  const std::string src = "/usr/share/datasets/fashion-mnist/";
+  auto images = troupe::test::read_bytes(src + "train-images-idx3-ubyte.gz");
+  images.resize(images.size() / 3);
+  troupe::test::write_bytes(dir.file("train-images-idx3-ubyte.gz"), images);
+  std::filesystem::copy_file(src + "train-labels-idx1-ubyte.gz",
+                             dir.file("train-labels-idx1-ubyte.gz"));
   auto r = run_program(bin + "/troupe launch --ps 1 --workers 2 -- " + bin +
-                       "/fmnist_ps --data-dir /nonexistent 2>/dev/null");
+                       "/fmnist_ps --data-dir " + dir.path() + " 2>/dev/null");
   INFO(r.output);
   CHECK(r.exit_code != 0);
   REQUIRE(r.last_json.is_object());
   CHECK(r.last_json["ok"] == false);
   CHECK(r.last_json["chief"]["ok"] == false);
-  CHECK_THAT(r.last_json["chief"]["error"].get<std::string>(),
-             Catch::Contains("training data ended"));
+  const auto error = r.last_json["chief"]["error"].get<std::string>();
+  CHECK_THAT(error, Catch::Contains("data_loss") && Catch::Contains("train-images-idx3-ubyte.gz") &&
+                        Catch::Contains("offset"));
+  CHECK_THAT(error, !Catch::Contains("training data ended"));
+  check_all_gone(r.last_json["tasks"]);
+}
+
+TEST_CASE("fmnist_ps takes a PS that stalled for 2 s back without a restore",
+          "[example][ps][chaos]") {
+  // SIGSTOP on ps:0 for 2 s with PS recovery on: its connections drop (missed
+  // heartbeats), and the same process answers again with nothing lost. That is a
+  // reconnection, not a restart: no restore, no update counted lost, the job trains on.
+  troupe::test::TempDir dir;
+  auto r = run_program(bin +
+                       "/troupe launch --ps 2 --workers 2 --grace-ms 500 --chaos "
+                       "stop:ps:0@2s+2s -- " +
+                       bin + "/fmnist_ps --steps-per-worker 8000 --ps-snapshot-dir " + dir.path() +
+                       " 2>/dev/null");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto& chief = r.last_json["chief"];
+  CHECK(chief["closures_completed"] == chief["closures_scheduled"]);
+  CHECK(chief["ps_restores"] == 0);
+  CHECK(chief["updates_lost"] == 0);
+  CHECK(chief["test_accuracy"].get<double>() >= 0.80);
+  // A run still training after the stop ended must have seen the connection drop (1 s
+  // without heartbeats) and taken the PS back (dispatch waits for it meanwhile).
+  if (chief["wall_s"].get<double>() > 5.0) CHECK(chief["ps_reconnects"] == 1);
   check_all_gone(r.last_json["tasks"]);
 }
 

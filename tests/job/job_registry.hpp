@@ -5,7 +5,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <thread>
 
 #include "helpers.hpp"
 #include "troupe/troupe.hpp"
@@ -109,6 +112,50 @@ inline Registry make_test_registry() {
   r.add_step("fail", [](StepContext&, int) -> core::Expected<int> {
     return core::make_error(core::Errc::invalid_argument, "injected failure");
   });
+  // Marks its start with the file `name` in `dir` (its content: this worker's index), then
+  // waits (at most 10 s) for `dir`/release; returns the worker's index.
+  r.add_step("marked_hold", [](StepContext& ctx, std::string dir, std::string name) {
+    std::ofstream(dir + "/" + name + ".tmp") << ctx.worker_index();
+    std::filesystem::rename(dir + "/" + name + ".tmp", dir + "/" + name);
+    test::wait_for_file_in(
+        dir, [&] { return std::filesystem::exists(dir + "/release"); }, std::chrono::seconds(10));
+    return ctx.worker_index();
+  });
+  // A long step: marks its start, then pulls `var` over and over for at most 30 s. Returns
+  // the pull's error once it fails (cancelled), or the number of pulls.
+  r.add_step("pull_loop",
+             [](StepContext& ctx, std::string var, std::string dir,
+                std::string name) -> core::Expected<int> {
+               std::ofstream(dir + "/" + name);
+               const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+               int pulls = 0;
+               for (; std::chrono::steady_clock::now() < end; ++pulls)
+                 if (auto v = ctx.pull({var}); !v) return v.error();
+               return pulls;
+             });
+  // Waits (at most 10 s) for `dir`/release, then fails.
+  r.add_step("fail_when_released", [](StepContext&, std::string dir) -> core::Expected<int> {
+    test::wait_for_file_in(
+        dir, [&] { return std::filesystem::exists(dir + "/release"); }, std::chrono::seconds(10));
+    return core::make_error(core::Errc::invalid_argument, "released failure");
+  });
+  // Creates `dir`/`name`: evidence that the closure ran.
+  r.add_step("touch", [](StepContext&, std::string dir, std::string name) {
+    std::ofstream(dir + "/" + name);
+    return true;
+  });
+  // Takes value() of an error, as a careless step would.
+  r.add_step("value_of_error", [](StepContext&) -> int {
+    core::Expected<int> missing = core::make_error(core::Errc::not_found, "no such thing");
+    return missing.value();
+  });
+  // Runs for `ms` milliseconds (work the step does, not a wait for a condition).
+  r.add_step("busy_ms", [](StepContext& ctx, int ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return ctx.worker_index();
+  });
+  // Takes its worker's process down, as a step with a fatal bug would.
+  r.add_step("crash", [](StepContext&) -> int { std::abort(); });
   // Sum of the labels of this worker's next batch; -1 at the end of its shard.
   auto next_sum = [](StepContext& ctx, PerWorkerDataset ds) -> core::Expected<double> {
     auto b = ctx.next_batch(ds);
