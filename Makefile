@@ -19,6 +19,7 @@ build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
 test: build
+	./scripts/check-test-count.sh $(BUILD)
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) --timeout 600
 
 demo: build

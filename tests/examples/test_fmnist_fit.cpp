@@ -134,7 +134,7 @@ TEST_CASE("fmnist_fit resumes from its backup when its chief is killed and resta
 
 // Synchronous training is deterministic for a seed: this run's accuracy is a fixed figure
 // (0.8411), not a draw.
-TEST_CASE("fmnist_fit trains every worker with MultiWorkerMirroredStrategy; the chief writes",
+TEST_CASE("fmnist_fit trains every worker with MultiWorkerMirroredStrategy, the chief writes",
           "[example][fit][mirrored]") {
   troupe::test::TempDir dir;
   const auto j = run_with_evaluator(dir, "--workers 2", "mirrored");
