@@ -301,6 +301,27 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
     CHECK(timed->stats().retried == 0);
   }
 
+  SECTION("A late error from a lost connection does not drop the worker that rejoined") {
+    // A dataset request to a stopped worker: the worker is lost (heartbeats) and skipped;
+    // it resumes and rejoins; then the old request times out. That error belongs to the
+    // old connection and must be ignored.
+    CoordinatorOptions o;
+    o.closure_timeout = 3000ms;
+    auto timed = ClusterCoordinator::make(**strategy, o).value();
+    REQUIRE(timed->create_per_worker_dataset("ints").ok());
+    auto& w1 = children[3];
+    w1->kill(SIGSTOP);
+    CHECK(timed->create_per_worker_dataset("blobs_train").ok());  // worker 1 skipped
+    const bool lost =
+        timed->wait_for_stats([](const auto& st) { return st.workers_lost == 1; }, 10s);
+    w1->kill(SIGCONT);
+    REQUIRE(lost);
+    REQUIRE(timed->wait_for_stats([](const auto& st) { return st.worker_rejoins == 1; }, 15s));
+    // Past the old request's 3 s timeout: still one loss.
+    CHECK_FALSE(timed->wait_for_stats([](const auto& st) { return st.workers_lost > 1; }, 4s));
+    CHECK(workers_serving(*timed) == std::set<int>{0, 1});
+  }
+
   SECTION("A closure that crashes every worker it runs on fails the job") {
     CoordinatorOptions o;
     o.max_closure_losses = 2;
