@@ -33,6 +33,7 @@ std::vector<core::Initializer> initializers(const ModelSpec& spec,
 
 core::Expected<BatchStats> run_batch(Replica& r, const core::Batch& batch, bool backward) {
   if (batch.size() == 0) return BatchStats{};
+  if (auto st = r.layers->check_input(batch.features.shape()); !st) return st.error();
   const core::ConstTensorView logits = r.layers->forward(batch.features);
   auto loss = r.loss.forward(logits, batch.classes.data());
   if (!loss) return loss.error();

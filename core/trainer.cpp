@@ -16,6 +16,7 @@ Expected<float> ClassifierTrainer::train_step(ConstTensorView x, const int32_t* 
 }
 
 Expected<float> ClassifierTrainer::compute_gradients(ConstTensorView x, const int32_t* labels) {
+  if (auto st = model_.check_input(x.shape()); !st) return st.error();
   const ConstTensorView logits = model_.forward(x);
   auto loss = loss_.forward(logits, labels);
   if (!loss) return loss;
@@ -32,6 +33,7 @@ Status ClassifierTrainer::apply_gradients() {
 
 Status ClassifierTrainer::evaluate_batch(ConstTensorView x, const int32_t* labels,
                                          Accuracy& accuracy, Mean& loss) {
+  if (auto st = model_.check_input(x.shape()); !st) return st;
   const ConstTensorView logits = model_.forward(x);
   auto l = loss_.forward(logits, labels);
   if (!l) return l.error();

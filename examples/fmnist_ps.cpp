@@ -69,6 +69,7 @@ troupe::Registry make_registry(const Settings& s) {
         if (!values) return values.error();
         for (size_t i = 0; i < m.params.size(); ++i)
           *m.params[i].value = std::move((*values)[i]);
+        if (auto st = m.model->check_input((*batch)->features.shape()); !st) return st.error();
         auto loss = m.loss.forward(m.model->forward((*batch)->features), (*batch)->classes.data());
         if (!loss) return loss.error();
         if (!std::isfinite(*loss))

@@ -37,6 +37,13 @@ Reshape::Reshape(std::string name, Shape example_shape)
   TROUPE_ASSERT(example_shape.rank() < Shape::max_rank, "Reshape target rank too large");
 }
 
+Status Reshape::check_input(const Shape& shape) const {
+  if (shape.rank() >= 1 && shape.row_size() == example_shape_.num_elements()) return {};
+  return make_error(Errc::invalid_argument, "layer '" + name() + "' takes examples of " +
+                                                std::to_string(example_shape_.num_elements()) +
+                                                " values, got " + shape.to_string());
+}
+
 ConstTensorView Reshape::forward(ConstTensorView x) {
   TROUPE_ASSERT(x.shape().rank() >= 1 && x.shape().row_size() == example_shape_.num_elements(),
                 "Reshape: example size does not match");

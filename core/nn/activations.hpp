@@ -32,6 +32,7 @@ class Reshape final : public Layer {
  public:
   Reshape(std::string name, Shape example_shape);
   ConstTensorView forward(ConstTensorView x) override;
+  Status check_input(const Shape& shape) const override;
   ConstTensorView backward(ConstTensorView dy) override;
 
  private:

@@ -11,6 +11,13 @@ Dense::Dense(std::string name, int64_t in, int64_t out, uint64_t seed)
       dw_(Shape{in, out}),
       db_(Shape{out}) {}
 
+Status Dense::check_input(const Shape& shape) const {
+  if (shape.rank() == 2 && shape[1] == w_.shape()[0]) return {};
+  return make_error(Errc::invalid_argument, "layer '" + name() + "' takes [batch, " +
+                                                std::to_string(w_.shape()[0]) + "] inputs, got " +
+                                                shape.to_string());
+}
+
 ConstTensorView Dense::forward(ConstTensorView x) {
   TROUPE_ASSERT(x.shape().rank() == 2 && x.shape()[1] == w_.shape()[0],
                 "Dense input must be [batch, in]");

@@ -13,6 +13,7 @@ class Dense final : public Layer {
   Dense(std::string name, int64_t in, int64_t out, uint64_t seed);
 
   ConstTensorView forward(ConstTensorView x) override;
+  Status check_input(const Shape& shape) const override;
   ConstTensorView backward(ConstTensorView dy) override;
   std::vector<Parameter> parameters() override;
 

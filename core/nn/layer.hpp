@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/expected.hpp"
 #include "core/tensor.hpp"
 
 namespace troupe::core {
@@ -31,6 +32,12 @@ class Layer {
   virtual ConstTensorView forward(ConstTensorView x) = 0;
   virtual ConstTensorView backward(ConstTensorView dy) = 0;
   virtual std::vector<Parameter> parameters() { return {}; }
+  /// Whether forward() can take an input of `shape`: a batch from outside (a data file of
+  /// another shape) is an error naming the layer, never an invariant break in forward().
+  virtual Status check_input(const Shape& shape) const {
+    (void)shape;
+    return {};
+  }
 
   bool input_grad() const { return input_grad_; }
   void set_input_grad(bool needed) { input_grad_ = needed; }

@@ -15,6 +15,11 @@ void Sequential::add(std::unique_ptr<Layer> layer) {
   layers_.push_back(std::move(layer));
 }
 
+Status Sequential::check_input(const Shape& shape) const {
+  if (layers_.empty()) return {};
+  return layers_.front()->check_input(shape);
+}
+
 ConstTensorView Sequential::forward(ConstTensorView x) {
   for (auto& l : layers_)
     x = l->forward(x);

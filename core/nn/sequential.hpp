@@ -31,6 +31,8 @@ class Sequential {
   void add(std::unique_ptr<Layer> layer);
 
   ConstTensorView forward(ConstTensorView x);
+  /// The first layer's check of an input shape (the others follow from it).
+  Status check_input(const Shape& shape) const;
   /// Back-propagates dy (the gradient of the loss with respect to the output of the last
   /// forward) and leaves each parameter's gradient in Parameter::grad.
   void backward(ConstTensorView dy);

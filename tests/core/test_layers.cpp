@@ -9,6 +9,8 @@
 #include "core/nn/embedding.hpp"
 #include "core/nn/losses.hpp"
 #include "core/nn/sequential.hpp"
+#include "core/optimizer.hpp"
+#include "core/trainer.hpp"
 #include "helpers.hpp"
 
 using namespace troupe::core;
@@ -224,4 +226,24 @@ TEST_CASE("The tutorial CNN has the tutorial's shapes", "[layers]") {
   Tensor x = random_tensor(Shape{2, 784}, 26, 0.0f, 1.0f);
   CHECK(cnn->forward(x).shape() == (Shape{2, 10}));
   CHECK(cnn->num_parameters() == (9 * 32 + 32) + (21632 * 128 + 128) + (128 * 10 + 10));
+}
+
+TEST_CASE("An input of another shape is an error naming the layer, not an abort", "[layers]") {
+  auto mlp = make_mlp({784, 16, 10}, 1);
+  CHECK(mlp->check_input(Shape{32, 784}).ok());
+  auto bad = mlp->check_input(Shape{32, 756});  // 27x28 images
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == Errc::invalid_argument);
+  CHECK_THAT(bad.error().message, Catch::Contains("784") && Catch::Contains("756"));
+  auto cnn = make_cnn(2);
+  CHECK(cnn->check_input(Shape{8, 784}).ok());
+  CHECK_FALSE(cnn->check_input(Shape{8, 756}).ok());
+  // The trainer checks before its forward pass.
+  auto sgd = make_optimizer("sgd", 0.1f).value();
+  ClassifierTrainer t(*mlp, *sgd);
+  Tensor x(Shape{2, 756}, 0.5f);
+  const int32_t labels[2] = {1, 2};
+  auto loss = t.compute_gradients(x, labels);
+  REQUIRE_FALSE(loss.ok());
+  CHECK(loss.error().code == Errc::invalid_argument);
 }
