@@ -25,10 +25,12 @@ core::Error PsShardState::reject(core::Error e) {
 }
 
 core::Status PsShardState::create(const net::VariableDef& def) {
-  if (auto it = vars_.find(def.name); it != vars_.end()) {
+  const std::string key = net::shard_key(def);
+  if (auto it = vars_.find(key); it != vars_.end()) {
     if (same_def(it->second.def, def)) return {};
-    return reject(make_error(Errc::invalid_argument,
-                             "variable '" + def.name + "' already exists with another definition"));
+    return reject(
+        make_error(Errc::invalid_argument,
+                   "variable shard '" + key + "' already exists with another definition"));
   }
   if (def.name.empty() || def.shape.size() > static_cast<size_t>(core::Shape::max_rank))
     return reject(make_error(Errc::invalid_argument, "bad variable definition '" + def.name + "'"));
@@ -54,7 +56,7 @@ core::Status PsShardState::create(const net::VariableDef& def) {
                                def.seed * 1000003u + static_cast<uint64_t>(def.shard)});
   s.optimizer = std::move(*opt);
   s.slots = s.optimizer->make_slots(shape);
-  vars_.emplace(def.name, std::move(s));
+  vars_.emplace(key, std::move(s));
   ++counters_.variables;
   return {};
 }
@@ -273,11 +275,14 @@ core::Expected<PsShardState> PsShardState::from_snapshot(const core::Checkpoint&
     if (key.size() <= suffix.size() ||
         key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0)
       continue;
-    const std::string name = key.substr(0, key.size() - suffix.size());
+    const std::string name = key.substr(0, key.size() - suffix.size());  // "<var>#<shard>"
     if (def.size() < 6) return incomplete(name, "short definition");
     net::VariableDef d;
-    d.name = name;
     d.shard = static_cast<int32_t>(def[0]);
+    const std::string tail = "#" + std::to_string(d.shard);
+    if (name.size() <= tail.size() || name.compare(name.size() - tail.size(), tail.size(), tail))
+      return incomplete(name, "its key does not end in its shard number");
+    d.name = name.substr(0, name.size() - tail.size());
     d.row_offset = def[1];
     d.init_kind = static_cast<int32_t>(def[2]);
     d.init_value = bits_float(def[3]);

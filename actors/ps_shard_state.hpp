@@ -77,7 +77,8 @@ class PsShardState {
   /// Closure tags held for at-most-once over every shard (bounded by the closures in
   /// flight, not by the closures ever applied).
   size_t applied_tags() const;
-  bool has(const std::string& name) const { return vars_.count(name) > 0; }
+  /// Whether the shard kept under `key` (net::shard_key) is here.
+  bool has(const std::string& key) const { return vars_.count(key) > 0; }
 
  private:
   struct Shard {
@@ -96,7 +97,7 @@ class PsShardState {
                                   Apply apply);
   core::Error reject(core::Error e);
 
-  std::map<std::string, Shard> vars_;
+  std::map<std::string, Shard> vars_;  // by net::shard_key: "<variable>#<shard>"
   Counters counters_;
   int64_t restored_from_ = -1;
 };

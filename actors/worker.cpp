@@ -233,7 +233,8 @@ core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull(
     if (!shards) return shards.error();
     counts.push_back((*shards)->size());
     for (size_t k = 0; k < (*shards)->size(); ++k)
-      batch.add((**shards)[k].ps_task, i, k, net::PsItem{names[i], {}, {}});
+      batch.add((**shards)[k].ps_task, i, k,
+                net::PsItem{net::shard_key((**shards)[k].def), {}, {}});
   }
   auto parts = exchange(net::PsOp::pull, batch, counts);
   if (!parts) return parts.error();
@@ -252,7 +253,7 @@ core::Expected<std::vector<std::vector<net::WireTensor>>> WorkerRuntime::send_gr
       const net::Placement& p = (**shards)[k];
       auto part = shard_part(grads[i].first, grads[i].second, p);
       if (!part) return part.error();
-      batch.add(p.ps_task, i, k, net::PsItem{grads[i].first, {}, std::move(*part)});
+      batch.add(p.ps_task, i, k, net::PsItem{net::shard_key(p.def), {}, std::move(*part)});
     }
   }
   return exchange(op, batch, counts);
@@ -301,7 +302,8 @@ core::Expected<core::Tensor> WorkerRuntime::pull_rows(const std::string& name,
   Batch batch;
   for (size_t shard = 0; shard < s.size(); ++shard)
     if (!local[shard].empty())
-      batch.add(s[shard].ps_task, 0, shard, net::PsItem{name, local[shard], {}});
+      batch.add(s[shard].ps_task, 0, shard,
+                net::PsItem{net::shard_key(s[shard].def), local[shard], {}});
   auto parts = exchange(net::PsOp::pull_rows, batch, {s.size()});
   if (!parts) return parts.error();
   std::vector<int64_t> dims = s.front().def.shape;
@@ -341,7 +343,7 @@ core::Status WorkerRuntime::push_rows(const std::string& name, const std::vector
   Batch batch;
   for (size_t shard = 0; shard < s.size(); ++shard) {
     if (items[shard].rows.empty()) continue;
-    items[shard].name = name;
+    items[shard].name = net::shard_key(s[shard].def);
     items[shard].tensor.dims = {static_cast<int64_t>(items[shard].rows.size()), width};
     batch.add(s[shard].ps_task, 0, shard, std::move(items[shard]));
   }

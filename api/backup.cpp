@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 // Keys of a backup checkpoint. Variable names may hold '/' and digits, so every key starts
 // with its kind and ends with "#<shard>".
 std::string shard_key(const net::Placement& p) {
-  return p.def.name + "#" + std::to_string(p.def.shard);
+  return net::shard_key(p.def);
 }
 std::string value_key(const net::Placement& p) {
   return "value:" + shard_key(p);
@@ -144,7 +144,7 @@ core::Expected<std::optional<TrainingState>> BackupAndRestore::restore() {
   // The PS tasks check slot counts and shapes against their optimizers.
   for (size_t i = 0; i < states.size(); ++i) {
     const auto& p = m.placements[i];
-    auto ok = m.ask_ps<caf::ok_atom>(p.ps_task, net::assign_atom::value, p.def.name, states[i]);
+    auto ok = m.ask_ps<caf::ok_atom>(p.ps_task, net::assign_atom::value, shard_key(p), states[i]);
     if (!ok)
       return make_error(ok.error().code, "restoring " + shard_key(p) + " on ps:" +
                                              std::to_string(p.ps_task) + ": " + ok.error().message);
@@ -156,7 +156,7 @@ core::Status BackupAndRestore::backup(const TrainingState& state) {
   auto& m = strategy_.impl();
   core::Checkpoint ckpt;
   for (const auto& p : m.placements) {
-    auto s = m.ask_ps<net::ShardState>(p.ps_task, net::state_atom::value, p.def.name);
+    auto s = m.ask_ps<net::ShardState>(p.ps_task, net::state_atom::value, shard_key(p));
     if (!s)
       return make_error(s.error().code, "backing up " + shard_key(p) + " from ps:" +
                                             std::to_string(p.ps_task) + ": " + s.error().message);

@@ -99,7 +99,7 @@ core::Expected<core::Tensor> ParameterServerStrategy::read(const Variable& v) {
             [](auto& a, auto& b) { return a.def.shard < b.def.shard; });
   std::vector<net::WireTensor> parts;
   for (const auto& p : shards) {
-    auto part = m.ask_ps<net::WireTensor>(p.ps_task, net::pull_atom::value, v.name);
+    auto part = m.ask_ps<net::WireTensor>(p.ps_task, net::pull_atom::value, net::shard_key(p.def));
     if (!part) return part.error();
     parts.push_back(std::move(*part));
   }

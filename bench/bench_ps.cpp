@@ -113,8 +113,9 @@ int main(int argc, char** argv) {
   if (!channel) return fail(channel.error().to_string());
   for (int64_t bytes : {int64_t{4} << 10, int64_t{1} << 20, int64_t{4} << 20, int64_t{16} << 20}) {
     const int64_t n = bytes / 4;
-    const std::string name = "t" + std::to_string(bytes);
-    auto v = (*strategy)->create_variable(name, tc::Shape{n}, {}, "sgd", 0.0f);
+    const std::string var = "t" + std::to_string(bytes);
+    const std::string name = var + "#0";  // the PS's key of its only shard
+    auto v = (*strategy)->create_variable(var, tc::Shape{n}, {}, "sgd", 0.0f);
     if (!v) return fail(v.error().to_string());
     const troupe::net::WireTensor grad{{n}, std::vector<float>(static_cast<size_t>(n), 0.0f)};
     std::vector<double> pull_s, push_s, caf_pull_s, caf_push_s, tcp_pull_s, tcp_push_s;

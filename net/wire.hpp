@@ -45,6 +45,12 @@ struct VariableDef {
   float learning_rate = 0.0f;
 };
 
+/// The name a PS task keeps a variable shard under, and the name PS requests use for it:
+/// "<variable>#<shard>". Two shards of one variable may live on one PS task.
+inline std::string shard_key(const VariableDef& d) {
+  return d.name + "#" + std::to_string(d.shard);
+}
+
 /// Bytes of one rows-update: rows of a shard (shard-local indices) and their gradients.
 struct RowsUpdate {
   std::vector<int64_t> rows;

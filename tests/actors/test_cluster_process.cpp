@@ -601,3 +601,28 @@ TEST_CASE("A PS whose snapshots fail is reported in the coordinator's stats",
   CHECK(cluster.child(0)->wait_for_stderr("PS snapshot failed", 5s));
   c->shutdown_cluster();
 }
+
+TEST_CASE("Several shards of one variable live on one PS task", "[process][cluster]") {
+  // Three shards over one PS task: each is its own variable shard there, not a clash of
+  // names, and pulls, pushes and row updates reach the right one.
+  test::LocalCluster cluster(1, 1);
+  auto resolver = cluster.chief();
+  auto strategy =
+      ParameterServerStrategy::make(resolver, std::make_shared<core::FixedShardsPartitioner>(3));
+  REQUIRE(strategy.ok());
+  auto v = (*strategy)->create_variable("v", core::Shape{6, 2},
+                                        {core::Initializer::Kind::constant, 1.0f, 0}, "sgd", 0.5f);
+  REQUIRE(v.ok());
+  CHECK(v->num_shards == 3);
+  auto c = ClusterCoordinator::make(**strategy).value();
+  CHECK(c->schedule<double>("ones_step", std::string("v")).fetch().value() == Approx(12.0));
+  auto rows = c->schedule<double>("rows_step", std::string("v"), std::vector<int64_t>{5, 0});
+  CHECK(rows.fetch().value() == Approx(2.0));  // rows 5 and 0 after the first push: 4 x 0.5
+  REQUIRE(c->join().ok());
+  const core::Tensor now = (*strategy)->read(*v).value();
+  REQUIRE(now.shape() == (core::Shape{6, 2}));
+  for (int64_t r = 0; r < 6; ++r)
+    for (int64_t k = 0; k < 2; ++k)
+      CHECK(now[r * 2 + k] == Approx(r == 0 || r == 5 ? 0.0f : 0.5f));
+  c->shutdown_cluster();
+}

@@ -92,9 +92,9 @@ TEST_CASE("A PS process holds variables and applies each closure id once", "[pro
 
   const net::WireTensor g{{2, 3}, {1, 1, 1, 1, 1, 1}};
   for (uint64_t closure : {1, 1, 2})
-    REQUIRE(ask<bool>(self, *remote, net::push_atom::value, closure, def.name, g));
+    REQUIRE(ask<bool>(self, *remote, net::push_atom::value, closure, net::shard_key(def), g));
 
-  auto pulled = ask<net::WireTensor>(self, *remote, net::pull_atom::value, def.name);
+  auto pulled = ask<net::WireTensor>(self, *remote, net::pull_atom::value, net::shard_key(def));
   REQUIRE(pulled);
   const auto& w = *pulled;
   CHECK(w.dims == std::vector<int64_t>{2, 3});
@@ -120,7 +120,8 @@ TEST_CASE("A PS process holds variables and applies each closure id once", "[pro
   REQUIRE(*channel_port > 0);
   auto channel = net::connect_to("127.0.0.1", static_cast<uint16_t>(*channel_port), 5s);
   REQUIRE(channel);
-  net::PsRequest push_pull{static_cast<uint8_t>(net::PsOp::push_pull), 2, {{def.name, {}, g}}};
+  net::PsRequest push_pull{
+      static_cast<uint8_t>(net::PsOp::push_pull), 2, {{net::shard_key(def), {}, g}}};
   REQUIRE(net::send_request(*channel, push_pull));
   auto after = net::recv_reply(*channel);
   REQUIRE(after);
@@ -145,7 +146,8 @@ TEST_CASE("A PS process holds variables and applies each closure id once", "[pro
   send_garbage(static_cast<uint16_t>(*channel_port));
   CHECK(ps.wait_for_stderr("tensor channel: request from 127.0.0.1", 10s));
   REQUIRE(net::send_request(
-      *channel, net::PsRequest{static_cast<uint8_t>(net::PsOp::pull), 0, {{def.name, {}, {}}}}));
+      *channel,
+      net::PsRequest{static_cast<uint8_t>(net::PsOp::pull), 0, {{net::shard_key(def), {}, {}}}}));
   auto value = net::recv_reply(*channel);
   REQUIRE(value);
   CHECK(value->front().tensor.data.front() == Approx(0.7f));
@@ -176,8 +178,9 @@ TEST_CASE("A restarted PS process carries on from its snapshot", "[process][ps][
   REQUIRE(ask<caf::ok_atom>(self, *remote, net::create_atom::value, def));
   const net::WireTensor g{{2, 2}, {1, 1, 1, 1}};
   for (uint64_t closure : {1, 2})
-    REQUIRE(ask<bool>(self, *remote, net::push_atom::value, closure, def.name, g));
-  const auto before = ask<net::WireTensor>(self, *remote, net::pull_atom::value, def.name);
+    REQUIRE(ask<bool>(self, *remote, net::push_atom::value, closure, net::shard_key(def), g));
+  const auto before =
+      ask<net::WireTensor>(self, *remote, net::pull_atom::value, net::shard_key(def));
   REQUIRE(before);
 
   // Bounded wait for a snapshot on disk that has both updates (one every 20 ms): each
@@ -199,18 +202,22 @@ TEST_CASE("A restarted PS process carries on from its snapshot", "[process][ps][
   // waits it out.
   remote = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(port), "ps:0", 5s);
   REQUIRE(remote.ok());
-  const auto after = ask<net::WireTensor>(self, *remote, net::pull_atom::value, def.name);
+  const auto after =
+      ask<net::WireTensor>(self, *remote, net::pull_atom::value, net::shard_key(def));
   REQUIRE(after);
   CHECK(after->data == before->data);
   // Applied closure ids came back: a retried closure is still ignored.
-  CHECK(ask<bool>(self, *remote, net::push_atom::value, uint64_t{2}, def.name, g) == false);
+  CHECK(ask<bool>(self, *remote, net::push_atom::value, uint64_t{2}, net::shard_key(def), g) ==
+        false);
   auto stats = ask<std::vector<int64_t>>(self, *remote, net::stats_atom::value);
   REQUIRE(stats);
   CHECK(net::PsStats::from(*stats).restored_from == 2);    // restored from 2 updates
   CHECK(net::PsStats::from(*stats).snapshot_age_ms >= 0);  // the one it restored
   // The momentum slot came back: the next update matches one without the restart.
-  REQUIRE(ask<bool>(self, *remote, net::push_atom::value, uint64_t{3}, def.name, g) == true);
-  const auto third = ask<net::WireTensor>(self, *remote, net::pull_atom::value, def.name);
+  REQUIRE(ask<bool>(self, *remote, net::push_atom::value, uint64_t{3}, net::shard_key(def), g) ==
+          true);
+  const auto third =
+      ask<net::WireTensor>(self, *remote, net::pull_atom::value, net::shard_key(def));
   REQUIRE(third);
   // Momentum 0.9, lr 0.1, gradient 1: velocities 1, 1.9, 2.71; w = 1 - 0.1 * 5.61.
   CHECK(third->data[0] == Approx(1.0f - 0.1f * (1.0f + 1.9f + 2.71f)));
@@ -270,7 +277,8 @@ TEST_CASE("A PS killed before its first update comes back with its variables",
   REQUIRE(ps->wait_for_stderr("ready ps:0", 10s));
   remote = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(port), "ps:0", 5s);
   REQUIRE(remote.ok());
-  const auto value = ask<net::WireTensor>(self, *remote, net::pull_atom::value, def.name);
+  const auto value =
+      ask<net::WireTensor>(self, *remote, net::pull_atom::value, net::shard_key(def));
   REQUIRE(value);
   CHECK(value->data == std::vector<float>(6, 0.5f));
   auto stats = ask<std::vector<int64_t>>(self, *remote, net::stats_atom::value);

@@ -39,33 +39,41 @@ TEST_CASE("A PS shard creates, serves and updates variables", "[ps_shard]") {
   REQUIRE_FALSE(conflict.ok());
   CHECK_THAT(conflict.error().message, Catch::Contains("another definition"));
 
-  auto v = ps.pull("w");
+  // Two shards of one variable on one PS task: kept apart by their keys.
+  auto second = def("w", {1, 2});
+  second.shard = 1;
+  second.row_offset = 2;
+  REQUIRE(ps.create(second).ok());
+  CHECK(ps.has("w#0"));
+  CHECK(ps.has("w#1"));
+  CHECK(ps.pull("w#1")->dims == std::vector<int64_t>{1, 2});
+  auto v = ps.pull("w#0");
   REQUIRE(v.ok());
   CHECK(v->dims == std::vector<int64_t>{2, 2});
   CHECK(v->data == std::vector<float>{1, 1, 1, 1});
 
-  REQUIRE(ps.push(7, "w", tensor({2, 2}, {1, 2, 3, 4})).value() == true);
-  CHECK(ps.pull("w")->data == std::vector<float>{0.5f, 0.0f, -0.5f, -1.0f});
+  REQUIRE(ps.push(7, "w#0", tensor({2, 2}, {1, 2, 3, 4})).value() == true);
+  CHECK(ps.pull("w#0")->data == std::vector<float>{0.5f, 0.0f, -0.5f, -1.0f});
 }
 
 TEST_CASE("A PS shard applies each closure id at most once", "[ps_shard]") {
   PsShardState ps;
   REQUIRE(ps.create(def("w", {3})).ok());
   REQUIRE(ps.create(def("emb", {4, 2}, "adagrad")).ok());
-  CHECK(ps.push(1, "w", tensor({3}, {1, 1, 1})).value());
-  CHECK_FALSE(ps.push(1, "w", tensor({3}, {1, 1, 1})).value());  // retried closure
-  CHECK(ps.push(2, "w", tensor({3}, {1, 1, 1})).value());
-  CHECK(ps.pull("w")->data == std::vector<float>{0, 0, 0});
+  CHECK(ps.push(1, "w#0", tensor({3}, {1, 1, 1})).value());
+  CHECK_FALSE(ps.push(1, "w#0", tensor({3}, {1, 1, 1})).value());  // retried closure
+  CHECK(ps.push(2, "w#0", tensor({3}, {1, 1, 1})).value());
+  CHECK(ps.pull("w#0")->data == std::vector<float>{0, 0, 0});
 
   net::RowsUpdate u{{3, 0}, tensor({2, 2}, {1, 1, 1, 1})};
-  CHECK(ps.push_rows(1, "emb", u).value());  // ids are per variable
-  const auto after_first = ps.pull("emb")->data;
-  CHECK_FALSE(ps.push_rows(1, "emb", u).value());
-  CHECK(ps.pull("emb")->data == after_first);
+  CHECK(ps.push_rows(1, "emb#0", u).value());  // ids are per variable
+  const auto after_first = ps.pull("emb#0")->data;
+  CHECK_FALSE(ps.push_rows(1, "emb#0", u).value());
+  CHECK(ps.pull("emb#0")->data == after_first);
   CHECK(ps.counters().updates_applied == 3);
   CHECK(ps.counters().updates_duplicate == 2);
 
-  auto rows = ps.pull_rows("emb", {3, 1});
+  auto rows = ps.pull_rows("emb#0", {3, 1});
   REQUIRE(rows.ok());
   CHECK(rows->dims == std::vector<int64_t>{2, 2});
   CHECK(rows->data[0] < 1.0f);   // row 3 was updated
@@ -80,9 +88,9 @@ TEST_CASE("A PS shard's snapshot restores values, slots, applied ids and counts"
   adam.row_offset = 4;
   adam.seed = 99;
   REQUIRE(ps.create(adam).ok());
-  CHECK(ps.push(1, "w", tensor({3}, {1, 2, 3})).value());
-  CHECK(ps.push_rows(5, "emb", {{3, 0}, tensor({2, 2}, {1, 2, 3, 4})}).value());
-  CHECK(ps.push_rows(6, "emb", {{1}, tensor({1, 2}, {-1, 1})}).value());
+  CHECK(ps.push(1, "w#0", tensor({3}, {1, 2, 3})).value());
+  CHECK(ps.push_rows(5, "emb#1", {{3, 0}, tensor({2, 2}, {1, 2, 3, 4})}).value());
+  CHECK(ps.push_rows(6, "emb#1", {{1}, tensor({1, 2}, {-1, 1})}).value());
 
   const core::Checkpoint snap = ps.snapshot();
   auto restored = PsShardState::from_snapshot(snap);
@@ -91,31 +99,31 @@ TEST_CASE("A PS shard's snapshot restores values, slots, applied ids and counts"
   CHECK(restored->counters().updates_applied == 3);
   CHECK(restored->counters().variables == 2);
   CHECK(ps.restored_from() == -1);
-  for (const char* name : {"w", "emb"})
+  for (const char* name : {"w#0", "emb#1"})
     CHECK(restored->pull(name)->data == ps.pull(name)->data);
   // The closure ids applied before the snapshot stay applied: a retried closure is ignored.
-  CHECK_FALSE(restored->push(1, "w", tensor({3}, {1, 1, 1})).value());
-  CHECK_FALSE(restored->push_rows(6, "emb", {{1}, tensor({1, 2}, {-1, 1})}).value());
+  CHECK_FALSE(restored->push(1, "w#0", tensor({3}, {1, 1, 1})).value());
+  CHECK_FALSE(restored->push_rows(6, "emb#1", {{1}, tensor({1, 2}, {-1, 1})}).value());
   // The Adam moments and iteration count came back: the next update matches the original.
   const net::RowsUpdate next{{3}, tensor({1, 2}, {0.5f, -0.5f})};
-  CHECK(ps.push_rows(7, "emb", next).value());
-  CHECK(restored->push_rows(7, "emb", next).value());
-  CHECK(restored->pull("emb")->data == ps.pull("emb")->data);
+  CHECK(ps.push_rows(7, "emb#1", next).value());
+  CHECK(restored->push_rows(7, "emb#1", next).value());
+  CHECK(restored->pull("emb#1")->data == ps.pull("emb#1")->data);
   // The definition came back too: creating it again is a no-op, not a conflict.
   CHECK(restored->create(adam).ok());
 
   // An incomplete snapshot is a data_loss error naming the variable.
   core::Checkpoint broken = snap;
-  broken.tensors.erase("emb/slot1");
+  broken.tensors.erase("emb#1/slot1");
   auto bad = PsShardState::from_snapshot(broken);
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().code == core::Errc::data_loss);
-  CHECK_THAT(bad.error().message, Catch::Contains("'emb'"));
+  CHECK_THAT(bad.error().message, Catch::Contains("'emb#1'"));
   broken = snap;
   broken.ints.erase("updates_applied");
   CHECK(PsShardState::from_snapshot(broken).error().code == core::Errc::data_loss);
   broken = snap;
-  broken.tensors["w"] = core::Tensor(core::Shape{4});
+  broken.tensors["w#0"] = core::Tensor(core::Shape{4});
   CHECK(PsShardState::from_snapshot(broken).error().code == core::Errc::data_loss);
 }
 
@@ -123,22 +131,22 @@ TEST_CASE("A PS shard's state can be read and assigned back, a bad one changes n
           "[ps_shard]") {
   PsShardState ps;
   REQUIRE(ps.create(def("m", {2, 2}, "adam")).ok());
-  CHECK(ps.push(1, "m", tensor({2, 2}, {1, 2, 3, 4})).value());
-  const net::ShardState saved = ps.state("m").value();
+  CHECK(ps.push(1, "m#0", tensor({2, 2}, {1, 2, 3, 4})).value());
+  const net::ShardState saved = ps.state("m#0").value();
   CHECK(saved.slots.size() == 2);
   CHECK(saved.iterations == 1);
-  CHECK(ps.push(2, "m", tensor({2, 2}, {4, 3, 2, 1})).value());
-  const auto after_second = ps.pull("m").value();
+  CHECK(ps.push(2, "m#0", tensor({2, 2}, {4, 3, 2, 1})).value());
+  const auto after_second = ps.pull("m#0").value();
 
   // Assigned back, the shard takes the same second update again (under a new tag).
-  REQUIRE(ps.assign("m", saved).ok());
-  CHECK(ps.pull("m")->data == saved.value.data);
-  CHECK(ps.state("m")->iterations == 1);
-  CHECK(ps.push(3, "m", tensor({2, 2}, {4, 3, 2, 1})).value());
-  CHECK(ps.pull("m")->data == after_second.data);
-  CHECK_FALSE(ps.push(2, "m", tensor({2, 2}, {4, 3, 2, 1})).value());  // tags are kept
+  REQUIRE(ps.assign("m#0", saved).ok());
+  CHECK(ps.pull("m#0")->data == saved.value.data);
+  CHECK(ps.state("m#0")->iterations == 1);
+  CHECK(ps.push(3, "m#0", tensor({2, 2}, {4, 3, 2, 1})).value());
+  CHECK(ps.pull("m#0")->data == after_second.data);
+  CHECK_FALSE(ps.push(2, "m#0", tensor({2, 2}, {4, 3, 2, 1})).value());  // tags are kept
 
-  const auto before = ps.state("m").value();
+  const auto before = ps.state("m#0").value();
   auto wrong_shape = saved;
   wrong_shape.value = tensor({4}, {0, 0, 0, 0});
   auto too_few = saved;
@@ -146,13 +154,13 @@ TEST_CASE("A PS shard's state can be read and assigned back, a bad one changes n
   auto bad_slot = saved;
   bad_slot.slots[1] = tensor({2, 2}, {0, 0, 0});  // inconsistent
   for (const auto* bad : {&wrong_shape, &too_few, &bad_slot}) {
-    auto st = ps.assign("m", *bad);
+    auto st = ps.assign("m#0", *bad);
     REQUIRE_FALSE(st.ok());
     CHECK(st.error().code == core::Errc::invalid_argument);
-    CHECK_THAT(st.error().message, Catch::Contains("'m'"));
+    CHECK_THAT(st.error().message, Catch::Contains("'m#0'"));
   }
   CHECK(ps.assign("nope", saved).error().code == core::Errc::not_found);
-  const auto unchanged = ps.state("m").value();
+  const auto unchanged = ps.state("m#0").value();
   CHECK(unchanged.value.data == before.value.data);
   CHECK(unchanged.slots[0].data == before.slots[0].data);
   CHECK(unchanged.iterations == before.iterations);
@@ -162,16 +170,16 @@ TEST_CASE("A PS shard rejects bad requests and keeps its state", "[ps_shard]") {
   PsShardState ps;
   REQUIRE(ps.create(def("w", {2, 2})).ok());
   CHECK(ps.pull("nope").error().code == core::Errc::not_found);
-  CHECK(ps.push(1, "w", tensor({4}, {1, 1, 1, 1})).error().code == core::Errc::invalid_argument);
-  CHECK(ps.push(1, "w", tensor({2, 2}, {1, 1, 1})).error().code == core::Errc::invalid_argument);
-  CHECK(ps.push_rows(1, "w", {{5}, tensor({1, 2}, {1, 1})}).error().code ==
+  CHECK(ps.push(1, "w#0", tensor({4}, {1, 1, 1, 1})).error().code == core::Errc::invalid_argument);
+  CHECK(ps.push(1, "w#0", tensor({2, 2}, {1, 1, 1})).error().code == core::Errc::invalid_argument);
+  CHECK(ps.push_rows(1, "w#0", {{5}, tensor({1, 2}, {1, 1})}).error().code ==
         core::Errc::out_of_range);
-  CHECK(ps.pull_rows("w", {-1}).error().code == core::Errc::out_of_range);
+  CHECK(ps.pull_rows("w#0", {-1}).error().code == core::Errc::out_of_range);
   CHECK_FALSE(ps.create(def("x", {1 << 30, 1 << 30})).ok());
   CHECK_FALSE(ps.create(def("y", {2}, "lion")).ok());
-  CHECK(ps.pull("w")->data == std::vector<float>{1, 1, 1, 1});
+  CHECK(ps.pull("w#0")->data == std::vector<float>{1, 1, 1, 1});
   // A rejected push did not consume its closure id.
-  CHECK(ps.push(1, "w", tensor({2, 2}, {0, 0, 0, 0})).value());
+  CHECK(ps.push(1, "w#0", tensor({2, 2}, {0, 0, 0, 0})).value());
   CHECK(ps.counters().requests_rejected == 7);
 }
 
@@ -185,8 +193,8 @@ TEST_CASE("A batched PS request runs every item under one tag", "[ps_shard]") {
     return ps.handle(r);
   };
   // push_pull: both variables updated once, their new values returned in request order.
-  const std::vector<net::PsItem> grads{{"w", {}, tensor({2, 2}, {1, 1, 1, 1})},
-                                       {"emb", {}, tensor({4, 1}, {2, 2, 2, 2})}};
+  const std::vector<net::PsItem> grads{{"w#0", {}, tensor({2, 2}, {1, 1, 1, 1})},
+                                       {"emb#0", {}, tensor({4, 1}, {2, 2, 2, 2})}};
   auto r = run(PsOp::push_pull, 7, grads);
   REQUIRE(r.ok());
   REQUIRE(r->size() == 2);
@@ -198,22 +206,22 @@ TEST_CASE("A batched PS request runs every item under one tag", "[ps_shard]") {
   CHECK(r->at(0).tensor.data == std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f});
   CHECK(ps.counters().updates_duplicate == 2);
   // Rows: pushed and pulled by shard-local index.
-  REQUIRE(run(PsOp::push_rows, 8, {{"emb", {1, 3}, tensor({2, 1}, {-2, -4})}}).ok());
-  auto rows = run(PsOp::pull_rows, 0, {{"emb", {3, 1, 0}, {}}});
+  REQUIRE(run(PsOp::push_rows, 8, {{"emb#0", {1, 3}, tensor({2, 1}, {-2, -4})}}).ok());
+  auto rows = run(PsOp::pull_rows, 0, {{"emb#0", {3, 1, 0}, {}}});
   REQUIRE(rows.ok());
   CHECK(rows->at(0).tensor.dims == std::vector<int64_t>{3, 1});
   CHECK(rows->at(0).tensor.data == std::vector<float>{2.0f, 1.0f, 0.0f});
   // A plain push answers with an empty item per request item.
-  auto acks = run(PsOp::push, 9, {{"w", {}, tensor({2, 2}, {1, 1, 1, 1})}});
+  auto acks = run(PsOp::push, 9, {{"w#0", {}, tensor({2, 2}, {1, 1, 1, 1})}});
   REQUIRE(acks.ok());
   CHECK(acks->at(0).tensor.data.empty());
   // Unknown ops and bad items are errors that change nothing.
   CHECK(run(static_cast<PsOp>(0), 10, grads).error().code == core::Errc::invalid_argument);
   CHECK(run(static_cast<PsOp>(6), 10, grads).error().code == core::Errc::invalid_argument);
-  auto bad = run(PsOp::pull, 0, {{"w", {}, {}}, {"nope", {}, {}}});
+  auto bad = run(PsOp::pull, 0, {{"w#0", {}, {}}, {"nope", {}, {}}});
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().code == core::Errc::not_found);
-  auto w = run(PsOp::pull, 0, {{"w", {}, {}}});
+  auto w = run(PsOp::pull, 0, {{"w#0", {}, {}}});
   CHECK(w->at(0).tensor.data == std::vector<float>{0.0f, 0.0f, 0.0f, 0.0f});
 }
 
@@ -229,11 +237,11 @@ TEST_CASE("The ps_shard actor answers requests and errors as values", "[ps_shard
       .receive([&](caf::ok_atom) { created = true; }, [&](caf::error& e) { FAIL(sys.render(e)); });
   REQUIRE(created);
   bool applied = false;
-  self->request(ps, t, net::push_atom::value, uint64_t{9}, std::string("w"), tensor({2}, {2, 2}))
+  self->request(ps, t, net::push_atom::value, uint64_t{9}, std::string("w#0"), tensor({2}, {2, 2}))
       .receive([&](bool a) { applied = a; }, [&](caf::error& e) { FAIL(sys.render(e)); });
   CHECK(applied);
   std::vector<float> got;
-  self->request(ps, t, net::pull_atom::value, std::string("w"))
+  self->request(ps, t, net::pull_atom::value, std::string("w#0"))
       .receive([&](WireTensor& w) { got = w.data; }, [&](caf::error& e) { FAIL(sys.render(e)); });
   CHECK(got == std::vector<float>{0, 0});
   core::Error err;
@@ -270,31 +278,31 @@ TEST_CASE("At-most-once stays bounded: 100k closures hold only the tags in fligh
   size_t most = 0;
   for (uint64_t n = 1; n <= 100000; ++n) {
     const uint64_t settled_below = base + (n > 8 ? n - 8 : 1);
-    REQUIRE(ps.push(tag(n), "w", g, settled_below).value());
-    CHECK_FALSE(ps.push(tag(n), "w", g, settled_below).value());
+    REQUIRE(ps.push(tag(n), "w#0", g, settled_below).value());
+    CHECK_FALSE(ps.push(tag(n), "w#0", g, settled_below).value());
     most = std::max(most, ps.applied_tags());
   }
   CHECK(ps.counters().updates_applied == 100000);
   CHECK(ps.counters().updates_duplicate == 100000);
   CHECK(most <= 9);
   // A late push of a settled closure (its worker was taken for lost) is dropped...
-  CHECK_FALSE(ps.push(tag(5), "w", g, base + 5).value());
+  CHECK_FALSE(ps.push(tag(5), "w#0", g, base + 5).value());
   // ...and so is one below the watermark that was never applied (it was cancelled).
-  CHECK_FALSE(ps.push(tag(99990, 1), "w", g).value());
+  CHECK_FALSE(ps.push(tag(99990, 1), "w#0", g).value());
   // A closure still in flight applies, once per repetition.
-  CHECK(ps.push(tag(99999, 1), "w", g).value());
+  CHECK(ps.push(tag(99999, 1), "w#0", g).value());
   // Another chief incarnation has its own window: its ids start over and still apply.
-  CHECK(ps.push((((uint64_t{4} << 32) + 1) << 16), "w", g, (uint64_t{4} << 32) + 1).value());
+  CHECK(ps.push((((uint64_t{4} << 32) + 1) << 16), "w#0", g, (uint64_t{4} << 32) + 1).value());
   // A watermark above the closure's own id, or of another incarnation, is not believed.
-  CHECK(ps.push(tag(100001), "w", g, base + 200000).value());
-  CHECK(ps.push(tag(100002), "w", g, (uint64_t{4} << 32) + 9).value());
+  CHECK(ps.push(tag(100001), "w#0", g, base + 200000).value());
+  CHECK(ps.push(tag(100002), "w#0", g, (uint64_t{4} << 32) + 9).value());
   CHECK(ps.counters().updates_applied == 100004);
 
   // The window survives a snapshot.
   auto restored = PsShardState::from_snapshot(ps.snapshot());
   REQUIRE(restored.ok());
   CHECK(restored->applied_tags() == ps.applied_tags());
-  CHECK_FALSE(restored->push(tag(100002), "w", g).value());
-  CHECK_FALSE(restored->push(tag(5), "w", g).value());
-  CHECK(restored->push(tag(100003), "w", g).value());
+  CHECK_FALSE(restored->push(tag(100002), "w#0", g).value());
+  CHECK_FALSE(restored->push(tag(5), "w#0", g).value());
+  CHECK(restored->push(tag(100003), "w#0", g).value());
 }
