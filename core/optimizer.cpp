@@ -141,6 +141,22 @@ void RMSprop::update(float* w, const float* g, float* const* slots, int64_t n, i
   }
 }
 
+void Ftrl::update(float* w, const float* g, float* const* slots, int64_t n, int64_t) {
+  ArrayMap wa(w, n), acc(slots[0], n), lin(slots[1], n);
+  ConstArrayMap ga(g, n);
+  const float lr = learning_rate();
+  const Eigen::ArrayXf acc_new = acc + ga.square();
+  // n^(-p): square roots in the usual case, pow otherwise.
+  const auto root = [&](const Eigen::ArrayXf& a) -> Eigen::ArrayXf {
+    return power_ == -0.5f ? a.sqrt().eval() : a.pow(-power_).eval();
+  };
+  const Eigen::ArrayXf root_new = root(acc_new);
+  lin += ga - (root_new - root(acc)) / lr * wa;
+  const Eigen::ArrayXf quadratic = (root_new + beta_) / lr + 2.0f * l2_;
+  wa = (lin.abs() <= l1_).select(0.0f, (lin.sign() * l1_ - lin) / quadratic);
+  acc = acc_new;
+}
+
 Expected<std::unique_ptr<Optimizer>> make_optimizer(const std::string& name, float lr) {
   std::unique_ptr<Optimizer> opt;
   if (name == "sgd")
@@ -155,10 +171,12 @@ Expected<std::unique_ptr<Optimizer>> make_optimizer(const std::string& name, flo
     opt = std::make_unique<Adam>(lr);
   else if (name == "rmsprop")
     opt = std::make_unique<RMSprop>(lr);
+  else if (name == "ftrl")
+    opt = std::make_unique<Ftrl>(lr);
   else
     return make_error(Errc::invalid_argument,
                       "unknown optimizer '" + name +
-                          "' (known: sgd, momentum, nesterov, adagrad, adam, rmsprop)");
+                          "' (known: sgd, momentum, nesterov, adagrad, adam, rmsprop, ftrl)");
   return Expected<std::unique_ptr<Optimizer>>(std::move(opt));
 }
 

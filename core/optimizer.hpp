@@ -134,7 +134,34 @@ class RMSprop final : public Optimizer {
   float rho_, momentum_, epsilon_;
 };
 
-/// Makes an optimizer from its name (sgd, momentum, nesterov, adagrad, adam, rmsprop) with
+/// FTRL-Proximal (McMahan et al. 2013), as TensorFlow's and Keras's Ftrl, for sparse
+/// click-through features. Per element, with n the accumulator and z the linear slot:
+///   n' = n + g^2;  z += g - (n'^(-p) - n^(-p)) / lr * w;
+///   w = |z| <= l1 ? 0 : (sign(z) * l1 - z) / ((n'^(-p) + beta) / lr + 2 * l2);  n = n'
+/// with p = learning_rate_power (-0.5: square roots). l1 > 0 drives weights to exactly 0.
+class Ftrl final : public Optimizer {
+ public:
+  explicit Ftrl(float learning_rate = 0.001f, float learning_rate_power = -0.5f,
+                float initial_accumulator_value = 0.1f, float l1 = 0.0f, float l2 = 0.0f,
+                float beta = 0.0f)
+      : Optimizer(learning_rate),
+        power_(learning_rate_power),
+        initial_(initial_accumulator_value),
+        l1_(l1),
+        l2_(l2),
+        beta_(beta) {}
+  std::string name() const override { return "ftrl"; }
+  std::vector<std::string> slot_names() const override { return {"accumulator", "linear"}; }
+
+ protected:
+  float slot_initial_value(size_t slot) const override { return slot == 0 ? initial_ : 0.0f; }
+  void update(float* w, const float* g, float* const* slots, int64_t n, int64_t t) override;
+
+ private:
+  float power_, initial_, l1_, l2_, beta_;
+};
+
+/// Makes an optimizer from its name (sgd, momentum, nesterov, adagrad, adam, rmsprop, ftrl) with
 /// Keras defaults for everything but the learning rate.
 Expected<std::unique_ptr<Optimizer>> make_optimizer(const std::string& name, float learning_rate);
 

@@ -48,6 +48,14 @@ Ref reference(const std::string& name, double lr) {
               w -= lr_t * s[0] / (std::sqrt(s[1]) + 1e-7);
             },
             {0.0, 0.0}};
+  if (name == "ftrl")  // s[0] accumulator n, s[1] linear z; l1 = l2 = beta = 0
+    return {[lr](double& w, double g, auto& s, int) {
+              const double n_new = s[0] + g * g;
+              s[1] += g - (std::sqrt(n_new) - std::sqrt(s[0])) / lr * w;
+              w = -s[1] / (std::sqrt(n_new) / lr);
+              s[0] = n_new;
+            },
+            {0.1, 0.0}};
   // rmsprop
   return {[lr](double& w, double g, auto& s, int) {
             s[0] = 0.9 * s[0] + 0.1 * g * g;
@@ -56,7 +64,8 @@ Ref reference(const std::string& name, double lr) {
           {0.0}};
 }
 
-const char* const all_optimizers[] = {"sgd", "momentum", "nesterov", "adagrad", "adam", "rmsprop"};
+const char* const all_optimizers[] = {"sgd",  "momentum", "nesterov", "adagrad",
+                                      "adam", "rmsprop",  "ftrl"};
 
 }  // namespace
 
@@ -168,4 +177,22 @@ TEST_CASE("Updating shards with their own slots equals updating the whole variab
       CHECK(max_abs_diff(whole, concat_rows(parts)) < 1e-6f);
     }
   }
+}
+
+TEST_CASE("FTRL with an L1 term drives small weights to exactly zero", "[optimizer]") {
+  // One element, l1 = 1: while |z| <= l1 the weight is 0; a gradient that pushes z past
+  // l1 moves it, to (sign(z) * l1 - z) / (sqrt(n) / lr + 2 * l2).
+  Ftrl ftrl(0.5f, -0.5f, 0.1f, /*l1=*/1.0f, /*l2=*/0.5f);
+  Tensor w(Shape{2}, 0.0f);
+  SlotSet s = ftrl.make_slots(w.shape());
+  Tensor g(Shape{2}, 0.0f);
+  g[0] = 0.3f;  // small: z = 0.3, stays inside the L1 ball
+  g[1] = 3.0f;  // large: z = 3
+  REQUIRE(ftrl.apply_dense(w, g, s).ok());
+  CHECK(w[0] == 0.0f);
+  const double n1 = 0.1 + 9.0;
+  CHECK(w[1] == Approx((1.0 - 3.0) / (std::sqrt(n1) / 0.5 + 2 * 0.5)).epsilon(1e-5));
+  CHECK(s.slots[1][1] == Approx(3.0f));
+  CHECK(ftrl.name() == "ftrl");
+  CHECK(make_optimizer("ftrl", 0.1f).value()->slot_names().size() == 2);
 }
