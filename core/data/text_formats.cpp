@@ -1,7 +1,9 @@
 #include "core/data/text_formats.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -154,6 +156,73 @@ Expected<std::vector<Example>> read_csv(const std::string& path, const CsvOption
     e.features.reserve(fields.size() - 1);
     for (int64_t i = 0; i < n; ++i)
       if (i != label_at) e.features.push_back(fields[static_cast<size_t>(i)]);
+    out.push_back(std::move(e));
+    return {};
+  });
+  if (!st) return st.error();
+  return out;
+}
+
+int64_t hash_bucket(std::string_view value, int64_t buckets) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : value) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return static_cast<int64_t>(h % static_cast<uint64_t>(buckets));
+}
+
+Expected<std::vector<Example>> read_criteo(const std::string& path, const CriteoOptions& options) {
+  if (options.buckets_per_field < 1 ||
+      options.buckets_per_field > (int64_t{1} << 56) / criteo_categorical_fields)
+    return make_error(Errc::invalid_argument,
+                      "criteo: buckets_per_field must be in [1, 2^56 / 26], got " +
+                          std::to_string(options.buckets_per_field));
+  auto text = slurp(path);
+  if (!text) return text.error();
+  constexpr int fields = 1 + criteo_integer_fields + criteo_categorical_fields;
+  std::vector<Example> out;
+  auto st = for_each_line(*text, [&](std::string_view line, int64_t no, int64_t offset) -> Status {
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) return {};
+    std::string_view field[fields];
+    int64_t at[fields];
+    int n = 0;
+    size_t pos = 0;
+    for (;;) {
+      const size_t tab = line.find('\t', pos);
+      if (n == fields)
+        return bad_line(path, no, offset + static_cast<int64_t>(pos),
+                        "more than " + std::to_string(fields) + " tab-separated fields");
+      field[n] =
+          line.substr(pos, tab == std::string_view::npos ? std::string_view::npos : tab - pos);
+      at[n++] = offset + static_cast<int64_t>(pos);
+      if (tab == std::string_view::npos) break;
+      pos = tab + 1;
+    }
+    if (n != fields)
+      return bad_line(path, no, offset,
+                      std::to_string(n) + " tab-separated fields, not " + std::to_string(fields));
+    Example e;
+    if (field[0] != "0" && field[0] != "1")
+      return bad_line(path, no, at[0],
+                      "label '" + std::string(field[0].substr(0, 16)) + "' is not 0 or 1");
+    e.label = field[0] == "1" ? 1.0f : 0.0f;
+    e.features.resize(criteo_integer_fields);
+    for (int k = 0; k < criteo_integer_fields; ++k) {
+      const std::string_view f = field[1 + k];
+      if (f.empty()) continue;  // missing: 0
+      int64_t x = 0;
+      if (!parse_int(f, x))
+        return bad_line(path, no, at[1 + k],
+                        "integer feature I" + std::to_string(k + 1) + " is not an integer");
+      e.features[static_cast<size_t>(k)] = std::log1p(static_cast<float>(std::max<int64_t>(x, 0)));
+    }
+    e.ids.resize(criteo_categorical_fields);
+    for (int k = 0; k < criteo_categorical_fields; ++k)
+      e.ids[static_cast<size_t>(k)] =
+          k * options.buckets_per_field +
+          hash_bucket(field[1 + criteo_integer_fields + k], options.buckets_per_field);
     out.push_back(std::move(e));
     return {};
   });

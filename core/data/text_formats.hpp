@@ -1,6 +1,8 @@
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/data/example.hpp"
@@ -18,6 +20,29 @@ struct CsvOptions {
   bool header = true;     // the first line names the columns and is skipped
   int label_column = -1;  // the column holding the label; negative counts from the end
 };
+
+/// The Criteo display-advertising format (Kaggle's train.txt): per line, tab-separated, a
+/// label (0 or 1), 13 integer features and 26 categorical features (hex strings); any
+/// feature may be empty (missing).
+struct CriteoOptions {
+  /// Hash buckets per categorical field: field f's value lands in
+  /// [f * buckets, (f + 1) * buckets), as a hashed categorical column with one embedding
+  /// table offset per field. A missing value hashes as the empty string.
+  int64_t buckets_per_field = 1 << 20;
+};
+inline constexpr int criteo_integer_fields = 13;
+inline constexpr int criteo_categorical_fields = 26;
+
+/// The bucket of a categorical value in its field (64-bit FNV-1a of its bytes, modulo
+/// `buckets`). Not TensorFlow's FarmHash: data hashed here is trained here.
+int64_t hash_bucket(std::string_view value, int64_t buckets);
+
+/// Reads a Criteo-format file: dense features log(1 + max(x, 0)) of the 13 integers
+/// (missing: 0), sparse ids one per categorical field (values empty: all ones), the label.
+/// A line with another field count, a field that is not an integer, or a label other than
+/// 0/1 is a data_loss error naming file, line, field and byte offset.
+Expected<std::vector<Example>> read_criteo(const std::string& path,
+                                           const CriteoOptions& options = {});
 
 /// Reads a numeric CSV file into dense examples; every line needs the same number of
 /// fields. A field that is not a number is a data_loss error naming file, line, column and

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <zlib.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -217,4 +218,80 @@ TEST_CASE("CSV lines parse into dense examples", "[readers]") {
   write_text(dir.file("d.csv"), "1,2\n1,2,3\n");
   CHECK_THAT(read_csv(dir.file("d.csv"), CsvOptions{',', false, -1}).error().message,
              Catch::Contains("3 fields"));
+}
+
+namespace {
+
+// A Criteo line: label, 13 integers, 26 categorical values (empty strings are missing).
+std::string criteo_line(const std::string& label, std::vector<std::string> ints,
+                        std::vector<std::string> cats) {
+  std::string s = label;
+  for (const auto& x : ints)
+    s += "\t" + x;
+  for (const auto& c : cats)
+    s += "\t" + c;
+  return s + "\n";
+}
+
+}  // namespace
+
+TEST_CASE("Criteo lines read into dense and hashed sparse features", "[readers]") {
+  TempDir dir;
+  std::vector<std::string> ints(13, "3"), cats(26, "68fd1e64");
+  ints[1] = "-1";  // negative counts occur in I2: log1p(max(x, 0))
+  std::vector<std::string> sparse_ints(13, ""), sparse_cats(26, "");
+  sparse_ints[0] = "7";
+  sparse_cats[3] = "68fd1e64";
+  write_text(dir.file("day.txt"),
+             criteo_line("1", ints, cats) + criteo_line("0", sparse_ints, sparse_cats));
+  CriteoOptions o;
+  o.buckets_per_field = 1000;
+  auto r = read_criteo(dir.file("day.txt"), o);
+  REQUIRE(r.ok());
+  REQUIRE(r->size() == 2);
+  const Example& a = (*r)[0];
+  CHECK(a.label == 1.0f);
+  REQUIRE(a.features.size() == 13);
+  CHECK(a.features[0] == Approx(std::log1p(3.0f)));
+  CHECK(a.features[1] == 0.0f);
+  REQUIRE(a.ids.size() == 26);
+  const int64_t bucket = hash_bucket("68fd1e64", 1000);
+  for (int64_t f = 0; f < 26; ++f)
+    CHECK(a.ids[static_cast<size_t>(f)] == f * 1000 + bucket);  // one table offset per field
+  const Example& b = (*r)[1];
+  CHECK(b.label == 0.0f);
+  CHECK(b.features[0] == Approx(std::log1p(7.0f)));
+  CHECK(b.features[5] == 0.0f);  // missing
+  CHECK(b.ids[3] == a.ids[3]);
+  CHECK(b.ids[4] == 4 * 1000 + hash_bucket("", 1000));  // missing hashes as ""
+  // The same batch type as LibSVM's: ids in CSR rows.
+  const Batch batch = collate(*r);
+  CHECK(batch.row_splits == std::vector<int64_t>{0, 26, 52});
+  CHECK(batch.features.shape() == (Shape{2, 13}));
+}
+
+TEST_CASE("Bad Criteo lines are errors naming file, line and offset", "[readers]") {
+  TempDir dir;
+  const std::vector<std::string> ints(13, "1"), cats(26, "a");
+  const std::string good = criteo_line("0", ints, cats);
+  auto error_of = [&](const std::string& text) {
+    write_text(dir.file("bad.txt"), text);
+    auto r = read_criteo(dir.file("bad.txt"));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::data_loss);
+    return r.error().message;
+  };
+  auto short_cats = cats;
+  short_cats.pop_back();
+  CHECK_THAT(error_of(good + criteo_line("1", ints, short_cats)),
+             Catch::Contains("bad.txt:2") && Catch::Contains("39 tab-separated fields") &&
+                 Catch::Contains("offset " + std::to_string(good.size())));
+  CHECK_THAT(error_of(criteo_line("2", ints, cats)), Catch::Contains("label '2'"));
+  auto bad_int = ints;
+  bad_int[4] = "x1";
+  CHECK_THAT(error_of(criteo_line("1", bad_int, cats)),
+             Catch::Contains("I5 is not an integer") && Catch::Contains("offset 10"));
+  CHECK_THAT(error_of(criteo_line("1", ints, cats).substr(0, good.size() - 1) + "\textra\n"),
+             Catch::Contains("more than 40"));
+  CHECK(read_criteo(dir.file("nope.txt")).error().code == Errc::not_found);
 }
