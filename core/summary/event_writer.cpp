@@ -9,45 +9,27 @@
 #include <iterator>
 
 #include "core/checkpoint/crc32c.hpp"
+#include "core/proto_wire.hpp"
 
 namespace troupe::core {
 
 namespace {
 
-void put_varint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
+using proto::put_bytes;
+using proto::put_key;
+using proto::put_le;
+using proto::put_varint;
 
-template <class T>
-void put_le(std::string& out, T v) {
-  char bytes[sizeof(T)];
-  std::memcpy(bytes, &v, sizeof(T));  // every supported target is little-endian
-  out.append(bytes, sizeof(T));
-}
-
-// Protocol buffer wire types: 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32.
-void put_key(std::string& out, uint32_t field, uint32_t wire_type) {
-  put_varint(out, (uint64_t{field} << 3) | wire_type);
-}
-void put_bytes(std::string& out, uint32_t field, std::string_view bytes) {
-  put_key(out, field, 2);
-  put_varint(out, bytes.size());
-  out.append(bytes);
-}
 void put_double(std::string& out, uint32_t field, double v) {
-  put_key(out, field, 1);
+  put_key(out, field, proto::fixed64);
   put_le(out, v);
 }
 void put_float(std::string& out, uint32_t field, float v) {
-  put_key(out, field, 5);
+  put_key(out, field, proto::fixed32);
   put_le(out, v);
 }
 void put_int64(std::string& out, uint32_t field, int64_t v) {
-  put_key(out, field, 0);
+  put_key(out, field, proto::varint);
   put_varint(out, static_cast<uint64_t>(v));
 }
 
@@ -113,7 +95,8 @@ Expected<std::vector<std::string>> read_records(const std::string& path) {
     std::memcpy(&len, bytes.data() + off, 8);
     std::memcpy(&len_crc, bytes.data() + off + 8, 4);
     if (masked_crc(bytes.data() + off, 8) != len_crc) return damaged("length CRC mismatch");
-    if (bytes.size() - off - 12 < len + 4) return damaged("truncated data");
+    if (len > bytes.size() - off - 12 || bytes.size() - off - 12 - len < 4)
+      return damaged("truncated data");  // (a length near 2^64 must not wrap around)
     const char* data = bytes.data() + off + 12;
     uint32_t data_crc;
     std::memcpy(&data_crc, data + len, 4);
