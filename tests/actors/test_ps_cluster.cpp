@@ -1,0 +1,63 @@
+// Clusters of one PS task and one worker on 127.0.0.1, the test as chief: what the PS
+// reports to the chief, and several shards of one variable on one PS task.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "api/impl.hpp"
+#include "cluster_fixture.hpp"
+#include "helpers.hpp"
+#include "job/job_registry.hpp"
+
+using namespace troupe;
+using namespace std::chrono_literals;
+
+TEST_CASE("A PS whose snapshots fail is reported in the coordinator's stats",
+          "[process][cluster][restore]") {
+  // The snapshot directory lies under a regular file: every write fails, as on a full or
+  // read-only disk. The job trains on; the failures reach the chief.
+  test::TempDir dir;
+  std::ofstream(dir.file("not-a-directory")) << "x\n";
+  test::LocalCluster cluster(
+      1, 1, {"--ps-snapshot-dir", dir.file("not-a-directory"), "--ps-snapshot-interval-ms", "20"});
+  auto resolver = cluster.chief();
+  auto strategy = ParameterServerStrategy::make(resolver);
+  REQUIRE(strategy.ok());
+  auto v = (*strategy)->create_variable("v", core::Shape{2},
+                                        {core::Initializer::Kind::constant, 1.0f, 0}, "sgd", 0.5f);
+  REQUIRE(v.ok());
+  CoordinatorOptions o;
+  o.ps_recovery = true;
+  auto c = ClusterCoordinator::make(**strategy, o).value();
+  REQUIRE(c->schedule<double>("ones_step", std::string("v")).fetch().ok());
+  REQUIRE(c->wait_for_stats([](const auto& s) { return s.snapshot_failures > 0; }, 10s));
+  CHECK(c->stats().snapshot_age_ms == -1);  // no snapshot was ever written
+  CHECK(cluster.child(0)->wait_for_stderr("PS snapshot failed", 5s));
+  c->shutdown_cluster();
+}
+
+TEST_CASE("Several shards of one variable live on one PS task", "[process][cluster]") {
+  // Three shards over one PS task: each is its own variable shard there, not a clash of
+  // names, and pulls, pushes and row updates reach the right one.
+  test::LocalCluster cluster(1, 1);
+  auto resolver = cluster.chief();
+  auto strategy =
+      ParameterServerStrategy::make(resolver, std::make_shared<core::FixedShardsPartitioner>(3));
+  REQUIRE(strategy.ok());
+  auto v = (*strategy)->create_variable("v", core::Shape{6, 2},
+                                        {core::Initializer::Kind::constant, 1.0f, 0}, "sgd", 0.5f);
+  REQUIRE(v.ok());
+  CHECK(v->num_shards == 3);
+  auto c = ClusterCoordinator::make(**strategy).value();
+  CHECK(c->schedule<double>("ones_step", std::string("v")).fetch().value() == Approx(12.0));
+  auto rows = c->schedule<double>("rows_step", std::string("v"), std::vector<int64_t>{5, 0});
+  CHECK(rows.fetch().value() == Approx(2.0));  // rows 5 and 0 after the first push: 4 x 0.5
+  REQUIRE(c->join().ok());
+  const core::Tensor now = (*strategy)->read(*v).value();
+  REQUIRE(now.shape() == (core::Shape{6, 2}));
+  for (int64_t r = 0; r < 6; ++r)
+    for (int64_t k = 0; k < 2; ++k)
+      CHECK(now[r * 2 + k] == Approx(r == 0 || r == 5 ? 0.0f : 0.5f));
+  c->shutdown_cluster();
+}
