@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -37,6 +38,7 @@ class Iterator {
 template <class T>
 class Dataset {
  public:
+  using value_type = T;
   using Factory = std::function<std::unique_ptr<Iterator<T>>()>;
 
   explicit Dataset(Factory factory) : factory_(std::move(factory)) {}
@@ -59,6 +61,10 @@ class Dataset {
   /// f applied to every element.
   template <class F>
   Dataset<std::invoke_result_t<F, T>> map(F f) const;
+  /// The elements of f(element) for each element in turn, f returning a Dataset (as
+  /// tf.data's flat_map: records of each file of a list of files).
+  template <class F>
+  auto flat_map(F f) const -> std::invoke_result_t<F, T>;
   /// The first complete pass is kept in memory; later iterators replay it.
   Dataset cache() const;
   /// Elements produced ahead on a background thread, up to `buffer_size` of them.
@@ -100,7 +106,9 @@ std::unique_ptr<Iterator<T>> make_fn_iterator(Next next) {
   return std::make_unique<FnIterator<T, Next>>(std::move(next));
 }
 
-/// Runs an iterator on its own thread, keeping up to `capacity` elements ready.
+/// Runs an iterator on its own thread, keeping up to `capacity` elements ready. What the
+/// input throws ends the production and is thrown again by next() once the elements made
+/// before it have been taken (as if the input had thrown there).
 template <class T>
 class PrefetchIterator final : public Iterator<T> {
  public:
@@ -119,7 +127,10 @@ class PrefetchIterator final : public Iterator<T> {
   std::optional<T> next() override {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return !queue_.empty() || done_; });
-    if (queue_.empty()) return std::nullopt;
+    if (queue_.empty()) {
+      if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+      return std::nullopt;
+    }
     T item = std::move(queue_.front());
     queue_.pop_front();
     cv_.notify_all();
@@ -129,7 +140,14 @@ class PrefetchIterator final : public Iterator<T> {
  private:
   void run() {
     for (;;) {
-      std::optional<T> item = input_->next();
+      std::optional<T> item;
+      try {
+        item = input_->next();
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu_);
+        error_ = std::current_exception();
+        break;
+      }
       std::unique_lock<std::mutex> lock(mu_);
       if (!item) break;
       cv_.wait(lock, [this] { return queue_.size() < capacity_ || stop_; });
@@ -147,6 +165,7 @@ class PrefetchIterator final : public Iterator<T> {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<T> queue_;
+  std::exception_ptr error_;
   bool done_ = false;
   bool stop_ = false;
   std::thread thread_;
@@ -297,6 +316,29 @@ Dataset<std::invoke_result_t<F, T>> Dataset<T>::map(F fn) const {
           auto item = in->next();
           if (!item) return std::nullopt;
           return fn(std::move(*item));
+        });
+  });
+}
+
+template <class T>
+template <class F>
+auto Dataset<T>::flat_map(F fn) const -> std::invoke_result_t<F, T> {
+  using Inner = std::invoke_result_t<F, T>;
+  using U = typename Inner::value_type;
+  auto f = factory_;
+  return Inner([f, fn] {
+    return detail::make_fn_iterator<U>(
+        [outer = std::shared_ptr<Iterator<T>>(f()), fn,
+         inner = std::shared_ptr<Iterator<U>>()]() mutable -> std::optional<U> {
+          for (;;) {
+            if (inner) {
+              if (auto item = inner->next()) return item;
+              inner.reset();
+            }
+            auto next = outer->next();
+            if (!next) return std::nullopt;
+            inner = fn(std::move(*next)).make_iterator();
+          }
         });
   });
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/data/example.hpp"
+#include "core/data/record_io.hpp"
 #include "core/expected.hpp"
 
 namespace troupe::core {
@@ -14,6 +15,8 @@ namespace troupe::core {
 /// ascending integers, '#' starts a comment. A malformed line is a data_loss error naming
 /// the file, the line and the byte offset.
 Expected<std::vector<Example>> read_libsvm(const std::string& path);
+/// One LibSVM line into `out` (fresh); false for a blank or comment-only line.
+Expected<bool> parse_libsvm_line(const RawRecord& line, Example& out);
 
 struct CsvOptions {
   char delimiter = ',';
@@ -43,6 +46,11 @@ int64_t hash_bucket(std::string_view value, int64_t buckets);
 /// 0/1 is a data_loss error naming file, line, field and byte offset.
 Expected<std::vector<Example>> read_criteo(const std::string& path,
                                            const CriteoOptions& options = {});
+/// Whether the options are usable (buckets_per_field in [1, 2^56 / 26]).
+Status check(const CriteoOptions& options);
+/// One Criteo line into `out`; false for an empty line. Errors as read_criteo's.
+Expected<bool> parse_criteo_line(const RawRecord& line, const CriteoOptions& options,
+                                 Example& out);
 
 /// Reads a numeric CSV file into dense examples; every line needs the same number of
 /// fields. A field that is not a number is a data_loss error naming file, line, column and

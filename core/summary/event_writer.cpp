@@ -5,10 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
-#include "core/checkpoint/crc32c.hpp"
 #include "core/proto_wire.hpp"
 
 namespace troupe::core {
@@ -37,10 +34,6 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-uint32_t masked_crc(const void* p, size_t n) {
-  return mask_crc32c(crc32c(p, n));
-}
-
 }  // namespace
 
 namespace event_proto {
@@ -67,45 +60,6 @@ std::string scalar_event(double wall_time, int64_t step, std::string_view tag, f
 }
 
 }  // namespace event_proto
-
-std::string frame_record(std::string_view data) {
-  std::string r;
-  r.reserve(data.size() + 16);
-  put_le<uint64_t>(r, data.size());
-  put_le<uint32_t>(r, masked_crc(r.data(), 8));
-  r.append(data);
-  put_le<uint32_t>(r, masked_crc(data.data(), data.size()));
-  return r;
-}
-
-Expected<std::vector<std::string>> read_records(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(Errc::not_found, path + ": cannot open");
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::string> out;
-  size_t off = 0;
-  auto damaged = [&](const std::string& what) {
-    return make_error(Errc::data_loss, path + ": record " + std::to_string(out.size()) +
-                                           " at byte " + std::to_string(off) + ": " + what);
-  };
-  while (off < bytes.size()) {
-    if (bytes.size() - off < 12) return damaged("truncated header");
-    uint64_t len;
-    uint32_t len_crc;
-    std::memcpy(&len, bytes.data() + off, 8);
-    std::memcpy(&len_crc, bytes.data() + off + 8, 4);
-    if (masked_crc(bytes.data() + off, 8) != len_crc) return damaged("length CRC mismatch");
-    if (len > bytes.size() - off - 12 || bytes.size() - off - 12 - len < 4)
-      return damaged("truncated data");  // (a length near 2^64 must not wrap around)
-    const char* data = bytes.data() + off + 12;
-    uint32_t data_crc;
-    std::memcpy(&data_crc, data + len, 4);
-    if (masked_crc(data, len) != data_crc) return damaged("data CRC mismatch");
-    out.emplace_back(data, len);
-    off += 12 + len + 4;
-  }
-  return out;
-}
 
 EventFileWriter::EventFileWriter(std::string directory) : directory_(std::move(directory)) {}
 

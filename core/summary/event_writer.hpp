@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/data/record_io.hpp"  // frame_record, read_records
 #include "core/expected.hpp"
 
 namespace troupe::core {
@@ -51,12 +52,5 @@ std::string file_version_event(double wall_time, std::string_view version);
 /// simple_value = 2 (float)}}}.
 std::string scalar_event(double wall_time, int64_t step, std::string_view tag, float value);
 }  // namespace event_proto
-
-/// One record of TensorFlow's record format around `data` (see EventFileWriter).
-std::string frame_record(std::string_view data);
-
-/// The payloads of every record in a record file, in order. A truncated record or a CRC
-/// that does not match is a data_loss error naming the file and the byte offset.
-Expected<std::vector<std::string>> read_records(const std::string& path);
 
 }  // namespace troupe::core

@@ -1,0 +1,157 @@
+#include "core/data/record_io.hpp"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/checkpoint/crc32c.hpp"
+#include "core/proto_wire.hpp"
+
+namespace troupe::core {
+
+namespace {
+
+uint32_t masked_crc(const void* p, size_t n) { return mask_crc32c(crc32c(p, n)); }
+
+Expected<detail::FilePtr> open_file(const std::string& path, uint64_t* size) {
+  detail::FilePtr f(std::fopen(path.c_str(), "rb"));
+  if (!f)
+    return make_error(errno == ENOENT ? Errc::not_found : Errc::io_error,
+                      path + ": cannot open (" + std::strerror(errno ? errno : EIO) + ")");
+  struct stat st {};
+  if (::fstat(::fileno(f.get()), &st) != 0 || !S_ISREG(st.st_mode))
+    return make_error(Errc::io_error, path + ": not a regular file");
+  if (size != nullptr) *size = static_cast<uint64_t>(st.st_size);
+  return f;
+}
+
+}  // namespace
+
+std::string RawRecord::where() const {
+  const std::string name = file ? *file : std::string("<memory>");
+  return (is_line ? name + ":" + std::to_string(index) : name + ": record " + std::to_string(index)) +
+         " at offset " + std::to_string(offset);
+}
+
+Expected<TFRecordReader> TFRecordReader::open(const std::string& path, uint64_t max_record_bytes) {
+  TFRecordReader r;
+  auto f = open_file(path, &r.size_);
+  if (!f) return f.error();
+  r.file_ = std::move(*f);
+  r.path_ = std::make_shared<const std::string>(path);
+  r.max_record_bytes_ = max_record_bytes;
+  return r;
+}
+
+Expected<bool> TFRecordReader::next(RawRecord& out) {
+  auto damaged = [&](const std::string& what) {
+    return make_error(Errc::data_loss, *path_ + ": record " + std::to_string(index_) +
+                                           " at byte " + std::to_string(offset_) + ": " + what);
+  };
+  char header[12];
+  const size_t got = std::fread(header, 1, sizeof header, file_.get());
+  if (got == 0 && std::feof(file_.get())) return false;
+  if (got < sizeof header) return damaged("truncated header");
+  uint64_t len;
+  uint32_t len_crc;
+  std::memcpy(&len, header, 8);
+  std::memcpy(&len_crc, header + 8, 4);
+  if (masked_crc(header, 8) != len_crc) return damaged("length CRC mismatch");
+  if (len > max_record_bytes_)
+    return damaged("length " + std::to_string(len) + " over the limit of " +
+                   std::to_string(max_record_bytes_) + " bytes");
+  const uint64_t left = size_ - std::min(size_, offset_ + 12);
+  if (len > left || left - len < 4) return damaged("truncated data");
+  out.data.resize(len);
+  uint32_t data_crc = 0;
+  if (std::fread(out.data.data(), 1, len, file_.get()) != len ||
+      std::fread(&data_crc, 1, 4, file_.get()) != 4)
+    return damaged("truncated data");
+  if (masked_crc(out.data.data(), len) != data_crc) return damaged("data CRC mismatch");
+  out.file = path_;
+  out.index = index_++;
+  out.is_line = false;
+  out.offset = static_cast<int64_t>(offset_);
+  offset_ += 12 + len + 4;
+  return true;
+}
+
+Expected<LineReader> LineReader::open(const std::string& path, size_t max_line_bytes) {
+  LineReader r;
+  auto f = open_file(path, nullptr);
+  if (!f) return f.error();
+  r.file_ = std::move(*f);
+  r.path_ = std::make_shared<const std::string>(path);
+  r.max_line_ = max_line_bytes;
+  r.buf_.resize(std::min<size_t>(max_line_bytes + 1, 64 << 10));
+  return r;
+}
+
+Expected<bool> LineReader::next(RawRecord& out) {
+  size_t scanned = begin_;
+  for (;;) {
+    const char* base = buf_.data();
+    const void* nl = std::memchr(base + scanned, '\n', end_ - scanned);
+    if (nl != nullptr || (eof_ && begin_ < end_)) {
+      const size_t stop = nl != nullptr ? static_cast<size_t>(static_cast<const char*>(nl) - base)
+                                        : end_;
+      if (stop - begin_ > max_line_) break;  // the error below
+      size_t len = stop - begin_;
+      if (len > 0 && base[begin_ + len - 1] == '\r') --len;
+      out.data.assign(base + begin_, len);
+      out.file = path_;
+      out.index = ++line_;
+      out.is_line = true;
+      out.offset = static_cast<int64_t>(offset_);
+      const size_t consumed = (nl != nullptr ? stop + 1 : stop) - begin_;
+      begin_ += consumed;
+      offset_ += consumed;
+      return true;
+    }
+    if (eof_) return false;
+    if (end_ - begin_ > max_line_) break;
+    // Keep the unread bytes, make room, read more.
+    std::memmove(buf_.data(), base + begin_, end_ - begin_);
+    end_ -= begin_;
+    scanned = end_;
+    begin_ = 0;
+    if (end_ == buf_.size()) buf_.resize(std::min(buf_.size() * 2, max_line_ + 2));
+    const size_t n = std::fread(buf_.data() + end_, 1, buf_.size() - end_, file_.get());
+    if (n == 0) {
+      if (std::ferror(file_.get()))
+        return make_error(Errc::io_error, *path_ + ": read failed at byte " +
+                                              std::to_string(offset_ + end_));
+      eof_ = true;
+    }
+    end_ += n;
+  }
+  return make_error(Errc::data_loss, *path_ + ":" + std::to_string(line_ + 1) +
+                                         ": line longer than " + std::to_string(max_line_) +
+                                         " bytes at offset " + std::to_string(offset_));
+}
+
+std::string frame_record(std::string_view data) {
+  std::string r;
+  r.reserve(data.size() + 16);
+  proto::put_le<uint64_t>(r, data.size());
+  proto::put_le<uint32_t>(r, masked_crc(r.data(), 8));
+  r.append(data);
+  proto::put_le<uint32_t>(r, masked_crc(data.data(), data.size()));
+  return r;
+}
+
+Expected<std::vector<std::string>> read_records(const std::string& path) {
+  auto reader = TFRecordReader::open(path);
+  if (!reader) return reader.error();
+  std::vector<std::string> out;
+  RawRecord r;
+  for (;;) {
+    auto more = reader->next(r);
+    if (!more) return more.error();
+    if (!*more) return out;
+    out.push_back(std::move(r.data));
+  }
+}
+
+}  // namespace troupe::core

@@ -1,0 +1,97 @@
+#include "core/data/sparse_input.hpp"
+
+#include "core/data/tf_example.hpp"
+
+namespace troupe::core {
+
+Expected<RecordFormat> parse_record_format(std::string_view name) {
+  if (name == "libsvm") return RecordFormat::libsvm;
+  if (name == "criteo") return RecordFormat::criteo;
+  if (name == "tfrecord") return RecordFormat::tfrecord;
+  return make_error(Errc::invalid_argument, "unknown record format '" + std::string(name.substr(0, 32)) +
+                                                "' (libsvm, criteo or tfrecord)");
+}
+
+const char* record_format_name(RecordFormat format) {
+  switch (format) {
+    case RecordFormat::libsvm: return "libsvm";
+    case RecordFormat::criteo: return "criteo";
+    case RecordFormat::tfrecord: return "tfrecord";
+  }
+  return "?";
+}
+
+namespace {
+
+// Streams one reader's records; the reader opens on the first next().
+template <class Reader>
+std::unique_ptr<Iterator<RawRecord>> stream(std::string path) {
+  return detail::make_fn_iterator<RawRecord>(
+      [path = std::move(path), reader = std::optional<Reader>()]() mutable
+      -> std::optional<RawRecord> {
+        if (!reader) reader.emplace(Reader::open(path).value());
+        RawRecord r;
+        if (!reader->next(r).value()) return std::nullopt;
+        return r;
+      });
+}
+
+}  // namespace
+
+Dataset<RawRecord> file_records(const std::string& path, RecordFormat format) {
+  if (format == RecordFormat::tfrecord)
+    return Dataset<RawRecord>([path] { return stream<TFRecordReader>(path); });
+  return Dataset<RawRecord>([path] { return stream<LineReader>(path); });
+}
+
+Expected<Batch> parse_batch(const std::vector<RawRecord>& records, RecordFormat format,
+                            const CriteoOptions& criteo) {
+  std::vector<Example> examples;
+  examples.reserve(records.size());
+  for (const RawRecord& r : records) {
+    Example e;
+    if (format == RecordFormat::tfrecord) {
+      auto parsed = parse_example(r.data);
+      if (!parsed) return make_error(parsed.error().code, r.where() + ": " + parsed.error().message);
+      e = std::move(*parsed);
+    } else {
+      auto kept = format == RecordFormat::criteo ? parse_criteo_line(r, criteo, e)
+                                                 : parse_libsvm_line(r, e);
+      if (!kept) return kept.error();
+      if (!*kept) continue;
+    }
+    if (!examples.empty() && e.features.size() != examples.front().features.size())
+      return make_error(Errc::data_loss,
+                        r.where() + ": " + std::to_string(e.features.size()) +
+                            " dense features where the batch has " +
+                            std::to_string(examples.front().features.size()));
+    examples.push_back(std::move(e));
+  }
+  return collate(examples);
+}
+
+Dataset<Batch> sparse_input(std::vector<std::string> files, const InputContext& ctx,
+                            const SparseInputOptions& options) {
+  const auto n = std::max<int64_t>(1, ctx.num_input_pipelines);
+  const int64_t id = ctx.input_pipeline_id;
+  const RecordFormat format = options.format;
+  const bool by_file = static_cast<int64_t>(files.size()) >= n;
+  auto names = from_vector(std::move(files));
+  if (by_file) names = names.shard(n, id);
+  auto records = names.flat_map([format](std::string path) { return file_records(path, format); });
+  if (!by_file) records = records.shard(n, id);
+  if (options.shuffle_buffer > 0)
+    records = records.shuffle(options.shuffle_buffer, options.seed + static_cast<uint64_t>(id));
+  const CriteoOptions criteo = options.criteo;
+  auto batches =
+      records.batch(options.batch, options.drop_remainder)
+          .map([format, criteo](std::vector<RawRecord> group) {
+            return parse_batch(group, format, criteo).value();  // throws the parse error
+          });
+  if (options.cache) batches = batches.cache();
+  if (options.epochs != 1) batches = batches.repeat(options.epochs);
+  if (options.prefetch > 0) batches = batches.prefetch(options.prefetch);
+  return batches;
+}
+
+}  // namespace troupe::core

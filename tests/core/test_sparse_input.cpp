@@ -1,0 +1,330 @@
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <random>
+#include <set>
+
+#include "core/checkpoint/crc32c.hpp"
+#include "core/data/record_io.hpp"
+#include "core/data/sparse_input.hpp"
+#include "core/data/tf_example.hpp"
+#include "core/proto_wire.hpp"
+#include "helpers.hpp"
+
+using namespace troupe::core;
+using troupe::test::TempDir;
+
+namespace {
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+Example example(float label, std::vector<int64_t> ids, std::vector<float> values,
+                std::vector<float> dense) {
+  Example e;
+  e.label = label;
+  e.ids = std::move(ids);
+  e.values = std::move(values);
+  e.features = std::move(dense);
+  return e;
+}
+
+void write_tfrecords(const std::string& path, const std::vector<Example>& examples) {
+  std::string bytes;
+  for (const auto& e : examples)
+    bytes += frame_record(encode_example(e));
+  write_text(path, bytes);
+}
+
+// Every record of every iterator pass, as labels (each test example has a unique label).
+std::multiset<float> labels_of(const Dataset<Batch>& ds) {
+  std::multiset<float> out;
+  auto it = ds.make_iterator();
+  while (auto b = it->next())
+    out.insert(b->labels.begin(), b->labels.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("TFRecord reader streams records and names file, record and offset of damage",
+          "[records]") {
+  TempDir dir;
+  const std::string path = dir.file("a.tfrecord");
+  write_text(path, frame_record("first") + frame_record("") + frame_record("third"));
+  auto r = TFRecordReader::open(path);
+  REQUIRE(r.ok());
+  RawRecord rec;
+  std::vector<std::string> got;
+  std::vector<int64_t> offsets;
+  while (r->next(rec).value()) {
+    got.push_back(rec.data);
+    offsets.push_back(rec.offset);
+  }
+  CHECK(got == std::vector<std::string>{"first", "", "third"});
+  CHECK(offsets == std::vector<int64_t>{0, 21, 37});
+
+  // A flipped data byte in the third record.
+  auto bytes = troupe::test::read_bytes(path);
+  bytes[37 + 12 + 1] ^= 0x20;
+  troupe::test::write_bytes(path, bytes);
+  r = TFRecordReader::open(path);
+  REQUIRE(r.ok());
+  REQUIRE(r->next(rec).value());
+  REQUIRE(r->next(rec).value());
+  auto bad = r->next(rec);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == Errc::data_loss);
+  CHECK(bad.error().message.find(path + ": record 2 at byte 37") != std::string::npos);
+  CHECK(bad.error().message.find("data CRC") != std::string::npos);
+
+  CHECK(TFRecordReader::open(dir.file("missing")).error().code == Errc::not_found);
+}
+
+TEST_CASE("a TFRecord length past the limit or the file is refused before allocating",
+          "[records]") {
+  TempDir dir;
+  auto header = [](uint64_t len) {
+    std::string h;
+    proto::put_le<uint64_t>(h, len);
+    proto::put_le<uint32_t>(h, mask_crc32c(crc32c(h.data(), 8)));
+    return h;
+  };
+  RawRecord rec;
+  // Over the reader's limit (a right length CRC, so only the limit check stops it).
+  write_text(dir.file("big"), header(uint64_t{1} << 40) + std::string(8, 'x'));
+  auto r = TFRecordReader::open(dir.file("big"), 1 << 20);
+  REQUIRE(r.ok());
+  auto got = r->next(rec);
+  REQUIRE_FALSE(got.ok());
+  CHECK(got.error().message.find("over the limit") != std::string::npos);
+  // Under no limit: a length near 2^64 must not wrap past the end of the file.
+  write_text(dir.file("wrap"), header(~uint64_t{0} - 2) + std::string(8, 'x'));
+  r = TFRecordReader::open(dir.file("wrap"), ~uint64_t{0});
+  REQUIRE(r.ok());
+  got = r->next(rec);
+  REQUIRE_FALSE(got.ok());
+  CHECK(got.error().message.find("truncated data") != std::string::npos);
+  CHECK(rec.data.capacity() < 1024);  // nothing was allocated for it
+  // A header cut short.
+  write_text(dir.file("short"), frame_record("ok") + header(5).substr(0, 7));
+  r = TFRecordReader::open(dir.file("short"));
+  REQUIRE(r->next(rec).value());
+  got = r->next(rec);
+  REQUIRE_FALSE(got.ok());
+  CHECK(got.error().message.find("record 1 at byte 18: truncated header") != std::string::npos);
+}
+
+TEST_CASE("line reader: offsets, CRLF, a last line without newline, and a line cap",
+          "[records]") {
+  TempDir dir;
+  write_text(dir.file("t"), "ab\r\n\nxyz");
+  auto r = LineReader::open(dir.file("t"));
+  REQUIRE(r.ok());
+  RawRecord rec;
+  std::vector<std::tuple<std::string, int64_t, int64_t>> got;
+  while (r->next(rec).value())
+    got.emplace_back(rec.data, rec.index, rec.offset);
+  CHECK(got == std::vector<std::tuple<std::string, int64_t, int64_t>>{
+                   {"ab", 1, 0}, {"", 2, 4}, {"xyz", 3, 5}});
+
+  // Lines longer than the buffer's first size still come whole.
+  const std::string long_line(200000, 'q');
+  write_text(dir.file("long"), "x\n" + long_line + "\ny\n");
+  r = LineReader::open(dir.file("long"), 1 << 20);
+  REQUIRE(r->next(rec).value());
+  REQUIRE(r->next(rec).value());
+  CHECK(rec.data == long_line);
+  CHECK(rec.offset == 2);
+  REQUIRE(r->next(rec).value());
+  CHECK(rec.data == "y");
+  // Over the cap: an error naming the line, not a buffer the size of the file.
+  r = LineReader::open(dir.file("long"), 4096);
+  REQUIRE(r->next(rec).value());
+  auto bad = r->next(rec);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.find(dir.file("long") + ":2: line longer than 4096 bytes") !=
+        std::string::npos);
+}
+
+TEST_CASE("tf.train.Example round trip, unpacked lists, int64 labels, malformed bytes",
+          "[records]") {
+  const Example e = example(1.0f, {3, 70000000000, 0}, {0.5f, 1.0f, -2.0f}, {0.25f, 4.0f});
+  auto back = parse_example(encode_example(e));
+  REQUIRE(back.ok());
+  CHECK(back->label == 1.0f);
+  CHECK(back->ids == e.ids);
+  CHECK(back->values == e.values);
+  CHECK(back->features == e.features);
+
+  // Written by another writer: unpacked int64s, an int64 label, an unknown feature first.
+  using namespace troupe::core::proto;
+  auto feature_entry = [](const std::string& key, uint32_t kind, const std::string& list) {
+    std::string feature, entry;
+    put_bytes(feature, kind, list);
+    put_bytes(entry, 1, key);
+    put_bytes(entry, 2, feature);
+    return entry;
+  };
+  std::string ids_list, label_list, other;
+  for (uint64_t id : {9u, 4u}) {
+    put_key(ids_list, 1, varint);
+    put_varint(ids_list, id);
+  }
+  put_key(label_list, 1, varint);
+  put_varint(label_list, 0);
+  put_bytes(other, 1, "abc");
+  std::string features;
+  put_bytes(features, 1, feature_entry("name", 1, other));
+  put_bytes(features, 1, feature_entry("ids", 3, ids_list));
+  put_bytes(features, 1, feature_entry("label", 3, label_list));
+  std::string bytes;
+  put_bytes(bytes, 1, features);
+  auto parsed = parse_example(bytes);
+  REQUIRE(parsed.ok());
+  CHECK(parsed->ids == std::vector<int64_t>{9, 4});
+  CHECK(parsed->label == 0.0f);
+  CHECK(parsed->values.empty());
+
+  // Missing label, wrong kinds, mismatched values.
+  Example no_values = e;
+  no_values.values = {1.0f};
+  CHECK(parse_example(encode_example(no_values)).error().message.find("1 'values' for 3 'ids'") !=
+        std::string::npos);
+  std::string only_ids;
+  put_bytes(only_ids, 1, feature_entry("ids", 3, ids_list));
+  std::string no_label;
+  put_bytes(no_label, 1, only_ids);
+  CHECK(parse_example(no_label).error().message.find("no 'label'") != std::string::npos);
+  std::string one_float, float_ids;
+  put_bytes(one_float, 1, std::string(4, '\0'));
+  put_bytes(float_ids, 1, feature_entry("ids", 2, one_float));
+  std::string wrong;
+  put_bytes(wrong, 1, float_ids);
+  CHECK(parse_example(wrong).error().message.find("'ids' is not an int64 list") !=
+        std::string::npos);
+
+  // Every cut of a good record and random bytes: an error or an example, never a crash.
+  const std::string good = encode_example(e);
+  for (size_t cut = 0; cut < good.size(); ++cut)
+    (void)parse_example(std::string_view(good).substr(0, cut));
+  std::mt19937 rng(7);
+  for (int i = 0; i < 2000; ++i) {
+    std::string junk = good;
+    for (int k = 0; k < 3; ++k)
+      junk[rng() % junk.size()] = static_cast<char>(rng());
+    (void)parse_example(junk);
+  }
+}
+
+TEST_CASE("sparse_input: files sharded by worker, every record once, formats alike",
+          "[records]") {
+  TempDir dir;
+  // Four files of 10 examples; example k has label k (unique) and ids {k, 100 + k}.
+  std::vector<std::string> tf_files, svm_files;
+  for (int f = 0; f < 4; ++f) {
+    std::vector<Example> ex;
+    std::string svm;
+    for (int i = 0; i < 10; ++i) {
+      const int k = f * 10 + i;
+      ex.push_back(example(static_cast<float>(k), {k, 100 + k}, {}, {}));
+      svm += std::to_string(k) + " " + std::to_string(k) + ":1 " + std::to_string(100 + k) +
+             ":1\n";
+    }
+    tf_files.push_back(dir.file("part-" + std::to_string(f) + ".tfrecord"));
+    svm_files.push_back(dir.file("part-" + std::to_string(f) + ".svm"));
+    write_tfrecords(tf_files.back(), ex);
+    write_text(svm_files.back(), svm);
+  }
+  SparseInputOptions o;
+  o.batch = 4;
+  o.drop_remainder = false;
+  o.epochs = 1;
+  std::multiset<float> all;
+  for (int w = 0; w < 2; ++w) {
+    InputContext ctx{2, w, 1};
+    o.format = RecordFormat::tfrecord;
+    auto tf = labels_of(sparse_input(tf_files, ctx, o));
+    o.format = RecordFormat::libsvm;
+    auto svm = labels_of(sparse_input(svm_files, ctx, o));
+    CHECK(tf == svm);
+    CHECK(tf.size() == 20);
+    // File-level: worker w reads files w and w + 2 whole.
+    CHECK(tf.count(static_cast<float>(w * 10)) == 1);
+    CHECK(tf.count(static_cast<float>(w * 10 + 20 + 9)) == 1);
+    all.insert(tf.begin(), tf.end());
+  }
+  CHECK(all.size() == 40);
+  CHECK(std::set<float>(all.begin(), all.end()).size() == 40);
+
+  // Fewer files than pipelines: every n-th record, still each record once.
+  std::multiset<float> spread;
+  o.format = RecordFormat::tfrecord;
+  for (int w = 0; w < 3; ++w)
+    for (float l : labels_of(sparse_input({tf_files[0]}, InputContext{3, w, 1}, o)))
+      spread.insert(l);
+  CHECK(spread.size() == 10);
+  CHECK(std::set<float>(spread.begin(), spread.end()).size() == 10);
+
+  // Sparse batch layout: CSR rows, values all ones when the file has none.
+  o.cache = true;
+  o.epochs = 2;
+  auto it = sparse_input({tf_files[1]}, InputContext{}, o).make_iterator();
+  auto b = it->next();
+  REQUIRE(b);
+  CHECK(b->row_splits == std::vector<int64_t>{0, 2, 4, 6, 8});
+  CHECK(b->ids == std::vector<int64_t>{10, 110, 11, 111, 12, 112, 13, 113});
+  CHECK(b->values == std::vector<float>(8, 1.0f));
+  int batches = 1;
+  while (it->next())
+    ++batches;
+  CHECK(batches == 6);  // 3 per pass (4 + 4 + 2), two passes, the second from the cache
+}
+
+TEST_CASE("a damaged record reaches the reader of the pipeline as an error naming it",
+          "[records]") {
+  TempDir dir;
+  std::vector<Example> ex;
+  for (int i = 0; i < 50; ++i)
+    ex.push_back(example(static_cast<float>(i), {i}, {}, {}));
+  const std::string path = dir.file("d.tfrecord");
+  write_tfrecords(path, ex);
+  auto bytes = troupe::test::read_bytes(path);
+  const size_t rec = bytes.size() / 50;
+  bytes[30 * rec + 14] ^= 0x01;  // data of record 30
+  troupe::test::write_bytes(path, bytes);
+  SparseInputOptions o;
+  o.format = RecordFormat::tfrecord;
+  o.batch = 8;
+  o.prefetch = 2;  // the error crosses the prefetch thread
+  auto it = sparse_input({path}, InputContext{}, o).make_iterator();
+  int good = 0;
+  try {
+    while (it->next())
+      ++good;
+    FAIL("no error");
+  } catch (const BadExpectedAccess& e) {
+    CHECK(e.error().code == Errc::data_loss);
+    CHECK(e.error().message.find(path + ": record 30") != std::string::npos);
+  }
+  CHECK(good == 3);  // the batches before record 30's batch came through
+
+  // A Criteo line with a bad field, parsed in the map step: the file and line.
+  write_text(dir.file("c.txt"), std::string("1") + std::string(39, '\t') + "\n2" +
+                                    std::string(39, '\t') + "\n");
+  o.format = RecordFormat::criteo;
+  o.drop_remainder = false;
+  it = sparse_input({dir.file("c.txt")}, InputContext{}, o).make_iterator();
+  try {
+    (void)it->next();
+    FAIL("no error");
+  } catch (const BadExpectedAccess& e) {
+    CHECK(e.error().message.find(dir.file("c.txt") + ":2: label '2'") != std::string::npos);
+  }
+  // Dense widths that differ within a batch are an error, not an assertion.
+  write_tfrecords(path, {example(0, {1}, {}, {1.0f}), example(1, {2}, {}, {1.0f, 2.0f})});
+  o.format = RecordFormat::tfrecord;
+  it = sparse_input({path}, InputContext{}, o).make_iterator();
+  CHECK_THROWS_AS(it->next(), BadExpectedAccess);
+}
