@@ -26,9 +26,10 @@ ConstTensorView Sequential::forward(ConstTensorView x) {
   return x;
 }
 
-void Sequential::backward(ConstTensorView dy) {
+ConstTensorView Sequential::backward(ConstTensorView dy) {
   for (auto it = layers_.rbegin(); it != layers_.rend(); ++it)
     dy = (*it)->backward(dy);
+  return dy;
 }
 
 std::vector<Parameter> Sequential::parameters() {

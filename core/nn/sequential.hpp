@@ -34,8 +34,9 @@ class Sequential {
   /// The first layer's check of an input shape (the others follow from it).
   Status check_input(const Shape& shape) const;
   /// Back-propagates dy (the gradient of the loss with respect to the output of the last
-  /// forward) and leaves each parameter's gradient in Parameter::grad.
-  void backward(ConstTensorView dy);
+  /// forward) and leaves each parameter's gradient in Parameter::grad. Returns the gradient
+  /// with respect to the input (empty unless the first layer's input_grad() is on).
+  ConstTensorView backward(ConstTensorView dy);
   /// Every parameter, in layer order; stable for the model's lifetime.
   std::vector<Parameter> parameters();
   int64_t num_parameters();

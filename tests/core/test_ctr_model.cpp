@@ -1,0 +1,142 @@
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "core/nn/ctr_model.hpp"
+#include "helpers.hpp"
+
+using namespace troupe::core;
+
+namespace {
+
+// A batch of n examples with F ids each (repeats across examples, so rows are shared),
+// random values and dense features.
+Batch make_batch(int64_t n, int64_t F, int64_t D, uint64_t seed) {
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<Example> ex(static_cast<size_t>(n));
+  for (auto& e : ex) {
+    for (int64_t f = 0; f < F; ++f) {
+      e.ids.push_back(f * 3 + static_cast<int64_t>(rng() % 3));
+      e.values.push_back(u(rng));
+    }
+    for (int64_t j = 0; j < D; ++j)
+      e.features.push_back(u(rng));
+    e.label = static_cast<float>(rng() % 2);
+  }
+  return collate(ex);
+}
+
+// sum_i c_i * logit_i: a loss whose gradient with respect to the logits is c.
+double weighted(CtrModel& m, const Batch& b, const Tensor& rows, const std::vector<int32_t>& index,
+                const std::vector<float>& c) {
+  auto logits = m.forward(b, rows, index);
+  REQUIRE(logits.ok());
+  double s = 0.0;
+  for (int64_t i = 0; i < b.size(); ++i)
+    s += static_cast<double>(c[static_cast<size_t>(i)]) * (*logits)[i];
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("CTR models: analytic gradients match finite differences", "[ctr]") {
+  for (CtrKind kind : {CtrKind::logistic, CtrKind::fm, CtrKind::deepfm, CtrKind::wide_deep}) {
+    INFO(ctr_kind_name(kind));
+    CtrModelConfig cfg;
+    cfg.kind = kind;
+    cfg.fields = 4;
+    cfg.dense = 2;
+    cfg.dim = 3;
+    cfg.hidden = {6, 5};
+    cfg.seed = 3;
+    CtrModel m(cfg);
+    const Batch b = make_batch(5, cfg.fields, cfg.dense, 11);
+    std::vector<int64_t> unique;
+    std::vector<int32_t> index;
+    unique_ids(b.ids, unique, index);
+    REQUIRE(unique.size() < b.ids.size());  // some rows are shared
+    Tensor rows = troupe::test::random_tensor(
+        Shape{static_cast<int64_t>(unique.size()), cfg.row_width()}, 5, -0.5f, 0.5f);
+    const std::vector<float> c{0.3f, -1.1f, 0.7f, 0.2f, -0.4f};
+
+    REQUIRE(m.forward(b, rows, index).ok());
+    m.backward(ConstTensorView(c.data(), Shape{5, 1}));
+    const Tensor row_grads = m.row_grads();
+    std::vector<Tensor> grads;
+    for (auto& p : m.parameters())
+      grads.push_back(*p.grad);
+
+    const float eps = 1e-3f;  // small: ReLU kinks lie close to 0 with these inputs
+    auto numeric = [&](float& x) {
+      const float saved = x;
+      x = saved + eps;
+      const double up = weighted(m, b, rows, index, c);
+      x = saved - eps;
+      const double down = weighted(m, b, rows, index, c);
+      x = saved;
+      return (up - down) / (2.0 * eps);
+    };
+    for (int64_t i = 0; i < rows.size(); ++i)
+      CHECK(row_grads[i] == Approx(numeric(rows[i])).margin(2e-3).epsilon(2e-2));
+    auto params = m.parameters();
+    for (size_t p = 0; p < params.size(); ++p) {
+      INFO(params[p].name);
+      Tensor& v = *params[p].value;
+      for (int64_t i = 0; i < v.size(); i += std::max<int64_t>(1, v.size() / 12))
+        CHECK(grads[p][i] == Approx(numeric(v[i])).margin(2e-3).epsilon(2e-2));
+    }
+  }
+}
+
+TEST_CASE("CTR models: FM term equals the explicit sum over field pairs", "[ctr]") {
+  CtrModelConfig cfg;
+  cfg.kind = CtrKind::fm;
+  cfg.fields = 3;
+  cfg.dense = 0;
+  cfg.dim = 2;
+  CtrModel m(cfg);
+  const Batch b = make_batch(1, 3, 0, 2);
+  std::vector<int64_t> unique;
+  std::vector<int32_t> index;
+  unique_ids(b.ids, unique, index);
+  Tensor rows = troupe::test::random_tensor(Shape{3, 3}, 9);
+  auto logit = m.forward(b, rows, index);
+  REQUIRE(logit.ok());
+  auto e = [&](int f, int j) { return rows[index[f] * 3 + 1 + j] * b.values[f]; };
+  double expect = 0.0;  // bias is 0
+  for (int f = 0; f < 3; ++f)
+    expect += rows[index[f] * 3] * b.values[f];
+  for (int f = 0; f < 3; ++f)
+    for (int g = f + 1; g < 3; ++g)
+      for (int j = 0; j < 2; ++j)
+        expect += e(f, j) * e(g, j);
+  CHECK((*logit)[0] == Approx(expect).epsilon(1e-5));
+}
+
+TEST_CASE("CTR models refuse batches that do not fit, naming what is wrong", "[ctr]") {
+  CtrModelConfig cfg;
+  cfg.fields = 4;
+  cfg.dense = 2;
+  cfg.dim = 2;
+  cfg.hidden = {3};
+  CtrModel m(cfg);
+  Batch b = make_batch(3, 5, 2, 1);  // 5 ids per example
+  std::vector<int64_t> unique;
+  std::vector<int32_t> index;
+  unique_ids(b.ids, unique, index);
+  Tensor rows(Shape{static_cast<int64_t>(unique.size()), 3});
+  auto r = m.forward(b, rows, index);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message.find("example 0 has 5 ids") != std::string::npos);
+  b = make_batch(3, 4, 1, 1);
+  unique_ids(b.ids, unique, index);
+  rows.resize(Shape{static_cast<int64_t>(unique.size()), 3});
+  CHECK(m.forward(b, rows, index).error().message.find("1 dense features") != std::string::npos);
+  b = make_batch(3, 4, 2, 1);
+  unique_ids(b.ids, unique, index);
+  rows.resize(Shape{static_cast<int64_t>(unique.size()), 2});  // rows of the wrong width
+  CHECK_FALSE(m.forward(b, rows, index).ok());
+  CHECK(parse_ctr_kind("deepfm").value() == CtrKind::deepfm);
+  CHECK_FALSE(parse_ctr_kind("dfm").ok());
+}
