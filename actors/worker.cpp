@@ -273,51 +273,27 @@ core::Expected<std::vector<core::Tensor>> WorkerRuntime::push_pull(
   return concat_all(*parts);
 }
 
-core::Expected<size_t> WorkerRuntime::shard_of_row(const std::string& name, const Shards& shards,
-                                                   int64_t row) {
-  auto it =
-      std::upper_bound(shards.begin(), shards.end(), row,
-                       [](int64_t r, const net::Placement& p) { return r < p.def.row_offset; });
-  if (it == shards.begin() || row < 0)
-    return make_error(Errc::out_of_range, "row " + std::to_string(row) + " of '" + name + "'");
-  return static_cast<size_t>(std::prev(it) - shards.begin());
-}
-
 core::Expected<core::Tensor> WorkerRuntime::pull_rows(const std::string& name,
                                                       const std::vector<int64_t>& rows) {
   auto shards = shards_of(name);
   if (!shards) return shards.error();
   const Shards& s = **shards;
-  // Group rows by shard, remembering where each goes in the result.
-  std::vector<std::vector<int64_t>> local(s.size()), where(s.size());
-  for (size_t k = 0; k < rows.size(); ++k) {
-    auto found = shard_of_row(name, s, rows[k]);
-    if (!found) return found.error();
-    const size_t shard = *found;
-    local[shard].push_back(rows[k] - s[shard].def.row_offset);
-    where[shard].push_back(static_cast<int64_t>(k));
-  }
-  const int64_t width =
-      s.front().def.shape.size() > 1 ? core::Shape(s.front().def.shape).row_size() : 1;
+  auto route = net::route_rows(name, s, rows);
+  if (!route) return route.error();
   Batch batch;
   for (size_t shard = 0; shard < s.size(); ++shard)
-    if (!local[shard].empty())
+    if (!route->local[shard].empty())
       batch.add(s[shard].ps_task, 0, shard,
-                net::PsItem{net::shard_key(s[shard].def), local[shard], {}});
+                net::PsItem{net::shard_key(s[shard].def), route->local[shard], {}});
   auto parts = exchange(net::PsOp::pull_rows, batch, {s.size()});
   if (!parts) return parts.error();
   std::vector<int64_t> dims = s.front().def.shape;
   dims[0] = static_cast<int64_t>(rows.size());
   core::Tensor out{core::Shape(dims)};
-  for (size_t shard = 0; shard < s.size(); ++shard) {
-    const net::WireTensor& part = (*parts)[0][shard];
-    if (static_cast<int64_t>(part.data.size()) != static_cast<int64_t>(local[shard].size()) * width)
-      return make_error(Errc::data_loss,
-                        "PS answered a rows pull of '" + name + "' with the wrong size");
-    for (size_t j = 0; j < where[shard].size(); ++j)
-      std::copy_n(part.data.data() + static_cast<int64_t>(j) * width, width,
-                  out.data() + where[shard][j] * width);
-  }
+  std::vector<const net::WireTensor*> answered;
+  for (const auto& part : (*parts)[0])
+    answered.push_back(&part);
+  if (auto st = net::gather_routed(name, *route, answered, out); !st) return st.error();
   return out;
 }
 
@@ -330,22 +306,20 @@ core::Status WorkerRuntime::push_rows(const std::string& name, const std::vector
   if (grads.shape().rank() < 1 || grads.shape()[0] != static_cast<int64_t>(rows.size()))
     return make_error(Errc::invalid_argument,
                       "row gradient of '" + name + "' does not match its rows");
-  std::vector<net::PsItem> items(s.size());
-  for (size_t k = 0; k < rows.size(); ++k) {
-    auto found = shard_of_row(name, s, rows[k]);
-    if (!found) return found.error();
-    const size_t shard = *found;
-    items[shard].rows.push_back(rows[k] - s[shard].def.row_offset);
-    items[shard].tensor.data.insert(items[shard].tensor.data.end(),
-                                    grads.data() + static_cast<int64_t>(k) * width,
-                                    grads.data() + static_cast<int64_t>(k + 1) * width);
-  }
+  auto route = net::route_rows(name, s, rows);
+  if (!route) return route.error();
   Batch batch;
   for (size_t shard = 0; shard < s.size(); ++shard) {
-    if (items[shard].rows.empty()) continue;
-    items[shard].name = net::shard_key(s[shard].def);
-    items[shard].tensor.dims = {static_cast<int64_t>(items[shard].rows.size()), width};
-    batch.add(s[shard].ps_task, 0, shard, std::move(items[shard]));
+    if (route->local[shard].empty()) continue;
+    net::PsItem item;
+    item.name = net::shard_key(s[shard].def);
+    item.rows = std::move(route->local[shard]);
+    item.tensor.dims = {static_cast<int64_t>(item.rows.size()), width};
+    item.tensor.data.resize(item.rows.size() * static_cast<size_t>(width));
+    for (size_t j = 0; j < route->where[shard].size(); ++j)
+      std::copy_n(grads.data() + route->where[shard][j] * width, width,
+                  item.tensor.data.data() + static_cast<int64_t>(j) * width);
+    batch.add(s[shard].ps_task, 0, shard, std::move(item));
   }
   auto acks = exchange(net::PsOp::push_rows, batch, {s.size()});
   if (!acks) return acks.error();

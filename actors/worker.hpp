@@ -122,9 +122,6 @@ class WorkerRuntime final : public StepContext {
   /// Each gradient's shard parts, sent with `op` (push or push_pull) through exchange().
   core::Expected<std::vector<std::vector<net::WireTensor>>> send_gradients(
       net::PsOp op, const std::vector<std::pair<std::string, core::ConstTensorView>>& grads);
-  /// The index (in `shards`) of the shard holding `row` of the full variable.
-  static core::Expected<size_t> shard_of_row(const std::string& name, const Shards& shards,
-                                             int64_t row);
 
   caf::actor_system& sys_;
   WorkerOptions options_;

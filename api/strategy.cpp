@@ -106,6 +106,48 @@ core::Expected<core::Tensor> ParameterServerStrategy::read(const Variable& v) {
   return net::concat_shards(parts);
 }
 
+core::Expected<core::Tensor> ParameterServerStrategy::read_rows(const Variable& v,
+                                                                const std::vector<int64_t>& rows) {
+  Impl& m = *impl_;
+  std::vector<net::Placement> shards;
+  for (const auto& p : m.placements)
+    if (p.def.name == v.name) shards.push_back(p);
+  if (shards.empty()) return make_error(Errc::not_found, "no variable '" + v.name + "'");
+  if (v.shape.rank() < 1)
+    return make_error(Errc::invalid_argument, "'" + v.name + "' is a scalar: it has no rows");
+  std::sort(shards.begin(), shards.end(),
+            [](auto& a, auto& b) { return a.def.shard < b.def.shard; });
+  auto route = net::route_rows(v.name, shards, rows);
+  if (!route) return route.error();
+  std::vector<net::WireTensor> parts(shards.size());
+  std::vector<const net::WireTensor*> answered(shards.size(), nullptr);
+  for (size_t k = 0; k < shards.size(); ++k) {
+    if (route->local[k].empty()) continue;
+    auto part = m.ask_ps<net::WireTensor>(shards[k].ps_task, net::pull_rows_atom::value,
+                                          net::shard_key(shards[k].def), route->local[k]);
+    if (!part) return part.error();
+    parts[k] = std::move(*part);
+    answered[k] = &parts[k];
+  }
+  std::vector<int64_t> dims = v.shape.to_vector();
+  dims[0] = static_cast<int64_t>(rows.size());
+  core::Tensor out{core::Shape(dims)};
+  if (auto st = net::gather_routed(v.name, *route, answered, out); !st) return st.error();
+  return out;
+}
+
+core::Expected<std::vector<PsTaskStats>> ParameterServerStrategy::ps_stats() {
+  Impl& m = *impl_;
+  std::vector<PsTaskStats> out;
+  for (int task = 0; task < static_cast<int>(m.ps.size()); ++task) {
+    auto v = m.ask_ps<std::vector<int64_t>>(task, net::stats_atom::value);
+    if (!v) return v.error();
+    const auto s = net::PsStats::from(*v);
+    out.push_back(PsTaskStats{s.variables, s.pulls, s.updates_applied, s.snapshots, s.rss_bytes});
+  }
+  return out;
+}
+
 const net::ClusterSpec& ParameterServerStrategy::cluster_spec() const {
   return impl_->spec;
 }

@@ -1,5 +1,7 @@
 #include "net/wire.hpp"
 
+#include <algorithm>
+
 #include "core/partitioner.hpp"
 
 namespace troupe::net {
@@ -35,6 +37,48 @@ core::Expected<core::Tensor> concat_shards(const std::vector<WireTensor>& shards
     views.push_back(t.view());
   }
   return core::concat_rows(views);
+}
+
+core::Expected<RowRoute> route_rows(const std::string& name, const std::vector<Placement>& shards,
+                                    const std::vector<int64_t>& rows) {
+  RowRoute r;
+  r.local.resize(shards.size());
+  r.where.resize(shards.size());
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const int64_t row = rows[k];
+    auto it =
+        std::upper_bound(shards.begin(), shards.end(), row,
+                         [](int64_t x, const Placement& p) { return x < p.def.row_offset; });
+    const bool inside =
+        it != shards.begin() && row >= 0 &&
+        row - std::prev(it)->def.row_offset <
+            (std::prev(it)->def.shape.empty() ? 1 : std::prev(it)->def.shape[0]);
+    if (!inside)
+      return core::make_error(core::Errc::out_of_range,
+                              "row " + std::to_string(row) + " of '" + name + "'");
+    const auto shard = static_cast<size_t>(std::prev(it) - shards.begin());
+    r.local[shard].push_back(row - shards[shard].def.row_offset);
+    r.where[shard].push_back(static_cast<int64_t>(k));
+  }
+  return r;
+}
+
+core::Status gather_routed(const std::string& name, const RowRoute& route,
+                           const std::vector<const WireTensor*>& parts, core::Tensor& out) {
+  const int64_t width = out.shape().row_size();
+  for (size_t shard = 0; shard < route.where.size(); ++shard) {
+    if (route.where[shard].empty()) continue;
+    const WireTensor* part = shard < parts.size() ? parts[shard] : nullptr;
+    if (part == nullptr ||
+        static_cast<int64_t>(part->data.size()) !=
+            static_cast<int64_t>(route.where[shard].size()) * width)
+      return core::make_error(core::Errc::data_loss,
+                              "PS answered a rows pull of '" + name + "' with the wrong size");
+    for (size_t j = 0; j < route.where[shard].size(); ++j)
+      std::copy_n(part->data.data() + static_cast<int64_t>(j) * width, width,
+                  out.data() + route.where[shard][j] * width);
+  }
+  return {};
 }
 
 caf::error to_caf(const core::Error& e) {

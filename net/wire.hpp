@@ -71,6 +71,20 @@ struct Placement {
   int32_t ps_task = 0;
 };
 
+/// Rows of a sharded variable (indices of the full variable) routed to the shards holding
+/// them: per shard, in the order of `shards` (sorted by row offset), the shard-local row
+/// indices and each row's position in the caller's list.
+struct RowRoute {
+  std::vector<std::vector<int64_t>> local, where;
+};
+/// A row outside every shard is an out_of_range error naming it and the variable.
+core::Expected<RowRoute> route_rows(const std::string& name, const std::vector<Placement>& shards,
+                                    const std::vector<int64_t>& rows);
+/// Puts the rows shards answered (`parts[k]` for shard k: [local[k].size(), width]) at their
+/// positions of `out` ([rows, width]). A part of the wrong size is a data_loss error.
+core::Status gather_routed(const std::string& name, const RowRoute& route,
+                           const std::vector<const WireTensor*>& parts, core::Tensor& out);
+
 /// A closure on the wire: code never travels, only the registered step's name and its
 /// msgpack-encoded arguments. The id tags the step's gradient pushes (at-most-once
 /// application per shard) and its result.

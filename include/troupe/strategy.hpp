@@ -22,6 +22,15 @@ struct Variable {
   int num_shards = 1;
 };
 
+/// What one PS task reports of itself.
+struct PsTaskStats {
+  int64_t variables = 0;        // shards held
+  int64_t pulls = 0;            // pull requests answered
+  int64_t updates_applied = 0;  // pushes applied
+  int64_t snapshots = 0;        // snapshots written by this process
+  int64_t rss_bytes = 0;        // resident memory of the PS process
+};
+
 struct StrategyOptions {
   /// How long to keep trying to reach each PS and worker at start-up.
   std::chrono::milliseconds connect_timeout{30000};
@@ -53,6 +62,12 @@ class ParameterServerStrategy {
                                            float learning_rate);
   /// Reads a variable's current value from its shards (for evaluation and checkpoints).
   core::Expected<core::Tensor> read(const Variable& v);
+  /// Rows of a variable (indices of the full variable) from the shards holding them, for
+  /// evaluating a model whose tables are too big to read whole.
+  core::Expected<core::Tensor> read_rows(const Variable& v, const std::vector<int64_t>& rows);
+
+  /// Each PS task's counters and resident memory, in task order.
+  core::Expected<std::vector<PsTaskStats>> ps_stats();
 
   const net::ClusterSpec& cluster_spec() const;
   int num_workers() const;

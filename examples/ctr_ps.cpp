@@ -1,0 +1,374 @@
+// Click-through-rate training with parameter servers: DeepFM (or LR, FM, Wide&Deep) with its
+// embedding table sharded over the PS tasks, as the SageMaker DeepFM trains on click logs.
+//
+//   build/bin/ctr_datagen --out /tmp/ctr --rows 1000000 --files 4
+//   build/bin/troupe launch --ps 2 --workers 2 -- build/bin/ctr_ps --data /tmp/ctr
+//
+// Each step a worker takes a batch from its shard of the files (read and parsed ahead on a
+// background thread), pulls the dense variables and only the unique table rows the batch
+// touches, computes gradients, and pushes the dense gradients and the rows' gradients; the
+// PS tasks apply them (sparse Adagrad by default). The chief then scores the held-out file,
+// reading only the rows it needs, and prints one JSON line: examples/s, AUC and log loss
+// next to the data's teacher AUC, rows and bytes per step, and each PS task's memory.
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "core/data/guard.hpp"
+#include "core/data/sparse_input.hpp"
+#include "core/json_text.hpp"
+#include "core/metrics.hpp"
+#include "core/nn/ctr_model.hpp"
+#include "core/nn/losses.hpp"
+#include "troupe/troupe.hpp"
+
+namespace tc = troupe::core;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* kTable = "embedding";
+
+struct Settings {
+  std::string data;
+  std::string format = "criteo";
+  std::string model = "deepfm";
+  int dim = 16;
+  std::vector<int64_t> hidden = {400, 400, 400};
+  int64_t buckets = 1 << 20;
+  int batch = 1024;
+  int steps_per_worker = 200;
+  std::string optimizer = "adagrad";
+  float lr = 0.05f;
+  std::string partitioner = "fixed";
+  int shards = 0;  // fixed: 0 means one per PS task
+  int64_t shard_bytes = 64 << 20;
+  uint64_t seed = 1;
+  size_t shuffle_buffer = 0;
+  bool cache = false;
+  int eval_batch = 4096;
+
+  tc::CtrModelConfig model_config() const {
+    tc::CtrModelConfig c;
+    c.kind = tc::parse_ctr_kind(model).value();
+    c.fields = tc::criteo_categorical_fields;
+    c.dense = tc::criteo_integer_fields;
+    c.dim = dim;
+    c.hidden = hidden;
+    c.seed = seed;
+    return c;
+  }
+  int64_t table_rows() const { return buckets * tc::criteo_categorical_fields; }
+  tc::SparseInputOptions input(size_t batch_size) const {
+    tc::SparseInputOptions o;
+    o.format = tc::parse_record_format(format).value();
+    o.criteo.buckets_per_field = buckets;
+    o.batch = batch_size;
+    o.shuffle_buffer = shuffle_buffer;
+    o.seed = seed;
+    o.cache = cache;
+    return o;
+  }
+  std::string extension() const { return format == "tfrecord" ? ".tfrecord" : ".txt"; }
+};
+
+std::vector<std::string> train_files(const Settings& s) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(s.data, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("train-", 0) == 0 && e.path().extension() == s.extension())
+      files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// What a sampled step reports back.
+struct StepReport {
+  float loss = 0;
+  int64_t rows = 0;  // unique table rows pulled (and pushed)
+  MSGPACK_DEFINE(loss, rows);
+};
+
+// This process's model replica; only its worker actor's thread uses it.
+struct Replica {
+  tc::CtrModel model;
+  std::vector<tc::Parameter> params = model.parameters();
+  std::vector<std::string> names;
+  tc::SigmoidBinaryCrossEntropy loss;
+  std::vector<int64_t> unique;
+  std::vector<int32_t> index;
+  explicit Replica(const tc::CtrModelConfig& c) : model(c) {
+    for (auto& p : params)
+      names.push_back(p.name);
+  }
+};
+
+troupe::Registry make_registry(const Settings& s) {
+  troupe::Registry r;
+  r.add_dataset("ctr_train", [s](const tc::InputContext& ctx) {
+    auto files = train_files(s);
+    if (files.empty())
+      tc::Expected<int>(tc::make_error(tc::Errc::not_found, s.data + ": no train-*" +
+                                                                s.extension() + " files"))
+          .value();  // throws: the dataset fails with this error
+    auto o = s.input(static_cast<size_t>(s.batch));
+    return tc::sparse_input(std::move(files), ctx, o);
+  });
+  auto replica = std::make_shared<Replica>(s.model_config());
+  r.add_step("ctr_step",
+             [replica](troupe::StepContext& ctx,
+                       troupe::PerWorkerDataset ds) -> tc::Expected<StepReport> {
+               Replica& m = *replica;
+               auto batch = ctx.next_batch(ds);
+               if (!batch) return batch.error();
+               if (!*batch) return tc::make_error(tc::Errc::out_of_range, "the training data ended");
+               const tc::Batch& b = **batch;
+               if (auto st = m.model.check_batch(b); !st) return st.error();
+               tc::unique_ids(b.ids, m.unique, m.index);
+               auto values = ctx.pull(m.names);
+               if (!values) return values.error();
+               auto rows = ctx.pull_rows(kTable, m.unique);
+               if (!rows) return rows.error();
+               for (size_t i = 0; i < m.params.size(); ++i)
+                 *m.params[i].value = std::move((*values)[i]);
+               auto logits = m.model.forward(b, *rows, m.index);
+               if (!logits) return logits.error();
+               auto loss = m.loss.forward(*logits, b.labels.data());
+               if (!loss) return loss.error();
+               if (!std::isfinite(*loss))
+                 return tc::make_error(tc::Errc::invalid_argument, "loss is not finite");
+               m.model.backward(m.loss.backward());
+               std::vector<std::pair<std::string, tc::ConstTensorView>> grads;
+               for (auto& p : m.params)
+                 grads.emplace_back(p.name, *p.grad);
+               if (auto st = ctx.push(grads); !st) return st.error();
+               if (auto st = ctx.push_rows(kTable, m.unique, m.model.row_grads()); !st)
+                 return st.error();
+               return StepReport{*loss, static_cast<int64_t>(m.unique.size())};
+             });
+  return r;
+}
+
+struct Scores {
+  double auc = 0, logloss = 0;
+  int64_t examples = 0;
+};
+
+// Scores the held-out file on the chief, reading the dense variables once and, per batch,
+// only the table rows the batch uses.
+tc::Expected<Scores> evaluate(const Settings& s, troupe::ParameterServerStrategy& strategy,
+                              const std::vector<troupe::Variable>& dense,
+                              const troupe::Variable& table) {
+  Replica m(s.model_config());
+  for (size_t i = 0; i < dense.size(); ++i) {
+    auto v = strategy.read(dense[i]);
+    if (!v) return v.error();
+    *m.params[i].value = std::move(*v);
+  }
+  auto o = s.input(static_cast<size_t>(s.eval_batch));
+  o.epochs = 1;
+  o.drop_remainder = false;
+  o.shuffle_buffer = 0;
+  o.cache = false;
+  tc::AUC auc(10000);
+  tc::Mean logloss;
+  Scores out;
+  auto status = tc::guard_user_data("held-out data", [&] {
+    auto it = tc::sparse_input({s.data + "/heldout" + s.extension()}, tc::InputContext{}, o)
+                  .make_iterator();
+    while (auto b = it->next()) {
+      tc::unique_ids(b->ids, m.unique, m.index);
+      auto rows = strategy.read_rows(table, m.unique).value();
+      auto logits = m.model.forward(*b, rows, m.index).value();
+      std::vector<float> p(static_cast<size_t>(b->size()));
+      for (int64_t i = 0; i < b->size(); ++i) {
+        const double z = logits[i], y = b->labels[static_cast<size_t>(i)];
+        p[static_cast<size_t>(i)] = static_cast<float>(1 / (1 + std::exp(-z)));
+        // log(1 + e^-|z|) + max(z, 0) - z y: the loss without overflow
+        logloss.update(std::log1p(std::exp(-std::abs(z))) + std::max(z, 0.0) - z * y);
+      }
+      auc.update(tc::ConstTensorView(p.data(), tc::Shape{b->size()}), b->labels.data());
+      out.examples += b->size();
+    }
+  });
+  if (!status) return status.error();
+  out.auc = auc.result();
+  out.logloss = logloss.result();
+  return out;
+}
+
+int fail(const std::string& what) {
+  std::cerr << "ctr_ps: " << what << std::endl;
+  std::cout << tc::json_text(nlohmann::json{{"ok", false}, {"error", what}}) << std::endl;
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Click-through-rate training with parameter servers (run under troupe launch)"};
+  Settings s;
+  app.add_option("--data", s.data, "a directory as ctr_datagen writes it")->required();
+  app.add_option("--format", s.format)->check(CLI::IsMember({"criteo", "tfrecord"}));
+  app.add_option("--model", s.model)->check(CLI::IsMember({"deepfm", "fm", "lr", "wide_deep"}));
+  app.add_option("--dim", s.dim, "embedding width")->check(CLI::Range(1, 1024));
+  app.add_option("--hidden", s.hidden, "widths of the DNN's hidden layers");
+  app.add_option("--buckets-per-field", s.buckets, "hash buckets of each of the 26 fields")
+      ->check(CLI::Range(int64_t{1}, (int64_t{1} << 56) / 26));
+  app.add_option("--batch", s.batch)->check(CLI::Range(1, 1 << 20));
+  app.add_option("--steps-per-worker", s.steps_per_worker)->check(CLI::PositiveNumber);
+  app.add_option("--optimizer", s.optimizer)->check(CLI::IsMember({"adagrad", "adam", "ftrl", "sgd"}));
+  app.add_option("--lr", s.lr);
+  app.add_option("--partitioner", s.partitioner, "how the table is split over the PS tasks")
+      ->check(CLI::IsMember({"fixed", "min_size", "max_size"}));
+  app.add_option("--shards", s.shards, "fixed: shards per variable (0: one per PS task)");
+  app.add_option("--shard-bytes", s.shard_bytes, "min_size / max_size: bytes per shard")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--shuffle-buffer", s.shuffle_buffer, "records shuffled before batching");
+  app.add_flag("--cache", s.cache, "keep parsed batches in memory after the first pass");
+  app.add_option("--seed", s.seed);
+  CLI11_PARSE(app, argc, argv);
+  for (int64_t h : s.hidden)
+    if (h < 1 || h > 65536) return fail("--hidden widths must be in [1, 65536]");
+
+  const auto registry = make_registry(s);
+  auto resolver = troupe::net::TFConfigClusterResolver::from_env();
+  if (!resolver) return fail(resolver.error().to_string());
+  if (resolver->task().type != "chief") {
+    auto st = troupe::serve(*resolver, registry, troupe::net::NodeOptions{});
+    if (!st) return fail(st.error().to_string());
+    std::cout << tc::json_text(nlohmann::json{{"ok", true}, {"task", resolver->task().to_string()}})
+              << std::endl;
+    return 0;
+  }
+
+  const auto t_start = clock_type::now();
+  const int num_ps = resolver->cluster_spec().num_tasks("ps");
+  std::shared_ptr<const tc::Partitioner> partitioner;
+  if (s.partitioner == "fixed")
+    partitioner = std::make_shared<tc::FixedShardsPartitioner>(s.shards > 0 ? s.shards : num_ps);
+  else if (s.partitioner == "min_size")
+    partitioner = std::make_shared<tc::MinSizePartitioner>(s.shard_bytes, std::max(1, num_ps));
+  else
+    partitioner = std::make_shared<tc::MaxSizePartitioner>(s.shard_bytes);
+  auto strategy = troupe::ParameterServerStrategy::make(*resolver, partitioner);
+  if (!strategy) return fail(strategy.error().to_string());
+
+  const auto config = s.model_config();
+  auto table = (*strategy)->create_variable(
+      kTable, tc::Shape{s.table_rows(), config.row_width()},
+      tc::Initializer{tc::Initializer::Kind::random_uniform, 0.05f, s.seed}, s.optimizer, s.lr);
+  if (!table) return fail(table.error().to_string());
+  Replica shapes(config);
+  std::vector<troupe::Variable> dense;
+  uint64_t seed = s.seed + 1;
+  for (auto& p : shapes.params) {
+    const bool kernel = p.value->shape().rank() == 2;
+    auto v = (*strategy)->create_variable(
+        p.name, p.value->shape(),
+        tc::Initializer{kernel ? tc::Initializer::Kind::glorot_uniform : tc::Initializer::Kind::zeros,
+                        0.0f, seed++},
+        s.optimizer, s.lr);
+    if (!v) return fail(v.error().to_string());
+    dense.push_back(*v);
+  }
+  auto coord = troupe::ClusterCoordinator::make(**strategy);
+  if (!coord) return fail(coord.error().to_string());
+  auto ds = (*coord)->create_per_worker_dataset("ctr_train");
+  if (!ds) return fail(ds.error().to_string());
+
+  const int workers = (*strategy)->num_workers();
+  const int64_t steps = static_cast<int64_t>(s.steps_per_worker) * workers;
+  std::vector<troupe::RemoteValue<StepReport>> sampled;
+  const auto t0 = clock_type::now();
+  for (int64_t i = 0; i < steps; ++i) {
+    if (i % 10 == 9) {
+      sampled.push_back((*coord)->schedule<StepReport>("ctr_step", *ds));
+    } else if (auto st = (*coord)->schedule_no_result("ctr_step", 1, *ds); !st) {
+      break;  // join() returns the error
+    }
+  }
+  auto joined = (*coord)->join();
+  const double train_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  if (!joined) {
+    (*coord)->shutdown_cluster();
+    return fail(joined.error().to_string());
+  }
+  double rows_per_step = 0, last_loss = 0;
+  int64_t reports = 0;
+  for (auto& r : sampled)
+    if (auto v = r.fetch(); v) {
+      rows_per_step += static_cast<double>(v->rows);
+      last_loss = v->loss;
+      ++reports;
+    }
+  rows_per_step /= std::max<int64_t>(1, reports);
+  auto ps_stats = (*strategy)->ps_stats();
+  auto scores = evaluate(s, **strategy, dense, *table);
+  const auto stats = (*coord)->stats();
+  (*coord)->shutdown_cluster();
+  if (!scores) return fail(scores.error().to_string());
+
+  double teacher_auc = -1, teacher_logloss = -1;
+  {
+    std::ifstream meta(s.data + "/teacher.json");
+    auto j = nlohmann::json::parse(meta, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("teacher_auc") && j["teacher_auc"].is_number()) {
+      teacher_auc = j["teacher_auc"].get<double>();
+      if (j.contains("teacher_logloss") && j["teacher_logloss"].is_number())
+        teacher_logloss = j["teacher_logloss"].get<double>();
+    }
+  }
+  int64_t dense_params = 0;
+  for (auto& p : shapes.params)
+    dense_params += p.value->size();
+  const int64_t width = config.row_width();
+  // Pull: row ids out, rows back; push: ids and gradients out; dense values both ways.
+  const double bytes_per_step = rows_per_step * (2 * 8 + 2 * 4.0 * width) + 2 * 4.0 * dense_params;
+  nlohmann::json ps_json = nlohmann::json::array();
+  if (ps_stats)
+    for (auto& p : *ps_stats)
+      ps_json.push_back({{"rss_mb", static_cast<double>(p.rss_bytes) / (1 << 20)},
+                         {"shards", p.variables},
+                         {"updates_applied", p.updates_applied}});
+  const int64_t examples = steps * s.batch;
+  std::cout << tc::json_text(nlohmann::json{
+                   {"ok", true},
+                   {"program", "ctr_ps"},
+                   {"model", s.model},
+                   {"format", s.format},
+                   {"workers", workers},
+                   {"ps", num_ps},
+                   {"batch", s.batch},
+                   {"steps", steps},
+                   {"examples", examples},
+                   {"examples_per_sec", static_cast<double>(examples) / train_s},
+                   {"table_rows", s.table_rows()},
+                   {"table_width", width},
+                   {"table_shards", table->num_shards},
+                   {"dense_params", dense_params},
+                   {"optimizer", s.optimizer},
+                   {"auc", scores->auc},
+                   {"logloss", scores->logloss},
+                   {"eval_examples", scores->examples},
+                   {"teacher_auc", teacher_auc},
+                   {"teacher_logloss", teacher_logloss},
+                   {"last_loss", last_loss},
+                   {"rows_per_step", rows_per_step},
+                   {"bytes_per_step", bytes_per_step},
+                   {"ps_tasks", ps_json},
+                   {"closures_retried", stats.retried},
+                   {"workers_lost", stats.workers_lost},
+                   {"train_s", train_s},
+                   {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}})
+            << std::endl;
+  return 0;
+}
