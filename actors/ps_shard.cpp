@@ -19,28 +19,89 @@ caf::result<T> reply(core::Expected<T> r) {
   return std::move(*r);
 }
 
-// Writes a snapshot when variables were created or updates applied since the last one
-// (the first one as soon as the variables exist: a task lost before its first update must
-// come back with them); a failed write is reported (once) and the shard keeps serving.
-void take_snapshot(caf::stateful_actor<PsShardActorState>* self) {
+// Takes in the outcome of a finished write.
+void finish_snapshot(caf::stateful_actor<PsShardActorState>* self) {
   auto& st = self->state;
-  const int64_t applied = st.shard.counters().updates_applied;
-  const int64_t variables = st.shard.counters().variables;
-  if (applied == st.snapshotted_updates && variables == st.snapshotted_variables) return;
-  core::CheckpointManager m(st.options.snapshot_dir, /*max_to_keep=*/2, "ps");
-  auto written = m.save(st.shard.snapshot(), st.snapshots);
-  if (!written) {
+  if (!st.writing || !st.writing->done.load(std::memory_order_acquire)) return;
+  std::unique_ptr<SnapshotWrite> w = std::move(st.writing);
+  w->thread.join();
+  st.snapshot_write_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - w->taken)
+                             .count();
+  if (!w->result) {
     if (!st.snapshot_failed)
-      std::cerr << "troupe: PS snapshot failed: " << written.error().message << std::endl;
+      std::cerr << "troupe: PS snapshot failed: " << w->result.error().message << std::endl;
     st.snapshot_failed = true;
     ++st.snapshot_failures;  // the coordinator polls it, reports it and warns
     return;
   }
   st.snapshot_failed = false;
-  st.last_snapshot = std::chrono::steady_clock::now();
-  st.snapshotted_updates = applied;
-  st.snapshotted_variables = variables;
-  ++st.snapshots;
+  st.last_snapshot = w->taken;  // the state it holds is as old as its copy
+  if (w->assigns == st.assigns) {  // else a shard was overwritten since: snapshot again
+    st.snapshotted_updates = w->updates;
+    st.snapshotted_variables = w->variables;
+  }
+  st.snapshots = std::max(st.snapshots, w->number + 1);
+}
+
+// Copies the next shard of the snapshot being built; with every shard copied, hands the
+// copy to a thread of its own to write, else asks itself (behind the requests already
+// queued) for the next shard.
+void snapshot_step(caf::stateful_actor<PsShardActorState>* self) {
+  auto& st = self->state;
+  if (!st.building) return;
+  SnapshotBuild& b = *st.building;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!b.left.empty()) {
+    st.shard.snapshot_shard(b.left.back(), *b.copy);  // a shard gone meanwhile is skipped
+    b.left.pop_back();
+  }
+  b.longest_step_us = std::max<int64_t>(
+      b.longest_step_us, std::chrono::duration_cast<std::chrono::microseconds>(
+                             std::chrono::steady_clock::now() - t0)
+                             .count());
+  if (!b.left.empty()) {
+    self->send(self, net::snapstep_atom::value);
+    return;
+  }
+  st.shard.snapshot_counters(*b.copy);
+  st.snapshot_copy_us = b.longest_step_us;
+  auto w = std::make_unique<SnapshotWrite>();
+  w->taken = b.taken;
+  w->updates = b.updates;
+  w->variables = b.variables;
+  w->assigns = b.assigns;
+  w->number = st.snapshots;
+  std::shared_ptr<const core::Checkpoint> copy = std::move(b.copy);
+  st.building.reset();
+  SnapshotWrite* out = w.get();
+  w->thread = std::thread([out, copy, dir = st.options.snapshot_dir] {
+    core::CheckpointManager m(dir, /*max_to_keep=*/2, "ps");
+    auto written = m.save(*copy, out->number);
+    if (!written) out->result = written.error();
+    out->done.store(true, std::memory_order_release);
+  });
+  st.writing = std::move(w);
+}
+
+// Starts a snapshot when variables were created or updates applied since the last one
+// (the first one as soon as the variables exist: a task lost before its first update must
+// come back with them) and none is being copied or written; a failed write is reported
+// (once) and the shard keeps serving.
+void take_snapshot(caf::stateful_actor<PsShardActorState>* self) {
+  finish_snapshot(self);
+  auto& st = self->state;
+  if (st.writing || st.building) return;
+  const int64_t applied = st.shard.counters().updates_applied;
+  const int64_t variables = st.shard.counters().variables;
+  if (applied == st.snapshotted_updates && variables == st.snapshotted_variables) return;
+  st.building = std::make_unique<SnapshotBuild>();
+  st.building->taken = std::chrono::steady_clock::now();
+  st.building->updates = applied;
+  st.building->variables = variables;
+  st.building->assigns = st.assigns;
+  st.building->left = st.shard.shard_names();
+  snapshot_step(self);
 }
 
 }  // namespace
@@ -88,6 +149,7 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
         take_snapshot(self);
         self->delayed_send(self, self->state.options.snapshot_interval, net::snapshot_atom::value);
       },
+      [=](net::snapstep_atom) { snapshot_step(self); },
       [=](net::create_atom, const net::VariableDef& def) -> caf::result<caf::ok_atom> {
         if (auto st = self->state.shard.create(def); !st) return net::to_caf(st.error());
         return caf::ok_atom::value;
@@ -114,6 +176,7 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
           const net::ShardState& state) -> caf::result<caf::ok_atom> {
         if (auto st = self->state.shard.assign(name, state); !st) return net::to_caf(st.error());
         self->state.snapshotted_updates = -1;  // the next snapshot must include it
+        ++self->state.assigns;
         return caf::ok_atom::value;
       },
       [=](net::batch_atom, net::PsRequest& request) {
@@ -123,6 +186,7 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
       [=](net::channel_atom, int32_t port) { self->state.channel_port = port; },
       [=](net::shutdown_atom) { self->quit(); },
       [=](net::stats_atom) {
+        finish_snapshot(self);
         const auto& st = self->state;
         const auto& c = st.shard.counters();
         net::PsStats s;
@@ -141,6 +205,8 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
         s.process = st.process;
         s.rss_bytes = resident_bytes();
         s.applied_tags = static_cast<int64_t>(st.shard.applied_tags());
+        s.snapshot_copy_us = st.snapshot_copy_us;
+        s.snapshot_write_ms = st.snapshot_write_ms;
         return s.to_vector();
       },
   };

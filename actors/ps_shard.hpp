@@ -1,5 +1,9 @@
 #pragma once
 
+#include <atomic>
+#include <memory>
+#include <thread>
+
 #include <chrono>
 #include <optional>
 
@@ -21,6 +25,29 @@ struct PsShardOptions {
   std::chrono::milliseconds snapshot_interval{1000};
 };
 
+/// A snapshot being written on its own thread: the copy of the shard taken in the
+/// actor's handler (consistent: between two requests) and the write's outcome.
+struct SnapshotWrite {
+  std::thread thread;
+  std::atomic<bool> done{false};
+  core::Status result;  // set by the thread before done
+  std::chrono::steady_clock::time_point taken;
+  int64_t updates = 0, variables = 0, number = 0, assigns = 0;
+  ~SnapshotWrite() {
+    if (thread.joinable()) thread.join();
+  }
+};
+
+/// A snapshot being copied, one shard per turn of the actor (requests queued meanwhile are
+/// served between two shards).
+struct SnapshotBuild {
+  std::shared_ptr<core::Checkpoint> copy = std::make_shared<core::Checkpoint>();
+  std::vector<std::string> left;
+  std::chrono::steady_clock::time_point taken;
+  int64_t updates = 0, variables = 0, assigns = 0;
+  int64_t longest_step_us = 0;
+};
+
 struct PsShardActorState {
   PsShardState shard;
   int32_t channel_port = 0;  // the tensor channel's port on this host; 0: none
@@ -28,9 +55,14 @@ struct PsShardActorState {
   int64_t snapshotted_updates = -1;    // updates_applied at the last snapshot
   int64_t snapshotted_variables = -1;  // and the variables the shard held then
   int64_t snapshots = 0;
+  int64_t assigns = 0;  // shards overwritten (a backup put back): the next snapshot must see it
   bool snapshot_failed = false;  // reported once on stderr per run of failures
   int64_t snapshot_failures = 0;
   std::optional<std::chrono::steady_clock::time_point> last_snapshot;  // newest written
+  std::unique_ptr<SnapshotBuild> building;  // a snapshot being copied, or none
+  std::unique_ptr<SnapshotWrite> writing;   // at most one write at a time
+  int64_t snapshot_copy_us = 0;  // the longest pause of serving for one shard's copy
+  int64_t snapshot_write_ms = 0;           // and its write, off the actor's thread
   /// Random per actor: a coordinator that sees the same value after a dropped connection
   /// knows nothing was lost; a restarted task (new state) has another.
   int64_t process = 0;
@@ -52,8 +84,12 @@ struct PsShardActorState {
 ///                                                      from (-1: not restored), snapshots]
 ///   (shutdown)                                      -> the actor quits
 /// Bad requests get an error reply; the actor keeps serving. With a snapshot directory it
-/// writes a snapshot every interval in which updates were applied (on its own thread:
-/// requests wait for the write), keeping the newest two.
+/// snapshots every interval in which updates were applied, keeping the newest two: the
+/// actor copies one shard per turn (requests are served between shards, so serving pauses
+/// for one shard's memcpy at most: split big tables into several shards), then a thread of
+/// its own writes the copy to disk while the actor serves on; a snapshot still being
+/// written when the next interval comes delays that one. PS memory during a snapshot:
+/// up to twice the shards.
 caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOptions options);
 
 }  // namespace troupe::actors

@@ -244,25 +244,43 @@ core::Error incomplete(const std::string& name, const std::string& what) {
 
 core::Checkpoint PsShardState::snapshot() const {
   core::Checkpoint c;
-  for (const auto& [name, shard] : vars_) {
-    const net::VariableDef& d = shard.def;
-    std::vector<int64_t> def{d.shard,
-                             d.row_offset,
-                             d.init_kind,
-                             float_bits(d.init_value),
-                             static_cast<int64_t>(d.seed),
-                             float_bits(d.learning_rate)};
-    def.insert(def.end(), d.shape.begin(), d.shape.end());
-    c.ints[name + "/def"] = std::move(def);
-    c.ints[name + "/optimizer"] = core::text_ints(d.optimizer);
-    c.tensors.emplace(name, shard.value);
-    for (size_t i = 0; i < shard.slots.slots.size(); ++i)
-      c.tensors.emplace(name + "/slot" + std::to_string(i), shard.slots.slots[i]);
-    c.ints[name + "/iterations"] = {shard.slots.iterations};
-    c.ints[name + "/applied_tags"] = shard.applied.to_ints();
-  }
-  c.ints["updates_applied"] = {counters_.updates_applied};
+  for (const auto& [name, shard] : vars_)
+    snapshot_shard(name, c);
+  snapshot_counters(c);
   return c;
+}
+
+std::vector<std::string> PsShardState::shard_names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, shard] : vars_)
+    names.push_back(name);
+  return names;
+}
+
+bool PsShardState::snapshot_shard(const std::string& name, core::Checkpoint& c) const {
+  auto it = vars_.find(name);
+  if (it == vars_.end()) return false;
+  const Shard& shard = it->second;
+  const net::VariableDef& d = shard.def;
+  std::vector<int64_t> def{d.shard,
+                           d.row_offset,
+                           d.init_kind,
+                           float_bits(d.init_value),
+                           static_cast<int64_t>(d.seed),
+                           float_bits(d.learning_rate)};
+  def.insert(def.end(), d.shape.begin(), d.shape.end());
+  c.ints[name + "/def"] = std::move(def);
+  c.ints[name + "/optimizer"] = core::text_ints(d.optimizer);
+  c.tensors.insert_or_assign(name, shard.value);
+  for (size_t i = 0; i < shard.slots.slots.size(); ++i)
+    c.tensors.insert_or_assign(name + "/slot" + std::to_string(i), shard.slots.slots[i]);
+  c.ints[name + "/iterations"] = {shard.slots.iterations};
+  c.ints[name + "/applied_tags"] = shard.applied.to_ints();
+  return true;
+}
+
+void PsShardState::snapshot_counters(core::Checkpoint& c) const {
+  c.ints["updates_applied"] = {counters_.updates_applied};
 }
 
 core::Expected<PsShardState> PsShardState::from_snapshot(const core::Checkpoint& ckpt) {

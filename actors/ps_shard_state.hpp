@@ -67,6 +67,13 @@ class PsShardState {
   /// optimizer slots and iteration count, the closure ids it applied, and the count of
   /// updates applied.
   core::Checkpoint snapshot() const;
+  /// The same, one shard at a time: the names of the shards held, the entries of one shard
+  /// (false when it is gone), and the closing entries. Each shard's copy is consistent on
+  /// its own (value, slots, iterations and applied tags together), which is all a restore
+  /// needs: at-most-once holds per shard.
+  std::vector<std::string> shard_names() const;
+  bool snapshot_shard(const std::string& name, core::Checkpoint& into) const;
+  void snapshot_counters(core::Checkpoint& into) const;
   /// A state rebuilt from snapshot(): every saved shard created from its definition and
   /// loaded. A snapshot that is incomplete or inconsistent is a data_loss error.
   static core::Expected<PsShardState> from_snapshot(const core::Checkpoint& ckpt);

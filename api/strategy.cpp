@@ -143,7 +143,8 @@ core::Expected<std::vector<PsTaskStats>> ParameterServerStrategy::ps_stats() {
     auto v = m.ask_ps<std::vector<int64_t>>(task, net::stats_atom::value);
     if (!v) return v.error();
     const auto s = net::PsStats::from(*v);
-    out.push_back(PsTaskStats{s.variables, s.pulls, s.updates_applied, s.snapshots, s.rss_bytes});
+    out.push_back(PsTaskStats{s.variables, s.pulls, s.updates_applied, s.snapshots, s.rss_bytes,
+                              s.snapshot_copy_us, s.snapshot_write_ms});
   }
   return out;
 }

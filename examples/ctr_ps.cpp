@@ -235,6 +235,11 @@ int main(int argc, char** argv) {
   app.add_option("--shuffle-buffer", s.shuffle_buffer, "records shuffled before batching");
   app.add_flag("--cache", s.cache, "keep parsed batches in memory after the first pass");
   app.add_option("--seed", s.seed);
+  std::string snapshot_dir;
+  int64_t snapshot_interval_ms = 2000;
+  app.add_option("--ps-snapshot-dir", snapshot_dir,
+                 "PS tasks snapshot their shards into DIR/ps-N (written off the serving thread)");
+  app.add_option("--ps-snapshot-interval-ms", snapshot_interval_ms)->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   for (int64_t h : s.hidden)
     if (h < 1 || h > 65536) return fail("--hidden widths must be in [1, 65536]");
@@ -243,7 +248,10 @@ int main(int argc, char** argv) {
   auto resolver = troupe::net::TFConfigClusterResolver::from_env();
   if (!resolver) return fail(resolver.error().to_string());
   if (resolver->task().type != "chief") {
-    auto st = troupe::serve(*resolver, registry, troupe::net::NodeOptions{});
+    troupe::net::NodeOptions node;
+    node.ps_snapshot_dir = snapshot_dir;
+    node.ps_snapshot_interval = std::chrono::milliseconds(snapshot_interval_ms);
+    auto st = troupe::serve(*resolver, registry, node);
     if (!st) return fail(st.error().to_string());
     std::cout << tc::json_text(nlohmann::json{{"ok", true}, {"task", resolver->task().to_string()}})
               << std::endl;
@@ -338,6 +346,9 @@ int main(int argc, char** argv) {
     for (auto& p : *ps_stats)
       ps_json.push_back({{"rss_mb", static_cast<double>(p.rss_bytes) / (1 << 20)},
                          {"shards", p.variables},
+                         {"snapshots", p.snapshots},
+                         {"snapshot_copy_ms", static_cast<double>(p.snapshot_copy_us) / 1000},
+                         {"snapshot_write_ms", p.snapshot_write_ms},
                          {"updates_applied", p.updates_applied}});
   const int64_t examples = steps * s.batch;
   std::cout << tc::json_text(nlohmann::json{

@@ -151,18 +151,22 @@ struct PsStats {
   int64_t process = 0;           // random per PS process: a restart changes it
   int64_t rss_bytes = 0;         // the PS process's resident memory
   int64_t applied_tags = 0;      // closure tags held for at-most-once (bounded)
+  int64_t snapshot_copy_us = 0;  // the last snapshot's copy of the shards (serving waits)
+  int64_t snapshot_write_ms = 0;  // and its write to disk (on a thread of its own)
 
   std::vector<int64_t> to_vector() const {
     return {variables,         pulls,         updates_applied, updates_duplicate,
             requests_rejected, restored_from, snapshots,       snapshot_failures,
-            snapshot_age_ms,   process,       rss_bytes,       applied_tags};
+            snapshot_age_ms,   process,       rss_bytes,       applied_tags,
+            snapshot_copy_us,  snapshot_write_ms};
   }
   static PsStats from(const std::vector<int64_t>& v) {
     PsStats s;
     int64_t* fields[] = {
         &s.variables,         &s.pulls,         &s.updates_applied, &s.updates_duplicate,
         &s.requests_rejected, &s.restored_from, &s.snapshots,       &s.snapshot_failures,
-        &s.snapshot_age_ms,   &s.process,       &s.rss_bytes,       &s.applied_tags};
+        &s.snapshot_age_ms,   &s.process,       &s.rss_bytes,       &s.applied_tags,
+        &s.snapshot_copy_us,  &s.snapshot_write_ms};
     for (size_t i = 0; i < v.size() && i < sizeof fields / sizeof fields[0]; ++i)
       *fields[i] = v[i];
     return s;
@@ -252,6 +256,7 @@ using dataset_atom = caf::atom_constant<caf::atom("dataset")>;     // worker: bu
 using stats_atom = caf::atom_constant<caf::atom("stats")>;         // any: counters
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;   // node: stop serving
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;   // PS: take a snapshot
+using snapstep_atom = caf::atom_constant<caf::atom("snapstep")>;   // PS: copy the next shard
 using state_atom = caf::atom_constant<caf::atom("shardstate")>;    // PS: a shard's state
 using assign_atom = caf::atom_constant<caf::atom("assign")>;       // PS: set a shard's state
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;       // worker control: cancel

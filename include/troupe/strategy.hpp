@@ -29,6 +29,8 @@ struct PsTaskStats {
   int64_t updates_applied = 0;  // pushes applied
   int64_t snapshots = 0;        // snapshots written by this process
   int64_t rss_bytes = 0;        // resident memory of the PS process
+  int64_t snapshot_copy_us = 0;   // the last snapshot's copy of the shards (serving waits)
+  int64_t snapshot_write_ms = 0;  // and its write to disk (off the serving thread)
 };
 
 struct StrategyOptions {
