@@ -14,6 +14,9 @@
 
 #include "core/json_text.hpp"
 #include "core/partitioner.hpp"
+#include "core/nn/ctr_model.hpp"
+#include "core/nn/losses.hpp"
+#include "core/parallel.hpp"
 #include "core/trainer.hpp"
 
 namespace tc = troupe::core;
@@ -63,6 +66,65 @@ nlohmann::json bench_one(const std::string& model_name, int batch, int runs,
           {"examples_per_sec_max", *std::max_element(rates.begin(), rates.end())}};
 }
 
+// DeepFM (26 fields, 13 dense, dim 16, DNN 400-400-400) forward + backward on one synthetic
+// batch, with each intra-op thread count in turn within every run (so machine noise hits
+// them alike); one JSON line per thread count and the speed-up of the last over the first.
+std::vector<nlohmann::json> bench_ctr(int batch, const std::vector<int>& threads, int runs,
+                                      double seconds_per_run) {
+  tc::CtrModelConfig cfg;
+  tc::CtrModel model(cfg);
+  std::vector<tc::Example> ex(static_cast<size_t>(batch));
+  uint64_t state = 11;
+  auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull; };
+  for (auto& e : ex) {
+    for (int f = 0; f < cfg.fields; ++f)
+      e.ids.push_back(f * 100000 + static_cast<int64_t>((next() >> 33) % 100000));
+    for (int j = 0; j < cfg.dense; ++j)
+      e.features.push_back(static_cast<float>(next() >> 40) / (1 << 24));
+    e.label = static_cast<float>((next() >> 63) & 1);
+  }
+  const tc::Batch b = tc::collate(ex);
+  std::vector<int64_t> unique;
+  std::vector<int32_t> index;
+  tc::SigmoidBinaryCrossEntropy loss;
+  const tc::Tensor rows = tc::initialize(
+      tc::Shape{static_cast<int64_t>(b.ids.size()), cfg.row_width()},
+      {tc::Initializer::Kind::random_uniform, 0.05f, 3});
+  auto step = [&] {
+    tc::unique_ids(b.ids, unique, index);
+    auto logits = model.forward(b, rows.view().rows(0, static_cast<int64_t>(unique.size())), index);
+    (void)loss.forward(*logits, b.labels.data());
+    model.backward(loss.backward());
+  };
+  using clock = std::chrono::steady_clock;
+  std::vector<std::vector<double>> rates(threads.size());
+  for (int r = 0; r < runs; ++r)
+    for (size_t t = 0; t < threads.size(); ++t) {
+      tc::set_intra_op_threads(threads[t]);
+      step();  // warm-up (and the pool's threads started)
+      int64_t steps = 0;
+      const auto t0 = clock::now();
+      double elapsed = 0.0;
+      while (elapsed < seconds_per_run || steps < 3) {
+        step();
+        ++steps;
+        elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+      }
+      rates[t].push_back(static_cast<double>(steps) * batch / elapsed);
+    }
+  tc::set_intra_op_threads(1);
+  std::vector<nlohmann::json> out;
+  for (size_t t = 0; t < threads.size(); ++t)
+    out.push_back({{"bench", "train_step"},
+                   {"model", "deepfm"},
+                   {"batch", batch},
+                   {"threads", threads[t]},
+                   {"runs", runs},
+                   {"examples_per_sec_median", median(rates[t])},
+                   {"speedup_vs_first", median(rates[t]) / median(rates[0])}});
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -75,6 +137,11 @@ int main(int argc, char** argv) {
   app.add_option("--batches", batches);
   app.add_option("--runs", runs)->check(CLI::PositiveNumber);
   app.add_option("--seconds", seconds, "minimum seconds per run (doubled for the CNN)");
+  std::vector<int> ctr_batches;
+  std::vector<int> threads{1, 2};
+  app.add_option("--deepfm-batches", ctr_batches,
+                 "also DeepFM steps at these batches, with each --threads count in turn");
+  app.add_option("--threads", threads, "intra-op thread counts for --deepfm-batches");
   CLI11_PARSE(app, argc, argv);
 
   nlohmann::json summary{{"bench", "train_step_summary"}, {"results", nlohmann::json::array()}};
@@ -86,6 +153,14 @@ int main(int argc, char** argv) {
           {{"model", m},
            {"batch", b},
            {"examples_per_sec_median", j.value("examples_per_sec_median", 0.0)}});
+    }
+  for (int b : ctr_batches)
+    for (auto& j : bench_ctr(b, threads, runs, seconds)) {
+      std::cout << troupe::core::json_text(j) << std::endl;
+      summary["results"].push_back({{"model", "deepfm"},
+                                    {"batch", b},
+                                    {"threads", j["threads"]},
+                                    {"examples_per_sec_median", j["examples_per_sec_median"]}});
     }
   std::cout << troupe::core::json_text(summary) << std::endl;
   return 0;

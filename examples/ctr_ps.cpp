@@ -26,6 +26,7 @@
 #include "core/metrics.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/losses.hpp"
+#include "core/parallel.hpp"
 #include "troupe/troupe.hpp"
 
 namespace tc = troupe::core;
@@ -235,6 +236,10 @@ int main(int argc, char** argv) {
   app.add_option("--shuffle-buffer", s.shuffle_buffer, "records shuffled before batching");
   app.add_flag("--cache", s.cache, "keep parsed batches in memory after the first pass");
   app.add_option("--seed", s.seed);
+  int intra_op_threads = 1;
+  app.add_option("--intra-op-threads", intra_op_threads,
+                 "threads each worker's step uses (dense layers, embedding gather/scatter)")
+      ->check(CLI::Range(1, 64));
   std::string snapshot_dir;
   int64_t snapshot_interval_ms = 2000;
   app.add_option("--ps-snapshot-dir", snapshot_dir,
@@ -244,6 +249,7 @@ int main(int argc, char** argv) {
   for (int64_t h : s.hidden)
     if (h < 1 || h > 65536) return fail("--hidden widths must be in [1, 65536]");
 
+  tc::set_intra_op_threads(intra_op_threads);
   const auto registry = make_registry(s);
   auto resolver = troupe::net::TFConfigClusterResolver::from_env();
   if (!resolver) return fail(resolver.error().to_string());
@@ -367,6 +373,7 @@ int main(int argc, char** argv) {
                    {"table_shards", table->num_shards},
                    {"dense_params", dense_params},
                    {"optimizer", s.optimizer},
+                   {"intra_op_threads", intra_op_threads},
                    {"auc", scores->auc},
                    {"logloss", scores->logloss},
                    {"eval_examples", scores->examples},

@@ -3,9 +3,14 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/parallel.hpp"
 #include "core/partitioner.hpp"
 
 namespace troupe::core {
+
+namespace {
+constexpr int64_t kExampleGrain = 64;  // examples per intra-op chunk at least
+}  // namespace
 
 Expected<CtrKind> parse_ctr_kind(const std::string& name) {
   if (name == "lr" || name == "logistic") return CtrKind::logistic;
@@ -107,39 +112,42 @@ Expected<ConstTensorView> CtrModel::forward(const Batch& b, ConstTensorView rows
     dnn_in_.resize(Shape{n, stride});
     sum_.resize(Shape{n, k});
   }
-  for (int64_t i = 0; i < n; ++i) {
-    float logit = bias_[0];
-    float* e = emb ? dnn_in_.data() + i * stride : nullptr;
-    float* s = emb ? sum_.data() + i * k : nullptr;
-    if (emb) std::fill(s, s + k, 0.0f);
-    float squares = 0.0f;
-    for (int64_t f = 0; f < F; ++f) {
-      const size_t at = static_cast<size_t>(i * F + f);
-      const float x = b.values[at];
-      const float* row = rows.data() + static_cast<int64_t>(index[at]) * W;
-      logit += row[0] * x;
-      if (!emb) continue;
-      float* ef = e + f * k;
-      for (int64_t j = 0; j < k; ++j) {
-        ef[j] = row[1 + j] * x;
-        s[j] += ef[j];
-        squares += ef[j] * ef[j];
+  // Examples in parallel (intra-op threads): each writes only its own row.
+  parallel_for(n, kExampleGrain, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float logit = bias_[0];
+      float* e = emb ? dnn_in_.data() + i * stride : nullptr;
+      float* s = emb ? sum_.data() + i * k : nullptr;
+      if (emb) std::fill(s, s + k, 0.0f);
+      float squares = 0.0f;
+      for (int64_t f = 0; f < F; ++f) {
+        const size_t at = static_cast<size_t>(i * F + f);
+        const float x = b.values[at];
+        const float* row = rows.data() + static_cast<int64_t>(index[at]) * W;
+        logit += row[0] * x;
+        if (!emb) continue;
+        float* ef = e + f * k;
+        for (int64_t j = 0; j < k; ++j) {
+          ef[j] = row[1 + j] * x;
+          s[j] += ef[j];
+          squares += ef[j] * ef[j];
+        }
       }
+      if (D > 0) {
+        const float* d = b.features.data() + i * D;
+        for (int64_t j = 0; j < D; ++j)
+          logit += d[j] * dense_w_[j];
+        if (emb) std::copy(d, d + D, e + F * k);
+      }
+      if (config_.has_fm()) {
+        float sq_sum = 0.0f;
+        for (int64_t j = 0; j < k; ++j)
+          sq_sum += s[j] * s[j];
+        logit += 0.5f * (sq_sum - squares);
+      }
+      logits_[i] = logit;
     }
-    if (D > 0) {
-      const float* d = b.features.data() + i * D;
-      for (int64_t j = 0; j < D; ++j)
-        logit += d[j] * dense_w_[j];
-      if (emb) std::copy(d, d + D, e + F * k);
-    }
-    if (config_.has_fm()) {
-      float sq_sum = 0.0f;
-      for (int64_t j = 0; j < k; ++j)
-        sq_sum += s[j] * s[j];
-      logit += 0.5f * (sq_sum - squares);
-    }
-    logits_[i] = logit;
-  }
+  });
   if (dnn_) {
     ConstTensorView out = dnn_->forward(dnn_in_);
     for (int64_t i = 0; i < n; ++i)
@@ -159,28 +167,47 @@ void CtrModel::backward(ConstTensorView dlogits) {
   if (dnn_) dx = dnn_->backward(dlogits.reshaped(Shape{n, 1}));
   dbias_[0] = 0.0f;
   if (D > 0) ddense_w_.fill(0.0f);
-  row_grads_.resize(Shape{rows_.shape()[0], W});
-  row_grads_.fill(0.0f);
   for (int64_t i = 0; i < n; ++i) {
     const float g = dlogits[i];
     dbias_[0] += g;
     for (int64_t j = 0; j < D; ++j)
       ddense_w_[j] += g * b.features.data()[i * D + j];
+  }
+  // d(loss)/d(e_if) for every example and field, in parallel; then summed into the rows
+  // (rows are shared between examples, so that part stays on one thread).
+  if (W > 1) {
+    demb_.resize(Shape{n, F * k});
+    parallel_for(n, kExampleGrain, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const float g = dlogits[i];
+        const float* s = sum_.data() + i * k;
+        for (int64_t f = 0; f < F; ++f) {
+          const float* ef = dnn_in_.data() + i * stride + f * k;
+          const float* dxf = dnn_ ? dx.data() + i * stride + f * k : nullptr;
+          float* de = demb_.data() + (i * F + f) * k;
+          for (int64_t j = 0; j < k; ++j) {
+            float d = 0.0f;
+            if (config_.has_fm()) d += g * (s[j] - ef[j]);
+            if (dxf != nullptr) d += dxf[j];
+            de[j] = d;
+          }
+        }
+      }
+    });
+  }
+  row_grads_.resize(Shape{rows_.shape()[0], W});
+  row_grads_.fill(0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = dlogits[i];
     for (int64_t f = 0; f < F; ++f) {
       const size_t at = static_cast<size_t>(i * F + f);
       const float x = b.values[at];
       float* grow = row_grads_.data() + static_cast<int64_t>((*index_)[at]) * W;
       grow[0] += g * x;
       if (W == 1) continue;
-      const float* ef = dnn_in_.data() + i * stride + f * k;
-      const float* s = sum_.data() + i * k;
-      const float* dxf = dnn_ ? dx.data() + i * stride + f * k : nullptr;
-      for (int64_t j = 0; j < k; ++j) {
-        float de = 0.0f;
-        if (config_.has_fm()) de += g * (s[j] - ef[j]);
-        if (dxf != nullptr) de += dxf[j];
-        grow[1 + j] += de * x;
-      }
+      const float* de = demb_.data() + (i * F + f) * k;
+      for (int64_t j = 0; j < k; ++j)
+        grow[1 + j] += de[j] * x;
     }
   }
 }

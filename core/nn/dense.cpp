@@ -1,8 +1,15 @@
 #include "core/nn/dense.hpp"
 
+#include "core/parallel.hpp"
 #include "core/partitioner.hpp"
 
 namespace troupe::core {
+
+namespace {
+// Below these, a matrix product stays on one thread: splitting costs more than it saves.
+constexpr int64_t kRowGrain = 32;
+constexpr int64_t kColumnGrain = 32;
+}  // namespace
 
 Dense::Dense(std::string name, int64_t in, int64_t out, uint64_t seed)
     : Layer(std::move(name)),
@@ -23,20 +30,31 @@ ConstTensorView Dense::forward(ConstTensorView x) {
                 "Dense input must be [batch, in]");
   x_ = x;
   y_.resize(Shape{x.shape()[0], w_.shape()[1]});
-  auto y = y_.matrix();
-  y.noalias() = x.matrix() * w_.matrix();
-  y.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(b_.data(), b_.size());
+  // Rows of the batch in parallel (intra-op threads; one chunk when there is one thread).
+  parallel_for(x.shape()[0], kRowGrain, [&](int64_t r0, int64_t r1) {
+    auto y = y_.matrix().middleRows(r0, r1 - r0);
+    y.noalias() = x.matrix().middleRows(r0, r1 - r0) * w_.matrix();
+    y.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(b_.data(), b_.size());
+  });
   return y_;
 }
 
 ConstTensorView Dense::backward(ConstTensorView dy) {
   TROUPE_ASSERT(dy.shape() == y_.shape(), "Dense backward: dy of another shape than y");
   const auto g = dy.matrix();
-  dw_.matrix().noalias() = x_.matrix().transpose() * g;
-  Eigen::Map<Eigen::RowVectorXf>(db_.data(), db_.size()) = g.colwise().sum();
+  // The kernel's gradient sums over the batch: split it by output column instead.
+  parallel_for(w_.shape()[1], kColumnGrain, [&](int64_t c0, int64_t c1) {
+    dw_.matrix().middleCols(c0, c1 - c0).noalias() =
+        x_.matrix().transpose() * g.middleCols(c0, c1 - c0);
+    Eigen::Map<Eigen::RowVectorXf>(db_.data() + c0, c1 - c0) =
+        g.middleCols(c0, c1 - c0).colwise().sum();
+  });
   if (!input_grad()) return {};
   dx_.resize(x_.shape());
-  dx_.matrix().noalias() = g * w_.matrix().transpose();
+  parallel_for(dy.shape()[0], kRowGrain, [&](int64_t r0, int64_t r1) {
+    dx_.matrix().middleRows(r0, r1 - r0).noalias() =
+        g.middleRows(r0, r1 - r0) * w_.matrix().transpose();
+  });
   return dx_;
 }
 
