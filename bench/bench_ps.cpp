@@ -23,6 +23,9 @@
 #include "core/json_text.hpp"
 #include "net/channel.hpp"
 #include "tcp_baseline.hpp"
+
+#include <random>
+#include <unordered_set>
 #include "troupe/troupe.hpp"
 
 namespace tc = troupe::core;
@@ -166,6 +169,62 @@ int main(int argc, char** argv) {
           {"caf_pull_vs_tcp", caf_pull_bw / tcp_pull_bw},
           {"caf_push_vs_tcp", caf_push_bw / tcp_push_bw}},
          all);
+  }
+
+  // 1b. Sparse transfers, as a CTR step makes them: the rows of `unique` random ids of a
+  // table pulled, and gradients of those rows pushed, through the tensor channel; next to
+  // raw TCP moving the same payload bytes, alternating per size.
+  for (int64_t width : {int64_t{16}, int64_t{64}}) {
+    const int64_t table_rows = (int64_t{64} << 20) / (4 * width);  // a 64 MiB table
+    const std::string var = "table" + std::to_string(width);
+    auto v = (*strategy)->create_variable(var, tc::Shape{table_rows, width}, {}, "sgd", 0.0f);
+    if (!v) return fail(v.error().to_string());
+    std::mt19937_64 rng(static_cast<uint64_t>(width));
+    for (int64_t unique : {int64_t{256}, int64_t{1024}, int64_t{4096}, int64_t{8192}}) {
+      std::vector<double> pull_s, push_s, tcp_pull_s, tcp_push_s;
+      uint64_t id = 1;
+      for (int r = 0; r < reps; ++r) {
+        std::vector<int64_t> rows;
+        std::unordered_set<int64_t> seen;
+        while (static_cast<int64_t>(rows.size()) < unique) {
+          const auto row = static_cast<int64_t>(rng() % static_cast<uint64_t>(table_rows));
+          if (seen.insert(row).second) rows.push_back(row);
+        }
+        troupe::net::PsRequest pull{static_cast<uint8_t>(troupe::net::PsOp::pull_rows), 0, {}};
+        pull.items.push_back({var + "#0", rows, {}});
+        auto t0 = clock_type::now();
+        if (!troupe::net::send_request(*channel, pull) || !troupe::net::recv_reply(*channel))
+          return fail("tensor channel rows pull failed");
+        pull_s.push_back(seconds_since(t0));
+        troupe::net::PsRequest push{static_cast<uint8_t>(troupe::net::PsOp::push_rows), id++ << 16, {}};
+        push.items.push_back(
+            {var + "#0", rows,
+             {{unique, width}, std::vector<float>(static_cast<size_t>(unique * width), 0.0f)}});
+        t0 = clock_type::now();
+        if (!troupe::net::send_request(*channel, push) || !troupe::net::recv_reply(*channel))
+          return fail("tensor channel rows push failed");
+        push_s.push_back(seconds_since(t0));
+        // The same payload bytes over raw TCP: ids out and rows back; ids and rows out.
+        tcp_pull_s.push_back(tcp.pull(static_cast<uint64_t>(unique * (8 + 4 * width))));
+        tcp_push_s.push_back(tcp.push(static_cast<uint64_t>(unique * (8 + 4 * width))));
+      }
+      const double pull_rps = static_cast<double>(unique) / median(pull_s);
+      const double push_rps = static_cast<double>(unique) / median(push_s);
+      const double tcp_pull_rps = static_cast<double>(unique) / median(tcp_pull_s);
+      const double tcp_push_rps = static_cast<double>(unique) / median(tcp_push_s);
+      emit({{"bench", "ps_sparse"},
+            {"row_floats", width},
+            {"unique_rows", unique},
+            {"table_rows", table_rows},
+            {"reps", reps},
+            {"pull_rows_per_sec", pull_rps},
+            {"push_rows_per_sec", push_rps},
+            {"tcp_pull_rows_per_sec", tcp_pull_rps},
+            {"tcp_push_rows_per_sec", tcp_push_rps},
+            {"pull_vs_tcp", pull_rps / tcp_pull_rps},
+            {"push_vs_tcp", push_rps / tcp_push_rps}},
+           all);
+    }
   }
 
   // 2. Trivial closures over the workers: schedule N, join, fetch.
