@@ -19,6 +19,7 @@ class Pool {
   int threads() const { return static_cast<int>(helpers_.size()) + 1; }
 
   void resize(int threads) {
+    std::lock_guard<std::mutex> no_job(busy_);  // no job runs while the helpers change
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
@@ -29,8 +30,10 @@ class Pool {
       t.join();
     helpers_.clear();
     stop_ = false;
+    // New helpers start from the current job count: none is running, the next is theirs.
+    const uint64_t now = generation_;
     for (int i = 1; i < threads; ++i)
-      helpers_.emplace_back([this, i] { run(i); });
+      helpers_.emplace_back([this, i, now] { run(i, now); });
   }
 
   bool try_run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
@@ -56,8 +59,7 @@ class Pool {
   }
 
  private:
-  void run(int index) {
-    uint64_t seen = 0;
+  void run(int index, uint64_t seen) {
     for (;;) {
       const std::function<void(int64_t, int64_t)>* fn = nullptr;
       int64_t begin = 0, end = 0;

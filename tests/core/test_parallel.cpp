@@ -97,3 +97,16 @@ TEST_CASE("DeepFM with two intra-op threads computes what one thread does", "[pa
     for (int64_t i = 0; i < g1[t].size(); ++i)
       CHECK(g2[t][i] == Approx(g1[t][i]).epsilon(1e-4).margin(1e-6));
 }
+
+TEST_CASE("the pool can be resized between jobs, any number of times", "[parallel]") {
+  // New helpers must not take a finished job for a new one (a crash before the fix).
+  for (int round = 0; round < 20; ++round) {
+    Threads threads(1 + round % 3);
+    std::atomic<int64_t> sum{0};
+    parallel_for(1000, 10, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        sum += i;
+    });
+    CHECK(sum == 999 * 1000 / 2);
+  }
+}
