@@ -129,9 +129,14 @@ core::Expected<net::WireTensor> PsShardState::pull_rows(const std::string& name,
   out.dims = v.shape().to_vector();
   out.dims[0] = static_cast<int64_t>(rows.size());
   out.data.resize(rows.size() * static_cast<size_t>(width));
-  for (size_t i = 0; i < rows.size(); ++i)
+  // Rows of a big table are scattered in memory: ask for a few rows ahead so their cache
+  // misses overlap instead of queueing one after another.
+  constexpr size_t ahead = 8;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i + ahead < rows.size()) __builtin_prefetch(v.data() + rows[i + ahead] * width);
     std::copy_n(v.data() + rows[i] * width, width,
                 out.data.data() + static_cast<int64_t>(i) * width);
+  }
   ++counters_.pulls;
   return out;
 }
