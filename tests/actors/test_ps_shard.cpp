@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 
 #include <filesystem>
+#include <future>
 
 #include "actors/ps_shard.hpp"
 #include "core/checkpoint/checkpoint_manager.hpp"
@@ -313,8 +314,11 @@ TEST_CASE("At-most-once stays bounded: 100k closures hold only the tags in fligh
 TEST_CASE("A PS snapshot is copied one shard per turn, each shard whole, and written off "
           "the actor",
           "[ps_shard]") {
+  // One scheduler thread, held by a blocker while the test fills the PS's mailbox: the
+  // snapshot and the pushes are all queued before the PS runs, so the order is exact.
   caf::actor_system_config cfg;
   cfg.add_message_types<caf::id_block::troupe>();
+  cfg.set("scheduler.max-threads", size_t{1});
   caf::actor_system sys{cfg};
   char tmpl[] = "/tmp/troupe-snapsteps-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
@@ -330,10 +334,23 @@ TEST_CASE("A PS snapshot is copied one shard per turn, each shard whole, and wri
   // Queued right behind the snapshot: the shards are copied last name first, one per turn,
   // so "d" is copied before these pushes are served and "a" and "c" after them.
   const WireTensor ones = tensor({1000, 8}, std::vector<float>(8000, 1.0f));
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> holding;
+  auto blocker = sys.spawn([released, &holding](caf::event_based_actor* b) -> caf::behavior {
+    return {[=, &holding](int) {
+      holding.set_value();
+      released.wait();  // the only scheduler thread waits here
+      b->quit();
+    }};
+  });
+  self->send(blocker, 1);
+  holding.get_future().wait();
   self->send(ps, net::snapshot_atom::value);
   self->send(ps, net::push_atom::value, uint64_t{5} << 16, std::string("c#0"), ones);
   self->send(ps, net::push_atom::value, uint64_t{6} << 16, std::string("a#0"), ones);
   self->send(ps, net::push_atom::value, uint64_t{7} << 16, std::string("d#0"), ones);
+  release.set_value();
   for (int i = 0; i < 3; ++i)
     self->receive([](bool applied) { CHECK(applied); },
                   [&](caf::error& e) { FAIL(sys.render(e)); });
