@@ -87,9 +87,10 @@ core::Expected<SidecarResult> run_sidecar_evaluator(Model& model, const SidecarE
       if (!stats) return stats.error();
       const int64_t ckpt_step = first_int(*ckpt, "step", step);
       const int64_t epoch = first_int(*ckpt, "epoch", -1);
-      const nlohmann::json line{{"checkpoint", path},    {"step", ckpt_step},
-                                {"epoch", epoch},        {"test_accuracy", stats->accuracy()},
-                                {"loss", stats->loss()}, {"examples", stats->examples}};
+      nlohmann::json line{{"checkpoint", path},    {"step", ckpt_step},
+                          {"epoch", epoch},        {"test_accuracy", stats->accuracy()},
+                          {"loss", stats->loss()}, {"examples", stats->examples}};
+      if (stats->has_auc()) line["auc"] = stats->auc();
       out << core::json_text(line) << std::endl;
       if (events) {
         if (auto st = events->add_scalar("evaluation_loss_vs_iterations",
@@ -100,6 +101,11 @@ core::Expected<SidecarResult> run_sidecar_evaluator(Model& model, const SidecarE
                                          static_cast<float>(stats->accuracy()), ckpt_step);
             !st)
           return st.error();
+        if (stats->has_auc())
+          if (auto st = events->add_scalar("evaluation_auc_vs_iterations",
+                                           static_cast<float>(stats->auc()), ckpt_step);
+              !st)
+            return st.error();
       }
       if (jsonl.is_open()) {
         nlohmann::json j = line;

@@ -114,9 +114,7 @@ class PsRunner final : public Runner {
       }
       // The closure returns its last step's stats: count them for the k steps it ran.
       BatchStats scaled = *stats;
-      scaled.examples *= p.steps;
-      scaled.correct *= p.steps;
-      scaled.loss_sum *= static_cast<double>(p.steps);
+      scaled.scale(p.steps);
       scaled.batches = p.steps;
       train.merge(scaled);
       done(p.steps, *stats);
@@ -232,7 +230,8 @@ core::Expected<History> run_fit(Model& model, const MakeRunner& make_runner, Fit
         return c->batch_interval() > 0 && s.step % c->batch_interval() == 0;
       };
       if (*ran > 0 && std::any_of(callbacks.begin(), callbacks.end(), wants_call)) {
-        const Logs batch_logs{{"loss", stretch.loss()}, {"accuracy", stretch.accuracy()}};
+        Logs batch_logs{{"loss", stretch.loss()}, {"accuracy", stretch.accuracy()}};
+        if (stretch.has_auc()) batch_logs["auc"] = stretch.auc();
         core::Status called;
         for (const auto& c : callbacks)
           if (wants_call(c) && called.ok()) called = c->on_train_batch_end(s, batch_logs);
@@ -254,6 +253,7 @@ core::Expected<History> run_fit(Model& model, const MakeRunner& make_runner, Fit
             {"accuracy", train.accuracy()},
             {"examples_per_sec", epoch_s > 0 ? static_cast<double>(epoch_examples) / epoch_s : 0.0},
             {"epoch_s", epoch_s}};
+    if (train.has_auc()) logs["auc"] = train.auc();
     const bool last = s.epoch + 1 == options.epochs;
     if (options.validation != FitOptions::Validation::none &&
         (last || (s.epoch + 1) % options.validation_freq == 0)) {
@@ -261,6 +261,7 @@ core::Expected<History> run_fit(Model& model, const MakeRunner& make_runner, Fit
       if (!val) return val.error();
       logs["val_loss"] = val->loss();
       logs["val_accuracy"] = val->accuracy();
+      if (val->has_auc()) logs["val_auc"] = val->auc();
     }
     if (auto st =
             runner->agree(s, each(callbacks, [&](Callback& c) { return c.on_epoch_end(s, logs); }));
@@ -315,6 +316,11 @@ core::Expected<History> fit(Model& model, MultiWorkerMirroredStrategy& strategy,
   if (model.strategy() != nullptr)
     return make_error(Errc::invalid_argument, "fit: model '" + model.spec().name +
                                                   "' is attached to a ParameterServerStrategy");
+  if (model.ctr() != nullptr)
+    return make_error(Errc::invalid_argument,
+                      "fit: model '" + model.spec().name +
+                          "' is a CTR model: its table is trained with a "
+                          "ParameterServerStrategy (or in one process), not mirrored");
   return run_fit(
       model,
       [&](const CoordinatorOptions&) {

@@ -73,6 +73,13 @@ class EpochData {
 inline core::Status apply_gradients(Model::State& st) {
   for (size_t i = 0; i < st.replica.params.size(); ++i) {
     auto& p = st.replica.params[i];
+    if (static_cast<int>(i) == st.replica.table_index) {  // a CTR table: the batch's rows
+      if (auto ok = st.optimizer->apply_sparse(*p.value, st.replica.unique,
+                                               st.replica.ctr->row_grads(), st.slots[i]);
+          !ok)
+        return ok;
+      continue;
+    }
     if (auto ok = st.optimizer->apply_dense(*p.value, *p.grad, st.slots[i]); !ok) return ok;
   }
   return {};

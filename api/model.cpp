@@ -23,6 +23,10 @@ std::vector<core::Initializer> initializers(const ModelSpec& spec,
   std::vector<core::Initializer> out;
   uint64_t seed = spec.seed;
   for (const auto& p : params) {
+    if (spec.ctr && p.name == ctr_table) {  // as Keras' Embedding: uniform in [-0.05, 0.05]
+      out.push_back({core::Initializer::Kind::random_uniform, 0.05f, seed++});
+      continue;
+    }
     const bool kernel = p.value->shape().rank() >= 2;
     out.push_back(
         {kernel ? core::Initializer::Kind::glorot_uniform : core::Initializer::Kind::zeros, 0.0f,
@@ -33,6 +37,22 @@ std::vector<core::Initializer> initializers(const ModelSpec& spec,
 
 core::Expected<BatchStats> run_batch(Replica& r, const core::Batch& batch, bool backward) {
   if (batch.size() == 0) return BatchStats{};
+  if (r.ctr) {
+    // The rows of the batch's ids from the local table.
+    core::unique_ids(batch.ids, r.unique, r.index);
+    const int64_t rows = r.table.shape().rank() == 2 ? r.table.shape()[0] : 0;
+    const int64_t width = r.table_shape[1];
+    for (int64_t id : r.unique)
+      if (id < 0 || id >= rows)
+        return make_error(Errc::out_of_range, "id " + std::to_string(id) + " outside the table '" +
+                                                  std::string(ctr_table) + "' of " +
+                                                  std::to_string(rows) + " rows");
+    r.rows.resize(core::Shape{static_cast<int64_t>(r.unique.size()), width});
+    for (size_t i = 0; i < r.unique.size(); ++i)
+      std::copy_n(r.table.data() + r.unique[i] * width, width,
+                  r.rows.data() + static_cast<int64_t>(i) * width);
+    return run_ctr_batch(r, batch, r.rows, backward);
+  }
   if (auto st = r.layers->check_input(batch.features.shape()); !st) return st.error();
   const core::ConstTensorView logits = r.layers->forward(batch.features);
   auto loss = r.loss.forward(logits, batch.classes.data());
@@ -46,12 +66,70 @@ core::Expected<BatchStats> run_batch(Replica& r, const core::Batch& batch, bool 
   return BatchStats{static_cast<double>(*loss) * static_cast<double>(n), accuracy.correct(), n, 1};
 }
 
-Replica::Replica(const ModelSpec& s) : layers(s.build()), params(layers->parameters()) {
+core::Expected<BatchStats> run_ctr_batch(Replica& r, const core::Batch& batch,
+                                         core::ConstTensorView rows, bool backward) {
+  if (batch.size() == 0) return BatchStats{};
+  auto logits = r.ctr->forward(batch, rows, r.index);
+  if (!logits) return logits.error();
+  auto loss = r.ctr_loss.forward(*logits, batch.labels.data());
+  if (!loss) return loss.error();
+  if (!std::isfinite(*loss))
+    return make_error(Errc::invalid_argument, "loss is not finite (" + std::to_string(*loss) + ")");
+  const auto n = batch.size();
+  std::vector<float> p(static_cast<size_t>(n));
+  int64_t correct = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    p[static_cast<size_t>(i)] = 1.0f / (1.0f + std::exp(-(*logits)[i]));
+    correct += (p[static_cast<size_t>(i)] > 0.5f) == (batch.labels[static_cast<size_t>(i)] > 0.5f);
+  }
+  core::AUC auc;
+  auc.update(core::ConstTensorView(p.data(), core::Shape{n}), batch.labels.data());
+  if (backward) r.ctr->backward(r.ctr_loss.backward());
+  BatchStats stats{static_cast<double>(*loss) * static_cast<double>(n), correct, n, 1};
+  stats.auc_pos = auc.positives();
+  stats.auc_neg = auc.negatives();
+  return stats;
+}
+
+Replica::Replica(const ModelSpec& s, bool with_table) {
+  if (s.ctr) {
+    ctr = std::make_unique<core::CtrModel>(*s.ctr);
+    params = ctr->parameters();
+    table_shape = core::Shape{s.table_rows, s.ctr->row_width()};
+    table_index = static_cast<int>(params.size());
+    params.push_back({ctr_table, &table, &table_grad});
+  } else {
+    layers = s.build();
+    params = layers->parameters();
+  }
   for (const auto& p : params)
     names.push_back(p.name);
   const auto inits = initializers(s, params);
-  for (size_t i = 0; i < params.size(); ++i)
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (static_cast<int>(i) == table_index) {
+      if (with_table) table = core::initialize(table_shape, inits[i]);
+      continue;
+    }
     *params[i].value = core::initialize(params[i].value->shape(), inits[i]);
+  }
+}
+
+std::vector<std::string> Replica::dense_names() const {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < names.size(); ++i)
+    if (static_cast<int>(i) != table_index) out.push_back(names[i]);
+  return out;
+}
+
+core::Status Replica::assign_dense(std::vector<core::Tensor> values) {
+  size_t k = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (static_cast<int>(i) == table_index) continue;
+    if (k >= values.size() || values[k].shape() != params[i].value->shape())
+      return make_error(Errc::invalid_argument, "variable '" + names[i] + "' does not match the model");
+    *params[i].value = std::move(values[k++]);
+  }
+  return {};
 }
 
 core::Status Replica::assign(std::vector<core::Tensor> values) {
@@ -96,12 +174,37 @@ core::Expected<core::Batch> eval_batch(const std::vector<core::Example>& example
   return core::collate(std::vector<core::Example>(first, last));
 }
 
+namespace {
+
+// A CTR model's step on a worker: the dense variables whole, the table's rows of this
+// batch only; with `train`, the gradients pushed back the same way.
+core::Expected<BatchStats> ctr_step(detail::Replica& r, StepContext& ctx, const core::Batch& batch,
+                                    bool train) {
+  core::unique_ids(batch.ids, r.unique, r.index);
+  auto values = ctx.pull(r.dense_names());
+  if (!values) return values.error();
+  if (auto st = r.assign_dense(std::move(*values)); !st) return st.error();
+  auto rows = ctx.pull_rows(ctr_table, r.unique);
+  if (!rows) return rows.error();
+  auto stats = detail::run_ctr_batch(r, batch, *rows, train);
+  if (!stats || !train) return stats;
+  std::vector<std::pair<std::string, core::ConstTensorView>> grads;
+  for (size_t i = 0; i < r.params.size(); ++i)
+    if (static_cast<int>(i) != r.table_index) grads.emplace_back(r.names[i], *r.params[i].grad);
+  if (auto st = ctx.push(grads); !st) return st.error();
+  if (auto st = ctx.push_rows(ctr_table, r.unique, r.ctr->row_grads()); !st) return st.error();
+  return stats;
+}
+
+}  // namespace
+
 void register_model(Registry& registry, const ModelSpec& spec) {
   // One replica per process, shared by the two steps; a worker runs its steps one at a time.
+  // A worker's replica has no table: it pulls the rows each batch uses.
   struct Shared {
     detail::Replica replica;
     detail::EvalData eval;
-    explicit Shared(const ModelSpec& s) : replica(s) {}
+    explicit Shared(const ModelSpec& s) : replica(s, /*with_table=*/false) {}
   };
   auto shared = std::make_shared<Shared>(spec);
   registry.add_step(spec.name + "/train",
@@ -112,6 +215,7 @@ void register_model(Registry& registry, const ModelSpec& spec) {
                       if (!*batch)
                         return make_error(Errc::out_of_range,
                                           "per-worker dataset '" + ds.name + "' ended");
+                      if (r.ctr) return ctr_step(r, ctx, **batch, /*train=*/true);
                       auto values = ctx.pull(r.names);
                       if (!values) return values.error();
                       if (auto st = r.assign(std::move(*values)); !st) return st.error();
@@ -130,6 +234,7 @@ void register_model(Registry& registry, const ModelSpec& spec) {
                       if (!examples) return examples.error();
                       auto batch = eval_batch(**examples, spec.eval_batch_size, index);
                       if (!batch) return batch.error();
+                      if (r.ctr) return ctr_step(r, ctx, *batch, /*train=*/false);
                       auto values = ctx.pull(r.names);
                       if (!values) return values.error();
                       if (auto st = r.assign(std::move(*values)); !st) return st.error();
@@ -157,7 +262,11 @@ const ModelSpec& Model::spec() const {
   return s_->spec;
 }
 core::Sequential& Model::layers() {
+  TROUPE_ASSERT(s_->replica.layers != nullptr, "layers() of a CTR model (see ctr())");
   return *s_->replica.layers;
+}
+core::CtrModel* Model::ctr() {
+  return s_->replica.ctr.get();
 }
 std::vector<core::Parameter>& Model::parameters() {
   return s_->replica.params;

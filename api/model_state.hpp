@@ -17,21 +17,42 @@ namespace troupe {
 namespace detail {
 
 /// A model's layers with their parameters and loss: the chief's copy, or a worker's.
+/// A CTR model's parameters are its dense ones followed by its table (`table_index`);
+/// a worker's replica leaves the table empty (it pulls the rows each batch needs).
 struct Replica {
-  std::unique_ptr<core::Sequential> layers;
+  std::unique_ptr<core::Sequential> layers;  // classifiers
+  std::unique_ptr<core::CtrModel> ctr;       // CTR models
   std::vector<core::Parameter> params;
   std::vector<std::string> names;
   core::SoftmaxCrossEntropy loss;
+  // CTR models only.
+  core::SigmoidBinaryCrossEntropy ctr_loss;
+  core::Tensor table, table_grad;  // table_grad stays empty: the gradient is row_grads()
+  core::Shape table_shape;
+  int table_index = -1;            // in params; -1: none
+  std::vector<int64_t> unique;     // the last batch's unique ids and each id's row
+  std::vector<int32_t> index;
+  core::Tensor rows;
 
-  /// Builds the layers and gives them the spec's initial values.
-  explicit Replica(const ModelSpec& spec);
+  /// Builds the layers and gives them the spec's initial values (the table only when
+  /// `with_table`: not on workers).
+  explicit Replica(const ModelSpec& spec, bool with_table = true);
   /// Sets every parameter (in order); a shape that differs is an error naming it.
   core::Status assign(std::vector<core::Tensor> values);
+  /// The names of the parameters that are not the table (what workers pull and push whole).
+  std::vector<std::string> dense_names() const;
+  /// Sets the dense parameters (in dense_names() order).
+  core::Status assign_dense(std::vector<core::Tensor> values);
 };
 
-/// Forward (and backward) of one batch: its loss and accuracy counts. A loss that is not
-/// finite is an invalid_argument error.
+/// Forward (and backward) of one batch: its loss and accuracy counts (and, for CTR models,
+/// the AUC histograms). A loss that is not finite is an invalid_argument error. CTR models
+/// gather the batch's rows from the replica's table.
 core::Expected<BatchStats> run_batch(Replica& replica, const core::Batch& batch, bool backward);
+/// A CTR model's batch on rows pulled from elsewhere: `rows` holds the rows of
+/// replica.unique (set by core::unique_ids on the batch's ids), in that order.
+core::Expected<BatchStats> run_ctr_batch(Replica& replica, const core::Batch& batch,
+                                         core::ConstTensorView rows, bool backward);
 
 /// The initial values of each parameter, as ModelSpec::seed describes.
 std::vector<core::Initializer> initializers(const ModelSpec& spec,

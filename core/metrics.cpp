@@ -45,6 +45,15 @@ void AUC::update(ConstTensorView probabilities, const float* labels) {
   }
 }
 
+AUC AUC::from_counts(std::vector<int64_t> positives, std::vector<int64_t> negatives) {
+  TROUPE_ASSERT(positives.size() == negatives.size() && positives.size() >= 2,
+                "AUC histograms of different lengths");
+  AUC a(static_cast<int>(positives.size()));
+  a.pos_ = std::move(positives);
+  a.neg_ = std::move(negatives);
+  return a;
+}
+
 void AUC::merge(const AUC& other) {
   TROUPE_ASSERT(other.pos_.size() == pos_.size(), "merging AUCs of different bucket counts");
   for (size_t i = 0; i < pos_.size(); ++i) {

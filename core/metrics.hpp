@@ -48,6 +48,11 @@ class AUC {
   void merge(const AUC& other);
   double result() const;
   void reset();
+  /// The histograms (per bucket: positives, negatives), to carry the metric elsewhere.
+  const std::vector<int64_t>& positives() const { return pos_; }
+  const std::vector<int64_t>& negatives() const { return neg_; }
+  /// An AUC from histograms made by positives() / negatives() (of equal length, >= 2).
+  static AUC from_counts(std::vector<int64_t> positives, std::vector<int64_t> negatives);
 
  private:
   std::vector<int64_t> pos_, neg_;

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +12,8 @@
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/data/example.hpp"
 #include "core/expected.hpp"
+#include "core/metrics.hpp"
+#include "core/nn/ctr_model.hpp"
 #include "core/nn/sequential.hpp"
 #include "troupe/coordinator_types.hpp"
 
@@ -36,7 +39,20 @@ struct ModelSpec {
   /// eval_batch_size in order: batch i is examples [i * size, (i + 1) * size).
   std::function<core::Expected<std::vector<core::Example>>()> eval_examples;
   int64_t eval_batch_size = 1000;
+  /// A click-through-rate model instead of `build`'s classifier: core::CtrModel with this
+  /// config, its loss sigmoid cross-entropy, its metrics binary accuracy and AUC. Its
+  /// table is the variable `ctr_table` ([table_rows, config.row_width()], uniform in
+  /// [-0.05, 0.05]); with a ParameterServerStrategy the workers pull and push only the
+  /// rows of each batch (give the strategy a partitioner to split the table over the PS
+  /// tasks). The chief (and a one-process fit) keeps a whole copy for evaluation and
+  /// checkpoints, so fit() suits tables that fit in one process; ctr_ps shows the pattern
+  /// for bigger ones. Not for MultiWorkerMirroredStrategy (an error).
+  std::optional<core::CtrModelConfig> ctr;
+  int64_t table_rows = 0;
 };
+
+/// The name of a CTR model's table variable.
+inline constexpr const char* ctr_table = "embedding";
 
 /// Sums over some batches of a classifier: what a step returns to the chief. Sums merge
 /// exactly, whatever the order.
@@ -45,18 +61,48 @@ struct BatchStats {
   int64_t correct = 0;
   int64_t examples = 0;
   int64_t batches = 0;
+  /// CTR models: the AUC's histograms of predicted probabilities (core::AUC's buckets),
+  /// positives and negatives; empty for classifiers.
+  std::vector<int64_t> auc_pos, auc_neg;
+
+  BatchStats() = default;
+  BatchStats(double loss_sum_, int64_t correct_, int64_t examples_, int64_t batches_)
+      : loss_sum(loss_sum_), correct(correct_), examples(examples_), batches(batches_) {}
 
   void merge(const BatchStats& o) {
     loss_sum += o.loss_sum;
     correct += o.correct;
     examples += o.examples;
     batches += o.batches;
+    add(auc_pos, o.auc_pos);
+    add(auc_neg, o.auc_neg);
+  }
+  /// Counts of `times` batches like this one (a closure's last step standing for all).
+  void scale(int64_t times) {
+    loss_sum *= static_cast<double>(times);
+    correct *= times;
+    examples *= times;
+    for (auto& c : auc_pos)
+      c *= times;
+    for (auto& c : auc_neg)
+      c *= times;
+  }
+  bool has_auc() const { return auc_pos.size() >= 2 && auc_pos.size() == auc_neg.size(); }
+  double auc() const {
+    return has_auc() ? core::AUC::from_counts(auc_pos, auc_neg).result() : 0.0;
   }
   double loss() const { return examples == 0 ? 0.0 : loss_sum / static_cast<double>(examples); }
   double accuracy() const {
     return examples == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(examples);
   }
-  MSGPACK_DEFINE(loss_sum, correct, examples, batches);
+  MSGPACK_DEFINE(loss_sum, correct, examples, batches, auc_pos, auc_neg);
+
+ private:
+  static void add(std::vector<int64_t>& to, const std::vector<int64_t>& from) {
+    if (to.size() < from.size()) to.resize(from.size());
+    for (size_t i = 0; i < from.size(); ++i)
+      to[i] += from[i];
+  }
 };
 
 /// Registers the model's steps in every process's registry (before serve()):
@@ -79,7 +125,10 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   const ModelSpec& spec() const;
+  /// The classifier's layers (a CTR model has none: see ctr()).
   core::Sequential& layers();
+  /// The CTR model (ModelSpec::ctr), or null.
+  core::CtrModel* ctr();
   std::vector<core::Parameter>& parameters();
 
   /// Creates the model's variables on the PS tasks (once; a second strategy is an error).

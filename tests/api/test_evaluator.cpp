@@ -155,3 +155,34 @@ TEST_CASE("the evaluator gives up with a clear error when no checkpoint comes", 
   CHECK(r.error().message.find(dir.file("never")) != std::string::npos);
   CHECK(out.str().empty());
 }
+
+TEST_CASE("the side-car evaluator reports a CTR model's AUC", "[evaluator][ctr]") {
+  test::TempDir dir;
+  Registry reg;
+  test::add_clicks_dataset(reg);
+  Model trained(test::ctr_model());
+  FitOptions o;
+  o.epochs = 2;
+  o.steps_per_epoch = 32;
+  auto ckpt = std::make_shared<callbacks::ModelCheckpoint>(
+      dir.file("ckpt"), callbacks::ModelCheckpoint::Options{0, 0, false, "val_loss"});
+  REQUIRE(fit(trained, {&reg, "clicks_repeat"}, o, {ckpt}).ok());
+  SidecarEvaluatorOptions eo;
+  eo.checkpoint_dir = dir.file("ckpt");
+  eo.logdir = dir.file("logs");
+  Model evaluator(test::ctr_model());
+  std::ostringstream out;
+  auto r = run_sidecar_evaluator(evaluator, eo, out);
+  REQUIRE(r.ok());
+  const auto lines = json_lines(out.str());
+  REQUIRE_FALSE(lines.empty());
+  const auto& last = lines.back();
+  CHECK(last["step"] == 64);
+  REQUIRE(last.contains("auc"));
+  CHECK(last["auc"].get<double>() == Approx(trained.evaluate().value().auc()));
+  CHECK(last["auc"].get<double>() > 0.7);
+  bool auc_scalar = false;
+  for (const auto& s : test::read_scalars(dir.file("logs/eval")))
+    auc_scalar = auc_scalar || s.tag == "evaluation_auc_vs_iterations";
+  CHECK(auc_scalar);
+}

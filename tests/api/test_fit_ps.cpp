@@ -106,3 +106,37 @@ TEST_CASE("fit with a ParameterServerStrategy: resume, checkpoints, distributed 
       [](const CoordinatorStats& s) { return s.workers_lost == 1; }, 10s));
   model.coordinator_if_made()->shutdown_cluster();
 }
+
+TEST_CASE("fit a CTR model with its table split over two PS tasks; AUC counted once",
+          "[process][fit][ctr]") {
+  test::LocalCluster cluster(2, 2);  // children: ps:0, ps:1, worker:0, worker:1
+  const auto reg = test::make_test_registry();
+  FitOptions o;
+  o.epochs = 2;
+  o.steps_per_epoch = 30;
+  o.validation = FitOptions::Validation::distributed;
+  o.coordinator.closure_timeout = 10s;
+  Model model(test::ctr_model());
+  auto strategy = ParameterServerStrategy::make(
+      cluster.chief(), std::make_shared<core::FixedShardsPartitioner>(2));
+  REQUIRE(strategy.ok());
+  auto h = fit(model, **strategy, {&reg, "clicks_repeat"}, o);
+  REQUIRE(h.ok());
+  const auto& last = h->epochs.back();
+  REQUIRE(last.count("val_auc") == 1);
+  CHECK(last.at("val_auc") > 0.72);
+  // The workers pulled and pushed rows of the table's two shards, one on each PS task.
+  auto ps = (*strategy)->ps_stats();
+  REQUIRE(ps.ok());
+  REQUIRE(ps->size() == 2);
+  for (const auto& p : *ps)
+    CHECK(p.updates_applied > 0);
+  // Distributed validation (workers pull the rows of each evaluation batch) equals the
+  // chief's own evaluation of the same variables (it reads the whole table).
+  auto direct = model.evaluate();
+  REQUIRE(direct.ok());
+  CHECK(direct->examples == 1024);
+  CHECK(last.at("val_auc") == Approx(direct->auc()));
+  CHECK(last.at("val_loss") == Approx(direct->loss()));
+  model.coordinator_if_made()->shutdown_cluster();
+}

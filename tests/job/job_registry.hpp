@@ -50,6 +50,65 @@ inline ModelSpec blobs_model(const std::string& optimizer = "sgd", float lr = 0.
   return m;
 }
 
+/// Clicks from a hidden teacher over 4 fields of 16 categories each (id f * 16 + c, so the
+/// table has 64 rows): logit = sum of a per-category weight plus a product of two fields'
+/// factors, the click drawn from its sigmoid. Seeded: the same in every process.
+inline std::vector<core::Example> clicks(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(11);  // the teacher is the same for every seed
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> w(64), v(64);
+  for (auto& x : w)
+    x = 1.2f * normal(rng);
+  for (auto& x : v)
+    x = normal(rng);
+  rng.seed(seed);
+  std::uniform_real_distribution<float> u01(0.0f, 1.0f);
+  std::vector<core::Example> out(static_cast<size_t>(n));
+  for (auto& e : out) {
+    float logit = -0.5f;
+    for (int64_t f = 0; f < 4; ++f) {
+      const int64_t id = f * 16 + static_cast<int64_t>(rng() % 16);
+      e.ids.push_back(id);
+      logit += w[static_cast<size_t>(id)];
+    }
+    logit += v[static_cast<size_t>(e.ids[0])] * v[static_cast<size_t>(e.ids[1])];
+    e.label = u01(rng) < 1.0f / (1.0f + std::exp(-logit)) ? 1.0f : 0.0f;
+  }
+  return out;
+}
+
+/// A DeepFM over clicks(): dim 4, one hidden layer of 8, Adagrad; evaluation on 1024
+/// held-out clicks in batches of 256.
+inline ModelSpec ctr_model() {
+  ModelSpec m;
+  m.name = "ctr";
+  core::CtrModelConfig c;
+  c.kind = core::CtrKind::deepfm;
+  c.fields = 4;
+  c.dense = 0;
+  c.dim = 4;
+  c.hidden = {8};
+  c.seed = 5;
+  m.ctr = c;
+  m.table_rows = 64;
+  m.optimizer = "adagrad";
+  m.learning_rate = 0.1f;
+  m.seed = 5;
+  m.eval_examples = []() -> core::Expected<std::vector<core::Example>> { return clicks(1024, 99); };
+  m.eval_batch_size = 256;
+  return m;
+}
+
+/// "clicks_repeat": 2048 clicks (each worker its shard), repeated, in batches of 64.
+inline void add_clicks_dataset(Registry& r) {
+  r.add_dataset("clicks_repeat", [](const core::InputContext& ctx) {
+    auto ds = core::from_vector(clicks(2048, 1))
+                  .shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
+                  .repeat();
+    return core::to_batches(ds, 64, /*drop_remainder=*/true);
+  });
+}
+
 /// "blobs_train": 512 examples in batches of 32, in order (16 batches a pass; each worker
 /// takes its shard); "blobs_repeat": the same, repeated forever.
 inline void add_blobs_datasets(Registry& r) {
@@ -67,6 +126,8 @@ inline Registry make_test_registry() {
   Registry r;
   add_blobs_datasets(r);
   register_model(r, blobs_model());
+  add_clicks_dataset(r);
+  register_model(r, ctr_model());
   r.add_step("add", [](StepContext&, int a, int b) { return a + b; });
   r.add_step("whoami", [](StepContext& ctx) { return ctx.worker_index(); });
   // Pulls `var`, pushes a gradient of ones, returns the sum of what it pulled.
