@@ -116,7 +116,8 @@ TEST_CASE("ctr_ps: DeepFM over 2 PS tasks learns to within 0.01 of the teacher's
   CHECK(std::abs(one["auc"].get<double>() - two["auc"].get<double>()) < 0.005);
 }
 
-TEST_CASE("ctr_ps survives a killed worker and reads TFRecord input", "[example][ctr]") {
+TEST_CASE("ctr_ps survives a killed worker, reads TFRecord input, keeps two table shards per PS",
+          "[example][ctr]") {
   troupe::test::TempDir dir;
   auto gen = run_program(bin + "/ctr_datagen --out " + dir.file("data") +
                          " --rows 200000 --files 4 --vocab 50 --format tfrecord"
@@ -126,9 +127,13 @@ TEST_CASE("ctr_ps survives a killed worker and reads TFRecord input", "[example]
   const auto chief = launch_ctr(
       dir, "--ps 2 --workers 2 --restart-failed --chaos kill:worker:1@1500ms",
       "--format tfrecord --batch 512 --hidden 64 --dim 8 --buckets-per-field 4096 --lr 0.2 "
-      "--steps-per-worker 1200");
+      "--steps-per-worker 1200 --partitioner max_size --shard-bytes 1048576");
   INFO(chief.dump());
   CHECK(chief["workers_lost"].get<int64_t>() >= 1);
   CHECK(chief["steps"] == 2400);
+  // 106,496 rows x 9 floats = 3.8 MB in shards of at most 1 MiB: 4, two on each PS task.
+  CHECK(chief["table_shards"] == 4);
+  for (const auto& ps : chief["ps_tasks"])
+    CHECK(ps["shards"].get<int64_t>() >= 2);
   CHECK(chief["auc"].get<double>() >= teacher - 0.02);  // 3 epochs of half the data
 }
