@@ -1,0 +1,144 @@
+#!/usr/bin/python3
+# Reference for ctr_ps: the same DeepFM in PyTorch, one process, one thread, on the same
+# ctr_datagen Criteo text files (hashed with the same 64-bit FNV-1a into the same buckets,
+# so the ids match ctr_ps's). Embedding(sparse=True) + Adagrad: only the batch's rows are
+# updated, as on Troupe's PS. Prints one JSON line: examples_per_sec (training loop only,
+# data already in memory), auc and logloss on heldout.txt, teacher_auc.
+#
+#   /usr/bin/python3 bench/torch_deepfm.py --data /tmp/ctr --batch 512 --epochs 4 \
+#       --dim 8 --hidden 64 64 --buckets-per-field 4096 --lr 0.2
+import argparse
+import glob
+import json
+import math
+import os
+import time
+
+import numpy as np
+import torch
+
+FIELDS, DENSE = 26, 13
+
+
+def fnv1a(s, buckets, memo={}):
+    key = (s, buckets)
+    h = memo.get(key)
+    if h is None:
+        x = 0xcbf29ce484222325
+        for c in s.encode():
+            x ^= c
+            x = (x * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+        h = memo[key] = x % buckets
+    return h
+
+
+def read_criteo(paths, buckets):
+    labels, ids, dense = [], [], []
+    offsets = np.arange(FIELDS, dtype=np.int64) * buckets
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                cols = line.rstrip("\n").split("\t")
+                labels.append(float(cols[0]))
+                dense.append([math.log1p(max(int(c), 0)) if c else 0.0 for c in cols[1:14]])
+                ids.append([fnv1a(c, buckets) for c in cols[14:40]])
+    return (np.array(labels, np.float32), np.array(ids, np.int64) + offsets,
+            np.array(dense, np.float32))
+
+
+class DeepFM(torch.nn.Module):
+    def __init__(self, rows, dim, hidden):
+        super().__init__()
+        self.dim = dim
+        self.table = torch.nn.Embedding(rows, 1 + dim, sparse=True)
+        torch.nn.init.uniform_(self.table.weight, -0.05, 0.05)
+        self.bias = torch.nn.Parameter(torch.zeros(1))
+        self.dense_w = torch.nn.Linear(DENSE, 1, bias=False)
+        layers, width = [], FIELDS * dim + DENSE
+        for h in hidden:
+            layers += [torch.nn.Linear(width, h), torch.nn.ReLU()]
+            width = h
+        layers.append(torch.nn.Linear(width, 1))
+        self.dnn = torch.nn.Sequential(*layers)
+
+    def forward(self, ids, dense):
+        r = self.table(ids)                    # [B, F, 1 + k]
+        w, v = r[:, :, 0], r[:, :, 1:]
+        s = v.sum(1)
+        fm = 0.5 * (s * s - (v * v).sum(1)).sum(1, keepdim=True)
+        h = torch.cat([v.reshape(v.shape[0], -1), dense], 1)
+        return self.bias + w.sum(1, keepdim=True) + self.dense_w(dense) + fm + self.dnn(h)
+
+
+def auc_of(scores, labels):
+    order = np.argsort(scores, kind="mergesort")
+    ranks = np.empty(len(scores))
+    ranks[order] = np.arange(1, len(scores) + 1)
+    # ties: average their ranks
+    s = scores[order]
+    i = 0
+    while i < len(s):
+        j = i
+        while j + 1 < len(s) and s[j + 1] == s[i]:
+            j += 1
+        if j > i:
+            ranks[order[i:j + 1]] = (i + j) / 2.0 + 1
+        i = j + 1
+    pos = labels > 0.5
+    n_pos, n_neg = pos.sum(), (~pos).sum()
+    return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--batch", type=int, default=512)
+    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--dim", type=int, default=8)
+    ap.add_argument("--hidden", type=int, nargs="*", default=[64, 64])
+    ap.add_argument("--buckets-per-field", type=int, default=4096)
+    ap.add_argument("--lr", type=float, default=0.2)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(args.seed)
+    t_read = time.perf_counter()
+    files = sorted(glob.glob(os.path.join(args.data, "train-*.txt")))
+    y, ids, dense = read_criteo(files, args.buckets_per_field)
+    hy, hids, hdense = read_criteo([os.path.join(args.data, "heldout.txt")], args.buckets_per_field)
+    read_s = time.perf_counter() - t_read
+    y, ids, dense = torch.from_numpy(y)[:, None], torch.from_numpy(ids), torch.from_numpy(dense)
+    model = DeepFM(FIELDS * args.buckets_per_field, args.dim, args.hidden)
+    opt = torch.optim.Adagrad(model.parameters(), lr=args.lr, initial_accumulator_value=0.1)
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+    n = len(y) // args.batch * args.batch
+    steps = 0
+    t0 = time.perf_counter()
+    for _ in range(args.epochs):
+        for b in range(0, n, args.batch):
+            opt.zero_grad()
+            loss = loss_fn(model(ids[b:b + args.batch], dense[b:b + args.batch]), y[b:b + args.batch])
+            loss.backward()
+            opt.step()
+            steps += 1
+    train_s = time.perf_counter() - t0
+    with torch.no_grad():
+        p = torch.sigmoid(model(torch.from_numpy(hids), torch.from_numpy(hdense))).numpy().ravel()
+    pc = np.clip(p, 1e-7, 1 - 1e-7)
+    logloss = float(-(hy * np.log(pc) + (1 - hy) * np.log(1 - pc)).mean())
+    teacher = {}
+    try:
+        with open(os.path.join(args.data, "teacher.json")) as f:
+            teacher = json.load(f)
+    except OSError:
+        pass
+    print(json.dumps({"peer": "torch_deepfm", "torch_version": torch.__version__, "threads": 1,
+                      "batch": args.batch, "steps": steps, "examples": steps * args.batch,
+                      "train_s": round(train_s, 3), "read_s": round(read_s, 3),
+                      "examples_per_sec": round(steps * args.batch / train_s, 1),
+                      "auc": auc_of(p, hy), "logloss": logloss,
+                      "teacher_auc": teacher.get("teacher_auc", -1)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
