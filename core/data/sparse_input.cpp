@@ -70,6 +70,39 @@ Expected<Batch> parse_batch(const std::vector<RawRecord>& records, RecordFormat 
   return collate(examples);
 }
 
+Expected<std::vector<Example>> read_examples(const std::string& path, RecordFormat format,
+                                             const CriteoOptions& criteo) {
+  if (format == RecordFormat::criteo)
+    if (auto st = check(criteo); !st) return st.error();
+  std::vector<Example> out;
+  auto parse = [&](const RawRecord& r) -> Status {
+    Example e;
+    if (format == RecordFormat::tfrecord) {
+      auto parsed = parse_example(r.data);
+      if (!parsed) return make_error(parsed.error().code, r.where() + ": " + parsed.error().message);
+      out.push_back(std::move(*parsed));
+      return {};
+    }
+    auto kept = format == RecordFormat::criteo ? parse_criteo_line(r, criteo, e)
+                                               : parse_libsvm_line(r, e);
+    if (!kept) return kept.error();
+    if (*kept) out.push_back(std::move(e));
+    return {};
+  };
+  auto each = [&](auto reader) -> Expected<std::vector<Example>> {
+    if (!reader) return reader.error();
+    RawRecord r;
+    for (;;) {
+      auto more = reader->next(r);
+      if (!more) return more.error();
+      if (!*more) return std::move(out);
+      if (auto st = parse(r); !st) return st.error();
+    }
+  };
+  if (format == RecordFormat::tfrecord) return each(TFRecordReader::open(path));
+  return each(LineReader::open(path));
+}
+
 Dataset<Batch> sparse_input(std::vector<std::string> files, const InputContext& ctx,
                             const SparseInputOptions& options) {
   const auto n = std::max<int64_t>(1, ctx.num_input_pipelines);

@@ -49,6 +49,11 @@ Dataset<RawRecord> file_records(const std::string& path, RecordFormat format);
 Expected<Batch> parse_batch(const std::vector<RawRecord>& records, RecordFormat format,
                             const CriteoOptions& criteo = {});
 
+/// Every example of one file (for evaluation sets); errors as parse_batch's, and a file
+/// that cannot be read is not_found / io_error naming it.
+Expected<std::vector<Example>> read_examples(const std::string& path, RecordFormat format,
+                                             const CriteoOptions& criteo = {});
+
 /// This pipeline's share of `files` as batches. With at least as many files as pipelines,
 /// pipeline i reads files i, i + n, ... (file-level sharding); with fewer, every pipeline
 /// reads every file and keeps every n-th record (as tf.data's DATA auto-shard policy).

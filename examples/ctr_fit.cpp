@@ -1,0 +1,214 @@
+// Click-through-rate training with fit(): DeepFM as a troupe::Model whose table is split
+// over the PS tasks, ModelCheckpoint every epoch, and a side-car evaluator that scores
+// each checkpoint on the held-out file and reports its AUC. The same binary runs every task:
+//
+//   build/bin/ctr_datagen --out /tmp/ctr --rows 400000 --files 4 --vocab 50
+//   build/bin/troupe launch --ps 2 --workers 2 --evaluator -- build/bin/ctr_fit --data /tmp/ctr
+//
+// The chief prints one JSON line (examples/s, auc, val_auc, teacher_auc); the evaluator one
+// per checkpoint ({"step", "auc", ...}) and a summary.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "core/data/sparse_input.hpp"
+#include "core/json_text.hpp"
+#include "troupe/troupe.hpp"
+
+namespace tc = troupe::core;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+struct Settings {
+  std::string data;
+  std::string format = "criteo";
+  std::string model_dir;
+  int dim = 8;
+  std::vector<int64_t> hidden = {64, 64};
+  int64_t buckets = 4096;
+  int batch = 512;
+  int epochs = 4;
+  int64_t steps_per_epoch = 800;
+  int steps_per_execution = 1;
+  std::string optimizer = "adagrad";
+  float lr = 0.2f;
+  int64_t evaluator_timeout_s = 600;
+
+  std::string ext() const { return format == "tfrecord" ? ".tfrecord" : ".txt"; }
+  tc::RecordFormat record_format() const { return tc::parse_record_format(format).value(); }
+};
+
+troupe::ModelSpec model_spec(const Settings& s) {
+  troupe::ModelSpec m;
+  m.name = "deepfm";
+  tc::CtrModelConfig c;
+  c.dim = s.dim;
+  c.hidden = s.hidden;
+  m.ctr = c;
+  m.table_rows = c.fields * s.buckets;
+  m.optimizer = s.optimizer;
+  m.learning_rate = s.lr;
+  const std::string path = s.data + "/heldout" + s.ext();
+  const auto format = s.record_format();
+  const tc::CriteoOptions criteo{s.buckets};
+  m.eval_examples = [path, format, criteo] { return tc::read_examples(path, format, criteo); };
+  m.eval_batch_size = 4096;
+  return m;
+}
+
+troupe::Registry make_registry(const Settings& s) {
+  troupe::Registry r;
+  r.add_dataset("clicks", [s](const tc::InputContext& ctx) {
+    std::vector<std::string> files;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(s.data, ec))
+      if (e.path().filename().string().rfind("train-", 0) == 0 && e.path().extension() == s.ext())
+        files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+    if (files.empty())
+      tc::Expected<int>(tc::make_error(tc::Errc::not_found,
+                                       s.data + ": no train-*" + s.ext() + " files"))
+          .value();  // throws: the dataset fails with this error
+    tc::SparseInputOptions o;
+    o.format = s.record_format();
+    o.criteo.buckets_per_field = s.buckets;
+    o.batch = static_cast<size_t>(s.batch);
+    return tc::sparse_input(std::move(files), ctx, o);
+  });
+  troupe::register_model(r, model_spec(s));
+  return r;
+}
+
+int fail(const std::string& what) {
+  std::cerr << "ctr_fit: " << what << std::endl;
+  std::cout << tc::json_text(nlohmann::json{{"ok", false}, {"program", "ctr_fit"}, {"error", what}})
+            << std::endl;
+  return 1;
+}
+
+double teacher_auc(const Settings& s) {
+  std::ifstream meta(s.data + "/teacher.json");
+  auto j = nlohmann::json::parse(meta, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("teacher_auc") && j["teacher_auc"].is_number()
+             ? j["teacher_auc"].get<double>()
+             : -1.0;
+}
+
+int run_evaluator(const Settings& s) {
+  troupe::Model model(model_spec(s));
+  troupe::SidecarEvaluatorOptions o;
+  o.checkpoint_dir = s.model_dir + "/ckpt";
+  o.logdir = s.model_dir + "/logs";
+  o.idle_timeout = std::chrono::seconds(s.evaluator_timeout_s);
+  auto r = troupe::run_sidecar_evaluator(model, o, std::cout);
+  if (!r) return fail(r.error().to_string());
+  std::cout << tc::json_text(nlohmann::json{{"ok", true},
+                                            {"program", "ctr_fit"},
+                                            {"task", "evaluator"},
+                                            {"evaluations", r->evaluations},
+                                            {"last_step", r->last_step},
+                                            {"auc", r->last.auc()},
+                                            {"loss", r->last.loss()},
+                                            {"teacher_auc", teacher_auc(s)}})
+            << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"DeepFM with fit() and a side-car evaluator (run under troupe launch)"};
+  Settings s;
+  app.add_option("--data", s.data, "a directory as ctr_datagen writes it")->required();
+  app.add_option("--format", s.format)->check(CLI::IsMember({"criteo", "tfrecord"}));
+  app.add_option("--model-dir", s.model_dir, "checkpoints and logs (default: the run directory)");
+  app.add_option("--dim", s.dim)->check(CLI::Range(1, 1024));
+  app.add_option("--hidden", s.hidden);
+  app.add_option("--buckets-per-field", s.buckets)
+      ->check(CLI::Range(int64_t{1}, (int64_t{1} << 56) / 26));
+  app.add_option("--batch", s.batch)->check(CLI::Range(1, 1 << 20));
+  app.add_option("--epochs", s.epochs)->check(CLI::PositiveNumber);
+  app.add_option("--steps-per-epoch", s.steps_per_epoch)->check(CLI::PositiveNumber);
+  app.add_option("--steps-per-execution", s.steps_per_execution)->check(CLI::Range(1, 1000));
+  app.add_option("--optimizer", s.optimizer)->check(CLI::IsMember({"adagrad", "adam", "ftrl", "sgd"}));
+  app.add_option("--lr", s.lr);
+  app.add_option("--evaluator-timeout-s", s.evaluator_timeout_s)->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  for (int64_t h : s.hidden)
+    if (h < 1 || h > 65536) return fail("--hidden widths must be in [1, 65536]");
+  if (s.model_dir.empty()) {
+    const char* run_dir = std::getenv("TROUPE_RUN_DIR");
+    if (run_dir == nullptr) return fail("--model-dir is needed outside troupe launch");
+    s.model_dir = std::string(run_dir) + "/model";
+  }
+
+  const auto registry = make_registry(s);
+  auto resolver = troupe::net::TFConfigClusterResolver::from_env();
+  if (!resolver) return fail(resolver.error().to_string());
+  const std::string role = resolver->task().type;
+  if (role == "evaluator") return run_evaluator(s);
+  if (role != "chief") {
+    auto st = troupe::serve(*resolver, registry);
+    if (!st) return fail(st.error().to_string());
+    std::cout << tc::json_text(nlohmann::json{{"ok", true}, {"task", resolver->task().to_string()}})
+              << std::endl;
+    return 0;
+  }
+
+  const auto t_start = clock_type::now();
+  const int num_ps = resolver->cluster_spec().num_tasks("ps");
+  auto strategy = troupe::ParameterServerStrategy::make(
+      *resolver, std::make_shared<tc::FixedShardsPartitioner>(std::max(1, num_ps)));
+  if (!strategy) return fail(strategy.error().to_string());
+  troupe::Model model(model_spec(s));
+  troupe::FitOptions o;
+  o.epochs = s.epochs;
+  o.steps_per_epoch = s.steps_per_epoch;
+  o.steps_per_execution = s.steps_per_execution;
+  o.validation = troupe::FitOptions::Validation::distributed;
+  namespace cb = troupe::callbacks;
+  auto checkpoint = std::make_shared<cb::ModelCheckpoint>(
+      s.model_dir + "/ckpt", cb::ModelCheckpoint::Options{3, 0, false, "val_loss"});
+  auto h = troupe::fit(model, **strategy, {&registry, "clicks"}, o,
+                       {checkpoint, std::make_shared<cb::MetricsLog>(s.model_dir + "/logs/metrics.jsonl")});
+  auto shutdown = [&] {
+    if (auto* c = model.coordinator_if_made()) c->shutdown_cluster();
+  };
+  if (!h) {
+    shutdown();
+    return fail(h.error().to_string());
+  }
+  shutdown();
+  const auto& last = h->epochs.back();
+  auto metric = [&](const char* k) -> nlohmann::json {
+    auto it = last.find(k);
+    return it == last.end() ? nlohmann::json(nullptr) : nlohmann::json(it->second);
+  };
+  std::cout << tc::json_text(nlohmann::json{
+                   {"ok", true},
+                   {"program", "ctr_fit"},
+                   {"workers", (*strategy)->num_workers()},
+                   {"ps", num_ps},
+                   {"epochs_run", h->epochs.size()},
+                   {"steps", h->steps},
+                   {"checkpoints", checkpoint->saves()},
+                   {"examples_per_sec",
+                    h->train_s > 0 ? static_cast<double>(h->steps_run * s.batch) / h->train_s : 0.0},
+                   {"loss", metric("loss")},
+                   {"auc", metric("auc")},
+                   {"val_loss", metric("val_loss")},
+                   {"val_auc", metric("val_auc")},
+                   {"teacher_auc", teacher_auc(s)},
+                   {"closures_retried", h->stats.retried},
+                   {"workers_lost", h->stats.workers_lost},
+                   {"model_dir", s.model_dir},
+                   {"train_s", h->train_s},
+                   {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}})
+            << std::endl;
+  return 0;
+}
