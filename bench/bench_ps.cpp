@@ -180,8 +180,11 @@ int main(int argc, char** argv) {
     auto v = (*strategy)->create_variable(var, tc::Shape{table_rows, width}, {}, "sgd", 0.0f);
     if (!v) return fail(v.error().to_string());
     std::mt19937_64 rng(static_cast<uint64_t>(width));
+    // A table of the same size in this process: gathering the same rows from it, with
+    // nothing sent, is the floor a pull cannot go under (random rows are cache misses).
+    const std::vector<float> local(static_cast<size_t>(table_rows * width), 1.0f);
     for (int64_t unique : {int64_t{256}, int64_t{1024}, int64_t{4096}, int64_t{8192}}) {
-      std::vector<double> pull_s, push_s, tcp_pull_s, tcp_push_s;
+      std::vector<double> pull_s, push_s, tcp_pull_s, tcp_push_s, gather_s;
       uint64_t id = 1;
       for (int r = 0; r < reps; ++r) {
         std::vector<int64_t> rows;
@@ -204,6 +207,13 @@ int main(int argc, char** argv) {
         if (!troupe::net::send_request(*channel, push) || !troupe::net::recv_reply(*channel))
           return fail("tensor channel rows push failed");
         push_s.push_back(seconds_since(t0));
+        t0 = clock_type::now();
+        std::vector<float> gathered(static_cast<size_t>(unique * width));
+        for (size_t i = 0; i < rows.size(); ++i)
+          std::copy_n(local.data() + rows[i] * width, width,
+                      gathered.data() + static_cast<int64_t>(i) * width);
+        gather_s.push_back(seconds_since(t0));
+        if (gathered[0] != 1.0f) return fail("local gather");
         // The same payload bytes over raw TCP: ids out and rows back; ids and rows out.
         tcp_pull_s.push_back(tcp.pull(static_cast<uint64_t>(unique * (8 + 4 * width))));
         tcp_push_s.push_back(tcp.push(static_cast<uint64_t>(unique * (8 + 4 * width))));
@@ -222,7 +232,14 @@ int main(int argc, char** argv) {
             {"tcp_pull_rows_per_sec", tcp_pull_rps},
             {"tcp_push_rows_per_sec", tcp_push_rps},
             {"pull_vs_tcp", pull_rps / tcp_pull_rps},
-            {"push_vs_tcp", push_rps / tcp_push_rps}},
+            {"push_vs_tcp", push_rps / tcp_push_rps},
+            {"local_gather_us", 1e6 * median(gather_s)},
+            // The time a pull would take if the runtime added nothing to the memory's
+            // gather and the socket's transfer, over the time it takes.
+            {"pull_vs_tcp_plus_gather",
+             (median(tcp_pull_s) + median(gather_s)) / median(pull_s)},
+            {"pull_us", 1e6 * median(pull_s)},
+            {"tcp_pull_us", 1e6 * median(tcp_pull_s)}},
            all);
     }
   }
