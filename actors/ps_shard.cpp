@@ -36,7 +36,7 @@ void finish_snapshot(caf::stateful_actor<PsShardActorState>* self) {
     return;
   }
   st.snapshot_failed = false;
-  st.last_snapshot = w->taken;  // the state it holds is as old as its copy
+  st.last_snapshot = w->taken;     // the state it holds is as old as its copy
   if (w->assigns == st.assigns) {  // else a shard was overwritten since: snapshot again
     st.snapshotted_updates = w->updates;
     st.snapshotted_variables = w->variables;
@@ -57,9 +57,9 @@ void snapshot_step(caf::stateful_actor<PsShardActorState>* self) {
     b.left.pop_back();
   }
   b.longest_step_us = std::max<int64_t>(
-      b.longest_step_us, std::chrono::duration_cast<std::chrono::microseconds>(
-                             std::chrono::steady_clock::now() - t0)
-                             .count());
+      b.longest_step_us,
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
+          .count());
   if (!b.left.empty()) {
     self->send(self, net::snapstep_atom::value);
     return;

@@ -61,8 +61,8 @@ struct PsShardActorState {
   std::optional<std::chrono::steady_clock::time_point> last_snapshot;  // newest written
   std::unique_ptr<SnapshotBuild> building;  // a snapshot being copied, or none
   std::unique_ptr<SnapshotWrite> writing;   // at most one write at a time
-  int64_t snapshot_copy_us = 0;  // the longest pause of serving for one shard's copy
-  int64_t snapshot_write_ms = 0;           // and its write, off the actor's thread
+  int64_t snapshot_copy_us = 0;             // the longest pause of serving for one shard's copy
+  int64_t snapshot_write_ms = 0;            // and its write, off the actor's thread
   /// Random per actor: a coordinator that sees the same value after a dropped connection
   /// knows nothing was lost; a restarted task (new state) has another.
   int64_t process = 0;

@@ -126,7 +126,8 @@ core::Status Replica::assign_dense(std::vector<core::Tensor> values) {
   for (size_t i = 0; i < params.size(); ++i) {
     if (static_cast<int>(i) == table_index) continue;
     if (k >= values.size() || values[k].shape() != params[i].value->shape())
-      return make_error(Errc::invalid_argument, "variable '" + names[i] + "' does not match the model");
+      return make_error(Errc::invalid_argument,
+                        "variable '" + names[i] + "' does not match the model");
     *params[i].value = std::move(values[k++]);
   }
   return {};

@@ -29,8 +29,8 @@ struct Replica {
   core::SigmoidBinaryCrossEntropy ctr_loss;
   core::Tensor table, table_grad;  // table_grad stays empty: the gradient is row_grads()
   core::Shape table_shape;
-  int table_index = -1;            // in params; -1: none
-  std::vector<int64_t> unique;     // the last batch's unique ids and each id's row
+  int table_index = -1;         // in params; -1: none
+  std::vector<int64_t> unique;  // the last batch's unique ids and each id's row
   std::vector<int32_t> index;
   core::Tensor rows;
 

@@ -199,9 +199,11 @@ int main(int argc, char** argv) {
         if (!troupe::net::send_request(*channel, pull) || !troupe::net::recv_reply(*channel))
           return fail("tensor channel rows pull failed");
         pull_s.push_back(seconds_since(t0));
-        troupe::net::PsRequest push{static_cast<uint8_t>(troupe::net::PsOp::push_rows), id++ << 16, {}};
+        troupe::net::PsRequest push{
+            static_cast<uint8_t>(troupe::net::PsOp::push_rows), id++ << 16, {}};
         push.items.push_back(
-            {var + "#0", rows,
+            {var + "#0",
+             rows,
              {{unique, width}, std::vector<float>(static_cast<size_t>(unique * width), 0.0f)}});
         t0 = clock_type::now();
         if (!troupe::net::send_request(*channel, push) || !troupe::net::recv_reply(*channel))
@@ -236,8 +238,7 @@ int main(int argc, char** argv) {
             {"local_gather_us", 1e6 * median(gather_s)},
             // The time a pull would take if the runtime added nothing to the memory's
             // gather and the socket's transfer, over the time it takes.
-            {"pull_vs_tcp_plus_gather",
-             (median(tcp_pull_s) + median(gather_s)) / median(pull_s)},
+            {"pull_vs_tcp_plus_gather", (median(tcp_pull_s) + median(gather_s)) / median(pull_s)},
             {"pull_us", 1e6 * median(pull_s)},
             {"tcp_pull_us", 1e6 * median(tcp_pull_s)}},
            all);

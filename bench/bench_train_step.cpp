@@ -13,10 +13,10 @@
 #include "bench_stats.hpp"
 
 #include "core/json_text.hpp"
-#include "core/partitioner.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/losses.hpp"
 #include "core/parallel.hpp"
+#include "core/partitioner.hpp"
 #include "core/trainer.hpp"
 
 namespace tc = troupe::core;
@@ -87,9 +87,9 @@ std::vector<nlohmann::json> bench_ctr(int batch, const std::vector<int>& threads
   std::vector<int64_t> unique;
   std::vector<int32_t> index;
   tc::SigmoidBinaryCrossEntropy loss;
-  const tc::Tensor rows = tc::initialize(
-      tc::Shape{static_cast<int64_t>(b.ids.size()), cfg.row_width()},
-      {tc::Initializer::Kind::random_uniform, 0.05f, 3});
+  const tc::Tensor rows =
+      tc::initialize(tc::Shape{static_cast<int64_t>(b.ids.size()), cfg.row_width()},
+                     {tc::Initializer::Kind::random_uniform, 0.05f, 3});
   auto step = [&] {
     tc::unique_ids(b.ids, unique, index);
     auto logits = model.forward(b, rows.view().rows(0, static_cast<int64_t>(unique.size())), index);

@@ -27,6 +27,8 @@ import subprocess
 import sys
 import time
 
+from ctr_metrics import auc_of, logloss_of, teacher_of
+
 FIELDS, DENSE = 26, 13
 INTRA = int(os.environ.get("TFPEER_INTRA", "1"))
 INTER = int(os.environ.get("TFPEER_INTER", "2"))
@@ -59,23 +61,6 @@ def serve(args):
     tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
                          task_index=resolver.task_id, protocol="grpc", config=config,
                          start=True).join()
-
-
-def auc_of(scores, labels):
-    import numpy as np
-    order = np.argsort(scores, kind="mergesort")
-    ranks = np.empty(len(scores))
-    s = scores[order]
-    i = 0
-    while i < len(s):  # average ranks over ties
-        j = i
-        while j + 1 < len(s) and s[j + 1] == s[i]:
-            j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2.0 + 1
-        i = j + 1
-    pos = labels > 0.5
-    n_pos, n_neg = pos.sum(), (~pos).sum()
-    return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def chief(args, spec, procs):
@@ -197,14 +182,8 @@ def chief(args, spec, procs):
         scores.append(score(ids, dense_x).numpy().ravel())
         labels.append(label.numpy().ravel())
     scores, labels = np.concatenate(scores), np.concatenate(labels)
-    p = np.clip(scores, 1e-7, 1 - 1e-7)
-    logloss = float(-(labels * np.log(p) + (1 - labels) * np.log(1 - p)).mean())
-    teacher = {}
-    try:
-        with open(os.path.join(args.data, "teacher.json")) as f:
-            teacher = json.load(f)
-    except OSError:
-        pass
+    logloss = logloss_of(scores, labels)
+    teacher = teacher_of(args.data)
     examples = total * args.batch
     print(json.dumps({
         "peer": "tf_ps_ctr", "tf_version": tf.__version__, "model": "deepfm",

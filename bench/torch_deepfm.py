@@ -17,6 +17,8 @@ import time
 import numpy as np
 import torch
 
+from ctr_metrics import auc_of, logloss_of, teacher_of
+
 FIELDS, DENSE = 26, 13
 
 
@@ -70,25 +72,6 @@ class DeepFM(torch.nn.Module):
         return self.bias + w.sum(1, keepdim=True) + self.dense_w(dense) + fm + self.dnn(h)
 
 
-def auc_of(scores, labels):
-    order = np.argsort(scores, kind="mergesort")
-    ranks = np.empty(len(scores))
-    ranks[order] = np.arange(1, len(scores) + 1)
-    # ties: average their ranks
-    s = scores[order]
-    i = 0
-    while i < len(s):
-        j = i
-        while j + 1 < len(s) and s[j + 1] == s[i]:
-            j += 1
-        if j > i:
-            ranks[order[i:j + 1]] = (i + j) / 2.0 + 1
-        i = j + 1
-    pos = labels > 0.5
-    n_pos, n_neg = pos.sum(), (~pos).sum()
-    return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
@@ -124,14 +107,8 @@ def main():
     train_s = time.perf_counter() - t0
     with torch.no_grad():
         p = torch.sigmoid(model(torch.from_numpy(hids), torch.from_numpy(hdense))).numpy().ravel()
-    pc = np.clip(p, 1e-7, 1 - 1e-7)
-    logloss = float(-(hy * np.log(pc) + (1 - hy) * np.log(1 - pc)).mean())
-    teacher = {}
-    try:
-        with open(os.path.join(args.data, "teacher.json")) as f:
-            teacher = json.load(f)
-    except OSError:
-        pass
+    logloss = logloss_of(p, hy)
+    teacher = teacher_of(args.data)
     print(json.dumps({"peer": "torch_deepfm", "torch_version": torch.__version__, "threads": 1,
                       "batch": args.batch, "steps": steps, "examples": steps * args.batch,
                       "train_s": round(train_s, 3), "read_s": round(read_s, 3),

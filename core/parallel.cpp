@@ -96,9 +96,13 @@ Pool& pool() {
 
 }  // namespace
 
-int intra_op_threads() { return pool().threads(); }
+int intra_op_threads() {
+  return pool().threads();
+}
 
-void set_intra_op_threads(int threads) { pool().resize(std::clamp(threads, 1, 256)); }
+void set_intra_op_threads(int threads) {
+  pool().resize(std::clamp(threads, 1, 256));
+}
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;

@@ -148,7 +148,8 @@ class Teacher {
   std::string category(int f, int64_t c) const {
     if (c == vocab_[f]) return {};
     char buf[9];
-    std::snprintf(buf, sizeof buf, "%08x", mix32((s_.seed << 40) ^ (uint64_t(f) << 32) ^ uint64_t(c)));
+    std::snprintf(buf, sizeof buf, "%08x",
+                  mix32((s_.seed << 40) ^ (uint64_t(f) << 32) ^ uint64_t(c)));
     return buf;
   }
 
@@ -181,8 +182,10 @@ int main(int argc, char** argv) {
   app.add_option("--heldout-rows", s.heldout_rows, "held-out rows")->check(CLI::NonNegativeNumber);
   app.add_option("--files", s.files, "training files")->check(CLI::Range(1, 10000));
   app.add_option("--format", s.format)->check(CLI::IsMember({"criteo", "tfrecord", "both"}));
-  app.add_option("--vocab", s.vocab, "categories of the largest fields")->check(CLI::Range(2, 1 << 30));
-  app.add_option("--zipf", s.zipf, "Zipf exponent of category frequencies")->check(CLI::Range(0.0, 5.0));
+  app.add_option("--vocab", s.vocab, "categories of the largest fields")
+      ->check(CLI::Range(2, 1 << 30));
+  app.add_option("--zipf", s.zipf, "Zipf exponent of category frequencies")
+      ->check(CLI::Range(0.0, 5.0));
   app.add_option("--teacher-dim", s.dim)->check(CLI::Range(1, 64));
   app.add_option("--sigma-w", s.sigma_w);
   app.add_option("--sigma-v", s.sigma_v);
@@ -220,7 +223,8 @@ int main(int argc, char** argv) {
         const double p = 1 / (1 + std::exp(-r.logit));
         const float pf = static_cast<float>(p);
         auc.update(tc::ConstTensorView(&pf, tc::Shape{1}), &r.label);
-        logloss.update(-(r.label > 0 ? std::log(std::max(p, 1e-12)) : std::log(std::max(1 - p, 1e-12))));
+        logloss.update(
+            -(r.label > 0 ? std::log(std::max(p, 1e-12)) : std::log(std::max(1 - p, 1e-12))));
       }
       clicks += r.label > 0;
       line.assign(r.label > 0 ? "1" : "0");
@@ -260,25 +264,26 @@ int main(int argc, char** argv) {
   }
   if (!write_file(s.out + "/heldout", s.heldout_rows, true))
     return fail(s.out + "/heldout: write failed");
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  nlohmann::json result{{"ok", true},
-                        {"out", s.out},
-                        {"format", s.format},
-                        {"rows", s.rows},
-                        {"heldout_rows", s.heldout_rows},
-                        {"files", s.files},
-                        {"ctr", static_cast<double>(clicks) / std::max<int64_t>(1, s.rows + s.heldout_rows)},
-                        {"vocab", s.vocab},
-                        {"zipf", s.zipf},
-                        {"buckets_per_field", s.buckets},
-                        {"seed", s.seed},
-                        {"teacher_auc", auc.result()},
-                        {"teacher_logloss", logloss.result()},
-                        {"seconds", secs}};
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  nlohmann::json result{
+      {"ok", true},
+      {"out", s.out},
+      {"format", s.format},
+      {"rows", s.rows},
+      {"heldout_rows", s.heldout_rows},
+      {"files", s.files},
+      {"ctr", static_cast<double>(clicks) / std::max<int64_t>(1, s.rows + s.heldout_rows)},
+      {"vocab", s.vocab},
+      {"zipf", s.zipf},
+      {"buckets_per_field", s.buckets},
+      {"seed", s.seed},
+      {"teacher_auc", auc.result()},
+      {"teacher_logloss", logloss.result()},
+      {"seconds", secs}};
   std::FILE* meta = std::fopen((s.out + "/teacher.json").c_str(), "wb");
   const std::string meta_text = result.dump(2) + "\n";
-  if (meta == nullptr || std::fwrite(meta_text.data(), 1, meta_text.size(), meta) != meta_text.size())
+  if (meta == nullptr ||
+      std::fwrite(meta_text.data(), 1, meta_text.size(), meta) != meta_text.size())
     return fail(s.out + "/teacher.json: write failed");
   std::fclose(meta);
   std::cout << tc::json_text(result) << std::endl;

@@ -8,8 +8,6 @@
 // The chief prints one JSON line (examples/s, auc, val_auc, teacher_auc); the evaluator one
 // per checkpoint ({"step", "auc", ...}) and a summary.
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +15,8 @@
 
 #include "core/data/sparse_input.hpp"
 #include "core/json_text.hpp"
+#include "ctr_data.hpp"
+#include "serve_task.hpp"
 #include "troupe/troupe.hpp"
 
 namespace tc = troupe::core;
@@ -64,59 +64,24 @@ troupe::ModelSpec model_spec(const Settings& s) {
 troupe::Registry make_registry(const Settings& s) {
   troupe::Registry r;
   r.add_dataset("clicks", [s](const tc::InputContext& ctx) {
-    std::vector<std::string> files;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(s.data, ec))
-      if (e.path().filename().string().rfind("train-", 0) == 0 && e.path().extension() == s.ext())
-        files.push_back(e.path().string());
-    std::sort(files.begin(), files.end());
-    if (files.empty())
-      tc::Expected<int>(tc::make_error(tc::Errc::not_found,
-                                       s.data + ": no train-*" + s.ext() + " files"))
-          .value();  // throws: the dataset fails with this error
     tc::SparseInputOptions o;
     o.format = s.record_format();
     o.criteo.buckets_per_field = s.buckets;
     o.batch = static_cast<size_t>(s.batch);
-    return tc::sparse_input(std::move(files), ctx, o);
+    return troupe::examples::ctr_train_batches(s.data, s.ext(), ctx, o);
   });
   troupe::register_model(r, model_spec(s));
   return r;
 }
 
 int fail(const std::string& what) {
-  std::cerr << "ctr_fit: " << what << std::endl;
-  std::cout << tc::json_text(nlohmann::json{{"ok", false}, {"program", "ctr_fit"}, {"error", what}})
-            << std::endl;
-  return 1;
-}
-
-double teacher_auc(const Settings& s) {
-  std::ifstream meta(s.data + "/teacher.json");
-  auto j = nlohmann::json::parse(meta, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && j.contains("teacher_auc") && j["teacher_auc"].is_number()
-             ? j["teacher_auc"].get<double>()
-             : -1.0;
+  return troupe::examples::fail("ctr_fit", what);
 }
 
 int run_evaluator(const Settings& s) {
-  troupe::Model model(model_spec(s));
-  troupe::SidecarEvaluatorOptions o;
-  o.checkpoint_dir = s.model_dir + "/ckpt";
-  o.logdir = s.model_dir + "/logs";
-  o.idle_timeout = std::chrono::seconds(s.evaluator_timeout_s);
-  auto r = troupe::run_sidecar_evaluator(model, o, std::cout);
-  if (!r) return fail(r.error().to_string());
-  std::cout << tc::json_text(nlohmann::json{{"ok", true},
-                                            {"program", "ctr_fit"},
-                                            {"task", "evaluator"},
-                                            {"evaluations", r->evaluations},
-                                            {"last_step", r->last_step},
-                                            {"auc", r->last.auc()},
-                                            {"loss", r->last.loss()},
-                                            {"teacher_auc", teacher_auc(s)}})
-            << std::endl;
-  return 0;
+  return troupe::examples::run_evaluator_task(
+      "ctr_fit", model_spec(s), s.model_dir, s.evaluator_timeout_s,
+      nlohmann::json{{"teacher_auc", troupe::examples::read_teacher(s.data).auc}});
 }
 
 }  // namespace
@@ -135,7 +100,8 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", s.epochs)->check(CLI::PositiveNumber);
   app.add_option("--steps-per-epoch", s.steps_per_epoch)->check(CLI::PositiveNumber);
   app.add_option("--steps-per-execution", s.steps_per_execution)->check(CLI::Range(1, 1000));
-  app.add_option("--optimizer", s.optimizer)->check(CLI::IsMember({"adagrad", "adam", "ftrl", "sgd"}));
+  app.add_option("--optimizer", s.optimizer)
+      ->check(CLI::IsMember({"adagrad", "adam", "ftrl", "sgd"}));
   app.add_option("--lr", s.lr);
   app.add_option("--evaluator-timeout-s", s.evaluator_timeout_s)->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
@@ -153,11 +119,7 @@ int main(int argc, char** argv) {
   const std::string role = resolver->task().type;
   if (role == "evaluator") return run_evaluator(s);
   if (role != "chief") {
-    auto st = troupe::serve(*resolver, registry);
-    if (!st) return fail(st.error().to_string());
-    std::cout << tc::json_text(nlohmann::json{{"ok", true}, {"task", resolver->task().to_string()}})
-              << std::endl;
-    return 0;
+    return troupe::examples::serve_task("ctr_fit", *resolver, registry);
   }
 
   const auto t_start = clock_type::now();
@@ -174,8 +136,9 @@ int main(int argc, char** argv) {
   namespace cb = troupe::callbacks;
   auto checkpoint = std::make_shared<cb::ModelCheckpoint>(
       s.model_dir + "/ckpt", cb::ModelCheckpoint::Options{3, 0, false, "val_loss"});
-  auto h = troupe::fit(model, **strategy, {&registry, "clicks"}, o,
-                       {checkpoint, std::make_shared<cb::MetricsLog>(s.model_dir + "/logs/metrics.jsonl")});
+  auto h = troupe::fit(
+      model, **strategy, {&registry, "clicks"}, o,
+      {checkpoint, std::make_shared<cb::MetricsLog>(s.model_dir + "/logs/metrics.jsonl")});
   auto shutdown = [&] {
     if (auto* c = model.coordinator_if_made()) c->shutdown_cluster();
   };
@@ -198,12 +161,13 @@ int main(int argc, char** argv) {
                    {"steps", h->steps},
                    {"checkpoints", checkpoint->saves()},
                    {"examples_per_sec",
-                    h->train_s > 0 ? static_cast<double>(h->steps_run * s.batch) / h->train_s : 0.0},
+                    h->train_s > 0 ? static_cast<double>(h->steps_run * s.batch) / h->train_s
+                                   : 0.0},
                    {"loss", metric("loss")},
                    {"auc", metric("auc")},
                    {"val_loss", metric("val_loss")},
                    {"val_auc", metric("val_auc")},
-                   {"teacher_auc", teacher_auc(s)},
+                   {"teacher_auc", troupe::examples::read_teacher(s.data).auc},
                    {"closures_retried", h->stats.retried},
                    {"workers_lost", h->stats.workers_lost},
                    {"model_dir", s.model_dir},

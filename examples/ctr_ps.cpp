@@ -12,8 +12,6 @@
 // next to the data's teacher AUC, rows and bytes per step, and each PS task's memory.
 #include <chrono>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -27,6 +25,8 @@
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/losses.hpp"
 #include "core/parallel.hpp"
+#include "ctr_data.hpp"
+#include "serve_task.hpp"
 #include "troupe/troupe.hpp"
 
 namespace tc = troupe::core;
@@ -79,18 +79,6 @@ struct Settings {
   std::string extension() const { return format == "tfrecord" ? ".tfrecord" : ".txt"; }
 };
 
-std::vector<std::string> train_files(const Settings& s) {
-  std::vector<std::string> files;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(s.data, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("train-", 0) == 0 && e.path().extension() == s.extension())
-      files.push_back(e.path().string());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 // What a sampled step reports back.
 struct StepReport {
   float loss = 0;
@@ -115,46 +103,40 @@ struct Replica {
 troupe::Registry make_registry(const Settings& s) {
   troupe::Registry r;
   r.add_dataset("ctr_train", [s](const tc::InputContext& ctx) {
-    auto files = train_files(s);
-    if (files.empty())
-      tc::Expected<int>(tc::make_error(tc::Errc::not_found, s.data + ": no train-*" +
-                                                                s.extension() + " files"))
-          .value();  // throws: the dataset fails with this error
-    auto o = s.input(static_cast<size_t>(s.batch));
-    return tc::sparse_input(std::move(files), ctx, o);
+    return troupe::examples::ctr_train_batches(s.data, s.extension(), ctx,
+                                               s.input(static_cast<size_t>(s.batch)));
   });
   auto replica = std::make_shared<Replica>(s.model_config());
-  r.add_step("ctr_step",
-             [replica](troupe::StepContext& ctx,
-                       troupe::PerWorkerDataset ds) -> tc::Expected<StepReport> {
-               Replica& m = *replica;
-               auto batch = ctx.next_batch(ds);
-               if (!batch) return batch.error();
-               if (!*batch) return tc::make_error(tc::Errc::out_of_range, "the training data ended");
-               const tc::Batch& b = **batch;
-               if (auto st = m.model.check_batch(b); !st) return st.error();
-               tc::unique_ids(b.ids, m.unique, m.index);
-               auto values = ctx.pull(m.names);
-               if (!values) return values.error();
-               auto rows = ctx.pull_rows(kTable, m.unique);
-               if (!rows) return rows.error();
-               for (size_t i = 0; i < m.params.size(); ++i)
-                 *m.params[i].value = std::move((*values)[i]);
-               auto logits = m.model.forward(b, *rows, m.index);
-               if (!logits) return logits.error();
-               auto loss = m.loss.forward(*logits, b.labels.data());
-               if (!loss) return loss.error();
-               if (!std::isfinite(*loss))
-                 return tc::make_error(tc::Errc::invalid_argument, "loss is not finite");
-               m.model.backward(m.loss.backward());
-               std::vector<std::pair<std::string, tc::ConstTensorView>> grads;
-               for (auto& p : m.params)
-                 grads.emplace_back(p.name, *p.grad);
-               if (auto st = ctx.push(grads); !st) return st.error();
-               if (auto st = ctx.push_rows(kTable, m.unique, m.model.row_grads()); !st)
-                 return st.error();
-               return StepReport{*loss, static_cast<int64_t>(m.unique.size())};
-             });
+  r.add_step(
+      "ctr_step",
+      [replica](troupe::StepContext& ctx, troupe::PerWorkerDataset ds) -> tc::Expected<StepReport> {
+        Replica& m = *replica;
+        auto batch = ctx.next_batch(ds);
+        if (!batch) return batch.error();
+        if (!*batch) return tc::make_error(tc::Errc::out_of_range, "the training data ended");
+        const tc::Batch& b = **batch;
+        if (auto st = m.model.check_batch(b); !st) return st.error();
+        tc::unique_ids(b.ids, m.unique, m.index);
+        auto values = ctx.pull(m.names);
+        if (!values) return values.error();
+        auto rows = ctx.pull_rows(kTable, m.unique);
+        if (!rows) return rows.error();
+        for (size_t i = 0; i < m.params.size(); ++i)
+          *m.params[i].value = std::move((*values)[i]);
+        auto logits = m.model.forward(b, *rows, m.index);
+        if (!logits) return logits.error();
+        auto loss = m.loss.forward(*logits, b.labels.data());
+        if (!loss) return loss.error();
+        if (!std::isfinite(*loss))
+          return tc::make_error(tc::Errc::invalid_argument, "loss is not finite");
+        m.model.backward(m.loss.backward());
+        std::vector<std::pair<std::string, tc::ConstTensorView>> grads;
+        for (auto& p : m.params)
+          grads.emplace_back(p.name, *p.grad);
+        if (auto st = ctx.push(grads); !st) return st.error();
+        if (auto st = ctx.push_rows(kTable, m.unique, m.model.row_grads()); !st) return st.error();
+        return StepReport{*loss, static_cast<int64_t>(m.unique.size())};
+      });
   return r;
 }
 
@@ -207,9 +189,7 @@ tc::Expected<Scores> evaluate(const Settings& s, troupe::ParameterServerStrategy
 }
 
 int fail(const std::string& what) {
-  std::cerr << "ctr_ps: " << what << std::endl;
-  std::cout << tc::json_text(nlohmann::json{{"ok", false}, {"error", what}}) << std::endl;
-  return 1;
+  return troupe::examples::fail("ctr_ps", what);
 }
 
 }  // namespace
@@ -226,7 +206,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, (int64_t{1} << 56) / 26));
   app.add_option("--batch", s.batch)->check(CLI::Range(1, 1 << 20));
   app.add_option("--steps-per-worker", s.steps_per_worker)->check(CLI::PositiveNumber);
-  app.add_option("--optimizer", s.optimizer)->check(CLI::IsMember({"adagrad", "adam", "ftrl", "sgd"}));
+  app.add_option("--optimizer", s.optimizer)
+      ->check(CLI::IsMember({"adagrad", "adam", "ftrl", "sgd"}));
   app.add_option("--lr", s.lr);
   app.add_option("--partitioner", s.partitioner, "how the table is split over the PS tasks")
       ->check(CLI::IsMember({"fixed", "min_size", "max_size"}));
@@ -257,11 +238,7 @@ int main(int argc, char** argv) {
     troupe::net::NodeOptions node;
     node.ps_snapshot_dir = snapshot_dir;
     node.ps_snapshot_interval = std::chrono::milliseconds(snapshot_interval_ms);
-    auto st = troupe::serve(*resolver, registry, node);
-    if (!st) return fail(st.error().to_string());
-    std::cout << tc::json_text(nlohmann::json{{"ok", true}, {"task", resolver->task().to_string()}})
-              << std::endl;
-    return 0;
+    return troupe::examples::serve_task("ctr_ps", *resolver, registry, node);
   }
 
   const auto t_start = clock_type::now();
@@ -286,11 +263,12 @@ int main(int argc, char** argv) {
   uint64_t seed = s.seed + 1;
   for (auto& p : shapes.params) {
     const bool kernel = p.value->shape().rank() == 2;
-    auto v = (*strategy)->create_variable(
-        p.name, p.value->shape(),
-        tc::Initializer{kernel ? tc::Initializer::Kind::glorot_uniform : tc::Initializer::Kind::zeros,
-                        0.0f, seed++},
-        s.optimizer, s.lr);
+    auto v =
+        (*strategy)->create_variable(p.name, p.value->shape(),
+                                     tc::Initializer{kernel ? tc::Initializer::Kind::glorot_uniform
+                                                            : tc::Initializer::Kind::zeros,
+                                                     0.0f, seed++},
+                                     s.optimizer, s.lr);
     if (!v) return fail(v.error().to_string());
     dense.push_back(*v);
   }
@@ -331,16 +309,7 @@ int main(int argc, char** argv) {
   (*coord)->shutdown_cluster();
   if (!scores) return fail(scores.error().to_string());
 
-  double teacher_auc = -1, teacher_logloss = -1;
-  {
-    std::ifstream meta(s.data + "/teacher.json");
-    auto j = nlohmann::json::parse(meta, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("teacher_auc") && j["teacher_auc"].is_number()) {
-      teacher_auc = j["teacher_auc"].get<double>();
-      if (j.contains("teacher_logloss") && j["teacher_logloss"].is_number())
-        teacher_logloss = j["teacher_logloss"].get<double>();
-    }
-  }
+  const auto teacher = troupe::examples::read_teacher(s.data);
   int64_t dense_params = 0;
   for (auto& p : shapes.params)
     dense_params += p.value->size();
@@ -377,8 +346,8 @@ int main(int argc, char** argv) {
                    {"auc", scores->auc},
                    {"logloss", scores->logloss},
                    {"eval_examples", scores->examples},
-                   {"teacher_auc", teacher_auc},
-                   {"teacher_logloss", teacher_logloss},
+                   {"teacher_auc", teacher.auc},
+                   {"teacher_logloss", teacher.logloss},
                    {"last_loss", last_loss},
                    {"rows_per_step", rows_per_step},
                    {"bytes_per_step", bytes_per_step},

@@ -23,6 +23,7 @@
 #include "core/data/idx.hpp"
 #include "core/json_text.hpp"
 #include "fmnist_data.hpp"
+#include "serve_task.hpp"
 #include "troupe/troupe.hpp"
 
 namespace tc = troupe::core;
@@ -79,31 +80,12 @@ troupe::Registry make_registry(const Settings& s) {
 }
 
 int fail(const std::string& what) {
-  std::cerr << "fmnist_fit: " << what << std::endl;
-  std::cout << troupe::core::json_text(
-                   nlohmann::json{{"ok", false}, {"program", "fmnist_fit"}, {"error", what}})
-            << std::endl;
-  return 1;
+  return troupe::examples::fail("fmnist_fit", what);
 }
 
 int run_evaluator(const Settings& s) {
-  troupe::Model model(model_spec(s));
-  troupe::SidecarEvaluatorOptions o;
-  o.checkpoint_dir = s.model_dir + "/ckpt";
-  o.logdir = s.model_dir + "/logs";
-  o.idle_timeout = std::chrono::seconds(s.evaluator_timeout_s);
-  auto r = troupe::run_sidecar_evaluator(model, o, std::cout);
-  if (!r) return fail(r.error().to_string());
-  std::cout << troupe::core::json_text(nlohmann::json{{"ok", true},
-                                                      {"program", "fmnist_fit"},
-                                                      {"task", "evaluator"},
-                                                      {"evaluations", r->evaluations},
-                                                      {"skipped", r->skipped},
-                                                      {"last_step", r->last_step},
-                                                      {"test_accuracy", r->last.accuracy()},
-                                                      {"loss", r->last.loss()}})
-            << std::endl;
-  return 0;
+  return troupe::examples::run_evaluator_task("fmnist_fit", model_spec(s), s.model_dir,
+                                              s.evaluator_timeout_s);
 }
 
 }  // namespace
@@ -158,12 +140,7 @@ int main(int argc, char** argv) {
     mirrored = s.strategy == "mirrored" ||
                (s.strategy == "auto" && resolver->cluster_spec().num_tasks("ps") == 0);
     if (!mirrored && role != "chief") {
-      auto st = troupe::serve(*resolver, registry);
-      if (!st) return fail(st.error().to_string());
-      std::cout << troupe::core::json_text(
-                       nlohmann::json{{"ok", true}, {"task", resolver->task().to_string()}})
-                << std::endl;
-      return 0;
+      return troupe::examples::serve_task("fmnist_fit", *resolver, registry);
     }
   }
   const auto t_start = clock_type::now();

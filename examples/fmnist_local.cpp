@@ -15,6 +15,7 @@
 #include "core/data/idx.hpp"
 #include "core/json_text.hpp"
 #include "core/trainer.hpp"
+#include "program.hpp"
 
 namespace tc = troupe::core;
 using clock_type = std::chrono::steady_clock;
@@ -26,9 +27,7 @@ double seconds_since(clock_type::time_point t0) {
 }
 
 int fail(const std::string& what) {
-  std::cerr << "fmnist_local: " << what << "\n";
-  std::cout << troupe::core::json_text(nlohmann::json{{"ok", false}, {"error", what}}) << std::endl;
-  return 1;
+  return troupe::examples::fail("fmnist_local", what);
 }
 
 tc::Checkpoint snapshot(tc::ClassifierTrainer& trainer, int64_t step, int64_t epoch) {

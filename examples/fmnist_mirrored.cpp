@@ -23,6 +23,7 @@
 #include "core/trainer.hpp"
 #include "fmnist_data.hpp"
 #include "net/ports.hpp"
+#include "program.hpp"
 #include "troupe/mirrored_strategy.hpp"
 
 using namespace troupe;
@@ -31,11 +32,7 @@ using clock_type = std::chrono::steady_clock;
 namespace {
 
 int fail(const std::string& what) {
-  std::cerr << "fmnist_mirrored: " << what << std::endl;
-  std::cout << troupe::core::json_text(
-                   nlohmann::json{{"ok", false}, {"program", "fmnist_mirrored"}, {"error", what}})
-            << std::endl;
-  return 1;
+  return troupe::examples::fail("fmnist_mirrored", what);
 }
 
 double seconds_since(clock_type::time_point t) {

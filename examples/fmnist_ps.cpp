@@ -19,6 +19,7 @@
 #include "core/json_text.hpp"
 #include "core/trainer.hpp"
 #include "fmnist_data.hpp"
+#include "serve_task.hpp"
 #include "troupe/troupe.hpp"
 
 namespace tc = troupe::core;
@@ -85,9 +86,7 @@ troupe::Registry make_registry(const Settings& s) {
 }
 
 int fail(const std::string& what) {
-  std::cerr << "fmnist_ps: " << what << std::endl;
-  std::cout << troupe::core::json_text(nlohmann::json{{"ok", false}, {"error", what}}) << std::endl;
-  return 1;
+  return troupe::examples::fail("fmnist_ps", what);
 }
 
 }  // namespace
@@ -143,12 +142,7 @@ int main(int argc, char** argv) {
   auto resolver = troupe::net::TFConfigClusterResolver::from_env();
   if (!resolver) return fail(resolver.error().to_string());
   if (resolver->task().type != "chief") {
-    auto st = troupe::serve(*resolver, registry, node);
-    if (!st) return fail(st.error().to_string());
-    std::cout << troupe::core::json_text(
-                     nlohmann::json{{"ok", true}, {"task", resolver->task().to_string()}})
-              << std::endl;
-    return 0;
+    return troupe::examples::serve_task("fmnist_ps", *resolver, registry, node);
   }
 
   const auto t_start = clock_type::now();

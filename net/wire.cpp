@@ -46,13 +46,11 @@ core::Expected<RowRoute> route_rows(const std::string& name, const std::vector<P
   r.where.resize(shards.size());
   for (size_t k = 0; k < rows.size(); ++k) {
     const int64_t row = rows[k];
-    auto it =
-        std::upper_bound(shards.begin(), shards.end(), row,
-                         [](int64_t x, const Placement& p) { return x < p.def.row_offset; });
-    const bool inside =
-        it != shards.begin() && row >= 0 &&
-        row - std::prev(it)->def.row_offset <
-            (std::prev(it)->def.shape.empty() ? 1 : std::prev(it)->def.shape[0]);
+    auto it = std::upper_bound(shards.begin(), shards.end(), row,
+                               [](int64_t x, const Placement& p) { return x < p.def.row_offset; });
+    const bool inside = it != shards.begin() && row >= 0 &&
+                        row - std::prev(it)->def.row_offset <
+                            (std::prev(it)->def.shape.empty() ? 1 : std::prev(it)->def.shape[0]);
     if (!inside)
       return core::make_error(core::Errc::out_of_range,
                               "row " + std::to_string(row) + " of '" + name + "'");
@@ -69,9 +67,8 @@ core::Status gather_routed(const std::string& name, const RowRoute& route,
   for (size_t shard = 0; shard < route.where.size(); ++shard) {
     if (route.where[shard].empty()) continue;
     const WireTensor* part = shard < parts.size() ? parts[shard] : nullptr;
-    if (part == nullptr ||
-        static_cast<int64_t>(part->data.size()) !=
-            static_cast<int64_t>(route.where[shard].size()) * width)
+    if (part == nullptr || static_cast<int64_t>(part->data.size()) !=
+                               static_cast<int64_t>(route.where[shard].size()) * width)
       return core::make_error(core::Errc::data_loss,
                               "PS answered a rows pull of '" + name + "' with the wrong size");
     for (size_t j = 0; j < route.where[shard].size(); ++j)

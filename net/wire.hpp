@@ -147,26 +147,27 @@ struct PsStats {
   int64_t restored_from = -1;  // updates_applied of the snapshot restored at start; -1: none
   int64_t snapshots = 0;       // snapshots written by this process
   int64_t snapshot_failures = 0;
-  int64_t snapshot_age_ms = -1;  // since the newest snapshot was written; -1: none yet
-  int64_t process = 0;           // random per PS process: a restart changes it
-  int64_t rss_bytes = 0;         // the PS process's resident memory
-  int64_t applied_tags = 0;      // closure tags held for at-most-once (bounded)
-  int64_t snapshot_copy_us = 0;  // the last snapshot's copy of the shards (serving waits)
+  int64_t snapshot_age_ms = -1;   // since the newest snapshot was written; -1: none yet
+  int64_t process = 0;            // random per PS process: a restart changes it
+  int64_t rss_bytes = 0;          // the PS process's resident memory
+  int64_t applied_tags = 0;       // closure tags held for at-most-once (bounded)
+  int64_t snapshot_copy_us = 0;   // the last snapshot's copy of the shards (serving waits)
   int64_t snapshot_write_ms = 0;  // and its write to disk (on a thread of its own)
 
   std::vector<int64_t> to_vector() const {
-    return {variables,         pulls,         updates_applied, updates_duplicate,
-            requests_rejected, restored_from, snapshots,       snapshot_failures,
-            snapshot_age_ms,   process,       rss_bytes,       applied_tags,
-            snapshot_copy_us,  snapshot_write_ms};
+    return {variables,     pulls,        updates_applied,   updates_duplicate, requests_rejected,
+            restored_from, snapshots,    snapshot_failures, snapshot_age_ms,   process,
+            rss_bytes,     applied_tags, snapshot_copy_us,  snapshot_write_ms};
   }
   static PsStats from(const std::vector<int64_t>& v) {
     PsStats s;
-    int64_t* fields[] = {
-        &s.variables,         &s.pulls,         &s.updates_applied, &s.updates_duplicate,
-        &s.requests_rejected, &s.restored_from, &s.snapshots,       &s.snapshot_failures,
-        &s.snapshot_age_ms,   &s.process,       &s.rss_bytes,       &s.applied_tags,
-        &s.snapshot_copy_us,  &s.snapshot_write_ms};
+    int64_t* fields[] = {&s.variables,         &s.pulls,
+                         &s.updates_applied,   &s.updates_duplicate,
+                         &s.requests_rejected, &s.restored_from,
+                         &s.snapshots,         &s.snapshot_failures,
+                         &s.snapshot_age_ms,   &s.process,
+                         &s.rss_bytes,         &s.applied_tags,
+                         &s.snapshot_copy_us,  &s.snapshot_write_ms};
     for (size_t i = 0; i < v.size() && i < sizeof fields / sizeof fields[0]; ++i)
       *fields[i] = v[i];
     return s;

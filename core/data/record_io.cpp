@@ -12,7 +12,9 @@ namespace troupe::core {
 
 namespace {
 
-uint32_t masked_crc(const void* p, size_t n) { return mask_crc32c(crc32c(p, n)); }
+uint32_t masked_crc(const void* p, size_t n) {
+  return mask_crc32c(crc32c(p, n));
+}
 
 Expected<detail::FilePtr> open_file(const std::string& path, uint64_t* size) {
   detail::FilePtr f(std::fopen(path.c_str(), "rb"));
@@ -30,7 +32,8 @@ Expected<detail::FilePtr> open_file(const std::string& path, uint64_t* size) {
 
 std::string RawRecord::where() const {
   const std::string name = file ? *file : std::string("<memory>");
-  return (is_line ? name + ":" + std::to_string(index) : name + ": record " + std::to_string(index)) +
+  return (is_line ? name + ":" + std::to_string(index)
+                  : name + ": record " + std::to_string(index)) +
          " at offset " + std::to_string(offset);
 }
 
@@ -46,8 +49,8 @@ Expected<TFRecordReader> TFRecordReader::open(const std::string& path, uint64_t 
 
 Expected<bool> TFRecordReader::next(RawRecord& out) {
   auto damaged = [&](const std::string& what) {
-    return make_error(Errc::data_loss, *path_ + ": record " + std::to_string(index_) +
-                                           " at byte " + std::to_string(offset_) + ": " + what);
+    return make_error(Errc::data_loss, *path_ + ": record " + std::to_string(index_) + " at byte " +
+                                           std::to_string(offset_) + ": " + what);
   };
   char header[12];
   const size_t got = std::fread(header, 1, sizeof header, file_.get());
@@ -94,8 +97,8 @@ Expected<bool> LineReader::next(RawRecord& out) {
     const char* base = buf_.data();
     const void* nl = std::memchr(base + scanned, '\n', end_ - scanned);
     if (nl != nullptr || (eof_ && begin_ < end_)) {
-      const size_t stop = nl != nullptr ? static_cast<size_t>(static_cast<const char*>(nl) - base)
-                                        : end_;
+      const size_t stop =
+          nl != nullptr ? static_cast<size_t>(static_cast<const char*>(nl) - base) : end_;
       if (stop - begin_ > max_line_) break;  // the error below
       size_t len = stop - begin_;
       if (len > 0 && base[begin_ + len - 1] == '\r') --len;
@@ -120,8 +123,8 @@ Expected<bool> LineReader::next(RawRecord& out) {
     const size_t n = std::fread(buf_.data() + end_, 1, buf_.size() - end_, file_.get());
     if (n == 0) {
       if (std::ferror(file_.get()))
-        return make_error(Errc::io_error, *path_ + ": read failed at byte " +
-                                              std::to_string(offset_ + end_));
+        return make_error(Errc::io_error,
+                          *path_ + ": read failed at byte " + std::to_string(offset_ + end_));
       eof_ = true;
     }
     end_ += n;

@@ -8,15 +8,19 @@ Expected<RecordFormat> parse_record_format(std::string_view name) {
   if (name == "libsvm") return RecordFormat::libsvm;
   if (name == "criteo") return RecordFormat::criteo;
   if (name == "tfrecord") return RecordFormat::tfrecord;
-  return make_error(Errc::invalid_argument, "unknown record format '" + std::string(name.substr(0, 32)) +
+  return make_error(Errc::invalid_argument, "unknown record format '" +
+                                                std::string(name.substr(0, 32)) +
                                                 "' (libsvm, criteo or tfrecord)");
 }
 
 const char* record_format_name(RecordFormat format) {
   switch (format) {
-    case RecordFormat::libsvm: return "libsvm";
-    case RecordFormat::criteo: return "criteo";
-    case RecordFormat::tfrecord: return "tfrecord";
+    case RecordFormat::libsvm:
+      return "libsvm";
+    case RecordFormat::criteo:
+      return "criteo";
+    case RecordFormat::tfrecord:
+      return "tfrecord";
   }
   return "?";
 }
@@ -27,8 +31,8 @@ namespace {
 template <class Reader>
 std::unique_ptr<Iterator<RawRecord>> stream(std::string path) {
   return detail::make_fn_iterator<RawRecord>(
-      [path = std::move(path), reader = std::optional<Reader>()]() mutable
-      -> std::optional<RawRecord> {
+      [path = std::move(path),
+       reader = std::optional<Reader>()]() mutable -> std::optional<RawRecord> {
         if (!reader) reader.emplace(Reader::open(path).value());
         RawRecord r;
         if (!reader->next(r).value()) return std::nullopt;
@@ -52,7 +56,8 @@ Expected<Batch> parse_batch(const std::vector<RawRecord>& records, RecordFormat 
     Example e;
     if (format == RecordFormat::tfrecord) {
       auto parsed = parse_example(r.data);
-      if (!parsed) return make_error(parsed.error().code, r.where() + ": " + parsed.error().message);
+      if (!parsed)
+        return make_error(parsed.error().code, r.where() + ": " + parsed.error().message);
       e = std::move(*parsed);
     } else {
       auto kept = format == RecordFormat::criteo ? parse_criteo_line(r, criteo, e)
@@ -61,10 +66,9 @@ Expected<Batch> parse_batch(const std::vector<RawRecord>& records, RecordFormat 
       if (!*kept) continue;
     }
     if (!examples.empty() && e.features.size() != examples.front().features.size())
-      return make_error(Errc::data_loss,
-                        r.where() + ": " + std::to_string(e.features.size()) +
-                            " dense features where the batch has " +
-                            std::to_string(examples.front().features.size()));
+      return make_error(Errc::data_loss, r.where() + ": " + std::to_string(e.features.size()) +
+                                             " dense features where the batch has " +
+                                             std::to_string(examples.front().features.size()));
     examples.push_back(std::move(e));
   }
   return collate(examples);
@@ -79,12 +83,13 @@ Expected<std::vector<Example>> read_examples(const std::string& path, RecordForm
     Example e;
     if (format == RecordFormat::tfrecord) {
       auto parsed = parse_example(r.data);
-      if (!parsed) return make_error(parsed.error().code, r.where() + ": " + parsed.error().message);
+      if (!parsed)
+        return make_error(parsed.error().code, r.where() + ": " + parsed.error().message);
       out.push_back(std::move(*parsed));
       return {};
     }
-    auto kept = format == RecordFormat::criteo ? parse_criteo_line(r, criteo, e)
-                                               : parse_libsvm_line(r, e);
+    auto kept =
+        format == RecordFormat::criteo ? parse_criteo_line(r, criteo, e) : parse_libsvm_line(r, e);
     if (!kept) return kept.error();
     if (*kept) out.push_back(std::move(e));
     return {};
@@ -116,11 +121,10 @@ Dataset<Batch> sparse_input(std::vector<std::string> files, const InputContext& 
   if (options.shuffle_buffer > 0)
     records = records.shuffle(options.shuffle_buffer, options.seed + static_cast<uint64_t>(id));
   const CriteoOptions criteo = options.criteo;
-  auto batches =
-      records.batch(options.batch, options.drop_remainder)
-          .map([format, criteo](std::vector<RawRecord> group) {
-            return parse_batch(group, format, criteo).value();  // throws the parse error
-          });
+  auto batches = records.batch(options.batch, options.drop_remainder)
+                     .map([format, criteo](std::vector<RawRecord> group) {
+                       return parse_batch(group, format, criteo).value();  // throws the parse error
+                     });
   if (options.cache) batches = batches.cache();
   if (options.epochs != 1) batches = batches.repeat(options.epochs);
   if (options.prefetch > 0) batches = batches.prefetch(options.prefetch);

@@ -80,7 +80,8 @@ Expected<bool> parse_libsvm_line(const RawRecord& record, Example& e) {
     const auto at = static_cast<int64_t>(pos);
     if (first) {
       if (!parse_float(tok, e.label))
-        return bad_line(record, at, "label '" + std::string(tok.substr(0, 32)) + "' is not a number");
+        return bad_line(record, at,
+                        "label '" + std::string(tok.substr(0, 32)) + "' is not a number");
       first = false;
     } else {
       const auto colon = tok.find(':');
@@ -130,9 +131,9 @@ Expected<std::vector<Example>> read_csv(const std::string& path, const CsvOption
     const auto n = static_cast<int64_t>(fields.size());
     if (columns < 0) columns = n;
     if (n != columns)
-      return bad_line(record, 0,
-                      std::to_string(n) + " fields where earlier lines had " +
-                          std::to_string(columns));
+      return bad_line(
+          record, 0,
+          std::to_string(n) + " fields where earlier lines had " + std::to_string(columns));
     const int64_t label_at =
         options.label_column < 0 ? n + options.label_column : options.label_column;
     if (label_at < 0 || label_at >= n)
@@ -210,9 +211,8 @@ Expected<bool> parse_criteo_line(const RawRecord& record, const CriteoOptions& o
 
 Expected<std::vector<Example>> read_criteo(const std::string& path, const CriteoOptions& options) {
   if (auto st = check(options); !st) return st.error();
-  return read_lines(path, [&](const RawRecord& r, Example& e) {
-    return parse_criteo_line(r, options, e);
-  });
+  return read_lines(
+      path, [&](const RawRecord& r, Example& e) { return parse_criteo_line(r, options, e); });
 }
 
 }  // namespace troupe::core

@@ -49,8 +49,7 @@ Expected<std::vector<Example>> read_criteo(const std::string& path,
 /// Whether the options are usable (buckets_per_field in [1, 2^56 / 26]).
 Status check(const CriteoOptions& options);
 /// One Criteo line into `out`; false for an empty line. Errors as read_criteo's.
-Expected<bool> parse_criteo_line(const RawRecord& line, const CriteoOptions& options,
-                                 Example& out);
+Expected<bool> parse_criteo_line(const RawRecord& line, const CriteoOptions& options, Example& out);
 
 /// Reads a numeric CSV file into dense examples; every line needs the same number of
 /// fields. A field that is not a number is a data_loss error naming file, line, column and

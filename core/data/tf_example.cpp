@@ -34,7 +34,9 @@ std::string packed_floats(const float* v, size_t n) {
   return out;
 }
 
-Error bad(const std::string& what) { return make_error(Errc::data_loss, "tf.train.Example: " + what); }
+Error bad(const std::string& what) {
+  return make_error(Errc::data_loss, "tf.train.Example: " + what);
+}
 
 // The values of one Feature: its list kind, and its numbers as floats or int64s.
 struct FeatureValues {
@@ -57,8 +59,8 @@ Status read_list(std::string_view list, uint32_t kind, const std::string& key, F
         out.floats.push_back(v);
       } else if (f->type == proto::length_delimited) {
         if (f->bytes.size() % 4 != 0)
-          return bad("feature '" + key + "': packed floats of " +
-                     std::to_string(f->bytes.size()) + " bytes");
+          return bad("feature '" + key + "': packed floats of " + std::to_string(f->bytes.size()) +
+                     " bytes");
         const size_t at = out.floats.size();
         out.floats.resize(at + f->bytes.size() / 4);
         std::memcpy(out.floats.data() + at, f->bytes.data(), f->bytes.size());
@@ -119,8 +121,7 @@ std::string encode_example(const Example& e) {
   if (!e.values.empty())
     put_feature(features, "values", float_list, packed_floats(e.values.data(), e.values.size()));
   if (!e.features.empty())
-    put_feature(features, "dense", float_list,
-                packed_floats(e.features.data(), e.features.size()));
+    put_feature(features, "dense", float_list, packed_floats(e.features.data(), e.features.size()));
   std::string out;
   put_bytes(out, 1, features);
   return out;

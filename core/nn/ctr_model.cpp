@@ -17,16 +17,20 @@ Expected<CtrKind> parse_ctr_kind(const std::string& name) {
   if (name == "fm") return CtrKind::fm;
   if (name == "deepfm") return CtrKind::deepfm;
   if (name == "wide_deep") return CtrKind::wide_deep;
-  return make_error(Errc::invalid_argument, "unknown CTR model '" + name.substr(0, 32) +
-                                                "' (lr, fm, deepfm or wide_deep)");
+  return make_error(Errc::invalid_argument,
+                    "unknown CTR model '" + name.substr(0, 32) + "' (lr, fm, deepfm or wide_deep)");
 }
 
 const char* ctr_kind_name(CtrKind kind) {
   switch (kind) {
-    case CtrKind::logistic: return "lr";
-    case CtrKind::fm: return "fm";
-    case CtrKind::deepfm: return "deepfm";
-    case CtrKind::wide_deep: return "wide_deep";
+    case CtrKind::logistic:
+      return "lr";
+    case CtrKind::fm:
+      return "fm";
+    case CtrKind::deepfm:
+      return "deepfm";
+    case CtrKind::wide_deep:
+      return "wide_deep";
   }
   return "?";
 }
@@ -71,22 +75,22 @@ std::vector<Parameter> CtrModel::parameters() {
 
 Status CtrModel::check_batch(const Batch& b) const {
   const int64_t n = b.size();
-  if (static_cast<int64_t>(b.row_splits.size()) != n + 1 ||
-      b.values.size() != b.ids.size())
+  if (static_cast<int64_t>(b.row_splits.size()) != n + 1 || b.values.size() != b.ids.size())
     return make_error(Errc::invalid_argument, "CTR batch: malformed sparse features");
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t have = b.row_splits[static_cast<size_t>(i + 1)] - b.row_splits[static_cast<size_t>(i)];
+    const int64_t have =
+        b.row_splits[static_cast<size_t>(i + 1)] - b.row_splits[static_cast<size_t>(i)];
     if (have != config_.fields)
-      return make_error(Errc::invalid_argument,
-                        "CTR batch: example " + std::to_string(i) + " has " +
-                            std::to_string(have) + " ids, the model takes one per field (" +
-                            std::to_string(config_.fields) + ")");
+      return make_error(Errc::invalid_argument, "CTR batch: example " + std::to_string(i) +
+                                                    " has " + std::to_string(have) +
+                                                    " ids, the model takes one per field (" +
+                                                    std::to_string(config_.fields) + ")");
   }
   const int64_t d = b.features.shape().rank() == 2 ? b.features.shape()[1] : 0;
   if (d != config_.dense && !(n == 0))
-    return make_error(Errc::invalid_argument,
-                      "CTR batch: " + std::to_string(d) + " dense features, the model takes " +
-                          std::to_string(config_.dense));
+    return make_error(Errc::invalid_argument, "CTR batch: " + std::to_string(d) +
+                                                  " dense features, the model takes " +
+                                                  std::to_string(config_.dense));
   return {};
 }
 

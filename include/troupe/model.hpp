@@ -2,8 +2,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -88,9 +88,7 @@ struct BatchStats {
       c *= times;
   }
   bool has_auc() const { return auc_pos.size() >= 2 && auc_pos.size() == auc_neg.size(); }
-  double auc() const {
-    return has_auc() ? core::AUC::from_counts(auc_pos, auc_neg).result() : 0.0;
-  }
+  double auc() const { return has_auc() ? core::AUC::from_counts(auc_pos, auc_neg).result() : 0.0; }
   double loss() const { return examples == 0 ? 0.0 : loss_sum / static_cast<double>(examples); }
   double accuracy() const {
     return examples == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(examples);

@@ -24,11 +24,11 @@ struct Variable {
 
 /// What one PS task reports of itself.
 struct PsTaskStats {
-  int64_t variables = 0;        // shards held
-  int64_t pulls = 0;            // pull requests answered
-  int64_t updates_applied = 0;  // pushes applied
-  int64_t snapshots = 0;        // snapshots written by this process
-  int64_t rss_bytes = 0;        // resident memory of the PS process
+  int64_t variables = 0;          // shards held
+  int64_t pulls = 0;              // pull requests answered
+  int64_t updates_applied = 0;    // pushes applied
+  int64_t snapshots = 0;          // snapshots written by this process
+  int64_t rss_bytes = 0;          // resident memory of the PS process
   int64_t snapshot_copy_us = 0;   // the last snapshot's copy of the shards (serving waits)
   int64_t snapshot_write_ms = 0;  // and its write to disk (off the serving thread)
 };

@@ -311,9 +311,10 @@ TEST_CASE("At-most-once stays bounded: 100k closures hold only the tags in fligh
   CHECK(restored->push(tag(100003), "w#0", g).value());
 }
 
-TEST_CASE("A PS snapshot is copied one shard per turn, each shard whole, and written off "
-          "the actor",
-          "[ps_shard]") {
+TEST_CASE(
+    "A PS snapshot is copied one shard per turn, each shard whole, and written off "
+    "the actor",
+    "[ps_shard]") {
   // One scheduler thread, held by a blocker while the test fills the PS's mailbox: the
   // snapshot and the pushes are all queued before the PS runs, so the order is exact.
   caf::actor_system_config cfg;

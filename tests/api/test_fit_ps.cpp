@@ -107,7 +107,7 @@ TEST_CASE("fit with a ParameterServerStrategy: resume, checkpoints, distributed 
   model.coordinator_if_made()->shutdown_cluster();
 }
 
-TEST_CASE("fit a CTR model with its table split over two PS tasks; AUC counted once",
+TEST_CASE("fit a CTR model with its table split over two PS tasks, AUC counted once",
           "[process][fit][ctr]") {
   test::LocalCluster cluster(2, 2);  // children: ps:0, ps:1, worker:0, worker:1
   const auto reg = test::make_test_registry();
@@ -117,8 +117,8 @@ TEST_CASE("fit a CTR model with its table split over two PS tasks; AUC counted o
   o.validation = FitOptions::Validation::distributed;
   o.coordinator.closure_timeout = 10s;
   Model model(test::ctr_model());
-  auto strategy = ParameterServerStrategy::make(
-      cluster.chief(), std::make_shared<core::FixedShardsPartitioner>(2));
+  auto strategy = ParameterServerStrategy::make(cluster.chief(),
+                                                std::make_shared<core::FixedShardsPartitioner>(2));
   REQUIRE(strategy.ok());
   auto h = fit(model, **strategy, {&reg, "clicks_repeat"}, o);
   REQUIRE(h.ok());

@@ -116,8 +116,7 @@ TEST_CASE("a TFRecord length past the limit or the file is refused before alloca
   CHECK(got.error().message.find("record 1 at byte 18: truncated header") != std::string::npos);
 }
 
-TEST_CASE("line reader: offsets, CRLF, a last line without newline, and a line cap",
-          "[records]") {
+TEST_CASE("line reader: offsets, CRLF, a last line without newline, and a line cap", "[records]") {
   TempDir dir;
   write_text(dir.file("t"), "ab\r\n\nxyz");
   auto r = LineReader::open(dir.file("t"));
@@ -218,8 +217,7 @@ TEST_CASE("tf.train.Example round trip, unpacked lists, int64 labels, malformed 
   }
 }
 
-TEST_CASE("sparse_input: files sharded by worker, every record once, formats alike",
-          "[records]") {
+TEST_CASE("sparse_input: files sharded by worker, every record once, formats alike", "[records]") {
   TempDir dir;
   // Four files of 10 examples; example k has label k (unique) and ids {k, 100 + k}.
   std::vector<std::string> tf_files, svm_files;
@@ -229,8 +227,7 @@ TEST_CASE("sparse_input: files sharded by worker, every record once, formats ali
     for (int i = 0; i < 10; ++i) {
       const int k = f * 10 + i;
       ex.push_back(example(static_cast<float>(k), {k, 100 + k}, {}, {}));
-      svm += std::to_string(k) + " " + std::to_string(k) + ":1 " + std::to_string(100 + k) +
-             ":1\n";
+      svm += std::to_string(k) + " " + std::to_string(k) + ":1 " + std::to_string(100 + k) + ":1\n";
     }
     tf_files.push_back(dir.file("part-" + std::to_string(f) + ".tfrecord"));
     svm_files.push_back(dir.file("part-" + std::to_string(f) + ".svm"));
@@ -311,8 +308,8 @@ TEST_CASE("a damaged record reaches the reader of the pipeline as an error namin
   CHECK(good == 3);  // the batches before record 30's batch came through
 
   // A Criteo line with a bad field, parsed in the map step: the file and line.
-  write_text(dir.file("c.txt"), std::string("1") + std::string(39, '\t') + "\n2" +
-                                    std::string(39, '\t') + "\n");
+  write_text(dir.file("c.txt"),
+             std::string("1") + std::string(39, '\t') + "\n2" + std::string(39, '\t') + "\n");
   o.format = RecordFormat::criteo;
   o.drop_remainder = false;
   it = sparse_input({dir.file("c.txt")}, InputContext{}, o).make_iterator();

@@ -19,9 +19,9 @@ const std::string bin = TROUPE_BIN_DIR;
 
 nlohmann::json launch_ctr(const troupe::test::TempDir& dir, const std::string& cluster,
                           const std::string& args) {
-  auto r = run_program(bin + "/troupe launch " + cluster + " --run-dir " + dir.file("run") +
-                       " -- " + bin + "/ctr_ps --data " + dir.file("data") + " " + args +
-                       " 2>/dev/null");
+  auto r =
+      run_program(bin + "/troupe launch " + cluster + " --run-dir " + dir.file("run") + " -- " +
+                  bin + "/ctr_ps --data " + dir.file("data") + " " + args + " 2>/dev/null");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   REQUIRE(r.last_json.is_object());
@@ -57,9 +57,9 @@ TEST_CASE("ctr_datagen: Criteo text and TFRecord files read into the same batche
   auto read_all = [&](tc::RecordFormat format, const std::string& ext) {
     o.format = format;
     std::vector<tc::Batch> out;
-    auto it = tc::sparse_input({dir.file("train-00000-of-00002" + ext),
-                                dir.file("train-00001-of-00002" + ext)},
-                               tc::InputContext{}, o)
+    auto it = tc::sparse_input(
+                  {dir.file("train-00000-of-00002" + ext), dir.file("train-00001-of-00002" + ext)},
+                  tc::InputContext{}, o)
                   .make_iterator();
     while (auto b = it->next())
       out.push_back(std::move(*b));
