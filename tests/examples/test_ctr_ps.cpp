@@ -158,3 +158,29 @@ TEST_CASE("ctr_ps survives a killed worker, reads TFRecord input, keeps two tabl
     CHECK(ps["shards"].get<int64_t>() >= 2);
   CHECK(chief["auc"].get<double>() >= teacher - 0.02);  // 3 epochs of half the data
 }
+
+TEST_CASE("ctr_ps on a damaged TFRecord file ends with an error naming the file and record",
+          "[example][ctr]") {
+  troupe::test::TempDir dir;
+  auto gen = run_program(bin + "/ctr_datagen --out " + dir.file("data") +
+                         " --rows 20000 --files 2 --vocab 50 --format tfrecord"
+                         " --buckets-per-field 4096");
+  REQUIRE(gen.exit_code == 0);
+  const std::string damaged = dir.file("data/train-00001-of-00002.tfrecord");
+  auto bytes = troupe::test::read_bytes(damaged);
+  bytes[bytes.size() / 2] ^= 0x5a;  // inside some record's data
+  troupe::test::write_bytes(damaged, bytes);
+  auto r = run_program(bin + "/troupe launch --ps 2 --workers 2 --run-dir " + dir.file("run") +
+                       " -- " + bin + "/ctr_ps --data " + dir.file("data") +
+                       " --format tfrecord --batch 256 --hidden 16 --dim 4"
+                       " --buckets-per-field 4096 --steps-per-worker 100 2>/dev/null");
+  INFO(r.output);
+  CHECK(r.exit_code != 0);
+  REQUIRE(r.last_json.is_object());
+  troupe::test::check_all_gone(r.last_json["tasks"]);
+  const auto& chief = r.last_json["chief"];
+  CHECK(chief["ok"] == false);
+  const std::string error = chief["error"].get<std::string>();
+  CHECK(error.find(damaged + ": record ") != std::string::npos);
+  CHECK(error.find("CRC mismatch") != std::string::npos);
+}
