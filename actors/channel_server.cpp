@@ -6,16 +6,19 @@
 
 #include <cstdio>
 
+#include "net/auth.hpp"
+
 namespace troupe::actors {
 
 core::Expected<std::unique_ptr<ChannelServer>> ChannelServer::start(caf::actor_system& sys,
                                                                     caf::actor shard,
-                                                                    const std::string& host) {
+                                                                    const std::string& host,
+                                                                    std::string secret) {
   uint16_t port = 0;
   auto listener = net::listen_on(host, port);
   if (!listener) return listener.error();
   std::unique_ptr<ChannelServer> server(
-      new ChannelServer(sys, std::move(shard), std::move(*listener), port));
+      new ChannelServer(sys, std::move(shard), std::move(*listener), port, std::move(secret)));
   if (::pipe2(server->wake_, O_CLOEXEC) != 0)
     return core::make_error(core::Errc::io_error, "tensor channel: cannot create a pipe");
   server->acceptor_ = std::thread([s = server.get()] { s->accept_loop(); });
@@ -23,8 +26,12 @@ core::Expected<std::unique_ptr<ChannelServer>> ChannelServer::start(caf::actor_s
 }
 
 ChannelServer::ChannelServer(caf::actor_system& sys, caf::actor shard, net::Socket listener,
-                             uint16_t port)
-    : sys_(sys), shard_(std::move(shard)), listener_(std::move(listener)), port_(port) {}
+                             uint16_t port, std::string secret)
+    : sys_(sys),
+      shard_(std::move(shard)),
+      listener_(std::move(listener)),
+      port_(port),
+      secret_(std::move(secret)) {}
 
 ChannelServer::~ChannelServer() {
   stop();
@@ -80,6 +87,17 @@ void ChannelServer::accept_loop() {
 }
 
 void ChannelServer::serve(Connection& c) {
+  if (!secret_.empty()) {
+    // Before any frame: a stranger costs the handshake's bytes and one bounded wait.
+    if (auto st = net::authenticate_peer(c.socket, secret_, std::chrono::seconds(5)); !st) {
+      std::fprintf(stderr, "troupe: tensor channel: refused %s: %s\n", c.peer.c_str(),
+                   st.error().message.c_str());
+      caf::anon_send(shard_, net::refused_atom::value);
+      c.socket.shutdown();
+      c.finished = true;
+      return;
+    }
+  }
   caf::scoped_actor self{sys_};
   for (;;) {
     auto request = net::recv_request(c.socket);

@@ -21,10 +21,14 @@ namespace troupe::actors {
 /// reply, ends that connection, and is reported on stderr naming the peer.
 class ChannelServer {
  public:
-  /// Listens on `host` (the PS task's own address) on a free port.
+  /// Listens on `host` (the PS task's own address) on a free port. With a cluster
+  /// `secret`, every connection must prove it (net/auth.hpp) before a frame is read; a
+  /// peer that does not is refused, named on stderr and counted by the shard actor
+  /// (`refused`). Empty: connections are not authenticated.
   static core::Expected<std::unique_ptr<ChannelServer>> start(caf::actor_system& sys,
                                                               caf::actor shard,
-                                                              const std::string& host);
+                                                              const std::string& host,
+                                                              std::string secret = {});
   ~ChannelServer();
   ChannelServer(const ChannelServer&) = delete;
   ChannelServer& operator=(const ChannelServer&) = delete;
@@ -40,7 +44,8 @@ class ChannelServer {
     std::thread thread;
     std::atomic<bool> finished{false};
   };
-  ChannelServer(caf::actor_system& sys, caf::actor shard, net::Socket listener, uint16_t port);
+  ChannelServer(caf::actor_system& sys, caf::actor shard, net::Socket listener, uint16_t port,
+                std::string secret);
   void accept_loop();
   void serve(Connection& c);
 
@@ -48,6 +53,7 @@ class ChannelServer {
   caf::actor shard_;
   net::Socket listener_;
   uint16_t port_;
+  std::string secret_;
   int wake_[2] = {-1, -1};  // a pipe: writing to it ends accept_loop
   std::thread acceptor_;
   std::mutex mu_;

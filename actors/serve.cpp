@@ -9,6 +9,7 @@
 #include "actors/ps_shard.hpp"
 #include "actors/supervisor.hpp"
 #include "actors/worker.hpp"
+#include "net/auth.hpp"
 
 namespace troupe::actors {
 
@@ -25,10 +26,11 @@ namespace {
 // for the launcher or an orchestrator (the next supervisor up) to restart.
 core::Status serve_worker(caf::actor_system& sys, const net::ClusterResolver& resolver,
                           const Registry& registry, const net::NodeOptions& options,
-                          const net::HostPort& hp,
+                          const net::HostPort& hp, const std::string& secret,
                           const std::function<void(const std::string&)>& on_ready) {
   const net::TaskId& task = resolver.task();
   WorkerOptions wo;
+  wo.cluster_secret = secret;
   wo.index = task.index;
   wo.cluster = resolver.cluster_spec();
   wo.registry = &registry;
@@ -96,6 +98,10 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
                       "serve(): task " + task.to_string() + " is not a ps or worker task");
   auto hp = net::parse_host_port(resolver.cluster_spec().address(task));
   if (!hp) return hp.error();
+  auto secret = net::cluster_secret_from_env();
+  if (!secret)
+    return make_error(secret.error().code,
+                      "task " + task.to_string() + ": " + secret.error().message);
 
   caf::actor_system_config cfg;
   net::configure(cfg, options);
@@ -131,7 +137,7 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
     }
     served = sys.spawn(ps_shard, std::move(po));
     if (options.tensor_channel) {
-      auto started = ChannelServer::start(sys, served, hp->host);
+      auto started = ChannelServer::start(sys, served, hp->host, *secret);
       if (!started) {
         caf::anon_send_exit(served, caf::exit_reason::user_shutdown);
         return make_error(started.error().code, "task " + task.to_string() +
@@ -142,7 +148,7 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
       caf::anon_send(served, net::channel_atom::value, static_cast<int32_t>(channel->port()));
     }
   } else {
-    return serve_worker(sys, resolver, registry, options, *hp, on_ready);
+    return serve_worker(sys, resolver, registry, options, *hp, *secret, on_ready);
   }
   // reuse_addr: a restarted task must re-bind its port at once, not after TIME_WAIT.
   auto port = caf::io::publish(served, hp->port, hp->host.c_str(), /*reuse_addr=*/true);

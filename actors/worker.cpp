@@ -1,5 +1,7 @@
 #include "actors/worker.hpp"
 
+#include "net/auth.hpp"
+
 #include <algorithm>
 #include <exception>
 
@@ -110,6 +112,12 @@ core::Expected<net::Socket*> WorkerRuntime::channel(int task) {
     return make_error(socket.error().code,
                       id.to_string() + " tensor channel: " + socket.error().message);
   }
+  if (!options_.cluster_secret.empty())
+    if (auto st = net::authenticate_to(*socket, options_.cluster_secret, options_.request_timeout);
+        !st) {
+      channels_.erase(task);
+      return make_error(st.error().code, id.to_string() + " tensor channel: " + st.error().message);
+    }
   slot = std::move(*socket);
   return &slot;
 }

@@ -30,6 +30,9 @@ struct WorkerOptions {
   std::chrono::milliseconds connect_timeout{3000};
   /// Send tensors through the PS tasks' tensor channels (when they have one).
   bool tensor_channel = true;
+  /// The job's secret: each channel connection proves it and checks the PS's proof
+  /// (net/auth.hpp). Empty: connections are not authenticated.
+  std::string cluster_secret;
   /// Batches each dataset_iterator makes ahead of the requests (0: on request only).
   size_t prefetch = 8;
   /// Batches taken from a dataset_iterator per request: one thread hand-off per this many

@@ -21,6 +21,7 @@
 
 #include "api/impl.hpp"
 #include "core/json_text.hpp"
+#include "net/auth.hpp"
 #include "net/channel.hpp"
 #include "tcp_baseline.hpp"
 
@@ -114,6 +115,12 @@ int main(int argc, char** argv) {
   auto channel = troupe::net::connect_to(ps_host->host, static_cast<uint16_t>(channel_port),
                                          std::chrono::seconds(30));
   if (!channel) return fail(channel.error().to_string());
+  // Under troupe launch the PS asks for the job's secret, as it does of every worker.
+  auto secret = troupe::net::cluster_secret_from_env();
+  if (!secret) return fail(secret.error().to_string());
+  if (!secret->empty())
+    if (auto st = troupe::net::authenticate_to(*channel, *secret, std::chrono::seconds(30)); !st)
+      return fail(st.error().to_string());
   for (int64_t bytes : {int64_t{4} << 10, int64_t{1} << 20, int64_t{4} << 20, int64_t{16} << 20}) {
     const int64_t n = bytes / 4;
     const std::string var = "t" + std::to_string(bytes);

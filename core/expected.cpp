@@ -20,6 +20,8 @@ const char* errc_name(Errc code) {
       return "cancelled";
     case Errc::internal:
       return "internal";
+    case Errc::permission_denied:
+      return "permission_denied";
   }
   return "unknown";
 }

@@ -21,6 +21,7 @@ enum class Errc : int {
   unavailable,           // a peer or resource is (perhaps temporarily) gone
   cancelled,             // work withdrawn before it finished
   internal,              // a bug surfaced as a value rather than an abort
+  permission_denied,     // a peer that is not a member of the job (no proof of its secret)
 };
 
 const char* errc_name(Errc code);

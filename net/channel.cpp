@@ -368,7 +368,7 @@ core::Expected<std::vector<PsItem>> recv_reply(const Socket& s, const ChannelLim
   if (h.kind == error_frame) {
     if (h.payload_bytes != 0) return malformed("error frame with a payload");
     if (h.count < static_cast<uint32_t>(Errc::invalid_argument) ||
-        h.count > static_cast<uint32_t>(Errc::internal))
+        h.count > static_cast<uint32_t>(Errc::permission_denied))
       return malformed("unknown error code " + std::to_string(h.count));
     return core::Error{static_cast<Errc>(h.count), std::string(meta.begin(), meta.end())};
   }

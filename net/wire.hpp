@@ -4,6 +4,7 @@
 // the protocol: one file, so that a reader finds the whole wire vocabulary here.
 // docs/wire-format.md describes the same in prose.
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -153,23 +154,32 @@ struct PsStats {
   int64_t applied_tags = 0;       // closure tags held for at-most-once (bounded)
   int64_t snapshot_copy_us = 0;   // the last snapshot's copy of the shards (serving waits)
   int64_t snapshot_write_ms = 0;  // and its write to disk (on a thread of its own)
+  int64_t channel_refused = 0;    // tensor-channel connections that did not prove the secret
+
+  // The one list of the fields, in wire order (append new ones at the end).
+  template <class S>
+  static auto fields(S& s) {
+    return std::array{&s.variables,         &s.pulls,
+                      &s.updates_applied,   &s.updates_duplicate,
+                      &s.requests_rejected, &s.restored_from,
+                      &s.snapshots,         &s.snapshot_failures,
+                      &s.snapshot_age_ms,   &s.process,
+                      &s.rss_bytes,         &s.applied_tags,
+                      &s.snapshot_copy_us,  &s.snapshot_write_ms,
+                      &s.channel_refused};
+  }
 
   std::vector<int64_t> to_vector() const {
-    return {variables,     pulls,        updates_applied,   updates_duplicate, requests_rejected,
-            restored_from, snapshots,    snapshot_failures, snapshot_age_ms,   process,
-            rss_bytes,     applied_tags, snapshot_copy_us,  snapshot_write_ms};
+    std::vector<int64_t> out;
+    for (const int64_t* field : fields(*this))
+      out.push_back(*field);
+    return out;
   }
   static PsStats from(const std::vector<int64_t>& v) {
     PsStats s;
-    int64_t* fields[] = {&s.variables,         &s.pulls,
-                         &s.updates_applied,   &s.updates_duplicate,
-                         &s.requests_rejected, &s.restored_from,
-                         &s.snapshots,         &s.snapshot_failures,
-                         &s.snapshot_age_ms,   &s.process,
-                         &s.rss_bytes,         &s.applied_tags,
-                         &s.snapshot_copy_us,  &s.snapshot_write_ms};
-    for (size_t i = 0; i < v.size() && i < sizeof fields / sizeof fields[0]; ++i)
-      *fields[i] = v[i];
+    const auto f = fields(s);
+    for (size_t i = 0; i < v.size() && i < f.size(); ++i)
+      *f[i] = v[i];
     return s;
   }
 };
@@ -258,6 +268,7 @@ using stats_atom = caf::atom_constant<caf::atom("stats")>;         // any: count
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;   // node: stop serving
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;   // PS: take a snapshot
 using snapstep_atom = caf::atom_constant<caf::atom("snapstep")>;   // PS: copy the next shard
+using refused_atom = caf::atom_constant<caf::atom("refused")>;     // PS: a stranger was refused
 using state_atom = caf::atom_constant<caf::atom("shardstate")>;    // PS: a shard's state
 using assign_atom = caf::atom_constant<caf::atom("assign")>;       // PS: set a shard's state
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;       // worker control: cancel

@@ -1,5 +1,7 @@
 #include "tools/launch.hpp"
 
+#include "net/auth.hpp"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -130,6 +132,31 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   if (ec) return {{"ok", false}, {"error", run_dir + ": " + ec.message()}};
+  // A secret for this job, unless the caller gave one: every task's tensor channel then
+  // refuses connections that do not prove it (net/auth.hpp). Readable by this user only.
+  struct ForgetSecret {  // the variable names this run's file: not for a later launch()
+    bool set = false;
+    ~ForgetSecret() {
+      if (set) ::unsetenv(net::cluster_secret_file_env);
+    }
+  } forget;
+  bool own_secret = false;
+  if (std::getenv(net::cluster_secret_env) == nullptr &&
+      std::getenv(net::cluster_secret_file_env) == nullptr) {
+    auto secret = net::new_cluster_secret();
+    if (!secret) return {{"ok", false}, {"error", secret.error().to_string()}};
+    const std::string path = run_dir + "/cluster-secret";
+    fs::remove(path, ec);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 ||
+        ::write(fd, secret->data(), secret->size()) != static_cast<ssize_t>(secret->size()))
+      return {{"ok", false}, {"error", path + ": cannot write the cluster secret"}};
+    ::close(fd);
+    ::setenv(net::cluster_secret_file_env, path.c_str(), 1);
+    forget.set = own_secret = true;
+  } else if (auto checked = net::cluster_secret_from_env(); !checked) {
+    return {{"ok", false}, {"error", checked.error().to_string()}};
+  }
 
   // Choose every port while holding them all, then release them just before starting.
   // With PS tasks the cluster has a chief (ParameterServerStrategy's coordinator); without
@@ -321,11 +348,17 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
     statuses.push_back(describe_status(t));
   const bool chief_ok = chief_ok_exit(*chief);
   exit_code = chief_ok && !interrupted ? 0 : 1;
-  return {{"ok", exit_code == 0},  {"program", "troupe launch"},
-          {"run_dir", run_dir},    {"interrupted", interrupted != 0},
-          {"chief", chief_result}, {"tasks", statuses},
-          {"restarts", restarts},  {"injections", chaos.injections()},
-          {"chaos", chaos.log()},  {"evaluator", evaluations}};
+  return {{"ok", exit_code == 0},
+          {"program", "troupe launch"},
+          {"run_dir", run_dir},
+          {"interrupted", interrupted != 0},
+          {"cluster_secret", own_secret ? "made for this job" : "the caller's"},
+          {"chief", chief_result},
+          {"tasks", statuses},
+          {"restarts", restarts},
+          {"injections", chaos.injections()},
+          {"chaos", chaos.log()},
+          {"evaluator", evaluations}};
 }
 
 }  // namespace troupe::tools

@@ -1,0 +1,175 @@
+#include "net/auth.hpp"
+
+#include <poll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "core/sha256.hpp"
+
+namespace troupe::net {
+
+namespace {
+
+using core::Errc;
+using core::make_error;
+
+constexpr char magic[4] = {'T', 'R', 'A', '1'};
+constexpr size_t nonce_bytes = 32;
+constexpr size_t min_secret = 16, max_secret = 4096;
+
+core::Status random_bytes(char* out, size_t n) {
+  while (n > 0) {
+    const ssize_t got = ::getrandom(out, n, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return make_error(Errc::io_error, std::string("getrandom: ") + std::strerror(errno));
+    }
+    out += got;
+    n -= static_cast<size_t>(got);
+  }
+  return {};
+}
+
+// Reads exactly n bytes, waiting at most `timeout` for each arrival.
+core::Status read_within(int fd, char* buf, size_t n, std::chrono::milliseconds timeout,
+                         const char* what) {
+  while (n > 0) {
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    if (ready == 0)
+      return make_error(Errc::permission_denied, std::string("no ") + what + " within " +
+                                                     std::to_string(timeout.count()) + " ms");
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      return make_error(Errc::io_error, std::string("poll: ") + std::strerror(errno));
+    }
+    const ssize_t got = ::recv(fd, buf, n, 0);
+    if (got == 0) return make_error(Errc::permission_denied, std::string("closed during ") + what);
+    if (got < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return make_error(Errc::unavailable, std::string(what) + ": " + std::strerror(errno));
+    }
+    buf += got;
+    n -= static_cast<size_t>(got);
+  }
+  return {};
+}
+
+core::Status send_all(int fd, const std::string& bytes) {
+  size_t at = 0;
+  while (at < bytes.size()) {
+    const ssize_t sent = ::send(fd, bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      return make_error(Errc::unavailable, std::string("handshake send: ") + std::strerror(errno));
+    }
+    at += static_cast<size_t>(sent);
+  }
+  return {};
+}
+
+std::string proof(const std::string& secret, const char* label, const std::string& first,
+                  const std::string& second) {
+  const core::Digest d = core::hmac_sha256(secret, std::string(label) + first + second);
+  return std::string(reinterpret_cast<const char*>(d.data()), d.size());
+}
+
+bool same(const std::string& a, const std::string& b) {
+  core::Digest x{}, y{};
+  if (a.size() != x.size() || b.size() != y.size()) return false;
+  std::memcpy(x.data(), a.data(), x.size());
+  std::memcpy(y.data(), b.data(), y.size());
+  return core::digest_equal(x, y);
+}
+
+}  // namespace
+
+core::Expected<std::string> cluster_secret_from_env() {
+  if (const char* s = std::getenv(cluster_secret_env); s != nullptr && *s != '\0') {
+    const std::string secret(s);
+    if (secret.size() < min_secret || secret.size() > max_secret)
+      return make_error(Errc::invalid_argument,
+                        std::string(cluster_secret_env) + " must hold 16 to 4096 bytes");
+    return secret;
+  }
+  const char* path = std::getenv(cluster_secret_file_env);
+  if (path == nullptr || *path == '\0') return std::string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return make_error(Errc::invalid_argument, std::string(cluster_secret_file_env) + "=" + path +
+                                                  ": cannot open (" + std::strerror(errno) + ")");
+  std::string secret(max_secret + 1, '\0');
+  in.read(secret.data(), static_cast<std::streamsize>(secret.size()));
+  secret.resize(static_cast<size_t>(in.gcount()));
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r'))
+    secret.pop_back();
+  if (secret.size() < min_secret || secret.size() > max_secret)
+    return make_error(Errc::invalid_argument, std::string(cluster_secret_file_env) + "=" + path +
+                                                  ": the secret must be 16 to 4096 bytes");
+  return secret;
+}
+
+core::Expected<std::string> new_cluster_secret(size_t bytes) {
+  std::string raw(bytes, '\0');
+  if (auto st = random_bytes(raw.data(), raw.size()); !st) return st.error();
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out.push_back(digits[c >> 4]);
+    out.push_back(digits[c & 15]);
+  }
+  return out;
+}
+
+core::Status authenticate_peer(const Socket& s, const std::string& secret,
+                               std::chrono::milliseconds timeout) {
+  std::string nonce_s(nonce_bytes, '\0');
+  if (auto st = random_bytes(nonce_s.data(), nonce_s.size()); !st) return st;
+  if (auto st = send_all(s.fd(), std::string(magic, sizeof magic) + nonce_s); !st) return st;
+  // The magic first: a peer speaking anything else is refused on its first four bytes.
+  std::string hello(sizeof magic + nonce_bytes + 32, '\0');
+  if (auto st = read_within(s.fd(), hello.data(), sizeof magic, timeout, "handshake"); !st)
+    return st;
+  if (std::memcmp(hello.data(), magic, sizeof magic) != 0)
+    return make_error(Errc::permission_denied, "not a Troupe handshake");
+  if (auto st = read_within(s.fd(), hello.data() + sizeof magic, hello.size() - sizeof magic,
+                            timeout, "handshake");
+      !st)
+    return st;
+  const std::string nonce_c = hello.substr(sizeof magic, nonce_bytes);
+  if (!same(hello.substr(sizeof magic + nonce_bytes),
+            proof(secret, "troupe client", nonce_s, nonce_c)))
+    return make_error(Errc::permission_denied, "no proof of the cluster secret");
+  return send_all(s.fd(), proof(secret, "troupe server", nonce_c, nonce_s));
+}
+
+core::Status authenticate_to(const Socket& s, const std::string& secret,
+                             std::chrono::milliseconds timeout) {
+  std::string challenge(sizeof magic + nonce_bytes, '\0');
+  if (auto st = read_within(s.fd(), challenge.data(), challenge.size(), timeout, "challenge"); !st)
+    return st;
+  if (std::memcmp(challenge.data(), magic, sizeof magic) != 0)
+    return make_error(Errc::permission_denied, "the server sent no Troupe challenge");
+  const std::string nonce_s = challenge.substr(sizeof magic);
+  std::string nonce_c(nonce_bytes, '\0');
+  if (auto st = random_bytes(nonce_c.data(), nonce_c.size()); !st) return st;
+  if (auto st = send_all(s.fd(), std::string(magic, sizeof magic) + nonce_c +
+                                     proof(secret, "troupe client", nonce_s, nonce_c));
+      !st)
+    return st;
+  std::string answer(32, '\0');
+  if (auto st = read_within(s.fd(), answer.data(), answer.size(), timeout, "server proof"); !st)
+    return make_error(Errc::permission_denied,
+                      "the server did not prove the cluster secret (" + st.error().message + ")");
+  if (!same(answer, proof(secret, "troupe server", nonce_c, nonce_s)))
+    return make_error(Errc::permission_denied, "the server did not prove the cluster secret");
+  return {};
+}
+
+}  // namespace troupe::net

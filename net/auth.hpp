@@ -1,0 +1,42 @@
+#pragma once
+
+// Membership of a job: a cluster secret every task holds, and a mutual challenge-response
+// on each new connection that proves it without sending it. A stranger is refused before
+// it can send a single frame, so it costs the server 68 bytes and one bounded wait.
+//
+//   server -> client  "TRA1" nonce_s (32 random bytes)
+//   client -> server  "TRA1" nonce_c  HMAC-SHA256(secret, "troupe client" nonce_s nonce_c)
+//   server -> client  HMAC-SHA256(secret, "troupe server" nonce_c nonce_s)
+//
+// Nonces make every proof new (a recorded handshake replays nothing); the two labels keep
+// a server's proof from passing for a client's.
+
+#include <chrono>
+#include <string>
+
+#include "core/expected.hpp"
+#include "net/channel.hpp"
+
+namespace troupe::net {
+
+/// Environment variables: the secret itself, or a file holding it (16 to 4096 bytes).
+inline constexpr const char* cluster_secret_env = "TROUPE_CLUSTER_SECRET";
+inline constexpr const char* cluster_secret_file_env = "TROUPE_CLUSTER_SECRET_FILE";
+
+/// The job's secret from the environment; empty when neither variable is set (then
+/// connections are not authenticated). A secret shorter than 16 bytes, or a file that
+/// cannot be read or is out of bounds, is an invalid_argument error naming it.
+core::Expected<std::string> cluster_secret_from_env();
+
+/// A fresh random secret of `bytes` bytes, hex-encoded (what `troupe launch` gives a job).
+core::Expected<std::string> new_cluster_secret(size_t bytes = 32);
+
+/// The server's side of the handshake on a just-accepted connection: each read waits at
+/// most `timeout`. A peer that does not prove the secret is `permission_denied`.
+core::Status authenticate_peer(const Socket& s, const std::string& secret,
+                               std::chrono::milliseconds timeout);
+/// The client's side, right after connecting: the server must prove the secret too.
+core::Status authenticate_to(const Socket& s, const std::string& secret,
+                             std::chrono::milliseconds timeout);
+
+}  // namespace troupe::net

@@ -1,0 +1,195 @@
+// Membership: only a peer holding the job's secret gets past the tensor channel's door, a
+// stranger is refused before it can send a frame, and the server must prove itself too.
+#include <catch2/catch.hpp>
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include "actors/channel_server.hpp"
+#include "actors/ps_shard.hpp"
+#include "core/partitioner.hpp"
+#include "helpers.hpp"
+#include "net/auth.hpp"
+#include "net/channel.hpp"
+
+using namespace troupe;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Pair {
+  net::Socket a, b;
+  Pair() {
+    int fds[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+    a = net::Socket(fds[0]);
+    b = net::Socket(fds[1]);
+  }
+};
+
+// The server's and the client's verdicts of one handshake.
+std::pair<core::Status, core::Status> handshake(const std::string& server_secret,
+                                                const std::string& client_secret) {
+  Pair p;
+  auto server = std::async(std::launch::async, [&] {
+    auto st = net::authenticate_peer(p.a, server_secret, 2s);
+    if (!st) p.a.shutdown();  // a refused peer is hung up on
+    return st;
+  });
+  auto client = net::authenticate_to(p.b, client_secret, 2s);
+  return {server.get(), client};
+}
+
+// Sets an environment variable for one scope.
+struct Env {
+  std::string name;
+  Env(std::string n, const std::string& value) : name(std::move(n)) {
+    ::setenv(name.c_str(), value.c_str(), 1);
+  }
+  ~Env() { ::unsetenv(name.c_str()); }
+};
+
+}  // namespace
+
+TEST_CASE("The handshake admits members and refuses anyone without the secret", "[net][auth]") {
+  const std::string secret = "0123456789abcdef0123456789abcdef";
+  auto [server_ok, client_ok] = handshake(secret, secret);
+  CHECK(server_ok.ok());
+  CHECK(client_ok.ok());
+
+  auto [server_no, client_no] = handshake(secret, "another secret, 32 bytes long...");
+  REQUIRE_FALSE(server_no.ok());
+  CHECK(server_no.error().code == core::Errc::permission_denied);
+  CHECK_FALSE(client_no.ok());  // and the client learns it was not let in
+
+  // A stranger that speaks the channel's protocol without the handshake: refused on its
+  // first bytes, nothing read past them.
+  Pair p;
+  net::PsRequest r;
+  r.op = static_cast<uint8_t>(net::PsOp::pull);
+  r.items.push_back({"w#0", {}, {}});
+  REQUIRE(net::send_request(p.b, r));
+  auto st = net::authenticate_peer(p.a, secret, 2s);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().code == core::Errc::permission_denied);
+  CHECK(st.error().message.find("not a Troupe handshake") != std::string::npos);
+
+  // A peer that says nothing is given up on after the bound.
+  Pair silent;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto quiet = net::authenticate_peer(silent.a, secret, 200ms);
+  REQUIRE_FALSE(quiet.ok());
+  CHECK(quiet.error().message.find("within 200 ms") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+
+  // An impostor server (no secret) cannot pass for the PS: the client refuses it.
+  Pair fake;
+  std::thread impostor([&] {
+    const std::string challenge = std::string("TRA1") + std::string(32, 'n');
+    REQUIRE(::write(fake.a.fd(), challenge.data(), challenge.size()) ==
+            static_cast<ssize_t>(challenge.size()));
+    char hello[68];
+    size_t got = 0;
+    while (got < sizeof hello) {
+      const ssize_t n = ::read(fake.a.fd(), hello + got, sizeof hello - got);
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    const std::string guess(32, 'g');
+    (void)::write(fake.a.fd(), guess.data(), guess.size());
+  });
+  auto fooled = net::authenticate_to(fake.b, secret, 2s);
+  impostor.join();
+  REQUIRE_FALSE(fooled.ok());
+  CHECK(fooled.error().code == core::Errc::permission_denied);
+}
+
+TEST_CASE("The cluster secret comes from the environment, bad ones named", "[net][auth]") {
+  ::unsetenv(net::cluster_secret_env);
+  ::unsetenv(net::cluster_secret_file_env);
+  CHECK(net::cluster_secret_from_env().value().empty());  // none: not authenticated
+  {
+    Env e(net::cluster_secret_env, "short");
+    auto s = net::cluster_secret_from_env();
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.error().message.find(net::cluster_secret_env) != std::string::npos);
+  }
+  test::TempDir dir;
+  {
+    Env e(net::cluster_secret_file_env, dir.file("missing"));
+    auto s = net::cluster_secret_from_env();
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.error().message.find(dir.file("missing")) != std::string::npos);
+  }
+  std::ofstream(dir.file("secret")) << "a secret of enough bytes\n";
+  Env e(net::cluster_secret_file_env, dir.file("secret"));
+  CHECK(net::cluster_secret_from_env().value() == "a secret of enough bytes");
+  const auto fresh = net::new_cluster_secret().value();
+  CHECK(fresh.size() == 64);
+  CHECK(fresh != net::new_cluster_secret().value());
+}
+
+TEST_CASE("A PS's tensor channel serves members and refuses strangers, counting them",
+          "[net][auth]") {
+  caf::actor_system_config cfg;
+  cfg.add_message_types<caf::id_block::troupe>();
+  caf::actor_system sys{cfg};
+  auto ps = sys.spawn(actors::ps_shard, actors::PsShardOptions{});
+  caf::scoped_actor self{sys};
+  net::VariableDef def;
+  def.name = "w";
+  def.shape = {4};
+  def.init_kind = static_cast<int32_t>(core::Initializer::Kind::constant);
+  def.init_value = 2.0f;
+  def.optimizer = "sgd";
+  self->request(ps, 5s, net::create_atom::value, def)
+      .receive([](caf::ok_atom) {}, [&](caf::error& e) { FAIL(sys.render(e)); });
+  const std::string secret = "the job's secret, 32 bytes long!";
+  auto server = actors::ChannelServer::start(sys, ps, "127.0.0.1", secret);
+  REQUIRE(server.ok());
+  const uint16_t port = (*server)->port();
+  net::PsRequest pull;
+  pull.op = static_cast<uint8_t>(net::PsOp::pull);
+  pull.items.push_back({"w#0", {}, {}});
+
+  // A stranger: straight to a pull. It gets a challenge, then the connection ends; no value.
+  auto stranger = net::connect_to("127.0.0.1", port, 5s);
+  REQUIRE(stranger.ok());
+  REQUIRE(net::send_request(*stranger, pull));
+  auto got = net::recv_reply(*stranger);
+  CHECK_FALSE(got.ok());
+  // With a wrong secret: refused too.
+  auto wrong = net::connect_to("127.0.0.1", port, 5s);
+  REQUIRE(wrong.ok());
+  CHECK_FALSE(net::authenticate_to(*wrong, "not the job's secret at all....", 5s).ok());
+
+  // A member: proves the secret, then pulls.
+  auto member = net::connect_to("127.0.0.1", port, 5s);
+  REQUIRE(member.ok());
+  REQUIRE(net::authenticate_to(*member, secret, 5s).ok());
+  REQUIRE(net::send_request(*member, pull));
+  auto value = net::recv_reply(*member);
+  REQUIRE(value.ok());
+  REQUIRE(value->size() == 1);
+  CHECK((*value)[0].tensor.data == std::vector<float>{2, 2, 2, 2});
+
+  // The shard counted both refusals (the channel tells it as they happen).
+  net::PsStats stats;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (stats.channel_refused < 2 && std::chrono::steady_clock::now() < deadline)
+    self->request(ps, 5s, net::stats_atom::value)
+        .receive([&](std::vector<int64_t>& v) { stats = net::PsStats::from(v); },
+                 [&](caf::error& e) { FAIL(sys.render(e)); });
+  CHECK(stats.channel_refused == 2);
+  net::PsStats counted;
+  counted.channel_refused = 7;  // travels in the stats vector like every other field
+  CHECK(net::PsStats::from(counted.to_vector()).channel_refused == 7);
+  (*server)->stop();
+  self->send_exit(ps, caf::exit_reason::user_shutdown);
+}
