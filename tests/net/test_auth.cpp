@@ -17,21 +17,14 @@
 #include "helpers.hpp"
 #include "net/auth.hpp"
 #include "net/channel.hpp"
+#include "net/socket_pair.hpp"
 
 using namespace troupe;
 using namespace std::chrono_literals;
 
 namespace {
 
-struct Pair {
-  net::Socket a, b;
-  Pair() {
-    int fds[2];
-    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
-    a = net::Socket(fds[0]);
-    b = net::Socket(fds[1]);
-  }
-};
+using Pair = test::SocketPair;
 
 // The server's and the client's verdicts of one handshake.
 std::pair<core::Status, core::Status> handshake(const std::string& server_secret,

@@ -9,20 +9,13 @@
 #include <cstring>
 
 #include "net/channel.hpp"
+#include "net/socket_pair.hpp"
 
 using namespace troupe;
 
 namespace {
 
-struct Pair {
-  net::Socket a, b;
-  Pair() {
-    int fds[2];
-    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
-    a = net::Socket(fds[0]);
-    b = net::Socket(fds[1]);
-  }
-};
+using Pair = test::SocketPair;
 
 net::PsRequest sample_request() {
   net::PsRequest r;
