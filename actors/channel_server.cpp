@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "net/auth.hpp"
@@ -13,12 +14,14 @@ namespace troupe::actors {
 core::Expected<std::unique_ptr<ChannelServer>> ChannelServer::start(caf::actor_system& sys,
                                                                     caf::actor shard,
                                                                     const std::string& host,
-                                                                    std::string secret) {
+                                                                    std::string secret,
+                                                                    size_t max_connections) {
   uint16_t port = 0;
   auto listener = net::listen_on(host, port);
   if (!listener) return listener.error();
   std::unique_ptr<ChannelServer> server(
       new ChannelServer(sys, std::move(shard), std::move(*listener), port, std::move(secret)));
+  server->max_connections_ = std::max<size_t>(1, max_connections);
   if (::pipe2(server->wake_, O_CLOEXEC) != 0)
     return core::make_error(core::Errc::io_error, "tensor channel: cannot create a pipe");
   server->acceptor_ = std::thread([s = server.get()] { s->accept_loop(); });
@@ -78,6 +81,13 @@ void ChannelServer::accept_loop() {
       } else {
         ++it;
       }
+    }
+    // Bounded: past the cap a connection is closed at once, before it costs a thread.
+    if (connections_list_.size() >= max_connections_) {
+      std::fprintf(stderr, "troupe: tensor channel: refused %s: %zu connections already open\n",
+                   peer.c_str(), connections_list_.size());
+      caf::anon_send(shard_, net::refused_atom::value);
+      continue;  // `s` closes here
     }
     auto& c = connections_list_.emplace_back();
     c.socket = std::move(*s);

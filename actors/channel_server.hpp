@@ -24,11 +24,14 @@ class ChannelServer {
   /// Listens on `host` (the PS task's own address) on a free port. With a cluster
   /// `secret`, every connection must prove it (net/auth.hpp) before a frame is read; a
   /// peer that does not is refused, named on stderr and counted by the shard actor
-  /// (`refused`). Empty: connections are not authenticated.
+  /// (`refused`). Empty: connections are not authenticated. At most `max_connections`
+  /// are open at once (each holds a thread); one more is closed as it arrives, named and
+  /// counted the same way.
   static core::Expected<std::unique_ptr<ChannelServer>> start(caf::actor_system& sys,
                                                               caf::actor shard,
                                                               const std::string& host,
-                                                              std::string secret = {});
+                                                              std::string secret = {},
+                                                              size_t max_connections = 256);
   ~ChannelServer();
   ChannelServer(const ChannelServer&) = delete;
   ChannelServer& operator=(const ChannelServer&) = delete;
@@ -54,6 +57,7 @@ class ChannelServer {
   net::Socket listener_;
   uint16_t port_;
   std::string secret_;
+  size_t max_connections_ = 256;
   int wake_[2] = {-1, -1};  // a pipe: writing to it ends accept_loop
   std::thread acceptor_;
   std::mutex mu_;

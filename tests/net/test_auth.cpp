@@ -186,3 +186,46 @@ TEST_CASE("A PS's tensor channel serves members and refuses strangers, counting 
   (*server)->stop();
   self->send_exit(ps, caf::exit_reason::user_shutdown);
 }
+
+TEST_CASE("A PS's tensor channel holds at most its cap of connections", "[net][auth]") {
+  caf::actor_system_config cfg;
+  cfg.add_message_types<caf::id_block::troupe>();
+  caf::actor_system sys{cfg};
+  auto ps = sys.spawn(actors::ps_shard, actors::PsShardOptions{});
+  caf::scoped_actor self{sys};
+  const std::string secret = "the job's secret, 32 bytes long!";
+  auto server = actors::ChannelServer::start(sys, ps, "127.0.0.1", secret, /*max=*/2);
+  REQUIRE(server.ok());
+  const uint16_t port = (*server)->port();
+  auto member = [&]() -> core::Expected<net::Socket> {
+    auto s = net::connect_to("127.0.0.1", port, 5s);
+    if (!s) return s.error();
+    if (auto st = net::authenticate_to(*s, secret, 5s); !st) return st.error();
+    return s;
+  };
+  auto first = member();
+  auto second = member();
+  REQUIRE(first.ok());
+  REQUIRE(second.ok());
+  // A third is closed as it arrives: it never even gets a challenge.
+  auto third = member();
+  REQUIRE_FALSE(third.ok());
+  CHECK(third.error().message.find("closed") != std::string::npos);
+  // Once a member leaves, there is room again (its thread is reaped on the next accept).
+  first->close();
+  bool admitted = false;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!admitted && std::chrono::steady_clock::now() < deadline) {
+    auto again = member();
+    admitted = again.ok();
+    if (!admitted) std::this_thread::yield();
+  }
+  CHECK(admitted);
+  net::PsStats stats;
+  self->request(ps, 5s, net::stats_atom::value)
+      .receive([&](std::vector<int64_t>& v) { stats = net::PsStats::from(v); },
+               [&](caf::error& e) { FAIL(sys.render(e)); });
+  CHECK(stats.channel_refused >= 1);
+  (*server)->stop();
+  self->send_exit(ps, caf::exit_reason::user_shutdown);
+}
