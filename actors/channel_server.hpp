@@ -1,16 +1,13 @@
 #pragma once
 
-#include <atomic>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include <caf/all.hpp>
 
 #include "core/expected.hpp"
 #include "net/channel.hpp"
+#include "net/connection_server.hpp"
 
 namespace troupe::actors {
 
@@ -32,37 +29,23 @@ class ChannelServer {
                                                               const std::string& host,
                                                               std::string secret = {},
                                                               size_t max_connections = 256);
-  ~ChannelServer();
   ChannelServer(const ChannelServer&) = delete;
   ChannelServer& operator=(const ChannelServer&) = delete;
 
-  uint16_t port() const { return port_; }
+  uint16_t port() const { return server_->port(); }
   /// Stops accepting, ends every connection and joins the threads. Idempotent.
-  void stop();
+  void stop() { server_->stop(); }
 
  private:
-  struct Connection {
-    net::Socket socket;
-    std::string peer;
-    std::thread thread;
-    std::atomic<bool> finished{false};
-  };
-  ChannelServer(caf::actor_system& sys, caf::actor shard, net::Socket listener, uint16_t port,
-                std::string secret);
-  void accept_loop();
-  void serve(Connection& c);
+  ChannelServer(caf::actor_system& sys, caf::actor shard, std::string secret)
+      : sys_(sys), shard_(std::move(shard)), secret_(std::move(secret)) {}
+  void serve(net::Socket& socket, const std::string& peer);
+  void refuse(const std::string& peer, const std::string& why);
 
   caf::actor_system& sys_;
   caf::actor shard_;
-  net::Socket listener_;
-  uint16_t port_;
   std::string secret_;
-  size_t max_connections_ = 256;
-  int wake_[2] = {-1, -1};  // a pipe: writing to it ends accept_loop
-  std::thread acceptor_;
-  std::mutex mu_;
-  std::list<Connection> connections_list_;
-  bool stopped_ = false;
+  std::unique_ptr<net::ConnectionServer> server_;
 };
 
 }  // namespace troupe::actors

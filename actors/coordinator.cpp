@@ -7,6 +7,7 @@
 
 #include "actors/coordinator_steps.hpp"
 #include "net/connect.hpp"
+#include "net/gate.hpp"
 
 namespace troupe::actors {
 
@@ -186,8 +187,11 @@ void try_rejoin(Self* self, size_t w) {
   auto& slot = self->state.workers[w];
   if (slot.alive) return;
   const uint64_t generation = slot.generation;
+  // With a cluster secret, through this process's tunnel to the worker's gate.
+  auto route = net::caf_route(slot.host, slot.port);
+  if (!route) return schedule_rejoin(self, w);
   auto mm = self->system().middleman().actor_handle();
-  self->request(mm, std::chrono::seconds(2), caf::connect_atom::value, slot.host, slot.port)
+  self->request(mm, std::chrono::seconds(2), caf::connect_atom::value, route->host, route->port)
       .then(
           [=](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
             auto& s = self->state.workers[w];

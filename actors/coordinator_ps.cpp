@@ -6,6 +6,7 @@
 
 #include "actors/coordinator_steps.hpp"
 #include "net/connect.hpp"
+#include "net/gate.hpp"
 
 namespace troupe::actors::coordinator_steps {
 
@@ -53,8 +54,10 @@ void try_ps_rejoin(Self* self, size_t t) {
     if (self->state.ps[t].restoring && self->state.ps[t].generation == generation)
       schedule_ps_rejoin(self, t);
   };
+  auto route = net::caf_route(p.host, p.port);  // through the tunnel, with a secret
+  if (!route) return retry();
   auto mm = self->system().middleman().actor_handle();
-  self->request(mm, std::chrono::seconds(2), caf::connect_atom::value, p.host, p.port)
+  self->request(mm, std::chrono::seconds(2), caf::connect_atom::value, route->host, route->port)
       .then(
           [=](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
             auto& q = self->state.ps[t];

@@ -150,7 +150,9 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
         self->delayed_send(self, self->state.options.snapshot_interval, net::snapshot_atom::value);
       },
       [=](net::snapstep_atom) { snapshot_step(self); },
-      [=](net::refused_atom) { ++self->state.channel_refused; },
+      [=](net::refused_atom, bool caf_port) {
+        ++(caf_port ? self->state.port_refused : self->state.channel_refused);
+      },
       [=](net::create_atom, const net::VariableDef& def) -> caf::result<caf::ok_atom> {
         if (auto st = self->state.shard.create(def); !st) return net::to_caf(st.error());
         return caf::ok_atom::value;
@@ -209,6 +211,7 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
         s.snapshot_copy_us = st.snapshot_copy_us;
         s.snapshot_write_ms = st.snapshot_write_ms;
         s.channel_refused = st.channel_refused;
+        s.port_refused = st.port_refused;
         return s.to_vector();
       },
   };

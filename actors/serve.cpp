@@ -10,6 +10,7 @@
 #include "actors/supervisor.hpp"
 #include "actors/worker.hpp"
 #include "net/auth.hpp"
+#include "net/gate.hpp"
 
 namespace troupe::actors {
 
@@ -17,6 +18,27 @@ using core::Errc;
 using core::make_error;
 
 namespace {
+
+// With the job's cluster secret, CAF listens on a loopback port (picked on the first
+// start, kept on restarts) behind a gate on the task's address (net/gate.hpp); without
+// one, on the address itself.
+net::HostPort caf_listen_address(const net::HostPort& task, const std::string& secret,
+                                 uint16_t previous) {
+  if (secret.empty()) return task;
+  return {"127.0.0.1", previous};
+}
+
+// The gate on the task's address in front of CAF's loopback `caf_port`; none without a
+// secret. Returns the port peers dial.
+core::Expected<uint16_t> open_gate(const net::HostPort& task, const std::string& secret,
+                                   uint16_t caf_port, std::function<void()> on_refused,
+                                   std::unique_ptr<net::CafGate>& gate) {
+  if (secret.empty()) return caf_port;
+  auto g = net::CafGate::open(task.host, task.port, caf_port, secret, {}, std::move(on_refused));
+  if (!g) return g.error();
+  gate = std::move(*g);
+  return gate->port();
+}
 
 // A worker task: the worker actor under the node's supervisor. When the actor fails
 // (anything but its orderly shutdown), the supervisor starts a fresh one and publishes it
@@ -44,16 +66,17 @@ core::Status serve_worker(caf::actor_system& sys, const net::ClusterResolver& re
   ChildSpec spec;
   spec.name = task.to_string();
   spec.restart = RestartPolicy::transient;  // its shutdown at the end of the job is final
-  spec.start = [wo, published, hp](caf::actor_system& s) -> core::Expected<caf::actor> {
+  spec.start = [wo, published, hp, secret](caf::actor_system& s) -> core::Expected<caf::actor> {
     std::lock_guard<std::mutex> lock(published->mu);
-    if (published->actor) caf::io::unpublish(published->actor, hp.port);
+    if (published->actor) caf::io::unpublish(published->actor, published->port);
     auto a = s.spawn(worker, wo);
+    const auto at = caf_listen_address(hp, secret, published->port);
     // reuse_addr: a restarted task must re-bind its port at once, not after TIME_WAIT.
-    auto port = caf::io::publish(a, hp.port, hp.host.c_str(), /*reuse_addr=*/true);
+    auto port = caf::io::publish(a, at.port, at.host.c_str(), /*reuse_addr=*/true);
     if (!port) {
       caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-      return make_error(Errc::unavailable, "cannot publish on " + hp.host + ":" +
-                                               std::to_string(hp.port) + " (" +
+      return make_error(Errc::unavailable, "cannot publish on " + at.host + ":" +
+                                               std::to_string(at.port) + " (" +
                                                s.render(port.error()) + ")");
     }
     published->actor = a;
@@ -72,12 +95,24 @@ core::Status serve_worker(caf::actor_system& sys, const net::ClusterResolver& re
   core::Status started;
   self->request(sup, std::chrono::seconds(30), which_atom::value, spec.name)
       .receive([](caf::actor&) {}, [&](caf::error& e) { started = net::from_caf(e); });
-  if (started.ok() && on_ready) {
-    std::lock_guard<std::mutex> lock(published->mu);
-    on_ready(hp.host + ":" + std::to_string(published->port));
+  std::unique_ptr<net::CafGate> gate;
+  if (started.ok()) {
+    uint16_t caf_port = 0;
+    {
+      std::lock_guard<std::mutex> lock(published->mu);
+      caf_port = published->port;
+    }
+    auto port = open_gate(hp, secret, caf_port, {}, gate);
+    if (!port) {
+      caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
+      started = make_error(port.error().code, "CAF gate: " + port.error().message);
+    } else if (on_ready) {
+      on_ready(hp.host + ":" + std::to_string(*port));
+    }
   }
   caf::error reason;
   self->receive([&](const caf::down_msg& dm) { reason = dm.reason; });
+  if (gate) gate->stop();
   if (reason && reason != caf::exit_reason::normal)
     return make_error(Errc::unavailable,
                       "task " + task.to_string() + ": " + net::from_caf(reason).message);
@@ -150,15 +185,26 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
   } else {
     return serve_worker(sys, resolver, registry, options, *hp, *secret, on_ready);
   }
+  const auto at = caf_listen_address(*hp, *secret, 0);
   // reuse_addr: a restarted task must re-bind its port at once, not after TIME_WAIT.
-  auto port = caf::io::publish(served, hp->port, hp->host.c_str(), /*reuse_addr=*/true);
+  auto port = caf::io::publish(served, at.port, at.host.c_str(), /*reuse_addr=*/true);
   if (!port) {
     caf::anon_send_exit(served, caf::exit_reason::user_shutdown);
     return make_error(Errc::unavailable, "task " + task.to_string() + ": cannot publish on " +
-                                             resolver.cluster_spec().address(task) + " (" +
+                                             at.host + ":" + std::to_string(at.port) + " (" +
                                              sys.render(port.error()) + ")");
   }
-  if (on_ready) on_ready(hp->host + ":" + std::to_string(*port));
+  std::unique_ptr<net::CafGate> gate;
+  auto public_port = open_gate(
+      *hp, *secret, *port, [served] { caf::anon_send(served, net::refused_atom::value, true); },
+      gate);
+  if (!public_port) {
+    caf::anon_send_exit(served, caf::exit_reason::user_shutdown);
+    return make_error(public_port.error().code, "task " + task.to_string() + ": CAF gate on " +
+                                                    resolver.cluster_spec().address(task) + ": " +
+                                                    public_port.error().message);
+  }
+  if (on_ready) on_ready(hp->host + ":" + std::to_string(*public_port));
   // Serve until the actor quits (on shutdown), then end the channel's connections: the
   // actor system's destructor waits for every actor, the channel's scoped ones included.
   caf::error reason;
@@ -167,6 +213,7 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
     self->monitor(served);
     self->receive([&](const caf::down_msg& dm) { reason = dm.reason; });
   }
+  if (gate) gate->stop();
   if (channel) channel->stop();
   // A PS shard that failed is not restarted in the process: its state would be lost. The
   // process exits with the error and is restarted whole, restoring its snapshot.

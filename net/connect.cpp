@@ -6,6 +6,7 @@
 #include <caf/io/all.hpp>
 
 #include "net/cluster_spec.hpp"
+#include "net/gate.hpp"
 
 namespace troupe::net {
 
@@ -18,8 +19,12 @@ bool is_terminated(const caf::actor& a) {
 core::Expected<caf::actor> connect_with_retry(caf::actor_system& sys, const std::string& address,
                                               const std::string& task,
                                               std::chrono::milliseconds timeout) {
-  auto hp = parse_host_port(address);
-  if (!hp) return hp.error();
+  auto task_hp = parse_host_port(address);
+  if (!task_hp) return task_hp.error();
+  // With a cluster secret, through this process's tunnel to the task's gate.
+  auto hp = caf_route(task_hp->host, task_hp->port);
+  if (!hp)
+    return core::make_error(hp.error().code, task + " at " + address + ": " + hp.error().message);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto backoff = std::chrono::milliseconds(20);
   std::string last;

@@ -155,6 +155,7 @@ struct PsStats {
   int64_t snapshot_copy_us = 0;   // the last snapshot's copy of the shards (serving waits)
   int64_t snapshot_write_ms = 0;  // and its write to disk (on a thread of its own)
   int64_t channel_refused = 0;    // tensor-channel connections that did not prove the secret
+  int64_t port_refused = 0;       // CAF-port connections the gate refused (net/gate.hpp)
 
   // The one list of the fields, in wire order (append new ones at the end).
   template <class S>
@@ -166,7 +167,7 @@ struct PsStats {
                       &s.snapshot_age_ms,   &s.process,
                       &s.rss_bytes,         &s.applied_tags,
                       &s.snapshot_copy_us,  &s.snapshot_write_ms,
-                      &s.channel_refused};
+                      &s.channel_refused,   &s.port_refused};
   }
 
   std::vector<int64_t> to_vector() const {
@@ -268,10 +269,11 @@ using stats_atom = caf::atom_constant<caf::atom("stats")>;         // any: count
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;   // node: stop serving
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;   // PS: take a snapshot
 using snapstep_atom = caf::atom_constant<caf::atom("snapstep")>;   // PS: copy the next shard
-using refused_atom = caf::atom_constant<caf::atom("refused")>;     // PS: a stranger was refused
-using state_atom = caf::atom_constant<caf::atom("shardstate")>;    // PS: a shard's state
-using assign_atom = caf::atom_constant<caf::atom("assign")>;       // PS: set a shard's state
-using cancel_atom = caf::atom_constant<caf::atom("cancel")>;       // worker control: cancel
+// PS: (refused, bool caf_port): a stranger was refused by the CAF port's gate, or the channel.
+using refused_atom = caf::atom_constant<caf::atom("refused")>;
+using state_atom = caf::atom_constant<caf::atom("shardstate")>;  // PS: a shard's state
+using assign_atom = caf::atom_constant<caf::atom("assign")>;     // PS: set a shard's state
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;     // worker control: cancel
 
 /// The CAF error category of Troupe's core::Errc codes.
 inline constexpr caf::atom_value error_category = caf::atom("troupe");

@@ -14,9 +14,11 @@
 #include "core/checkpoint/checkpoint_manager.hpp"
 #include "core/partitioner.hpp"
 #include "helpers.hpp"
+#include "net/auth.hpp"
 #include "net/channel.hpp"
 #include "net/cluster_spec.hpp"
 #include "net/connect.hpp"
+#include "net/gate.hpp"
 #include "net/node.hpp"
 #include "net/wire.hpp"
 #include "process.hpp"
@@ -286,4 +288,76 @@ TEST_CASE("A PS killed before its first update comes back with its variables",
   CHECK(net::PsStats::from(*stats).restored_from == 0);  // -1 would be "not restored"
   caf::anon_send(*remote, net::shutdown_atom::value);
   REQUIRE(ps->wait_exit(10s).has_value());
+}
+
+TEST_CASE("A PS process with a cluster secret lets no stranger through its CAF port",
+          "[process][ps][gate]") {
+  const std::string secret = "the job's secret, 32 bytes long!";
+  const uint16_t port = test::free_loopback_port();
+  test::ChildProcess ps({TROUPE_BIN_DIR "/troupe", "serve"},
+                        {ps_tf_config(port), std::string(net::cluster_secret_env) + "=" + secret});
+  REQUIRE(ps.wait_for_stderr("ready ps:0", 10s));
+
+  caf::actor_system_config cfg;
+  net::configure(cfg);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto tunnel = net::tunnel_to("127.0.0.1", port, secret);
+  REQUIRE(tunnel.ok());
+  auto member = sys.middleman().remote_actor("127.0.0.1", *tunnel);
+  REQUIRE(member);
+  const auto def = constant_variable("w", {4}, 1.0f, "sgd");
+  REQUIRE(ask<caf::ok_atom>(self, *member, net::create_atom::value, def));
+
+  // Strangers, without the secret or with a wrong one, try to read, push, pre-claim a
+  // closure id and shut the PS down: none of them gets a handle to send anything to.
+  const net::WireTensor g{{4}, {1, 1, 1, 1}};
+  const std::vector<caf::message> attempts = {
+      caf::make_message(net::pull_atom::value, net::shard_key(def)),
+      caf::make_message(net::push_atom::value, uint64_t{7}, net::shard_key(def), g),
+      caf::make_message(net::push_atom::value, uint64_t{1}, net::shard_key(def), g),
+      caf::make_message(net::shutdown_atom::value)};
+  caf::actor_system_config stranger_cfg;
+  net::configure(stranger_cfg);
+  caf::actor_system stranger{stranger_cfg};
+  auto wrong = net::tunnel_to("127.0.0.1", port, "not the job's secret, also 32 b.");
+  REQUIRE(wrong.ok());
+  for (const auto& m : attempts) {
+    for (uint16_t dial : {port, *wrong}) {
+      auto handle = stranger.middleman().remote_actor("127.0.0.1", dial);
+      CHECK_FALSE(handle);
+      if (handle) caf::anon_send(*handle, m);
+    }
+  }
+  // And one 32-byte BASP header announcing 4 GiB, raw.
+  const unsigned char huge[32] = {0x01, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+  auto raw = net::connect_to("127.0.0.1", port, 5s);
+  REQUIRE(raw.ok());
+  REQUIRE(::write(raw->fd(), huge, sizeof huge) == 32);
+
+  // Every one refused and counted; the PS is unharmed: nothing read or changed, it runs,
+  // its memory did not grow by the announced 4 GiB, and closure 1 is still the member's.
+  net::PsStats stats;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (stats.port_refused < 9 && std::chrono::steady_clock::now() < deadline) {
+    auto v = ask<std::vector<int64_t>>(self, *member, net::stats_atom::value);
+    REQUIRE(v);
+    stats = net::PsStats::from(*v);
+  }
+  CHECK(stats.port_refused == 9);
+  CHECK(stats.pulls == 0);
+  CHECK(stats.updates_applied == 0);
+  CHECK(stats.rss_bytes < (int64_t{512} << 20));
+  CHECK(ps.running());
+  CHECK(ps.wait_for_stderr("CAF port " + std::to_string(port) + ": refused 127.0.0.1:", 5s));
+  REQUIRE(ask<bool>(self, *member, net::push_atom::value, uint64_t{1}, net::shard_key(def), g));
+  auto pulled = ask<net::WireTensor>(self, *member, net::pull_atom::value, net::shard_key(def));
+  REQUIRE(pulled);
+  CHECK(pulled->data.front() == Approx(0.9f));  // applied: the id was not pre-claimed
+
+  caf::anon_send(*member, net::shutdown_atom::value);
+  auto status = ps.wait_exit(10s);
+  REQUIRE(status.has_value());
+  CHECK(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 0);
 }

@@ -1,0 +1,202 @@
+#include "net/gate.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "net/auth.hpp"
+
+namespace troupe::net {
+
+using core::Errc;
+using core::make_error;
+
+namespace {
+
+constexpr unsigned char last_basp_operation = 0x06;  // heartbeat; 0x00 is server_handshake
+
+uint32_t read_be32(const unsigned char* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+}
+
+bool send_all(int fd, const unsigned char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+}  // namespace
+
+core::Status BaspFrameCheck::feed(const unsigned char* data, size_t n) {
+  while (n > 0) {
+    if (payload_left_ > 0) {
+      const size_t take = static_cast<size_t>(std::min<uint64_t>(payload_left_, n));
+      payload_left_ -= take;
+      data += take;
+      n -= take;
+      continue;
+    }
+    const size_t take = std::min(header_bytes - have_, n);
+    std::memcpy(header_ + have_, data, take);
+    have_ += take;
+    data += take;
+    n -= take;
+    if (have_ < header_bytes) break;
+    have_ = 0;
+    ++frames_;
+    if (header_[0] > last_basp_operation)
+      return make_error(Errc::invalid_argument, "BASP frame " + std::to_string(frames_) +
+                                                    ": unknown operation " +
+                                                    std::to_string(header_[0]));
+    const uint32_t len = read_be32(header_ + 4);
+    if (len > max_payload_)
+      return make_error(Errc::invalid_argument, "BASP frame " + std::to_string(frames_) +
+                                                    " announces " + std::to_string(len) +
+                                                    " payload bytes (limit " +
+                                                    std::to_string(max_payload_) + ")");
+    payload_left_ = len;
+  }
+  return {};
+}
+
+core::Status relay(const Socket& outside, const Socket& inside, BaspFrameCheck& check) {
+  std::vector<unsigned char> buf(64 << 10);
+  for (;;) {
+    pollfd fds[2] = {{outside.fd(), POLLIN, 0}, {inside.fd(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return {};
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].revents == 0) continue;
+      const ssize_t r = ::recv(fds[i].fd, buf.data(), buf.size(), 0);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return {};
+      const auto n = static_cast<size_t>(r);
+      if (i == 0)
+        if (auto st = check.feed(buf.data(), n); !st) return st;
+      if (!send_all(fds[1 - i].fd, buf.data(), n)) return {};
+    }
+  }
+}
+
+core::Expected<std::unique_ptr<CafGate>> CafGate::open(const std::string& host, uint16_t port,
+                                                       uint16_t target, std::string secret,
+                                                       GateLimits limits,
+                                                       std::function<void()> on_refused) {
+  if (secret.empty())
+    return make_error(Errc::invalid_argument, "a CAF gate needs the cluster secret");
+  auto listener = listen_on(host, port);
+  if (!listener) return listener.error();
+  std::unique_ptr<CafGate> gate(new CafGate);
+  gate->target_ = target;
+  gate->secret_ = std::move(secret);
+  gate->limits_ = limits;
+  gate->on_refused_ = std::move(on_refused);
+  auto* g = gate.get();
+  auto server = ConnectionServer::start(
+      std::move(*listener), port, [g](Socket& s, const std::string& peer) { g->serve(s, peer); },
+      [g](const std::string& peer, const std::string& why) { g->refuse(peer, why); },
+      limits.max_connections);
+  if (!server) return server.error();
+  gate->server_ = std::move(*server);
+  return gate;
+}
+
+void CafGate::refuse(const std::string& peer, const std::string& why) {
+  std::fprintf(stderr, "troupe: CAF port %u: refused %s: %s\n", static_cast<unsigned>(port()),
+               peer.c_str(), why.c_str());
+  ++refused_;
+  if (on_refused_) on_refused_();
+}
+
+void CafGate::serve(Socket& outside, const std::string& peer) {
+  if (auto st = authenticate_peer(outside, secret_, limits_.handshake_timeout); !st)
+    return refuse(peer, st.error().message);
+  auto inside = connect_to("127.0.0.1", target_, std::chrono::milliseconds(0));
+  if (!inside) {
+    std::fprintf(stderr, "troupe: CAF port %u: %s\n", static_cast<unsigned>(port()),
+                 inside.error().message.c_str());
+    return;
+  }
+  BaspFrameCheck check(limits_.max_message_bytes);
+  if (auto st = relay(outside, *inside, check); !st) refuse(peer, st.error().message);
+}
+
+namespace {
+
+// Every tunnel of the process. Never destroyed: CAF may dial one until the process ends.
+struct Tunnels {
+  std::mutex mu;
+  std::map<std::tuple<std::string, std::string, uint16_t>, std::unique_ptr<ConnectionServer>> open;
+};
+
+Tunnels& tunnels() {
+  static auto* t = new Tunnels;
+  return *t;
+}
+
+void serve_tunnel(Socket& inside, const std::string& host, uint16_t port, const std::string& secret,
+                  const GateLimits& limits) {
+  const std::string where = host + ":" + std::to_string(port);
+  auto outside = connect_to(host, port, limits.handshake_timeout);
+  if (!outside) return;  // not up (yet): CAF sees the connection close and tries again
+  if (auto st = authenticate_to(*outside, secret, limits.handshake_timeout); !st) {
+    std::fprintf(stderr, "troupe: CAF link to %s refused: %s\n", where.c_str(),
+                 st.error().message.c_str());
+    return;
+  }
+  BaspFrameCheck check(limits.max_message_bytes);
+  if (auto st = relay(*outside, inside, check); !st)
+    std::fprintf(stderr, "troupe: CAF link to %s cut: %s\n", where.c_str(),
+                 st.error().message.c_str());
+}
+
+}  // namespace
+
+core::Expected<uint16_t> tunnel_to(const std::string& host, uint16_t port,
+                                   const std::string& secret, GateLimits limits) {
+  auto& t = tunnels();
+  std::lock_guard<std::mutex> lock(t.mu);
+  auto key = std::make_tuple(secret, host, port);
+  if (auto it = t.open.find(key); it != t.open.end()) return it->second->port();
+  uint16_t local = 0;
+  auto listener = listen_on("127.0.0.1", local);
+  if (!listener) return listener.error();
+  auto server = ConnectionServer::start(
+      std::move(*listener), local,
+      [host, port, secret, limits](Socket& s, const std::string&) {
+        serve_tunnel(s, host, port, secret, limits);
+      },
+      [host, port](const std::string& peer, const std::string& why) {
+        std::fprintf(stderr, "troupe: tunnel to %s:%u refused %s: %s\n", host.c_str(),
+                     static_cast<unsigned>(port), peer.c_str(), why.c_str());
+      },
+      limits.max_connections);
+  if (!server) return server.error();
+  t.open.emplace(std::move(key), std::move(*server));
+  return local;
+}
+
+core::Expected<HostPort> caf_route(const std::string& host, uint16_t port) {
+  auto secret = cluster_secret_from_env();
+  if (!secret) return secret.error();
+  if (secret->empty()) return HostPort{host, port};
+  auto local = tunnel_to(host, port, *secret);
+  if (!local) return local.error();
+  return HostPort{"127.0.0.1", *local};
+}
+
+}  // namespace troupe::net

@@ -1,0 +1,101 @@
+#pragma once
+
+// The gate in front of a node's CAF port. CAF 0.17 serves BASP to whoever connects and
+// allocates whatever a header announces (up to 4 GiB), so with a cluster secret CAF
+// listens on the loopback interface only and a gate takes the task's address: each peer
+// proves the secret (net/auth.hpp) before one byte reaches CAF, and every BASP frame it
+// then sends is checked as it passes. A peer reaches the gate through a tunnel: a loopback
+// port its own CAF dials, relayed to the gate after this side proves the secret too.
+//
+//   CAF (client) -> 127.0.0.1:tunnel -> [handshake] -> host:port gate -> 127.0.0.1:CAF port
+//
+// Connections stay CAF's: heartbeats, timeouts and node-down detection pass through, and
+// either end closing closes the other.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/expected.hpp"
+#include "net/channel.hpp"
+#include "net/cluster_spec.hpp"
+#include "net/connection_server.hpp"
+
+namespace troupe::net {
+
+/// Bounds of a gate and of a tunnel.
+struct GateLimits {
+  /// The largest BASP payload a peer may announce; CAF's own limit is 4 GiB.
+  uint32_t max_message_bytes = 1u << 30;
+  size_t max_connections = 256;
+  std::chrono::milliseconds handshake_timeout{5000};
+};
+
+/// Follows the BASP frames of a byte stream as it passes: a 32-byte header in network
+/// byte order (operation, 2 bytes padding, flags, payload length, operation data, source
+/// and destination actor), then the payload. A header naming no BASP operation, or
+/// announcing more than the limit, is refused before CAF reads it.
+class BaspFrameCheck {
+ public:
+  static constexpr size_t header_bytes = 32;
+  explicit BaspFrameCheck(uint32_t max_payload) : max_payload_(max_payload) {}
+  /// The next `n` bytes of the stream. After an error the stream must not go on.
+  core::Status feed(const unsigned char* data, size_t n);
+  /// Headers seen whole so far.
+  uint64_t frames() const { return frames_; }
+
+ private:
+  uint32_t max_payload_;
+  unsigned char header_[header_bytes] = {};
+  size_t have_ = 0;
+  uint64_t payload_left_ = 0;
+  uint64_t frames_ = 0;
+};
+
+/// Copies bytes both ways between `outside` (the network) and `inside` (a CAF socket of
+/// this process) until either side ends; what comes from outside passes `check`. The
+/// error is the check's refusal, or none when a side simply closed.
+core::Status relay(const Socket& outside, const Socket& inside, BaspFrameCheck& check);
+
+/// The server side: listens on `host:port` (port 0 picks one) and relays each peer that
+/// proves `secret` to 127.0.0.1:`target`. Refused peers are named on stderr, counted and
+/// reported to `on_refused`; the gate goes on serving.
+class CafGate {
+ public:
+  static core::Expected<std::unique_ptr<CafGate>> open(const std::string& host, uint16_t port,
+                                                       uint16_t target, std::string secret,
+                                                       GateLimits limits = {},
+                                                       std::function<void()> on_refused = {});
+  uint16_t port() const { return server_->port(); }
+  uint64_t refused() const { return refused_; }
+  void stop() { server_->stop(); }
+
+ private:
+  CafGate() = default;
+  void refuse(const std::string& peer, const std::string& why);
+  void serve(Socket& outside, const std::string& peer);
+
+  uint16_t target_ = 0;
+  std::string secret_;
+  GateLimits limits_;
+  std::function<void()> on_refused_;
+  std::atomic<uint64_t> refused_{0};
+  std::unique_ptr<ConnectionServer> server_;
+};
+
+/// The client side: a loopback port CAF dials to reach the gate at `host:port`. Each
+/// connection to it is relayed there once this process has proved `secret` and the gate
+/// has proved it back; a gate that does not is named on stderr and the connection closed.
+/// One tunnel per (secret, host, port), kept for the life of the process, so CAF's cache
+/// of connections by address keeps working.
+core::Expected<uint16_t> tunnel_to(const std::string& host, uint16_t port,
+                                   const std::string& secret, GateLimits limits = {});
+
+/// Where this process's CAF should connect to reach the CAF port of the task at `host:port`:
+/// through a tunnel when the job has a cluster secret (net/auth.hpp), directly when not.
+core::Expected<HostPort> caf_route(const std::string& host, uint16_t port);
+
+}  // namespace troupe::net
