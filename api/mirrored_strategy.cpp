@@ -7,6 +7,7 @@
 
 #include "actors/collective/elastic_ring.hpp"
 #include "actors/collective/ring_implementation.hpp"
+#include "net/auth.hpp"
 #ifdef TROUPE_WITH_NCCL
 #include <cstring>
 
@@ -167,6 +168,11 @@ core::Expected<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   eo.ring.fusion_bytes = options.bytes_per_pack;
   eo.ring.shared_memory = options.shared_memory;
   eo.ring.group_id = group_id_of(addresses);
+  auto secret = net::cluster_secret_from_env();
+  if (!secret)
+    return make_error(secret.error().code,
+                      "task " + me.to_string() + ": " + secret.error().message);
+  eo.ring.secret = std::move(*secret);
   eo.rejoin_timeout = options.rejoin_timeout;
   eo.min_ranks = options.elastic ? options.min_workers : static_cast<int>(addresses.size());
 

@@ -21,6 +21,7 @@
 #include "core/json_text.hpp"
 #include "net/cluster_spec.hpp"
 #include "tcp_baseline.hpp"
+#include "net/auth.hpp"
 
 using namespace troupe;
 using clock_type = std::chrono::steady_clock;
@@ -68,6 +69,9 @@ int main(int argc, char** argv) {
   collective::RingOptions o;
   o.group_id = 0x5452414c4c524544ull;
   o.shared_memory = transport == "auto";
+  auto secret = net::cluster_secret_from_env();  // under troupe launch, the job's
+  if (!secret) return fail(secret.error().to_string());
+  o.secret = std::move(*secret);
   auto ring = collective::Ring::form(rank, addresses, o);
   if (!ring) return fail(ring.error().to_string());
   collective::Ring& r = **ring;

@@ -172,4 +172,16 @@ core::Status authenticate_to(const Socket& s, const std::string& secret,
   return {};
 }
 
+core::Status admit_member(const Socket& s, const std::string& secret,
+                          std::chrono::milliseconds timeout) {
+  if (secret.empty()) return {};
+  return authenticate_peer(s, secret, timeout);
+}
+
+core::Status prove_membership(const Socket& s, const std::string& secret,
+                              std::chrono::milliseconds timeout) {
+  if (secret.empty()) return {};
+  return authenticate_to(s, secret, timeout);
+}
+
 }  // namespace troupe::net

@@ -39,4 +39,11 @@ core::Status authenticate_peer(const Socket& s, const std::string& secret,
 core::Status authenticate_to(const Socket& s, const std::string& secret,
                              std::chrono::milliseconds timeout);
 
+/// What every link of a job does right after accepting (admit_member) or connecting
+/// (prove_membership): the handshake above with the job's secret; nothing when it is empty.
+core::Status admit_member(const Socket& s, const std::string& secret,
+                          std::chrono::milliseconds timeout);
+core::Status prove_membership(const Socket& s, const std::string& secret,
+                              std::chrono::milliseconds timeout);
+
 }  // namespace troupe::net

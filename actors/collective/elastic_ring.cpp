@@ -9,6 +9,7 @@
 #include <set>
 
 #include "actors/collective/socket_io.hpp"
+#include "net/auth.hpp"
 #include "net/cluster_spec.hpp"
 
 namespace troupe::collective {
@@ -19,6 +20,18 @@ using clock_type = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 namespace {
+
+// A connection to slot `to` once it has proved the job's secret (and this slot too); a
+// failure is named on stderr and tried again like an unreachable slot.
+core::Expected<net::Socket> proved(net::Socket s, const std::string& secret, int me, int to,
+                                   const std::string& address) {
+  if (auto st = net::prove_membership(s, secret, std::chrono::milliseconds(5000)); !st) {
+    std::fprintf(stderr, "troupe elastic ring: slot %d: slot %d at %s: %s\n", me, to,
+                 address.c_str(), st.error().message.c_str());
+    return st.error();
+  }
+  return s;
+}
 
 constexpr uint32_t knock_magic = 0x31455254;  // "TRE1": first bytes at a slot's door
 constexpr uint32_t plan_magic = 0x31505254;   // "TRP1": slot 0's plan for a generation
@@ -108,6 +121,7 @@ core::Expected<std::unique_ptr<ElasticRing>> ElasticRing::join(int slot,
     const auto deadline = clock_type::now() + wait;
     for (;;) {
       auto s = net::connect_to(leader->host, leader->port, milliseconds(0));
+      if (s) s = proved(std::move(*s), options.ring.secret, slot, 0, g->addresses_[0]);
       if (s) {
         Knock k;
         k.kind = join_kind;
@@ -139,6 +153,11 @@ void ElasticRing::accept_loop() {
     std::string peer;
     auto s = net::accept_on(listener_, peer);
     if (!s) continue;
+    if (auto st = net::admit_member(*s, options_.ring.secret, milliseconds(2000)); !st) {
+      std::fprintf(stderr, "troupe elastic ring: slot %d refused a connection from %s: %s\n", slot_,
+                   peer.c_str(), st.error().message.c_str());
+      continue;
+    }
     auto pending = std::make_unique<Pending>();
     const bool ok =
         detail::read_within(s->fd(), &pending->knock, sizeof(Knock), milliseconds(2000));
@@ -368,6 +387,9 @@ core::Status ElasticRing::link(const Membership& m) {
   net::Socket right_socket;
   for (;;) {
     auto s = net::connect_to(hp->host, hp->port, milliseconds(0));
+    if (s)
+      s = proved(std::move(*s), options_.ring.secret, slot_, right,
+                 addresses_[static_cast<size_t>(right)]);
     if (s) {
       Knock k;
       k.kind = link_kind;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "actors/collective/socket_io.hpp"
+#include "net/auth.hpp"
 #include "net/cluster_spec.hpp"
 
 namespace troupe::collective {
@@ -103,6 +104,11 @@ core::Expected<std::unique_ptr<Ring>> Ring::form(int rank, std::vector<std::stri
       std::string peer;
       auto s = net::accept_on(*listener, peer);
       if (!s) continue;
+      if (auto st = net::admit_member(*s, options.secret, std::chrono::milliseconds(2000)); !st) {
+        std::fprintf(stderr, "troupe ring: rank %d refused a connection from %s: %s\n", rank,
+                     peer.c_str(), st.error().message.c_str());
+        continue;
+      }
       Hello h;
       if (!detail::read_within(s->fd(), &h, sizeof h, std::chrono::milliseconds(2000)) ||
           h.magic != hello_magic || h.group != options.group_id ||
@@ -122,6 +128,14 @@ core::Expected<std::unique_ptr<Ring>> Ring::form(int rank, std::vector<std::stri
   for (;;) {
     auto s = net::connect_to(hp[static_cast<size_t>(right)].host,
                              hp[static_cast<size_t>(right)].port, std::chrono::milliseconds(0));
+    if (s) {
+      if (auto st = net::prove_membership(*s, options.secret, std::chrono::milliseconds(5000));
+          !st) {
+        std::fprintf(stderr, "troupe ring: rank %d: rank %d at %s: %s\n", rank, right,
+                     addresses[static_cast<size_t>(right)].c_str(), st.error().message.c_str());
+        s = st.error();
+      }
+    }
     if (s) {
       Hello h;
       h.rank = static_cast<uint32_t>(rank);

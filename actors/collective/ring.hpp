@@ -33,6 +33,9 @@ struct RingOptions {
   size_t fusion_bytes = size_t{4} << 20;
   /// Identifies the job: a connection from another group is refused.
   uint64_t group_id = 0;
+  /// The job's cluster secret (net/auth.hpp): every link proves it both ways before its
+  /// first byte (the elastic ring's knocks too). Empty: links are not authenticated.
+  std::string secret;
   /// Offer each right neighbour a shared-memory link (taken where it is on this host).
   bool shared_memory = true;
   /// The ring buffer of each such link.

@@ -11,6 +11,8 @@
 
 #include "actors/collective/elastic_ring.hpp"
 #include "helpers.hpp"
+#include "net/auth.hpp"
+#include "net/channel.hpp"
 #include "process.hpp"
 
 using namespace troupe;
@@ -184,6 +186,53 @@ TEST_CASE("slots that never come are named when the first ring cannot form", "[e
   REQUIRE_FALSE(g.ok());
   CHECK_THAT(g.error().message, Catch::Contains("slots 2 did not join"));
   CHECK_THAT(follower_error, Catch::Contains("slots 2 did not join"));
+}
+
+TEST_CASE("with a cluster secret only members join the elastic ring", "[elastic][auth]") {
+  const auto addr = test::loopback_addresses(2);
+  auto o = options();
+  o.ring.secret = "the job's secret, 32 bytes long!";
+  // A stranger with the wrong secret knocks on slot 0 and is refused...
+  auto stranger = std::async(std::launch::async, [&] {
+    const auto port = static_cast<uint16_t>(std::stoi(addr[0].substr(10)));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (auto s = net::connect_to("127.0.0.1", port, std::chrono::milliseconds(1000)))
+        return net::authenticate_to(*s, "not the job's secret, also 32 b.",
+                                    std::chrono::seconds(5));
+      std::this_thread::yield();
+    }
+    return core::Status(core::make_error(core::Errc::unavailable, "slot 0 never listened"));
+  });
+  // ...while the members form their ring and reduce.
+  auto t1 = std::async(std::launch::async, [&] {
+    auto g = ElasticRing::join(1, addr, o, 0, false);
+    REQUIRE(g.ok());
+    float x = 1.0f;
+    REQUIRE((*g)->ring().all_reduce(&x, 1, Reduction::sum, "x").ok());
+    return x;
+  });
+  auto g = ElasticRing::join(0, addr, o, 0, false);
+  REQUIRE(g.ok());
+  float x = 1.0f;
+  REQUIRE((*g)->ring().all_reduce(&x, 1, Reduction::sum, "x").ok());
+  CHECK(x == 2.0f);
+  CHECK(t1.get() == 2.0f);
+  auto refused = stranger.get();
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == core::Errc::permission_denied);
+
+  // A slot with another secret cannot join slot 0's ring.
+  const auto other = test::loopback_addresses(2);
+  auto a = options(), b = options();
+  a.ring.secret = o.ring.secret;
+  b.ring.secret = "another job's secret, 32 bytes!";
+  a.ring.connect_timeout = b.ring.connect_timeout = std::chrono::milliseconds(1000);
+  b.rejoin_timeout = std::chrono::milliseconds(500);
+  auto outsider =
+      std::async(std::launch::async, [&] { return ElasticRing::join(1, other, b, 0, false).ok(); });
+  CHECK_FALSE(ElasticRing::join(0, other, a, 0, false).ok());
+  CHECK_FALSE(outsider.get());
 }
 
 TEST_CASE("a member learns at once that slot 0 is gone", "[elastic]") {

@@ -18,6 +18,7 @@
 #include "actors/collective/ring.hpp"
 #include "actors/collective/ring_implementation.hpp"
 #include "helpers.hpp"
+#include "net/auth.hpp"
 #include "process.hpp"
 
 using namespace troupe;
@@ -180,6 +181,50 @@ TEST_CASE("a stranger connecting to a rank is refused and the ring still forms",
   for (auto& t : ranks)
     t.join();
   stranger.join();
+}
+
+TEST_CASE("with a cluster secret only members form a ring", "[ring][auth]") {
+  const auto addr = test::loopback_addresses(2);
+  RingOptions o;
+  o.secret = "the job's secret, 32 bytes long!";
+  o.connect_timeout = std::chrono::milliseconds(10000);
+  // Rank 0 starts alone; an impostor that knows its port but not the secret knocks first
+  // and is refused; then rank 1 comes and the ring forms.
+  auto rank0 = std::async(std::launch::async, [&]() -> float {
+    auto ring = Ring::form(0, addr, o);
+    REQUIRE(ring.ok());
+    float x = 1.0f;
+    REQUIRE((*ring)->all_reduce(&x, 1, Reduction::sum, "x").ok());
+    return x;
+  });
+  core::Status impostor = core::make_error(core::Errc::unavailable, "rank 0 never listened");
+  const auto port = static_cast<uint16_t>(std::stoi(addr[0].substr(10)));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto s = net::connect_to("127.0.0.1", port, std::chrono::milliseconds(1000))) {
+      impostor =
+          net::authenticate_to(*s, "not the job's secret, also 32 b.", std::chrono::seconds(5));
+      break;
+    }
+    std::this_thread::yield();
+  }
+  REQUIRE_FALSE(impostor.ok());
+  CHECK(impostor.error().code == core::Errc::permission_denied);
+  auto ring1 = Ring::form(1, addr, o);
+  REQUIRE(ring1.ok());
+  float x = 1.0f;
+  REQUIRE((*ring1)->all_reduce(&x, 1, Reduction::sum, "x").ok());
+  CHECK(x == 2.0f);
+  CHECK(rank0.get() == 2.0f);
+
+  // Ranks holding different secrets never form one: each refuses the other.
+  const auto other = test::loopback_addresses(2);
+  RingOptions a = o, b = o;
+  a.connect_timeout = b.connect_timeout = std::chrono::milliseconds(1500);
+  b.secret = "another job's secret, 32 bytes!";
+  auto rank1 = std::async(std::launch::async, [&] { return Ring::form(1, other, b); });
+  CHECK_FALSE(Ring::form(0, other, a).ok());
+  CHECK_FALSE(rank1.get().ok());
 }
 
 TEST_CASE("a rank that leaves mid-job is reported at once by its neighbours", "[ring]") {
