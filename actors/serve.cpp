@@ -24,8 +24,13 @@ namespace {
 // one, on the address itself.
 net::HostPort caf_listen_address(const net::HostPort& task, const std::string& secret,
                                  uint16_t previous) {
-  if (secret.empty()) return task;
+  if (secret.empty()) return {net::bind_host(task.host), task.port};
   return {"127.0.0.1", previous};
+}
+
+// CAF's publish() binds every address for a null host.
+const char* caf_host(const net::HostPort& at) {
+  return at.host == "::" || at.host == "0.0.0.0" ? nullptr : at.host.c_str();
 }
 
 // The gate on the task's address in front of CAF's loopback `caf_port`; none without a
@@ -34,7 +39,8 @@ core::Expected<uint16_t> open_gate(const net::HostPort& task, const std::string&
                                    uint16_t caf_port, std::function<void()> on_refused,
                                    std::unique_ptr<net::CafGate>& gate) {
   if (secret.empty()) return caf_port;
-  auto g = net::CafGate::open(task.host, task.port, caf_port, secret, {}, std::move(on_refused));
+  auto g = net::CafGate::open(net::bind_host(task.host), task.port, caf_port, secret, {},
+                              std::move(on_refused));
   if (!g) return g.error();
   gate = std::move(*g);
   return gate->port();
@@ -72,11 +78,11 @@ core::Status serve_worker(caf::actor_system& sys, const net::ClusterResolver& re
     auto a = s.spawn(worker, wo);
     const auto at = caf_listen_address(hp, secret, published->port);
     // reuse_addr: a restarted task must re-bind its port at once, not after TIME_WAIT.
-    auto port = caf::io::publish(a, at.port, at.host.c_str(), /*reuse_addr=*/true);
+    auto port = caf::io::publish(a, at.port, caf_host(at), /*reuse_addr=*/true);
     if (!port) {
       caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-      return make_error(Errc::unavailable, "cannot publish on " + at.host + ":" +
-                                               std::to_string(at.port) + " (" +
+      return make_error(Errc::unavailable, "cannot publish on " +
+                                               net::host_port_text(at.host, at.port) + " (" +
                                                s.render(port.error()) + ")");
     }
     published->actor = a;
@@ -107,7 +113,7 @@ core::Status serve_worker(caf::actor_system& sys, const net::ClusterResolver& re
       caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
       started = make_error(port.error().code, "CAF gate: " + port.error().message);
     } else if (on_ready) {
-      on_ready(hp.host + ":" + std::to_string(*port));
+      on_ready(net::host_port_text(hp.host, *port));
     }
   }
   caf::error reason;
@@ -172,7 +178,7 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
     }
     served = sys.spawn(ps_shard, std::move(po));
     if (options.tensor_channel) {
-      auto started = ChannelServer::start(sys, served, hp->host, *secret);
+      auto started = ChannelServer::start(sys, served, net::bind_host(hp->host), *secret);
       if (!started) {
         caf::anon_send_exit(served, caf::exit_reason::user_shutdown);
         return make_error(started.error().code, "task " + task.to_string() +
@@ -187,11 +193,11 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
   }
   const auto at = caf_listen_address(*hp, *secret, 0);
   // reuse_addr: a restarted task must re-bind its port at once, not after TIME_WAIT.
-  auto port = caf::io::publish(served, at.port, at.host.c_str(), /*reuse_addr=*/true);
+  auto port = caf::io::publish(served, at.port, caf_host(at), /*reuse_addr=*/true);
   if (!port) {
     caf::anon_send_exit(served, caf::exit_reason::user_shutdown);
     return make_error(Errc::unavailable, "task " + task.to_string() + ": cannot publish on " +
-                                             at.host + ":" + std::to_string(at.port) + " (" +
+                                             net::host_port_text(at.host, at.port) + " (" +
                                              sys.render(port.error()) + ")");
   }
   std::unique_ptr<net::CafGate> gate;
@@ -204,7 +210,7 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
                                                     resolver.cluster_spec().address(task) + ": " +
                                                     public_port.error().message);
   }
-  if (on_ready) on_ready(hp->host + ":" + std::to_string(*public_port));
+  if (on_ready) on_ready(net::host_port_text(hp->host, *public_port));
   // Serve until the actor quits (on shutdown), then end the channel's connections: the
   // actor system's destructor waits for every actor, the channel's scoped ones included.
   caf::error reason;

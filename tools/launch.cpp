@@ -177,7 +177,7 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
     for (int i = 0; i < n; ++i) {
       leases.push_back(net::PortLease::acquire());
       if (leases.back().port() == 0) return {{"ok", false}, {"error", "no free port on 127.0.0.1"}};
-      jobs[job].push_back("127.0.0.1:" + std::to_string(leases.back().port()));
+      jobs[job].push_back(net::host_port_text(o.host, leases.back().port()));
     }
   const net::ClusterSpec spec(jobs);
   for (const auto& e : o.chaos)

@@ -26,14 +26,16 @@ struct LaunchOptions {
   /// reported it; starting it again would hide that).
   bool restart_failed = false;
   int max_restarts = 10;  // per task; after that a failure is final
+  /// The host part of every task's address in TF_CONFIG: a numeric IPv4 or IPv6 address
+  /// or a name of this machine ("localhost").
+  std::string host = "127.0.0.1";
 };
 
 /// Starts chief, workers, PS (and evaluator) tasks (with no PS: workers only, worker 0
-/// standing for the chief below) as local processes on free 127.0.0.1
-/// ports, each with its own TF_CONFIG; writes RUN_DIR/tasks.json and one log per task;
-/// forwards the chief's output; ends every process it started (by pid) when the chief
-/// exits or on SIGINT/SIGTERM; injects the `chaos` events on time, logging each. Returns
-/// the result object printed as the last line.
+/// standing for the chief below) as local processes on free ports of `host`, each with its own
+/// TF_CONFIG; writes RUN_DIR/tasks.json and one log per task; forwards the chief's output; ends
+/// every process it started (by pid) when the chief exits or on SIGINT/SIGTERM; injects the `chaos`
+/// events on time, logging each. Returns the result object printed as the last line.
 nlohmann::json launch(const LaunchOptions& options, int& exit_code);
 
 }  // namespace troupe::tools

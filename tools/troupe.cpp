@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
                     "snapshot this PS task's shards into DIR/ps-N, and restore from there on "
                     "start");
   serve->add_option("--ps-snapshot-interval-ms", snapshot_interval_ms)->check(CLI::PositiveNumber);
-  auto* launch = app.add_subcommand("launch", "run PROGRAM as a local cluster on 127.0.0.1");
+  auto* launch = app.add_subcommand("launch", "run PROGRAM as a local cluster on this machine");
   troupe::tools::LaunchOptions lo;
   launch
       ->add_option("--ps", lo.ps,
@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   launch->add_option("--workers", lo.workers, "number of worker tasks")
       ->check(CLI::NonNegativeNumber);
+  launch->add_option("--host", lo.host,
+                     "the host in every task's address: 127.0.0.1 (default), ::1, localhost...");
   launch->add_flag("--evaluator", lo.evaluator,
                    "add an evaluator task (it follows the chief's checkpoints; it gets "
                    "--evaluator-grace-ms after the chief to finish)");

@@ -101,7 +101,7 @@ core::Expected<std::unique_ptr<ElasticRing>> ElasticRing::join(int slot,
   auto me = net::parse_host_port(g->addresses_[static_cast<size_t>(slot)]);
   if (!me) return me.error();
   uint16_t port = me->port;
-  auto listener = net::listen_on(me->host, port);
+  auto listener = net::listen_on(net::bind_host(me->host), port);
   if (!listener) return listener.error();
   g->listener_ = std::move(*listener);
   g->acceptor_ = std::thread([p = g.get()] { p->accept_loop(); });

@@ -89,7 +89,7 @@ core::Expected<std::unique_ptr<Ring>> Ring::form(int rank, std::vector<std::stri
     hp.push_back(*p);
   }
   uint16_t port = hp[static_cast<size_t>(rank)].port;
-  auto listener = net::listen_on(hp[static_cast<size_t>(rank)].host, port);
+  auto listener = net::listen_on(net::bind_host(hp[static_cast<size_t>(rank)].host), port);
   if (!listener) return listener.error();
   const int left = (rank + size - 1) % size, right = (rank + 1) % size;
   const auto deadline = clock_type::now() + options.connect_timeout;

@@ -62,6 +62,23 @@ TEST_CASE("fmnist_mirrored trains synchronously on two workers to >= 0.83", "[ex
   check_all_gone(r.last_json["tasks"]);
 }
 
+TEST_CASE("fmnist_mirrored forms its ring over IPv6", "[example][mirrored]") {
+  troupe::test::TempDir dir;
+  auto r = run_program(bin + "/troupe launch --host ::1 --workers 2 --run-dir " + dir.path() +
+                       " -- " + bin + "/fmnist_mirrored --no-shared-memory 2>/dev/null");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto& chief = r.last_json["chief"];
+  REQUIRE(chief.is_object());
+  CHECK(chief["ok"] == true);
+  CHECK(chief["steps"] == 938);
+  CHECK(chief["shared_memory_links"] == 0);  // every byte over TCP on ::1
+  CHECK(chief["test_accuracy"].get<double>() >= 0.80);
+  auto listing = nlohmann::json::parse(std::ifstream(dir.file("tasks.json")));
+  CHECK(listing[0]["address"].get<std::string>().rfind("[::1]:", 0) == 0);
+  check_all_gone(r.last_json["tasks"]);
+}
+
 TEST_CASE("fmnist_mirrored --no-shared-memory keeps the ring on TCP, to the same weights",
           "[example][mirrored]") {
   troupe::test::TempDir dir;

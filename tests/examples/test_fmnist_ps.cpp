@@ -88,6 +88,29 @@ TEST_CASE("fmnist_ps trains on while workers are killed and restarted", "[exampl
   check_all_gone(j["tasks"]);
 }
 
+TEST_CASE("fmnist_ps trains by host name and survives a killed worker", "[example][ps][chaos]") {
+  // TF_CONFIG names every task "localhost:port": CAF's gates and tunnels, the tensor
+  // channel and the restarted worker's rejoin all resolve the name.
+  troupe::test::TempDir dir;
+  auto r = run_program(bin + "/troupe launch --host localhost --ps 2 --workers 2" +
+                       " --restart-failed --chaos kill:worker:1@0.5s --run-dir " + dir.path() +
+                       " -- " + bin + "/fmnist_ps --steps-per-worker 3000 2>/dev/null");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto& j = r.last_json;
+  REQUIRE(j.is_object());
+  const auto& chief = j["chief"];
+  CHECK(chief["ok"] == true);
+  CHECK(chief["closures_completed"] == 6000);
+  CHECK(chief["test_accuracy"].get<double>() >= 0.80);
+  CHECK(j["injections"] == 1);
+  CHECK(j["restarts"] == 1);
+  if (chief["wall_s"].get<double>() > 1.0) CHECK(chief["worker_rejoins"] == 1);
+  auto listing = nlohmann::json::parse(std::ifstream(dir.file("tasks.json")));
+  CHECK(listing[0]["address"].get<std::string>().rfind("localhost:", 0) == 0);
+  check_all_gone(j["tasks"]);
+}
+
 TEST_CASE("fmnist_ps survives a worker stopped mid-training", "[example][ps][chaos]") {
   // SIGSTOP: the worker misses its heartbeats and is dropped after the 1 s connection
   // timeout; its closures run on the other worker. Resumed at 2.5 s, it rejoins.

@@ -1,0 +1,215 @@
+#include "net/socket.hpp"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <set>
+
+namespace troupe::net {
+
+using core::Errc;
+using core::make_error;
+
+namespace {
+
+core::Error io_error(const std::string& what, int err) {
+  if (err == EAGAIN || err == EWOULDBLOCK || err == EINPROGRESS)
+    return make_error(Errc::unavailable, what + " timed out");
+  return make_error(Errc::unavailable, what + ": " + std::strerror(err));
+}
+
+core::Status set_nodelay(int fd) {
+  int one = 1;
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
+    return io_error("setsockopt(TCP_NODELAY)", errno);
+  return {};
+}
+
+bool is_wildcard(const std::string& host) {
+  return host.empty() || host == "*" || host == "::" || host == "0.0.0.0";
+}
+
+// The addresses of `host` for TCP (IPv4 and IPv6); `passive` for binding.
+using AddrList = std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)>;
+core::Expected<AddrList> resolve(const std::string& host, uint16_t port, bool passive) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = passive ? AI_PASSIVE : 0;
+  addrinfo* out = nullptr;
+  const std::string service = std::to_string(port);
+  const char* node = host.c_str();
+  if (is_wildcard(host)) {
+    node = host == "0.0.0.0" ? "0.0.0.0" : nullptr;  // nullptr + passive: every address
+    hints.ai_family = host == "0.0.0.0" ? AF_INET : AF_INET6;
+    hints.ai_flags |= AI_PASSIVE;
+  }
+  const int rc = ::getaddrinfo(node, service.c_str(), &hints, &out);
+  if (rc != 0)
+    return make_error(Errc::unavailable,
+                      "cannot resolve '" + host + "': " + std::string(::gai_strerror(rc)));
+  return AddrList(out, &::freeaddrinfo);
+}
+
+std::string text_of(const sockaddr* a) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (a->sa_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(a);
+    if (IN6_IS_ADDR_V4MAPPED(&v6->sin6_addr)) {  // an IPv4 peer of a dual-stack listener
+      ::inet_ntop(AF_INET, &v6->sin6_addr.s6_addr[12], text, sizeof text);
+      return host_port_text(text, ntohs(v6->sin6_port));
+    }
+    ::inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof text);
+    return host_port_text(text, ntohs(v6->sin6_port));
+  }
+  const auto* v4 = reinterpret_cast<const sockaddr_in*>(a);
+  ::inet_ntop(AF_INET, &v4->sin_addr, text, sizeof text);
+  return host_port_text(text, ntohs(v4->sin_port));
+}
+
+uint16_t port_of(const sockaddr_storage& a) {
+  return a.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port)
+                                 : ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
+}
+
+void set_timeouts(int fd, std::chrono::milliseconds t) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(t.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((t.count() % 1000) * 1000);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+// Whether this machine can bind `host`: false when it is no address of ours.
+bool bindable(const std::string& host) {
+  auto list = resolve(host, 0, /*passive=*/true);
+  if (!list) return false;
+  for (const addrinfo* a = list->get(); a != nullptr; a = a->ai_next) {
+    Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+    if (s.valid() && ::bind(s.fd(), a->ai_addr, a->ai_addrlen) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Socket& Socket::operator=(Socket&& o) noexcept {
+  if (this != &o) {
+    close();
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+void Socket::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void Socket::shutdown() const {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+}
+
+std::string host_port_text(const std::string& host, uint16_t port) {
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+std::string bind_host(const std::string& host) {
+  if (const char* forced = std::getenv(bind_address_env); forced != nullptr && *forced != '\0')
+    return forced;
+  if (is_wildcard(host) || bindable(host)) return host;
+  const std::string wildcard = bindable("::") ? "::" : "0.0.0.0";
+  static std::mutex mu;
+  static std::set<std::string> said;
+  std::lock_guard<std::mutex> lock(mu);
+  if (said.insert(host).second)
+    std::fprintf(stderr,
+                 "troupe: '%s' is not an address of this machine: listening on %s instead (set "
+                 "%s to choose)\n",
+                 host.c_str(), wildcard.c_str(), bind_address_env);
+  return wildcard;
+}
+
+core::Expected<Socket> listen_on(const std::string& host, uint16_t& port) {
+  auto list = resolve(host, port, /*passive=*/true);
+  if (!list) return list.error();
+  core::Error last = make_error(Errc::unavailable, "no address for '" + host + "'");
+  for (const addrinfo* a = list->get(); a != nullptr; a = a->ai_next) {
+    Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+    if (!s.valid()) {
+      last = io_error("socket", errno);
+      continue;
+    }
+    int one = 1, zero = 0;
+    ::setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    // The IPv6 wildcard takes IPv4 peers too.
+    if (a->ai_family == AF_INET6)
+      ::setsockopt(s.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+    if (::bind(s.fd(), a->ai_addr, a->ai_addrlen) != 0) {
+      last = io_error("bind " + host_port_text(host, port), errno);
+      continue;
+    }
+    if (::listen(s.fd(), 64) != 0) return io_error("listen", errno);
+    sockaddr_storage bound{};
+    socklen_t len = sizeof(bound);
+    if (::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&bound), &len) != 0)
+      return io_error("getsockname", errno);
+    port = port_of(bound);
+    return s;
+  }
+  return last;
+}
+
+core::Expected<Socket> accept_on(const Socket& listener, std::string& peer) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof(a);
+  int fd;
+  do {
+    fd = ::accept4(listener.fd(), reinterpret_cast<sockaddr*>(&a), &len, SOCK_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return io_error("accept", errno);
+  Socket s(fd);
+  peer = text_of(reinterpret_cast<const sockaddr*>(&a));
+  if (auto st = set_nodelay(fd); !st) return st.error();
+  return s;
+}
+
+core::Expected<Socket> connect_to(const std::string& host, uint16_t port,
+                                  std::chrono::milliseconds io_timeout) {
+  auto list = resolve(host, port, /*passive=*/false);
+  if (!list) return list.error();
+  core::Error last = make_error(Errc::unavailable, "no address for '" + host + "'");
+  for (const addrinfo* a = list->get(); a != nullptr; a = a->ai_next) {
+    Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+    if (!s.valid()) {
+      last = io_error("socket", errno);
+      continue;
+    }
+    if (io_timeout.count() > 0) set_timeouts(s.fd(), io_timeout);
+    int r;
+    do {
+      r = ::connect(s.fd(), a->ai_addr, a->ai_addrlen);
+    } while (r != 0 && errno == EINTR);
+    if (r != 0) {
+      last = io_error("connect to " + host_port_text(host, port), errno);
+      continue;
+    }
+    if (auto st = set_nodelay(s.fd()); !st) return st.error();
+    return s;
+  }
+  return last;
+}
+
+}  // namespace troupe::net

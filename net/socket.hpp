@@ -1,0 +1,60 @@
+#pragma once
+
+// TCP sockets for Troupe's own links (tensor channel, CAF gate and tunnels, ring): hosts
+// are names, numeric IPv4 or IPv6 addresses, resolved when a link is made.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "core/expected.hpp"
+
+namespace troupe::net {
+
+/// An owned socket descriptor; closes on destruction.
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  Socket(Socket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Socket& operator=(Socket&& o) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  ~Socket() { close(); }
+
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void close();
+  /// Ends both directions: a thread blocked reading this socket returns.
+  void shutdown() const;
+
+ private:
+  int fd_ = -1;
+};
+
+/// Environment variable: the address every listener of this process binds instead of its
+/// task's address (say "0.0.0.0" or "::" in a container whose task name resolves to a
+/// service address, not one of the pod's).
+inline constexpr const char* bind_address_env = "TROUPE_BIND_ADDRESS";
+
+/// Where a task whose address names `host` listens: TROUPE_BIND_ADDRESS when set; else
+/// `host` when it is an address of this machine; else the wildcard ("::", which takes IPv4
+/// too, or "0.0.0.0" without IPv6), said once on stderr.
+std::string bind_host(const std::string& host);
+
+/// "host:port", with brackets around an IPv6 address ("[::1]:2222").
+std::string host_port_text(const std::string& host, uint16_t port);
+
+/// A listening TCP socket on `host` (a name, a numeric IPv4 or IPv6 address; "::" and
+/// "0.0.0.0" are every address); port 0 picks a free one. The bound port is stored in
+/// `port`.
+core::Expected<Socket> listen_on(const std::string& host, uint16_t& port);
+/// Accepts one connection; `peer` receives "host:port" of the other end.
+core::Expected<Socket> accept_on(const Socket& listener, std::string& peer);
+/// Connects with TCP_NODELAY to the first of `host`'s addresses that answers; every later
+/// read or write on the socket gives up after `io_timeout` (0: never), and so does the
+/// connect itself.
+core::Expected<Socket> connect_to(const std::string& host, uint16_t port,
+                                  std::chrono::milliseconds io_timeout);
+
+}  // namespace troupe::net

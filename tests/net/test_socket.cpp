@@ -1,0 +1,77 @@
+// Troupe's own links take what TF_CONFIG may hold: names of this machine, numeric IPv4
+// and IPv6 addresses; a task whose name is not one of this machine's addresses (a
+// Kubernetes service name) listens on the wildcard, or where TROUPE_BIND_ADDRESS says.
+#include <catch2/catch.hpp>
+
+#include <sys/socket.h>
+
+#include <cstdlib>
+#include <future>
+
+#include "net/channel.hpp"
+#include "net/cluster_spec.hpp"
+#include "net/socket.hpp"
+
+using namespace troupe;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Listens on `host`, connects to `dial`, sends a byte each way; the peer text accept saw.
+std::string round_trip(const std::string& host, const std::string& dial) {
+  uint16_t port = 0;
+  auto listener = net::listen_on(host, port);
+  REQUIRE(listener.ok());
+  REQUIRE(port != 0);
+  auto server = std::async(std::launch::async, [&] {
+    std::string peer;
+    auto s = net::accept_on(*listener, peer);
+    REQUIRE(s.ok());
+    char c = 0;
+    REQUIRE(::recv(s->fd(), &c, 1, 0) == 1);
+    c = static_cast<char>(c + 1);
+    REQUIRE(::send(s->fd(), &c, 1, MSG_NOSIGNAL) == 1);
+    return peer;
+  });
+  auto client = net::connect_to(dial, port, 5s);
+  REQUIRE(client.ok());
+  char c = 41;
+  REQUIRE(::send(client->fd(), &c, 1, MSG_NOSIGNAL) == 1);
+  REQUIRE(::recv(client->fd(), &c, 1, 0) == 1);
+  CHECK(c == 42);
+  return server.get();
+}
+
+}  // namespace
+
+TEST_CASE("links listen and connect by IPv4, IPv6 and host name", "[net][socket]") {
+  CHECK(round_trip("127.0.0.1", "127.0.0.1").rfind("127.0.0.1:", 0) == 0);
+  CHECK(round_trip("localhost", "localhost").find(':') != std::string::npos);
+  CHECK(round_trip("::1", "::1").rfind("[::1]:", 0) == 0);
+  // The wildcard takes both families.
+  CHECK(round_trip("::", "127.0.0.1").find("127.0.0.1:") != std::string::npos);
+  CHECK(round_trip("::", "::1").rfind("[::1]:", 0) == 0);
+  // As TF_CONFIG writes them.
+  auto hp = net::parse_host_port("[::1]:2222");
+  REQUIRE(hp.ok());
+  CHECK(hp->host == "::1");
+  CHECK(net::host_port_text(hp->host, hp->port) == "[::1]:2222");
+  CHECK(net::host_port_text("worker-0.job.svc", 2222) == "worker-0.job.svc:2222");
+}
+
+TEST_CASE("a task's links bind its address, the wildcard when it is not ours, or the override",
+          "[net][socket]") {
+  ::unsetenv(net::bind_address_env);
+  CHECK(net::bind_host("127.0.0.1") == "127.0.0.1");
+  CHECK(net::bind_host("localhost") == "localhost");
+  // 192.0.2.1 (TEST-NET-1, documentation only) is no address of this machine: trying to
+  // bind it sends nothing anywhere.
+  const auto fallback = net::bind_host("192.0.2.1");
+  CHECK((fallback == "::" || fallback == "0.0.0.0"));
+  uint16_t port = 0;
+  CHECK_FALSE(net::listen_on("192.0.2.1", port).ok());
+  ::setenv(net::bind_address_env, "127.0.0.1", 1);
+  CHECK(net::bind_host("192.0.2.1") == "127.0.0.1");
+  CHECK(net::bind_host("::1") == "127.0.0.1");
+  ::unsetenv(net::bind_address_env);
+}
