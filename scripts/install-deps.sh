@@ -15,6 +15,7 @@ packages=(
   zlib1g-dev            # gzip-compressed IDX files of Fashion-MNIST
   dataset-fashion-mnist # the real dataset, under /usr/share/datasets/fashion-mnist/
   protobuf-compiler     # tests decode TensorBoard event files with protoc --decode_raw
+  iproute2              # the multi-host tests: ip netns, veth, a bridge, tc
 )
 
 missing=()

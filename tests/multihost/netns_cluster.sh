@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# A Troupe job across hosts of its own: one network namespace per task, each with its own
+# address on a private bridge (inside a namespace of its own too: nothing outside the
+# test's namespaces is touched or reached) and the tasks' host names in an /etc/hosts of
+# its own. Runs PROGRAM in every task with TF_CONFIG naming the tasks by host name and a
+# cluster secret, optionally cuts one task's link for a while, and ends every process it
+# started (by pid) and every namespace it made, whatever happens.
+#
+# Usage: netns_cluster.sh BIN_DIR PROGRAM PS WORKERS [--cut TASK AT_S FOR_S] [--qdisc SPEC]
+#        [-- PROGRAM_ARGS...]
+#   PS = 0: a workers-only job (MultiWorkerMirroredStrategy), worker 0 the chief.
+# Prints the chief's JSON line wrapped as {"ok", "chief": {...}, "cut": ...} as its last
+# line; {"skipped": why} when this machine cannot make namespaces (not root, no iproute2).
+set -uo pipefail
+
+bin="$1" program="$2" n_ps="$3" n_workers="$4"
+shift 4
+cut_task="" cut_at=0 cut_for=0 qdisc=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --cut) cut_task="$2" cut_at="$3" cut_for="$4"; shift 4 ;;
+    --qdisc) qdisc="$2"; shift 2 ;;
+    --) shift; break ;;
+    *) echo "{\"ok\":false,\"error\":\"unknown argument $1\"}"; exit 2 ;;
+  esac
+done
+
+skip() { echo "{\"ok\":true,\"skipped\":\"$1\"}"; exit 0; }
+[ "$(id -u)" = 0 ] || skip "network namespaces need root"
+command -v ip >/dev/null || skip "no iproute2 (ip)"
+
+tag="tr$$"
+sw="${tag}-sw"
+run_dir=$(mktemp -d /tmp/troupe-netns-XXXXXX)
+declare -a namespaces=() pids=()
+
+cleanup() {
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null; done
+  for ns in "${namespaces[@]}"; do
+    ip netns del "$ns" 2>/dev/null
+    rm -rf "/etc/netns/$ns"
+  done
+  rm -rf "$run_dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ip netns add "$sw" || skip "cannot create a network namespace"
+namespaces+=("$sw")
+ip -n "$sw" link add br0 type bridge && ip -n "$sw" link set br0 up || skip "no bridge support"
+
+# The tasks: chief (with PS jobs), ps-N, worker-N; one namespace, address and name each.
+tasks=()
+[ "$n_ps" -gt 0 ] && tasks+=("chief-0")
+for ((i = 0; i < n_ps; i++)); do tasks+=("ps-$i"); done
+for ((i = 0; i < n_workers; i++)); do tasks+=("worker-$i"); done
+hosts="127.0.0.1 localhost"$'\n'
+i=0
+for t in "${tasks[@]}"; do
+  i=$((i + 1))
+  hosts+="10.231.0.$((10 + i)) $t.troupe.test"$'\n'
+done
+i=0
+for t in "${tasks[@]}"; do
+  i=$((i + 1))
+  ns="${tag}-$t"
+  ip netns add "$ns" || exit 1
+  namespaces+=("$ns")
+  mkdir -p "/etc/netns/$ns" && printf '%s' "$hosts" > "/etc/netns/$ns/hosts"
+  ip link add "v$i" netns "$ns" type veth peer name "s$i" netns "$sw" || exit 1
+  ip -n "$ns" link set lo up
+  ip -n "$ns" addr add "10.231.0.$((10 + i))/24" dev "v$i"
+  ip -n "$ns" link set "v$i" up
+  ip -n "$sw" link set "s$i" master br0 up
+  if [ -n "$qdisc" ]; then  # a shaped link: "tbf rate 1gbit burst 64kb latency 20ms", "netem delay 1ms"
+    # shellcheck disable=SC2086
+    tc -n "$ns" qdisc add dev "v$i" root $qdisc 2>/dev/null || skip "this kernel has no qdisc '$qdisc'"
+  fi
+done
+
+# TF_CONFIG's cluster by host name; one secret for the job.
+cluster=$(python3 - "$n_ps" "$n_workers" <<'PY'
+import json, sys
+ps, workers = int(sys.argv[1]), int(sys.argv[2])
+c = {}
+if ps > 0:
+    c["chief"] = ["chief-0.troupe.test:2222"]
+    c["ps"] = [f"ps-{i}.troupe.test:2222" for i in range(ps)]
+c["worker"] = [f"worker-{i}.troupe.test:2222" for i in range(workers)]
+print(json.dumps(c))
+PY
+)
+secret="$run_dir/cluster-secret"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$secret"
+chmod 600 "$secret"
+
+chief_task="chief-0"
+[ "$n_ps" -eq 0 ] && chief_task="worker-0"
+chief_pid=0
+for t in "${tasks[@]}"; do
+  type="${t%-*}" index="${t##*-}"
+  tf="{\"cluster\":$cluster,\"task\":{\"type\":\"$type\",\"index\":$index}}"
+  ip netns exec "${tag}-$t" env TF_CONFIG="$tf" TROUPE_CLUSTER_SECRET_FILE="$secret" \
+    "$bin/$program" "$@" > "$run_dir/$t.log" 2>&1 &
+  pids+=($!)
+  [ "$t" = "$chief_task" ] && chief_pid=$!
+done
+
+cut_json=null
+if [ -n "$cut_task" ]; then
+  # The fault's schedule: at AT_S the task's link goes down, FOR_S later it comes back.
+  idx=0
+  for t in "${tasks[@]}"; do idx=$((idx + 1)); [ "$t" = "$cut_task" ] && break; done
+  sleep "$cut_at"
+  ip -n "$sw" link set "s$idx" down
+  sleep "$cut_for"
+  ip -n "$sw" link set "s$idx" up
+  cut_json="{\"task\":\"$cut_task\",\"at_s\":$cut_at,\"for_s\":$cut_for}"
+fi
+
+# The chief ends the job, within 300 s; past that it is ended.
+timeout 300 tail --pid="$chief_pid" -s 0.05 -f /dev/null
+kill -KILL "$chief_pid" 2>/dev/null
+wait "$chief_pid" 2>/dev/null
+chief_rc=$?
+chief_json=$(grep '^{' "$run_dir/$chief_task.log" | tail -1)
+[ -n "$chief_json" ] || chief_json=null
+if [ "$chief_json" = null ]; then
+  tail -20 "$run_dir/$chief_task.log" >&2
+fi
+for t in "${tasks[@]}"; do
+  [ "$t" = "$chief_task" ] && continue
+  grep -h "refused\|troupe:" "$run_dir/$t.log" | head -5 >&2
+done
+echo "{\"ok\":$([ "$chief_rc" = 0 ] && echo true || echo false),\"chief_exit\":$chief_rc,\"tasks\":${#tasks[@]},\"cut\":$cut_json,\"chief\":$chief_json}"

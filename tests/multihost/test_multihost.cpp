@@ -1,0 +1,70 @@
+// A job across hosts of its own: tests/multihost/netns_cluster.sh gives every task a
+// network namespace with its own address and host name on a private bridge, runs the
+// program in each, cuts one task's link for 3 s, and ends every process and namespace it
+// made. Needs root (network namespaces); elsewhere the script says it skipped, and so do
+// these tests.
+#include <catch2/catch.hpp>
+
+#include "run_program.hpp"
+
+using troupe::test::run_program;
+
+namespace {
+
+const std::string script = TROUPE_SOURCE_DIR "/tests/multihost/netns_cluster.sh";
+const std::string bin = TROUPE_BIN_DIR;
+
+// The script's result; false (with a warning) where this machine cannot make namespaces.
+bool ran(const nlohmann::json& j) {
+  REQUIRE(j.is_object());
+  if (j.contains("skipped")) {
+    WARN("skipped: " << j["skipped"].get<std::string>());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("fmnist_ps trains across namespace hosts by name and survives a 3 s link cut",
+          "[multihost][ps]") {
+  auto r = run_program(script + " " + bin + " fmnist_ps 2 2 --cut worker-1 1 3" +
+                       " -- --steps-per-worker 12000");
+  INFO(r.output);
+  if (!ran(r.last_json)) return;
+  const auto& j = r.last_json;
+  CHECK(j["ok"] == true);
+  CHECK(j["tasks"] == 5);
+  const auto& chief = j["chief"];
+  REQUIRE(chief.is_object());
+  CHECK(chief["ok"] == true);
+  // Every closure ran once: those in flight on the cut worker were retried elsewhere.
+  CHECK(chief["closures_scheduled"] == 24000);
+  CHECK(chief["closures_completed"] == 24000);
+  CHECK(chief["test_accuracy"].get<double>() >= 0.80);
+  // Detected (heartbeats stop crossing the cut link), retried, and taken back once the
+  // link is up: the same process, reached again by its name.
+  CHECK(chief["workers_lost"].get<int>() >= 1);
+  CHECK(chief["closures_retried"].get<int>() >= 1);
+  CHECK(chief["worker_rejoins"].get<int>() >= 1);
+}
+
+TEST_CASE("elastic fmnist_mirrored trains across namespace hosts and re-forms around a cut",
+          "[multihost][mirrored]") {
+  auto r = run_program(script + " " + bin + " fmnist_mirrored 0 3 --cut worker-2 1 3" +
+                       " -- --elastic --no-shared-memory --steps 8000 --timeout-ms 1000");
+  INFO(r.output);
+  if (!ran(r.last_json)) return;
+  const auto& j = r.last_json;
+  CHECK(j["ok"] == true);
+  const auto& chief = j["chief"];
+  REQUIRE(chief.is_object());
+  CHECK(chief["ok"] == true);
+  CHECK(chief["steps"] == 8000);
+  CHECK(chief["shared_memory_links"] == 0);  // the ring's bytes cross the bridge
+  // The stall is detected by the collective timeout and the ring re-formed; the step it
+  // broke is done again.
+  CHECK(chief["reforms"].get<int>() >= 1);
+  CHECK(chief["steps_redone"].get<int>() >= 1);
+  CHECK(chief["test_accuracy"].get<double>() >= 0.80);
+}
