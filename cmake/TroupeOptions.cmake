@@ -1,4 +1,5 @@
 # Compiler flags shared by every Troupe target, through the interface target troupe_flags.
+option(TROUPE_FUZZ "Build the libFuzzer targets of tests/fuzz (needs clang)" OFF)
 add_library(troupe_flags INTERFACE)
 target_compile_options(troupe_flags INTERFACE -Wall -Wextra -Wno-unused-parameter)
 if(TROUPE_NATIVE)
@@ -9,9 +10,19 @@ if(TROUPE_NATIVE)
   target_compile_options(troupe_flags INTERFACE -Wno-maybe-uninitialized)
 endif()
 if(TROUPE_SANITIZE)
-  if(NOT TROUPE_SANITIZE MATCHES "^(address|undefined|thread)$")
-    message(FATAL_ERROR "TROUPE_SANITIZE must be address, undefined or thread")
+  if(NOT TROUPE_SANITIZE MATCHES "^(address|undefined|thread)(,(address|undefined))*$")
+    message(FATAL_ERROR "TROUPE_SANITIZE must be address, undefined, thread or a list "
+                        "such as address,undefined")
   endif()
-  target_compile_options(troupe_flags INTERFACE -fsanitize=${TROUPE_SANITIZE} -fno-omit-frame-pointer)
+  # Any report fails the run: a sanitizer build that only prints is not a check.
+  target_compile_options(troupe_flags INTERFACE -fsanitize=${TROUPE_SANITIZE}
+                         -fno-sanitize-recover=all -fno-omit-frame-pointer)
   target_link_options(troupe_flags INTERFACE -fsanitize=${TROUPE_SANITIZE})
+endif()
+if(TROUPE_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "TROUPE_FUZZ needs clang (libFuzzer): -DCMAKE_CXX_COMPILER=clang++")
+  endif()
+  # Coverage for libFuzzer in everything the targets reach; the targets link the fuzzer.
+  target_compile_options(troupe_flags INTERFACE -fsanitize=fuzzer-no-link)
 endif()

@@ -15,6 +15,41 @@
 #include "core/expected.hpp"
 #include "core/tensor.hpp"
 
+namespace troupe::net::detail {
+
+/// What is left of the payload a deserializer reads: the most bytes a length read from it
+/// can honestly announce. BASP hands Troupe's inspect functions a caf::deserializer whose
+/// dynamic type is binary_deserializer; any other gets `fallback`.
+inline size_t bytes_left(const caf::deserializer& f, size_t fallback) {
+  const auto* bounded = dynamic_cast<const caf::binary_deserializer*>(&f);
+  return bounded != nullptr ? std::min(fallback, bounded->remaining()) : fallback;
+}
+
+}  // namespace troupe::net::detail
+
+namespace caf {
+
+/// Loading the bytes of closure arguments and results (std::vector<char>, in ClosureMsg
+/// and as a message of their own). CAF 0.17 resizes a byte sequence to the length its
+/// sender announced before reading a byte of it, so a 10-byte payload could make a
+/// process allocate 4 GiB (found by tests/fuzz/fuzz_caf_messages). Found by ADL for
+/// caf::deserializer, this takes precedence over CAF's own loading: a length past what is
+/// left of the payload is refused first. Saving is CAF's own (the same layout).
+template <class Inspector>
+typename std::enable_if<std::is_same<Inspector, deserializer>::value, error>::type inspect(
+    Inspector& f, std::vector<char>& x) {
+  size_t n = 0;
+  if (auto err = f.begin_sequence(n)) return err;
+  if (n > troupe::net::detail::bytes_left(f, size_t{1} << 30))
+    return make_error(sec::end_of_stream);
+  x.resize(n);
+  if (n > 0)
+    if (auto err = f.apply_raw(n, x.data())) return err;
+  return f.end_sequence();
+}
+
+}  // namespace caf
+
 namespace troupe::net {
 
 /// A tensor on the wire: its shape and its float32 payload, written as one raw block
@@ -203,9 +238,10 @@ typename Inspector::result_type inspect(Inspector& f, WireTensor& x) {
     return caf::error::eval([&] { return f(caf::meta::type_name("troupe.tensor"), x.dims); },
                             [&] { return f.begin_sequence(n); },
                             [&]() -> caf::error {
-                              size_t limit = max_wire_tensor_bytes;
-                              if constexpr (std::is_same_v<Inspector, caf::binary_deserializer>)
-                                limit = std::min(limit, f.remaining());
+                              // The static type is caf::deserializer under BASP: the
+                              // bound must come from the dynamic one (fuzz_caf_messages
+                              // found 2 GiB allocated for an 8-byte claim).
+                              const size_t limit = detail::bytes_left(f, max_wire_tensor_bytes);
                               if (n > limit / sizeof(float)) return caf::sec::invalid_argument;
                               x.data.resize(n);
                               return n ? f.apply_raw(n * sizeof(float), x.data.data())

@@ -16,6 +16,7 @@ packages=(
   dataset-fashion-mnist # the real dataset, under /usr/share/datasets/fashion-mnist/
   protobuf-compiler     # tests decode TensorBoard event files with protoc --decode_raw
   iproute2              # the multi-host tests: ip netns, veth, a bridge, tc
+  clang libclang-rt-dev # make fuzz: libFuzzer and the sanitizers' runtimes for clang
 )
 
 missing=()

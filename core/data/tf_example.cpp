@@ -63,7 +63,8 @@ Status read_list(std::string_view list, uint32_t kind, const std::string& key, F
                      " bytes");
         const size_t at = out.floats.size();
         out.floats.resize(at + f->bytes.size() / 4);
-        std::memcpy(out.floats.data() + at, f->bytes.data(), f->bytes.size());
+        if (!f->bytes.empty())  // an empty packed list: no copy (memcpy from null is UB)
+          std::memcpy(out.floats.data() + at, f->bytes.data(), f->bytes.size());
       } else {
         return bad("feature '" + key + "': float value of wire type " + std::to_string(f->type));
       }

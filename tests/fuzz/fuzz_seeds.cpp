@@ -1,0 +1,137 @@
+// Writes valid inputs of every format a fuzz target reads, with the project's own writers,
+// into DIR/<target>/: runs start from inputs that pass magics and checksums.
+// Usage: fuzz_seeds DIR
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <string>
+
+#include "actors/ps_shard_state.hpp"
+#include "core/checkpoint/checkpoint.hpp"
+#include "core/data/record_io.hpp"
+#include "core/data/tf_example.hpp"
+#include "net/channel.hpp"
+#include "net/cluster_spec.hpp"
+#include "net/node.hpp"
+#include "troupe/codec.hpp"
+
+using namespace troupe;
+
+namespace {
+
+std::string dir;
+
+void put(const std::string& target, const std::string& name, const std::string& bytes) {
+  std::filesystem::create_directories(dir + "/" + target);
+  std::ofstream(dir + "/" + target + "/" + name, std::ios::binary) << bytes;
+}
+
+// The bytes a writer puts on a connection.
+template <class Write>
+std::string on_the_wire(Write write) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) return {};
+  {
+    net::Socket w(fds[1]);
+    write(w);
+  }
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;)
+    out.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  return out;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: fuzz_seeds DIR\n";
+    return 2;
+  }
+  dir = argv[1];
+
+  net::PsRequest request;
+  request.op = static_cast<uint8_t>(net::PsOp::push_pull);
+  request.tag = 7;
+  request.items.push_back({"dense/kernel#0", {}, net::WireTensor{{2, 2}, {1, 2, 3, 4}}});
+  request.items.push_back({"embedding#1", {3, 9}, net::WireTensor{{2, 1}, {5, 6}}});
+  put("fuzz_channel", "request",
+      on_the_wire([&](net::Socket& s) { (void)net::send_request(s, request); }));
+  put("fuzz_channel", "reply", on_the_wire([&](net::Socket& s) {
+        (void)net::send_reply(s, std::vector<net::PsItem>(request.items));
+      }));
+  put("fuzz_handshake", "hello", "TRA1" + std::string(64, 'x'));
+  put("fuzz_handshake", "basp",
+      std::string("\x01\0\0\0\0\0\0\x04", 8) + std::string(24, '\0') + "abcd");
+
+  net::ClusterSpec spec({{"chief", {"chief-0.job.svc:2222"}},
+                         {"ps", {"[::1]:2223", "10.0.0.2:2222"}},
+                         {"worker", {"localhost:2224"}}});
+  put("fuzz_tf_config", "tf_config", net::TFConfigClusterResolver::render(spec, {"worker", 0}));
+
+  actors::PsShardState state;
+  net::VariableDef def;
+  def.name = "w";
+  def.shape = {2, 3};
+  def.optimizer = "adam";
+  def.learning_rate = 0.1f;
+  if (auto st = state.create(def); !st) {
+    std::cerr << st.error().to_string() << "\n";
+    return 1;
+  }
+  const std::string ckpt = dir + "/snapshot.tckpt";
+  if (auto st = core::write_checkpoint(ckpt, state.snapshot()); !st) return 1;
+  put("fuzz_checkpoint", "snapshot", file_bytes(ckpt));
+  std::filesystem::remove(ckpt);
+
+  core::Example e;
+  e.features = {0.5f, 1.5f};
+  e.ids = {3, 17, 400};
+  e.values = {1.0f, 0.5f, 2.0f};
+  e.label = 1.0f;
+  put("fuzz_data_files", "tfrecord",
+      core::frame_record(core::encode_example(e)) + core::frame_record(core::encode_example(e)));
+  put("fuzz_data_files", "libsvm", "1 3:1 17:0.5 400:2\n0 1:1\n");
+  put("fuzz_data_files", "criteo", "1\t5\t\t3\tab12\tcd34\n0\t\t2\t\tffff\t\n");
+  put("fuzz_data_files", "csv", "a,b,label\n0.5,1.5,1\n2,3,0\n");
+  put("fuzz_data_files", "idx",
+      std::string("\0\0\x08\x03\0\0\0\x01\0\0\0\x02\0\0\0\x02", 16) +
+          std::string("\x01\x02\x03\x04", 4));
+
+  put("fuzz_closure_args", "tuple", [] {
+    auto v = encode_value(std::make_tuple(int64_t{3}, 2.5, std::string("step")));
+    return std::string(v.begin(), v.end());
+  }());
+  put("fuzz_closure_args", "vectors", [] {
+    auto v = encode_value(std::make_tuple(std::vector<float>{1, 2}, std::vector<int64_t>{3}));
+    return std::string(v.begin(), v.end());
+  }());
+
+  caf::actor_system_config cfg;
+  cfg.add_message_types<caf::id_block::troupe>();
+  caf::actor_system sys{cfg};
+  auto serialized = [&](auto value) {
+    std::vector<char> buf;
+    caf::binary_serializer sink{sys, buf};
+    (void)sink(value);
+    return std::string(buf.begin(), buf.end());
+  };
+  put("fuzz_caf_messages", "request", serialized(request));
+  put("fuzz_caf_messages", "message",
+      serialized(caf::make_message(net::push_atom::value, uint64_t{1}, std::string("w#0"),
+                                   net::WireTensor{{2}, {1, 2}})));
+  std::cout << "{\"ok\":true,\"program\":\"fuzz_seeds\",\"dir\":\"" << dir << "\"}\n";
+  return 0;
+}
