@@ -16,6 +16,7 @@
 #include "core/data/sparse_input.hpp"
 #include "core/json_text.hpp"
 #include "ctr_data.hpp"
+#include "net/slurm.hpp"
 #include "serve_task.hpp"
 #include "troupe/troupe.hpp"
 
@@ -114,7 +115,7 @@ int main(int argc, char** argv) {
   }
 
   const auto registry = make_registry(s);
-  auto resolver = troupe::net::TFConfigClusterResolver::from_env();
+  auto resolver = troupe::net::TFConfigClusterResolver::from_env(troupe::net::default_ps_jobs);
   if (!resolver) return fail(resolver.error().to_string());
   const std::string role = resolver->task().type;
   if (role == "evaluator") return run_evaluator(s);

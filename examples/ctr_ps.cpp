@@ -26,6 +26,7 @@
 #include "core/nn/losses.hpp"
 #include "core/parallel.hpp"
 #include "ctr_data.hpp"
+#include "net/slurm.hpp"
 #include "serve_task.hpp"
 #include "troupe/troupe.hpp"
 
@@ -232,7 +233,7 @@ int main(int argc, char** argv) {
 
   tc::set_intra_op_threads(intra_op_threads);
   const auto registry = make_registry(s);
-  auto resolver = troupe::net::TFConfigClusterResolver::from_env();
+  auto resolver = troupe::net::TFConfigClusterResolver::from_env(troupe::net::default_ps_jobs);
   if (!resolver) return fail(resolver.error().to_string());
   if (resolver->task().type != "chief") {
     troupe::net::NodeOptions node;

@@ -19,6 +19,7 @@
 #include "core/json_text.hpp"
 #include "core/trainer.hpp"
 #include "fmnist_data.hpp"
+#include "net/slurm.hpp"
 #include "serve_task.hpp"
 #include "troupe/troupe.hpp"
 
@@ -139,7 +140,7 @@ int main(int argc, char** argv) {
   node.tensor_channel = transport == "channel";
   node.ps_snapshot_dir = snapshot_dir;
   node.ps_snapshot_interval = std::chrono::milliseconds(snapshot_interval_ms);
-  auto resolver = troupe::net::TFConfigClusterResolver::from_env();
+  auto resolver = troupe::net::TFConfigClusterResolver::from_env(troupe::net::default_ps_jobs);
   if (!resolver) return fail(resolver.error().to_string());
   if (resolver->task().type != "chief") {
     return troupe::examples::serve_task("fmnist_ps", *resolver, registry, node);

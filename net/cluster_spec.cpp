@@ -9,6 +9,7 @@
 
 #include "core/json_text.hpp"
 #include "core/utf8.hpp"
+#include "net/slurm.hpp"
 
 namespace troupe::net {
 
@@ -98,11 +99,18 @@ std::vector<TaskId> ClusterSpec::tasks() const {
   return out;
 }
 
-Expected<TFConfigClusterResolver> TFConfigClusterResolver::from_env() {
+Expected<TFConfigClusterResolver> TFConfigClusterResolver::from_env(
+    std::map<std::string, int> (*slurm_jobs)(int)) {
   const char* text = std::getenv("TF_CONFIG");
-  if (text == nullptr || *text == '\0')
-    return make_error(Errc::invalid_argument, "TF_CONFIG is not set");
-  return parse(text);
+  if (text != nullptr && *text != '\0') return parse(text);
+  const char* procid = std::getenv("SLURM_PROCID");
+  if (procid == nullptr || *procid == '\0')
+    return make_error(Errc::invalid_argument, "TF_CONFIG is not set (nor is SLURM_PROCID)");
+  auto slurm = SlurmClusterResolver::from_env(slurm_jobs);
+  if (!slurm) return slurm.error();
+  const std::string rendered = render(slurm->cluster_spec(), slurm->task());
+  ::setenv("TF_CONFIG", rendered.c_str(), 1);  // what the rest of the process reads
+  return parse(rendered);
 }
 
 Expected<TFConfigClusterResolver> TFConfigClusterResolver::parse(const std::string& tf_config) {

@@ -90,8 +90,12 @@ class SimpleClusterResolver final : public ClusterResolver {
 /// the offending part.
 class TFConfigClusterResolver final : public ClusterResolver {
  public:
-  /// From the TF_CONFIG environment variable; an unset variable is an error.
-  static Expected<TFConfigClusterResolver> from_env();
+  /// From the TF_CONFIG environment variable. Without one, inside a Slurm job step
+  /// (SLURM_PROCID set), the step's cluster (net/slurm.hpp; its jobs from
+  /// TROUPE_SLURM_JOBS, else `slurm_jobs` of the number of tasks, else every task a
+  /// worker), which is then also set as TF_CONFIG. Neither is an error.
+  static Expected<TFConfigClusterResolver> from_env(
+      std::map<std::string, int> (*slurm_jobs)(int) = nullptr);
   /// From a TF_CONFIG text.
   static Expected<TFConfigClusterResolver> parse(const std::string& tf_config);
 

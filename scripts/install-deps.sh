@@ -17,6 +17,7 @@ packages=(
   protobuf-compiler     # tests decode TensorBoard event files with protoc --decode_raw
   iproute2              # the multi-host tests: ip netns, veth, a bridge, tc
   clang libclang-rt-dev # make fuzz: libFuzzer and the sanitizers' runtimes for clang
+  slurmctld slurmd slurm-client munge  # the Slurm test runs a private Slurm (srun)
 )
 
 missing=()

@@ -1,8 +1,8 @@
-// A job across hosts of its own: tests/multihost/netns_cluster.sh gives every task a
-// network namespace with its own address and host name on a private bridge, runs the
-// program in each, cuts one task's link for 3 s, and ends every process and namespace it
-// made. Needs root (network namespaces); elsewhere the script says it skipped, and so do
-// these tests.
+// Jobs on the machine as a cluster engine would run them. A job across hosts of its own:
+// tests/multihost/netns_cluster.sh gives every task a network namespace with its own address and
+// host name on a private bridge, runs the program in each, cuts one task's link for 3 s, and ends
+// every process and namespace it made. Needs root (network namespaces); elsewhere the script says
+// it skipped, and so do these tests.
 #include <catch2/catch.hpp>
 
 #include "run_program.hpp"
@@ -12,6 +12,7 @@ using troupe::test::run_program;
 namespace {
 
 const std::string script = TROUPE_SOURCE_DIR "/tests/multihost/netns_cluster.sh";
+const std::string slurm = TROUPE_SOURCE_DIR "/tests/slurm/local_slurm.sh";
 const std::string bin = TROUPE_BIN_DIR;
 
 // The script's result; false (with a warning) where this machine cannot make namespaces.
@@ -66,5 +67,25 @@ TEST_CASE("elastic fmnist_mirrored trains across namespace hosts and re-forms ar
   // broke is done again.
   CHECK(chief["reforms"].get<int>() >= 1);
   CHECK(chief["steps_redone"].get<int>() >= 1);
+  CHECK(chief["test_accuracy"].get<double>() >= 0.80);
+}
+
+TEST_CASE("srun -n 5 fmnist_ps under a real local Slurm trains to the usual accuracy",
+          "[slurm][ps]") {
+  // Debian's munged, slurmctld and slurmd, configured by the script; the tasks find their
+  // cluster through SlurmClusterResolver (no TF_CONFIG): rank 0 the chief, 1-2 PS, 3-4
+  // workers, ports from TROUPE_SLURM_PORT_BASE, one cluster secret for the job.
+  auto r = run_program(slurm + " " + bin + " 5 fmnist_ps");
+  INFO(r.output);
+  if (!ran(r.last_json)) return;
+  const auto& j = r.last_json;
+  CHECK(j["ok"] == true);
+  CHECK(j["srun_exit"] == 0);
+  const auto& chief = j["chief"];
+  REQUIRE(chief.is_object());
+  CHECK(chief["ok"] == true);
+  CHECK(chief["ps"] == 2);
+  CHECK(chief["workers"] == 2);
+  CHECK(chief["closures_completed"] == 1876);
   CHECK(chief["test_accuracy"].get<double>() >= 0.80);
 }
