@@ -90,15 +90,38 @@ void set_timeouts(int fd, std::chrono::milliseconds t) {
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
-// Whether this machine can bind `host`: false when it is no address of ours.
-bool bindable(const std::string& host) {
-  auto list = resolve(host, 0, /*passive=*/true);
-  if (!list) return false;
+// A socket for the first of `host`'s addresses on which `use` succeeds (binds, connects);
+// the last failure when none does.
+template <class Use>
+core::Expected<Socket> first_address(const std::string& host, uint16_t port, bool passive,
+                                     Use use) {
+  auto list = resolve(host, port, passive);
+  if (!list) return list.error();
+  core::Error last = make_error(Errc::unavailable, "no address for '" + host + "'");
   for (const addrinfo* a = list->get(); a != nullptr; a = a->ai_next) {
     Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
-    if (s.valid() && ::bind(s.fd(), a->ai_addr, a->ai_addrlen) == 0) return true;
+    if (!s.valid()) {
+      last = io_error("socket", errno);
+      continue;
+    }
+    if (auto st = use(s, a); !st) {
+      last = st.error();
+      continue;
+    }
+    return s;
   }
-  return false;
+  return last;
+}
+
+// Whether this machine can bind `host`: false when it is no address of ours.
+bool bindable(const std::string& host) {
+  return first_address(host, 0, /*passive=*/true,
+                       [](Socket& s, const addrinfo* a) -> core::Status {
+                         if (::bind(s.fd(), a->ai_addr, a->ai_addrlen) != 0)
+                           return io_error("bind", errno);
+                         return {};
+                       })
+      .ok();
 }
 
 }  // namespace
@@ -143,33 +166,24 @@ std::string bind_host(const std::string& host) {
 }
 
 core::Expected<Socket> listen_on(const std::string& host, uint16_t& port) {
-  auto list = resolve(host, port, /*passive=*/true);
-  if (!list) return list.error();
-  core::Error last = make_error(Errc::unavailable, "no address for '" + host + "'");
-  for (const addrinfo* a = list->get(); a != nullptr; a = a->ai_next) {
-    Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
-    if (!s.valid()) {
-      last = io_error("socket", errno);
-      continue;
-    }
+  auto s = first_address(host, port, /*passive=*/true, [&](Socket& s, const addrinfo* a) {
     int one = 1, zero = 0;
     ::setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     // The IPv6 wildcard takes IPv4 peers too.
     if (a->ai_family == AF_INET6)
       ::setsockopt(s.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-    if (::bind(s.fd(), a->ai_addr, a->ai_addrlen) != 0) {
-      last = io_error("bind " + host_port_text(host, port), errno);
-      continue;
-    }
-    if (::listen(s.fd(), 64) != 0) return io_error("listen", errno);
-    sockaddr_storage bound{};
-    socklen_t len = sizeof(bound);
-    if (::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&bound), &len) != 0)
-      return io_error("getsockname", errno);
-    port = port_of(bound);
-    return s;
-  }
-  return last;
+    if (::bind(s.fd(), a->ai_addr, a->ai_addrlen) != 0)
+      return core::Status(io_error("bind " + host_port_text(host, port), errno));
+    return core::Status{};
+  });
+  if (!s) return s.error();
+  if (::listen(s->fd(), 64) != 0) return io_error("listen", errno);
+  sockaddr_storage bound{};
+  socklen_t len = sizeof(bound);
+  if (::getsockname(s->fd(), reinterpret_cast<sockaddr*>(&bound), &len) != 0)
+    return io_error("getsockname", errno);
+  port = port_of(bound);
+  return s;
 }
 
 core::Expected<Socket> accept_on(const Socket& listener, std::string& peer) {
@@ -188,28 +202,18 @@ core::Expected<Socket> accept_on(const Socket& listener, std::string& peer) {
 
 core::Expected<Socket> connect_to(const std::string& host, uint16_t port,
                                   std::chrono::milliseconds io_timeout) {
-  auto list = resolve(host, port, /*passive=*/false);
-  if (!list) return list.error();
-  core::Error last = make_error(Errc::unavailable, "no address for '" + host + "'");
-  for (const addrinfo* a = list->get(); a != nullptr; a = a->ai_next) {
-    Socket s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
-    if (!s.valid()) {
-      last = io_error("socket", errno);
-      continue;
-    }
+  auto s = first_address(host, port, /*passive=*/false, [&](Socket& s, const addrinfo* a) {
     if (io_timeout.count() > 0) set_timeouts(s.fd(), io_timeout);
     int r;
     do {
       r = ::connect(s.fd(), a->ai_addr, a->ai_addrlen);
     } while (r != 0 && errno == EINTR);
-    if (r != 0) {
-      last = io_error("connect to " + host_port_text(host, port), errno);
-      continue;
-    }
-    if (auto st = set_nodelay(s.fd()); !st) return st.error();
-    return s;
-  }
-  return last;
+    if (r != 0) return core::Status(io_error("connect to " + host_port_text(host, port), errno));
+    return core::Status{};
+  });
+  if (!s) return s.error();
+  if (auto st = set_nodelay(s->fd()); !st) return st.error();
+  return s;
 }
 
 }  // namespace troupe::net
