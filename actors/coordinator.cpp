@@ -22,6 +22,8 @@ using resume_atom = caf::atom_constant<caf::atom("resume")>;
 using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
 // Local: the periodic look for running closures past their closure_timeout.
 using overdue_atom = caf::atom_constant<caf::atom("overdue")>;
+// How long the shutdown at the end of a job waits for each task's acknowledgement.
+constexpr std::chrono::seconds shutdown_ack_timeout{3};
 
 void schedule_rejoin(Self* self, size_t w) {
   self->delayed_send(self, self->state.config.rejoin_interval, rejoin_atom::value,
@@ -454,12 +456,30 @@ caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector
         settle_dataset_calls(self);
         return promise;
       },
-      [=](net::shutdown_atom) {
+      [=](net::shutdown_atom) -> caf::result<caf::ok_atom> {
+        // Each task acknowledges its shutdown: the chief exits right after this answer, and
+        // a message still on its way (in the middleman or a tunnel) would be lost with it,
+        // leaving that task serving until something kills it. A task that does not answer
+        // within shutdown_ack_timeout (gone, or hung) is not waited for longer.
+        std::vector<caf::actor> tasks, lost;
+        // Tasks known lost get the message too, unacknowledged: one may be back unnoticed.
         for (const auto& slot : self->state.workers)
-          if (slot.handle) self->send(slot.handle, net::shutdown_atom::value);
+          if (slot.handle) (slot.alive ? tasks : lost).push_back(slot.handle);
         for (const auto& p : self->state.ps)
-          if (p.handle) self->send(p.handle, net::shutdown_atom::value);
-        return caf::ok_atom::value;
+          if (p.handle) (p.restoring || p.failed ? lost : tasks).push_back(p.handle);
+        for (const auto& t : lost)
+          self->send(t, net::shutdown_atom::value);
+        if (tasks.empty()) return caf::ok_atom::value;
+        auto promise = self->make_response_promise<caf::ok_atom>();
+        auto left = std::make_shared<size_t>(tasks.size());
+        auto one_done = [promise, left]() mutable {
+          if (--*left == 0) promise.deliver(caf::ok_atom::value);
+        };
+        for (const auto& t : tasks)
+          self->request(t, shutdown_ack_timeout, net::shutdown_atom::value)
+              .then([one_done](caf::ok_atom) mutable { one_done(); },
+                    [one_done](caf::error&) mutable { one_done(); });
+        return promise;
       },
       [=](overdue_atom) {
         check_overdue(self);

@@ -187,7 +187,10 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
       },
       [=](net::channel_atom) { return self->state.channel_port; },
       [=](net::channel_atom, int32_t port) { self->state.channel_port = port; },
-      [=](net::shutdown_atom) { self->quit(); },
+      [=](net::shutdown_atom) {
+        self->quit();
+        return caf::ok_atom::value;  // acknowledged: the chief may exit now
+      },
       [=](net::stats_atom) {
         finish_snapshot(self);
         const auto& st = self->state;

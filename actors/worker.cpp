@@ -457,7 +457,10 @@ void worker(caf::blocking_actor* self, WorkerOptions options) {
       [&](net::stats_atom) {
         return std::vector<int64_t>{rt.closures_run(), rt.channel_requests(), rt.caf_requests()};
       },
-      [&](net::shutdown_atom) { running = false; },
+      [&](net::shutdown_atom) {
+        running = false;
+        return caf::ok_atom::value;  // acknowledged: the chief may exit now
+      },
       // An exit message other than `normal` ends the worker with that reason: its node
       // supervisor sees a failure and starts a fresh one.
       [&](caf::exit_msg& em) {

@@ -162,8 +162,10 @@ TEST_CASE("fmnist_ps carries on when a PS is killed and restored from its snapsh
   // At most the updates of one snapshot interval and one poll are lost; 4000 closures
   // make 4000 updates on each PS.
   CHECK(chief["updates_lost"].get<int>() < 4000);
-  for (const auto& t : j["tasks"])
+  for (const auto& t : j["tasks"]) {
+    INFO(t.dump());
     CHECK(t["exit"] == 0);
+  }
   check_all_gone(j["tasks"]);
 }
 
