@@ -1,6 +1,8 @@
 #include "actors/channel_server.hpp"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 
 #include "net/auth.hpp"
 
@@ -9,13 +11,13 @@ namespace troupe::actors {
 core::Expected<std::unique_ptr<ChannelServer>> ChannelServer::start(caf::actor_system& sys,
                                                                     caf::actor shard,
                                                                     const std::string& host,
-                                                                    std::string secret,
-                                                                    size_t max_connections) {
+                                                                    ChannelServerOptions options) {
   uint16_t port = 0;
   auto listener = net::listen_on(host, port);
   if (!listener) return listener.error();
+  const size_t max_connections = options.max_connections;
   std::unique_ptr<ChannelServer> server(
-      new ChannelServer(sys, std::move(shard), std::move(secret)));
+      new ChannelServer(sys, std::move(shard), std::move(options)));
   auto* s = server.get();
   auto started = net::ConnectionServer::start(
       std::move(*listener), port,
@@ -27,25 +29,48 @@ core::Expected<std::unique_ptr<ChannelServer>> ChannelServer::start(caf::actor_s
   return server;
 }
 
+core::Expected<ChannelServerOptions> ChannelServerOptions::from_env(std::string secret) {
+  ChannelServerOptions o;
+  o.secret = std::move(secret);
+  const char* mb = std::getenv(channel_memory_env);
+  if (mb == nullptr) return o;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(mb, &end, 10);
+  if (*mb < '0' || *mb > '9' || *end != '\0' || errno != 0 || v == 0 || v > (uint64_t{1} << 24))
+    return core::make_error(core::Errc::invalid_argument,
+                            std::string(channel_memory_env) + "='" + mb +
+                                "' is not a number of MiB between 1 and 16777216");
+  o.memory_budget = static_cast<uint64_t>(v) << 20;
+  return o;
+}
+
 void ChannelServer::refuse(const std::string& peer, const std::string& why) {
   std::fprintf(stderr, "troupe: tensor channel: refused %s: %s\n", peer.c_str(), why.c_str());
   caf::anon_send(shard_, net::refused_atom::value, false);
 }
 
 void ChannelServer::serve(net::Socket& socket, const std::string& peer) {
-  if (!secret_.empty()) {
+  if (!options_.secret.empty()) {
     // Before any frame: a stranger costs the handshake's bytes and one bounded wait.
-    if (auto st = net::authenticate_peer(socket, secret_, std::chrono::seconds(5)); !st)
+    if (auto st = net::authenticate_peer(socket, options_.secret, std::chrono::seconds(5)); !st)
       return refuse(peer, st.error().message);
   }
+  net::set_io_timeout(socket, options_.stall_timeout);
+  net::ChannelLimits limits;
+  limits.idle_timeout = options_.idle_timeout;
+  limits.budget = &budget_;
   caf::scoped_actor self{sys_};
   for (;;) {
-    auto request = net::recv_request(socket);
+    net::ByteBudget::Lease lease;  // the request's memory, until its reply is written
+    auto request = net::recv_request(socket, limits, &lease);
     if (!request) {
       // A peer that hangs up between frames is the normal end of a connection.
-      if (request.error().code != core::Errc::unavailable) {
-        std::fprintf(stderr, "troupe: tensor channel: request from %s rejected: %s\n", peer.c_str(),
-                     request.error().to_string().c_str());
+      if (!net::is_clean_close(request.error())) {
+        std::fprintf(stderr, "troupe: tensor channel: %s %s: %s\n",
+                     request.error().code == core::Errc::unavailable ? "ended the connection of"
+                                                                     : "rejected a request from",
+                     peer.c_str(), request.error().to_string().c_str());
         (void)net::send_reply(socket, request.error());
       }
       return;

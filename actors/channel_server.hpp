@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -11,6 +12,34 @@
 
 namespace troupe::actors {
 
+/// Environment variable: the memory budget of a PS task's channel in MiB
+/// (ChannelServerOptions::memory_budget; 4096 when unset).
+inline constexpr const char* channel_memory_env = "TROUPE_CHANNEL_MEMORY_MB";
+
+/// How a ChannelServer guards itself; the defaults are a PS task's.
+struct ChannelServerOptions {
+  /// With a cluster secret, every connection must prove it (net/auth.hpp) before a frame
+  /// is read; a peer that does not is refused, named on stderr and counted by the shard
+  /// actor (`refused`). Empty: connections are not authenticated.
+  std::string secret;
+  /// At most this many connections are open at once (each holds a thread); one more is
+  /// closed as it arrives, named and counted the same way.
+  size_t max_connections = 256;
+  /// Bytes that the requests of all connections may hold at once, from the header read to
+  /// the reply written; a request waits for room (net::ChannelLimits::budget).
+  uint64_t memory_budget = net::channel_memory_budget;
+  /// A connection with no frame for this long is ended (workers reconnect: they drop a
+  /// pooled connection idle for half of it).
+  std::chrono::milliseconds idle_timeout = net::channel_idle_timeout;
+  /// Within a frame (and writing a reply), the longest wait for the peer; one that
+  /// stalls longer is ended.
+  std::chrono::milliseconds stall_timeout = net::channel_stall_timeout;
+
+  /// A PS task's options: `secret`, and the budget from TROUPE_CHANNEL_MEMORY_MB when set
+  /// (a value that is not 1..16777216 MiB is `invalid_argument` naming it).
+  static core::Expected<ChannelServerOptions> from_env(std::string secret);
+};
+
 /// The PS side of the tensor channel. It owns no state: every request it reads is handed to
 /// the ps_shard actor as a local (psbatch, PsRequest) message, moved, never copied, and the
 /// actor's answer is written back. One thread per connection (one per worker), so a slow
@@ -18,33 +47,33 @@ namespace troupe::actors {
 /// reply, ends that connection, and is reported on stderr naming the peer.
 class ChannelServer {
  public:
-  /// Listens on `host` (the PS task's own address) on a free port. With a cluster
-  /// `secret`, every connection must prove it (net/auth.hpp) before a frame is read; a
-  /// peer that does not is refused, named on stderr and counted by the shard actor
-  /// (`refused`). Empty: connections are not authenticated. At most `max_connections`
-  /// are open at once (each holds a thread); one more is closed as it arrives, named and
-  /// counted the same way.
+  /// Listens on `host` (the PS task's own address) on a free port.
   static core::Expected<std::unique_ptr<ChannelServer>> start(caf::actor_system& sys,
                                                               caf::actor shard,
                                                               const std::string& host,
-                                                              std::string secret = {},
-                                                              size_t max_connections = 256);
+                                                              ChannelServerOptions options = {});
   ChannelServer(const ChannelServer&) = delete;
   ChannelServer& operator=(const ChannelServer&) = delete;
 
   uint16_t port() const { return server_->port(); }
+  /// Bytes the requests being served hold now.
+  uint64_t memory_held() const { return budget_.held(); }
   /// Stops accepting, ends every connection and joins the threads. Idempotent.
   void stop() { server_->stop(); }
 
  private:
-  ChannelServer(caf::actor_system& sys, caf::actor shard, std::string secret)
-      : sys_(sys), shard_(std::move(shard)), secret_(std::move(secret)) {}
+  ChannelServer(caf::actor_system& sys, caf::actor shard, ChannelServerOptions options)
+      : sys_(sys),
+        shard_(std::move(shard)),
+        options_(std::move(options)),
+        budget_(options_.memory_budget) {}
   void serve(net::Socket& socket, const std::string& peer);
   void refuse(const std::string& peer, const std::string& why);
 
   caf::actor_system& sys_;
   caf::actor shard_;
-  std::string secret_;
+  ChannelServerOptions options_;
+  net::ByteBudget budget_;
   std::unique_ptr<net::ConnectionServer> server_;
 };
 

@@ -178,7 +178,12 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
     }
     served = sys.spawn(ps_shard, std::move(po));
     if (options.tensor_channel) {
-      auto started = ChannelServer::start(sys, served, net::bind_host(hp->host), *secret);
+      auto co = ChannelServerOptions::from_env(*secret);
+      if (!co) {
+        caf::anon_send_exit(served, caf::exit_reason::user_shutdown);
+        return co.error();
+      }
+      auto started = ChannelServer::start(sys, served, net::bind_host(hp->host), std::move(*co));
       if (!started) {
         caf::anon_send_exit(served, caf::exit_reason::user_shutdown);
         return make_error(started.error().code, "task " + task.to_string() +

@@ -92,8 +92,16 @@ void WorkerRuntime::Batch::add(int task, size_t var, size_t shard, net::PsItem i
 }
 
 core::Expected<net::Socket*> WorkerRuntime::channel(int task) {
-  if (auto it = channels_.find(task); it != channels_.end())
-    return it->second.valid() ? &it->second : nullptr;
+  const auto now = std::chrono::steady_clock::now();
+  if (auto it = channels_.find(task); it != channels_.end()) {
+    if (!it->second.valid()) return nullptr;
+    auto& used = channel_used_[task];
+    if (now - used < net::channel_idle_timeout / 2) {
+      used = now;
+      return &it->second;
+    }
+    channels_.erase(it);  // the PS may be about to end it: a fresh one instead
+  }
   if (!options_.tensor_channel) {
     channels_[task];  // invalid: this task's tensors go as CAF messages
     return nullptr;
@@ -119,6 +127,7 @@ core::Expected<net::Socket*> WorkerRuntime::channel(int task) {
       return make_error(st.error().code, id.to_string() + " tensor channel: " + st.error().message);
     }
   slot = std::move(*socket);
+  channel_used_[task] = now;
   return &slot;
 }
 

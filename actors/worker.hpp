@@ -133,6 +133,9 @@ class WorkerRuntime final : public StepContext {
   std::map<int, caf::actor> ps_;
   std::map<int, int32_t> channel_ports_;  // as each PS announced it; 0: no channel
   std::map<int, net::Socket> channels_;
+  /// When each channel was last used: one idle for half of net::channel_idle_timeout is
+  /// replaced before the PS could have ended it.
+  std::map<int, std::chrono::steady_clock::time_point> channel_used_;
   /// After a failed connection to a PS, further attempts fail at once until then.
   std::map<int, std::chrono::steady_clock::time_point> unreachable_until_;
   static constexpr std::chrono::milliseconds unreachable_backoff{200};

@@ -47,6 +47,8 @@ core::Error io_error(const char* what, int err) {
   return make_error(Errc::unavailable, std::string(what) + ": " + errno_text(err));
 }
 
+constexpr const char* closed_between_frames = "connection closed by peer";
+
 // Reads exactly n bytes. `clean_eof` is set when the peer closed before the first byte.
 core::Status read_exact(int fd, void* buf, size_t n, bool* clean_eof = nullptr) {
   auto* p = static_cast<char*>(buf);
@@ -58,7 +60,7 @@ core::Status read_exact(int fd, void* buf, size_t n, bool* clean_eof = nullptr) 
     } else if (r == 0) {
       if (got == 0 && clean_eof != nullptr) *clean_eof = true;
       return make_error(got == 0 && clean_eof != nullptr ? Errc::unavailable : Errc::data_loss,
-                        got == 0 && clean_eof != nullptr ? "connection closed by peer"
+                        got == 0 && clean_eof != nullptr ? closed_between_frames
                                                          : "frame truncated: connection closed");
     } else if (errno != EINTR) {
       return io_error("read", errno);
@@ -166,9 +168,34 @@ core::Error malformed(const std::string& what) {
   return make_error(Errc::data_loss, "malformed tensor-channel frame: " + what);
 }
 
-// Reads and checks a header, then the metadata bytes.
+// Reserves in `limits.budget` what the frame `h` will take once read: its metadata twice
+// (the buffer, then the names and rows parsed from it), the items and the payload.
+core::Status reserve(const ChannelLimits& limits, const Header& h, ByteBudget::Lease* lease) {
+  if (limits.budget == nullptr) return {};
+  const uint64_t n = 2 * uint64_t{h.meta_bytes} + uint64_t{h.count} * sizeof(PsItem) +
+                     h.payload_bytes + sizeof(Header);
+  switch (limits.budget->reserve(n, limits.budget_wait, *lease)) {
+    case ByteBudget::Outcome::granted:
+      return {};
+    case ByteBudget::Outcome::too_large:
+      return make_error(Errc::invalid_argument, "tensor-channel frame needs " + std::to_string(n) +
+                                                    " bytes, more than the memory budget of " +
+                                                    std::to_string(limits.budget->capacity()));
+    case ByteBudget::Outcome::timed_out:
+      break;
+  }
+  return make_error(Errc::unavailable, "tensor-channel frame of " + std::to_string(n) +
+                                           " bytes found no room in the memory budget within " +
+                                           std::to_string(limits.budget_wait.count()) + " ms");
+}
+
+// Reads and checks a header, reserves the frame's memory (requests), then reads the
+// metadata bytes.
 core::Status read_head(const Socket& s, const ChannelLimits& limits, Header& h,
-                       std::vector<char>& meta) {
+                       std::vector<char>& meta, ByteBudget::Lease* lease = nullptr) {
+  if (limits.idle_timeout.count() > 0 && !wait_readable(s, limits.idle_timeout))
+    return make_error(Errc::unavailable,
+                      "connection idle for " + std::to_string(limits.idle_timeout.count()) + " ms");
   bool clean_eof = false;
   if (auto st = read_exact(s.fd(), &h, sizeof(h), &clean_eof); !st) return st;
   if (h.magic != frame_magic) return malformed("bad magic (not a Troupe tensor channel peer?)");
@@ -186,6 +213,8 @@ core::Status read_head(const Socket& s, const ChannelLimits& limits, Header& h,
                                                   std::to_string(h.payload_bytes) +
                                                   " payload bytes (limit " +
                                                   std::to_string(limits.max_payload_bytes) + ")");
+  if (lease != nullptr)
+    if (auto st = reserve(limits, h, lease); !st) return st;
   meta.resize(h.meta_bytes);
   if (h.meta_bytes == 0) return {};
   if (auto st = read_exact(s.fd(), meta.data(), meta.size()); !st) return st;
@@ -245,10 +274,17 @@ core::Status send_request(const Socket& s, const PsRequest& request) {
   return send_frame(s, h, m, payload);
 }
 
-core::Expected<PsRequest> recv_request(const Socket& s, const ChannelLimits& limits) {
+bool is_clean_close(const core::Error& e) {
+  return e.code == Errc::unavailable && e.message == closed_between_frames;
+}
+
+core::Expected<PsRequest> recv_request(const Socket& s, const ChannelLimits& limits,
+                                       ByteBudget::Lease* lease) {
   Header h;
   std::vector<char> meta;
-  if (auto st = read_head(s, limits, h, meta); !st) return st.error();
+  ByteBudget::Lease held;
+  if (auto st = read_head(s, limits, h, meta, lease != nullptr ? lease : &held); !st)
+    return st.error();
   if (h.kind != request_frame) return malformed("expected a request frame");
   auto items = read_items(s, h, meta);
   if (!items) return items.error();

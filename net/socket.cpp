@@ -4,9 +4,11 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -214,6 +216,22 @@ core::Expected<Socket> connect_to(const std::string& host, uint16_t port,
   if (!s) return s.error();
   if (auto st = set_nodelay(s->fd()); !st) return st.error();
   return s;
+}
+
+void set_io_timeout(const Socket& s, std::chrono::milliseconds t) {
+  set_timeouts(s.fd(), t);
+}
+
+bool wait_readable(const Socket& s, std::chrono::milliseconds t) {
+  const auto deadline = std::chrono::steady_clock::now() + t;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{s.fd(), POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
+    if (ready > 0) return true;
+    if (ready == 0 || errno != EINTR) return false;
+  }
 }
 
 }  // namespace troupe::net

@@ -57,4 +57,9 @@ core::Expected<Socket> accept_on(const Socket& listener, std::string& peer);
 core::Expected<Socket> connect_to(const std::string& host, uint16_t port,
                                   std::chrono::milliseconds io_timeout);
 
+/// Every later read or write on `s` gives up after `t` (EAGAIN; 0: never).
+void set_io_timeout(const Socket& s, std::chrono::milliseconds t);
+/// Waits at most `t` for `s` to have bytes to read (or be closed); false when none came.
+bool wait_readable(const Socket& s, std::chrono::milliseconds t);
+
 }  // namespace troupe::net

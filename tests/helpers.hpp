@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +17,32 @@
 #include "core/tensor.hpp"
 
 namespace troupe::test {
+
+/// Sets (or, with null, unsets) an environment variable for one scope, then puts back
+/// what was there.
+class Env {
+ public:
+  Env(std::string name, const char* value) : name_(std::move(name)) {
+    if (const char* old = std::getenv(name_.c_str())) old_ = std::string(old);
+    if (value != nullptr)
+      ::setenv(name_.c_str(), value, 1);
+    else
+      ::unsetenv(name_.c_str());
+  }
+  Env(std::string name, const std::string& value) : Env(std::move(name), value.c_str()) {}
+  ~Env() {
+    if (old_)
+      ::setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      ::unsetenv(name_.c_str());
+  }
+  Env(const Env&) = delete;
+  Env& operator=(const Env&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
 
 /// A fresh directory under the system temp dir, removed with everything in it at scope end.
 class TempDir {

@@ -146,7 +146,7 @@ TEST_CASE("A PS process holds variables and applies each closure id once", "[pro
   CHECK(refused.error().message.find("no/such/var") != std::string::npos);
   // ...and a stranger writing garbage to it is turned away without disturbing anyone.
   send_garbage(static_cast<uint16_t>(*channel_port));
-  CHECK(ps.wait_for_stderr("tensor channel: request from 127.0.0.1", 10s));
+  CHECK(ps.wait_for_stderr("tensor channel: rejected a request from 127.0.0.1", 10s));
   REQUIRE(net::send_request(
       *channel,
       net::PsRequest{static_cast<uint8_t>(net::PsOp::pull), 0, {{net::shard_key(def), {}, {}}}}));

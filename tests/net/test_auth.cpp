@@ -39,15 +39,6 @@ std::pair<core::Status, core::Status> handshake(const std::string& server_secret
   return {server.get(), client};
 }
 
-// Sets an environment variable for one scope.
-struct Env {
-  std::string name;
-  Env(std::string n, const std::string& value) : name(std::move(n)) {
-    ::setenv(name.c_str(), value.c_str(), 1);
-  }
-  ~Env() { ::unsetenv(name.c_str()); }
-};
-
 }  // namespace
 
 TEST_CASE("The handshake admits members and refuses anyone without the secret", "[net][auth]") {
@@ -108,20 +99,20 @@ TEST_CASE("The cluster secret comes from the environment, bad ones named", "[net
   ::unsetenv(net::cluster_secret_file_env);
   CHECK(net::cluster_secret_from_env().value().empty());  // none: not authenticated
   {
-    Env e(net::cluster_secret_env, "short");
+    test::Env e(net::cluster_secret_env, "short");
     auto s = net::cluster_secret_from_env();
     REQUIRE_FALSE(s.ok());
     CHECK(s.error().message.find(net::cluster_secret_env) != std::string::npos);
   }
   test::TempDir dir;
   {
-    Env e(net::cluster_secret_file_env, dir.file("missing"));
+    test::Env e(net::cluster_secret_file_env, dir.file("missing"));
     auto s = net::cluster_secret_from_env();
     REQUIRE_FALSE(s.ok());
     CHECK(s.error().message.find(dir.file("missing")) != std::string::npos);
   }
   std::ofstream(dir.file("secret")) << "a secret of enough bytes\n";
-  Env e(net::cluster_secret_file_env, dir.file("secret"));
+  test::Env e(net::cluster_secret_file_env, dir.file("secret"));
   CHECK(net::cluster_secret_from_env().value() == "a secret of enough bytes");
   const auto fresh = net::new_cluster_secret().value();
   CHECK(fresh.size() == 64);
@@ -144,7 +135,9 @@ TEST_CASE("A PS's tensor channel serves members and refuses strangers, counting 
   self->request(ps, 5s, net::create_atom::value, def)
       .receive([](caf::ok_atom) {}, [&](caf::error& e) { FAIL(sys.render(e)); });
   const std::string secret = "the job's secret, 32 bytes long!";
-  auto server = actors::ChannelServer::start(sys, ps, "127.0.0.1", secret);
+  actors::ChannelServerOptions o;
+  o.secret = secret;
+  auto server = actors::ChannelServer::start(sys, ps, "127.0.0.1", o);
   REQUIRE(server.ok());
   const uint16_t port = (*server)->port();
   net::PsRequest pull;
@@ -194,7 +187,10 @@ TEST_CASE("A PS's tensor channel holds at most its cap of connections", "[net][a
   auto ps = sys.spawn(actors::ps_shard, actors::PsShardOptions{});
   caf::scoped_actor self{sys};
   const std::string secret = "the job's secret, 32 bytes long!";
-  auto server = actors::ChannelServer::start(sys, ps, "127.0.0.1", secret, /*max=*/2);
+  actors::ChannelServerOptions o;
+  o.secret = secret;
+  o.max_connections = 2;
+  auto server = actors::ChannelServer::start(sys, ps, "127.0.0.1", o);
   REQUIRE(server.ok());
   const uint16_t port = (*server)->port();
   auto member = [&]() -> core::Expected<net::Socket> {

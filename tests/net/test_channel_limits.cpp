@@ -1,0 +1,192 @@
+// The tensor channel's guards against members that misbehave: a memory budget shared by all
+// connections, an end to a connection that stalls inside a frame or idles between frames.
+#include <catch2/catch.hpp>
+
+#include <caf/all.hpp>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actors/channel_server.hpp"
+#include "actors/ps_shard.hpp"
+#include "core/partitioner.hpp"
+#include "helpers.hpp"
+#include "net/byte_budget.hpp"
+#include "net/channel.hpp"
+#include "socket_pair.hpp"
+
+using namespace troupe;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The bytes send_request writes for `r`.
+std::string frame_bytes(const net::PsRequest& r) {
+  test::SocketPair p;
+  std::thread writer([&] {
+    REQUIRE(net::send_request(p.a, r));
+    p.a.close();
+  });
+  std::string bytes;
+  char buf[65536];
+  for (ssize_t n; (n = ::recv(p.b.fd(), buf, sizeof buf, 0)) > 0;)
+    bytes.append(buf, static_cast<size_t>(n));
+  writer.join();
+  return bytes;
+}
+
+net::PsRequest push_of(const std::string& name, size_t floats) {
+  net::PsRequest r;
+  r.op = static_cast<uint8_t>(net::PsOp::push);
+  r.tag = 1;
+  net::PsItem item;
+  item.name = name;
+  item.tensor.dims = {static_cast<int64_t>(floats)};
+  item.tensor.data.assign(floats, 0.5f);
+  r.items.push_back(std::move(item));
+  return r;
+}
+
+bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds bound) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);  // polling a condition, bounded above
+  }
+  return true;
+}
+
+struct Fixture {
+  caf::actor_system_config cfg;
+  caf::actor_system sys;
+  caf::actor ps;
+  Fixture() : sys((cfg.add_message_types<caf::id_block::troupe>(), cfg)) {
+    ps = sys.spawn(actors::ps_shard, actors::PsShardOptions{});
+  }
+  ~Fixture() { caf::anon_send_exit(ps, caf::exit_reason::user_shutdown); }
+  void create(const std::string& name, int64_t n) {
+    net::VariableDef def;
+    def.name = name;
+    def.shape = {n};
+    def.init_kind = static_cast<int32_t>(core::Initializer::Kind::constant);
+    def.init_value = 2.0f;
+    def.optimizer = "sgd";
+    caf::scoped_actor self{sys};
+    self->request(ps, 5s, net::create_atom::value, def)
+        .receive([](caf::ok_atom) {}, [&](caf::error& e) { FAIL(sys.render(e)); });
+  }
+};
+
+}  // namespace
+
+TEST_CASE("ByteBudget grants up to its capacity, waits for room, never grants more",
+          "[net][channel][limits]") {
+  net::ByteBudget b(100);
+  net::ByteBudget::Lease x, y, z;
+  CHECK(b.reserve(60, 0ms, x) == net::ByteBudget::Outcome::granted);
+  CHECK(b.reserve(101, 1s, y) == net::ByteBudget::Outcome::too_large);
+  CHECK(b.reserve(50, 20ms, y) == net::ByteBudget::Outcome::timed_out);
+  CHECK(b.held() == 60);
+  std::thread giver([&] { x.release(); });
+  CHECK(b.reserve(50, 10s, y) == net::ByteBudget::Outcome::granted);  // once x gave back
+  giver.join();
+  CHECK(b.held() == 50);
+  z = std::move(y);  // moved: held once, given back once
+  CHECK(b.held() == 50);
+  z.release();
+  CHECK(b.held() == 0);
+}
+
+TEST_CASE("A PS's tensor channel holds requests to its memory budget and ends a stalled frame",
+          "[net][channel][limits]") {
+  Fixture f;
+  constexpr size_t floats = 128 * 1024;  // 512 KiB of payload per push
+  f.create("w", floats);
+  actors::ChannelServerOptions o;
+  o.memory_budget = 1 << 20;  // room for one such push, not two
+  o.stall_timeout = 400ms;
+  auto server = actors::ChannelServer::start(f.sys, f.ps, "127.0.0.1", o);
+  REQUIRE(server.ok());
+  const uint16_t port = (*server)->port();
+
+  // A member that sends a push's header and most of its payload, then stalls: it holds
+  // the push's memory in the budget.
+  const std::string stalled = frame_bytes(push_of("w#0", floats));
+  auto staller = net::connect_to("127.0.0.1", port, 10s);
+  REQUIRE(staller.ok());
+  REQUIRE(::send(staller->fd(), stalled.data(), stalled.size() - 1000, MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(stalled.size() - 1000));
+  REQUIRE(wait_until([&] { return (*server)->memory_held() >= floats * sizeof(float); }, 10s));
+
+  // A second member's push must wait: it is not answered while the stalled frame holds the
+  // budget (at least the stall timeout after the staller's last byte) ...
+  auto member = net::connect_to("127.0.0.1", port, 10s);
+  REQUIRE(member.ok());
+  REQUIRE(net::send_request(*member, push_of("w#0", floats)));
+  CHECK_FALSE(net::wait_readable(*member, 150ms));
+  // ... and is, once the stalled connection is ended and its memory given back.
+  auto reply = net::recv_reply(*member);
+  CHECK(reply.ok());
+  auto cut = net::recv_reply(*staller);  // the error the server wrote before it hung up
+  REQUIRE_FALSE(cut.ok());
+  CHECK(cut.error().message.find("timed out") != std::string::npos);
+  CHECK(wait_until([&] { return (*server)->memory_held() == 0; }, 10s));
+
+  // A frame larger than the whole budget is refused at its header, before any allocation
+  // (only the header is sent: the server reads no further).
+  auto big = net::connect_to("127.0.0.1", port, 10s);
+  REQUIRE(big.ok());
+  const std::string header = frame_bytes(push_of("w#0", 2 * floats)).substr(0, 40);
+  REQUIRE(::send(big->fd(), header.data(), header.size(), MSG_NOSIGNAL) == 40);
+  auto refused = net::recv_reply(*big);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == core::Errc::invalid_argument);
+  CHECK(refused.error().message.find("memory budget") != std::string::npos);
+  (*server)->stop();
+}
+
+TEST_CASE("A PS's tensor channel ends a connection idle past its idle timeout",
+          "[net][channel][limits]") {
+  Fixture f;
+  f.create("v", 4);
+  actors::ChannelServerOptions o;
+  o.idle_timeout = 300ms;
+  auto server = actors::ChannelServer::start(f.sys, f.ps, "127.0.0.1", o);
+  REQUIRE(server.ok());
+  auto member = net::connect_to("127.0.0.1", (*server)->port(), 10s);
+  REQUIRE(member.ok());
+  net::PsRequest pull;
+  pull.op = static_cast<uint8_t>(net::PsOp::pull);
+  pull.items.push_back({"v#0", {}, {}});
+  // Used, it is served; left idle, the server ends it (with an error frame naming why).
+  REQUIRE(net::send_request(*member, pull));
+  REQUIRE(net::recv_reply(*member).ok());
+  REQUIRE(net::wait_readable(*member, 10s));
+  auto ended = net::recv_reply(*member);
+  REQUIRE_FALSE(ended.ok());
+  CHECK(ended.error().message.find("idle") != std::string::npos);
+  (*server)->stop();
+}
+
+TEST_CASE("TROUPE_CHANNEL_MEMORY_MB sets a PS channel's budget; a bad value is named",
+          "[net][channel][limits]") {
+  {
+    test::Env unset(actors::channel_memory_env, nullptr);
+    auto o = actors::ChannelServerOptions::from_env("s");
+    REQUIRE(o.ok());
+    CHECK(o->memory_budget == net::channel_memory_budget);
+    CHECK(o->secret == "s");
+  }
+  {
+    test::Env set(actors::channel_memory_env, "512");
+    CHECK(actors::ChannelServerOptions::from_env("").value().memory_budget == (512u << 20));
+  }
+  for (const char* bad : {"", "0", "-1", "12x", "99999999999999999999", "16777217"}) {
+    test::Env set(actors::channel_memory_env, bad);
+    auto o = actors::ChannelServerOptions::from_env("");
+    REQUIRE_FALSE(o.ok());
+    CHECK(o.error().code == core::Errc::invalid_argument);
+    CHECK(o.error().message.find(actors::channel_memory_env) != std::string::npos);
+  }
+}
