@@ -169,7 +169,7 @@ TEST_CASE("A PS's tensor channel ends a connection idle past its idle timeout",
   (*server)->stop();
 }
 
-TEST_CASE("TROUPE_CHANNEL_MEMORY_MB sets a PS channel's budget; a bad value is named",
+TEST_CASE("TROUPE_CHANNEL_MEMORY_MB sets a PS channel budget, and a bad value is named",
           "[net][channel][limits]") {
   {
     test::Env unset(actors::channel_memory_env, nullptr);
