@@ -87,7 +87,9 @@ void requeue(Self* self, size_t w) {
     const net::ClosureMsg& running = slot.in_flight.front().closure;
     const int lost = ++st.losses[running.id];
     if (st.config.max_closure_losses > 0 && lost >= st.config.max_closure_losses) {
-      poison = core::make_error(core::Errc::unavailable,
+      // internal, not unavailable: restarting the job would crash its workers again
+      // (a permanent failure, exit code 1).
+      poison = core::make_error(core::Errc::internal,
                                 "closure " + std::to_string(running.id) + " (step '" +
                                     running.step + "') lost its worker " + std::to_string(lost) +
                                     " times; the last was worker:" + std::to_string(w));

@@ -79,6 +79,10 @@ int fail(const std::string& what) {
   return troupe::examples::fail("ctr_fit", what);
 }
 
+int fail(const troupe::core::Error& e) {
+  return troupe::examples::fail("ctr_fit", e);
+}
+
 int run_evaluator(const Settings& s) {
   return troupe::examples::run_evaluator_task(
       "ctr_fit", model_spec(s), s.model_dir, s.evaluator_timeout_s,
@@ -116,7 +120,7 @@ int main(int argc, char** argv) {
 
   const auto registry = make_registry(s);
   auto resolver = troupe::net::TFConfigClusterResolver::from_env(troupe::net::default_ps_jobs);
-  if (!resolver) return fail(resolver.error().to_string());
+  if (!resolver) return fail(resolver.error());
   const std::string role = resolver->task().type;
   if (role == "evaluator") return run_evaluator(s);
   if (role != "chief") {
@@ -127,7 +131,7 @@ int main(int argc, char** argv) {
   const int num_ps = resolver->cluster_spec().num_tasks("ps");
   auto strategy = troupe::ParameterServerStrategy::make(
       *resolver, std::make_shared<tc::FixedShardsPartitioner>(std::max(1, num_ps)));
-  if (!strategy) return fail(strategy.error().to_string());
+  if (!strategy) return fail(strategy.error());
   troupe::Model model(model_spec(s));
   troupe::FitOptions o;
   o.epochs = s.epochs;
@@ -145,7 +149,7 @@ int main(int argc, char** argv) {
   };
   if (!h) {
     shutdown();
-    return fail(h.error().to_string());
+    return fail(h.error());
   }
   shutdown();
   const auto& last = h->epochs.back();

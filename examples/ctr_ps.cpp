@@ -193,6 +193,10 @@ int fail(const std::string& what) {
   return troupe::examples::fail("ctr_ps", what);
 }
 
+int fail(const troupe::core::Error& e) {
+  return troupe::examples::fail("ctr_ps", e);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -234,7 +238,7 @@ int main(int argc, char** argv) {
   tc::set_intra_op_threads(intra_op_threads);
   const auto registry = make_registry(s);
   auto resolver = troupe::net::TFConfigClusterResolver::from_env(troupe::net::default_ps_jobs);
-  if (!resolver) return fail(resolver.error().to_string());
+  if (!resolver) return fail(resolver.error());
   if (resolver->task().type != "chief") {
     troupe::net::NodeOptions node;
     node.ps_snapshot_dir = snapshot_dir;
@@ -252,13 +256,13 @@ int main(int argc, char** argv) {
   else
     partitioner = std::make_shared<tc::MaxSizePartitioner>(s.shard_bytes);
   auto strategy = troupe::ParameterServerStrategy::make(*resolver, partitioner);
-  if (!strategy) return fail(strategy.error().to_string());
+  if (!strategy) return fail(strategy.error());
 
   const auto config = s.model_config();
   auto table = (*strategy)->create_variable(
       kTable, tc::Shape{s.table_rows(), config.row_width()},
       tc::Initializer{tc::Initializer::Kind::random_uniform, 0.05f, s.seed}, s.optimizer, s.lr);
-  if (!table) return fail(table.error().to_string());
+  if (!table) return fail(table.error());
   Replica shapes(config);
   std::vector<troupe::Variable> dense;
   uint64_t seed = s.seed + 1;
@@ -270,13 +274,13 @@ int main(int argc, char** argv) {
                                                             : tc::Initializer::Kind::zeros,
                                                      0.0f, seed++},
                                      s.optimizer, s.lr);
-    if (!v) return fail(v.error().to_string());
+    if (!v) return fail(v.error());
     dense.push_back(*v);
   }
   auto coord = troupe::ClusterCoordinator::make(**strategy);
-  if (!coord) return fail(coord.error().to_string());
+  if (!coord) return fail(coord.error());
   auto ds = (*coord)->create_per_worker_dataset("ctr_train");
-  if (!ds) return fail(ds.error().to_string());
+  if (!ds) return fail(ds.error());
 
   const int workers = (*strategy)->num_workers();
   const int64_t steps = static_cast<int64_t>(s.steps_per_worker) * workers;
@@ -293,7 +297,7 @@ int main(int argc, char** argv) {
   const double train_s = std::chrono::duration<double>(clock_type::now() - t0).count();
   if (!joined) {
     (*coord)->shutdown_cluster();
-    return fail(joined.error().to_string());
+    return fail(joined.error());
   }
   double rows_per_step = 0, last_loss = 0;
   int64_t reports = 0;
@@ -308,7 +312,7 @@ int main(int argc, char** argv) {
   auto scores = evaluate(s, **strategy, dense, *table);
   const auto stats = (*coord)->stats();
   (*coord)->shutdown_cluster();
-  if (!scores) return fail(scores.error().to_string());
+  if (!scores) return fail(scores.error());
 
   const auto teacher = troupe::examples::read_teacher(s.data);
   int64_t dense_params = 0;

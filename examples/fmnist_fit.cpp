@@ -79,8 +79,8 @@ troupe::Registry make_registry(const Settings& s) {
   return r;
 }
 
-int fail(const std::string& what) {
-  return troupe::examples::fail("fmnist_fit", what);
+int fail(const troupe::core::Error& e) {
+  return troupe::examples::fail("fmnist_fit", e);
 }
 
 int run_evaluator(const Settings& s) {
@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
   bool mirrored = false;
   if (distributed) {
     auto r = troupe::net::TFConfigClusterResolver::from_env();
-    if (!r) return fail(r.error().to_string());
+    if (!r) return fail(r.error());
     resolver = *r;
     const std::string role = resolver->task().type;
     if (role == "evaluator") return run_evaluator(s);
@@ -178,17 +178,17 @@ int main(int argc, char** argv) {
   if (mirrored) {
     troupe::MirroredOptions mo;
     auto comm = troupe::collective::parse_communication(s.communication);
-    if (!comm) return fail(comm.error().to_string());
+    if (!comm) return fail(comm.error());
     mo.communication = *comm;
     mo.elastic = s.elastic;
     mo.min_workers = s.min_workers;
     auto st = troupe::MultiWorkerMirroredStrategy::make(*resolver, mo);
-    if (!st) return fail(st.error().to_string());
+    if (!st) return fail(st.error());
     replicas = std::move(*st);
     h = troupe::fit(model, *replicas, data, o, callbacks);
   } else if (distributed) {
     auto st = troupe::ParameterServerStrategy::make(*resolver);
-    if (!st) return fail(st.error().to_string());
+    if (!st) return fail(st.error());
     strategy = std::move(*st);
     h = troupe::fit(model, *strategy, data, o, callbacks);
   } else {
@@ -199,11 +199,11 @@ int main(int argc, char** argv) {
   };
   if (!h) {
     shutdown();
-    return fail(h.error().to_string());
+    return fail(h.error());
   }
   auto test = model.evaluate();  // the chief's own look at the final variables
   shutdown();
-  if (!test) return fail(test.error().to_string());
+  if (!test) return fail(test.error());
 
   const auto& last = h->epochs.back();
   auto metric = [&](const char* k) -> nlohmann::json {

@@ -26,8 +26,8 @@ double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-int fail(const std::string& what) {
-  return troupe::examples::fail("fmnist_local", what);
+int fail(const troupe::core::Error& e) {
+  return troupe::examples::fail("fmnist_local", e);
 }
 
 tc::Checkpoint snapshot(tc::ClassifierTrainer& trainer, int64_t step, int64_t epoch) {
@@ -74,15 +74,15 @@ int main(int argc, char** argv) {
 
   const auto t_start = clock_type::now();
   auto train = tc::load_fashion_mnist(data_dir, "train");
-  if (!train) return fail(train.error().to_string());
+  if (!train) return fail(train.error());
   auto test = tc::load_fashion_mnist(data_dir, "t10k");
-  if (!test) return fail(test.error().to_string());
+  if (!test) return fail(test.error());
   const double load_s = seconds_since(t_start);
 
   auto model = tc::make_model(model_name, seed);
-  if (!model) return fail(model.error().to_string());
+  if (!model) return fail(model.error());
   auto optimizer = tc::make_optimizer(optimizer_name, lr);
-  if (!optimizer) return fail(optimizer.error().to_string());
+  if (!optimizer) return fail(optimizer.error());
   tc::ClassifierTrainer trainer(**model, **optimizer);
   std::optional<tc::CheckpointManager> ckpts;
   if (!ckpt_dir.empty()) ckpts.emplace(ckpt_dir, 3);
@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
     const auto t0 = clock_type::now();
     while (auto b = it->next()) {
       auto loss = trainer.train_step(b->features, b->classes.data());
-      if (!loss) return fail(loss.error().to_string());
+      if (!loss) return fail(loss.error());
       epoch_loss.update(*loss, static_cast<double>(b->size()));
       ++steps;
       examples += b->size();
@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
               << ", " << static_cast<int64_t>(examples / train_s) << " examples/s" << std::endl;
     if (ckpts) {
       auto saved = ckpts->save(snapshot(trainer, steps, epoch), steps);
-      if (!saved) return fail(saved.error().to_string());
+      if (!saved) return fail(saved.error());
     }
   }
 
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
   auto it = test_ds.make_iterator();
   while (auto b = it->next()) {
     if (auto st = trainer.evaluate_batch(b->features, b->classes.data(), accuracy, test_loss); !st)
-      return fail(st.error().to_string());
+      return fail(st.error());
   }
 
   nlohmann::json result{

@@ -35,6 +35,10 @@ int fail(const std::string& what) {
   return troupe::examples::fail("fmnist_mirrored", what);
 }
 
+int fail(const troupe::core::Error& e) {
+  return troupe::examples::fail("fmnist_mirrored", e);
+}
+
 double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
 }
@@ -74,7 +78,7 @@ int main(int argc, char** argv) {
   const auto t_start = clock_type::now();
 
   auto comm = collective::parse_communication(communication);
-  if (!comm) return fail(comm.error().to_string());
+  if (!comm) return fail(comm.error());
   mo.communication = *comm;
   mo.shared_memory = !tcp_only;
   mo.timeout = std::chrono::milliseconds(timeout_ms);
@@ -84,7 +88,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<net::ClusterResolver> resolver;
   if (std::getenv("TF_CONFIG") != nullptr) {
     auto r = net::TFConfigClusterResolver::from_env();
-    if (!r) return fail(r.error().to_string());
+    if (!r) return fail(r.error());
     resolver = std::make_unique<net::TFConfigClusterResolver>(*r);
   } else {
     auto lease = net::PortLease::acquire();
@@ -99,15 +103,15 @@ int main(int argc, char** argv) {
       model_dir = std::string(run_dir) + "/fmnist_mirrored";
 
   auto strategy_or = MultiWorkerMirroredStrategy::make(*resolver, mo);
-  if (!strategy_or) return fail(strategy_or.error().to_string());
+  if (!strategy_or) return fail(strategy_or.error());
   auto& strategy = **strategy_or;
 
   // Every replica starts from the same values: built with the same seed, then the chief's
   // broadcast (mirror) makes sure of it.
   auto model = core::make_model("mlp", seed);
-  if (!model) return fail(model.error().to_string());
+  if (!model) return fail(model.error());
   auto optimizer = core::make_optimizer("sgd", lr);
-  if (!optimizer) return fail(optimizer.error().to_string());
+  if (!optimizer) return fail(optimizer.error());
   core::ClassifierTrainer trainer(**model, **optimizer);
   std::vector<collective::Buffer> state, grads;
   for (size_t i = 0; i < trainer.parameters().size(); ++i) {
@@ -117,7 +121,7 @@ int main(int argc, char** argv) {
     for (auto& slot : trainer.slots()[i].slots)
       state.push_back({slot.data(), static_cast<size_t>(slot.size())});
   }
-  if (auto st = strategy.mirror(state); !st) return fail(st.error().to_string());
+  if (auto st = strategy.mirror(state); !st) return fail(st.error());
 
   // Each worker's shard: its part of every global batch. Elastic membership may leave a
   // global batch that does not divide; the replicas then take the rounded-down share.
@@ -160,28 +164,28 @@ int main(int argc, char** argv) {
       batch_examples = b->size() * ctx.num_replicas_in_sync();
       return trainer.apply_gradients();
     });
-    if (!outcome) return fail(outcome.error().to_string());
+    if (!outcome) return fail(outcome.error());
     if (*outcome == StepOutcome::done) {
       examples += batch_examples;
       train_loss.update(loss, 1.0);
       if (checkpoint_every > 0 && strategy.step() % checkpoint_every == 0)
-        if (auto st = save(strategy.step()); !st) return fail(st.error().to_string());
+        if (auto st = save(strategy.step()); !st) return fail(st.error());
     }
   }
   train_s = seconds_since(t_train);
-  if (auto st = save(strategy.step()); !st) return fail(st.error().to_string());
+  if (auto st = save(strategy.step()); !st) return fail(st.error());
   auto mean_loss = strategy.reduce(ReduceOp::mean, train_loss.result());
-  if (!mean_loss) return fail(mean_loss.error().to_string());
+  if (!mean_loss) return fail(mean_loss.error());
 
   // The replicas are equal: each evaluates the same weights on the test set.
   auto test = core::load_fashion_mnist(data_dir, "t10k");
-  if (!test) return fail(test.error().to_string());
+  if (!test) return fail(test.error());
   core::Accuracy accuracy;
   core::Mean test_loss;
   auto it = core::to_batches(core::from_vector(std::move(*test)), 1000, false).make_iterator();
   while (auto b = it->next())
     if (auto st = trainer.evaluate_batch(b->features, b->classes.data(), accuracy, test_loss); !st)
-      return fail(st.error().to_string());
+      return fail(st.error());
 
   const auto stats = strategy.stats();
   std::cout << troupe::core::json_text(

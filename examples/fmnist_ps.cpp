@@ -86,8 +86,8 @@ troupe::Registry make_registry(const Settings& s) {
   return r;
 }
 
-int fail(const std::string& what) {
-  return troupe::examples::fail("fmnist_ps", what);
+int fail(const troupe::core::Error& e) {
+  return troupe::examples::fail("fmnist_ps", e);
 }
 
 }  // namespace
@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
   node.ps_snapshot_dir = snapshot_dir;
   node.ps_snapshot_interval = std::chrono::milliseconds(snapshot_interval_ms);
   auto resolver = troupe::net::TFConfigClusterResolver::from_env(troupe::net::default_ps_jobs);
-  if (!resolver) return fail(resolver.error().to_string());
+  if (!resolver) return fail(resolver.error());
   if (resolver->task().type != "chief") {
     return troupe::examples::serve_task("fmnist_ps", *resolver, registry, node);
   }
@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
   std::shared_ptr<const tc::Partitioner> partitioner;
   if (s.shards > 0) partitioner = std::make_shared<tc::FixedShardsPartitioner>(s.shards);
   auto strategy = troupe::ParameterServerStrategy::make(*resolver, partitioner);
-  if (!strategy) return fail(strategy.error().to_string());
+  if (!strategy) return fail(strategy.error());
 
   // The chief creates the variables with the model's own shapes and initial values' kind.
   Replica shapes;
@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
         kernel ? tc::Initializer::Kind::glorot_uniform : tc::Initializer::Kind::zeros, 0.0f,
         seed++};
     auto v = (*strategy)->create_variable(p.name, p.value->shape(), init, "sgd", s.lr);
-    if (!v) return fail(v.error().to_string());
+    if (!v) return fail(v.error());
     vars.push_back(*v);
   }
   troupe::CoordinatorOptions coord_options;
@@ -171,10 +171,10 @@ int main(int argc, char** argv) {
   troupe::TrainingState resumed;
   if (!backup_dir.empty()) {
     auto b = troupe::BackupAndRestore::make(**strategy, backup_dir);
-    if (!b) return fail(b.error().to_string());
+    if (!b) return fail(b.error());
     backup = std::move(*b);
     auto at = backup->restore();
-    if (!at) return fail(at.error().to_string());
+    if (!at) return fail(at.error());
     if (*at) {
       resumed = **at;
       std::cerr << "fmnist_ps: resumed from the backup at step " << resumed.step << std::endl;
@@ -185,9 +185,9 @@ int main(int argc, char** argv) {
   coord_options.ps_restore_deadline = std::chrono::milliseconds(restore_deadline_ms);
   coord_options.watchdog_timeout = std::chrono::milliseconds(watchdog_ms);
   auto coord = troupe::ClusterCoordinator::make(**strategy, coord_options);
-  if (!coord) return fail(coord.error().to_string());
+  if (!coord) return fail(coord.error());
   auto ds = (*coord)->create_per_worker_dataset("fmnist_train");
-  if (!ds) return fail(ds.error().to_string());
+  if (!ds) return fail(ds.error());
 
   const int workers = (*strategy)->num_workers();
   const int64_t total_steps = static_cast<int64_t>(s.steps_per_worker) * workers;
@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
       joined = (*coord)->join();
       if (!joined.ok()) break;
       if (auto st = backup->backup({(i + 1) * examples_per_closure / 60000, i + 1}); !st)
-        return fail(st.error().to_string());
+        return fail(st.error());
       ++backups;
     }
   }
@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
   const double train_s = std::chrono::duration<double>(clock_type::now() - t0).count();
   if (!joined) {
     (*coord)->shutdown_cluster();
-    return fail(joined.error().to_string());
+    return fail(joined.error());
   }
   float last_loss = 0.0f;
   if (!losses.empty()) {
@@ -230,11 +230,11 @@ int main(int argc, char** argv) {
   Replica eval;
   for (size_t i = 0; i < vars.size(); ++i) {
     auto value = (*strategy)->read(vars[i]);
-    if (!value) return fail(value.error().to_string());
+    if (!value) return fail(value.error());
     *eval.params[i].value = std::move(*value);
   }
   auto test = tc::load_fashion_mnist(s.data_dir, "t10k");
-  if (!test) return fail(test.error().to_string());
+  if (!test) return fail(test.error());
   tc::SGD unused(0.0f);
   tc::ClassifierTrainer evaluator(*eval.model, unused);
   tc::Accuracy accuracy;
@@ -243,10 +243,10 @@ int main(int argc, char** argv) {
   while (auto b = it->next())
     if (auto st = evaluator.evaluate_batch(b->features, b->classes.data(), accuracy, test_loss);
         !st)
-      return fail(st.error().to_string());
+      return fail(st.error());
 
   if (backup)
-    if (auto st = backup->finish(); !st) return fail(st.error().to_string());
+    if (auto st = backup->finish(); !st) return fail(st.error());
   const auto stats = (*coord)->stats();
   (*coord)->shutdown_cluster();
   const int64_t examples = (closures - first) * examples_per_closure;

@@ -13,7 +13,7 @@ namespace troupe::examples {
 inline int serve_task(const std::string& program, const net::TFConfigClusterResolver& resolver,
                       const Registry& registry, const net::NodeOptions& node = {}) {
   auto st = serve(resolver, registry, node);
-  if (!st) return fail(program, st.error().to_string());
+  if (!st) return fail(program, st.error());
   std::cout << core::json_text(nlohmann::json{{"ok", true}, {"task", resolver.task().to_string()}})
             << std::endl;
   return 0;
@@ -31,7 +31,7 @@ inline int run_evaluator_task(const std::string& program, const ModelSpec& spec,
   o.logdir = model_dir + "/logs";
   o.idle_timeout = std::chrono::seconds(idle_timeout_s);
   auto r = run_sidecar_evaluator(model, o, std::cout);
-  if (!r) return fail(program, r.error().to_string());
+  if (!r) return fail(program, r.error());
   nlohmann::json out{{"ok", true},
                      {"program", program},
                      {"task", "evaluator"},

@@ -21,6 +21,7 @@
 #include "core/json_text.hpp"
 #include "net/cluster_spec.hpp"
 #include "net/ports.hpp"
+#include "troupe/exit_codes.hpp"
 
 extern char** environ;
 
@@ -28,10 +29,10 @@ namespace troupe::tools {
 
 namespace {
 
-volatile sig_atomic_t interrupted = 0;
+volatile sig_atomic_t interrupted = 0;  // the signal that interrupted launch; 0: none
 
-void on_signal(int) {
-  interrupted = 1;
+void on_signal(int sig) {
+  interrupted = sig;
 }
 
 struct Task {
@@ -236,9 +237,8 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
   };
   ChaosInjector chaos(o.chaos, pid_of, t0);
 
-  // --restart-failed: a task other than the chief that ends in failure (signal or non-zero
-  // exit) is started again at once on the same address; an orderly exit (0) is final. The
-  // chief is restarted (below) when a signal ended it.
+  // A failed task is started again at once on the same address when the restart policy
+  // says so (LaunchOptions::restart_policy); an orderly exit (0) is always final.
   int restarts = 0;
   auto restart = [&](Task& t) {
     const pid_t old = t.pid;
@@ -252,13 +252,22 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
               << t.pid << ") at " << at_s << " s" << std::endl;
     write_listing();
   };
-  auto may_restart = [&](const Task& t) {
-    return o.restart_failed && !interrupted &&
-           static_cast<int>(t.earlier_pids.size()) < o.max_restarts;
+  // Whether `t`, ended with *t.status, is started again.
+  auto should_restart = [&](const Task& t) {
+    if (interrupted || static_cast<int>(t.earlier_pids.size()) >= o.max_restarts) return false;
+    switch (o.restart_policy) {
+      case RestartPolicy::never:
+        return false;
+      case RestartPolicy::on_failure:
+        return &t == chief ? WIFSIGNALED(*t.status) : failed(*t.status);
+      case RestartPolicy::exit_code:
+        return retryable_exit_code(container_exit_code(*t.status));
+    }
+    return false;
   };
   auto restart_failed = [&] {
     for (auto& t : tasks) {
-      if (&t == chief || !may_restart(t) || !reap(t, false) || !failed(*t.status)) continue;
+      if (&t == chief || !reap(t, false) || !should_restart(t)) continue;
       restart(t);
     }
   };
@@ -271,7 +280,7 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
   while (!interrupted && chief->out_fd >= 0) {
     chaos.run_due();
     restart_failed();
-    int wait_ms = o.restart_failed ? 20 : 200;
+    int wait_ms = o.restart_policy != RestartPolicy::never ? 20 : 200;
     if (auto next = chaos.next_due())
       wait_ms = static_cast<int>(std::clamp<int64_t>(next->count(), 0, wait_ms));
     pollfd p{chief->out_fd, POLLIN, 0};
@@ -284,7 +293,7 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
       ::close(chief->out_fd);
       chief->out_fd = -1;
       reap(*chief, /*block=*/true);
-      if (may_restart(*chief) && WIFSIGNALED(*chief->status)) {
+      if (should_restart(*chief)) {
         pending.clear();  // a partial line of the process that died
         restart(*chief);
         continue;
@@ -347,7 +356,10 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
   for (const auto& t : tasks)
     statuses.push_back(describe_status(t));
   const bool chief_ok = chief_ok_exit(*chief);
-  exit_code = chief_ok && !interrupted ? 0 : 1;
+  exit_code = interrupted                 ? 128 + interrupted
+              : chief_ok                  ? 0
+              : chief->status.has_value() ? container_exit_code(*chief->status)
+                                          : exit_permanent;
   return {{"ok", exit_code == 0},
           {"program", "troupe launch"},
           {"run_dir", run_dir},

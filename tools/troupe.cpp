@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <map>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -58,12 +59,22 @@ int main(int argc, char** argv) {
                      "where tasks.json and the logs go (default: a new /tmp dir)");
   launch->add_option("--grace-ms", lo.grace_ms,
                      "how long other tasks may take to exit after the chief");
-  launch->add_flag("--restart-failed", lo.restart_failed,
-                   "start a task that fails again on its address: a worker, PS or evaluator "
-                   "killed or exiting non-zero, the chief when killed by a signal");
+  const std::map<std::string, troupe::tools::RestartPolicy> policies{
+      {"Never", troupe::tools::RestartPolicy::never},
+      {"OnFailure", troupe::tools::RestartPolicy::on_failure},
+      {"ExitCode", troupe::tools::RestartPolicy::exit_code}};
+  launch
+      ->add_option("--restart-policy", lo.restart_policy,
+                   "which failed tasks start again on their address, as in TFJob: Never "
+                   "(default); OnFailure (a worker, PS or evaluator killed or exiting "
+                   "non-zero, the chief when killed by a signal); ExitCode (any task whose "
+                   "status is retryable: 130, 137, 138, 143)")
+      ->transform(CLI::CheckedTransformer(policies));
+  bool restart_failed = false;
+  launch->add_flag("--restart-failed", restart_failed, "the same as --restart-policy OnFailure");
   launch
       ->add_option("--max-restarts", lo.max_restarts,
-                   "with --restart-failed: restarts per task before a failure is final")
+                   "with a restart policy: restarts per task before a failure is final")
       ->check(CLI::NonNegativeNumber);
   std::vector<std::string> chaos_specs;
   launch->add_option("--chaos", chaos_specs,
@@ -89,6 +100,7 @@ int main(int argc, char** argv) {
       if (!e) return finish({{"ok", false}, {"error", e.error().to_string()}}, 2);
       lo.chaos.push_back(*e);
     }
+    if (restart_failed) lo.restart_policy = troupe::tools::RestartPolicy::on_failure;
     int code = 1;
     auto result = troupe::tools::launch(lo, code);
     return finish(result, code);

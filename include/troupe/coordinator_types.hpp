@@ -48,8 +48,9 @@ struct CoordinatorOptions {
   /// (back-pressure). 0: unbounded.
   size_t max_pending_closures = 0;
   /// A closure whose worker is lost while running it this many times fails with
-  /// `unavailable` (and ends the job as any error does) instead of taking down worker
-  /// after worker: a step that crashes its process is an error, not a retry loop.
+  /// `internal` (and ends the job as any error does, with a permanent exit code) instead
+  /// of taking down worker after worker: a step that crashes its process is an error, not
+  /// a retry loop.
   int max_closure_losses = 3;
   /// How often a lost worker's address is tried again; when a worker answers there
   /// (restarted, or resumed after a hang) it rejoins: it gets the variable placement,

@@ -1,0 +1,158 @@
+// troupe launch itself: its restart policies (TFJob's Never, OnFailure, ExitCode), the exit
+// status it passes on, and that it ends every process it started.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "helpers.hpp"
+#include "launch_helpers.hpp"
+#include "process.hpp"
+#include "run_program.hpp"
+#include "troupe/exit_codes.hpp"
+
+using troupe::test::run_program;
+
+namespace {
+
+const std::string bin = TROUPE_BIN_DIR;
+using troupe::test::check_all_gone;
+
+// The status of a child that ends with `code`, or by `signal` when it is non-zero.
+int status_of_child(int code, int signal) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (signal != 0) {
+      ::signal(signal, SIG_DFL);  // the test framework's handlers are inherited
+      ::kill(::getpid(), signal);
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+// A job whose every task fails once (first run) and then behaves: the worker exits 138
+// (retryable), the PS 1 (permanent), and the chief, once the tasks named in WAIT_FOR are
+// back, exits 138 the first time and succeeds the second. Workers and PS tasks that came
+// back serve until launch ends them. Waits are bounded (10 s).
+const char* const flaky_job = R"(d=$TROUPE_RUN_DIR
+first() { [ -e "$d/$1" ] && return 1; : > "$d/$1"; }
+case "$TF_CONFIG" in
+  *'"type":"worker"'*) first worker-failed && exit 138; : > "$d/worker-back"; exec tail -f /dev/null ;;
+  *'"type":"ps"'*) first ps-failed && exit 1; : > "$d/ps-back"; exec tail -f /dev/null ;;
+esac
+for f in $WAIT_FOR; do
+  n=0; while [ ! -e "$d/$f" ]; do n=$((n+1)); [ $n -gt 2000 ] && exit 1; sleep 0.005; done
+done
+first chief-failed && exit 138
+echo '{"ok":true}'
+)";
+
+}  // namespace
+
+TEST_CASE("Exit codes follow TFJob's ExitCode policy", "[example][launch]") {
+  using troupe::core::Errc;
+  using troupe::core::Error;
+  CHECK(troupe::exit_code_for(Error{Errc::unavailable, "ps:1 did not come back"}) == 138);
+  CHECK(troupe::exit_code_for(Error{Errc::io_error, "disk full"}) == 138);
+  for (auto c : {Errc::invalid_argument, Errc::not_found, Errc::data_loss, Errc::out_of_range,
+                 Errc::cancelled, Errc::internal, Errc::permission_denied})
+    CHECK(troupe::exit_code_for(Error{c, ""}) == troupe::exit_permanent);
+  // What a container's status reads as, from real processes.
+  CHECK(troupe::container_exit_code(status_of_child(0, 0)) == 0);
+  CHECK(troupe::container_exit_code(status_of_child(3, 0)) == 3);
+  CHECK(troupe::container_exit_code(status_of_child(0, SIGKILL)) == 137);
+  CHECK(troupe::container_exit_code(status_of_child(0, SIGTERM)) == 143);
+  for (int retryable : {130, 137, 138, 143})
+    CHECK(troupe::retryable_exit_code(retryable));
+  for (int permanent : {1, 2, 126, 127, 128, 134, 139, 255})
+    CHECK_FALSE(troupe::retryable_exit_code(permanent));
+}
+
+TEST_CASE("troupe launch --restart-policy ExitCode restarts retryable failures only",
+          "[example][launch]") {
+  troupe::test::TempDir dir;
+  std::ofstream(dir.file("job.sh")) << flaky_job;
+  auto r = run_program("WAIT_FOR=worker-back " + bin +
+                       "/troupe launch --ps 1 --workers 1 --grace-ms 300 --restart-policy "
+                       "ExitCode --run-dir " +
+                       dir.file("run") + " -- /bin/sh " + dir.file("job.sh"));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);  // the chief's second run succeeded
+  REQUIRE(r.last_json.is_object());
+  CHECK(r.last_json["restarts"] == 2);
+  for (const auto& t : r.last_json["tasks"]) {
+    INFO(t.dump());
+    if (t["task"] == "ps:0") {
+      CHECK(t["exit"] == 1);  // permanent: final
+      CHECK_FALSE(t.contains("earlier_pids"));
+    } else {
+      CHECK(t["earlier_pids"].size() == 1);  // worker and chief: 138, started again
+    }
+  }
+  CHECK_FALSE(std::filesystem::exists(dir.file("run/ps-back")));
+  check_all_gone(r.last_json["tasks"]);
+}
+
+TEST_CASE("troupe launch OnFailure restarts every failed server and passes the chief status on",
+          "[example][launch]") {
+  troupe::test::TempDir dir;
+  std::ofstream(dir.file("job.sh")) << flaky_job;
+  auto r = run_program("WAIT_FOR='worker-back ps-back' " + bin +
+                       "/troupe launch --ps 1 --workers 1 --grace-ms 300 --restart-failed "
+                       "--run-dir " +
+                       dir.file("run") + " -- /bin/sh " + dir.file("job.sh"));
+  INFO(r.output);
+  // The chief exited 138: not restarted under OnFailure (it reported its error), and
+  // launch exits with its status, so that an orchestrator above applies its own policy.
+  CHECK(r.exit_code == troupe::exit_retryable);
+  REQUIRE(r.last_json.is_object());
+  CHECK(r.last_json["restarts"] == 2);  // the worker (138) and the PS (1)
+  CHECK(std::filesystem::exists(dir.file("run/ps-back")));
+  check_all_gone(r.last_json["tasks"]);
+}
+
+TEST_CASE("troupe launch kills tasks that outlive the chief", "[example][launch]") {
+  // Non-chief tasks of this job never exit by themselves.
+  troupe::test::TempDir dir;
+  const std::string job = dir.file("job.sh");
+  std::ofstream(job) << "case \"$TF_CONFIG\" in\n"
+                        "  *'\"type\":\"chief\"'*) echo '{\"ok\":true}' ;;\n"
+                        "  *) exec tail -f /dev/null ;;\n"
+                        "esac\n";
+  auto r = run_program(bin + "/troupe launch --ps 1 --workers 1 --grace-ms 300 -- /bin/sh " + job);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  REQUIRE(r.last_json.is_object());
+  int killed = 0;
+  for (const auto& t : r.last_json["tasks"])
+    if (t.contains("signal") && t["signal"] == SIGKILL) ++killed;
+  CHECK(killed == 2);
+  check_all_gone(r.last_json["tasks"]);
+}
+
+TEST_CASE("troupe launch ends every task when interrupted", "[example][launch]") {
+  using namespace std::chrono_literals;
+  troupe::test::TempDir dir;
+  const std::string job = dir.file("forever.sh");
+  std::ofstream(job) << "exec tail -f /dev/null\n";
+  troupe::test::ChildProcess launcher({bin + "/troupe", "launch", "--ps", "1", "--workers", "2",
+                                       "--run-dir", dir.path(), "--", "/bin/sh", job},
+                                      {});
+  REQUIRE(launcher.wait_for_stderr("tasks started", 10s));
+  auto listing = nlohmann::json::parse(std::ifstream(dir.file("tasks.json")));
+  REQUIRE(listing.size() == 4);
+  for (const auto& t : listing)
+    CHECK(::kill(t["pid"].get<int>(), 0) == 0);  // all running
+  launcher.kill(SIGINT);
+  auto status = launcher.wait_exit(10s);
+  REQUIRE(status.has_value());
+  CHECK(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 128 + SIGINT);  // as a container ended by the signal
+  check_all_gone(listing);
+}
