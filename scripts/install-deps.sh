@@ -18,6 +18,7 @@ packages=(
   iproute2              # the multi-host tests: ip netns, veth, a bridge, tc
   clang libclang-rt-dev # make fuzz: libFuzzer and the sanitizers' runtimes for clang
   slurmctld slurmd slurm-client munge  # the Slurm test runs a private Slurm (srun)
+  python3-yaml          # the TFJob test reads the manifests of deploy/
 )
 
 missing=()

@@ -7,19 +7,22 @@
 # started (by pid) and every namespace it made, whatever happens.
 #
 # Usage: netns_cluster.sh BIN_DIR PROGRAM PS WORKERS [--cut TASK AT_S FOR_S] [--qdisc SPEC]
-#        [-- PROGRAM_ARGS...]
+#        [--tfjob NAME.NAMESPACE] [-- PROGRAM_ARGS...]
 #   PS = 0: a workers-only job (MultiWorkerMirroredStrategy), worker 0 the chief.
+#   --tfjob: host names and TF_CONFIG as Kubeflow's training operator writes them for a
+#   TFJob NAME in NAMESPACE ("NAME-worker-0.NAMESPACE.svc:2222", "environment": "cloud").
 # Prints the chief's JSON line wrapped as {"ok", "chief": {...}, "cut": ...} as its last
 # line; {"skipped": why} when this machine cannot make namespaces (not root, no iproute2).
 set -uo pipefail
 
 bin="$1" program="$2" n_ps="$3" n_workers="$4"
 shift 4
-cut_task="" cut_at=0 cut_for=0 qdisc=""
+cut_task="" cut_at=0 cut_for=0 qdisc="" tfjob=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --cut) cut_task="$2" cut_at="$3" cut_for="$4"; shift 4 ;;
     --qdisc) qdisc="$2"; shift 2 ;;
+    --tfjob) tfjob="$2"; shift 2 ;;
     --) shift; break ;;
     *) echo "{\"ok\":false,\"error\":\"unknown argument $1\"}"; exit 2 ;;
   esac
@@ -55,11 +58,15 @@ tasks=()
 [ "$n_ps" -gt 0 ] && tasks+=("chief-0")
 for ((i = 0; i < n_ps; i++)); do tasks+=("ps-$i"); done
 for ((i = 0; i < n_workers; i++)); do tasks+=("worker-$i"); done
+# A task's host name: "worker-0.troupe.test", or a TFJob's "NAME-worker-0.NAMESPACE.svc".
+host_of() {
+  if [ -n "$tfjob" ]; then echo "${tfjob%%.*}-$1.${tfjob#*.}.svc"; else echo "$1.troupe.test"; fi
+}
 hosts="127.0.0.1 localhost"$'\n'
 i=0
 for t in "${tasks[@]}"; do
   i=$((i + 1))
-  hosts+="10.231.0.$((10 + i)) $t.troupe.test"$'\n'
+  hosts+="10.231.0.$((10 + i)) $(host_of "$t")"$'\n'
 done
 i=0
 for t in "${tasks[@]}"; do
@@ -80,17 +87,21 @@ for t in "${tasks[@]}"; do
 done
 
 # TF_CONFIG's cluster by host name; one secret for the job.
-cluster=$(python3 - "$n_ps" "$n_workers" <<'PY'
+cluster=$(python3 - "$n_ps" "$n_workers" "$(host_of TASK)" <<'PY'
 import json, sys
-ps, workers = int(sys.argv[1]), int(sys.argv[2])
+ps, workers, pattern = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+host = lambda t: pattern.replace("TASK", t) + ":2222"
 c = {}
 if ps > 0:
-    c["chief"] = ["chief-0.troupe.test:2222"]
-    c["ps"] = [f"ps-{i}.troupe.test:2222" for i in range(ps)]
-c["worker"] = [f"worker-{i}.troupe.test:2222" for i in range(workers)]
+    c["chief"] = [host("chief-0")]
+    c["ps"] = [host(f"ps-{i}") for i in range(ps)]
+c["worker"] = [host(f"worker-{i}") for i in range(workers)]
 print(json.dumps(c))
 PY
 )
+environment=""
+[ -n "$tfjob" ] && environment=',"environment":"cloud"'
+
 secret="$run_dir/cluster-secret"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$secret"
 chmod 600 "$secret"
@@ -100,7 +111,7 @@ chief_task="chief-0"
 chief_pid=0
 for t in "${tasks[@]}"; do
   type="${t%-*}" index="${t##*-}"
-  tf="{\"cluster\":$cluster,\"task\":{\"type\":\"$type\",\"index\":$index}}"
+  tf="{\"cluster\":$cluster,\"task\":{\"type\":\"$type\",\"index\":$index}$environment}"
   ip netns exec "${tag}-$t" env TF_CONFIG="$tf" TROUPE_CLUSTER_SECRET_FILE="$secret" \
     "$bin/$program" "$@" > "$run_dir/$t.log" 2>&1 &
   pids+=($!)

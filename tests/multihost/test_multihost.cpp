@@ -5,6 +5,7 @@
 // it skipped, and so do these tests.
 #include <catch2/catch.hpp>
 
+#include "helpers.hpp"
 #include "run_program.hpp"
 
 using troupe::test::run_program;
@@ -14,6 +15,8 @@ namespace {
 const std::string script = TROUPE_SOURCE_DIR "/tests/multihost/netns_cluster.sh";
 const std::string slurm = TROUPE_SOURCE_DIR "/tests/slurm/local_slurm.sh";
 const std::string bin = TROUPE_BIN_DIR;
+const std::string manifest_reader = TROUPE_SOURCE_DIR "/tests/multihost/tfjob_manifest.py";
+const std::string deploy = TROUPE_SOURCE_DIR "/deploy/";
 
 // The script's result; false (with a warning) where this machine cannot make namespaces.
 bool ran(const nlohmann::json& j) {
@@ -88,4 +91,39 @@ TEST_CASE("srun -n 5 fmnist_ps under a real local Slurm trains to the usual accu
   CHECK(chief["workers"] == 2);
   CHECK(chief["closures_completed"] == 1876);
   CHECK(chief["test_accuracy"].get<double>() >= 0.80);
+}
+
+// deploy/'s manifests, as Kubeflow's training operator runs them: each task on a host of
+// its own named "<job>-<type>-<i>.<namespace>.svc", TF_CONFIG with those names and
+// "environment": "cloud", the pod's command and args (the job's volume a directory here).
+TEST_CASE("deploy/'s TFJob manifests train across hosts named and configured as the operator does",
+          "[multihost][k8s]") {
+  for (const char* file : {"tfjob-ps.yaml", "tfjob-mirrored.yaml"}) {
+    INFO(file);
+    troupe::test::TempDir state;
+    auto plan =
+        run_program("python3 " + manifest_reader + " " + deploy + file + " " + state.path());
+    INFO(plan.output);
+    REQUIRE(plan.exit_code == 0);
+    const auto& p = plan.last_json;
+    REQUIRE(p["ok"] == true);
+    std::string args;
+    for (const auto& a : p["args"])
+      args += " '" + a.get<std::string>() + "'";
+    const int ps = p["ps"], workers = p["workers"];
+    auto r = run_program(script + " " + bin + " " + p["program"].get<std::string>() + " " +
+                         std::to_string(ps) + " " + std::to_string(workers) + " --tfjob " +
+                         p["name"].get<std::string>() + "." + p["namespace"].get<std::string>() +
+                         " --" + args);
+    INFO(r.output);
+    if (!ran(r.last_json)) return;
+    const auto& j = r.last_json;
+    CHECK(j["ok"] == true);
+    CHECK(j["chief_exit"] == 0);
+    CHECK(j["tasks"] == ps + workers + (ps > 0 ? 1 : 0));
+    const auto& chief = j["chief"];
+    REQUIRE(chief.is_object());
+    CHECK(chief["ok"] == true);
+    CHECK(chief["test_accuracy"].get<double>() >= 0.80);
+  }
 }

@@ -110,3 +110,19 @@ TEST_CASE("TF_CONFIG is read from the environment", "[tf_config]") {
   CHECK(r->task() == TaskId{"ps", 0});
   CHECK(r->rpc_layer() == "caf");
 }
+
+TEST_CASE("TF_CONFIG as Kubeflow's TFJob operator writes it is read", "[tf_config]") {
+  auto r = TFConfigClusterResolver::parse(
+      R"({"cluster":{"chief":["fmnist-ps-chief-0.default.svc:2222"],)"
+      R"("ps":["fmnist-ps-ps-0.default.svc:2222","fmnist-ps-ps-1.default.svc:2222"],)"
+      R"("worker":["fmnist-ps-worker-0.default.svc:2222","fmnist-ps-worker-1.default.svc:2222"]},)"
+      R"("task":{"type":"ps","index":1},"environment":"cloud"})");
+  REQUIRE(r.ok());
+  CHECK(r->task() == TaskId{"ps", 1});
+  CHECK(r->cluster_spec().address({"ps", 1}) == "fmnist-ps-ps-1.default.svc:2222");
+  CHECK(r->cluster_spec().num_tasks("worker") == 2);
+  auto hp = troupe::net::parse_host_port(r->cluster_spec().address({"worker", 1}));
+  REQUIRE(hp.ok());
+  CHECK(hp->host == "fmnist-ps-worker-1.default.svc");
+  CHECK(hp->port == 2222);
+}
