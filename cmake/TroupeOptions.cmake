@@ -1,13 +1,14 @@
 # Compiler flags shared by every Troupe target, through the interface target troupe_flags.
 option(TROUPE_FUZZ "Build the libFuzzer targets of tests/fuzz (needs clang)" OFF)
 add_library(troupe_flags INTERFACE)
-target_compile_options(troupe_flags INTERFACE -Wall -Wextra -Wno-unused-parameter)
+# Warnings are the project's own; an installed Troupe does not impose them on its users.
+target_compile_options(troupe_flags INTERFACE $<BUILD_INTERFACE:-Wall -Wextra -Wno-unused-parameter>)
 if(TROUPE_NATIVE)
   # The training kernels (Eigen GEMM, element-wise loops) need AVX2/FMA to be fast.
   target_compile_options(troupe_flags INTERFACE -march=native)
   # GCC 12 reports false "may be used uninitialized" inside its own AVX-512 intrinsics
   # headers when Eigen uses them.
-  target_compile_options(troupe_flags INTERFACE -Wno-maybe-uninitialized)
+  target_compile_options(troupe_flags INTERFACE $<BUILD_INTERFACE:-Wno-maybe-uninitialized>)
 endif()
 if(TROUPE_SANITIZE)
   if(NOT TROUPE_SANITIZE MATCHES "^(address|undefined|thread)(,(address|undefined))*$")
