@@ -53,6 +53,17 @@ first chief-failed && exit 138
 echo '{"ok":true}'
 )";
 
+// Runs flaky_job under troupe launch (1 PS, 1 worker) with `policy_flags`, the chief
+// waiting for the tasks in `wait_for`; `dir` gets the job and its run directory.
+troupe::test::ProgramRun run_flaky_job(const troupe::test::TempDir& dir,
+                                       const std::string& policy_flags,
+                                       const std::string& wait_for) {
+  std::ofstream(dir.file("job.sh")) << flaky_job;
+  return run_program("WAIT_FOR='" + wait_for + "' " + bin +
+                     "/troupe launch --ps 1 --workers 1 --grace-ms 300 " + policy_flags +
+                     " --run-dir " + dir.file("run") + " -- /bin/sh " + dir.file("job.sh"));
+}
+
 }  // namespace
 
 TEST_CASE("Exit codes follow TFJob's ExitCode policy", "[example][launch]") {
@@ -77,11 +88,7 @@ TEST_CASE("Exit codes follow TFJob's ExitCode policy", "[example][launch]") {
 TEST_CASE("troupe launch --restart-policy ExitCode restarts retryable failures only",
           "[example][launch]") {
   troupe::test::TempDir dir;
-  std::ofstream(dir.file("job.sh")) << flaky_job;
-  auto r = run_program("WAIT_FOR=worker-back " + bin +
-                       "/troupe launch --ps 1 --workers 1 --grace-ms 300 --restart-policy "
-                       "ExitCode --run-dir " +
-                       dir.file("run") + " -- /bin/sh " + dir.file("job.sh"));
+  auto r = run_flaky_job(dir, "--restart-policy ExitCode", "worker-back");
   INFO(r.output);
   CHECK(r.exit_code == 0);  // the chief's second run succeeded
   REQUIRE(r.last_json.is_object());
@@ -102,11 +109,7 @@ TEST_CASE("troupe launch --restart-policy ExitCode restarts retryable failures o
 TEST_CASE("troupe launch OnFailure restarts every failed server and passes the chief status on",
           "[example][launch]") {
   troupe::test::TempDir dir;
-  std::ofstream(dir.file("job.sh")) << flaky_job;
-  auto r = run_program("WAIT_FOR='worker-back ps-back' " + bin +
-                       "/troupe launch --ps 1 --workers 1 --grace-ms 300 --restart-failed "
-                       "--run-dir " +
-                       dir.file("run") + " -- /bin/sh " + dir.file("job.sh"));
+  auto r = run_flaky_job(dir, "--restart-failed", "worker-back ps-back");
   INFO(r.output);
   // The chief exited 138: not restarted under OnFailure (it reported its error), and
   // launch exits with its status, so that an orchestrator above applies its own policy.
