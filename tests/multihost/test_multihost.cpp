@@ -66,10 +66,12 @@ TEST_CASE("elastic fmnist_mirrored trains across namespace hosts and re-forms ar
   CHECK(chief["ok"] == true);
   CHECK(chief["steps"] == 8000);
   CHECK(chief["shared_memory_links"] == 0);  // the ring's bytes cross the bridge
-  // The stall is detected by the collective timeout and the ring re-formed; the step it
-  // broke is done again.
+  // The stall is detected by the collective timeout and the ring re-formed. The cut hits
+  // either a step's gradient all-reduce (that step is done again) or the membership vote
+  // at a step boundary (no step to redo; CI saw both): steps_redone is 0 or more, and
+  // steps counts each step once either way.
   CHECK(chief["reforms"].get<int>() >= 1);
-  CHECK(chief["steps_redone"].get<int>() >= 1);
+  CHECK(chief["steps_redone"].get<int>() <= chief["reforms"].get<int>());
   CHECK(chief["test_accuracy"].get<double>() >= 0.80);
 }
 
