@@ -187,6 +187,60 @@ void prepare(Self* self, size_t w, uint64_t generation, size_t next_dataset, boo
   }
 }
 
+// Asks every task to shut down and answers once each acknowledged, or could not be
+// reached, within shutdown_ack_timeout: the chief exits right after this answer, and a
+// message still on its way (in the middleman or a tunnel) would be lost with it, leaving
+// that task serving until something kills it. A task known lost, or not connected yet, is
+// reached at its address afresh: it may be back without having rejoined.
+caf::result<caf::ok_atom> shutdown_tasks(Self* self) {
+  std::vector<caf::actor> live;
+  std::vector<const Endpoint*> lost;
+  // A task not connected yet (a coordinator shut down right after it was made) is reached
+  // at its address too.
+  for (const auto& slot : self->state.workers)
+    if (slot.alive && slot.handle)
+      live.push_back(slot.handle);
+    else
+      lost.push_back(&slot);
+  for (const auto& p : self->state.ps)
+    if (!p.restoring && !p.failed && p.handle)
+      live.push_back(p.handle);
+    else
+      lost.push_back(&p);
+  if (live.empty() && lost.empty()) return caf::ok_atom::value;
+  auto promise = self->make_response_promise<caf::ok_atom>();
+  auto left = std::make_shared<size_t>(live.size() + lost.size());
+  auto one_done = [promise, left]() mutable {
+    if (--*left == 0) promise.deliver(caf::ok_atom::value);
+  };
+  auto ask = [self, one_done](const caf::actor& task) {
+    self->request(task, shutdown_ack_timeout, net::shutdown_atom::value)
+        .then([one_done](caf::ok_atom) mutable { one_done(); },
+              [one_done](caf::error&) mutable { one_done(); });
+  };
+  for (const auto& t : live)
+    ask(t);
+  auto mm = self->system().middleman().actor_handle();
+  for (const Endpoint* e : lost) {
+    auto route = net::caf_route(e->host, e->port);
+    if (!route) {
+      one_done();
+      continue;
+    }
+    self->request(mm, shutdown_ack_timeout, caf::connect_atom::value, route->host, route->port)
+        .then(
+            [ask, one_done](caf::node_id&, caf::strong_actor_ptr& ptr,
+                            std::set<std::string>&) mutable {
+              if (ptr)
+                ask(caf::actor_cast<caf::actor>(ptr));
+              else
+                one_done();
+            },
+            [one_done](caf::error&) mutable { one_done(); });
+  }
+  return promise;
+}
+
 void try_rejoin(Self* self, size_t w) {
   auto& slot = self->state.workers[w];
   if (slot.alive) return;
@@ -458,31 +512,7 @@ caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector
         settle_dataset_calls(self);
         return promise;
       },
-      [=](net::shutdown_atom) -> caf::result<caf::ok_atom> {
-        // Each task acknowledges its shutdown: the chief exits right after this answer, and
-        // a message still on its way (in the middleman or a tunnel) would be lost with it,
-        // leaving that task serving until something kills it. A task that does not answer
-        // within shutdown_ack_timeout (gone, or hung) is not waited for longer.
-        std::vector<caf::actor> tasks, lost;
-        // Tasks known lost get the message too, unacknowledged: one may be back unnoticed.
-        for (const auto& slot : self->state.workers)
-          if (slot.handle) (slot.alive ? tasks : lost).push_back(slot.handle);
-        for (const auto& p : self->state.ps)
-          if (p.handle) (p.restoring || p.failed ? lost : tasks).push_back(p.handle);
-        for (const auto& t : lost)
-          self->send(t, net::shutdown_atom::value);
-        if (tasks.empty()) return caf::ok_atom::value;
-        auto promise = self->make_response_promise<caf::ok_atom>();
-        auto left = std::make_shared<size_t>(tasks.size());
-        auto one_done = [promise, left]() mutable {
-          if (--*left == 0) promise.deliver(caf::ok_atom::value);
-        };
-        for (const auto& t : tasks)
-          self->request(t, shutdown_ack_timeout, net::shutdown_atom::value)
-              .then([one_done](caf::ok_atom) mutable { one_done(); },
-                    [one_done](caf::error&) mutable { one_done(); });
-        return promise;
-      },
+      [=](net::shutdown_atom) { return shutdown_tasks(self); },
       [=](overdue_atom) {
         check_overdue(self);
         self->delayed_send(self, overdue_period(self->state.config), overdue_atom::value);

@@ -93,9 +93,12 @@ int main(int argc, char** argv) {
   const int victim = 1;
   const auto bound = std::chrono::seconds(30);
 
-  // Worker 1's pid (it changes each time the launcher restarts it).
+  // Worker 1's pid (it changes each time the launcher restarts it). Asked until `bound`
+  // passes, not a number of times: a worker still being brought up (or rejoining) takes
+  // nothing meanwhile, and on a loaded machine the other answers many rounds first.
   auto victim_pid = [&]() -> pid_t {
-    for (int attempt = 0; attempt < 50; ++attempt) {
+    const auto deadline = std::chrono::steady_clock::now() + bound;
+    while (std::chrono::steady_clock::now() < deadline) {
       auto a = coord.schedule<std::vector<int64_t>>("ident");
       auto b = coord.schedule<std::vector<int64_t>>("ident");
       for (auto* v : {&a, &b}) {
