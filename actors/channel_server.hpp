@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -58,6 +59,11 @@ class ChannelServer {
   uint16_t port() const { return server_->port(); }
   /// Bytes the requests being served hold now.
   uint64_t memory_held() const { return budget_.held(); }
+  /// Waits at most `bound` until the bytes held satisfy `pred` (for tests and monitors).
+  bool wait_memory_held(const std::function<bool(uint64_t)>& pred,
+                        std::chrono::milliseconds bound) const {
+    return budget_.wait_held(pred, bound);
+  }
   /// Stops accepting, ends every connection and joins the threads. Idempotent.
   void stop() { server_->stop(); }
 

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 
 namespace troupe::net {
@@ -54,8 +55,15 @@ class ByteBudget {
       return Outcome::timed_out;
     held_ += n;
     lock.unlock();
+    changed_.notify_all();
     lease = Lease(this, n);
     return Outcome::granted;
+  }
+
+  /// Waits at most `bound` until what is held satisfies `pred`; returns whether it did.
+  bool wait_held(const std::function<bool(uint64_t)>& pred, std::chrono::milliseconds bound) const {
+    std::unique_lock<std::mutex> lock(mu_);
+    return changed_.wait_for(lock, bound, [&] { return pred(held_); });
   }
 
   uint64_t capacity() const { return capacity_; }
@@ -71,11 +79,13 @@ class ByteBudget {
       held_ -= n;
     }
     room_.notify_all();
+    changed_.notify_all();
   }
 
   const uint64_t capacity_;
   mutable std::mutex mu_;
   std::condition_variable room_;
+  mutable std::condition_variable changed_;  // on every reserve and give-back
   uint64_t held_ = 0;
 };
 

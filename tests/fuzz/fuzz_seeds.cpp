@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
       std::string("\x01\0\0\0\0\0\0\x04", 8) + std::string(24, '\0') + "abcd");
 
   net::ClusterSpec spec({{"chief", {"chief-0.job.svc:2222"}},
-                         {"ps", {"[::1]:2223", "10.0.0.2:2222"}},
+                         {"ps", {"[::1]:2223", "127.0.0.1:2222"}},
                          {"worker", {"localhost:2224"}}});
   put("fuzz_tf_config", "tf_config", net::TFConfigClusterResolver::render(spec, {"worker", 0}));
 

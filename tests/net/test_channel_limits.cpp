@@ -48,15 +48,6 @@ net::PsRequest push_of(const std::string& name, size_t floats) {
   return r;
 }
 
-bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds bound) {
-  const auto deadline = std::chrono::steady_clock::now() + bound;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(5ms);  // polling a condition, bounded above
-  }
-  return true;
-}
-
 struct Fixture {
   caf::actor_system_config cfg;
   caf::actor_system sys;
@@ -94,7 +85,10 @@ TEST_CASE("ByteBudget grants up to its capacity, waits for room, never grants mo
   CHECK(b.held() == 50);
   z = std::move(y);  // moved: held once, given back once
   CHECK(b.held() == 50);
-  z.release();
+  CHECK_FALSE(b.wait_held([](uint64_t h) { return h == 0; }, 20ms));
+  std::thread releaser([&] { z.release(); });
+  CHECK(b.wait_held([](uint64_t h) { return h == 0; }, 10s));  // woken by the give-back
+  releaser.join();
   CHECK(b.held() == 0);
 }
 
@@ -117,7 +111,8 @@ TEST_CASE("A PS's tensor channel holds requests to its memory budget and ends a 
   REQUIRE(staller.ok());
   REQUIRE(::send(staller->fd(), stalled.data(), stalled.size() - 1000, MSG_NOSIGNAL) ==
           static_cast<ssize_t>(stalled.size() - 1000));
-  REQUIRE(wait_until([&] { return (*server)->memory_held() >= floats * sizeof(float); }, 10s));
+  REQUIRE((*server)->wait_memory_held([&](uint64_t held) { return held >= floats * sizeof(float); },
+                                      10s));
 
   // A second member's push must wait: it is not answered while the stalled frame holds the
   // budget (at least the stall timeout after the staller's last byte) ...
@@ -131,7 +126,7 @@ TEST_CASE("A PS's tensor channel holds requests to its memory budget and ends a 
   auto cut = net::recv_reply(*staller);  // the error the server wrote before it hung up
   REQUIRE_FALSE(cut.ok());
   CHECK(cut.error().message.find("timed out") != std::string::npos);
-  CHECK(wait_until([&] { return (*server)->memory_held() == 0; }, 10s));
+  CHECK((*server)->wait_memory_held([](uint64_t held) { return held == 0; }, 10s));
 
   // A frame larger than the whole budget is refused at its header, before any allocation
   // (only the header is sent: the server reads no further).

@@ -52,7 +52,7 @@ TEST_CASE("A truncated tensor or a lying length is rejected without a huge alloc
   auto few = serialize(sys, small);
   WireTensor claimed;
   std::vector<char> lying(few.begin(), few.begin() + 1 + 8);  // dims: varbyte 1, one i64
-  for (char c : {'\x80', '\x80', '\x80', '\x80', '\x01'})  // varbyte 2^28
+  for (char c : {'\x80', '\x80', '\x80', '\x80', '\x01'})     // varbyte 2^28
     lying.push_back(c);
   caf::binary_deserializer basp_like{sys, lying};
   caf::deserializer& base = basp_like;
