@@ -1,5 +1,6 @@
 #include "actors/coordinator.hpp"
 
+#include <algorithm>
 #include <iostream>
 #include <sstream>
 
@@ -187,58 +188,70 @@ void prepare(Self* self, size_t w, uint64_t generation, size_t next_dataset, boo
   }
 }
 
-// Asks every task to shut down and answers once each acknowledged, or could not be
-// reached, within shutdown_ack_timeout: the chief exits right after this answer, and a
-// message still on its way (in the middleman or a tunnel) would be lost with it, leaving
-// that task serving until something kills it. A task known lost, or not connected yet, is
-// reached at its address afresh: it may be back without having rejoined.
-caf::result<caf::ok_atom> shutdown_tasks(Self* self) {
-  std::vector<caf::actor> live;
-  std::vector<const Endpoint*> lost;
-  // A task not connected yet (a coordinator shut down right after it was made) is reached
-  // at its address too.
-  for (const auto& slot : self->state.workers)
-    if (slot.alive && slot.handle)
-      live.push_back(slot.handle);
-    else
-      lost.push_back(&slot);
-  for (const auto& p : self->state.ps)
-    if (!p.restoring && !p.failed && p.handle)
-      live.push_back(p.handle);
-    else
-      lost.push_back(&p);
-  if (live.empty() && lost.empty()) return caf::ok_atom::value;
-  auto promise = self->make_response_promise<caf::ok_atom>();
-  auto left = std::make_shared<size_t>(live.size() + lost.size());
-  auto one_done = [promise, left]() mutable {
-    if (--*left == 0) promise.deliver(caf::ok_atom::value);
+// Asks every task to shut down and answers, with the tasks that did not acknowledge, once
+// each acknowledged or could not be reached within shutdown_ack_timeout: the chief exits
+// right after this answer, and a message still on its way (in the middleman or a tunnel)
+// would be lost with it, leaving that task serving until something kills it. A task known
+// lost, or not connected yet, is reached at its address afresh: it may be back without
+// having rejoined.
+caf::result<std::vector<std::string>> shutdown_tasks(Self* self) {
+  struct Task {
+    std::string name;
+    const Endpoint* endpoint;
+    bool live;
   };
-  auto ask = [self, one_done](const caf::actor& task) {
+  std::vector<Task> tasks;
+  for (size_t w = 0; w < self->state.workers.size(); ++w) {
+    const auto& slot = self->state.workers[w];
+    tasks.push_back({"worker:" + std::to_string(w), &slot, slot.alive && slot.handle});
+  }
+  for (size_t t = 0; t < self->state.ps.size(); ++t) {
+    const auto& p = self->state.ps[t];
+    tasks.push_back({"ps:" + std::to_string(t), &p, !p.restoring && !p.failed && p.handle});
+  }
+  if (tasks.empty()) return std::vector<std::string>{};
+  struct Tally {
+    caf::typed_response_promise<std::vector<std::string>> promise;
+    size_t left;
+    std::vector<std::string> silent;
+  };
+  auto tally = std::make_shared<Tally>(
+      Tally{self->make_response_promise<std::vector<std::string>>(), tasks.size(), {}});
+  auto one_done = [tally](const std::string& name, bool acknowledged) {
+    if (!acknowledged) tally->silent.push_back(name);
+    if (--tally->left > 0) return;
+    std::sort(tally->silent.begin(), tally->silent.end());
+    tally->promise.deliver(std::move(tally->silent));
+  };
+  auto ask = [self, one_done](const caf::actor& task, const std::string& name) {
     self->request(task, shutdown_ack_timeout, net::shutdown_atom::value)
-        .then([one_done](caf::ok_atom) mutable { one_done(); },
-              [one_done](caf::error&) mutable { one_done(); });
+        .then([one_done, name](caf::ok_atom) { one_done(name, true); },
+              [one_done, name](caf::error&) { one_done(name, false); });
   };
-  for (const auto& t : live)
-    ask(t);
   auto mm = self->system().middleman().actor_handle();
-  for (const Endpoint* e : lost) {
-    auto route = net::caf_route(e->host, e->port);
-    if (!route) {
-      one_done();
+  for (const auto& t : tasks) {
+    if (t.live) {
+      ask(t.endpoint->handle, t.name);
       continue;
     }
+    auto route = net::caf_route(t.endpoint->host, t.endpoint->port);
+    if (!route) {
+      one_done(t.name, false);
+      continue;
+    }
+    const std::string name = t.name;
     self->request(mm, shutdown_ack_timeout, caf::connect_atom::value, route->host, route->port)
         .then(
-            [ask, one_done](caf::node_id&, caf::strong_actor_ptr& ptr,
-                            std::set<std::string>&) mutable {
+            [ask, one_done, name](caf::node_id&, caf::strong_actor_ptr& ptr,
+                                  std::set<std::string>&) {
               if (ptr)
-                ask(caf::actor_cast<caf::actor>(ptr));
+                ask(caf::actor_cast<caf::actor>(ptr), name);
               else
-                one_done();
+                one_done(name, false);
             },
-            [one_done](caf::error&) mutable { one_done(); });
+            [one_done, name](caf::error&) { one_done(name, false); });
   }
-  return promise;
+  return tally->promise;
 }
 
 void try_rejoin(Self* self, size_t w) {

@@ -55,7 +55,8 @@ core::Expected<uint16_t> open_gate(const net::HostPort& task, const std::string&
 core::Status serve_worker(caf::actor_system& sys, const net::ClusterResolver& resolver,
                           const Registry& registry, const net::NodeOptions& options,
                           const net::HostPort& hp, const std::string& secret,
-                          const std::function<void(const std::string&)>& on_ready) {
+                          const std::function<void(const std::string&)>& on_ready,
+                          std::unique_ptr<net::CafGate>& gate) {
   const net::TaskId& task = resolver.task();
   WorkerOptions wo;
   wo.cluster_secret = secret;
@@ -101,7 +102,6 @@ core::Status serve_worker(caf::actor_system& sys, const net::ClusterResolver& re
   core::Status started;
   self->request(sup, std::chrono::seconds(30), which_atom::value, spec.name)
       .receive([](caf::actor&) {}, [&](caf::error& e) { started = net::from_caf(e); });
-  std::unique_ptr<net::CafGate> gate;
   if (started.ok()) {
     uint16_t caf_port = 0;
     {
@@ -118,7 +118,6 @@ core::Status serve_worker(caf::actor_system& sys, const net::ClusterResolver& re
   }
   caf::error reason;
   self->receive([&](const caf::down_msg& dm) { reason = dm.reason; });
-  if (gate) gate->stop();
   if (reason && reason != caf::exit_reason::normal)
     return make_error(Errc::unavailable,
                       "task " + task.to_string() + ": " + net::from_caf(reason).message);
@@ -128,11 +127,11 @@ core::Status serve_worker(caf::actor_system& sys, const net::ClusterResolver& re
   return {};
 }
 
-}  // namespace
-
-core::Status serve(const net::ClusterResolver& resolver, const Registry& registry,
-                   const net::NodeOptions& options,
-                   const std::function<void(const std::string&)>& on_ready) {
+// The task's actor system lives and ends in here; `gate` (none without a secret) outlives it.
+core::Status serve_task(const net::ClusterResolver& resolver, const Registry& registry,
+                        const net::NodeOptions& options,
+                        const std::function<void(const std::string&)>& on_ready,
+                        std::unique_ptr<net::CafGate>& gate) {
   const net::TaskId& task = resolver.task();
   if (task.type != "ps" && task.type != "worker")
     return make_error(Errc::invalid_argument,
@@ -147,6 +146,14 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
   caf::actor_system_config cfg;
   net::configure(cfg, options);
   caf::actor_system sys{cfg};
+  // Before the actor system ends (this runs first, however serve_task returns), the gate
+  // stops reporting refusals to the PS shard.
+  struct Detach {
+    std::unique_ptr<net::CafGate>& gate;
+    ~Detach() {
+      if (gate) gate->forget_on_refused();
+    }
+  } detach{gate};
   caf::actor served;
   std::unique_ptr<ChannelServer> channel;
   if (task.type == "ps") {
@@ -194,7 +201,7 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
       caf::anon_send(served, net::channel_atom::value, static_cast<int32_t>(channel->port()));
     }
   } else {
-    return serve_worker(sys, resolver, registry, options, *hp, *secret, on_ready);
+    return serve_worker(sys, resolver, registry, options, *hp, *secret, on_ready, gate);
   }
   const auto at = caf_listen_address(*hp, *secret, 0);
   // reuse_addr: a restarted task must re-bind its port at once, not after TIME_WAIT.
@@ -205,7 +212,6 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
                                              net::host_port_text(at.host, at.port) + " (" +
                                              sys.render(port.error()) + ")");
   }
-  std::unique_ptr<net::CafGate> gate;
   auto public_port = open_gate(
       *hp, *secret, *port, [served] { caf::anon_send(served, net::refused_atom::value, true); },
       gate);
@@ -224,7 +230,6 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
     self->monitor(served);
     self->receive([&](const caf::down_msg& dm) { reason = dm.reason; });
   }
-  if (gate) gate->stop();
   if (channel) channel->stop();
   // A PS shard that failed is not restarted in the process: its state would be lost. The
   // process exits with the error and is restarted whole, restoring its snapshot.
@@ -232,6 +237,21 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
     return make_error(Errc::unavailable, "task " + task.to_string() + ": its PS shard failed (" +
                                              sys.render(reason) + ")");
   return {};
+}
+
+}  // namespace
+
+core::Status serve(const net::ClusterResolver& resolver, const Registry& registry,
+                   const net::NodeOptions& options,
+                   const std::function<void(const std::string&)>& on_ready) {
+  // The gate outlives the actor system. A task told to shut down acknowledges, and its
+  // process exits right after: CAF, stopping, writes what it still holds (that reply among
+  // it) and closes its connections; the gate relays it all until each one ends. Stopped
+  // before, it would cut the reply off, and the chief would wait out its timeout.
+  std::unique_ptr<net::CafGate> gate;
+  auto status = serve_task(resolver, registry, options, on_ready, gate);
+  if (gate) gate->drain(std::chrono::seconds(2));
+  return status;
 }
 
 }  // namespace troupe::actors

@@ -95,12 +95,24 @@ core::Expected<PerWorkerDataset> ClusterCoordinator::create_per_worker_dataset(
   return PerWorkerDataset{name};
 }
 
-void ClusterCoordinator::shutdown_cluster() {
+core::Status ClusterCoordinator::shutdown_cluster() {
   // The coordinator knows the current connections (rejoined workers', restored PS tasks').
   auto& s = impl_->strategy.impl();
+  core::Status result;
   (*s.self)
       ->request(impl_->coordinator, s.options.request_timeout, net::shutdown_atom::value)
-      .receive([](caf::ok_atom) {}, [](caf::error&) {});
+      .receive(
+          [&](std::vector<std::string>& silent) {
+            if (silent.empty()) return;
+            std::string names;
+            for (const auto& n : silent)
+              names += (names.empty() ? "" : ", ") + n;
+            result = core::make_error(core::Errc::unavailable,
+                                      "shutdown not acknowledged by " + names +
+                                          " (stopped, lost or unreachable; may still be serving)");
+          },
+          [&](caf::error& e) { result = net::from_caf(e); });
+  return result;
 }
 
 }  // namespace troupe

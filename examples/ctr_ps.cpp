@@ -311,7 +311,8 @@ int main(int argc, char** argv) {
   auto ps_stats = (*strategy)->ps_stats();
   auto scores = evaluate(s, **strategy, dense, *table);
   const auto stats = (*coord)->stats();
-  (*coord)->shutdown_cluster();
+  const auto shutdown = (*coord)->shutdown_cluster();
+  if (!shutdown) std::cerr << "ctr_ps: " << shutdown.error().message << std::endl;
   if (!scores) return fail(scores.error());
 
   const auto teacher = troupe::examples::read_teacher(s.data);
@@ -359,6 +360,7 @@ int main(int argc, char** argv) {
                    {"ps_tasks", ps_json},
                    {"closures_retried", stats.retried},
                    {"workers_lost", stats.workers_lost},
+                   {"shutdown_acknowledged", shutdown.ok()},
                    {"train_s", train_s},
                    {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}})
             << std::endl;

@@ -248,7 +248,8 @@ int main(int argc, char** argv) {
   if (backup)
     if (auto st = backup->finish(); !st) return fail(st.error());
   const auto stats = (*coord)->stats();
-  (*coord)->shutdown_cluster();
+  const auto shutdown = (*coord)->shutdown_cluster();
+  if (!shutdown) std::cerr << "fmnist_ps: " << shutdown.error().message << std::endl;
   const int64_t examples = (closures - first) * examples_per_closure;
   std::cout << troupe::core::json_text(nlohmann::json{
                    {"ok", true},
@@ -270,6 +271,7 @@ int main(int argc, char** argv) {
                    {"closures_retried", stats.retried},
                    {"closures_cancelled", stats.cancelled},
                    {"workers_lost", stats.workers_lost},
+                   {"shutdown_acknowledged", shutdown.ok()},
                    {"worker_rejoins", stats.worker_rejoins},
                    {"ps_restores", stats.ps_restores},
                    {"ps_reconnects", stats.ps_reconnects},

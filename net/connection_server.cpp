@@ -52,6 +52,28 @@ void ConnectionServer::stop() {
     if (c.thread.joinable()) c.thread.join();
 }
 
+void ConnectionServer::drain(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return;
+  }
+  if (wake_[1] >= 0) {
+    const char byte = 1;
+    [[maybe_unused]] ssize_t w = ::write(wake_[1], &byte, 1);
+  }
+  if (acceptor_.joinable()) acceptor_.join();
+  listener_.close();  // a peer dialling now is refused, not left in the backlog
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    ended_.wait_until(lock, deadline, [this] {
+      return std::all_of(connections_.begin(), connections_.end(),
+                         [](const Connection& c) { return c.finished.load(); });
+    });
+  }
+  stop();
+}
+
 void ConnectionServer::accept_loop() {
   for (;;) {
     pollfd fds[2] = {{listener_.fd(), POLLIN, 0}, {wake_[0], POLLIN, 0}};
@@ -86,7 +108,11 @@ void ConnectionServer::accept_loop() {
     c.thread = std::thread([this, &c] {
       handler_(c.socket, c.peer);
       c.socket.shutdown();  // the peer sees the end now; the descriptor closes when reaped
-      c.finished = true;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        c.finished = true;
+      }
+      ended_.notify_all();
     });
   }
 }

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <list>
 #include <memory>
@@ -35,6 +37,11 @@ class ConnectionServer {
   /// Stops accepting, shuts every connection down and joins the threads. Idempotent; a
   /// handler must return once its socket is shut down.
   void stop();
+  /// Stops accepting (closes the listener: a peer dialling now is refused) and gives the
+  /// open connections up to `timeout` to end by themselves (their handlers return), then
+  /// stop(): what a connection still carries when its server is asked to end gets
+  /// through, for a peer that ends it in that time.
+  void drain(std::chrono::milliseconds timeout);
 
  private:
   struct Connection {
@@ -55,6 +62,7 @@ class ConnectionServer {
   int wake_[2] = {-1, -1};  // a pipe: writing to it ends accept_loop
   std::thread acceptor_;
   std::mutex mu_;
+  std::condition_variable ended_;  // a handler returned
   std::list<Connection> connections_;
   bool stopped_ = false;
 };

@@ -115,10 +115,16 @@ core::Expected<std::unique_ptr<CafGate>> CafGate::open(const std::string& host, 
   return gate;
 }
 
+void CafGate::forget_on_refused() {
+  std::lock_guard<std::mutex> lock(on_refused_mu_);
+  on_refused_ = nullptr;
+}
+
 void CafGate::refuse(const std::string& peer, const std::string& why) {
   std::fprintf(stderr, "troupe: CAF port %u: refused %s: %s\n", static_cast<unsigned>(port()),
                peer.c_str(), why.c_str());
   ++refused_;
+  std::lock_guard<std::mutex> lock(on_refused_mu_);
   if (on_refused_) on_refused_();
 }
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "core/expected.hpp"
@@ -72,6 +73,11 @@ class CafGate {
   uint16_t port() const { return server_->port(); }
   uint64_t refused() const { return refused_; }
   void stop() { server_->stop(); }
+  /// Stops accepting and lets each relay run until CAF closes its side (it writes what it
+  /// still holds first), for up to `timeout`; then stop().
+  void drain(std::chrono::milliseconds timeout) { server_->drain(timeout); }
+  /// No more calls of `on_refused` once this returns: what it reaches may be gone.
+  void forget_on_refused();
 
  private:
   CafGate() = default;
@@ -81,6 +87,7 @@ class CafGate {
   uint16_t target_ = 0;
   std::string secret_;
   GateLimits limits_;
+  std::mutex on_refused_mu_;
   std::function<void()> on_refused_;
   std::atomic<uint64_t> refused_{0};
   std::unique_ptr<ConnectionServer> server_;

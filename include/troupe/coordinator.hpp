@@ -81,8 +81,11 @@ class ClusterCoordinator {
   /// worker knows is a not_found error.
   core::Expected<PerWorkerDataset> create_per_worker_dataset(const std::string& name) const;
 
-  /// Tells every worker and PS task to stop serving (end of job).
-  void shutdown_cluster();
+  /// Tells every worker and PS task to stop serving (end of job) and waits for each to
+  /// acknowledge (3 s each; 3 s more to reach one lost or not connected yet). An error
+  /// names the tasks that did not (stopped, lost, or unreachable): they may still be
+  /// serving, for their launcher to end.
+  core::Status shutdown_cluster();
 
   struct Impl;
 

@@ -102,6 +102,7 @@ TEST_CASE("ctr_ps and ctr_fit: DeepFM over 2 PS tasks learns to within 0.01 of t
   CHECK(two["eval_examples"] == 50000);
   CHECK(two["table_rows"] == 26 * 4096);
   CHECK(two["table_shards"] == 2);
+  CHECK(two["shutdown_acknowledged"] == true);  // by every task, before the chief exited
   // Each step pulls the unique rows of its batch, not the table: at most 26 * 512.
   CHECK(two["rows_per_step"].get<double>() > 26);
   CHECK(two["rows_per_step"].get<double>() <= 26 * 512);
