@@ -4,12 +4,22 @@
 BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?=
-# make fuzz: the libFuzzer targets (clang, address + undefined sanitizers), each run for
-# FUZZ_SECONDS. make sanitize: the whole test suite built with address + undefined.
-FUZZ_BUILD ?= build-fuzz
+# One sanitized build (clang, address + undefined, libFuzzer coverage) serves both:
+# make fuzz: the libFuzzer targets, each run for FUZZ_SECONDS.
+# make sanitize: the test suite built and run with the sanitizers (every report fails the
+#   run; cmake/sanitize-ignorelist.txt and cmake/lsan-suppressions.txt say what is left out
+#   and why). SAN_TESTS: only the tests matching it; SAN_SKIP: not those matching it.
+SAN_BUILD ?= build-san
 FUZZ_SECONDS ?= 60
-SAN_BUILD ?= build-asan
 SAN_TESTS ?=
+# The tutorial CNN's accuracy test runs past its 300 s bound under ASan; its layers have
+# their own tests in core_tests.
+SAN_SKIP ?= tutorial CNN
+SAN_CONFIGURE = cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_COMPILER=clang++ -DTROUPE_FUZZ=ON -DTROUPE_SANITIZE=address,undefined \
+  -DTROUPE_WITH_CUDA=OFF
+SAN_ENV = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  LSAN_OPTIONS=suppressions=$(CURDIR)/cmake/lsan-suppressions.txt
 
 .PHONY: deps configure build test demo bench clean format fuzz sanitize ci
 
@@ -29,17 +39,15 @@ test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) --timeout 600
 
 fuzz: deps
-	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
-	  -DTROUPE_FUZZ=ON -DTROUPE_SANITIZE=address,undefined -DTROUPE_BUILD_TESTS=OFF -DTROUPE_WITH_CUDA=OFF
-	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target troupe_fuzzers
-	./scripts/run-fuzzers.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+	$(SAN_CONFIGURE)
+	cmake --build $(SAN_BUILD) -j$(JOBS) --target troupe_fuzzers
+	./scripts/run-fuzzers.sh $(SAN_BUILD) $(FUZZ_SECONDS)
 
 sanitize: deps
-	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTROUPE_SANITIZE=address,undefined \
-	  -DTROUPE_WITH_CUDA=OFF
+	$(SAN_CONFIGURE)
 	cmake --build $(SAN_BUILD) -j$(JOBS)
-	ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1} ctest --test-dir $(SAN_BUILD) --output-on-failure \
-	  -j$(JOBS) --timeout 900 $(if $(SAN_TESTS),-R '$(SAN_TESTS)')
+	$(SAN_ENV) ctest --test-dir $(SAN_BUILD) --output-on-failure -j$(JOBS) --timeout 900 \
+	  $(if $(SAN_TESTS),-R '$(SAN_TESTS)') $(if $(SAN_SKIP),-E '$(SAN_SKIP)')
 
 demo: build
 	$(BUILD)/bin/troupe launch --ps 2 --workers 2 --restart-failed --chaos kill:worker:1@1s -- $(BUILD)/bin/fmnist_ps
@@ -51,4 +59,4 @@ format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp' '*.cu')
 
 clean:
-	rm -rf $(BUILD) $(FUZZ_BUILD) $(SAN_BUILD)
+	rm -rf $(BUILD) $(SAN_BUILD)

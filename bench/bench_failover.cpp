@@ -127,8 +127,14 @@ int main(int argc, char** argv) {
     const int64_t done_before = coord.stats().completed;
     auto a = coord.schedule<int64_t>("probe", victim, 600000);
     auto b = coord.schedule<int64_t>("probe", victim, 600000);
-    if (!coord.wait_for_stats([&](const auto& s) { return s.completed == done_before + 1; }, bound))
-      return fail("no probe finished");
+    if (!coord.wait_for_stats([&](const auto& s) { return s.completed == done_before + 1; },
+                              bound)) {
+      const auto now = coord.stats();
+      return fail("no probe finished in " + std::to_string(bound.count()) + " s (completed " +
+                  std::to_string(now.completed - done_before) + " of the 2, workers lost " +
+                  std::to_string(now.workers_lost) + ", rejoins " +
+                  std::to_string(now.worker_rejoins) + ")");
+    }
     auto& held = a.ready() ? b : a;
     const int64_t t_kill = now_ns();
     ::kill(pid, SIGKILL);

@@ -8,7 +8,8 @@ if(TROUPE_NATIVE)
   target_compile_options(troupe_flags INTERFACE -march=native)
   # GCC 12 reports false "may be used uninitialized" inside its own AVX-512 intrinsics
   # headers when Eigen uses them.
-  target_compile_options(troupe_flags INTERFACE $<BUILD_INTERFACE:-Wno-maybe-uninitialized>)
+  target_compile_options(troupe_flags INTERFACE
+                         $<BUILD_INTERFACE:$<$<CXX_COMPILER_ID:GNU>:-Wno-maybe-uninitialized>>)
 endif()
 if(TROUPE_SANITIZE)
   if(NOT TROUPE_SANITIZE MATCHES "^(address|undefined|thread)(,(address|undefined))*$")
@@ -19,6 +20,10 @@ if(TROUPE_SANITIZE)
   target_compile_options(troupe_flags INTERFACE -fsanitize=${TROUPE_SANITIZE}
                          -fno-sanitize-recover=all -fno-omit-frame-pointer)
   target_link_options(troupe_flags INTERFACE -fsanitize=${TROUPE_SANITIZE})
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    target_compile_options(troupe_flags INTERFACE
+      $<BUILD_INTERFACE:-fsanitize-ignorelist=${PROJECT_SOURCE_DIR}/cmake/sanitize-ignorelist.txt>)
+  endif()
 endif()
 if(TROUPE_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")

@@ -18,8 +18,11 @@ step() {  # step NAME COMMAND...: runs it, its output to a log shown on failure
   fi
 }
 step install cmake --install "$build" --prefix "$work/prefix"
+# The build's own compiler: a sanitized Troupe (clang's runtimes) takes its users' code with
+# the same one.
+cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
 step configure cmake -S "$src/tests/install/job" -B "$work/job" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$work/prefix"
+  -DCMAKE_PREFIX_PATH="$work/prefix" ${cxx:+-DCMAKE_CXX_COMPILER="$cxx"}
 step build cmake --build "$work/job" -j2
 # The headers came from the prefix, not the source tree.
 grep -q "$work/prefix/include/troupe-" "$work/job/CMakeFiles/installed_job.dir/flags.make" \
