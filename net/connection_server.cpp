@@ -42,14 +42,18 @@ void ConnectionServer::stop() {
     for (auto& c : connections_)
       c.socket.shutdown();
   }
+  stop_accepting();
+  // No new connection can appear now: join every one.
+  for (auto& c : connections_)
+    if (c.thread.joinable()) c.thread.join();
+}
+
+void ConnectionServer::stop_accepting() {
   if (wake_[1] >= 0) {
     const char byte = 1;
     [[maybe_unused]] ssize_t w = ::write(wake_[1], &byte, 1);
   }
   if (acceptor_.joinable()) acceptor_.join();
-  // No new connection can appear now: join every one.
-  for (auto& c : connections_)
-    if (c.thread.joinable()) c.thread.join();
 }
 
 void ConnectionServer::drain(std::chrono::milliseconds timeout) {
@@ -58,11 +62,7 @@ void ConnectionServer::drain(std::chrono::milliseconds timeout) {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopped_) return;
   }
-  if (wake_[1] >= 0) {
-    const char byte = 1;
-    [[maybe_unused]] ssize_t w = ::write(wake_[1], &byte, 1);
-  }
-  if (acceptor_.joinable()) acceptor_.join();
+  stop_accepting();
   listener_.close();  // a peer dialling now is refused, not left in the backlog
   {
     std::unique_lock<std::mutex> lock(mu_);

@@ -53,6 +53,8 @@ class ConnectionServer {
   ConnectionServer(Socket listener, uint16_t port, Handler handler, Refused refused,
                    size_t max_connections);
   void accept_loop();
+  // Ends accept_loop and joins it; connections already accepted go on.
+  void stop_accepting();
 
   Socket listener_;
   uint16_t port_;

@@ -500,7 +500,8 @@ core::Status Ring::all_reduce(const std::vector<Buffer>& tensors, Reduction op,
   };
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto n = tensors[i].count;
-    if (n == 0) continue;  // nothing to reduce (and its data may be null)
+    // An empty tensor has nothing to reduce, and its data may be null.
+    if (n == 0) continue;
     if (n >= limit) {  // big enough to go alone, in place
       if (auto st = all_reduce(tensors[i].data, n, op, tag + "#" + std::to_string(bucket++)); !st)
         return st;
