@@ -228,6 +228,7 @@ int MultiWorkerMirroredStrategy::worker_index() const {
 MirroredStats MultiWorkerMirroredStrategy::stats() const {
   MirroredStats s = stats_;
   s.shared_memory_links = impl_->ring->ring().stats().shared_memory_links;
+  s.tls_links = impl_->ring->ring().stats().tls_links;
   return s;
 }
 

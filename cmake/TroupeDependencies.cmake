@@ -6,6 +6,7 @@ find_package(fmt REQUIRED)                         # fmt::fmt
 find_package(nlohmann_json 3 REQUIRED)             # nlohmann_json::nlohmann_json
 find_package(CLI11 REQUIRED)                       # CLI11::CLI11
 find_package(msgpack REQUIRED CONFIG)              # msgpackc-cxx (4.x)
+find_package(OpenSSL 3 REQUIRED)                   # TLS 1.3 on the job's links (TROUPE_TLS)
 if(TROUPE_BUILD_TESTS)
   find_package(Catch2 2 REQUIRED)                  # Catch2::Catch2
   include(Catch)

@@ -211,6 +211,7 @@ int main(int argc, char** argv) {
                                   {"workers_joined", stats.workers_joined},
                                   {"steps_redone", stats.steps_redone},
                                   {"shared_memory_links", stats.shared_memory_links},
+                                  {"tls_links", stats.tls_links},
                                   {"model_dir", model_dir},
                                   {"train_s", train_s},
                                   {"wall_s", seconds_since(t_start)}})

@@ -20,6 +20,7 @@
 #include "core/trainer.hpp"
 #include "fmnist_data.hpp"
 #include "net/slurm.hpp"
+#include "net/tls.hpp"
 #include "serve_task.hpp"
 #include "troupe/troupe.hpp"
 
@@ -272,6 +273,7 @@ int main(int argc, char** argv) {
                    {"closures_cancelled", stats.cancelled},
                    {"workers_lost", stats.workers_lost},
                    {"shutdown_acknowledged", shutdown.ok()},
+                   {"tls", troupe::net::links_encrypted()},
                    {"worker_rejoins", stats.worker_rejoins},
                    {"ps_restores", stats.ps_restores},
                    {"ps_reconnects", stats.ps_reconnects},

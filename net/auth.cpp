@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/sha256.hpp"
+#include "net/tls.hpp"
 
 namespace troupe::net {
 
@@ -19,7 +20,28 @@ namespace {
 using core::Errc;
 using core::make_error;
 
-constexpr char magic[4] = {'T', 'R', 'A', '1'};
+// The first four bytes of both sides say whether the link goes on in TLS.
+constexpr char plain_magic[4] = {'T', 'R', 'A', '1'};
+constexpr char tls_magic[4] = {'T', 'R', 'S', '1'};
+constexpr size_t magic_bytes = 4;
+
+const char* magic_for(bool tls) {
+  return tls ? tls_magic : plain_magic;
+}
+
+// What a peer's first four bytes say: 1 TLS, 0 plain, -1 not Troupe.
+int mode_of(const char* first4) {
+  if (std::memcmp(first4, tls_magic, magic_bytes) == 0) return 1;
+  if (std::memcmp(first4, plain_magic, magic_bytes) == 0) return 0;
+  return -1;
+}
+
+std::string mismatch(bool peer_tls, const char* peer) {
+  return std::string(peer) +
+         (peer_tls ? " encrypts its links and this process does not"
+                   : " does not encrypt its links and this process does") +
+         ": set " + tls_env + " the same for every task of the job";
+}
 constexpr size_t nonce_bytes = 32;
 constexpr size_t min_secret = 16, max_secret = 4096;
 
@@ -88,9 +110,7 @@ bool same(const std::string& a, const std::string& b) {
   return core::digest_equal(x, y);
 }
 
-}  // namespace
-
-core::Expected<std::string> cluster_secret_from_env() {
+core::Expected<std::string> secret_from_env() {
   if (const char* s = std::getenv(cluster_secret_env); s != nullptr && *s != '\0') {
     const std::string secret(s);
     if (secret.size() < min_secret || secret.size() > max_secret)
@@ -115,6 +135,15 @@ core::Expected<std::string> cluster_secret_from_env() {
   return secret;
 }
 
+}  // namespace
+
+core::Expected<std::string> cluster_secret_from_env() {
+  auto secret = secret_from_env();
+  if (!secret) return secret;
+  if (auto tls = tls_from_env(!secret->empty()); !tls) return tls.error();
+  return secret;
+}
+
 core::Expected<std::string> new_cluster_secret(size_t bytes) {
   std::string raw(bytes, '\0');
   if (auto st = random_bytes(raw.data(), raw.size()); !st) return st.error();
@@ -127,58 +156,66 @@ core::Expected<std::string> new_cluster_secret(size_t bytes) {
   return out;
 }
 
-core::Status authenticate_peer(const Socket& s, const std::string& secret,
-                               std::chrono::milliseconds timeout) {
+core::Status authenticate_peer(Socket& s, const std::string& secret,
+                               std::chrono::milliseconds timeout, bool tls) {
   std::string nonce_s(nonce_bytes, '\0');
   if (auto st = random_bytes(nonce_s.data(), nonce_s.size()); !st) return st;
-  if (auto st = send_all(s.fd(), std::string(magic, sizeof magic) + nonce_s); !st) return st;
-  // The magic first: a peer speaking anything else is refused on its first four bytes.
-  std::string hello(sizeof magic + nonce_bytes + 32, '\0');
-  if (auto st = read_within(s.fd(), hello.data(), sizeof magic, timeout, "handshake"); !st)
+  if (auto st = send_all(s.fd(), std::string(magic_for(tls), magic_bytes) + nonce_s); !st)
     return st;
-  if (std::memcmp(hello.data(), magic, sizeof magic) != 0)
-    return make_error(Errc::permission_denied, "not a Troupe handshake");
-  if (auto st = read_within(s.fd(), hello.data() + sizeof magic, hello.size() - sizeof magic,
-                            timeout, "handshake");
+  // The magic first: a peer speaking anything else is refused on its first four bytes.
+  std::string hello(magic_bytes + nonce_bytes + 32, '\0');
+  if (auto st = read_within(s.fd(), hello.data(), magic_bytes, timeout, "handshake"); !st)
+    return st;
+  const int mode = mode_of(hello.data());
+  if (mode < 0) return make_error(Errc::permission_denied, "not a Troupe handshake");
+  if ((mode == 1) != tls)
+    return make_error(Errc::permission_denied, mismatch(mode == 1, "the peer"));
+  if (auto st = read_within(s.fd(), hello.data() + magic_bytes, hello.size() - magic_bytes, timeout,
+                            "handshake");
       !st)
     return st;
-  const std::string nonce_c = hello.substr(sizeof magic, nonce_bytes);
-  if (!same(hello.substr(sizeof magic + nonce_bytes),
+  const std::string nonce_c = hello.substr(magic_bytes, nonce_bytes);
+  if (!same(hello.substr(magic_bytes + nonce_bytes),
             proof(secret, "troupe client", nonce_s, nonce_c)))
     return make_error(Errc::permission_denied, "no proof of the cluster secret");
-  return send_all(s.fd(), proof(secret, "troupe server", nonce_c, nonce_s));
+  if (auto st = send_all(s.fd(), proof(secret, "troupe server", nonce_c, nonce_s)); !st) return st;
+  if (!tls) return {};
+  return start_tls(s, /*server=*/true, proof(secret, "troupe tls", nonce_s, nonce_c), timeout);
 }
 
-core::Status authenticate_to(const Socket& s, const std::string& secret,
-                             std::chrono::milliseconds timeout) {
-  std::string challenge(sizeof magic + nonce_bytes, '\0');
+core::Status authenticate_to(Socket& s, const std::string& secret,
+                             std::chrono::milliseconds timeout, bool tls) {
+  std::string challenge(magic_bytes + nonce_bytes, '\0');
   if (auto st = read_within(s.fd(), challenge.data(), challenge.size(), timeout, "challenge"); !st)
     return st;
-  if (std::memcmp(challenge.data(), magic, sizeof magic) != 0)
-    return make_error(Errc::permission_denied, "the server sent no Troupe challenge");
-  const std::string nonce_s = challenge.substr(sizeof magic);
+  const int mode = mode_of(challenge.data());
+  if (mode < 0) return make_error(Errc::permission_denied, "the server sent no Troupe challenge");
+  const std::string nonce_s = challenge.substr(magic_bytes);
   std::string nonce_c(nonce_bytes, '\0');
   if (auto st = random_bytes(nonce_c.data(), nonce_c.size()); !st) return st;
-  if (auto st = send_all(s.fd(), std::string(magic, sizeof magic) + nonce_c +
+  // Sent even when the modes differ, so that the server names the difference too.
+  if (auto st = send_all(s.fd(), std::string(magic_for(tls), magic_bytes) + nonce_c +
                                      proof(secret, "troupe client", nonce_s, nonce_c));
       !st)
     return st;
+  if ((mode == 1) != tls)
+    return make_error(Errc::permission_denied, mismatch(mode == 1, "the server"));
   std::string answer(32, '\0');
   if (auto st = read_within(s.fd(), answer.data(), answer.size(), timeout, "server proof"); !st)
     return make_error(Errc::permission_denied,
                       "the server did not prove the cluster secret (" + st.error().message + ")");
   if (!same(answer, proof(secret, "troupe server", nonce_c, nonce_s)))
     return make_error(Errc::permission_denied, "the server did not prove the cluster secret");
-  return {};
+  if (!tls) return {};
+  return start_tls(s, /*server=*/false, proof(secret, "troupe tls", nonce_s, nonce_c), timeout);
 }
 
-core::Status admit_member(const Socket& s, const std::string& secret,
-                          std::chrono::milliseconds timeout) {
+core::Status admit_member(Socket& s, const std::string& secret, std::chrono::milliseconds timeout) {
   if (secret.empty()) return {};
   return authenticate_peer(s, secret, timeout);
 }
 
-core::Status prove_membership(const Socket& s, const std::string& secret,
+core::Status prove_membership(Socket& s, const std::string& secret,
                               std::chrono::milliseconds timeout) {
   if (secret.empty()) return {};
   return authenticate_to(s, secret, timeout);

@@ -9,13 +9,17 @@
 //   server -> client  HMAC-SHA256(secret, "troupe server" nonce_c nonce_s)
 //
 // Nonces make every proof new (a recorded handshake replays nothing); the two labels keep
-// a server's proof from passing for a client's.
+// a server's proof from passing for a client's. With TLS (net/tls.hpp) both sides say
+// "TRS1" instead, and the link goes on in TLS 1.3 keyed by
+// HMAC-SHA256(secret, "troupe tls" nonce_s nonce_c); sides that disagree are refused with
+// a message naming TROUPE_TLS.
 
 #include <chrono>
 #include <string>
 
 #include "core/expected.hpp"
 #include "net/channel.hpp"
+#include "net/tls.hpp"
 
 namespace troupe::net {
 
@@ -25,25 +29,26 @@ inline constexpr const char* cluster_secret_file_env = "TROUPE_CLUSTER_SECRET_FI
 
 /// The job's secret from the environment; empty when neither variable is set (then
 /// connections are not authenticated). A secret shorter than 16 bytes, or a file that
-/// cannot be read or is out of bounds, is an invalid_argument error naming it.
+/// cannot be read or is out of bounds, is an invalid_argument error naming it; so is a
+/// TROUPE_TLS that tls_from_env refuses (TLS without a secret, an unknown value).
 core::Expected<std::string> cluster_secret_from_env();
 
 /// A fresh random secret of `bytes` bytes, hex-encoded (what `troupe launch` gives a job).
 core::Expected<std::string> new_cluster_secret(size_t bytes = 32);
 
 /// The server's side of the handshake on a just-accepted connection: each read waits at
-/// most `timeout`. A peer that does not prove the secret is `permission_denied`.
-core::Status authenticate_peer(const Socket& s, const std::string& secret,
-                               std::chrono::milliseconds timeout);
+/// most `timeout`. A peer that does not prove the secret, or does not agree on `tls`, is
+/// `permission_denied`. With `tls` the socket then carries a TLS session.
+core::Status authenticate_peer(Socket& s, const std::string& secret,
+                               std::chrono::milliseconds timeout, bool tls = links_encrypted());
 /// The client's side, right after connecting: the server must prove the secret too.
-core::Status authenticate_to(const Socket& s, const std::string& secret,
-                             std::chrono::milliseconds timeout);
+core::Status authenticate_to(Socket& s, const std::string& secret,
+                             std::chrono::milliseconds timeout, bool tls = links_encrypted());
 
 /// What every link of a job does right after accepting (admit_member) or connecting
 /// (prove_membership): the handshake above with the job's secret; nothing when it is empty.
-core::Status admit_member(const Socket& s, const std::string& secret,
-                          std::chrono::milliseconds timeout);
-core::Status prove_membership(const Socket& s, const std::string& secret,
+core::Status admit_member(Socket& s, const std::string& secret, std::chrono::milliseconds timeout);
+core::Status prove_membership(Socket& s, const std::string& secret,
                               std::chrono::milliseconds timeout);
 
 }  // namespace troupe::net

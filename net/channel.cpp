@@ -42,6 +42,9 @@ std::string errno_text(int err) {
 }
 
 core::Error io_error(const char* what, int err) {
+  if (err == EBADMSG)
+    return make_error(Errc::data_loss,
+                      std::string(what) + ": a TLS record failed its integrity check");
   if (err == EAGAIN || err == EWOULDBLOCK)
     return make_error(Errc::unavailable, std::string(what) + " timed out");
   return make_error(Errc::unavailable, std::string(what) + ": " + errno_text(err));
@@ -50,11 +53,11 @@ core::Error io_error(const char* what, int err) {
 constexpr const char* closed_between_frames = "connection closed by peer";
 
 // Reads exactly n bytes. `clean_eof` is set when the peer closed before the first byte.
-core::Status read_exact(int fd, void* buf, size_t n, bool* clean_eof = nullptr) {
+core::Status read_exact(const Socket& s, void* buf, size_t n, bool* clean_eof = nullptr) {
   auto* p = static_cast<char*>(buf);
   size_t got = 0;
   while (got < n) {
-    const ssize_t r = ::recv(fd, p + got, n - got, 0);
+    const ssize_t r = recv_some(s, p + got, n - got);
     if (r > 0) {
       got += static_cast<size_t>(r);
     } else if (r == 0) {
@@ -69,8 +72,40 @@ core::Status read_exact(int fd, void* buf, size_t n, bool* clean_eof = nullptr) 
   return {};
 }
 
+core::Status send_exact(const Socket& s, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = send_some(s, p, n);
+    if (w < 0) return io_error("write", errno);
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return {};
+}
+
+// Over TLS: small buffers gathered into records of up to 16 KiB, large ones written whole.
+core::Status write_all_tls(const Socket& s, const std::vector<iovec>& iov) {
+  constexpr size_t record = 16 << 10;
+  std::string staged;
+  for (const iovec& v : iov) {
+    const auto* p = static_cast<const char*>(v.iov_base);
+    if (v.iov_len < record) {
+      staged.append(p, v.iov_len);
+      if (staged.size() < record) continue;
+    }
+    if (!staged.empty()) {
+      if (auto st = send_exact(s, staged.data(), staged.size()); !st) return st;
+      staged.clear();
+    }
+    if (v.iov_len >= record)
+      if (auto st = send_exact(s, p, v.iov_len); !st) return st;
+  }
+  return send_exact(s, staged.data(), staged.size());
+}
+
 // Writes every byte of the buffers, continuing after partial writes.
-core::Status write_all(int fd, std::vector<iovec> iov) {
+core::Status write_all(const Socket& s, std::vector<iovec> iov) {
+  if (s.tls() != nullptr) return write_all_tls(s, iov);
+  const int fd = s.fd();
   size_t first = 0;
   while (first < iov.size()) {
     msghdr msg{};
@@ -161,7 +196,7 @@ core::Status send_frame(const Socket& s, Header h, MetaWriter& m,
   iov.reserve(payload.size() + 1);
   iov.push_back({m.bytes.data(), m.bytes.size()});
   iov.insert(iov.end(), payload.begin(), payload.end());
-  return write_all(s.fd(), std::move(iov));
+  return write_all(s, std::move(iov));
 }
 
 core::Error malformed(const std::string& what) {
@@ -197,7 +232,7 @@ core::Status read_head(const Socket& s, const ChannelLimits& limits, Header& h,
     return make_error(Errc::unavailable,
                       "connection idle for " + std::to_string(limits.idle_timeout.count()) + " ms");
   bool clean_eof = false;
-  if (auto st = read_exact(s.fd(), &h, sizeof(h), &clean_eof); !st) return st;
+  if (auto st = read_exact(s, &h, sizeof(h), &clean_eof); !st) return st;
   if (h.magic != frame_magic) return malformed("bad magic (not a Troupe tensor channel peer?)");
   if (h.kind < request_frame || h.kind > error_frame) return malformed("unknown frame kind");
   if (h.kind != error_frame && h.count > limits.max_items)
@@ -217,7 +252,7 @@ core::Status read_head(const Socket& s, const ChannelLimits& limits, Header& h,
     if (auto st = reserve(limits, h, lease); !st) return st;
   meta.resize(h.meta_bytes);
   if (h.meta_bytes == 0) return {};
-  if (auto st = read_exact(s.fd(), meta.data(), meta.size()); !st) return st;
+  if (auto st = read_exact(s, meta.data(), meta.size()); !st) return st;
   return {};
 }
 
@@ -252,8 +287,7 @@ core::Expected<std::vector<PsItem>> read_items(const Socket& s, const Header& h,
   if (payload != h.payload_bytes) return malformed("payload size does not add up");
   for (auto& it : items)
     if (!it.tensor.data.empty())
-      if (auto st =
-              read_exact(s.fd(), it.tensor.data.data(), it.tensor.data.size() * sizeof(float));
+      if (auto st = read_exact(s, it.tensor.data.data(), it.tensor.data.size() * sizeof(float));
           !st)
         return st.error();
   return items;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "net/auth.hpp"
+#include "net/tls.hpp"
 
 namespace troupe::net {
 
@@ -26,10 +27,9 @@ uint32_t read_be32(const unsigned char* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
 }
 
-bool send_all(int fd, const unsigned char* p, size_t n) {
+bool send_all(const Socket& s, const unsigned char* p, size_t n) {
   while (n > 0) {
-    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
+    const ssize_t w = send_some(s, p, n);
     if (w <= 0) return false;
     p += w;
     n -= static_cast<size_t>(w);
@@ -73,21 +73,27 @@ core::Status BaspFrameCheck::feed(const unsigned char* data, size_t n) {
 
 core::Status relay(const Socket& outside, const Socket& inside, BaspFrameCheck& check) {
   std::vector<unsigned char> buf(64 << 10);
+  const Socket* ends[2] = {&outside, &inside};
   for (;;) {
     pollfd fds[2] = {{outside.fd(), POLLIN, 0}, {inside.fd(), POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) {
+    if (buffered(outside) > 0) {
+      fds[0].revents = POLLIN;  // TLS holds decrypted bytes the socket no longer shows
+    } else if (::poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
       return {};
     }
     for (int i = 0; i < 2; ++i) {
       if (fds[i].revents == 0) continue;
-      const ssize_t r = ::recv(fds[i].fd, buf.data(), buf.size(), 0);
-      if (r < 0 && errno == EINTR) continue;
+      // Never blocks: over TLS a readable socket may hold only part of a record.
+      const ssize_t r = recv_some(*ends[i], buf.data(), buf.size(), MSG_DONTWAIT);
+      if (r < 0 && errno == EAGAIN) continue;
+      if (r < 0 && errno == EBADMSG)
+        return make_error(Errc::data_loss, "a TLS record failed its integrity check");
       if (r <= 0) return {};
       const auto n = static_cast<size_t>(r);
       if (i == 0)
         if (auto st = check.feed(buf.data(), n); !st) return st;
-      if (!send_all(fds[1 - i].fd, buf.data(), n)) return {};
+      if (!send_all(*ends[1 - i], buf.data(), n)) return {};
     }
   }
 }

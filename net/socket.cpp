@@ -133,11 +133,13 @@ Socket& Socket::operator=(Socket&& o) noexcept {
     close();
     fd_ = o.fd_;
     o.fd_ = -1;
+    tls_ = std::move(o.tls_);
   }
   return *this;
 }
 
 void Socket::close() {
+  tls_.reset();  // before the descriptor it reads
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
 }
@@ -223,6 +225,7 @@ void set_io_timeout(const Socket& s, std::chrono::milliseconds t) {
 }
 
 bool wait_readable(const Socket& s, std::chrono::milliseconds t) {
+  if (buffered(s) > 0) return true;
   const auto deadline = std::chrono::steady_clock::now() + t;
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -3,20 +3,30 @@
 // TCP sockets for Troupe's own links (tensor channel, CAF gate and tunnels, ring): hosts
 // are names, numeric IPv4 or IPv6 addresses, resolved when a link is made.
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/expected.hpp"
 
 namespace troupe::net {
 
-/// An owned socket descriptor; closes on destruction.
+/// A TLS session on a socket (net/tls.hpp).
+struct TlsSession;
+struct TlsSessionFree {
+  void operator()(TlsSession* t) const;
+};
+
+/// An owned socket descriptor, with the TLS session it carries once start_tls made one;
+/// closes on destruction.
 class Socket {
  public:
   Socket() = default;
   explicit Socket(int fd) : fd_(fd) {}
-  Socket(Socket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Socket(Socket&& o) noexcept : fd_(o.fd_), tls_(std::move(o.tls_)) { o.fd_ = -1; }
   Socket& operator=(Socket&& o) noexcept;
   Socket(const Socket&) = delete;
   Socket& operator=(const Socket&) = delete;
@@ -28,9 +38,24 @@ class Socket {
   /// Ends both directions: a thread blocked reading this socket returns.
   void shutdown() const;
 
+  /// The TLS session, or null for a plain link.
+  TlsSession* tls() const { return tls_.get(); }
+  void set_tls(std::unique_ptr<TlsSession, TlsSessionFree> t) { tls_ = std::move(t); }
+
  private:
   int fd_ = -1;
+  std::unique_ptr<TlsSession, TlsSessionFree> tls_;
 };
+
+/// What ::recv and ::send do (bytes moved, 0 at the end of the stream, -1 with errno set;
+/// EAGAIN when the socket would block or its timeout passed), through the socket's TLS
+/// session when it has one. `flags` may hold MSG_DONTWAIT. Sending never raises SIGPIPE.
+/// Over TLS, a record that fails its integrity check is -1 with errno EBADMSG; a single
+/// socket must not be read or written by two threads at once.
+ssize_t recv_some(const Socket& s, void* buf, size_t n, int flags = 0);
+ssize_t send_some(const Socket& s, const void* buf, size_t n, int flags = 0);
+/// Bytes TLS has already decrypted: readable now, though poll() on the socket may say not.
+size_t buffered(const Socket& s);
 
 /// Environment variable: the address every listener of this process binds instead of its
 /// task's address (say "0.0.0.0" or "::" in a container whose task name resolves to a

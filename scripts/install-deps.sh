@@ -13,6 +13,7 @@ packages=(
   nlohmann-json3-dev    # TF_CONFIG, JSON result lines
   libcli11-dev          # command lines of tools and examples
   zlib1g-dev            # gzip-compressed IDX files of Fashion-MNIST
+  libssl-dev            # TLS 1.3 on the job's links (TROUPE_TLS), OpenSSL 3
   dataset-fashion-mnist # the real dataset, under /usr/share/datasets/fashion-mnist/
   protobuf-compiler     # tests decode TensorBoard event files with protoc --decode_raw
   iproute2              # the multi-host tests: ip netns, veth, a bridge, tc

@@ -1,6 +1,7 @@
 #include "tools/launch.hpp"
 
 #include "net/auth.hpp"
+#include "net/tls.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -158,6 +159,18 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
   } else if (auto checked = net::cluster_secret_from_env(); !checked) {
     return {{"ok", false}, {"error", checked.error().to_string()}};
   }
+  struct ForgetTls {  // as for the secret: this run's choice, not a later launch()'s
+    bool set = false;
+    ~ForgetTls() {
+      if (set) ::unsetenv(net::tls_env);
+    }
+  } forget_tls;
+  if (o.tls && std::getenv(net::tls_env) == nullptr) {
+    ::setenv(net::tls_env, "1", 1);
+    forget_tls.set = true;
+  }
+  auto tls = net::tls_from_env(/*have_secret=*/true);
+  if (!tls) return {{"ok", false}, {"error", tls.error().to_string()}};
 
   // Choose every port while holding them all, then release them just before starting.
   // With PS tasks the cluster has a chief (ParameterServerStrategy's coordinator); without
@@ -365,6 +378,7 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
           {"run_dir", run_dir},
           {"interrupted", interrupted != 0},
           {"cluster_secret", own_secret ? "made for this job" : "the caller's"},
+          {"tls", *tls},
           {"chief", chief_result},
           {"tasks", statuses},
           {"restarts", restarts},

@@ -37,6 +37,9 @@ struct LaunchOptions {
   /// The host part of every task's address in TF_CONFIG: a numeric IPv4 or IPv6 address
   /// or a name of this machine ("localhost").
   std::string host = "127.0.0.1";
+  /// Every TCP link of the job in TLS 1.3 (TROUPE_TLS=1 in each task's environment; also
+  /// when the caller's environment has it).
+  bool tls = false;
 };
 
 /// Starts chief, workers, PS (and evaluator) tasks (with no PS: workers only, worker 0

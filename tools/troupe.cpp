@@ -55,6 +55,9 @@ int main(int argc, char** argv) {
                    "add an evaluator task (it follows the chief's checkpoints; it gets "
                    "--evaluator-grace-ms after the chief to finish)");
   launch->add_option("--evaluator-grace-ms", lo.evaluator_grace_ms)->check(CLI::NonNegativeNumber);
+  launch->add_flag("--tls", lo.tls,
+                   "every TCP link of the job in TLS 1.3, keyed by the job's secret (sets "
+                   "TROUPE_TLS=1 for each task)");
   launch->add_option("--run-dir", lo.run_dir,
                      "where tasks.json and the logs go (default: a new /tmp dir)");
   launch->add_option("--grace-ms", lo.grace_ms,

@@ -129,7 +129,7 @@ core::Expected<std::unique_ptr<ElasticRing>> ElasticRing::join(int slot,
         k.step = step;
         k.slot = slot;
         k.has_state = has_state ? 1 : 0;
-        if (detail::write_all(s->fd(), &k, sizeof k)) {
+        if (detail::write_all(*s, &k, sizeof k)) {
           g->control_ = std::move(*s);
           break;
         }
@@ -159,8 +159,7 @@ void ElasticRing::accept_loop() {
       continue;
     }
     auto pending = std::make_unique<Pending>();
-    const bool ok =
-        detail::read_within(s->fd(), &pending->knock, sizeof(Knock), milliseconds(2000));
+    const bool ok = detail::read_within(*s, &pending->knock, sizeof(Knock), milliseconds(2000));
     const Knock& k = pending->knock;
     const bool valid = ok && k.magic == knock_magic && k.group == options_.ring.group_id &&
                        k.slot >= 0 && k.slot < static_cast<int32_t>(addresses_.size()) &&
@@ -229,14 +228,21 @@ core::Expected<Membership> ElasticRing::lead(uint64_t generation, std::vector<in
                    [&] { return admit && !joins_.empty(); });
       continue;
     }
-    if (::poll(fds.data(), fds.size(),
+    bool tls_buffered = false;  // decrypted bytes the sockets no longer show
+    for (size_t i = 0; i < fds.size(); ++i)
+      if (net::buffered(controls_[owners[i]]) > 0) {
+        fds[i].revents = POLLIN;
+        tls_buffered = true;
+      }
+    if (!tls_buffered &&
+        ::poll(fds.data(), fds.size(),
                static_cast<int>(std::min(milliseconds(20), left_until(deadline)).count())) <= 0)
       continue;
     for (size_t i = 0; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
       const int s = owners[i];
       Knock k;
-      if (detail::read_within(fds[i].fd, &k, sizeof k, milliseconds(1000)) &&
+      if (detail::read_within(controls_[s], &k, sizeof k, milliseconds(1000)) &&
           k.magic == knock_magic && k.kind == reform_kind && k.slot == s) {
         alive[s] = {k.step, k.has_state != 0};
       } else {
@@ -252,8 +258,8 @@ core::Expected<Membership> ElasticRing::lead(uint64_t generation, std::vector<in
     h.generation = generation;
     h.text_bytes = static_cast<int32_t>(why.size());
     for (auto& [s, sock] : controls_) {
-      detail::write_all(sock.fd(), &h, sizeof h);
-      detail::write_all(sock.fd(), why.data(), why.size());
+      detail::write_all(sock, &h, sizeof h);
+      detail::write_all(sock, why.data(), why.size());
     }
     controls_.clear();
     return make_error(Errc::unavailable, why);
@@ -306,8 +312,8 @@ core::Expected<Membership> ElasticRing::lead(uint64_t generation, std::vector<in
       continue;
     }
     // A member that cannot be told fails to link; its neighbours then re-form again.
-    detail::write_all(it->second.fd(), &h, sizeof h);
-    detail::write_all(it->second.fd(), body.data(), body.size() * sizeof(int32_t));
+    detail::write_all(it->second, &h, sizeof h);
+    detail::write_all(it->second, body.data(), body.size() * sizeof(int32_t));
     ++it;
   }
   return m;
@@ -315,13 +321,13 @@ core::Expected<Membership> ElasticRing::lead(uint64_t generation, std::vector<in
 
 core::Expected<Membership> ElasticRing::follow(milliseconds wait) {
   PlanHead h;
-  if (!detail::read_within(control_.fd(), &h, sizeof h, wait) || h.magic != plan_magic)
+  if (!detail::read_within(control_, &h, sizeof h, wait) || h.magic != plan_magic)
     return make_error(Errc::unavailable, "elastic ring: slot " + std::to_string(slot_) +
                                              " heard no plan from slot 0 at " + addresses_[0] +
                                              " (gone: elastic mode needs slot 0)");
   if (h.count == -1) {
     std::string why(static_cast<size_t>(std::clamp(h.text_bytes, 0, 4096)), '\0');
-    detail::read_within(control_.fd(), why.data(), why.size(), milliseconds(1000));
+    detail::read_within(control_, why.data(), why.size(), milliseconds(1000));
     return make_error(Errc::unavailable, why);
   }
   if (h.count < 1 || h.count > static_cast<int32_t>(addresses_.size()))
@@ -332,7 +338,7 @@ core::Expected<Membership> ElasticRing::follow(milliseconds wait) {
                                            std::to_string(h.text_bytes) + " replaced of " +
                                            std::to_string(h.count) + ")");
   std::vector<int32_t> body(static_cast<size_t>(h.count + h.text_bytes));
-  if (!detail::read_within(control_.fd(), body.data(), body.size() * sizeof(int32_t),
+  if (!detail::read_within(control_, body.data(), body.size() * sizeof(int32_t),
                            milliseconds(2000)))
     return make_error(Errc::unavailable, "elastic ring: slot 0's plan was cut off");
   Membership m;
@@ -396,7 +402,7 @@ core::Status ElasticRing::link(const Membership& m) {
       k.group = options_.ring.group_id;
       k.generation = m.generation;
       k.slot = slot_;
-      if (detail::write_all(s->fd(), &k, sizeof k)) {
+      if (detail::write_all(*s, &k, sizeof k)) {
         right_socket = std::move(*s);
         break;
       }
@@ -458,7 +464,7 @@ core::Expected<Membership> ElasticRing::reform(int64_t step, bool admit) {
       k.step = step;
       k.slot = slot_;
       k.has_state = 1;
-      if (!control_.valid() || !detail::write_all(control_.fd(), &k, sizeof k))
+      if (!control_.valid() || !detail::write_all(control_, &k, sizeof k))
         return make_error(Errc::unavailable, "elastic ring: slot 0 at " + addresses_[0] +
                                                  " is gone (elastic mode needs slot 0)");
       m = follow(options_.rejoin_timeout * 2 + milliseconds(2000));

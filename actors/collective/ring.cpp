@@ -110,7 +110,7 @@ core::Expected<std::unique_ptr<Ring>> Ring::form(int rank, std::vector<std::stri
         continue;
       }
       Hello h;
-      if (!detail::read_within(s->fd(), &h, sizeof h, std::chrono::milliseconds(2000)) ||
+      if (!detail::read_within(*s, &h, sizeof h, std::chrono::milliseconds(2000)) ||
           h.magic != hello_magic || h.group != options.group_id ||
           h.rank != static_cast<uint32_t>(left)) {
         std::fprintf(stderr,
@@ -140,7 +140,7 @@ core::Expected<std::unique_ptr<Ring>> Ring::form(int rank, std::vector<std::stri
       Hello h;
       h.rank = static_cast<uint32_t>(rank);
       h.group = options.group_id;
-      if (::send(s->fd(), &h, sizeof h, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof h)) {
+      if (detail::write_all(*s, &h, sizeof h)) {
         ring->right_ = std::move(*s);
         break;
       }
@@ -169,6 +169,7 @@ core::Expected<std::unique_ptr<Ring>> Ring::from_links(int rank, int size, net::
   if (size == 1) return ring;
   ring->left_ = std::move(left);
   ring->right_ = std::move(right);
+  ring->stats_.tls_links = (ring->left_.tls() ? 1 : 0) + (ring->right_.tls() ? 1 : 0);
   for (int fd : {ring->left_.fd(), ring->right_.fd()})
     if (auto st = set_nonblocking(fd); !st) return st.error();
   // Large socket buffers keep both directions streaming during a step.
@@ -187,11 +188,11 @@ core::Status Ring::share_memory() {
   if (options_.shared_memory)
     if (auto made = ShmLink::create(options_.shared_memory_bytes); made) mine = std::move(*made);
   const ShmLink::Offer offer = mine.offer();
-  if (!detail::write_all(right_.fd(), &offer, sizeof offer))
+  if (!detail::write_all(right_, &offer, sizeof offer))
     return make_error(Errc::unavailable, "ring: rank " + std::to_string(right) +
                                              " (right neighbour) is gone before the link offer");
   ShmLink::Offer theirs;
-  if (!detail::read_within(left_.fd(), &theirs, sizeof theirs, options_.connect_timeout))
+  if (!detail::read_within(left_, &theirs, sizeof theirs, options_.connect_timeout))
     return make_error(Errc::unavailable, "ring: rank " + std::to_string(left) +
                                              " (left neighbour) sent no link offer");
   if (theirs.magic != 0 && theirs.magic != ShmLink::offer_magic)
@@ -202,8 +203,8 @@ core::Status Ring::share_memory() {
     if (auto opened = ShmLink::open(theirs); opened) in = std::move(*opened);  // else: TCP
   const uint32_t took[2] = {in ? 1u : 0u, 0};
   uint32_t answer[2] = {0, 0};
-  if (!detail::write_all(left_.fd(), took, sizeof took) ||
-      !detail::read_within(right_.fd(), answer, sizeof answer, options_.connect_timeout))
+  if (!detail::write_all(left_, took, sizeof took) ||
+      !detail::read_within(right_, answer, sizeof answer, options_.connect_timeout))
     return make_error(Errc::unavailable, "ring: rank " + std::to_string(right) +
                                              " (right neighbour) did not answer the link offer");
   mine.unlink();  // opened by the neighbour or declined: the name is no longer needed
@@ -304,6 +305,9 @@ core::Status Ring::exchange(const char* send, size_t ns, char* recv, size_t nr,
       if (idle < spin_limit) {
         for (nfds_t i = 0; i < k; ++i)
           p[i].revents = p[i].events;
+      } else if (recv_slot >= 0 && net::buffered(left_) > 0) {
+        p[recv_slot].revents = POLLIN;  // TLS holds decrypted bytes the socket no longer shows
+        if (send_slot >= 0) p[send_slot].revents = POLLOUT;
       } else {
         const int r = ::poll(p, k, memory_pending ? 0 : static_cast<int>(left_ms.count()));
         if (r < 0 && errno != EINTR)
@@ -311,7 +315,7 @@ core::Status Ring::exchange(const char* send, size_t ns, char* recv, size_t nr,
         if (r <= 0) p[0].revents = p[1].revents = 0;
       }
       if (send_slot >= 0 && (p[send_slot].revents & (POLLOUT | POLLERR | POLLHUP))) {
-        const ssize_t w = ::send(right_.fd(), send + sent, ns - sent, MSG_NOSIGNAL);
+        const ssize_t w = net::send_some(right_, send + sent, ns - sent);
         if (w > 0) {
           sent += static_cast<size_t>(w);
           progress = true;
@@ -322,7 +326,7 @@ core::Status Ring::exchange(const char* send, size_t ns, char* recv, size_t nr,
         }
       }
       if (recv_slot >= 0 && (p[recv_slot].revents & (POLLIN | POLLERR | POLLHUP))) {
-        const ssize_t g = ::recv(left_.fd(), recv + got, nr - got, 0);
+        const ssize_t g = net::recv_some(left_, recv + got, nr - got);
         if (g > 0) {
           got += static_cast<size_t>(g);
           // Batch tiny pieces; the last one always.

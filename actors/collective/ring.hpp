@@ -49,6 +49,8 @@ struct RingStats {
   uint64_t buckets = 0;
   /// Directions (to the right, from the left) that go through shared memory: 0 to 2.
   int shared_memory_links = 0;
+  /// Of its two TCP connections, how many carry TLS (net/tls.hpp): 0 to 2.
+  int tls_links = 0;
 };
 
 class Ring {

@@ -116,6 +116,8 @@ struct MirroredStats {
   /// Of this worker's two ring directions (to the right, from the left), how many go
   /// through shared memory in the current ring (0 to 2).
   int shared_memory_links = 0;
+  /// Of its two ring connections, how many carry TLS (TROUPE_TLS): 0 to 2.
+  int tls_links = 0;
 };
 
 class MultiWorkerMirroredStrategy {

@@ -438,3 +438,27 @@ TEST_CASE("a formed ring leaves no shared-memory names behind", "[ring][shm]") {
   });
   CHECK(count_mine() == 0);  // unlinked as soon as the neighbour answered
 }
+
+// Over TLS (TROUPE_TLS) every byte goes through OpenSSL's records: sizes that split
+// records, partial non-blocking writes and reads of part of a record.
+TEST_CASE("over TLS the ring sums exactly", "[ring][tls]") {
+  net::set_links_encrypted(true);
+  RingOptions o;
+  o.secret = "the job's secret, 32 bytes long!";
+  o.shared_memory = false;  // every byte over TCP
+  const std::vector<size_t> sizes{1, 3, 4097, (size_t{1} << 18) + 3, (size_t{5} << 20) + 1};
+  on_ranks(3, o, [&](int rank, Ring& ring) {
+    CHECK(ring.stats().tls_links == 2);
+    for (size_t n : sizes) {
+      std::vector<float> data(n);
+      for (size_t i = 0; i < n; ++i)
+        data[i] = value(rank, i);
+      REQUIRE(ring.all_reduce(data.data(), n, Reduction::sum, "t" + std::to_string(n)).ok());
+      size_t wrong = 0;
+      for (size_t i = 0; i < n; ++i)
+        wrong += data[i] != value(0, i) + value(1, i) + value(2, i);
+      CHECK(wrong == 0);
+    }
+  });
+  net::set_links_encrypted(false);
+}

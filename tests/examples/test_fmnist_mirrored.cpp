@@ -79,25 +79,32 @@ TEST_CASE("fmnist_mirrored forms its ring over IPv6", "[example][mirrored]") {
   check_all_gone(r.last_json["tasks"]);
 }
 
-TEST_CASE("fmnist_mirrored --no-shared-memory keeps the ring on TCP, to the same weights",
-          "[example][mirrored]") {
+TEST_CASE("fmnist_mirrored over shared memory, TCP or TLS reaches the same weights",
+          "[example][mirrored][tls]") {
+  // Shared memory, TCP, and TCP in TLS (launch --tls): three transports of the same sums.
   troupe::test::TempDir dir;
-  nlohmann::json chiefs[2];
-  for (int tcp = 0; tcp < 2; ++tcp) {
-    auto r = run_program(bin + "/troupe launch --workers 2 --run-dir " +
-                         dir.file("run" + std::to_string(tcp)) + " -- " + bin +
-                         "/fmnist_mirrored --steps 60" + (tcp ? " --no-shared-memory" : "") +
-                         " 2>/dev/null");
+  const char* runs[3] = {"", " --no-shared-memory", " --no-shared-memory"};
+  nlohmann::json chiefs[3];
+  for (int run = 0; run < 3; ++run) {
+    auto r = run_program(bin + "/troupe launch --workers 2" + (run == 2 ? " --tls" : "") +
+                         " --run-dir " + dir.file("run" + std::to_string(run)) + " -- " + bin +
+                         "/fmnist_mirrored --steps 60" + runs[run] + " 2>/dev/null");
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
-    chiefs[tcp] = r.last_json["chief"];
+    chiefs[run] = r.last_json["chief"];
     check_all_gone(r.last_json["tasks"]);
   }
   CHECK(chiefs[0]["shared_memory_links"] == 2);
   CHECK(chiefs[1]["shared_memory_links"] == 0);
+  CHECK(chiefs[2]["shared_memory_links"] == 0);
+  CHECK(chiefs[0]["tls_links"] == 0);
+  CHECK(chiefs[1]["tls_links"] == 0);
+  CHECK(chiefs[2]["tls_links"] == 2);
   // The transport moves bytes; the sums are the same, so are the weights.
-  CHECK(chiefs[1]["test_accuracy"] == chiefs[0]["test_accuracy"]);
-  CHECK(chiefs[1]["test_loss"] == chiefs[0]["test_loss"]);
+  for (int run = 1; run < 3; ++run) {
+    CHECK(chiefs[run]["test_accuracy"] == chiefs[0]["test_accuracy"]);
+    CHECK(chiefs[run]["test_loss"] == chiefs[0]["test_loss"]);
+  }
 }
 
 TEST_CASE("elastic fmnist_mirrored survives kill -9 of a worker and takes it back",

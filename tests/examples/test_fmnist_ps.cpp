@@ -96,11 +96,13 @@ TEST_CASE("fmnist_ps trains on while workers are killed and restarted", "[exampl
   check_all_gone(j["tasks"]);
 }
 
-TEST_CASE("fmnist_ps trains by host name and survives a killed worker", "[example][ps][chaos]") {
+TEST_CASE("fmnist_ps trains by host name over TLS and survives a killed worker",
+          "[example][ps][chaos][tls]") {
   // TF_CONFIG names every task "localhost:port": CAF's gates and tunnels, the tensor
-  // channel and the restarted worker's rejoin all resolve the name.
+  // channel and the restarted worker's rejoin all resolve the name. --tls: every link in
+  // TLS 1.3, the restarted worker's new connections included.
   troupe::test::TempDir dir;
-  auto r = run_program(bin + "/troupe launch --host localhost --ps 2 --workers 2" +
+  auto r = run_program(bin + "/troupe launch --tls --host localhost --ps 2 --workers 2" +
                        " --restart-failed --chaos kill:worker:1@0.5s --run-dir " + dir.path() +
                        " -- " + bin + "/fmnist_ps --steps-per-worker 3000 2>/dev/null");
   INFO(r.output);
@@ -113,6 +115,8 @@ TEST_CASE("fmnist_ps trains by host name and survives a killed worker", "[exampl
   CHECK(chief["test_accuracy"].get<double>() >= 0.80);
   CHECK(j["injections"] == 1);
   CHECK(j["restarts"] == 1);
+  CHECK(j["tls"] == true);
+  CHECK(chief["tls"] == true);
   // Training ended at least train_s into the launch: past 1.5 s, 1 s after the kill.
   if (chief["train_s"].get<double>() > 1.5) CHECK(chief["worker_rejoins"] == 1);
   auto listing = nlohmann::json::parse(std::ifstream(dir.file("tasks.json")));
