@@ -1,5 +1,5 @@
-// The membership handshake's server side against whatever a peer sends, and the gate's
-// BASP frame check over the same bytes.
+// The membership handshake's two sides (plain and TLS) against whatever a peer sends, and the
+// gate's BASP frame check over the same bytes.
 #include <chrono>
 
 #include "fuzz_input.hpp"
@@ -16,6 +16,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   {
     auto s = fuzz::input_socket(data, size);
     (void)net::authenticate_to(s, "the job's secret, 32 bytes long!", std::chrono::milliseconds(5));
+  }
+  {  // the TLS side of both (TRS1): the magic, the mismatch answers
+    auto s = fuzz::input_socket(data, size);
+    (void)net::authenticate_peer(s, "the job's secret, 32 bytes long!",
+                                 std::chrono::milliseconds(5), /*tls=*/true);
+    auto c = fuzz::input_socket(data, size);
+    (void)net::authenticate_to(c, "the job's secret, 32 bytes long!", std::chrono::milliseconds(5),
+                               /*tls=*/true);
   }
   // The frame check, fed in pieces whose sizes come from the input's first byte.
   net::BaspFrameCheck check(1 << 20);

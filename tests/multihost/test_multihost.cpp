@@ -53,10 +53,13 @@ TEST_CASE("fmnist_ps trains across namespace hosts by name and survives a 3 s li
   CHECK(chief["worker_rejoins"].get<int>() >= 1);
 }
 
-TEST_CASE("elastic fmnist_mirrored trains across namespace hosts and re-forms around a cut",
-          "[multihost][mirrored]") {
-  auto r = run_program(script + " " + bin + " fmnist_mirrored 0 3 --cut worker-2 1 3" +
-                       " -- --elastic --no-shared-memory --steps 8000 --timeout-ms 1000");
+TEST_CASE("elastic fmnist_mirrored trains across namespace hosts over TLS, re-forming at a cut",
+          "[multihost][mirrored][tls]") {
+  // Every ring link in TLS (the PS test above runs without): the cut lands inside TLS
+  // records, and the re-formed ring's new connections run the TLS handshake again.
+  auto r =
+      run_program("TROUPE_TLS=1 " + script + " " + bin + " fmnist_mirrored 0 3 --cut worker-2 1 3" +
+                  " -- --elastic --no-shared-memory --steps 8000 --timeout-ms 1000");
   INFO(r.output);
   if (!ran(r.last_json)) return;
   const auto& j = r.last_json;
@@ -66,6 +69,7 @@ TEST_CASE("elastic fmnist_mirrored trains across namespace hosts and re-forms ar
   CHECK(chief["ok"] == true);
   CHECK(chief["steps"] == 8000);
   CHECK(chief["shared_memory_links"] == 0);  // the ring's bytes cross the bridge
+  CHECK(chief["tls_links"] == 2);
   // The stall is detected by the collective timeout and the ring re-formed. The cut hits
   // either a step's gradient all-reduce (that step is done again) or the membership vote
   // at a step boundary (no step to redo; CI saw both): steps_redone is 0 or more, and

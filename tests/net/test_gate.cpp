@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
+#include <memory>
 #include <thread>
 
 #include "net/auth.hpp"
@@ -49,6 +51,49 @@ bool closed_by_peer(const net::Socket& s, std::chrono::milliseconds timeout) {
   }
 }
 
+// CAF on loopback only, serving `behavior`, and a gate taking the address peers dial.
+struct GatedActor {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{(net::configure(cfg), cfg)};
+  caf::actor actor;
+  std::unique_ptr<net::CafGate> gate;
+  explicit GatedActor(std::function<caf::behavior()> behavior) {
+    actor = sys.spawn(std::move(behavior));
+    auto caf_port = caf::io::publish(actor, 0, "127.0.0.1", true);
+    REQUIRE(caf_port);
+    auto opened = net::CafGate::open("127.0.0.1", 0, *caf_port, secret);
+    REQUIRE(opened.ok());
+    gate = std::move(*opened);
+  }
+  ~GatedActor() {
+    gate->stop();
+    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+  }
+  uint16_t port() const { return gate->port(); }
+  // Waits (bounded) until the gate has refused `n` peers; how many it has.
+  uint64_t refused_at_least(uint64_t n) const {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (gate->refused() < n && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(5ms);  // polls the counter; bounded by the deadline
+    return gate->refused();
+  }
+};
+
+// An actor system of a member, and `remote` reached through a tunnel to `gate_port`.
+struct Member {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{(net::configure(cfg), cfg)};
+  caf::scoped_actor self{sys};
+  caf::actor remote;
+  explicit Member(uint16_t gate_port) {
+    auto tunnel = net::tunnel_to("127.0.0.1", gate_port, secret);
+    REQUIRE(tunnel.ok());
+    auto found = sys.middleman().remote_actor("127.0.0.1", *tunnel);
+    REQUIRE(found);
+    remote = *found;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("BaspFrameCheck follows frames across reads and refuses oversized headers",
@@ -83,34 +128,17 @@ TEST_CASE("BaspFrameCheck follows frames across reads and refuses oversized head
 }
 
 TEST_CASE("A CAF gate admits members through tunnels and refuses strangers", "[net][gate]") {
-  caf::actor_system_config server_cfg;
-  net::configure(server_cfg);
-  caf::actor_system server_sys{server_cfg};
-  auto echo = server_sys.spawn([]() -> caf::behavior { return {[](int32_t x) { return x + 1; }}; });
-  // CAF on loopback only; the gate takes the address peers dial.
-  auto caf_port = caf::io::publish(echo, 0, "127.0.0.1", true);
-  REQUIRE(caf_port);
-  auto gate = net::CafGate::open("127.0.0.1", 0, *caf_port, secret);
-  REQUIRE(gate.ok());
-  const uint16_t port = (*gate)->port();
-
-  caf::actor_system_config client_cfg;
-  net::configure(client_cfg);
-  caf::actor_system client_sys{client_cfg};
-  caf::scoped_actor self{client_sys};
-  auto ask = [&](const caf::actor& a) {
+  GatedActor echo([]() -> caf::behavior { return {[](int32_t x) { return x + 1; }}; });
+  const uint16_t port = echo.port();
+  // A member: its CAF dials its tunnel, which proves the secret to the gate.
+  Member m(port);
+  auto ask = [&] {
     int32_t got = 0;
-    self->request(a, 5s, int32_t{41})
-        .receive([&](int32_t y) { got = y; }, [&](caf::error& e) { FAIL(client_sys.render(e)); });
+    m.self->request(m.remote, 5s, int32_t{41})
+        .receive([&](int32_t y) { got = y; }, [&](caf::error& e) { FAIL(m.sys.render(e)); });
     return got;
   };
-
-  // A member: its CAF dials its tunnel, which proves the secret to the gate.
-  auto tunnel = net::tunnel_to("127.0.0.1", port, secret);
-  REQUIRE(tunnel.ok());
-  auto member = client_sys.middleman().remote_actor("127.0.0.1", *tunnel);
-  REQUIRE(member);
-  CHECK(ask(*member) == 42);
+  CHECK(ask() == 42);
 
   // Strangers: CAF straight at the gate (gets a challenge, not BASP), CAF through a tunnel
   // with the wrong secret, and raw bytes announcing a 4 GiB message.
@@ -133,53 +161,35 @@ TEST_CASE("A CAF gate admits members through tunnels and refuses strangers", "[n
   REQUIRE(::send(rogue->fd(), huge.data(), huge.size(), MSG_NOSIGNAL) == 32);
   CHECK(closed_by_peer(*rogue, 5s));
 
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while ((*gate)->refused() < 4 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(5ms);  // polls the counter; bounded by the deadline
-  CHECK((*gate)->refused() == 4);
+  CHECK(echo.refused_at_least(4) == 4);
   // The member is served as before.
-  CHECK(ask(*member) == 42);
-  (*gate)->stop();
-  self->send_exit(echo, caf::exit_reason::user_shutdown);
+  CHECK(ask() == 42);
 }
 
 TEST_CASE("Over TLS a CAF gate carries members' messages and refuses plain peers",
           "[net][gate][tls]") {
   net::set_links_encrypted(true);
-  caf::actor_system_config server_cfg;
-  net::configure(server_cfg);
-  caf::actor_system server_sys{server_cfg};
   // Counts the x's of what it is sent: a message of 1 MiB crosses the gate in many TLS
   // records.
-  auto sum = server_sys.spawn([]() -> caf::behavior {
+  GatedActor counter([]() -> caf::behavior {
     return {[](const std::string& text) {
       return static_cast<int32_t>(std::count(text.begin(), text.end(), 'x'));
     }};
   });
-  auto caf_port = caf::io::publish(sum, 0, "127.0.0.1", true);
-  REQUIRE(caf_port);
-  auto gate = net::CafGate::open("127.0.0.1", 0, *caf_port, secret);
-  REQUIRE(gate.ok());
-  const uint16_t port = (*gate)->port();
-
-  caf::actor_system_config client_cfg;
-  net::configure(client_cfg);
-  caf::actor_system client_sys{client_cfg};
-  caf::scoped_actor self{client_sys};
-  auto tunnel = net::tunnel_to("127.0.0.1", port, secret);
-  REQUIRE(tunnel.ok());
-  auto member = client_sys.middleman().remote_actor("127.0.0.1", *tunnel);
-  REQUIRE(member);
+  const uint16_t port = counter.port();
+  Member m(port);
   std::string text(1 << 20, 'x');
   for (size_t i = 0; i < text.size(); i += 7)
     text[i] = 'o';
   const auto xs = static_cast<int32_t>(std::count(text.begin(), text.end(), 'x'));
-  for (int round = 0; round < 3; ++round) {
+  auto ask = [&] {
     int32_t got = 0;
-    self->request(*member, 10s, text)
-        .receive([&](int32_t n) { got = n; }, [&](caf::error& e) { FAIL(client_sys.render(e)); });
-    CHECK(got == xs);
-  }
+    m.self->request(m.remote, 10s, text)
+        .receive([&](int32_t n) { got = n; }, [&](caf::error& e) { FAIL(m.sys.render(e)); });
+    return got;
+  };
+  for (int round = 0; round < 3; ++round)
+    CHECK(ask() == xs);
 
   // A peer with the secret but without TLS is refused by name; the member goes on.
   auto plain = net::connect_to("127.0.0.1", port, 5s);
@@ -187,14 +197,7 @@ TEST_CASE("Over TLS a CAF gate carries members' messages and refuses plain peers
   auto st = net::authenticate_to(*plain, secret, 5s, /*tls=*/false);
   REQUIRE_FALSE(st.ok());
   CHECK(st.error().message.find("TROUPE_TLS") != std::string::npos);
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while ((*gate)->refused() < 1 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(5ms);  // polls the counter; bounded by the deadline
-  CHECK((*gate)->refused() == 1);
-  int32_t again = 0;
-  self->request(*member, 10s, text).receive([&](int32_t n) { again = n; }, [](caf::error&) {});
-  CHECK(again == xs);
-  (*gate)->stop();
-  self->send_exit(sum, caf::exit_reason::user_shutdown);
+  CHECK(counter.refused_at_least(1) == 1);
+  CHECK(ask() == xs);
   net::set_links_encrypted(false);
 }
