@@ -139,7 +139,8 @@ TEST_CASE("Over TLS the channel carries a push whole, and the wire shows none of
   CHECK(tls.wire.size() > sent.items[0].tensor.data.size() * sizeof(float));
 }
 
-TEST_CASE("Over TLS a changed byte ends the link; the reader never gets the bytes", "[net][tls]") {
+TEST_CASE("Over TLS a changed byte ends the link, and the reader never gets the bytes",
+          "[net][tls]") {
   // Measure the stream once, then change one bit in the middle of the tensor's records.
   Tap measure;
   const auto whole = push_through(measure, true).wire.size();
