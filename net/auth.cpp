@@ -83,16 +83,9 @@ core::Status read_within(int fd, char* buf, size_t n, std::chrono::milliseconds 
   return {};
 }
 
-core::Status send_all(int fd, const std::string& bytes) {
-  size_t at = 0;
-  while (at < bytes.size()) {
-    const ssize_t sent = ::send(fd, bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
-    if (sent < 0) {
-      if (errno == EINTR) continue;
-      return make_error(Errc::unavailable, std::string("handshake send: ") + std::strerror(errno));
-    }
-    at += static_cast<size_t>(sent);
-  }
+core::Status send_bytes(const Socket& s, const std::string& bytes) {
+  if (!send_all(s, bytes.data(), bytes.size()))
+    return make_error(Errc::unavailable, std::string("handshake send: ") + std::strerror(errno));
   return {};
 }
 
@@ -160,8 +153,7 @@ core::Status authenticate_peer(Socket& s, const std::string& secret,
                                std::chrono::milliseconds timeout, bool tls) {
   std::string nonce_s(nonce_bytes, '\0');
   if (auto st = random_bytes(nonce_s.data(), nonce_s.size()); !st) return st;
-  if (auto st = send_all(s.fd(), std::string(magic_for(tls), magic_bytes) + nonce_s); !st)
-    return st;
+  if (auto st = send_bytes(s, std::string(magic_for(tls), magic_bytes) + nonce_s); !st) return st;
   // The magic first: a peer speaking anything else is refused on its first four bytes.
   std::string hello(magic_bytes + nonce_bytes + 32, '\0');
   if (auto st = read_within(s.fd(), hello.data(), magic_bytes, timeout, "handshake"); !st)
@@ -178,7 +170,7 @@ core::Status authenticate_peer(Socket& s, const std::string& secret,
   if (!same(hello.substr(magic_bytes + nonce_bytes),
             proof(secret, "troupe client", nonce_s, nonce_c)))
     return make_error(Errc::permission_denied, "no proof of the cluster secret");
-  if (auto st = send_all(s.fd(), proof(secret, "troupe server", nonce_c, nonce_s)); !st) return st;
+  if (auto st = send_bytes(s, proof(secret, "troupe server", nonce_c, nonce_s)); !st) return st;
   if (!tls) return {};
   return start_tls(s, /*server=*/true, proof(secret, "troupe tls", nonce_s, nonce_c), timeout);
 }
@@ -194,8 +186,8 @@ core::Status authenticate_to(Socket& s, const std::string& secret,
   std::string nonce_c(nonce_bytes, '\0');
   if (auto st = random_bytes(nonce_c.data(), nonce_c.size()); !st) return st;
   // Sent even when the modes differ, so that the server names the difference too.
-  if (auto st = send_all(s.fd(), std::string(magic_for(tls), magic_bytes) + nonce_c +
-                                     proof(secret, "troupe client", nonce_s, nonce_c));
+  if (auto st = send_bytes(s, std::string(magic_for(tls), magic_bytes) + nonce_c +
+                                  proof(secret, "troupe client", nonce_s, nonce_c));
       !st)
     return st;
   if ((mode == 1) != tls)

@@ -73,12 +73,7 @@ core::Status read_exact(const Socket& s, void* buf, size_t n, bool* clean_eof = 
 }
 
 core::Status send_exact(const Socket& s, const char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t w = send_some(s, p, n);
-    if (w < 0) return io_error("write", errno);
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
+  if (!send_all(s, p, n)) return io_error("write", errno);
   return {};
 }
 

@@ -27,16 +27,6 @@ uint32_t read_be32(const unsigned char* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
 }
 
-bool send_all(const Socket& s, const unsigned char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t w = send_some(s, p, n);
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
 }  // namespace
 
 core::Status BaspFrameCheck::feed(const unsigned char* data, size_t n) {

@@ -54,6 +54,9 @@ class Socket {
 /// socket must not be read or written by two threads at once.
 ssize_t recv_some(const Socket& s, void* buf, size_t n, int flags = 0);
 ssize_t send_some(const Socket& s, const void* buf, size_t n, int flags = 0);
+/// send_some until all `n` bytes are written; false (errno set) on the first failure,
+/// a timeout included.
+bool send_all(const Socket& s, const void* buf, size_t n);
 /// Bytes TLS has already decrypted: readable now, though poll() on the socket may say not.
 size_t buffered(const Socket& s);
 

@@ -256,6 +256,21 @@ core::Status start_tls(Socket& s, bool server, const std::string& key,
   return {};
 }
 
+namespace {
+
+// One SSL_read_ex or SSL_write_ex, with the caller's MSG_DONTWAIT, as ::recv/::send report.
+template <class Call>
+ssize_t through(TlsSession* t, int flags, Call call) {
+  t->io_flags = flags & MSG_DONTWAIT;
+  ERR_clear_error();
+  size_t moved = 0;
+  const int ok = call(t->ssl, &moved);
+  t->io_flags = 0;
+  return ok == 1 ? static_cast<ssize_t>(moved) : failed(t->ssl, ok);
+}
+
+}  // namespace
+
 ssize_t recv_some(const Socket& s, void* buf, size_t n, int flags) {
   TlsSession* t = s.tls();
   if (t == nullptr) {
@@ -266,12 +281,7 @@ ssize_t recv_some(const Socket& s, void* buf, size_t n, int flags) {
     return r;
   }
   if (n == 0) return 0;
-  t->io_flags = flags & MSG_DONTWAIT;
-  ERR_clear_error();
-  size_t got = 0;
-  const int ok = SSL_read_ex(t->ssl, buf, n, &got);
-  t->io_flags = 0;
-  return ok == 1 ? static_cast<ssize_t>(got) : failed(t->ssl, ok);
+  return through(t, flags, [&](SSL* ssl, size_t* got) { return SSL_read_ex(ssl, buf, n, got); });
 }
 
 ssize_t send_some(const Socket& s, const void* buf, size_t n, int flags) {
@@ -284,12 +294,22 @@ ssize_t send_some(const Socket& s, const void* buf, size_t n, int flags) {
     return w;
   }
   if (n == 0) return 0;
-  t->io_flags = flags & MSG_DONTWAIT;
-  ERR_clear_error();
-  size_t sent = 0;
-  const int ok = SSL_write_ex(t->ssl, buf, n, &sent);
-  t->io_flags = 0;
-  return ok == 1 ? static_cast<ssize_t>(sent) : failed(t->ssl, ok);
+  return through(t, flags, [&](SSL* ssl, size_t* sent) { return SSL_write_ex(ssl, buf, n, sent); });
+}
+
+bool send_all(const Socket& s, const void* buf, size_t n) {
+  const auto* p = static_cast<const char*>(buf);
+  while (n > 0) {
+    const ssize_t w = send_some(s, p, n);
+    if (w < 0) return false;
+    if (w == 0) {
+      errno = ECONNRESET;
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
 }
 
 size_t buffered(const Socket& s) {

@@ -11,8 +11,10 @@
 
 #include <algorithm>
 #include <array>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "net/auth.hpp"
@@ -56,12 +58,19 @@ struct GatedActor {
   caf::actor_system_config cfg;
   caf::actor_system sys{(net::configure(cfg), cfg)};
   caf::actor actor;
+  std::mutex mu;  // before the gate: its callback reaches them until it stops
+  std::condition_variable refusal;
+  uint64_t refusals = 0;
   std::unique_ptr<net::CafGate> gate;
   explicit GatedActor(std::function<caf::behavior()> behavior) {
     actor = sys.spawn(std::move(behavior));
     auto caf_port = caf::io::publish(actor, 0, "127.0.0.1", true);
     REQUIRE(caf_port);
-    auto opened = net::CafGate::open("127.0.0.1", 0, *caf_port, secret);
+    auto opened = net::CafGate::open("127.0.0.1", 0, *caf_port, secret, {}, [this] {
+      std::lock_guard<std::mutex> lock(mu);
+      ++refusals;
+      refusal.notify_all();
+    });
     REQUIRE(opened.ok());
     gate = std::move(*opened);
   }
@@ -70,11 +79,10 @@ struct GatedActor {
     caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
   }
   uint16_t port() const { return gate->port(); }
-  // Waits (bounded) until the gate has refused `n` peers; how many it has.
-  uint64_t refused_at_least(uint64_t n) const {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (gate->refused() < n && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(5ms);  // polls the counter; bounded by the deadline
+  // Waits (at most 10 s) until the gate has reported `n` refusals; how many it counts.
+  uint64_t refused_at_least(uint64_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    refusal.wait_for(lock, 10s, [&] { return refusals >= n; });
     return gate->refused();
   }
 };
