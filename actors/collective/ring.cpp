@@ -225,9 +225,16 @@ core::Status Ring::check_neighbours(bool sending, bool receiving, const std::str
   if (::poll(p, 2, wait_ms) <= 0) return {};
   constexpr short gone = POLLRDHUP | POLLHUP | POLLERR;
   const int left = (rank_ + size_ - 1) % size_, right = (rank_ + 1) % size_;
-  if (receiving && (p[0].revents & gone))
-    return make_error(Errc::unavailable, "ring: rank " + std::to_string(left) +
-                                             " (left neighbour) closed its connection in " + what);
+  if (receiving && (p[0].revents & gone)) {
+    // The left neighbour writes all its bytes before it closes: bytes that came between our
+    // last look at the link and its hang-up are still ours to take.
+    size_t waiting = 0;
+    in_.peek(1, &waiting);
+    if (waiting == 0)
+      return make_error(Errc::unavailable, "ring: rank " + std::to_string(left) +
+                                               " (left neighbour) closed its connection in " +
+                                               what);
+  }
   if (sending && (p[1].revents & gone))
     return make_error(Errc::unavailable, "ring: rank " + std::to_string(right) +
                                              " (right neighbour) is gone in " + what);
