@@ -194,6 +194,8 @@ core::Status BackupAndRestore::finish() {
   }
   fs::remove(fs::path(directory_) / incarnation_file, ec);
   if (ec) return make_error(Errc::io_error, directory_ + ": " + ec.message());
+  // An earlier incarnation killed while it wrote a backup left that write's temporary.
+  core::remove_abandoned_writes(directory_);
   fs::remove(directory_, ec);  // only when empty; other files are not ours to delete
   return {};
 }

@@ -1,6 +1,7 @@
 #include "core/checkpoint/checkpoint.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 #include "core/checkpoint/crc32c.hpp"
@@ -192,6 +194,27 @@ Status read_record(Reader& r, uint32_t index, Checkpoint& out) {
 }
 
 }  // namespace
+
+int remove_abandoned_writes(const std::string& directory) {
+  int removed = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(directory, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const auto at = name.rfind(".tmp-");
+    if (at == std::string::npos) continue;
+    long pid = 0;
+    unsigned long long n = 0;
+    int used = 0;
+    const char* rest = name.c_str() + at + 5;
+    if (std::sscanf(rest, "%ld-%llu%n", &pid, &n, &used) != 2 || rest[used] != '\0' || pid <= 0)
+      continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    std::error_code gone;
+    if (std::filesystem::remove(it->path(), gone)) ++removed;
+  }
+  return removed;
+}
 
 Status write_checkpoint(const std::string& path, const Checkpoint& ckpt) {
   static std::atomic<uint64_t> counter{0};

@@ -31,6 +31,12 @@ inline constexpr uint32_t checkpoint_format_version = 1;
 /// removed and an existing file at `path` is untouched.
 Status write_checkpoint(const std::string& path, const Checkpoint& ckpt);
 
+/// Removes the temporary files that write_checkpoint left in `directory` when its writer
+/// was killed mid-write (`<file>.tmp-<pid>-<n>`, their writer no longer running). A write
+/// in progress, its process alive, is left alone; so is every other file. Returns how many
+/// it removed. (A writer in another pid namespace looks gone: one directory has one writer.)
+int remove_abandoned_writes(const std::string& directory);
+
 /// Reads a checkpoint. A missing file is not_found; a wrong magic or version, a record
 /// whose CRC32C does not match, a truncated file or trailing bytes are data_loss errors
 /// naming the file, the record and the byte offset.

@@ -26,6 +26,7 @@ Expected<std::string> CheckpointManager::save(const Checkpoint& ckpt, int64_t st
   if (ec) return make_error(Errc::io_error, directory_ + ": cannot create (" + ec.message() + ")");
   const std::string path = directory_ + "/" + prefix_ + "-" + std::to_string(step) + suffix;
   if (auto st = write_checkpoint(path, ckpt); !st) return st.error();
+  remove_abandoned_writes(directory_);  // a writer killed mid-write left its temporary
   if (max_to_keep_ > 0) {
     auto all = checkpoints();
     const auto excess = static_cast<int64_t>(all.size()) - max_to_keep_;

@@ -24,7 +24,8 @@ class CheckpointManager {
                              std::string prefix = "ckpt");
 
   /// Writes the checkpoint for `step` (creating the directory), then deletes the oldest
-  /// beyond max_to_keep. Returns the path written.
+  /// beyond max_to_keep and the temporaries of writers killed mid-write
+  /// (remove_abandoned_writes). Returns the path written.
   Expected<std::string> save(const Checkpoint& ckpt, int64_t step);
   /// (step, path) of every checkpoint in the directory, in the order they were written
   /// (modification time; equal times by step), oldest first. Temporary files of writes in

@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "core/checkpoint/checkpoint_manager.hpp"
@@ -125,6 +128,37 @@ TEST_CASE("CheckpointManager keeps the newest and skips damaged ones", "[checkpo
   REQUIRE(skipped.size() == 1);
   CHECK_THAT(skipped[0].message, Catch::Contains("ckpt-50"));
   CHECK(m.checkpoints().size() == 3);  // the damaged file is left for inspection
+}
+
+TEST_CASE("The temporaries of writers killed mid-write are removed, a live writer's kept",
+          "[checkpoint]") {
+  TempDir dir;
+  CheckpointManager m(dir.file("ckpt"), 3);
+  REQUIRE(m.save(sample(1.0f), 1).ok());
+  // A child that has exited (and been reaped): its pid runs nothing now.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  REQUIRE(::waitpid(child, nullptr, 0) == child);
+  const std::string dead = std::to_string(child), live = std::to_string(::getpid());
+  const std::vector<std::string> abandoned{"ckpt/ckpt-2.tckpt.tmp-" + dead + "-0",
+                                           "ckpt/incarnation.tckpt.tmp-" + dead + "-7"};
+  const std::vector<std::string> kept{"ckpt/ckpt-3.tckpt.tmp-" + live + "-1",  // in progress
+                                      "ckpt/notes.tmp-" + dead + "-x", "ckpt/other.txt"};
+  for (const auto& f : abandoned)
+    troupe::test::write_bytes(dir.file(f), {'x'});
+  for (const auto& f : kept)
+    troupe::test::write_bytes(dir.file(f), {'x'});
+  CHECK(remove_abandoned_writes(dir.file("ckpt")) == 2);
+  for (const auto& f : abandoned)
+    CHECK_FALSE(std::filesystem::exists(dir.file(f)));
+  for (const auto& f : kept)
+    CHECK(std::filesystem::exists(dir.file(f)));
+  // save() clears them too.
+  troupe::test::write_bytes(dir.file(abandoned[0]), {'x'});
+  REQUIRE(m.save(sample(4.0f), 4).ok());
+  CHECK_FALSE(std::filesystem::exists(dir.file(abandoned[0])));
+  CHECK(m.checkpoints().size() == 2);
 }
 
 TEST_CASE("A directory reused by a new run keeps the new run's checkpoints", "[checkpoint]") {
