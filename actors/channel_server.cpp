@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "net/ask.hpp"
 #include "net/auth.hpp"
 
 namespace troupe::actors {
@@ -76,10 +77,15 @@ void ChannelServer::serve(net::Socket& socket, const std::string& peer) {
       return;
     }
     core::Expected<std::vector<net::PsItem>> reply = std::vector<net::PsItem>{};
-    self->request(shard_, caf::infinite, net::batch_atom::value, std::move(*request))
-        .receive([&](std::vector<net::PsItem>& items) { reply = std::move(items); },
-                 [&](caf::error& e) { reply = net::from_caf(e); });
-    if (!net::send_reply(socket, reply)) return;
+    bool timed_out = false;
+    const core::Status answered = net::ask(
+        *self, shard_, {options_.answer_timeout, "the PS shard's answer", &timed_out},
+        [&](std::vector<net::PsItem>& items) { reply = std::move(items); }, net::batch_atom::value,
+        std::move(*request));
+    if (!answered) reply = answered.error();
+    // A timed-out request may still be applied: the peer cannot know, so the connection
+    // ends after the error; its next request reconnects and is tagged as before.
+    if (!net::send_reply(socket, reply) || timed_out) return;
   }
 }
 

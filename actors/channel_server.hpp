@@ -32,6 +32,9 @@ struct ChannelServerOptions {
   /// A connection with no frame for this long is ended (workers reconnect: they drop a
   /// pooled connection idle for half of it).
   std::chrono::milliseconds idle_timeout = net::channel_idle_timeout;
+  /// Bound on the shard actor's answer to one request; past it the peer gets an unavailable
+  /// error and the connection is ended (a worker's own bound on the request is 30 s).
+  std::chrono::milliseconds answer_timeout{30000};
   /// Within a frame (and writing a reply), the longest wait for the peer; one that
   /// stalls longer is ended.
   std::chrono::milliseconds stall_timeout = net::channel_stall_timeout;

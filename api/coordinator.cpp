@@ -1,4 +1,5 @@
 #include "api/impl.hpp"
+#include "net/ask.hpp"
 
 namespace troupe {
 
@@ -86,11 +87,14 @@ core::Expected<PerWorkerDataset> ClusterCoordinator::create_per_worker_dataset(
   // coordinator records the dataset (a worker that rejoins later rebuilds it), has every
   // worker build it, and answers once each has or was lost meanwhile (that one builds it
   // when it rejoins). A worker's own error (no such dataset function) fails the call.
+  // The coordinator bounds each worker's build by closure_timeout (past it that worker is
+  // lost and skipped); this call's own bound leaves it a request's time more to answer.
   auto& s = impl_->strategy.impl();
-  core::Status asked;
-  (*s.self)
-      ->request(impl_->coordinator, caf::infinite, net::dataset_atom::value, name)
-      .receive([](caf::ok_atom) {}, [&](caf::error& e) { asked = net::from_caf(e); });
+  const core::Status asked = net::ask(
+      **s.self, impl_->coordinator,
+      {impl_->options.closure_timeout + s.options.request_timeout,
+       "dataset '" + name + "': the workers' builds"},
+      [](caf::ok_atom) {}, net::dataset_atom::value, name);
   if (!asked.ok()) return asked.error();
   return PerWorkerDataset{name};
 }

@@ -40,14 +40,6 @@ double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-// This process's resident memory in MiB.
-double rss_mib() {
-  std::ifstream statm("/proc/self/statm");
-  long pages = 0, resident = 0;
-  statm >> pages >> resident;
-  return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1 << 20);
-}
-
 int fail(const std::string& what) {
   std::cout << troupe::core::json_text(
                    nlohmann::json{{"ok", false}, {"program", "bench_ps"}, {"error", what}})
@@ -307,12 +299,12 @@ int main(int argc, char** argv) {
       return {};
     };
     if (auto st = run(10000); !st) return fail(st.error().to_string());
-    const double chief_warm = rss_mib();
+    const double chief_warm = troupe::bench::rss_mib();
     const auto ps_warm = ps_stats();
     const auto t0 = clock_type::now();
     if (auto st = run(memory_closures - 10000); !st) return fail(st.error().to_string());
     const double secs = seconds_since(t0);
-    const double chief_end = rss_mib();
+    const double chief_end = troupe::bench::rss_mib();
     const auto ps_end = ps_stats();
     const double per_10k = 10000.0 / (memory_closures - 10000);
     const double mib = 1 << 20;

@@ -2,7 +2,10 @@
 
 // Small statistics shared by the benchmarks: they report medians of several runs.
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
 #include <vector>
 
 namespace troupe::bench {
@@ -11,6 +14,14 @@ inline double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// This process's resident memory in MiB.
+inline double rss_mib() {
+  std::ifstream statm("/proc/self/statm");
+  long pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1 << 20);
 }
 
 }  // namespace troupe::bench

@@ -24,6 +24,9 @@ struct NodeOptions {
   /// they go as CAF messages. A PS task with it off announces no channel, and workers then
   /// use CAF messages for it.
   bool tensor_channel = true;
+  /// Worker tasks: bound on building a dataset and on each request for its batches
+  /// (actors::WorkerOptions::dataset_timeout).
+  std::chrono::milliseconds dataset_timeout{600000};
   /// PS tasks: snapshot every shard into `<ps_snapshot_dir>/ps-<index>` every
   /// `ps_snapshot_interval` in which updates were applied, and on start restore the newest
   /// readable snapshot found there (a restarted PS carries on from it). Empty: off.

@@ -61,3 +61,27 @@ TEST_CASE("Several shards of one variable live on one PS task", "[process][clust
       CHECK(now[r * 2 + k] == Approx(r == 0 || r == 5 ? 0.0f : 0.5f));
   c->shutdown_cluster();
 }
+
+TEST_CASE(
+    "A dataset slower than the worker's dataset bound fails naming it, and the worker serves on",
+    "[process][cluster]") {
+  // The worker waits 200 ms for a dataset whose function takes 2 s: the call fails at the
+  // bound, naming the dataset, instead of holding the worker's thread for as long as the
+  // function takes; the next dataset and closures run on the same worker.
+  test::LocalCluster cluster(1, 1, {}, {"--dataset-timeout-ms", "200"});
+  auto resolver = cluster.chief();
+  auto strategy = ParameterServerStrategy::make(resolver);
+  REQUIRE(strategy.ok());
+  auto c = ClusterCoordinator::make(**strategy).value();
+  auto slow = c->create_per_worker_dataset("slow_ints");
+  REQUIRE_FALSE(slow.ok());
+  CHECK(slow.error().code == core::Errc::unavailable);
+  CHECK_THAT(slow.error().message,
+             Catch::Contains("slow_ints") && Catch::Contains("no answer within 200 ms"));
+  auto ds = c->create_per_worker_dataset("ints");
+  REQUIRE(ds.ok());
+  auto sum = c->schedule<double>("batch_sum", *ds);
+  CHECK(sum.fetch().value() == Approx(0.0 + 1 + 2 + 3 + 4));
+  CHECK(c->stats().workers_lost == 0);
+  c->shutdown_cluster();
+}

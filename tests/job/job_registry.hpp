@@ -235,6 +235,14 @@ inline Registry make_test_registry() {
                if (!s) return s.error();
                return 1000.0 * ctx.worker_index() + *s;
              });
+  // A dataset function slower than a short dataset bound (as one reading a large file).
+  r.add_dataset("slow_ints", [](const core::InputContext& ctx) {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    std::vector<core::Example> ex(4);
+    return core::to_batches(
+        core::from_vector(std::move(ex)).shard(ctx.num_input_pipelines, ctx.input_pipeline_id), 2,
+        false);
+  });
   r.add_dataset("ints", [](const core::InputContext& ctx) {
     std::vector<core::Example> ex(20);
     for (int i = 0; i < 20; ++i)

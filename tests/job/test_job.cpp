@@ -14,8 +14,18 @@ int main(int argc, char** argv) {
   }
   const auto registry = troupe::test::make_test_registry();
   troupe::net::NodeOptions options;
-  // --caf-tensors: pulls and pushes as CAF messages instead of the tensor channel.
-  options.tensor_channel = !(argc > 1 && std::string(argv[1]) == "--caf-tensors");
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--caf-tensors") {  // pulls and pushes as CAF messages, not the tensor channel
+      options.tensor_channel = false;
+    } else if (arg == "--dataset-timeout-ms" && i + 1 < argc) {
+      options.dataset_timeout = std::chrono::milliseconds(std::stoll(argv[++i]));
+    } else {
+      std::cerr << "test_job: unknown argument " << arg << std::endl;
+      std::cout << "{\"ok\":false}" << std::endl;
+      return 2;
+    }
+  }
   auto st = troupe::actors::serve(*resolver, registry, options, [&](const std::string& address) {
     std::cerr << "ready " << resolver->task().to_string() << " on " << address << std::endl;
   });

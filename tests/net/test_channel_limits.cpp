@@ -4,6 +4,7 @@
 
 #include <caf/all.hpp>
 #include <chrono>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -184,4 +185,41 @@ TEST_CASE("TROUPE_CHANNEL_MEMORY_MB sets a PS channel budget, and a bad value is
     CHECK(o.error().code == core::Errc::invalid_argument);
     CHECK(o.error().message.find(actors::channel_memory_env) != std::string::npos);
   }
+}
+
+TEST_CASE("A PS's tensor channel answers a request its shard holds past the bound with an error",
+          "[net][channel][limits]") {
+  // A shard that does not answer (stuck in slow disk I/O, say): the peer hears an error
+  // naming the wait at the bound, rather than waiting on for as long as the shard does,
+  // and that connection ends (the request may still be applied later).
+  caf::actor_system_config cfg;
+  caf::actor_system sys((cfg.add_message_types<caf::id_block::troupe>(), cfg));
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  auto stuck = sys.spawn<caf::detached>([released]() -> caf::behavior {
+    return {[released](net::batch_atom, net::PsRequest&) {
+      released.wait();
+      return std::vector<net::PsItem>{};
+    }};
+  });
+  actors::ChannelServerOptions o;
+  o.answer_timeout = 100ms;
+  auto server = actors::ChannelServer::start(sys, stuck, "127.0.0.1", o);
+  REQUIRE(server.ok());
+  auto member = net::connect_to("127.0.0.1", (*server)->port(), 10s);
+  REQUIRE(member.ok());
+  net::PsRequest pull;
+  pull.op = static_cast<uint8_t>(net::PsOp::pull);
+  pull.items.push_back({"v#0", {}, {}});
+  REQUIRE(net::send_request(*member, pull));
+  REQUIRE(net::wait_readable(*member, 10s));
+  auto reply = net::recv_reply(*member);
+  REQUIRE_FALSE(reply.ok());
+  CHECK(reply.error().code == core::Errc::unavailable);
+  CHECK_THAT(reply.error().message, Catch::Contains("no answer within 100 ms"));
+  REQUIRE(net::wait_readable(*member, 10s));
+  CHECK(net::is_clean_close(net::recv_reply(*member).error()));
+  release.set_value();
+  (*server)->stop();
+  caf::anon_send_exit(stuck, caf::exit_reason::user_shutdown);
 }
