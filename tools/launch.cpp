@@ -17,9 +17,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <optional>
 
 #include "core/json_text.hpp"
+#include "core/subprocess.hpp"
 #include "net/cluster_spec.hpp"
 #include "net/ports.hpp"
 #include "troupe/exit_codes.hpp"
@@ -38,53 +40,9 @@ void on_signal(int sig) {
 
 struct Task {
   net::TaskId id;
-  pid_t pid = -1;
-  int out_fd = -1;  // chief only: its stdout pipe
-  std::optional<int> status;
+  core::Subprocess process;
   std::vector<pid_t> earlier_pids;  // processes of this task that failed and were restarted
 };
-
-// Starts `argv` with TF_CONFIG set; stdout to `stdout_pipe` (when given) or the log;
-// stderr to the log, appended to when `append` (a restart).
-pid_t start(const std::vector<std::string>& argv, const std::string& tf_config,
-            const std::string& run_dir, const std::string& log_path, int* stdout_pipe,
-            bool append = false) {
-  int fds[2] = {-1, -1};
-  if (stdout_pipe && ::pipe2(fds, O_CLOEXEC) != 0) return -1;
-  const int log = ::open(log_path.c_str(),
-                         O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "TF_CONFIG=", 10) != 0 && std::strncmp(*e, "TROUPE_RUN_DIR=", 15) != 0)
-      env.emplace_back(*e);
-  env.push_back("TF_CONFIG=" + tf_config);
-  // A directory every task of the run shares: programs keep checkpoints and logs there.
-  env.push_back("TROUPE_RUN_DIR=" + run_dir);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    // Never outlive the launcher, even if it is killed with SIGKILL.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    ::setpgid(0, 0);
-    ::dup2(stdout_pipe ? fds[1] : log, STDOUT_FILENO);
-    ::dup2(log, STDERR_FILENO);
-    std::vector<char*> args, envp;
-    for (const auto& a : argv)
-      args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    for (const auto& e : env)
-      envp.push_back(const_cast<char*>(e.c_str()));
-    envp.push_back(nullptr);
-    ::execvpe(args[0], args.data(), envp.data());
-    std::fprintf(stderr, "troupe launch: cannot execute %s: %s\n", args[0], std::strerror(errno));
-    ::_exit(127);
-  }
-  if (log >= 0) ::close(log);
-  if (stdout_pipe) {
-    ::close(fds[1]);
-    *stdout_pipe = fds[0];
-  }
-  return pid;
-}
 
 std::string log_path(const std::string& run_dir, const net::TaskId& id) {
   return run_dir + "/" + id.type + "-" + std::to_string(id.index) + ".log";
@@ -94,91 +52,106 @@ bool failed(int status) {
   return !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
-bool chief_ok_exit(const Task& t) {
-  return t.status && WIFEXITED(*t.status) && WEXITSTATUS(*t.status) == 0;
-}
-
-bool reap(Task& t, bool block) {
-  if (t.pid <= 0 || t.status) return true;
-  int st = 0;
-  const pid_t r = ::waitpid(t.pid, &st, block ? 0 : WNOHANG);
-  if (r == t.pid) t.status = st;
-  return t.status.has_value();
+bool exited_ok(const Task& t) {
+  return t.process.status() && !failed(*t.process.status());
 }
 
 nlohmann::json describe_status(const Task& t) {
-  nlohmann::json j{{"task", t.id.to_string()}, {"pid", t.pid}};
+  nlohmann::json j{{"task", t.id.to_string()}, {"pid", t.process.pid()}};
   if (!t.earlier_pids.empty()) j["earlier_pids"] = t.earlier_pids;
-  if (!t.status) {
+  const auto& status = t.process.status();
+  if (!status) {
     j["exit"] = nullptr;
-  } else if (WIFEXITED(*t.status)) {
-    j["exit"] = WEXITSTATUS(*t.status);
-  } else if (WIFSIGNALED(*t.status)) {
-    j["signal"] = WTERMSIG(*t.status);
+  } else if (WIFEXITED(*status)) {
+    j["exit"] = WEXITSTATUS(*status);
+  } else if (WIFSIGNALED(*status)) {
+    j["signal"] = WTERMSIG(*status);
   }
   return j;
 }
 
-}  // namespace
+// -- the plan: run directory, the job's secret and TLS choice, every task's address ----
 
-nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
+// Undoes this run's changes to the environment (the secret file's name, TLS) when launch()
+// returns: they are this run's, not a later launch()'s.
+struct EnvUndo {
+  std::vector<const char*> names;
+  ~EnvUndo() {
+    for (const char* n : names)
+      ::unsetenv(n);
+  }
+};
+
+struct Plan {
+  std::string run_dir;
+  bool own_secret = false;  // made for this job, not the caller's
+  bool tls = false;
+  net::ClusterSpec spec;
+  net::TaskId lead;  // the chief, or worker 0 in a cluster without PS tasks
+};
+
+core::Expected<std::string> make_run_dir(const std::string& asked) {
   namespace fs = std::filesystem;
-  exit_code = 1;
-  std::string run_dir = o.run_dir;
+  std::string run_dir = asked;
   if (run_dir.empty()) {
     std::string tmpl = (fs::temp_directory_path() / "troupe-run-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr)
-      return {{"ok", false}, {"error", "cannot create a run directory"}};
+      return core::make_error(core::Errc::io_error, "cannot create a run directory");
     run_dir = tmpl;
   }
   std::error_code ec;
   fs::create_directories(run_dir, ec);
-  if (ec) return {{"ok", false}, {"error", run_dir + ": " + ec.message()}};
-  // A secret for this job, unless the caller gave one: every task's tensor channel then
-  // refuses connections that do not prove it (net/auth.hpp). Readable by this user only.
-  struct ForgetSecret {  // the variable names this run's file: not for a later launch()
-    bool set = false;
-    ~ForgetSecret() {
-      if (set) ::unsetenv(net::cluster_secret_file_env);
-    }
-  } forget;
-  bool own_secret = false;
-  if (std::getenv(net::cluster_secret_env) == nullptr &&
-      std::getenv(net::cluster_secret_file_env) == nullptr) {
-    auto secret = net::new_cluster_secret();
-    if (!secret) return {{"ok", false}, {"error", secret.error().to_string()}};
-    const std::string path = run_dir + "/cluster-secret";
-    fs::remove(path, ec);
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0 ||
-        ::write(fd, secret->data(), secret->size()) != static_cast<ssize_t>(secret->size()))
-      return {{"ok", false}, {"error", path + ": cannot write the cluster secret"}};
-    ::close(fd);
-    ::setenv(net::cluster_secret_file_env, path.c_str(), 1);
-    forget.set = own_secret = true;
-  } else if (auto checked = net::cluster_secret_from_env(); !checked) {
-    return {{"ok", false}, {"error", checked.error().to_string()}};
+  if (ec) return core::make_error(core::Errc::io_error, run_dir + ": " + ec.message());
+  return run_dir;
+}
+
+// A secret for this job, unless the caller gave one: every task's connections then refuse
+// peers that do not prove it (net/auth.hpp). Readable by this user only.
+core::Expected<bool> make_secret(const std::string& run_dir, EnvUndo& undo) {
+  if (std::getenv(net::cluster_secret_env) != nullptr ||
+      std::getenv(net::cluster_secret_file_env) != nullptr) {
+    if (auto checked = net::cluster_secret_from_env(); !checked) return checked.error();
+    return false;
   }
-  struct ForgetTls {  // as for the secret: this run's choice, not a later launch()'s
-    bool set = false;
-    ~ForgetTls() {
-      if (set) ::unsetenv(net::tls_env);
-    }
-  } forget_tls;
+  auto secret = net::new_cluster_secret();
+  if (!secret) return secret.error();
+  const std::string path = run_dir + "/cluster-secret";
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const bool written = fd >= 0 && ::write(fd, secret->data(), secret->size()) ==
+                                      static_cast<ssize_t>(secret->size());
+  if (fd >= 0) ::close(fd);
+  if (!written)
+    return core::make_error(core::Errc::io_error, path + ": cannot write the cluster secret");
+  ::setenv(net::cluster_secret_file_env, path.c_str(), 1);
+  undo.names.push_back(net::cluster_secret_file_env);
+  return true;
+}
+
+core::Expected<Plan> make_plan(const LaunchOptions& o, EnvUndo& undo) {
+  if (o.workers < 0 || o.ps < 0 || (o.ps == 0 && o.workers == 0))
+    return core::make_error(core::Errc::invalid_argument,
+                            "a cluster needs PS tasks (with a chief) or workers");
+  Plan plan;
+  auto run_dir = make_run_dir(o.run_dir);
+  if (!run_dir) return run_dir.error();
+  plan.run_dir = *run_dir;
+  auto own = make_secret(plan.run_dir, undo);
+  if (!own) return own.error();
+  plan.own_secret = *own;
   if (o.tls && std::getenv(net::tls_env) == nullptr) {
     ::setenv(net::tls_env, "1", 1);
-    forget_tls.set = true;
+    undo.names.push_back(net::tls_env);
   }
   auto tls = net::tls_from_env(/*have_secret=*/true);
-  if (!tls) return {{"ok", false}, {"error", tls.error().to_string()}};
-
-  // Choose every port while holding them all, then release them just before starting.
-  // With PS tasks the cluster has a chief (ParameterServerStrategy's coordinator); without
-  // them it is a MultiWorkerMirroredStrategy cluster of workers only, worker 0 the chief
-  // (TensorFlow's convention when no chief task is named).
-  if (o.workers < 0 || o.ps < 0 || (o.ps == 0 && o.workers == 0))
-    return {{"ok", false}, {"error", "a cluster needs PS tasks (with a chief) or workers"}};
-  const net::TaskId lead_id = o.ps > 0 ? net::TaskId{"chief", 0} : net::TaskId{"worker", 0};
+  if (!tls) return tls.error();
+  plan.tls = *tls;
+  // Choose every port while holding them all (released as this returns, just before the
+  // tasks start). With PS tasks the cluster has a chief (ParameterServerStrategy's
+  // coordinator); without them it is a MultiWorkerMirroredStrategy cluster of workers
+  // only, worker 0 the chief (TensorFlow's convention when no chief task is named).
+  plan.lead = o.ps > 0 ? net::TaskId{"chief", 0} : net::TaskId{"worker", 0};
   std::map<std::string, int> counts{{"worker", o.workers}};
   if (o.ps > 0) {
     counts["chief"] = 1;
@@ -190,125 +163,202 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
   for (const auto& [job, n] : counts)
     for (int i = 0; i < n; ++i) {
       leases.push_back(net::PortLease::acquire());
-      if (leases.back().port() == 0) return {{"ok", false}, {"error", "no free port on 127.0.0.1"}};
+      if (leases.back().port() == 0)
+        return core::make_error(core::Errc::unavailable, "no free port on 127.0.0.1");
       jobs[job].push_back(net::host_port_text(o.host, leases.back().port()));
     }
-  const net::ClusterSpec spec(jobs);
+  plan.spec = net::ClusterSpec(jobs);
   for (const auto& e : o.chaos)
-    if (e.task.index >= spec.num_tasks(e.task.type))
-      return {{"ok", false},
-              {"error", "chaos event " + e.to_string() + " names a task not in the cluster"}};
-  for (auto& l : leases)
-    l.release();
+    if (e.task.index >= plan.spec.num_tasks(e.task.type))
+      return core::make_error(core::Errc::invalid_argument,
+                              "chaos event " + e.to_string() + " names a task not in the cluster");
+  return plan;
+}
+
+// -- the process group: every task's process, started, restarted, listed and ended -------
+
+class TaskGroup {
+ public:
+  TaskGroup(const LaunchOptions& o, const Plan& plan) : o_(o), plan_(plan) {}
+
+  // Servers first, the chief last: it connects to them (and retries until they are up).
+  void start_all() {
+    const auto ids = plan_.spec.tasks();
+    tasks_.reserve(ids.size());
+    for (const auto& id : ids)
+      if (!(id == plan_.lead)) tasks_.push_back(Task{id, start(id, false), {}});
+    tasks_.push_back(Task{plan_.lead, start(plan_.lead, false), {}});
+    write_listing();
+  }
+
+  std::vector<Task>& tasks() { return tasks_; }
+  Task& chief() { return tasks_.back(); }
+  int restarts() const { return restarts_; }
+
+  pid_t pid_of(const net::TaskId& id) const {
+    for (const auto& t : tasks_)
+      if (t.id == id) return t.process.pid();
+    return -1;
+  }
+
+  // Whether `t`, ended, is started again (never once launch is interrupted).
+  bool should_restart(const Task& t) const {
+    return !interrupted &&
+           tools::should_restart(o_.restart_policy, &t == &tasks_.back(), *t.process.status(),
+                                 static_cast<int>(t.earlier_pids.size()), o_.max_restarts);
+  }
+
+  // A failed task is started again at once on the same address.
+  void restart(Task& t, std::chrono::steady_clock::time_point t0) {
+    const pid_t old = t.process.pid();
+    t.earlier_pids.push_back(old);
+    t.process = start(t.id, /*append=*/true);
+    ++restarts_;
+    const double at_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::cerr << "troupe launch: restarted " << t.id.to_string() << " (pid " << old << " -> "
+              << t.process.pid() << ") at " << at_s << " s" << std::endl;
+    write_listing();
+  }
+
+  void restart_failed_servers(std::chrono::steady_clock::time_point t0) {
+    for (auto& t : tasks_)
+      if (&t != &chief() && !t.process.running() && t.process.status() && should_restart(t))
+        restart(t, t0);
+  }
+
+  // The chief has ended: the others get a grace period to exit by themselves (an evaluator,
+  // after a successful chief, its own longer one to evaluate the last checkpoint), then
+  // they are ended by pid.
+  void end_servers() {
+    const auto wait_until = [&](Task& t, std::chrono::steady_clock::time_point deadline) {
+      while (t.process.running() && std::chrono::steady_clock::now() < deadline && !interrupted) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        t.process.wait_exit(std::min(left, std::chrono::milliseconds(20)));
+      }
+    };
+    const auto chief_done = std::chrono::steady_clock::now();
+    for (auto& t : tasks_)
+      if (t.id.type == "evaluator" && exited_ok(chief()))
+        wait_until(t, chief_done + std::chrono::milliseconds(o_.evaluator_grace_ms));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(o_.grace_ms);
+    for (auto& t : tasks_)
+      wait_until(t, deadline);
+    for (auto& t : tasks_)
+      if (t.process.running()) {
+        t.process.signal(SIGKILL);
+        t.process.wait();
+      }
+  }
+
+ private:
+  // Starts the task's process with its TF_CONFIG: the chief's stdout to a pipe, every other
+  // output to the task's log, appended to on a restart.
+  core::Subprocess start(const net::TaskId& id, bool append) {
+    core::SpawnOptions s;
+    s.argv = o_.program;
+    s.search_path = true;
+    for (char** e = environ; *e; ++e)
+      if (std::strncmp(*e, "TF_CONFIG=", 10) != 0 && std::strncmp(*e, "TROUPE_RUN_DIR=", 15) != 0)
+        s.env.emplace_back(*e);
+    s.env.push_back("TF_CONFIG=" + net::TFConfigClusterResolver::render(plan_.spec, id));
+    // A directory every task of the run shares: programs keep checkpoints and logs there.
+    s.env.push_back("TROUPE_RUN_DIR=" + plan_.run_dir);
+    s.out = id == plan_.lead ? core::SpawnOptions::Output::pipe : core::SpawnOptions::Output::file;
+    s.err = core::SpawnOptions::Output::file;
+    s.out_file = s.err_file = log_path(plan_.run_dir, id);
+    s.append = append;
+    s.own_process_group = true;
+    auto p = core::Subprocess::spawn(s);
+    if (!p) {
+      std::cerr << "troupe launch: cannot start " << id.to_string() << ": " << p.error().to_string()
+                << std::endl;
+      return {};
+    }
+    return std::move(*p);
+  }
+
+  // tasks.json names every task's address and current pid (rewritten on each restart).
+  void write_listing() const {
+    nlohmann::json listing = nlohmann::json::array();
+    for (const auto& t : tasks_)
+      listing.push_back({{"type", t.id.type},
+                         {"index", t.id.index},
+                         {"address", plan_.spec.address(t.id)},
+                         {"pid", t.process.pid()}});
+    const std::string path = plan_.run_dir + "/tasks.json", tmp = path + ".tmp";
+    std::ofstream(tmp) << troupe::core::json_text(listing, 2) << "\n";
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+  }
+
+  const LaunchOptions& o_;
+  const Plan& plan_;
+  std::vector<Task> tasks_;  // the chief last
+  int restarts_ = 0;
+};
+
+}  // namespace
+
+bool should_restart(RestartPolicy policy, bool is_chief, int status, int restarts,
+                    int max_restarts) {
+  if (restarts >= max_restarts) return false;
+  switch (policy) {
+    case RestartPolicy::never:
+      return false;
+    case RestartPolicy::on_failure:
+      // A chief that exited with an error has reported it: starting it again would hide it.
+      return is_chief ? WIFSIGNALED(status) : failed(status);
+    case RestartPolicy::exit_code:
+      return retryable_exit_code(container_exit_code(status));
+  }
+  return false;
+}
+
+nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
+  exit_code = 1;
+  EnvUndo undo;
+  auto plan = make_plan(o, undo);
+  if (!plan) return {{"ok", false}, {"error", plan.error().to_string()}};
 
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
 
-  std::vector<Task> tasks;
-  Task* chief = nullptr;
-  for (const auto& id : spec.tasks()) {
-    // Servers first, the chief last: it connects to them (and retries until they are up).
-    if (id == lead_id) continue;
-    Task t;
-    t.id = id;
-    t.pid = start(o.program, net::TFConfigClusterResolver::render(spec, id), run_dir,
-                  log_path(run_dir, id), nullptr);
-    tasks.push_back(t);
-  }
-  {
-    Task t;
-    t.id = lead_id;
-    t.pid = start(o.program, net::TFConfigClusterResolver::render(spec, t.id), run_dir,
-                  log_path(run_dir, t.id), &t.out_fd);
-    tasks.push_back(t);
-    chief = &tasks.back();
-  }
-  // tasks.json names every task's address and current pid (rewritten on each restart).
-  auto write_listing = [&] {
-    nlohmann::json listing = nlohmann::json::array();
-    for (const auto& t : tasks)
-      listing.push_back({{"type", t.id.type},
-                         {"index", t.id.index},
-                         {"address", spec.address(t.id)},
-                         {"pid", t.pid}});
-    const std::string path = run_dir + "/tasks.json", tmp = path + ".tmp";
-    std::ofstream(tmp) << troupe::core::json_text(listing, 2) << "\n";
-    fs::rename(tmp, path, ec);
-  };
-  write_listing();
-  std::cerr << "troupe launch: " << tasks.size() << " tasks started, logs and tasks.json in "
-            << run_dir << std::endl;
+  TaskGroup group(o, *plan);
+  group.start_all();
+  Task& chief = group.chief();
+  std::cerr << "troupe launch: " << group.tasks().size()
+            << " tasks started, logs and tasks.json in " << plan->run_dir << std::endl;
+  const auto t0 = std::chrono::steady_clock::now();
+  ChaosInjector chaos(
+      o.chaos, [&](const net::TaskId& id) { return group.pid_of(id); }, t0);
 
-  using clock = std::chrono::steady_clock;
-  const auto t0 = clock::now();
-  auto pid_of = [&](const net::TaskId& id) {
-    for (const auto& t : tasks)
-      if (t.id == id) return t.pid;
-    return pid_t{-1};
-  };
-  ChaosInjector chaos(o.chaos, pid_of, t0);
-
-  // A failed task is started again at once on the same address when the restart policy
-  // says so (LaunchOptions::restart_policy); an orderly exit (0) is always final.
-  int restarts = 0;
-  auto restart = [&](Task& t) {
-    const pid_t old = t.pid;
-    t.earlier_pids.push_back(old);
-    t.status.reset();
-    t.pid = start(o.program, net::TFConfigClusterResolver::render(spec, t.id), run_dir,
-                  log_path(run_dir, t.id), &t == chief ? &t.out_fd : nullptr, /*append=*/true);
-    ++restarts;
-    const double at_s = std::chrono::duration<double>(clock::now() - t0).count();
-    std::cerr << "troupe launch: restarted " << t.id.to_string() << " (pid " << old << " -> "
-              << t.pid << ") at " << at_s << " s" << std::endl;
-    write_listing();
-  };
-  // Whether `t`, ended with *t.status, is started again.
-  auto should_restart = [&](const Task& t) {
-    if (interrupted || static_cast<int>(t.earlier_pids.size()) >= o.max_restarts) return false;
-    switch (o.restart_policy) {
-      case RestartPolicy::never:
-        return false;
-      case RestartPolicy::on_failure:
-        return &t == chief ? WIFSIGNALED(*t.status) : failed(*t.status);
-      case RestartPolicy::exit_code:
-        return retryable_exit_code(container_exit_code(*t.status));
-    }
-    return false;
-  };
-  auto restart_failed = [&] {
-    for (auto& t : tasks) {
-      if (&t == chief || !reap(t, false) || !should_restart(t)) continue;
-      restart(t);
-    }
-  };
-
-  // Forward the chief's output line by line, and keep its last JSON line.
+  // Forward the chief's output line by line, and keep its last JSON line; meanwhile inject
+  // the chaos events on time and restart failed servers as the policy says.
   std::string pending, chief_json;
-  std::ofstream chief_out(run_dir + "/" + lead_id.type + "-" + std::to_string(lead_id.index) +
-                          ".stdout");
+  std::ofstream chief_out(plan->run_dir + "/" + plan->lead.type + "-" +
+                          std::to_string(plan->lead.index) + ".stdout");
   char buf[65536];
-  while (!interrupted && chief->out_fd >= 0) {
+  while (!interrupted && chief.process.out_fd() >= 0) {
     chaos.run_due();
-    restart_failed();
+    group.restart_failed_servers(t0);
     int wait_ms = o.restart_policy != RestartPolicy::never ? 20 : 200;
     if (auto next = chaos.next_due())
       wait_ms = static_cast<int>(std::clamp<int64_t>(next->count(), 0, wait_ms));
-    pollfd p{chief->out_fd, POLLIN, 0};
+    pollfd p{chief.process.out_fd(), POLLIN, 0};
     const int r = ::poll(&p, 1, wait_ms);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) continue;
-    const ssize_t n = ::read(chief->out_fd, buf, sizeof buf);
+    if (r <= 0) continue;  // a timeout, or EINTR (the loop looks at `interrupted`)
+    const ssize_t n = ::read(chief.process.out_fd(), buf, sizeof buf);
     if (n <= 0) {
       // The chief's output ended: it exited, or a signal ended it.
-      ::close(chief->out_fd);
-      chief->out_fd = -1;
-      reap(*chief, /*block=*/true);
-      if (should_restart(*chief)) {
+      chief.process.close_out();
+      chief.process.wait();
+      if (group.should_restart(chief)) {
         pending.clear();  // a partial line of the process that died
-        restart(*chief);
+        group.restart(chief, t0);
         continue;
       }
       break;
@@ -323,34 +373,11 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
       if (!line.empty() && line.front() == '{') chief_json = line;
     }
   }
-  if (chief->out_fd >= 0) ::close(chief->out_fd);
-  if (interrupted) ::kill(chief->pid, SIGTERM);
-  reap(*chief, /*block=*/true);
-
-  // A task still stopped when the chief ends is resumed so that it can exit.
-  chaos.resume_all();
-  // The chief shuts the cluster down when it finishes; give the others a grace period,
-  // then end them by pid. An evaluator follows the chief's last checkpoint and stops by
-  // itself after evaluating it: it gets longer (evaluator_grace_ms).
-  auto wait_until = [&](Task& t, std::chrono::steady_clock::time_point deadline) {
-    while (!reap(t, false) && std::chrono::steady_clock::now() < deadline && !interrupted) {
-      pollfd none{-1, 0, 0};
-      ::poll(&none, 0, 20);
-    }
-  };
-  const auto chief_done = std::chrono::steady_clock::now();
-  for (auto& t : tasks)
-    if (t.id.type == "evaluator" && chief_ok_exit(*chief))
-      wait_until(t, chief_done + std::chrono::milliseconds(o.evaluator_grace_ms));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(o.grace_ms);
-  for (auto& t : tasks)
-    wait_until(t, deadline);
-  for (auto& t : tasks) {
-    if (!reap(t, false)) {
-      ::kill(t.pid, SIGKILL);
-      reap(t, true);
-    }
-  }
+  chief.process.close_out();
+  if (interrupted) chief.process.signal(SIGTERM);
+  chief.process.wait();
+  chaos.resume_all();  // a task still stopped when the chief ends is resumed to exit
+  group.end_servers();
 
   nlohmann::json chief_result = nullptr;
   if (!chief_json.empty())
@@ -358,7 +385,7 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
   // The evaluator prints one JSON line per checkpoint it evaluated (to its log).
   nlohmann::json evaluations = nlohmann::json::array();
   if (o.evaluator) {
-    std::ifstream log(log_path(run_dir, {"evaluator", 0}));
+    std::ifstream log(log_path(plan->run_dir, {"evaluator", 0}));
     for (std::string line; std::getline(log, line);)
       if (!line.empty() && line.front() == '{') {
         auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
@@ -366,22 +393,22 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
       }
   }
   nlohmann::json statuses = nlohmann::json::array();
-  for (const auto& t : tasks)
+  for (const auto& t : group.tasks())
     statuses.push_back(describe_status(t));
-  const bool chief_ok = chief_ok_exit(*chief);
-  exit_code = interrupted                 ? 128 + interrupted
-              : chief_ok                  ? 0
-              : chief->status.has_value() ? container_exit_code(*chief->status)
-                                          : exit_permanent;
+  const auto& chief_status = chief.process.status();
+  exit_code = interrupted        ? 128 + interrupted
+              : exited_ok(chief) ? 0
+              : chief_status     ? container_exit_code(*chief_status)
+                                 : exit_permanent;
   return {{"ok", exit_code == 0},
           {"program", "troupe launch"},
-          {"run_dir", run_dir},
+          {"run_dir", plan->run_dir},
           {"interrupted", interrupted != 0},
-          {"cluster_secret", own_secret ? "made for this job" : "the caller's"},
-          {"tls", *tls},
+          {"cluster_secret", plan->own_secret ? "made for this job" : "the caller's"},
+          {"tls", plan->tls},
           {"chief", chief_result},
           {"tasks", statuses},
-          {"restarts", restarts},
+          {"restarts", group.restarts()},
           {"injections", chaos.injections()},
           {"chaos", chaos.log()},
           {"evaluator", evaluations}};

@@ -51,4 +51,9 @@ struct LaunchOptions {
 /// the signal that ended it), or 128 + the signal that interrupted launch.
 nlohmann::json launch(const LaunchOptions& options, int& exit_code);
 
+/// Whether a task that ended with wait status `status` is started again under `policy`,
+/// after `restarts` restarts of it (LaunchOptions::restart_policy says which).
+bool should_restart(RestartPolicy policy, bool is_chief, int status, int restarts,
+                    int max_restarts);
+
 }  // namespace troupe::tools

@@ -49,6 +49,13 @@ net::PsRequest push_of(const std::string& name, size_t floats) {
   return r;
 }
 
+net::PsRequest pull_of(const std::string& name) {
+  net::PsRequest r;
+  r.op = static_cast<uint8_t>(net::PsOp::pull);
+  r.items.push_back({name, {}, {}});
+  return r;
+}
+
 struct Fixture {
   caf::actor_system_config cfg;
   caf::actor_system sys;
@@ -152,9 +159,7 @@ TEST_CASE("A PS's tensor channel ends a connection idle past its idle timeout",
   REQUIRE(server.ok());
   auto member = net::connect_to("127.0.0.1", (*server)->port(), 10s);
   REQUIRE(member.ok());
-  net::PsRequest pull;
-  pull.op = static_cast<uint8_t>(net::PsOp::pull);
-  pull.items.push_back({"v#0", {}, {}});
+  const net::PsRequest pull = pull_of("v#0");
   // Used, it is served; left idle, the server ends it (with an error frame naming why).
   REQUIRE(net::send_request(*member, pull));
   REQUIRE(net::recv_reply(*member).ok());
@@ -208,9 +213,7 @@ TEST_CASE("A PS's tensor channel answers a request its shard holds past the boun
   REQUIRE(server.ok());
   auto member = net::connect_to("127.0.0.1", (*server)->port(), 10s);
   REQUIRE(member.ok());
-  net::PsRequest pull;
-  pull.op = static_cast<uint8_t>(net::PsOp::pull);
-  pull.items.push_back({"v#0", {}, {}});
+  const net::PsRequest pull = pull_of("v#0");
   REQUIRE(net::send_request(*member, pull));
   REQUIRE(net::wait_readable(*member, 10s));
   auto reply = net::recv_reply(*member);
