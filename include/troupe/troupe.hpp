@@ -11,7 +11,7 @@
 
 #include "core/expected.hpp"
 #include "net/cluster_spec.hpp"
-#include "net/node.hpp"
+#include "net/node_options.hpp"
 #include "troupe/backup.hpp"
 #include "troupe/callbacks.hpp"
 #include "troupe/coordinator.hpp"
