@@ -1,0 +1,99 @@
+#pragma once
+// A real PS cluster on 127.0.0.1 for test_cluster_process*.cpp: two PS processes and two
+// worker processes (tensors through the tensor channel, or as CAF messages), the test as
+// chief with a sharded variable `v` and a coordinator whose watchdog reports are kept.
+
+#include <sys/wait.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "api/impl.hpp"
+#include "cluster_fixture.hpp"
+#include "job/job_registry.hpp"
+
+namespace troupe::test {
+
+// The workers that answer `whoami` within 10 s. A worker still finishing a cancelled
+// closure counts as busy, and the coordinator sends every closure to the other meanwhile:
+// a number of rounds would be a time bound that a loaded machine breaks.
+inline std::set<int> workers_serving(ClusterCoordinator& c) {
+  std::set<int> serving;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (serving.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    auto a = c.schedule<int>("whoami");
+    auto b = c.schedule<int>("whoami");
+    serving.insert(a.fetch().value());
+    serving.insert(b.fetch().value());
+  }
+  return serving;
+}
+
+struct PsCluster {
+  // Children: ps:0, ps:1, worker:0, worker:1.
+  explicit PsCluster(bool channel)
+      : cluster(
+            2, 2,
+            channel ? std::vector<std::string>{} : std::vector<std::string>{"--no-tensor-channel"},
+            channel ? std::vector<std::string>{} : std::vector<std::string>{"--caf-tensors"}),
+        resolver(cluster.spec(), {"chief", 0}),
+        strategy(ParameterServerStrategy::make(resolver,
+                                               std::make_shared<core::FixedShardsPartitioner>(2))) {
+    REQUIRE(strategy.ok());
+    v = std::make_unique<core::Expected<Variable>>((*strategy)->create_variable(
+        "v", core::Shape{4, 2}, {core::Initializer::Kind::constant, 1.0f, 0}, "sgd", 0.5f));
+    REQUIRE(v->ok());
+    CHECK((*v)->num_shards == 2);
+    auto dup = (*strategy)->create_variable("v", core::Shape{4, 2}, {}, "sgd", 0.5f);
+    CHECK_FALSE(dup.ok());
+    CoordinatorOptions options;
+    options.watchdog_timeout = std::chrono::milliseconds(400);
+    options.on_watchdog = [this](const WatchdogReport& r) {
+      std::lock_guard<std::mutex> lock(reports_mu);
+      reports.push_back(r);
+    };
+    auto made = ClusterCoordinator::make(**strategy, options);
+    REQUIRE(made.ok());
+    coord = std::move(*made);
+  }
+
+  // Every task still running acknowledges and exits 0; shutdown_cluster() names those that
+  // did not.
+  void shut_down_and_check() {
+    auto& children = cluster.children();
+    std::vector<std::string> gone;
+    std::vector<size_t> serving;
+    for (size_t k = 0; k < children.size(); ++k) {
+      if (children[k]->running())
+        serving.push_back(k);
+      else
+        gone.push_back(k < 2 ? "ps:" + std::to_string(k) : "worker:" + std::to_string(k - 2));
+    }
+    const auto shutdown = coord->shutdown_cluster();
+    REQUIRE(shutdown.ok() == gone.empty());
+    for (const auto& name : gone)
+      CHECK_THAT(shutdown.error().message, Catch::Contains(name));
+    for (size_t k : serving) {
+      auto status = children[k]->wait_exit(std::chrono::seconds(10));
+      INFO("child " << k << " (0, 1: PS; 2, 3: workers): " << children[k]->captured_stderr());
+      REQUIRE(status.has_value());
+      CHECK((WIFEXITED(*status) && WEXITSTATUS(*status) == 0));
+    }
+  }
+
+  LocalCluster cluster;
+  net::SimpleClusterResolver resolver;
+  core::Expected<std::unique_ptr<ParameterServerStrategy>> strategy;
+  std::unique_ptr<core::Expected<Variable>> v;
+  std::mutex reports_mu;  // the watchdog's reports, for the section that checks them
+  std::vector<WatchdogReport> reports;
+  std::unique_ptr<ClusterCoordinator> coord;
+};
+
+}  // namespace troupe::test
