@@ -364,16 +364,18 @@ core::Status WorkerRuntime::build_dataset(const std::string& name) {
   // Wait until the dataset is built (asking for no batches), so that building it (reading
   // and decoding files) happens here, before training, and a failing dataset function is
   // reported now.
+  bool timed_out = false;
   const core::Status built = net::ask(
-      *self_, actor, {options_.dataset_timeout, "building dataset '" + name + "' on this worker"},
+      *self_, actor,
+      {options_.dataset_timeout, "building dataset '" + name + "' on this worker", &timed_out},
       [](BatchMsg&) {}, next_atom::value, uint32_t{0});
-  if (!built) drop_iterator(name);
+  if (timed_out) drop_iterator(name);
   return built;
 }
 
 void WorkerRuntime::drop_iterator(const std::string& name) {
-  // Its answer may still come (a dataset function stuck past the bound, then done): the
-  // next call starts a fresh iterator rather than read on from where that one was.
+  // A call to it timed out, and its answer may still come (a dataset function stuck past
+  // the bound, then done): the next call starts a fresh iterator rather than read on.
   if (auto it = iterators_.find(name); it != iterators_.end()) {
     caf::anon_send(it->second.actor, net::shutdown_atom::value);
     iterators_.erase(it);
@@ -388,18 +390,18 @@ core::Expected<std::optional<core::Batch>> WorkerRuntime::next_batch(const PerWo
   }
   Iterator& iter = it->second;
   if (iter.buffered.empty() && !iter.ended) {
+    bool timed_out = false;
     const core::Status got = net::ask(
-        *self_, iter.actor, {options_.dataset_timeout, "next batch of dataset '" + ds.name + "'"},
+        *self_, iter.actor,
+        {options_.dataset_timeout, "next batch of dataset '" + ds.name + "'", &timed_out},
         [&](BatchMsg& m) {
           for (auto& b : m.batches)
             iter.buffered.push_back(std::move(b));
           iter.ended = m.ended;
         },
         next_atom::value, static_cast<uint32_t>(std::max<size_t>(1, options_.batches_per_request)));
-    if (!got) {
-      drop_iterator(ds.name);
-      return got.error();
-    }
+    if (timed_out) drop_iterator(ds.name);
+    if (!got) return got.error();
   }
   if (iter.buffered.empty()) return std::optional<core::Batch>{};  // the data has ended
   std::optional<core::Batch> b = std::move(iter.buffered.front());

@@ -38,9 +38,9 @@ struct WorkerOptions {
   /// Batches taken from a dataset_iterator per request: one thread hand-off per this many
   /// steps rather than one per step.
   size_t batches_per_request = 8;
-  /// Bound on building a dataset and on each request for batches: past it the closure
-  /// fails (unavailable, naming the dataset) and the iterator is dropped, to be built afresh
-  /// by the next call. The chief's closure_timeout, when shorter, takes the worker back
+  /// Bound on building a dataset and on each request for batches: past it the call fails
+  /// (unavailable, naming the dataset) and the iterator is dropped, to be built afresh by
+  /// the next call. The chief's closure_timeout, when shorter, takes the worker back
   /// first; this bound frees the worker's thread from a dataset function that never returns.
   std::chrono::milliseconds dataset_timeout{600000};
 };
@@ -117,8 +117,8 @@ class WorkerRuntime final : public StepContext {
   core::Expected<net::Socket*> channel(int task);
   /// Drops the connections to a PS task after a transport failure; the next use reconnects.
   void forget(int task);
-  /// Ends the iterator of dataset `name` (after a failed or timed-out call); the next call
-  /// builds it afresh.
+  /// Ends the iterator of dataset `name` (after a timed-out call); the next call builds it
+  /// afresh.
   void drop_iterator(const std::string& name);
   /// One request per PS task, and where each reply item goes: (variable, shard).
   struct Batch {

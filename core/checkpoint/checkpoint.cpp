@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <string_view>
 
 #include "core/checkpoint/crc32c.hpp"
 
@@ -195,18 +196,25 @@ Status read_record(Reader& r, uint32_t index, Checkpoint& out) {
 
 }  // namespace
 
+namespace {
+
+// A write in progress is `<path><temp_marker><pid>-<n>` until it is renamed over `path`.
+constexpr std::string_view temp_marker = ".tmp-";
+
+}  // namespace
+
 int remove_abandoned_writes(const std::string& directory) {
   int removed = 0;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(directory, ec), end; !ec && it != end;
        it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    const auto at = name.rfind(".tmp-");
+    const auto at = name.rfind(temp_marker);
     if (at == std::string::npos) continue;
     long pid = 0;
     unsigned long long n = 0;
     int used = 0;
-    const char* rest = name.c_str() + at + 5;
+    const char* rest = name.c_str() + at + temp_marker.size();
     if (std::sscanf(rest, "%ld-%llu%n", &pid, &n, &used) != 2 || rest[used] != '\0' || pid <= 0)
       continue;
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
@@ -218,8 +226,8 @@ int remove_abandoned_writes(const std::string& directory) {
 
 Status write_checkpoint(const std::string& path, const Checkpoint& ckpt) {
   static std::atomic<uint64_t> counter{0};
-  const std::string tmp =
-      path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  const std::string tmp = path + std::string(temp_marker) + std::to_string(::getpid()) + "-" +
+                          std::to_string(counter++);
   errno = 0;
   File f(std::fopen(tmp.c_str(), "wb"));
   if (!f) return make_error(Errc::io_error, tmp + ": cannot create (" + os_error() + ")");

@@ -65,19 +65,23 @@ TEST_CASE("Several shards of one variable live on one PS task", "[process][clust
 TEST_CASE(
     "A dataset slower than the worker's dataset bound fails naming it, and the worker serves on",
     "[process][cluster]") {
-  // The worker waits 200 ms for a dataset whose function takes 2 s: the call fails at the
-  // bound, naming the dataset, instead of holding the worker's thread for as long as the
-  // function takes; the next dataset and closures run on the same worker.
+  // The worker waits 200 ms for a dataset whose function does not return until the test
+  // releases it: the call fails at the bound, naming the dataset, instead of holding the
+  // worker's thread for as long as the function takes; once released, the next dataset
+  // and closures run on the same worker.
+  test::TempDir hold;
+  test::Env hold_dir("TROUPE_TEST_HOLD_DIR", hold.path());  // the workers inherit it
   test::LocalCluster cluster(1, 1, {}, {"--dataset-timeout-ms", "200"});
   auto resolver = cluster.chief();
   auto strategy = ParameterServerStrategy::make(resolver);
   REQUIRE(strategy.ok());
   auto c = ClusterCoordinator::make(**strategy).value();
-  auto slow = c->create_per_worker_dataset("slow_ints");
+  auto slow = c->create_per_worker_dataset("held_ints");
+  std::ofstream(hold.file("release")).close();
   REQUIRE_FALSE(slow.ok());
   CHECK(slow.error().code == core::Errc::unavailable);
   CHECK_THAT(slow.error().message,
-             Catch::Contains("slow_ints") && Catch::Contains("no answer within 200 ms"));
+             Catch::Contains("held_ints") && Catch::Contains("no answer within 200 ms"));
   auto ds = c->create_per_worker_dataset("ints");
   REQUIRE(ds.ok());
   auto sum = c->schedule<double>("batch_sum", *ds);

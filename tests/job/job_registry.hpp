@@ -235,9 +235,14 @@ inline Registry make_test_registry() {
                if (!s) return s.error();
                return 1000.0 * ctx.worker_index() + *s;
              });
-  // A dataset function slower than a short dataset bound (as one reading a large file).
-  r.add_dataset("slow_ints", [](const core::InputContext& ctx) {
-    std::this_thread::sleep_for(std::chrono::seconds(2));
+  // A dataset function that takes as long as the test wants (as one reading a large file):
+  // it returns once the file `release` exists in the directory TROUPE_TEST_HOLD_DIR names
+  // (at most 10 s).
+  r.add_dataset("held_ints", [](const core::InputContext& ctx) {
+    if (const char* dir = std::getenv("TROUPE_TEST_HOLD_DIR"))
+      test::wait_for_file_in(
+          dir, [&] { return std::filesystem::exists(std::string(dir) + "/release"); },
+          std::chrono::seconds(10));
     std::vector<core::Example> ex(4);
     return core::to_batches(
         core::from_vector(std::move(ex)).shard(ctx.num_input_pipelines, ctx.input_pipeline_id), 2,
