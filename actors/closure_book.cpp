@@ -6,7 +6,7 @@
 #include <random>
 #include <sstream>
 
-#include "actors/coordinator.hpp"
+#include "actors/closure_book.hpp"
 
 namespace troupe {
 
@@ -180,6 +180,11 @@ core::Status ClosureBook::join() {
 bool ClosureBook::done() {
   std::lock_guard<std::mutex> lock(mu_);
   return pending_.empty();
+}
+
+bool ClosureBook::pending(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_.count(id) > 0;
 }
 
 ClosureBook::Counters ClosureBook::counters() {

@@ -37,8 +37,8 @@ core::Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::make(
     if (!hp) return hp.error();
     ps.push_back({s.ps[i], hp->host, hp->port});
   }
-  impl->coordinator = s.sys->spawn(actors::coordinator, std::move(workers), std::move(ps),
-                                   s.placements, impl->book, options);
+  impl->coordinator = actors::spawn_coordinator(*s.sys, std::move(workers), std::move(ps),
+                                                s.placements, impl->book, options);
   return std::unique_ptr<ClusterCoordinator>(new ClusterCoordinator(std::move(impl)));
 }
 

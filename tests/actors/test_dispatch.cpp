@@ -4,7 +4,7 @@
 #include <future>
 #include <set>
 
-#include "actors/coordinator.hpp"
+#include "actors/closure_book.hpp"
 
 using namespace troupe;
 using namespace troupe::actors;

@@ -1,0 +1,242 @@
+// The chief's stand-in for one PS task: its health and its recovery. States are behaviours:
+//
+//   serving (its counts polled every rejoin interval) -> restoring (down: its address is
+//   tried every rejoin interval until it answers again, restored from its snapshot or
+//   merely reconnected) -> serving ... or -> failed (not back by the deadline, or back
+//   without its variables).
+//
+// The coordinator pauses dispatch while it is down (ps_down .. ps_up) and ends the job
+// when it fails (ps_failed). The counters it keeps (restores, reconnects, updates lost,
+// snapshot figures) go straight to the ClosureBook.
+#include <iostream>
+
+#include "actors/chief_protocol.hpp"
+
+namespace troupe::actors {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct PsProxyState {
+  uint64_t index = 0;
+  Endpoint task;
+  caf::actor coordinator;
+  std::shared_ptr<ClosureBook> book;
+  CoordinatorConfig config;
+  /// Counts the times it went down; a reply or timer of an earlier episode is dropped.
+  uint64_t episode = 0;
+  int64_t process = 0;            // its process incarnation (PsStats::process); 0: not known yet
+  int64_t last_updates = 0;       // its updates_applied, as last polled
+  int64_t snapshot_failures = 0;  // as last polled
+  Clock::time_point last_warning;
+  static inline const char* name = "troupe.ps_proxy";
+};
+
+using Self = caf::stateful_actor<PsProxyState>;
+
+caf::behavior serving(Self* self);
+caf::behavior restoring(Self* self);
+caf::behavior failed(Self* self);
+
+/// `f`, run only while the episode it was made in is the current one.
+template <class... Ts, class F>
+auto current(Self* self, F f) {
+  return [self, episode = self->state.episode, f](Ts... xs) {
+    if (self->state.episode == episode) f(std::forward<Ts>(xs)...);
+  };
+}
+
+std::string task_name(Self* self) {
+  return "ps:" + std::to_string(self->state.index);
+}
+
+template <class Atom>
+void schedule(Self* self, Atom what, std::chrono::milliseconds after) {
+  self->delayed_send(self, after, what, self->state.episode);
+}
+
+// Each poll brings its update count (so that a restore can tell how many updates it lost),
+// its process incarnation (a restart changes it), and its snapshot figures, which reach
+// the stats and, while snapshots fail, a warning at most every 10 s.
+void poll(Self* self) {
+  auto& st = self->state;
+  self->request(st.task.handle, st.config.rejoin_interval, net::stats_atom::value)
+      .then(current<std::vector<int64_t>&>(
+                self,
+                [=](std::vector<int64_t>& v) {
+                  auto& s = self->state;
+                  const auto stats = net::PsStats::from(v);
+                  s.last_updates = std::max(s.last_updates, stats.updates_applied);
+                  if (s.process == 0) s.process = stats.process;
+                  s.book->ps_snapshots(s.index, stats.snapshot_failures, stats.snapshot_age_ms);
+                  const auto now = Clock::now();
+                  if (stats.snapshot_failures > s.snapshot_failures &&
+                      now - s.last_warning > std::chrono::seconds(10)) {
+                    s.last_warning = now;
+                    std::cerr << "troupe: warning: " << task_name(self)
+                              << " fails to write snapshots (" << stats.snapshot_failures
+                              << " failures; newest snapshot "
+                              << (stats.snapshot_age_ms < 0
+                                      ? std::string("never written")
+                                      : std::to_string(stats.snapshot_age_ms) + " ms old")
+                              << "): a restart would lose its updates since" << std::endl;
+                  }
+                  s.snapshot_failures = stats.snapshot_failures;
+                }),
+            [](caf::error&) {});
+}
+
+void fail(Self* self, const core::Error& e) {
+  ++self->state.episode;  // what was under way is dropped
+  self->send(self->state.coordinator, chief::ps_failed_atom::value, self->state.index,
+             net::to_caf(e));
+  self->become(failed(self));
+}
+
+void back(Self* self) {
+  self->send(self->state.coordinator, chief::ps_up_atom::value, self->state.index);
+  self->become(serving(self));
+}
+
+// It went down: look for it on its address until the deadline.
+void go_down(Self* self) {
+  auto& st = self->state;
+  ++st.episode;
+  self->send(st.coordinator, chief::ps_down_atom::value, st.index);
+  schedule(self, chief::rejoin_atom::value, st.config.rejoin_interval);
+  schedule(self, chief::deadline_atom::value, st.config.ps_restore_deadline);
+  self->become(restoring(self));
+}
+
+// It answers on its address again. A restarted one restored itself from its snapshot
+// before publishing (serve() does), so its stats say from which update count; one whose
+// connection merely dropped (a stall, a cut link) answers with the same process
+// incarnation and has lost nothing.
+void returned(Self* self, const net::PsStats& ps) {
+  auto& st = self->state;
+  if (st.process != 0 && ps.process == st.process) {
+    st.last_updates = std::max(st.last_updates, ps.updates_applied);
+    st.book->ps_reconnected();
+    return back(self);
+  }
+  if (ps.restored_from < 0) {
+    return fail(self,
+                core::make_error(core::Errc::data_loss,
+                                 task_name(self) + " came back without a snapshot to restore; its "
+                                                   "variables are lost"));
+  }
+  st.process = ps.process;
+  st.book->ps_restored(std::max<int64_t>(0, st.last_updates - ps.restored_from));
+  st.last_updates = ps.updates_applied;
+  back(self);
+}
+
+void try_rejoin(Self* self) {
+  auto retry = current<>(
+      self, [=] { schedule(self, chief::rejoin_atom::value, self->state.config.rejoin_interval); });
+  reach_task(
+      self, self->state.task, std::chrono::seconds(2),
+      current<caf::actor>(
+          self,
+          [=](caf::actor found) {
+            self->state.task.handle = std::move(found);
+            self->monitor(self->state.task.handle);
+            // Briefly: right after a stall, the peer may still route
+            // this connection's messages to the one it has not yet
+            // noticed is gone; the next try gets through.
+            self->request(self->state.task.handle, std::chrono::seconds(2), net::stats_atom::value)
+                .then(current<std::vector<int64_t>&>(
+                          self,
+                          [=](std::vector<int64_t>& v) { returned(self, net::PsStats::from(v)); }),
+                      [=](caf::error&) { retry(); });
+          }),
+      retry);
+}
+
+caf::behavior serving(Self* self) {
+  return {
+      [=](chief::tick_atom) {
+        poll(self);
+        self->delayed_send(self, self->state.config.rejoin_interval, chief::tick_atom::value);
+      },
+      [=](chief::task_down_atom, uint64_t episode) {
+        if (episode == self->state.episode && self->state.config.ps_recovery) go_down(self);
+      },
+      [=](net::shutdown_atom) {
+        auto promise = self->make_response_promise<bool>();
+        shut_down_task(self, self->state.task, /*live=*/true,
+                       [promise](bool ack) mutable { promise.deliver(ack); });
+        return promise;
+      },
+      [=](chief::rejoin_atom, uint64_t) {},
+      [=](chief::deadline_atom, uint64_t) {},
+  };
+}
+
+caf::behavior restoring(Self* self) {
+  return {
+      [=](chief::tick_atom) {
+        self->delayed_send(self, self->state.config.rejoin_interval, chief::tick_atom::value);
+      },
+      [=](chief::task_down_atom, uint64_t) {},
+      [=](net::shutdown_atom) {
+        auto promise = self->make_response_promise<bool>();
+        shut_down_task(self, self->state.task, /*live=*/false,
+                       [promise](bool ack) mutable { promise.deliver(ack); });
+        return promise;
+      },
+      [=](chief::rejoin_atom, uint64_t episode) {
+        if (episode == self->state.episode) try_rejoin(self);
+      },
+      [=](chief::deadline_atom, uint64_t episode) {
+        if (episode != self->state.episode) return;
+        fail(self, core::make_error(
+                       core::Errc::unavailable,
+                       task_name(self) + " did not come back within " +
+                           std::to_string(self->state.config.ps_restore_deadline.count()) + " ms"));
+      },
+  };
+}
+
+caf::behavior failed(Self* self) {
+  return {
+      [=](chief::tick_atom) {},
+      [=](chief::task_down_atom, uint64_t) {},
+      [=](net::shutdown_atom) {
+        auto promise = self->make_response_promise<bool>();
+        shut_down_task(self, self->state.task, /*live=*/false,
+                       [promise](bool ack) mutable { promise.deliver(ack); });
+        return promise;
+      },
+      [=](chief::rejoin_atom, uint64_t) {},
+      [=](chief::deadline_atom, uint64_t) {},
+  };
+}
+
+caf::behavior ps_proxy(Self* self, caf::actor coordinator, uint64_t index, Endpoint task,
+                       std::shared_ptr<ClosureBook> book, CoordinatorConfig config) {
+  auto& st = self->state;
+  st.index = index;
+  st.task = std::move(task);
+  st.coordinator = std::move(coordinator);
+  st.book = std::move(book);
+  st.config = std::move(config);
+  if (st.config.ps_recovery) self->monitor(st.task.handle);
+  self->set_down_handler([=](caf::down_msg& dm) {
+    if (self->state.task.handle && dm.source == self->state.task.handle.address())
+      self->send(self, chief::task_down_atom::value, self->state.episode);
+  });
+  self->send(self, chief::tick_atom::value);
+  return serving(self);
+}
+
+}  // namespace
+
+caf::actor spawn_ps_proxy(caf::event_based_actor* coordinator, size_t index, Endpoint task,
+                          std::shared_ptr<ClosureBook> book, const CoordinatorConfig& config) {
+  return coordinator->spawn<caf::linked>(ps_proxy, caf::actor_cast<caf::actor>(coordinator),
+                                         static_cast<uint64_t>(index), std::move(task),
+                                         std::move(book), config);
+}
+
+}  // namespace troupe::actors

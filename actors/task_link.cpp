@@ -1,0 +1,38 @@
+#include "actors/task_link.hpp"
+
+#include <set>
+
+#include <caf/io/all.hpp>
+
+#include "net/connect.hpp"
+#include "net/gate.hpp"
+#include "net/wire.hpp"
+
+namespace troupe::actors {
+
+void reach_task(caf::event_based_actor* self, const Endpoint& at, std::chrono::milliseconds timeout,
+                std::function<void(caf::actor)> on_actor, std::function<void()> on_fail) {
+  auto route = net::caf_route(at.host, at.port);  // through the tunnel, with a secret
+  if (!route) return on_fail();
+  auto mm = self->system().middleman().actor_handle();
+  self->request(mm, timeout, caf::connect_atom::value, route->host, route->port)
+      .then(
+          [=](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
+            auto found = caf::actor_cast<caf::actor>(ptr);
+            if (!found || net::is_terminated(found)) return on_fail();
+            on_actor(std::move(found));
+          },
+          [=](caf::error&) { on_fail(); });
+}
+
+void shut_down_task(caf::event_based_actor* self, const Endpoint& at, bool live,
+                    std::function<void(bool)> done) {
+  auto ask = [self, done](const caf::actor& task) {
+    self->request(task, shutdown_ack_timeout, net::shutdown_atom::value)
+        .then([done](caf::ok_atom) { done(true); }, [done](caf::error&) { done(false); });
+  };
+  if (live && at.handle) return ask(at.handle);
+  reach_task(self, at, shutdown_ack_timeout, ask, [done] { done(false); });
+}
+
+}  // namespace troupe::actors

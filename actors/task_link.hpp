@@ -1,0 +1,39 @@
+#pragma once
+
+// How the chief's proxies reach the remote tasks they stand for: at the address a task was
+// first found at, through this process's tunnel when the cluster has a secret, without
+// blocking the asking actor.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include <caf/all.hpp>
+
+namespace troupe::actors {
+
+/// A remote worker or PS task: its actor (when connected) and the address it is looked for
+/// at again when lost.
+struct Endpoint {
+  caf::actor handle;
+  std::string host;
+  uint16_t port = 0;
+};
+
+/// Connects afresh to the task published at `at`'s address: `on_actor` gets its actor, or
+/// `on_fail` is called when nobody answers there within `timeout` (or what answers is a
+/// connection of the previous process, already terminated). Exactly one of them runs.
+void reach_task(caf::event_based_actor* self, const Endpoint& at, std::chrono::milliseconds timeout,
+                std::function<void(caf::actor)> on_actor, std::function<void()> on_fail);
+
+/// How long a shutdown waits for each step: reaching a task afresh, then its acknowledgement.
+inline constexpr std::chrono::seconds shutdown_ack_timeout{3};
+
+/// Asks the task to stop serving and calls `done(acknowledged)` once. `live`: `at.handle` is
+/// its current connection; otherwise (a task known lost, or not connected) it is reached
+/// at its address afresh first, as it may be back without having rejoined.
+void shut_down_task(caf::event_based_actor* self, const Endpoint& at, bool live,
+                    std::function<void(bool)> done);
+
+}  // namespace troupe::actors

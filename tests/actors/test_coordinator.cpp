@@ -1,0 +1,274 @@
+// The coordinator and its worker proxies in one process, against fake workers: actors that
+// answer the worker protocol (vars, dataset, run, cancel, shutdown) as each test needs,
+// and log what they were asked. What the process tests reach only through real training.
+#include <catch2/catch.hpp>
+
+#include <condition_variable>
+#include <mutex>
+#include <set>
+
+#include <caf/io/all.hpp>
+
+#include "actor_fixture.hpp"
+#include "actors/coordinator.hpp"
+#include "net/node.hpp"
+
+using namespace troupe;
+using namespace troupe::actors;
+using namespace std::chrono_literals;
+using Status = detail::RemoteState::Status;
+
+namespace {
+
+// What the fake workers were asked, in order, e.g. "w0 run hang".
+struct Log {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> lines;
+  void add(std::string line) {
+    std::lock_guard<std::mutex> lock(mu);
+    lines.push_back(std::move(line));
+    cv.notify_all();
+  }
+  bool wait_for(const std::string& line, std::chrono::milliseconds bound) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, bound,
+                       [&] { return std::find(lines.begin(), lines.end(), line) != lines.end(); });
+  }
+  size_t count(const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu);
+    return static_cast<size_t>(std::count(lines.begin(), lines.end(), line));
+  }
+};
+
+struct FakeState {
+  std::vector<caf::response_promise> held;  // "hang" closures, never answered
+  static inline const char* name = "fake_worker";
+};
+
+// Steps: "ok" answers its id's bytes, "fail" a step error, "hang" never answers, "crash"
+// ends the worker (its proxy sees it go down). Dataset "nosuch" is the worker's own error.
+caf::behavior fake_worker(caf::stateful_actor<FakeState>* self, std::shared_ptr<Log> log,
+                          std::string name) {
+  return {
+      [=](net::vars_atom, std::vector<net::Placement>&) {
+        log->add(name + " vars");
+        return caf::actor_cast<caf::actor>(self);  // its own control actor
+      },
+      [=](net::dataset_atom, std::string& dataset) -> caf::result<caf::ok_atom> {
+        log->add(name + " dataset " + dataset);
+        if (dataset == "nosuch")
+          return net::to_caf(core::make_error(core::Errc::not_found, "no dataset function"));
+        return caf::ok_atom::value;
+      },
+      [=](net::run_atom, net::ClosureMsg& c) -> caf::result<std::vector<char>> {
+        log->add(name + " run " + c.step);
+        if (c.step == "fail")
+          return net::to_caf(core::make_error(core::Errc::invalid_argument, "bad step"));
+        if (c.step == "crash") {
+          self->quit(caf::exit_reason::user_shutdown);
+          return caf::delegated<std::vector<char>>{};  // no answer: it is gone
+        }
+        if (c.step == "hang") {
+          self->state.held.push_back(self->make_response_promise());
+          return caf::delegated<std::vector<char>>{};
+        }
+        return std::vector<char>(name.begin(), name.end());
+      },
+      [=](net::cancel_atom, uint64_t) { log->add(name + " cancel"); },
+      [=](net::shutdown_atom) { return caf::ok_atom::value; },
+  };
+}
+
+struct Fixture : test::ActorFixture {
+  std::shared_ptr<Log> log = std::make_shared<Log>();
+  std::shared_ptr<ClosureBook> book;
+  caf::actor coordinator;
+  std::vector<caf::actor> fakes;
+
+  // `n` fake workers; their address is a closed loopback port, so a lost one stays lost.
+  void start(size_t n, CoordinatorOptions options) {
+    book = std::make_shared<ClosureBook>(1);
+    std::vector<Endpoint> workers;
+    for (size_t w = 0; w < n; ++w) {
+      fakes.push_back(sys->spawn(fake_worker, log, "w" + std::to_string(w)));
+      workers.push_back({fakes.back(), "127.0.0.1", 1});
+    }
+    options.rejoin_interval = 50ms;
+    coordinator = spawn_coordinator(*sys, std::move(workers), {}, {}, book, options);
+  }
+  ~Fixture() {
+    if (coordinator) caf::anon_send_exit(coordinator, caf::exit_reason::user_shutdown);
+    for (auto& f : fakes)
+      caf::anon_send_exit(f, caf::exit_reason::user_shutdown);
+  }
+  std::shared_ptr<detail::RemoteState> schedule(const std::string& step) {
+    auto state = std::make_shared<detail::RemoteState>();
+    net::ClosureMsg c;
+    c.id = book->add(state).value();
+    c.step = step;
+    caf::anon_send(coordinator, net::run_atom::value, std::move(c));
+    return state;
+  }
+  core::Status dataset(const std::string& name) {
+    core::Status out;
+    (*self)
+        ->request(coordinator, 10s, net::dataset_atom::value, name)
+        .receive([](caf::ok_atom) {}, [&](caf::error& e) { out = net::from_caf(e); });
+    return out;
+  }
+};
+
+// join(), bounded: every scheduled closure settled within 10 s, or a failure.
+core::Status join(ClosureBook& book) {
+  const bool settled = book.wait_for(
+      [](const auto& c) { return c.completed + c.failed + c.cancelled == c.scheduled; }, 10s);
+  if (!settled)
+    return core::make_error(core::Errc::unavailable, "test: closures still pending after 10 s");
+  return book.join();
+}
+
+Status status_of(const std::shared_ptr<detail::RemoteState>& s) {
+  std::lock_guard<std::mutex> lock(s->mu);
+  return s->status;
+}
+
+}  // namespace
+
+TEST_CASE_METHOD(Fixture, "The coordinator runs closures on every worker and settles each once",
+                 "[coordinator]") {
+  start(2, {});
+  std::vector<std::shared_ptr<detail::RemoteState>> results;
+  for (int i = 0; i < 40; ++i)
+    results.push_back(schedule("ok"));
+  REQUIRE(join(*book).ok());
+  std::set<std::string> ran_on;
+  for (const auto& r : results) {
+    REQUIRE(status_of(r) == Status::ready);
+    ran_on.insert(std::string(r->bytes.begin(), r->bytes.end()));
+  }
+  CHECK(ran_on == std::set<std::string>{"w0", "w1"});
+  CHECK(log->count("w0 vars") == 1);
+  CHECK(log->count("w1 vars") == 1);
+  const auto stats = book->counters();
+  CHECK(stats.completed == 40);
+  CHECK(stats.workers_lost == 0);
+}
+
+TEST_CASE_METHOD(Fixture, "A lost worker's closures run elsewhere; one that keeps crashing fails",
+                 "[coordinator]") {
+  CoordinatorOptions options;
+  options.max_closure_losses = 2;
+  start(3, options);
+  auto fine = schedule("ok");  // first: nothing has failed yet when both are scheduled
+  auto crash = schedule("crash");
+  const core::Status joined = join(*book);
+  REQUIRE_FALSE(joined.ok());
+  CHECK(joined.error().code == core::Errc::internal);
+  CHECK_THAT(joined.error().message,
+             Catch::Contains("step 'crash'") && Catch::Contains("lost its worker 2 times"));
+  CHECK(status_of(crash) == Status::failed);
+  CHECK(status_of(fine) == Status::ready);  // answered by a worker that was not lost
+  const auto stats = book->counters();
+  CHECK(stats.workers_lost == 2);
+  CHECK(stats.retried == 1);  // the crashing closure, once, before its second loss failed it
+  CHECK(stats.failed == 1);
+}
+
+TEST_CASE_METHOD(Fixture, "A step error cancels what is queued and what a busy worker holds",
+                 "[coordinator]") {
+  CoordinatorOptions options;
+  options.max_in_flight_per_worker = 1;  // the rest stay queued
+  start(2, options);
+  auto hung = schedule("hang");  // on whichever worker is up first
+  auto failing = schedule("fail");
+  std::vector<std::shared_ptr<detail::RemoteState>> queued;
+  for (int i = 0; i < 5; ++i)
+    queued.push_back(schedule("ok"));
+  const core::Status joined = join(*book);  // returns without the hung closure's answer
+  REQUIRE_FALSE(joined.ok());
+  CHECK(joined.error().code == core::Errc::invalid_argument);
+  CHECK(status_of(failing) == Status::failed);
+  CHECK(status_of(hung) == Status::cancelled);
+  for (const auto& q : queued)
+    CHECK(status_of(q) == Status::cancelled);
+  // The busy worker's control actor is told (a running step sees cancelled()).
+  const std::string holder = log->count("w0 run hang") == 1 ? "w0" : "w1";
+  CHECK(log->count(holder + " run hang") == 1);
+  CHECK(log->wait_for(holder + " cancel", 10s));
+  CHECK(log->count("w0 run ok") + log->count("w1 run ok") == 0);
+  // After join() raised the error, scheduling works again.
+  auto later = schedule("ok");
+  REQUIRE(join(*book).ok());
+  CHECK(status_of(later) == Status::ready);
+}
+
+TEST_CASE_METHOD(Fixture, "A dataset call waits for every worker; a worker's own error names it",
+                 "[coordinator]") {
+  start(2, {});
+  REQUIRE(dataset("train").ok());
+  CHECK(log->count("w0 dataset train") == 1);
+  CHECK(log->count("w1 dataset train") == 1);
+  const core::Status bad = dataset("nosuch");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == core::Errc::not_found);
+  CHECK_THAT(bad.error().message, Catch::Contains("dataset 'nosuch'"));
+  // A lost worker is skipped: the call answers without it.
+  caf::anon_send_exit(fakes[0], caf::exit_reason::kill);
+  REQUIRE(book->wait_for([](const auto& c) { return c.workers_lost == 1; }, 10s));
+  REQUIRE(dataset("eval").ok());
+  CHECK(log->count("w1 dataset eval") == 1);
+  CHECK(log->count("w0 dataset eval") == 0);
+}
+
+TEST_CASE(
+    "A lost worker that answers on its address again is brought up to date, then runs "
+    "closures",
+    "[coordinator]") {
+  // The workers live in a second actor system (another node), published on loopback.
+  test::ActorFixture chief, node;
+  auto log = std::make_shared<Log>();
+  auto first = node.sys->spawn(fake_worker, log, "first");
+  auto port = node.sys->middleman().publish(first, 0, "127.0.0.1", true);
+  REQUIRE(port);
+  auto handle = chief.sys->middleman().remote_actor("127.0.0.1", *port);
+  REQUIRE(handle);
+  auto book = std::make_shared<ClosureBook>(1);
+  CoordinatorOptions options;
+  options.rejoin_interval = 50ms;
+  auto coordinator =
+      spawn_coordinator(*chief.sys, {{*handle, "127.0.0.1", *port}}, {}, {}, book, options);
+  struct End {
+    caf::actor a;
+    ~End() { caf::anon_send_exit(a, caf::exit_reason::user_shutdown); }
+  } end{coordinator};
+  (*chief.self)
+      ->request(coordinator, 10s, net::dataset_atom::value, std::string("train"))
+      .receive([](caf::ok_atom) {}, [](caf::error& e) { FAIL(to_string(e)); });
+  CHECK(log->count("first dataset train") == 1);
+
+  caf::anon_send_exit(first, caf::exit_reason::kill);
+  REQUIRE(book->wait_for([](const auto& c) { return c.workers_lost == 1; }, 10s));
+  // Scheduled while no worker is there: it waits in the queue.
+  auto state = std::make_shared<detail::RemoteState>();
+  net::ClosureMsg c;
+  c.id = book->add(state).value();
+  c.step = "ok";
+  caf::anon_send(coordinator, net::run_atom::value, std::move(c));
+  REQUIRE(node.sys->middleman().unpublish(first, *port));
+  auto second = node.sys->spawn(fake_worker, log, "second");
+  REQUIRE(node.sys->middleman().publish(second, *port, "127.0.0.1", true));
+  REQUIRE(book->wait_for([](const auto& c) { return c.worker_rejoins == 1; }, 10s));
+  REQUIRE(join(*book).ok());
+  CHECK(std::string(state->bytes.begin(), state->bytes.end()) == "second");
+  // Brought up to date first: the placement, then every dataset, then the closure.
+  std::vector<std::string> second_lines;
+  {
+    std::lock_guard<std::mutex> lock(log->mu);
+    for (const auto& l : log->lines)
+      if (l.rfind("second ", 0) == 0) second_lines.push_back(l);
+  }
+  CHECK(second_lines ==
+        std::vector<std::string>{"second vars", "second dataset train", "second run ok"});
+  caf::anon_send_exit(second, caf::exit_reason::user_shutdown);
+}
