@@ -155,7 +155,8 @@ TEST_CASE_METHOD(Fixture, "The coordinator runs closures on every worker and set
   CHECK(stats.workers_lost == 0);
 }
 
-TEST_CASE_METHOD(Fixture, "A lost worker's closures run elsewhere; one that keeps crashing fails",
+TEST_CASE_METHOD(Fixture,
+                 "A lost worker's closures run elsewhere, and one that keeps crashing fails",
                  "[coordinator]") {
   CoordinatorOptions options;
   options.max_closure_losses = 2;
@@ -203,7 +204,8 @@ TEST_CASE_METHOD(Fixture, "A step error cancels what is queued and what a busy w
   CHECK(status_of(later) == Status::ready);
 }
 
-TEST_CASE_METHOD(Fixture, "A dataset call waits for every worker; a worker's own error names it",
+TEST_CASE_METHOD(Fixture,
+                 "A dataset call waits for every worker, and a worker's own error names it",
                  "[coordinator]") {
   start(2, {});
   REQUIRE(dataset("train").ok());
