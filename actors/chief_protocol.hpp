@@ -21,33 +21,32 @@ namespace chief {
 // every closure up to that id `cancelled`), net::shutdown_atom (answers bool: acknowledged).
 // coordinator -> PS proxy: net::shutdown_atom.
 
-// worker proxy -> coordinator
-using ready_atom = caf::atom_constant<caf::atom("wready")>;  // (w): up to date, takes closures
-/// (w, closures): the worker is lost; every closure it held, in the order sent (the first
-/// was running). Those still pending in the book go back to the queue.
-using lost_atom = caf::atom_constant<caf::atom("wlost")>;
-/// (w, closures): arrived while the worker was not taking closures; never sent to it.
-using back_atom = caf::atom_constant<caf::atom("wback")>;
-/// (w, id): answered; a result is already settled in the book by the proxy.
-using done_atom = caf::atom_constant<caf::atom("wdone")>;
-/// (w, closure, error): the step's own error (the coordinator fails it, or runs it again
-/// once a PS is back).
-using failed_atom = caf::atom_constant<caf::atom("wfailed")>;
-
-// PS proxy -> coordinator
-using ps_down_atom = caf::atom_constant<caf::atom("psdown")>;      // (t): down; dispatch pauses
-using ps_up_atom = caf::atom_constant<caf::atom("psup")>;          // (t): back, restored or not
-using ps_failed_atom = caf::atom_constant<caf::atom("psfailed")>;  // (t, error): gone for good
-
-// Each actor's own timers.
-using tick_atom = caf::atom_constant<caf::atom("tick")>;
-using rejoin_atom = caf::atom_constant<caf::atom("rejoin")>;
-using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
-using resume_atom = caf::atom_constant<caf::atom("resume")>;
-using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
-/// (connection): the task's actor went down (the proxy's down handler, in order with
-/// the state's other messages).
-using task_down_atom = caf::atom_constant<caf::atom("taskdown")>;
+// worker proxy -> coordinator (the atoms are in net/wire.hpp, with every other):
+// (ready, w): up to date, takes closures.
+// (lost, w, closures): the worker is lost; every closure it held, in the order sent (the
+//   first was running). Those still pending in the book go back to the queue.
+// (back, w, closures): arrived while the worker was not taking closures; never sent to it.
+// (done, w, id): answered; a result is already settled in the book by the proxy.
+// (failed, w, closure, error): the step's own error (the coordinator fails it, or runs it
+//   again once a PS is back).
+// PS proxy -> coordinator: (ps_down, t) dispatch pauses; (ps_up, t) back, restored or not;
+// (ps_failed, t, error) gone for good.
+// Each actor's own timers: tick, rejoin, deadline, resume, watchdog; (task_down,
+// connection): the proxy's down handler, in order with the state's other messages.
+using net::back_atom;
+using net::deadline_atom;
+using net::done_atom;
+using net::failed_atom;
+using net::lost_atom;
+using net::ps_down_atom;
+using net::ps_failed_atom;
+using net::ps_up_atom;
+using net::ready_atom;
+using net::rejoin_atom;
+using net::resume_atom;
+using net::task_down_atom;
+using net::tick_atom;
+using net::watchdog_atom;
 
 /// An error the worker itself replied with (category troupe: the step's outcome, even when
 /// that is "my PS is unavailable"), as opposed to CAF's own (timeout, receiver down), which

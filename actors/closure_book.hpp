@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "core/expected.hpp"
-#include "troupe/coordinator_types.hpp"
-#include "troupe/remote_value.hpp"
+#include "core/runtime/coordinator_types.hpp"
+#include "core/runtime/remote_value.hpp"
 
 namespace troupe::actors {
 

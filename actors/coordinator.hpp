@@ -11,8 +11,8 @@
 
 #include "actors/closure_book.hpp"
 #include "actors/task_link.hpp"
+#include "core/runtime/coordinator_types.hpp"
 #include "net/wire.hpp"
-#include "troupe/coordinator_types.hpp"
 
 namespace troupe::actors {
 

@@ -6,7 +6,8 @@
 
 #include "core/data/dataset.hpp"
 #include "core/data/example.hpp"
-#include "troupe/registry.hpp"
+#include "core/runtime/registry.hpp"
+#include "net/wire.hpp"
 
 namespace troupe::actors {
 
@@ -26,7 +27,7 @@ struct DatasetIteratorOptions {
   size_t prefetch = 0;
 };
 
-using next_atom = caf::atom_constant<caf::atom("next")>;
+using net::next_atom;
 
 /// The actor that owns one worker's iterator of a dataset (TensorFlow's per-worker
 /// iterator resource). It builds the dataset with the worker's InputContext and, while no

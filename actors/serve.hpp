@@ -4,9 +4,9 @@
 #include <string>
 
 #include "core/expected.hpp"
+#include "core/runtime/registry.hpp"
 #include "net/cluster_spec.hpp"
 #include "net/node.hpp"
-#include "troupe/registry.hpp"
 
 namespace troupe::actors {
 

@@ -11,9 +11,9 @@ namespace {
 
 using Self = caf::stateful_actor<SupervisorState>;
 using Clock = std::chrono::steady_clock;
-// Local: start children again (sent to itself, so that restarts happen one message at a
-// time and a child failing at once cannot recurse).
-using restart_atom = caf::atom_constant<caf::atom("restart")>;
+// Start children again (sent to itself, so that restarts happen one message at a time and a
+// child failing at once cannot recurse).
+using net::restart_atom;
 
 bool normal_exit(const caf::error& reason) {
   return !reason || reason == caf::exit_reason::normal;

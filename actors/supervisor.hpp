@@ -9,6 +9,7 @@
 #include <caf/all.hpp>
 
 #include "core/expected.hpp"
+#include "net/wire.hpp"
 
 namespace troupe::actors {
 
@@ -63,7 +64,7 @@ struct SupervisorState {
   static inline const char* name = "troupe.supervisor";
 };
 
-using which_atom = caf::atom_constant<caf::atom("which")>;
+using net::which_atom;
 
 /// A supervisor: starts `children` in order and monitors them; a child's exit is a message
 /// handled by the restart strategy, never an abort. Messages:

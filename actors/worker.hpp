@@ -11,10 +11,10 @@
 
 #include <caf/all.hpp>
 
+#include "core/runtime/registry.hpp"
 #include "net/channel.hpp"
 #include "net/cluster_spec.hpp"
 #include "net/wire.hpp"
-#include "troupe/registry.hpp"
 
 namespace troupe::actors {
 

@@ -289,7 +289,7 @@ typename Inspector::result_type inspect(Inspector& f, ClosureMsg& x) {
   return f(caf::meta::type_name("troupe.closure"), x.id, x.step, x.args, x.repeat, x.settled_below);
 }
 
-// Atoms of the protocol (CAF 0.17: at most 10 characters).
+// Atoms of the protocol between processes (CAF 0.17: at most 10 characters).
 using create_atom = caf::atom_constant<caf::atom("create")>;       // PS: create a shard
 using pull_atom = caf::atom_constant<caf::atom("pull")>;           // PS: dense pull
 using pull_rows_atom = caf::atom_constant<caf::atom("pullrows")>;  // PS: rows pull
@@ -310,6 +310,29 @@ using refused_atom = caf::atom_constant<caf::atom("refused")>;
 using state_atom = caf::atom_constant<caf::atom("shardstate")>;  // PS: a shard's state
 using assign_atom = caf::atom_constant<caf::atom("assign")>;     // PS: set a shard's state
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;     // worker control: cancel
+
+// Atoms of messages local to one process, never serialised: every atom of Troupe is in
+// this file, so that no two messages one actor handles can share an atom by accident.
+// A supervisor (actors/supervisor.hpp).
+using which_atom = caf::atom_constant<caf::atom("which")>;      // (which, name) -> the child
+using restart_atom = caf::atom_constant<caf::atom("restart")>;  // to itself: start children again
+// A worker's dataset_iterator: (next, n) -> the next n batches.
+using next_atom = caf::atom_constant<caf::atom("next")>;
+// The chief's coordinator and its proxies (actors/chief_protocol.hpp says what each carries).
+using ready_atom = caf::atom_constant<caf::atom("wready")>;        // proxy: worker takes closures
+using lost_atom = caf::atom_constant<caf::atom("wlost")>;          // proxy: worker lost, closures
+using back_atom = caf::atom_constant<caf::atom("wback")>;          // proxy: closures never sent
+using done_atom = caf::atom_constant<caf::atom("wdone")>;          // proxy: closure answered
+using failed_atom = caf::atom_constant<caf::atom("wfailed")>;      // proxy: the step's own error
+using ps_down_atom = caf::atom_constant<caf::atom("psdown")>;      // PS proxy: down
+using ps_up_atom = caf::atom_constant<caf::atom("psup")>;          // PS proxy: back
+using ps_failed_atom = caf::atom_constant<caf::atom("psfailed")>;  // PS proxy: gone for good
+using tick_atom = caf::atom_constant<caf::atom("tick")>;           // timers of each actor
+using rejoin_atom = caf::atom_constant<caf::atom("rejoin")>;
+using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
+using resume_atom = caf::atom_constant<caf::atom("resume")>;
+using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
+using task_down_atom = caf::atom_constant<caf::atom("taskdown")>;  // a proxy's task went down
 
 /// The CAF error category of Troupe's core::Errc codes.
 inline constexpr caf::atom_value error_category = caf::atom("troupe");

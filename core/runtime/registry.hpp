@@ -10,8 +10,8 @@
 
 #include "core/data/dataset.hpp"
 #include "core/data/input_context.hpp"
-#include "troupe/codec.hpp"
-#include "troupe/step_context.hpp"
+#include "core/runtime/codec.hpp"
+#include "core/runtime/step_context.hpp"
 
 namespace troupe {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/expected.hpp"
-#include "troupe/codec.hpp"
+#include "core/runtime/codec.hpp"
 
 namespace troupe {
 

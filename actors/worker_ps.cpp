@@ -1,0 +1,335 @@
+// A worker's PS client: the variable placement, connections to each PS task (the tensor
+// channel, or CAF messages), and pulls and pushes batched into one PsRequest per PS task.
+// The worker actor and the rest of WorkerRuntime are in worker.cpp.
+#include "actors/worker.hpp"
+
+#include "net/auth.hpp"
+
+#include <algorithm>
+#include <exception>
+
+#include <caf/io/all.hpp>
+
+#include "core/partitioner.hpp"
+#include "net/ask.hpp"
+#include "net/connect.hpp"
+
+namespace troupe::actors {
+
+using core::Errc;
+using core::make_error;
+
+core::Status WorkerRuntime::set_placements(const std::vector<net::Placement>& placements) {
+  std::map<std::string, Shards> by_name;
+  for (const auto& p : placements) {
+    if (p.ps_task < 0 || p.ps_task >= options_.cluster.num_tasks("ps"))
+      return make_error(Errc::invalid_argument, "placement of '" + p.def.name +
+                                                    "' on ps:" + std::to_string(p.ps_task) +
+                                                    ", which does not exist");
+    by_name[p.def.name].push_back(p);
+  }
+  for (auto& [name, shards] : by_name)
+    std::sort(shards.begin(), shards.end(), [](const net::Placement& a, const net::Placement& b) {
+      return a.def.shard < b.def.shard;
+    });
+  placements_ = std::move(by_name);
+  return {};
+}
+
+core::Expected<const WorkerRuntime::Shards*> WorkerRuntime::shards_of(
+    const std::string& name) const {
+  auto it = placements_.find(name);
+  if (it == placements_.end()) return make_error(Errc::not_found, "no variable '" + name + "'");
+  return &it->second;
+}
+
+core::Expected<caf::actor> WorkerRuntime::ps(int task) {
+  if (auto it = ps_.find(task); it != ps_.end()) {
+    if (!net::is_terminated(it->second)) return it->second;
+    forget(task);  // that PS process is gone; a restarted one may answer on its address
+  }
+  const net::TaskId id{"ps", task};
+  const auto now = std::chrono::steady_clock::now();
+  if (auto it = unreachable_until_.find(task); it != unreachable_until_.end() && now < it->second)
+    return make_error(Errc::unavailable, id.to_string() + " was unreachable moments ago");
+  auto unreachable = [&](core::Error e) {
+    // Closures queued behind this one fail at once for a moment instead of each spending
+    // the connect timeout on a PS that is down.
+    unreachable_until_[task] = std::chrono::steady_clock::now() + unreachable_backoff;
+    return e;
+  };
+  auto a = net::connect_with_retry(sys_, options_.cluster.address(id), id.to_string(),
+                                   options_.connect_timeout);
+  if (!a) return unreachable(a.error());
+  // The first request doubles as a check that this is a live process: right after a PS
+  // died, the address may still yield its old connection, and requests to that vanish.
+  core::Expected<int32_t> port = make_error(Errc::internal, "no reply");
+  self_->request(*a, options_.connect_timeout, net::channel_atom::value)
+      .receive([&](int32_t p) { port = p; }, [&](caf::error& e) { port = net::from_caf(e); });
+  if (!port)
+    return unreachable(
+        make_error(Errc::unavailable, id.to_string() + " did not answer: " + port.error().message));
+  unreachable_until_.erase(task);
+  ps_[task] = *a;
+  channel_ports_[task] = *port;
+  return *a;
+}
+
+void WorkerRuntime::Batch::add(int task, size_t var, size_t shard, net::PsItem item) {
+  requests[task].items.push_back(std::move(item));
+  slots[task].emplace_back(var, shard);
+}
+
+core::Expected<net::Socket*> WorkerRuntime::channel(int task) {
+  const auto now = std::chrono::steady_clock::now();
+  if (auto it = channels_.find(task); it != channels_.end()) {
+    if (!it->second.valid()) return nullptr;
+    auto& used = channel_used_[task];
+    if (now - used < net::channel_idle_timeout / 2) {
+      used = now;
+      return &it->second;
+    }
+    channels_.erase(it);  // the PS may be about to end it: a fresh one instead
+  }
+  if (!options_.tensor_channel) {
+    channels_[task];  // invalid: this task's tensors go as CAF messages
+    return nullptr;
+  }
+  auto dst = ps(task);
+  if (!dst) return dst.error();
+  auto& slot = channels_[task];
+  const int32_t port = channel_ports_[task];
+  if (port == 0) return nullptr;  // the PS runs without a channel
+  const net::TaskId id{"ps", task};
+  auto hp = net::parse_host_port(options_.cluster.address(id));
+  if (!hp) return hp.error();
+  auto socket = net::connect_to(hp->host, static_cast<uint16_t>(port), options_.request_timeout);
+  if (!socket) {
+    channels_.erase(task);
+    return make_error(socket.error().code,
+                      id.to_string() + " tensor channel: " + socket.error().message);
+  }
+  if (!options_.cluster_secret.empty())
+    if (auto st = net::authenticate_to(*socket, options_.cluster_secret, options_.request_timeout);
+        !st) {
+      channels_.erase(task);
+      return make_error(st.error().code, id.to_string() + " tensor channel: " + st.error().message);
+    }
+  slot = std::move(*socket);
+  channel_used_[task] = now;
+  return &slot;
+}
+
+void WorkerRuntime::forget(int task) {
+  ps_.erase(task);
+  channels_.erase(task);
+  channel_ports_.erase(task);
+}
+
+core::Expected<std::vector<std::vector<net::WireTensor>>> WorkerRuntime::exchange(
+    net::PsOp op, Batch& batch, const std::vector<size_t>& shard_counts) {
+  using Handle = decltype(self_->request(std::declval<caf::actor&>(), options_.request_timeout,
+                                         net::batch_atom::value, net::PsRequest{}));
+  struct InFlight {
+    int task;
+    net::Socket* socket;  // null: the request went as a CAF message
+    std::optional<Handle> handle;
+  };
+  // Send every task's request before awaiting any reply: the PS tasks work in parallel.
+  // Each PS reads a whole request before it answers, so writing to one while another
+  // answers cannot deadlock.
+  if (cancelled())
+    return make_error(Errc::cancelled, "closure " + std::to_string(net::tag_closure(closure_id_)) +
+                                           " was cancelled");
+  std::vector<InFlight> in_flight;
+  core::Status failed;
+  auto fail = [&](int task, const core::Error& e) {
+    if (e.code == Errc::unavailable || e.code == Errc::data_loss) forget(task);
+    if (failed.ok()) failed = core::Error{e.code, "ps:" + std::to_string(task) + ": " + e.message};
+  };
+  for (auto& [task, request] : batch.requests) {
+    request.op = static_cast<uint8_t>(op);
+    request.tag = closure_id_;
+    request.settled_below = settled_below_;
+    auto ch = channel(task);
+    if (!ch) {
+      fail(task, ch.error());
+      break;
+    }
+    if (*ch != nullptr) {
+      if (auto st = net::send_request(**ch, request); !st) {
+        fail(task, st.error());
+        break;
+      }
+      in_flight.push_back({task, *ch, std::nullopt});
+      ++channel_requests_;
+    } else {
+      auto dst = ps(task);
+      if (!dst) {
+        fail(task, dst.error());
+        break;
+      }
+      in_flight.push_back({task, nullptr,
+                           self_->request(*dst, options_.request_timeout, net::batch_atom::value,
+                                          std::move(request))});
+      ++caf_requests_;
+    }
+  }
+  // Collect every reply that was asked for, even after a failure, so that no channel is
+  // left with an unread reply in it.
+  std::vector<std::vector<net::WireTensor>> out(shard_counts.size());
+  for (size_t v = 0; v < shard_counts.size(); ++v)
+    out[v].resize(shard_counts[v]);
+  for (auto& f : in_flight) {
+    core::Expected<std::vector<net::PsItem>> items = make_error(Errc::internal, "no reply");
+    if (f.socket != nullptr) {
+      items = net::recv_reply(*f.socket);
+    } else {
+      f.handle->receive([&](std::vector<net::PsItem>& v) { items = std::move(v); },
+                        [&](caf::error& e) { items = net::from_caf(e); });
+    }
+    if (!items) {
+      fail(f.task, items.error());
+      continue;
+    }
+    const auto& slots = batch.slots[f.task];
+    if (items->size() != slots.size()) {
+      fail(f.task, make_error(Errc::data_loss, "answered " + std::to_string(items->size()) +
+                                                   " items for " + std::to_string(slots.size())));
+      continue;
+    }
+    for (size_t k = 0; k < slots.size(); ++k)
+      out[slots[k].first][slots[k].second] = std::move((*items)[k].tensor);
+  }
+  if (!failed.ok()) return failed.error();
+  return out;
+}
+
+namespace {
+
+core::Expected<std::vector<core::Tensor>> concat_all(
+    const std::vector<std::vector<net::WireTensor>>& parts) {
+  std::vector<core::Tensor> out;
+  for (const auto& shard_parts : parts) {
+    auto whole = net::concat_shards(shard_parts);
+    if (!whole) return whole.error();
+    out.push_back(std::move(*whole));
+  }
+  return out;
+}
+
+// The rows of `grad` that `p` holds, as a tensor for the wire.
+core::Expected<net::WireTensor> shard_part(const std::string& name, core::ConstTensorView grad,
+                                           const net::Placement& p) {
+  if (grad.shape().rank() == 0) return net::WireTensor::from(grad);
+  const int64_t end = p.def.row_offset + (p.def.shape.empty() ? 1 : p.def.shape[0]);
+  if (end > grad.shape()[0])
+    return make_error(Errc::invalid_argument, "gradient of '" + name + "' has too few rows");
+  return net::WireTensor::from(grad.rows(p.def.row_offset, end));
+}
+
+}  // namespace
+
+core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull(
+    const std::vector<std::string>& names) {
+  Batch batch;
+  std::vector<size_t> counts;
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto shards = shards_of(names[i]);
+    if (!shards) return shards.error();
+    counts.push_back((*shards)->size());
+    for (size_t k = 0; k < (*shards)->size(); ++k)
+      batch.add((**shards)[k].ps_task, i, k,
+                net::PsItem{net::shard_key((**shards)[k].def), {}, {}});
+  }
+  auto parts = exchange(net::PsOp::pull, batch, counts);
+  if (!parts) return parts.error();
+  return concat_all(*parts);
+}
+
+core::Expected<std::vector<std::vector<net::WireTensor>>> WorkerRuntime::send_gradients(
+    net::PsOp op, const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) {
+  Batch batch;
+  std::vector<size_t> counts;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    auto shards = shards_of(grads[i].first);
+    if (!shards) return shards.error();
+    counts.push_back((*shards)->size());
+    for (size_t k = 0; k < (*shards)->size(); ++k) {
+      const net::Placement& p = (**shards)[k];
+      auto part = shard_part(grads[i].first, grads[i].second, p);
+      if (!part) return part.error();
+      batch.add(p.ps_task, i, k, net::PsItem{net::shard_key(p.def), {}, std::move(*part)});
+    }
+  }
+  return exchange(op, batch, counts);
+}
+
+core::Status WorkerRuntime::push(
+    const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) {
+  auto acks = send_gradients(net::PsOp::push, grads);
+  if (!acks) return acks.error();
+  return {};
+}
+
+core::Expected<std::vector<core::Tensor>> WorkerRuntime::push_pull(
+    const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) {
+  auto parts = send_gradients(net::PsOp::push_pull, grads);
+  if (!parts) return parts.error();
+  return concat_all(*parts);
+}
+
+core::Expected<core::Tensor> WorkerRuntime::pull_rows(const std::string& name,
+                                                      const std::vector<int64_t>& rows) {
+  auto shards = shards_of(name);
+  if (!shards) return shards.error();
+  const Shards& s = **shards;
+  auto route = net::route_rows(name, s, rows);
+  if (!route) return route.error();
+  Batch batch;
+  for (size_t shard = 0; shard < s.size(); ++shard)
+    if (!route->local[shard].empty())
+      batch.add(s[shard].ps_task, 0, shard,
+                net::PsItem{net::shard_key(s[shard].def), route->local[shard], {}});
+  auto parts = exchange(net::PsOp::pull_rows, batch, {s.size()});
+  if (!parts) return parts.error();
+  std::vector<int64_t> dims = s.front().def.shape;
+  dims[0] = static_cast<int64_t>(rows.size());
+  core::Tensor out{core::Shape(dims)};
+  std::vector<const net::WireTensor*> answered;
+  for (const auto& part : (*parts)[0])
+    answered.push_back(&part);
+  if (auto st = net::gather_routed(name, *route, answered, out); !st) return st.error();
+  return out;
+}
+
+core::Status WorkerRuntime::push_rows(const std::string& name, const std::vector<int64_t>& rows,
+                                      core::ConstTensorView grads) {
+  auto shards = shards_of(name);
+  if (!shards) return shards.error();
+  const Shards& s = **shards;
+  const int64_t width = grads.shape().row_size();
+  if (grads.shape().rank() < 1 || grads.shape()[0] != static_cast<int64_t>(rows.size()))
+    return make_error(Errc::invalid_argument,
+                      "row gradient of '" + name + "' does not match its rows");
+  auto route = net::route_rows(name, s, rows);
+  if (!route) return route.error();
+  Batch batch;
+  for (size_t shard = 0; shard < s.size(); ++shard) {
+    if (route->local[shard].empty()) continue;
+    net::PsItem item;
+    item.name = net::shard_key(s[shard].def);
+    item.rows = std::move(route->local[shard]);
+    item.tensor.dims = {static_cast<int64_t>(item.rows.size()), width};
+    item.tensor.data.resize(item.rows.size() * static_cast<size_t>(width));
+    for (size_t j = 0; j < route->where[shard].size(); ++j)
+      std::copy_n(grads.data() + route->where[shard][j] * width, width,
+                  item.tensor.data.data() + static_cast<int64_t>(j) * width);
+    batch.add(s[shard].ps_task, 0, shard, std::move(item));
+  }
+  auto acks = exchange(net::PsOp::push_rows, batch, {s.size()});
+  if (!acks) return acks.error();
+  return {};
+}
+
+}  // namespace troupe::actors
