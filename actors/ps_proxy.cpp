@@ -41,9 +41,7 @@ caf::behavior failed(Self* self);
 /// `f`, run only while the episode it was made in is the current one.
 template <class... Ts, class F>
 auto current(Self* self, F f) {
-  return [self, episode = self->state.episode, f](Ts... xs) {
-    if (self->state.episode == episode) f(std::forward<Ts>(xs)...);
-  };
+  return while_unchanged<Ts...>(self->state.episode, std::move(f));
 }
 
 std::string task_name(Self* self) {
@@ -162,12 +160,7 @@ caf::behavior serving(Self* self) {
       [=](chief::task_down_atom, uint64_t episode) {
         if (episode == self->state.episode && self->state.config.ps_recovery) go_down(self);
       },
-      [=](net::shutdown_atom) {
-        auto promise = self->make_response_promise<bool>();
-        shut_down_task(self, self->state.task, /*live=*/true,
-                       [promise](bool ack) mutable { promise.deliver(ack); });
-        return promise;
-      },
+      [=](net::shutdown_atom) { return shut_down_reply(self, self->state.task, /*live=*/true); },
       [=](chief::rejoin_atom, uint64_t) {},
       [=](chief::deadline_atom, uint64_t) {},
   };
@@ -179,12 +172,7 @@ caf::behavior restoring(Self* self) {
         self->delayed_send(self, self->state.config.rejoin_interval, chief::tick_atom::value);
       },
       [=](chief::task_down_atom, uint64_t) {},
-      [=](net::shutdown_atom) {
-        auto promise = self->make_response_promise<bool>();
-        shut_down_task(self, self->state.task, /*live=*/false,
-                       [promise](bool ack) mutable { promise.deliver(ack); });
-        return promise;
-      },
+      [=](net::shutdown_atom) { return shut_down_reply(self, self->state.task, /*live=*/false); },
       [=](chief::rejoin_atom, uint64_t episode) {
         if (episode == self->state.episode) try_rejoin(self);
       },
@@ -202,12 +190,7 @@ caf::behavior failed(Self* self) {
   return {
       [=](chief::tick_atom) {},
       [=](chief::task_down_atom, uint64_t) {},
-      [=](net::shutdown_atom) {
-        auto promise = self->make_response_promise<bool>();
-        shut_down_task(self, self->state.task, /*live=*/false,
-                       [promise](bool ack) mutable { promise.deliver(ack); });
-        return promise;
-      },
+      [=](net::shutdown_atom) { return shut_down_reply(self, self->state.task, /*live=*/false); },
       [=](chief::rejoin_atom, uint64_t) {},
       [=](chief::deadline_atom, uint64_t) {},
   };

@@ -35,4 +35,12 @@ void shut_down_task(caf::event_based_actor* self, const Endpoint& at, bool live,
   reach_task(self, at, shutdown_ack_timeout, ask, [done] { done(false); });
 }
 
+caf::typed_response_promise<bool> shut_down_reply(caf::event_based_actor* self, const Endpoint& at,
+                                                  bool live) {
+  auto promise = self->make_response_promise<bool>();
+  shut_down_task(self, at, live,
+                 [promise](bool acknowledged) mutable { promise.deliver(acknowledged); });
+  return promise;
+}
+
 }  // namespace troupe::actors

@@ -35,5 +35,18 @@ inline constexpr std::chrono::seconds shutdown_ack_timeout{3};
 /// at its address afresh first, as it may be back without having rejoined.
 void shut_down_task(caf::event_based_actor* self, const Endpoint& at, bool live,
                     std::function<void(bool)> done);
+/// shut_down_task as a handler's answer: the promise of `acknowledged`.
+caf::typed_response_promise<bool> shut_down_reply(caf::event_based_actor* self, const Endpoint& at,
+                                                  bool live);
+
+/// `f`, run only while `counter` (a member of the calling actor's state: its connection
+/// or episode number) still has the value it has now: a reply or timer of an earlier
+/// connection is dropped. Ts are the reply's argument types.
+template <class... Ts, class F>
+auto while_unchanged(const uint64_t& counter, F f) {
+  return [&counter, at = counter, f](Ts... xs) {
+    if (counter == at) f(std::forward<Ts>(xs)...);
+  };
+}
 
 }  // namespace troupe::actors

@@ -57,9 +57,7 @@ caf::behavior recovering(Self* self);
 /// `f`, run only while the connection it was made on is the current one.
 template <class... Ts, class F>
 auto current(Self* self, F f) {
-  return [self, connection = self->state.connection, f](Ts... xs) {
-    if (self->state.connection == connection) f(std::forward<Ts>(xs)...);
-  };
+  return while_unchanged<Ts...>(self->state.connection, std::move(f));
 }
 
 // How often the running closure is compared with closure_timeout: a quarter of it (a
@@ -126,10 +124,7 @@ void lose(Self* self) {
 }
 
 caf::result<bool> shut_down(Self* self, bool live) {
-  auto promise = self->make_response_promise<bool>();
-  shut_down_task(self, self->state.task, live,
-                 [promise](bool acknowledged) mutable { promise.deliver(acknowledged); });
-  return promise;
+  return shut_down_reply(self, self->state.task, live);
 }
 
 // Has the worker build dataset `name`: answers `ok`, the worker's own error (no such
