@@ -5,7 +5,7 @@
 #include <tuple>
 #include <vector>
 
-#include "troupe/codec.hpp"
+#include "core/runtime/codec.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace troupe;

@@ -15,10 +15,10 @@
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/data/record_io.hpp"
 #include "core/data/tf_example.hpp"
+#include "core/runtime/codec.hpp"
 #include "net/channel.hpp"
 #include "net/cluster_spec.hpp"
 #include "net/node.hpp"
-#include "troupe/codec.hpp"
 
 using namespace troupe;
 
