@@ -218,6 +218,8 @@ void watchdog_check(Self* self) {
 // the call answers once all have, with the first worker's own error if any.
 caf::result<caf::ok_atom> create_dataset(Self* self, const std::string& name) {
   auto& st = self->state;
+  // Before any promise is made: a promise takes over the answer to this request.
+  if (st.workers.empty()) return caf::ok_atom::value;
   struct Tally {
     caf::typed_response_promise<caf::ok_atom> promise;
     size_t left;
@@ -225,7 +227,6 @@ caf::result<caf::ok_atom> create_dataset(Self* self, const std::string& name) {
   };
   auto tally = std::make_shared<Tally>(
       Tally{self->make_response_promise<caf::ok_atom>(), st.workers.size(), {}});
-  if (st.workers.empty()) return caf::ok_atom::value;
   auto one_done = [tally, name](std::optional<core::Error> error) {
     if (error && !tally->failed) tally->failed = std::move(error);
     if (--tally->left > 0) return;

@@ -274,3 +274,9 @@ TEST_CASE(
         std::vector<std::string>{"second vars", "second dataset train", "second run ok"});
   caf::anon_send_exit(second, caf::exit_reason::user_shutdown);
 }
+
+TEST_CASE_METHOD(Fixture, "A coordinator without workers answers a dataset call at once",
+                 "[coordinator]") {
+  start(0, {});
+  CHECK(dataset("train").ok());
+}
