@@ -27,6 +27,9 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
   auto& reports_mu = f.reports_mu;
   ClusterCoordinator& c = *f.coord;
   (void)spec, (void)children, (void)v, (void)reports, (void)reports_mu;
+  // Outlives the shutdown check at the end: a closure still on its way to a worker when its
+  // coordinator goes must find its release file there, not wait out its own bound.
+  test::TempDir held_dir;
 
   SECTION("RemoteValues carry results, closures run on every worker") {
     std::vector<RemoteValue<int>> sums;
@@ -235,13 +238,12 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
     for (int64_t i = 0; i < now.size(); ++i)
       CHECK(now[i] == Approx(0.0f));  // and its own was applied
 
-    test::TempDir dir;
-    auto held = second->schedule<bool>("held", dir.path(), std::string("release"));
+    auto held = second->schedule<bool>("held", held_dir.path(), std::string("release"));
     second.reset();
     auto r = held.fetch();  // returns at once instead of waiting forever
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().code == core::Errc::cancelled);
-    std::ofstream(dir.file("release")) << "go\n";
+    std::ofstream(held_dir.file("release")) << "go\n";
   }
 
   f.shut_down_and_check();
