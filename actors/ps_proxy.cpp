@@ -204,11 +204,7 @@ caf::behavior ps_proxy(Self* self, caf::actor coordinator, uint64_t index, Endpo
   st.coordinator = std::move(coordinator);
   st.book = std::move(book);
   st.config = std::move(config);
-  if (st.config.ps_recovery) self->monitor(st.task.handle);
-  self->set_down_handler([=](caf::down_msg& dm) {
-    if (self->state.task.handle && dm.source == self->state.task.handle.address())
-      self->send(self, chief::task_down_atom::value, self->state.episode);
-  });
+  if (st.config.ps_recovery) watch_task(self, st.task, st.episode);
   self->send(self, chief::tick_atom::value);
   return serving(self);
 }

@@ -35,6 +35,14 @@ void shut_down_task(caf::event_based_actor* self, const Endpoint& at, bool live,
   reach_task(self, at, shutdown_ack_timeout, ask, [done] { done(false); });
 }
 
+void watch_task(caf::event_based_actor* self, const Endpoint& task, const uint64_t& counter) {
+  self->monitor(task.handle);
+  self->set_down_handler([self, &task, &counter](caf::down_msg& dm) {
+    if (task.handle && dm.source == task.handle.address())
+      self->send(self, net::task_down_atom::value, counter);
+  });
+}
+
 caf::typed_response_promise<bool> shut_down_reply(caf::event_based_actor* self, const Endpoint& at,
                                                   bool live) {
   auto promise = self->make_response_promise<bool>();

@@ -39,6 +39,11 @@ void shut_down_task(caf::event_based_actor* self, const Endpoint& at, bool live,
 caf::typed_response_promise<bool> shut_down_reply(caf::event_based_actor* self, const Endpoint& at,
                                                   bool live);
 
+/// Monitors `task`'s current actor and, when it goes down, sends `self` (task_down,
+/// `counter`) so that the proxy's state handles it in order with its other messages.
+/// `task` and `counter` are members of the proxy's state (read when the down comes).
+void watch_task(caf::event_based_actor* self, const Endpoint& task, const uint64_t& counter);
+
 /// `f`, run only while `counter` (a member of the calling actor's state: its connection
 /// or episode number) still has the value it has now: a reply or timer of an earlier
 /// connection is dropped. Ts are the reply's argument types.

@@ -330,11 +330,7 @@ caf::behavior worker_proxy(Self* self, caf::actor coordinator, uint64_t index, E
   st.coordinator = std::move(coordinator);
   st.book = std::move(book);
   st.config = std::move(config);
-  self->monitor(st.task.handle);
-  self->set_down_handler([=](caf::down_msg& dm) {
-    if (self->state.task.handle && dm.source == self->state.task.handle.address())
-      self->send(self, chief::task_down_atom::value, self->state.connection);
-  });
+  watch_task(self, st.task, st.connection);
   tick(self);
   prepare(self, /*rejoin=*/false, 0);
   return preparing(self, /*rejoin=*/false);
