@@ -2,9 +2,9 @@
 //
 //   build/bin/troupe launch --workers 2 -- build/bin/fmnist_mirrored
 //
-// Every worker holds a replica of the MLP 784-128-10, takes its shard of each global batch
-// (128 by default: 64 per worker with two), and all-reduces the gradients every step over
-// the ring; SGD lr 0.1, 938 steps (two epochs of the 60k images). The chief (worker 0)
+// Every worker holds a replica of the MLP 784-128-10 (--model: cnn, deep_mlp), takes its shard of
+// each global batch (128 by default: 64 per worker with two), and all-reduces the gradients every
+// step over the ring; SGD lr 0.1, 938 steps (two epochs of the 60k images). The chief (worker 0)
 // writes the checkpoints (--model-dir); the other workers write theirs to temporary
 // directories they remove, as in TensorFlow's multi-worker tutorial. With --elastic a
 // worker that dies is left behind and the others carry on; started again (troupe launch
@@ -51,11 +51,14 @@ int main(int argc, char** argv) {
   float lr = 0.1f;
   uint64_t seed = 1;
   size_t shuffle_buffer = 10000;
-  std::string data_dir = core::fashion_mnist_dir, model_dir, communication = "auto";
+  std::string data_dir = core::fashion_mnist_dir, model_dir, communication = "auto",
+              model_name = "mlp";
   MirroredOptions mo;
   int64_t timeout_ms = 60000, rejoin_timeout_ms = 10000;
   app.add_option("--steps", steps)->check(CLI::PositiveNumber);
   app.add_option("--global-batch", global_batch)->check(CLI::PositiveNumber);
+  app.add_option("--model", model_name, "mlp, cnn or deep_mlp")
+      ->check(CLI::IsMember({"mlp", "cnn", "deep_mlp"}));
   app.add_option("--lr", lr);
   app.add_option("--seed", seed);
   app.add_option("--shuffle-buffer", shuffle_buffer)->check(CLI::PositiveNumber);
@@ -108,7 +111,7 @@ int main(int argc, char** argv) {
 
   // Every replica starts from the same values: built with the same seed, then the chief's
   // broadcast (mirror) makes sure of it.
-  auto model = core::make_model("mlp", seed);
+  auto model = core::make_model(model_name, seed);
   if (!model) return fail(model.error());
   auto optimizer = core::make_optimizer("sgd", lr);
   if (!optimizer) return fail(optimizer.error());
@@ -192,6 +195,7 @@ int main(int argc, char** argv) {
                    nlohmann::json{{"ok", true},
                                   {"program", "fmnist_mirrored"},
                                   {"chief", strategy.is_chief()},
+                                  {"model", model_name},
                                   {"workers", strategy.num_replicas_in_sync()},
                                   {"worker_index", strategy.worker_index()},
                                   {"global_batch", global_batch},

@@ -72,7 +72,10 @@ std::unique_ptr<Sequential> make_cnn(uint64_t seed) {
 Expected<std::unique_ptr<Sequential>> make_model(const std::string& name, uint64_t seed) {
   if (name == "mlp") return Expected<std::unique_ptr<Sequential>>(make_mlp({784, 128, 10}, seed));
   if (name == "cnn") return Expected<std::unique_ptr<Sequential>>(make_cnn(seed));
-  return make_error(Errc::invalid_argument, "unknown model '" + name + "' (known: mlp, cnn)");
+  if (name == "deep_mlp")
+    return Expected<std::unique_ptr<Sequential>>(make_mlp({784, 1024, 1024, 1024, 10}, seed));
+  return make_error(Errc::invalid_argument,
+                    "unknown model '" + name + "' (known: mlp, cnn, deep_mlp)");
 }
 
 }  // namespace troupe::core

@@ -53,7 +53,8 @@ std::unique_ptr<Sequential> make_mlp(const std::vector<int64_t>& widths, uint64_
 /// The CNN of TensorFlow's multi-worker tutorial on 28x28x1 inputs given as [batch, 784]:
 /// Conv2D(32, 3x3) ReLU, Flatten, Dense 128 ReLU, Dense 10.
 std::unique_ptr<Sequential> make_cnn(uint64_t seed);
-/// "mlp" (784-128-10) or "cnn".
+/// "mlp" (784-128-10), "cnn", or "deep_mlp" (784-1024-1024-1024-10: 2.9M parameters,
+/// for measuring gradient reduction that overlaps the backward pass).
 Expected<std::unique_ptr<Sequential>> make_model(const std::string& name, uint64_t seed);
 
 }  // namespace troupe::core
