@@ -6,6 +6,12 @@ ClassifierTrainer::ClassifierTrainer(Sequential& model, Optimizer& optimizer)
     : model_(model), optimizer_(optimizer), params_(model.parameters()) {
   for (auto& p : params_)
     slots_.push_back(optimizer_.make_slots(p.value->shape()));
+  size_t first = 0;
+  for (size_t i = 0; i < model_.size(); ++i) {
+    first_param_.push_back(first);
+    first += model_.layer(i).parameters().size();
+  }
+  first_param_.push_back(first);
 }
 
 Expected<float> ClassifierTrainer::train_step(ConstTensorView x, const int32_t* labels) {
@@ -16,11 +22,23 @@ Expected<float> ClassifierTrainer::train_step(ConstTensorView x, const int32_t* 
 }
 
 Expected<float> ClassifierTrainer::compute_gradients(ConstTensorView x, const int32_t* labels) {
+  return compute_gradients(x, labels, nullptr);
+}
+
+Expected<float> ClassifierTrainer::compute_gradients(
+    ConstTensorView x, const int32_t* labels, const std::function<void(size_t)>& gradient_done) {
   if (auto st = model_.check_input(x.shape()); !st) return st.error();
   const ConstTensorView logits = model_.forward(x);
   auto loss = loss_.forward(logits, labels);
   if (!loss) return loss;
-  model_.backward(loss_.backward());
+  if (!gradient_done) {
+    model_.backward(loss_.backward());
+    return loss;
+  }
+  model_.backward(loss_.backward(), [&](size_t layer) {
+    for (size_t i = first_param_[layer + 1]; i-- > first_param_[layer];)
+      gradient_done(i);
+  });
   return loss;
 }
 

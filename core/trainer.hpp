@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/expected.hpp"
@@ -26,6 +27,10 @@ class ClassifierTrainer {
   /// all-reduced in between: forward and backward (gradients in parameters()[i].grad; the
   /// batch's mean loss returned), then the optimizer's update from those gradients.
   Expected<float> compute_gradients(ConstTensorView x, const int32_t* labels);
+  /// As above, calling `gradient_done(i)` as soon as parameters()[i].grad is final (the
+  /// last layer's first), for reducing gradients while the backward pass goes on.
+  Expected<float> compute_gradients(ConstTensorView x, const int32_t* labels,
+                                    const std::function<void(size_t)>& gradient_done);
   Status apply_gradients();
   /// Adds the batch to `accuracy` and its mean loss (weighted by batch size) to `loss`.
   Status evaluate_batch(ConstTensorView x, const int32_t* labels, Accuracy& accuracy, Mean& loss);
@@ -39,6 +44,7 @@ class ClassifierTrainer {
   SoftmaxCrossEntropy loss_;
   std::vector<Parameter> params_;
   std::vector<SlotSet> slots_;
+  std::vector<size_t> first_param_;  // per layer: the index of its first parameter in params_
 };
 
 }  // namespace troupe::core

@@ -27,8 +27,15 @@ ConstTensorView Sequential::forward(ConstTensorView x) {
 }
 
 ConstTensorView Sequential::backward(ConstTensorView dy) {
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it)
-    dy = (*it)->backward(dy);
+  return backward(dy, nullptr);
+}
+
+ConstTensorView Sequential::backward(ConstTensorView dy,
+                                     const std::function<void(size_t)>& layer_done) {
+  for (size_t i = layers_.size(); i-- > 0;) {
+    dy = layers_[i]->backward(dy);
+    if (layer_done) layer_done(i);
+  }
   return dy;
 }
 

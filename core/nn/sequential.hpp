@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,10 @@ class Sequential {
   /// forward) and leaves each parameter's gradient in Parameter::grad. Returns the gradient
   /// with respect to the input (empty unless the first layer's input_grad() is on).
   ConstTensorView backward(ConstTensorView dy);
+  /// As backward(dy), calling `layer_done(i)` as soon as layer i's parameter gradients are
+  /// final (last layer first): a data-parallel step starts reducing them while the earlier
+  /// layers' are computed.
+  ConstTensorView backward(ConstTensorView dy, const std::function<void(size_t)>& layer_done);
   /// Every parameter, in layer order; stable for the model's lifetime.
   std::vector<Parameter> parameters();
   int64_t num_parameters();

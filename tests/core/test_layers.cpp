@@ -247,3 +247,35 @@ TEST_CASE("An input of another shape is an error naming the layer, not an abort"
   REQUIRE_FALSE(loss.ok());
   CHECK(loss.error().code == Errc::invalid_argument);
 }
+
+TEST_CASE("compute_gradients reports each gradient once, as soon as it is final, last first",
+          "[layers]") {
+  auto mlp = make_mlp({6, 5, 4, 3}, 7);
+  auto sgd = make_optimizer("sgd", 0.1f).value();
+  ClassifierTrainer t(*mlp, *sgd);
+  Tensor x(Shape{4, 6}, 0.25f);
+  for (int64_t i = 0; i < x.size(); ++i)
+    x.data()[i] = 0.1f * static_cast<float>(i % 7) - 0.3f;
+  const int32_t labels[4] = {0, 1, 2, 1};
+  auto& params = t.parameters();
+  REQUIRE(params.size() == 6);  // three Dense layers: kernel and bias each
+  // The gradients of the plain pass, to compare with.
+  REQUIRE(t.compute_gradients(x, labels).ok());
+  std::vector<Tensor> expected;
+  for (auto& p : params)
+    expected.push_back(*p.grad);
+  for (auto& p : params)
+    p.grad->fill(std::nanf(""));
+  std::vector<size_t> order;
+  bool first_layer_pending_at_first_report = false;
+  auto loss = t.compute_gradients(x, labels, [&](size_t i) {
+    if (order.empty()) first_layer_pending_at_first_report = std::isnan(params[0].grad->data()[0]);
+    order.push_back(i);
+    // Final when reported: equal to the plain pass's.
+    for (int64_t k = 0; k < params[i].grad->size(); ++k)
+      REQUIRE(params[i].grad->data()[k] == expected[i].data()[k]);
+  });
+  REQUIRE(loss.ok());
+  CHECK(order == std::vector<size_t>{5, 4, 3, 2, 1, 0});
+  CHECK(first_layer_pending_at_first_report);
+}
