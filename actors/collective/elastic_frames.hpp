@@ -31,7 +31,25 @@ constexpr uint32_t knock_magic = 0x31455254;  // "TRE1": first bytes at a slot's
 constexpr uint32_t plan_magic = 0x31505254;   // "TRP1": slot 0's plan for a generation
 constexpr int32_t max_slots = 4096;
 
-enum Kind : uint32_t { join_kind = 1, reform_kind = 2, link_kind = 3 };
+enum Kind : uint32_t { join_kind = 1, reform_kind = 2, link_kind = 3, status_kind = 4 };
+
+// A status knock (any member, at any slot's door) carries in `step` the length of the tag
+// it asks about, then the tag; the answer is a StatusHead and the answering slot's current
+// or last collective's tag (elastic_status.cpp).
+constexpr uint32_t status_magic = 0x31535254;  // "TRS1"
+constexpr int64_t max_status_tag = 512;
+
+struct StatusHead {
+  uint32_t magic = status_magic;
+  int32_t entered = 0;  // the asked tag is among the collectives it entered lately
+  int32_t inside = 0;   // in its current collective now
+  int32_t failed = 0;   // (not inside) its last collective failed
+  uint64_t collectives = 0;
+  int64_t ms = 0;  // since it entered (inside) or left its collective
+  int32_t tag_bytes = 0;
+  int32_t slot = 0;
+};
+static_assert(sizeof(StatusHead) == 40, "packed by layout");
 
 struct Knock {
   uint32_t magic = knock_magic;

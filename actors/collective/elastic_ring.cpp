@@ -25,7 +25,12 @@ using std::chrono::milliseconds;
 using namespace elastic_detail;
 
 ElasticRing::ElasticRing(int slot, std::vector<std::string> addresses, ElasticOptions options)
-    : slot_(slot), addresses_(std::move(addresses)), options_(options) {}
+    : slot_(slot), addresses_(std::move(addresses)), options_(options) {
+  // Every generation's ring records its collectives here (the status knocks read it), and
+  // a stall is explained by asking every member.
+  options_.ring.progress = progress_;
+  options_.ring.explain_stall = [this](const std::string& tag) { return explain_stall(tag); };
+}
 
 ElasticRing::~ElasticRing() {
   stopping_ = true;
@@ -104,15 +109,19 @@ void ElasticRing::accept_loop() {
     auto pending = std::make_unique<Pending>();
     const bool ok = detail::read_within(*s, &pending->knock, sizeof(Knock), milliseconds(2000));
     const Knock& k = pending->knock;
-    const bool valid = ok && k.magic == knock_magic && k.group == options_.ring.group_id &&
-                       k.slot >= 0 && k.slot < static_cast<int32_t>(addresses_.size()) &&
-                       k.slot != slot_ &&
-                       (k.kind == link_kind || (k.kind == join_kind && slot_ == 0));
+    const bool valid =
+        ok && k.magic == knock_magic && k.group == options_.ring.group_id && k.slot >= 0 &&
+        k.slot < static_cast<int32_t>(addresses_.size()) && k.slot != slot_ &&
+        (k.kind == link_kind || k.kind == status_kind || (k.kind == join_kind && slot_ == 0));
     if (!valid) {
       std::fprintf(stderr,
                    "troupe elastic ring: slot %d refused a connection from %s (not a member "
                    "of this group)\n",
                    slot_, peer.c_str());
+      continue;
+    }
+    if (k.kind == status_kind) {
+      answer_status(*s, k.step);
       continue;
     }
     pending->socket = std::move(*s);

@@ -85,6 +85,12 @@ class ElasticRing {
  private:
   ElasticRing(int slot, std::vector<std::string> addresses, ElasticOptions options);
   void accept_loop();
+  /// Answers another member's status knock (on the acceptor thread) with this slot's
+  /// progress against the tag it asks about.
+  void answer_status(net::Socket& s, int64_t tag_bytes);
+  /// The stall report's every-rank part: asks each member of the current ring (at once,
+  /// within a second) whether it has submitted `tag` and what it is doing.
+  std::string explain_stall(const std::string& tag);
   /// Slot 0: collects the members of the next generation and sends them the plan.
   core::Expected<Membership> lead(uint64_t generation, std::vector<int> expected, int64_t step,
                                   bool has_state, std::chrono::milliseconds wait, bool admit);
@@ -102,6 +108,7 @@ class ElasticRing {
   ElasticOptions options_;
   Membership membership_;
   std::unique_ptr<Ring> ring_;
+  std::shared_ptr<RingProgress> progress_ = std::make_shared<RingProgress>();
   net::Socket listener_;
   std::thread acceptor_;
   std::atomic<bool> stopping_{false};

@@ -105,30 +105,74 @@ core::Status Ring::check_header(const std::string& tag, size_t n) {
   return {};
 }
 
-core::Status Ring::failed(core::Status st) {
+void RingProgress::enter(const std::string& tag) {
+  std::lock_guard<std::mutex> lock(mu_);
+  now_.tag = tag;
+  now_.inside = true;
+  now_.failed = false;
+  ++now_.collectives;
+  at_ = std::chrono::steady_clock::now();
+  recent_.push_back(tag);
+  if (recent_.size() > history) recent_.pop_front();
+}
+
+void RingProgress::leave(bool ok) {
+  std::lock_guard<std::mutex> lock(mu_);
+  now_.inside = false;
+  now_.failed = !ok;
+  at_ = std::chrono::steady_clock::now();
+}
+
+RingProgress::Snapshot RingProgress::snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Snapshot s = now_;
+  if (s.collectives > 0)
+    s.ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 at_)
+               .count();
+  return s;
+}
+
+bool RingProgress::entered(const std::string& tag) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::find(recent_.begin(), recent_.end(), tag) != recent_.end();
+}
+
+core::Status Ring::failed(core::Status st, const std::string& tag) {
   // The ring's state is unknown after a failed collective (bytes half sent): it is closed,
   // so that both neighbours fail at once instead of waiting out their timeouts.
   shut_down();
   broken_ = true;
+  if (stalled_ && options_.explain_stall) {
+    stalled_ = false;
+    return make_error(st.error().code, st.error().message + ". " + options_.explain_stall(tag));
+  }
+  stalled_ = false;
+  return st;
+}
+
+core::Status Ring::ended(core::Status st) {
+  if (options_.progress) options_.progress->leave(st.ok());
   return st;
 }
 
 core::Status Ring::all_reduce(float* data, size_t n, Reduction op, const std::string& tag) {
   ++stats_.collectives;
-  if (broken_) return make_error(Errc::unavailable, "ring: closed after an earlier failure");
+  if (options_.progress) options_.progress->enter(tag);
+  if (broken_) return ended(make_error(Errc::unavailable, "ring: closed after an earlier failure"));
   if (size_ > 1) {
     // Both neighbours say what they reduce before any data moves: a rank that never
     // submits is named here by its right neighbour, and a mismatch is caught.
-    if (auto st = check_header(tag, n); !st) return failed(st);
+    if (auto st = check_header(tag, n); !st) return ended(failed(st, tag));
     if (n > 0)
-      if (auto st = ring_pass(data, n, tag); !st) return failed(st);
+      if (auto st = ring_pass(data, n, tag); !st) return ended(failed(st, tag));
   }
   if (op == Reduction::mean && size_ > 1) {
     const float inv = 1.0f / static_cast<float>(size_);
     for (size_t i = 0; i < n; ++i)
       data[i] *= inv;
   }
-  return {};
+  return ended({});
 }
 
 core::Status Ring::broadcast(float* data, size_t n, int root, const std::string& tag) {
@@ -138,8 +182,9 @@ core::Status Ring::broadcast(float* data, size_t n, int root, const std::string&
                                                   std::to_string(root) + " of " +
                                                   std::to_string(size_) + " ranks");
   if (size_ == 1) return {};
-  if (broken_) return make_error(Errc::unavailable, "ring: closed after an earlier failure");
-  if (auto st = check_header(tag, n); !st) return failed(st);
+  if (options_.progress) options_.progress->enter(tag);
+  if (broken_) return ended(make_error(Errc::unavailable, "ring: closed after an earlier failure"));
+  if (auto st = check_header(tag, n); !st) return ended(failed(st, tag));
   const bool first = rank_ == root, last = (rank_ + 1) % size_ == root;
   constexpr size_t piece = size_t{256} << 10;  // floats per piece
   for (size_t at = 0; at < n; at += piece) {
@@ -147,11 +192,13 @@ core::Status Ring::broadcast(float* data, size_t n, int root, const std::string&
     const std::string what = "broadcast of '" + tag + "' from rank " + std::to_string(root);
     auto* bytes = reinterpret_cast<char*>(data + at);
     if (!first)
-      if (auto st = exchange(nullptr, 0, bytes, m * sizeof(float), what); !st) return failed(st);
+      if (auto st = exchange(nullptr, 0, bytes, m * sizeof(float), what); !st)
+        return ended(failed(st, tag));
     if (!last)
-      if (auto st = exchange(bytes, m * sizeof(float), nullptr, 0, what); !st) return failed(st);
+      if (auto st = exchange(bytes, m * sizeof(float), nullptr, 0, what); !st)
+        return ended(failed(st, tag));
   }
-  return {};
+  return ended({});
 }
 
 core::Status Ring::all_reduce(const std::vector<core::TensorView>& tensors, Reduction op,

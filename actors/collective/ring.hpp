@@ -10,8 +10,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,32 @@
 #include "net/channel.hpp"
 
 namespace troupe::collective {
+
+/// What one rank is doing in its collectives, shared with the thread that answers other
+/// ranks' stall queries (the elastic ring's door): the collective it is in or was last in,
+/// and the recent ones it entered.
+class RingProgress {
+ public:
+  struct Snapshot {
+    std::string tag;           // the collective it is in, or the last one it was in
+    bool inside = false;       // in it now
+    bool failed = false;       // (not inside) it ended with an error
+    uint64_t collectives = 0;  // entered so far
+    int64_t ms = 0;            // since it entered (inside) or left it
+  };
+  void enter(const std::string& tag);
+  void leave(bool ok);
+  Snapshot snapshot() const;
+  /// Whether `tag` is among the last collectives entered (it has submitted it).
+  bool entered(const std::string& tag) const;
+
+ private:
+  static constexpr size_t history = 64;
+  mutable std::mutex mu_;
+  Snapshot now_;
+  std::chrono::steady_clock::time_point at_{};
+  std::deque<std::string> recent_;
+};
 
 struct RingOptions {
   /// How long forming the ring may take (the other ranks start when they start).
@@ -36,6 +64,13 @@ struct RingOptions {
   /// The job's cluster secret (net/auth.hpp): every link proves it both ways before its
   /// first byte (the elastic ring's knocks too). Empty: links are not authenticated.
   std::string secret;
+  /// Where this rank records its collectives (shared with whoever answers for it); none:
+  /// not recorded.
+  std::shared_ptr<RingProgress> progress;
+  /// Called on a stall (a neighbour silent past the timeout) with the collective's tag:
+  /// what it returns (every rank's view, say) is added to the error. None: the report
+  /// names the neighbour waited for only.
+  std::function<std::string(const std::string& tag)> explain_stall;
   /// Offer each right neighbour a shared-memory link (taken where it is on this host).
   bool shared_memory = true;
   /// The ring buffer of each such link.
@@ -111,7 +146,11 @@ class Ring {
   /// Both neighbours name the collective before any data moves.
   core::Status check_header(const std::string& tag, size_t n);
   core::Status ring_pass(float* data, size_t n, const std::string& tag);
-  core::Status failed(core::Status st);
+  /// Closes the ring after a failed collective `tag`; a stall is explained
+  /// (options_.explain_stall) before the error is returned.
+  core::Status failed(core::Status st, const std::string& tag);
+  /// A top-level collective's outcome, recorded in options_.progress.
+  core::Status ended(core::Status st);
 
   int rank_, size_;
   RingOptions options_;
@@ -121,6 +160,7 @@ class Ring {
   std::vector<float> bucket_;
   RingStats stats_;
   bool broken_ = false;
+  bool stalled_ = false;  // the last exchange ran past the timeout
 };
 
 }  // namespace troupe::collective

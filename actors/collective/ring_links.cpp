@@ -269,6 +269,7 @@ core::Status Ring::exchange(const char* send, size_t ns, char* recv, size_t nr,
     const auto left_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(options_.timeout - waited);
     if (!progress && left_ms.count() <= 0) {
+      stalled_ = true;
       if (got < nr)
         return make_error(Errc::unavailable,
                           "ring stall: rank " + std::to_string(rank_) + " waited " +
