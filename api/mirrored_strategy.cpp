@@ -3,10 +3,9 @@
 #include <filesystem>
 #include <iostream>
 
-#include "core/data/guard.hpp"
-
 #include "actors/collective/elastic_ring.hpp"
 #include "actors/collective/ring_implementation.hpp"
+#include "api/mirrored_impl.hpp"
 #include "net/auth.hpp"
 #ifdef TROUPE_WITH_NCCL
 #include <cstring>
@@ -18,15 +17,6 @@ namespace troupe {
 
 using core::Errc;
 using core::make_error;
-
-struct MultiWorkerMirroredStrategy::Impl {
-  MirroredOptions options;
-  int slot = 0;
-  std::unique_ptr<collective::ElasticRing> ring;
-  std::unique_ptr<collective::Group> group;
-  std::vector<collective::Buffer> state;
-  bool mirrored_before = false;  // mirror() ran in this process
-};
 
 namespace {
 
@@ -100,39 +90,6 @@ class MirroredNccl final : public collective::Implementation {
 #endif
 
 }  // namespace
-
-int ReplicaContext::replica_id_in_sync_group() const {
-  return s_.worker_index();
-}
-
-int ReplicaContext::num_replicas_in_sync() const {
-  return s_.num_replicas_in_sync();
-}
-
-core::Status ReplicaContext::all_reduce(ReduceOp op,
-                                        const std::vector<collective::Buffer>& buffers) {
-  collective::AllReduceOptions o;
-  o.inputs = buffers;
-  o.reduction = op == ReduceOp::mean ? collective::Reduction::mean : collective::Reduction::sum;
-  o.tag = what_ + " " + std::to_string(s_.step()) + "/" + std::to_string(collectives_++);
-  auto st = collective::all_reduce(*s_.impl_->group, o);
-  if (!st) collective_failed_ = true;
-  return st;
-}
-
-core::Expected<std::optional<core::Batch>> MirroredDataset::next() {
-  std::optional<core::Batch> b;
-  auto st = core::guard_user_data("the dataset function", [&] {
-    if (generation_ != s_->generation() || !it_) {
-      it_.reset();
-      it_ = fn_(s_->input_context()).make_iterator();
-      generation_ = s_->generation();
-    }
-    b = it_->next();
-  });
-  if (!st) return st.error();
-  return b;
-}
 
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)) {}
@@ -229,6 +186,9 @@ MirroredStats MultiWorkerMirroredStrategy::stats() const {
   MirroredStats s = stats_;
   s.shared_memory_links = impl_->ring->ring().stats().shared_memory_links;
   s.tls_links = impl_->ring->ring().stats().tls_links;
+  const auto e = impl_->engine.stats();
+  s.collectives_submitted = e.submitted;
+  s.collectives_called = e.called;
   return s;
 }
 
@@ -252,12 +212,14 @@ core::Status MultiWorkerMirroredStrategy::broadcast_state(int root) {
   // The same tags whether this process started with the job or joined it later: a
   // joiner's first broadcast meets the members' broadcast after a re-forming.
   const auto& m = impl_->ring->membership();
-  for (size_t i = 0; i < impl_->state.size(); ++i)
-    if (auto st = impl_->ring->ring().broadcast(
-            impl_->state[i].data, impl_->state[i].count, root,
-            "state " + std::to_string(m.generation) + "/" + std::to_string(i));
+  for (size_t i = 0; i < impl_->state.size(); ++i) {
+    const std::string tag = "state " + std::to_string(m.generation) + "/" + std::to_string(i);
+    const auto& b = impl_->state[i];
+    if (auto st = impl_->now(
+            tag, [&] { return impl_->ring->ring().broadcast(b.data, b.count, root, tag); });
         !st)
       return st;
+  }
   return {};
 }
 
@@ -282,6 +244,8 @@ MirroredDataset MultiWorkerMirroredStrategy::distribute_datasets_from_function(
 
 core::Status MultiWorkerMirroredStrategy::reform(bool after_failure, bool admit) {
   auto& group = *impl_->ring;
+  // Nothing of the old ring may still run; its failure is what brought us here.
+  (void)impl_->engine.drain();
   core::Status last;
   for (int attempt = 0; attempt < 3; ++attempt) {
     auto m = group.reform(step_, admit);
@@ -305,7 +269,14 @@ core::Status MultiWorkerMirroredStrategy::reform(bool after_failure, bool admit)
 
 core::Expected<StepOutcome> MultiWorkerMirroredStrategy::attempt(
     ReplicaContext& ctx, const std::function<core::Status(ReplicaContext&)>& fn, bool admit) {
-  if (auto st = fn(ctx); !st) {
+  auto st = fn(ctx);
+  // The step ends with its collectives: a bucket still queued or running is waited for
+  // (and one that failed is the step's failure, even if the function did not look).
+  if (auto collectives = impl_->engine.drain(); !collectives) {
+    ctx.collective_failed_ = true;
+    if (st.ok()) st = collectives;
+  }
+  if (!st) {
     // Only a failed collective is a lost worker; any other error is the function's own.
     if (!ctx.collective_failed_ || !impl_->options.elastic) return st.error();
     if (auto r = reform(/*after_failure=*/true, admit); !r) return r.error();
@@ -336,8 +307,10 @@ core::Expected<StepOutcome> MultiWorkerMirroredStrategy::run(
     // At every step boundary slot 0 says whether a worker waits to join; everyone then
     // re-forms at the same point.
     float waiting = impl_->slot == 0 && admit ? static_cast<float>(impl_->ring->waiting()) : 0.0f;
-    auto st = impl_->ring->ring().all_reduce(&waiting, 1, collective::Reduction::sum,
-                                             "membership " + std::to_string(step_));
+    const std::string tag = "membership " + std::to_string(step_);
+    auto st = impl_->now(tag, [&] {
+      return impl_->ring->ring().all_reduce(&waiting, 1, collective::Reduction::sum, tag);
+    });
     if (!st || waiting > 0)
       if (auto r = reform(/*after_failure=*/!st, admit); !r) return r.error();
   }
@@ -346,11 +319,11 @@ core::Expected<StepOutcome> MultiWorkerMirroredStrategy::run(
 
 core::Expected<double> MultiWorkerMirroredStrategy::reduce(ReduceOp op, double value) {
   float v = static_cast<float>(value);
-  if (auto st = impl_->ring->ring().all_reduce(
-          &v, 1, op == ReduceOp::mean ? collective::Reduction::mean : collective::Reduction::sum,
-          "reduce");
-      !st)
-    return st.error();
+  const auto reduction =
+      op == ReduceOp::mean ? collective::Reduction::mean : collective::Reduction::sum;
+  auto st = impl_->now("reduce",
+                       [&] { return impl_->ring->ring().all_reduce(&v, 1, reduction, "reduce"); });
+  if (!st) return st.error();
   return static_cast<double>(v);
 }
 

@@ -16,6 +16,11 @@
 //       if (auto st = ctx.all_reduce(ReduceOp::mean, grads); !st) return st;
 //       return apply_gradients();
 //     });
+//
+// A step's collectives belong to the strategy's collective engine (core/collective/
+// engine.hpp): ctx.all_reduce runs one on the step's thread; BucketedAllReduce hands
+// buckets of gradients to the engine's thread as the backward pass finishes them, so the
+// late layers' gradients are reduced while the earlier layers' are computed.
 //     if (!done) fail(done.error());
 //   }
 
@@ -28,6 +33,7 @@
 #include <vector>
 
 #include "core/collective/collective.hpp"
+#include "core/collective/engine.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/input_context.hpp"
 #include "core/expected.hpp"
@@ -71,15 +77,57 @@ class ReplicaContext {
   /// All-reduces the buffers in place across the replicas (tagged with the step, or with
   /// what run_collective() was told).
   core::Status all_reduce(ReduceOp op, const std::vector<collective::Buffer>& buffers);
+  /// As all_reduce, but on the collective engine's thread: returns at once; the ticket
+  /// tells how it ended. The buffers must stay untouched until then. Collectives run in
+  /// the order they were submitted (the same on every replica); the step does not end
+  /// before they have.
+  collective::Engine::Ticket submit_all_reduce(ReduceOp op,
+                                               std::vector<collective::Buffer> buffers);
+  /// TensorFlow's CommunicationOptions.bytes_per_pack of the strategy.
+  size_t bytes_per_pack() const;
 
  private:
   friend class MultiWorkerMirroredStrategy;
+  collective::AllReduceOptions options(ReduceOp op, std::vector<collective::Buffer> buffers);
   ReplicaContext(MultiWorkerMirroredStrategy& s, std::string what)
       : s_(s), what_(std::move(what)) {}
   MultiWorkerMirroredStrategy& s_;
   std::string what_;
   bool collective_failed_ = false;
   int collectives_ = 0;
+};
+
+/// Reduces a step's gradients while its backward pass goes on (PyTorch DDP's buckets,
+/// Horovod's fusion on a background thread). Mark each gradient as the backward pass
+/// finishes it (ClassifierTrainer::compute_gradients' callback does, last layer first):
+/// marked gradients are packed, in that order, into buckets of bytes_per_pack, and each
+/// full bucket goes to the collective engine at once, to be reduced while the earlier
+/// layers compute. finish() reduces what is left on the step's thread (every gradient not
+/// yet sent, marked or not) and waits for every bucket. Every replica must mark the same
+/// gradients in the same order.
+///
+///   BucketedAllReduce reduce(ctx, ReduceOp::mean, grads);
+///   auto loss = trainer.compute_gradients(x, y, [&](size_t i) { reduce.ready(i); });
+///   if (auto st = reduce.finish(); !st) return st;
+class BucketedAllReduce {
+ public:
+  BucketedAllReduce(ReplicaContext& ctx, ReduceOp op, std::vector<collective::Buffer> buffers);
+  /// buffers[i] is final (a mark out of range or given twice is an error of finish()).
+  void ready(size_t i);
+  /// The first failure of any bucket.
+  core::Status finish();
+  /// Buckets sent to the engine's thread so far (finish()'s own is not one).
+  size_t buckets_submitted() const { return tickets_.size(); }
+
+ private:
+  ReplicaContext& ctx_;
+  ReduceOp op_;
+  std::vector<collective::Buffer> buffers_;
+  std::vector<bool> sent_;
+  std::vector<collective::Buffer> pending_;
+  size_t pending_bytes_ = 0;
+  std::vector<collective::Engine::Ticket> tickets_;
+  std::string misuse_;
 };
 
 /// A worker's input: its shard of the data, rebuilt from the dataset function with the
@@ -118,6 +166,9 @@ struct MirroredStats {
   int shared_memory_links = 0;
   /// Of its two ring connections, how many carry TLS (TROUPE_TLS): 0 to 2.
   int tls_links = 0;
+  /// Collectives the engine ran on its own thread (submitted buckets), and on the step's.
+  uint64_t collectives_submitted = 0;
+  uint64_t collectives_called = 0;
 };
 
 class MultiWorkerMirroredStrategy {
