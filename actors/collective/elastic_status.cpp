@@ -53,6 +53,22 @@ Answer ask_status(const std::string& address, const std::string& secret, uint64_
   return a;
 }
 
+// This slot's answer about `asked`, from its progress.
+StatusHead status_of(const RingProgress& progress, const std::string& asked, int slot,
+                     std::string& tag) {
+  const auto now = progress.snapshot();
+  StatusHead h;
+  h.entered = progress.entered(asked) ? 1 : 0;
+  h.inside = now.inside ? 1 : 0;
+  h.failed = now.failed ? 1 : 0;
+  h.collectives = now.collectives;
+  h.ms = now.ms;
+  tag = now.tag.substr(0, static_cast<size_t>(max_status_tag));
+  h.tag_bytes = static_cast<int32_t>(tag.size());
+  h.slot = slot;
+  return h;
+}
+
 std::string doing(const StatusHead& h, const std::string& tag) {
   if (h.collectives == 0) return "in no collective yet";
   if (h.inside) return "in '" + tag + "' for " + std::to_string(h.ms) + " ms";
@@ -67,16 +83,8 @@ void ElasticRing::answer_status(net::Socket& s, int64_t tag_bytes) {
   std::string asked(static_cast<size_t>(tag_bytes), '\0');
   if (!asked.empty() && !detail::read_within(s, asked.data(), asked.size(), milliseconds(1000)))
     return;
-  const auto now = progress_->snapshot();
-  StatusHead h;
-  h.entered = progress_->entered(asked) ? 1 : 0;
-  h.inside = now.inside ? 1 : 0;
-  h.failed = now.failed ? 1 : 0;
-  h.collectives = now.collectives;
-  h.ms = now.ms;
-  const std::string tag = now.tag.substr(0, static_cast<size_t>(max_status_tag));
-  h.tag_bytes = static_cast<int32_t>(tag.size());
-  h.slot = slot_;
+  std::string tag;
+  const StatusHead h = status_of(*progress_, asked, slot_, tag);
   if (detail::write_all(s, &h, sizeof h)) detail::write_all(s, tag.data(), tag.size());
 }
 
@@ -95,13 +103,7 @@ std::string ElasticRing::explain_stall(const std::string& tag) {
     const int slot = slots[rank];
     Answer a;
     if (slot == slot_) {
-      const auto now = progress_->snapshot();
-      a.head.entered = progress_->entered(tag) ? 1 : 0;
-      a.head.inside = now.inside ? 1 : 0;
-      a.head.failed = now.failed ? 1 : 0;
-      a.head.collectives = now.collectives;
-      a.head.ms = now.ms;
-      a.tag = now.tag;
+      a.head = status_of(*progress_, tag, slot_, a.tag);
     } else {
       a = answers[next++].get();
     }
