@@ -14,6 +14,11 @@ namespace troupe::core {
 class Accuracy {
  public:
   void update(ConstTensorView logits, const int32_t* labels);
+  /// Counts made elsewhere (a device's backend counted the correct ones).
+  void add(int64_t correct, int64_t total) {
+    correct_ += correct;
+    total_ += total;
+  }
   void merge(const Accuracy& other);
   double result() const { return total_ == 0 ? 0.0 : static_cast<double>(correct_) / total_; }
   void reset() { correct_ = total_ = 0; }

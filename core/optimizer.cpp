@@ -15,11 +15,17 @@ constexpr size_t max_slots = 4;
 
 }  // namespace
 
-SlotSet Optimizer::make_slots(const Shape& shape) const {
+SlotSet Optimizer::make_slots(const Shape& shape, Device device) const {
   SlotSet s;
   const auto names = slot_names();
-  for (size_t i = 0; i < names.size(); ++i)
-    s.slots.emplace_back(shape, slot_initial_value(i));
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (device.is_cpu()) {
+      s.slots.emplace_back(shape, slot_initial_value(i));
+    } else {
+      s.slots.emplace_back(shape, DType::float32, device);
+      s.slots.back().fill(slot_initial_value(i));
+    }
+  }
   return s;
 }
 
@@ -30,6 +36,20 @@ Status Optimizer::apply_dense(TensorView var, ConstTensorView grad, SlotSet& slo
                           " for a variable of shape " + var.shape().to_string());
   TROUPE_ASSERT(slots.slots.size() == slot_names().size() && slots.slots.size() <= max_slots,
                 "slot set made by another optimizer");
+  if (grad.device() != var.device())
+    return make_error(Errc::invalid_argument, name() + ": gradient on " +
+                                                  grad.device().to_string() +
+                                                  " for a variable on " + var.device().to_string());
+  if (!var.device().is_cpu()) {
+    auto backend = backend_for(var.device());
+    if (!backend) return backend.error();
+    std::vector<TensorView> slot_views;
+    for (auto& slot : slots.slots)
+      slot_views.push_back(slot.view());
+    ++slots.iterations;
+    (*backend)->apply_dense(config(), var, grad, slot_views, slots.iterations);
+    return {};
+  }
   float* slot_ptrs[max_slots] = {};
   for (size_t i = 0; i < slots.slots.size(); ++i) {
     TROUPE_ASSERT(slots.slots[i].size() == var.size(), "slot of another size than its variable");
@@ -37,6 +57,29 @@ Status Optimizer::apply_dense(TensorView var, ConstTensorView grad, SlotSet& slo
   }
   ++slots.iterations;
   update(var.data(), grad.data(), slot_ptrs, var.size(), slots.iterations);
+  return {};
+}
+
+Status Optimizer::apply_rows_on_device(TensorView var, const std::vector<int64_t>& rows,
+                                       ConstTensorView grad_rows, SlotSet& slots) {
+  std::vector<int64_t> sorted = rows;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    return make_error(Errc::invalid_argument,
+                      name() + ": a sparse update of a variable on " + var.device().to_string() +
+                          " takes unique rows (sum repeated ones first, as unique_ids does)");
+  auto backend = backend_for(var.device());
+  if (!backend) return backend.error();
+  const auto count = static_cast<int64_t>(rows.size());
+  if (device_rows_.device() != var.device() || device_rows_.size() < count)
+    device_rows_ = Tensor(Shape{count}, DType::int64, var.device());
+  device_rows_.resize(Shape{count});
+  copy(ConstTensorView(rows.data(), Shape{count}, Device::cpu(), DType::int64), device_rows_);
+  std::vector<TensorView> slot_views;
+  for (auto& slot : slots.slots)
+    slot_views.push_back(slot.view());
+  ++slots.iterations;
+  (*backend)->apply_rows(config(), var, device_rows_, grad_rows, slot_views, slots.iterations);
   return {};
 }
 
@@ -56,6 +99,7 @@ Status Optimizer::apply_sparse(TensorView var, const std::vector<int64_t>& rows,
                                                 " rows");
   TROUPE_ASSERT(slots.slots.size() == slot_names().size() && slots.slots.size() <= max_slots,
                 "slot set made by another optimizer");
+  if (!var.device().is_cpu()) return apply_rows_on_device(var, rows, grad_rows, slots);
 
   // Sum repeated rows so that each row is updated once (the result must not depend on how
   // a batch happened to repeat an id).
@@ -155,6 +199,83 @@ void Ftrl::update(float* w, const float* g, float* const* slots, int64_t n, int6
   const Eigen::ArrayXf quadratic = (root_new + beta_) / lr + 2.0f * l2_;
   wa = (lin.abs() <= l1_).select(0.0f, (lin.sign() * l1_ - lin) / quadratic);
   acc = acc_new;
+}
+
+OptimizerConfig SGD::config() const {
+  OptimizerConfig c;
+  c.kind = OptimizerConfig::Kind::sgd;
+  c.learning_rate = learning_rate();
+  return c;
+}
+
+OptimizerConfig Momentum::config() const {
+  OptimizerConfig c;
+  c.kind = OptimizerConfig::Kind::momentum;
+  c.learning_rate = learning_rate();
+  c.momentum = momentum_;
+  c.nesterov = nesterov_;
+  return c;
+}
+
+OptimizerConfig Adagrad::config() const {
+  OptimizerConfig c;
+  c.kind = OptimizerConfig::Kind::adagrad;
+  c.learning_rate = learning_rate();
+  c.initial_accumulator = initial_;
+  c.epsilon = epsilon_;
+  return c;
+}
+
+OptimizerConfig Adam::config() const {
+  OptimizerConfig c;
+  c.kind = OptimizerConfig::Kind::adam;
+  c.learning_rate = learning_rate();
+  c.beta_1 = beta_1_;
+  c.beta_2 = beta_2_;
+  c.epsilon = epsilon_;
+  return c;
+}
+
+OptimizerConfig RMSprop::config() const {
+  OptimizerConfig c;
+  c.kind = OptimizerConfig::Kind::rmsprop;
+  c.learning_rate = learning_rate();
+  c.rho = rho_;
+  c.momentum = momentum_;
+  c.epsilon = epsilon_;
+  return c;
+}
+
+OptimizerConfig Ftrl::config() const {
+  OptimizerConfig c;
+  c.kind = OptimizerConfig::Kind::ftrl;
+  c.learning_rate = learning_rate();
+  c.power = power_;
+  c.initial_accumulator = initial_;
+  c.l1 = l1_;
+  c.l2 = l2_;
+  c.beta = beta_;
+  return c;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c) {
+  using Kind = OptimizerConfig::Kind;
+  switch (c.kind) {
+    case Kind::sgd:
+      return std::make_unique<SGD>(c.learning_rate);
+    case Kind::momentum:
+      return std::make_unique<Momentum>(c.learning_rate, c.momentum, c.nesterov);
+    case Kind::adagrad:
+      return std::make_unique<Adagrad>(c.learning_rate, c.initial_accumulator, c.epsilon);
+    case Kind::adam:
+      return std::make_unique<Adam>(c.learning_rate, c.beta_1, c.beta_2, c.epsilon);
+    case Kind::rmsprop:
+      return std::make_unique<RMSprop>(c.learning_rate, c.rho, c.momentum, c.epsilon);
+    case Kind::ftrl:
+      return std::make_unique<Ftrl>(c.learning_rate, c.power, c.initial_accumulator, c.l1, c.l2,
+                                    c.beta);
+  }
+  return std::make_unique<SGD>(c.learning_rate);
 }
 
 Expected<std::unique_ptr<Optimizer>> make_optimizer(const std::string& name, float lr) {

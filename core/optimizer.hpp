@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend.hpp"
 #include "core/expected.hpp"
 #include "core/tensor.hpp"
 
@@ -20,7 +21,9 @@ struct SlotSet {
 
 /// Applies gradients to variables with Keras semantics and defaults. Dense updates touch
 /// every element; sparse updates touch only the rows an embedding batch used (for Adam this
-/// is the "lazy" variant: untouched rows keep their moments).
+/// is the "lazy" variant: untouched rows keep their moments). Variables on a device are
+/// updated there by its backend, with the same formulas (config() describes them); slots
+/// live where their variable does.
 ///
 ///   Adam adam(0.001f);
 ///   SlotSet s = adam.make_slots(w.shape());
@@ -35,15 +38,23 @@ class Optimizer {
   float learning_rate() const { return learning_rate_; }
   void set_learning_rate(float lr) { learning_rate_ = lr; }
 
-  SlotSet make_slots(const Shape& shape) const;
+  /// The per-element formula and its hyper-parameters, as data for a device's kernels.
+  virtual OptimizerConfig config() const = 0;
 
-  /// var -= f(grad); grad must have var's shape.
+  /// Slots of a variable of `shape` on `device`.
+  SlotSet make_slots(const Shape& shape, Device device = Device::cpu()) const;
+
+  /// var -= f(grad); grad must have var's shape and live on var's device.
   Status apply_dense(TensorView var, ConstTensorView grad, SlotSet& slots);
   /// Updates rows `rows` of var with `grad_rows` ([rows.size(), row_size]). Repeated rows
-  /// are summed first, as TensorFlow does. Rows outside var are an out_of_range error and
-  /// nothing is applied.
+  /// are summed first, as TensorFlow does (on the CPU; a variable on a device takes unique
+  /// rows). Rows outside var are an out_of_range error and nothing is applied.
   Status apply_sparse(TensorView var, const std::vector<int64_t>& rows, ConstTensorView grad_rows,
                       SlotSet& slots);
+  /// The CPU's update of n contiguous elements (what apply_dense does on the host).
+  void update_elements(float* w, const float* g, float* const* slots, int64_t n, int64_t t) {
+    update(w, g, slots, n, t);
+  }
 
  protected:
   virtual float slot_initial_value(size_t /*slot*/) const { return 0.0f; }
@@ -52,15 +63,20 @@ class Optimizer {
   virtual void update(float* w, const float* g, float* const* slots, int64_t n, int64_t t) = 0;
 
  private:
+  Status apply_rows_on_device(TensorView var, const std::vector<int64_t>& rows,
+                              ConstTensorView grad_rows, SlotSet& slots);
+
   float learning_rate_;
   std::vector<int64_t> order_;  // scratch of apply_sparse
   Tensor merged_;               // scratch of apply_sparse
+  Tensor device_rows_;          // rows of apply_sparse on a device
 };
 
 class SGD final : public Optimizer {
  public:
   explicit SGD(float learning_rate = 0.01f) : Optimizer(learning_rate) {}
   std::string name() const override { return "sgd"; }
+  OptimizerConfig config() const override;
 
  protected:
   void update(float* w, const float* g, float* const* slots, int64_t n, int64_t t) override;
@@ -72,6 +88,7 @@ class Momentum final : public Optimizer {
   explicit Momentum(float learning_rate = 0.01f, float momentum = 0.9f, bool nesterov = false)
       : Optimizer(learning_rate), momentum_(momentum), nesterov_(nesterov) {}
   std::string name() const override { return nesterov_ ? "nesterov" : "momentum"; }
+  OptimizerConfig config() const override;
   std::vector<std::string> slot_names() const override { return {"momentum"}; }
 
  protected:
@@ -89,6 +106,7 @@ class Adagrad final : public Optimizer {
                    float epsilon = 1e-7f)
       : Optimizer(learning_rate), initial_(initial_accumulator_value), epsilon_(epsilon) {}
   std::string name() const override { return "adagrad"; }
+  OptimizerConfig config() const override;
   std::vector<std::string> slot_names() const override { return {"accumulator"}; }
 
  protected:
@@ -108,6 +126,7 @@ class Adam final : public Optimizer {
                 float epsilon = 1e-7f)
       : Optimizer(learning_rate), beta_1_(beta_1), beta_2_(beta_2), epsilon_(epsilon) {}
   std::string name() const override { return "adam"; }
+  OptimizerConfig config() const override;
   std::vector<std::string> slot_names() const override { return {"m", "v"}; }
 
  protected:
@@ -125,6 +144,7 @@ class RMSprop final : public Optimizer {
                    float epsilon = 1e-7f)
       : Optimizer(learning_rate), rho_(rho), momentum_(momentum), epsilon_(epsilon) {}
   std::string name() const override { return "rmsprop"; }
+  OptimizerConfig config() const override;
   std::vector<std::string> slot_names() const override;
 
  protected:
@@ -151,6 +171,7 @@ class Ftrl final : public Optimizer {
         l2_(l2),
         beta_(beta) {}
   std::string name() const override { return "ftrl"; }
+  OptimizerConfig config() const override;
   std::vector<std::string> slot_names() const override { return {"accumulator", "linear"}; }
 
  protected:
@@ -161,6 +182,8 @@ class Ftrl final : public Optimizer {
   float power_, initial_, l1_, l2_, beta_;
 };
 
+/// Makes the optimizer a config describes.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config);
 /// Makes an optimizer from its name (sgd, momentum, nesterov, adagrad, adam, rmsprop, ftrl) with
 /// Keras defaults for everything but the learning rate.
 Expected<std::unique_ptr<Optimizer>> make_optimizer(const std::string& name, float learning_rate);

@@ -1,5 +1,7 @@
 #include "core/tensor.hpp"
 
+#include "core/backend.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -76,39 +78,164 @@ bool Shape::operator==(const Shape& other) const {
 }
 
 Tensor::Tensor(Shape shape, float fill)
-    : data_(static_cast<size_t>(shape.num_elements()), fill), shape_(shape) {}
+    : host_(static_cast<size_t>(shape.num_elements()), fill), shape_(shape) {
+  ptr_ = host_.data();
+}
 
 Tensor::Tensor(Shape shape, std::vector<float> values)
-    : data_(values.begin(), values.end()), shape_(shape) {
-  TROUPE_ASSERT(static_cast<int64_t>(data_.size()) == shape.num_elements(),
+    : host_(values.begin(), values.end()), shape_(shape) {
+  TROUPE_ASSERT(static_cast<int64_t>(host_.size()) == shape.num_elements(),
                 "value count does not match the shape");
+  ptr_ = host_.data();
 }
+
+Tensor::Tensor(Shape shape, DType dtype, Device device)
+    : shape_(shape), device_(device), dtype_(dtype) {
+  reserve_bytes(bytes());
+  fill(0.0f);
+}
+
+Tensor::Tensor(const Tensor& other)
+    : shape_(other.shape_), device_(other.device_), dtype_(other.dtype_) {
+  if (other.ptr_ == nullptr) return;  // a default-made tensor stays without storage
+  reserve_bytes(bytes());
+  if (bytes() > 0) core::copy(other.view(), view());
+}
+
+Tensor& Tensor::operator=(const Tensor& other) {
+  if (this == &other) return *this;
+  if (device_ != other.device_) {
+    host_.clear();
+    host_.shrink_to_fit();
+    device_memory_.reset();
+    device_capacity_ = 0;
+    ptr_ = nullptr;
+  }
+  device_ = other.device_;
+  dtype_ = other.dtype_;
+  shape_ = other.shape_;
+  if (other.ptr_ == nullptr) {
+    ptr_ = nullptr;
+    host_.clear();
+    return *this;
+  }
+  reserve_bytes(bytes());
+  if (bytes() > 0) core::copy(other.view(), view());
+  return *this;
+}
+
+Tensor::Tensor(Tensor&& other) noexcept
+    : host_(std::move(other.host_)),
+      device_memory_(std::move(other.device_memory_)),
+      device_capacity_(other.device_capacity_),
+      ptr_(other.ptr_),
+      shape_(other.shape_),
+      device_(other.device_),
+      dtype_(other.dtype_) {
+  other.host_.clear();
+  other.device_capacity_ = 0;
+  other.ptr_ = nullptr;
+  other.shape_ = Shape();
+}
+
+Tensor& Tensor::operator=(Tensor&& other) noexcept {
+  if (this == &other) return *this;
+  host_ = std::move(other.host_);
+  device_memory_ = std::move(other.device_memory_);
+  device_capacity_ = other.device_capacity_;
+  ptr_ = other.ptr_;
+  shape_ = other.shape_;
+  device_ = other.device_;
+  dtype_ = other.dtype_;
+  other.host_.clear();
+  other.device_capacity_ = 0;
+  other.ptr_ = nullptr;
+  other.shape_ = Shape();
+  return *this;
+}
+
+Tensor::~Tensor() = default;
 
 Tensor Tensor::from_view(ConstTensorView v) {
   Tensor t;
+  t.device_ = v.device();
+  t.dtype_ = v.dtype();
+  if (v.data() == nullptr) {
+    t.shape_ = v.shape();
+    return t;
+  }
   t.resize(v.shape());
-  if (v.size() > 0) std::memcpy(t.data(), v.data(), static_cast<size_t>(v.size()) * sizeof(float));
+  if (v.size() > 0) core::copy(v, t.view());
   return t;
 }
 
+Tensor Tensor::to(Device device) const {
+  Tensor t;
+  t.device_ = device;
+  t.dtype_ = dtype_;
+  if (ptr_ == nullptr) {
+    t.shape_ = shape_;
+    return t;
+  }
+  t.resize(shape_);
+  if (size() > 0) core::copy(view(), t.view());
+  return t;
+}
+
+void Tensor::reserve_bytes(size_t bytes) {
+  if (device_.is_cpu()) {
+    const size_t floats = (bytes + sizeof(float) - 1) / sizeof(float);
+    if (host_.size() < floats) host_.resize(floats);
+    ptr_ = host_.data();
+    return;
+  }
+  if (device_capacity_ >= bytes && device_memory_) {
+    ptr_ = device_memory_.get();
+    return;
+  }
+  auto backend = backend_for(device_);
+  TROUPE_ASSERT(backend.ok(), "a tensor on a device no backend serves");
+  device_memory_.reset();  // back to the pool before the larger block is taken
+  device_memory_ = (*backend)->allocate(bytes);
+  device_capacity_ = bytes;
+  ptr_ = device_memory_.get();
+}
+
 void Tensor::resize(Shape shape) {
-  const auto n = static_cast<size_t>(shape.num_elements());
-  if (data_.size() < n) data_.resize(n);
   shape_ = shape;
+  reserve_bytes(bytes());
 }
 
 void Tensor::fill(float value) {
-  std::fill_n(data_.begin(), size(), value);
+  if (device_.is_cpu() && dtype_ == DType::float32) {
+    std::fill_n(host_.begin(), size(), value);
+    return;
+  }
+  if (size() == 0) return;
+  auto backend = backend_for(device_);
+  TROUPE_ASSERT(backend.ok(), "a tensor on a device no backend serves");
+  (*backend)->fill(view(), value);
 }
 
 void copy(ConstTensorView src, TensorView dst) {
-  TROUPE_ASSERT(src.size() == dst.size(), "copy between tensors of different sizes");
-  if (src.size() > 0)
-    std::memmove(dst.data(), src.data(), static_cast<size_t>(src.size()) * sizeof(float));
+  TROUPE_ASSERT(src.size() == dst.size() && src.dtype() == dst.dtype(),
+                "copy between tensors of different sizes or types");
+  if (src.size() == 0) return;
+  if (src.device().is_cpu() && dst.device().is_cpu()) {
+    std::memmove(dst.data(), src.data(), src.bytes());
+    return;
+  }
+  const Device on = src.device().is_cpu() ? dst.device() : src.device();
+  TROUPE_ASSERT(src.device().is_cpu() || dst.device().is_cpu() || src.device() == dst.device(),
+                "copy between two devices goes through the host");
+  auto backend = backend_for(on);
+  TROUPE_ASSERT(backend.ok(), "a tensor on a device no backend serves");
+  (*backend)->copy(dst.data(), dst.device(), src.data(), src.device(), src.bytes());
 }
 
 float max_abs_diff(ConstTensorView a, ConstTensorView b) {
   TROUPE_ASSERT(a.shape() == b.shape(), "max_abs_diff of tensors of different shapes");
+  TROUPE_ASSERT(a.host_float32() && b.host_float32(), "max_abs_diff of float32 host views");
   float m = 0.0f;
   for (int64_t i = 0; i < a.size(); ++i)
     m = std::max(m, std::fabs(a[i] - b[i]));

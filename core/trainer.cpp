@@ -2,10 +2,15 @@
 
 namespace troupe::core {
 
-ClassifierTrainer::ClassifierTrainer(Sequential& model, Optimizer& optimizer)
-    : model_(model), optimizer_(optimizer), params_(model.parameters()) {
+ClassifierTrainer::ClassifierTrainer(Sequential& model, Optimizer& optimizer,
+                                     LossScaleOptions loss_scale)
+    : model_(model),
+      optimizer_(optimizer),
+      params_(model.parameters()),
+      scaling_(needs_loss_scale(model.precision())),
+      loss_scale_(loss_scale) {
   for (auto& p : params_)
-    slots_.push_back(optimizer_.make_slots(p.value->shape()));
+    slots_.push_back(optimizer_.make_slots(p.value->shape(), p.value->device()));
   size_t first = 0;
   for (size_t i = 0; i < model_.size(); ++i) {
     first_param_.push_back(first);
@@ -25,10 +30,20 @@ Expected<float> ClassifierTrainer::compute_gradients(ConstTensorView x, const in
   return compute_gradients(x, labels, nullptr);
 }
 
+ConstTensorView ClassifierTrainer::on_model_device(ConstTensorView x) {
+  if (x.device() == model_.device()) return x;
+  if (input_.device() != model_.device() || input_.dtype() != x.dtype())
+    input_ = Tensor(x.shape(), x.dtype(), model_.device());
+  input_.resize(x.shape());
+  copy(x, input_);
+  return input_;
+}
+
 Expected<float> ClassifierTrainer::compute_gradients(
     ConstTensorView x, const int32_t* labels, const std::function<void(size_t)>& gradient_done) {
   if (auto st = model_.check_input(x.shape()); !st) return st.error();
-  const ConstTensorView logits = model_.forward(x);
+  loss_.set_grad_scale(scaling_ ? loss_scale_.scale() : 1.0f);
+  const ConstTensorView logits = model_.forward(on_model_device(x));
   auto loss = loss_.forward(logits, labels);
   if (!loss) return loss;
   if (!gradient_done) {
@@ -43,6 +58,17 @@ Expected<float> ClassifierTrainer::compute_gradients(
 }
 
 Status ClassifierTrainer::apply_gradients() {
+  if (scaling_) {
+    std::vector<ConstTensorView> grads;
+    for (auto& p : params_)
+      grads.push_back(*p.grad);
+    auto backend = backend_for(model_.device());
+    if (!backend) return backend.error();
+    const float scale = loss_scale_.scale();
+    if (!loss_scale_.update((*backend)->all_finite(grads))) return {};  // skipped
+    for (auto& p : params_)
+      (*backend)->scale(*p.grad, 1.0f / scale);
+  }
   for (size_t i = 0; i < params_.size(); ++i)
     if (auto st = optimizer_.apply_dense(*params_[i].value, *params_[i].grad, slots_[i]); !st)
       return st;
@@ -52,10 +78,16 @@ Status ClassifierTrainer::apply_gradients() {
 Status ClassifierTrainer::evaluate_batch(ConstTensorView x, const int32_t* labels,
                                          Accuracy& accuracy, Mean& loss) {
   if (auto st = model_.check_input(x.shape()); !st) return st;
-  const ConstTensorView logits = model_.forward(x);
+  const ConstTensorView logits = model_.forward(on_model_device(x));
   auto l = loss_.forward(logits, labels);
   if (!l) return l.error();
-  accuracy.update(logits, labels);
+  if (logits.device().is_cpu()) {
+    accuracy.update(logits, labels);
+  } else {
+    auto backend = backend_for(logits.device());
+    if (!backend) return backend.error();
+    accuracy.add((*backend)->count_correct(logits, loss_.labels()), logits.shape()[0]);
+  }
   loss.update(*l, static_cast<double>(logits.shape()[0]));
   return {};
 }

@@ -3,32 +3,28 @@
 namespace troupe::core {
 
 ConstTensorView ReLU::forward(ConstTensorView x) {
-  y_.resize(x.shape());
-  y_.view().flat().array() = x.flat().array().max(0.0f);
+  check_device(x);
+  backend().relu_forward(x, place(y_, x.shape()));
   return y_;
 }
 
 ConstTensorView ReLU::backward(ConstTensorView dy) {
   TROUPE_ASSERT(dy.shape() == y_.shape(), "ReLU backward: dy of another shape than y");
   if (!input_grad()) return {};
-  dx_.resize(dy.shape());
-  // y > 0 exactly where x > 0, so the output serves as the mask.
-  dx_.view().flat().array() = (y_.view().flat().array() > 0.0f).select(dy.flat().array(), 0.0f);
+  backend().relu_backward(y_, dy, place(dx_, dy.shape()));
   return dx_;
 }
 
 ConstTensorView Sigmoid::forward(ConstTensorView x) {
-  y_.resize(x.shape());
-  y_.view().flat().array() = 1.0f / (1.0f + (-x.flat().array()).exp());
+  check_device(x);
+  backend().sigmoid_forward(x, place(y_, x.shape()));
   return y_;
 }
 
 ConstTensorView Sigmoid::backward(ConstTensorView dy) {
   TROUPE_ASSERT(dy.shape() == y_.shape(), "Sigmoid backward: dy of another shape than y");
   if (!input_grad()) return {};
-  dx_.resize(dy.shape());
-  const auto y = y_.view().flat().array();
-  dx_.view().flat().array() = dy.flat().array() * y * (1.0f - y);
+  backend().sigmoid_backward(y_, dy, place(dx_, dy.shape()));
   return dx_;
 }
 
@@ -62,28 +58,17 @@ ConstTensorView Reshape::backward(ConstTensorView dy) {
 ConstTensorView MeanPool::forward(ConstTensorView x) {
   TROUPE_ASSERT(x.shape().rank() == 3 && x.shape()[1] > 0,
                 "MeanPool input must be [batch, n>0, d]");
+  check_device(x);
   input_shape_ = x.shape();
-  const int64_t b = x.shape()[0], n = x.shape()[1], d = x.shape()[2];
-  y_.resize(Shape{b, d});
-  auto y = y_.matrix();
-  y.setZero();
-  for (int64_t i = 0; i < b; ++i) {
-    ConstMatrixMap rows(x.data() + i * n * d, n, d);
-    y.row(i) = rows.colwise().sum() / static_cast<float>(n);
-  }
+  backend().mean_pool_forward(x, place(y_, Shape{x.shape()[0], x.shape()[2]}));
   return y_;
 }
 
 ConstTensorView MeanPool::backward(ConstTensorView dy) {
   if (!input_grad()) return {};
-  const int64_t b = input_shape_[0], n = input_shape_[1], d = input_shape_[2];
-  TROUPE_ASSERT(dy.shape() == (Shape{b, d}), "MeanPool backward: dy must be [batch, d]");
-  dx_.resize(input_shape_);
-  const float inv = 1.0f / static_cast<float>(n);
-  for (int64_t i = 0; i < b; ++i) {
-    MatrixMap rows(dx_.data() + i * n * d, n, d);
-    rows.rowwise() = dy.matrix().row(i) * inv;
-  }
+  TROUPE_ASSERT(dy.shape() == (Shape{input_shape_[0], input_shape_[2]}),
+                "MeanPool backward: dy must be [batch, d]");
+  backend().mean_pool_backward(dy, place(dx_, input_shape_));
   return dx_;
 }
 

@@ -3,14 +3,10 @@
 #include <algorithm>
 #include <numeric>
 
-#include "core/parallel.hpp"
+#include "core/nn/losses.hpp"
 #include "core/partitioner.hpp"
 
 namespace troupe::core {
-
-namespace {
-constexpr int64_t kExampleGrain = 64;  // examples per intra-op chunk at least
-}  // namespace
 
 Expected<CtrKind> parse_ctr_kind(const std::string& name) {
   if (name == "lr" || name == "logistic") return CtrKind::logistic;
@@ -94,6 +90,26 @@ Status CtrModel::check_batch(const Batch& b) const {
   return {};
 }
 
+Status CtrModel::to(Device device, Precision precision) {
+  auto backend = backend_for(device);
+  if (!backend) return backend.error();
+  for (Tensor* t : {&bias_, &dbias_, &dense_w_, &ddense_w_})
+    if (t->data() != nullptr) *t = t->to(device);
+  if (dnn_)
+    if (auto st = dnn_->to(device, precision); !st) return st;
+  device_ = device;
+  backend_ = *backend;
+  return {};
+}
+
+Tensor& CtrModel::place(Tensor& t, const Shape& shape) {
+  if (t.device() != device_)
+    t = Tensor(shape, DType::float32, device_);
+  else
+    t.resize(shape);
+  return t;
+}
+
 Expected<ConstTensorView> CtrModel::forward(const Batch& b, ConstTensorView rows,
                                             const std::vector<int32_t>& index) {
   if (auto st = check_batch(b); !st) return st.error();
@@ -103,117 +119,50 @@ Expected<ConstTensorView> CtrModel::forward(const Batch& b, ConstTensorView rows
       index.size() != static_cast<size_t>(n * F))
     return make_error(Errc::invalid_argument, "CtrModel: rows " + rows.shape().to_string() +
                                                   " or index do not fit the batch");
+  if (rows.device() != device_)
+    return make_error(Errc::invalid_argument, "CtrModel: rows on " + rows.device().to_string() +
+                                                  ", the model computes on " + device_.to_string());
   for (int32_t r : index)
     if (r < 0 || r >= rows.shape()[0])
       return make_error(Errc::invalid_argument, "CtrModel: index outside the rows");
-  batch_ = &b;
-  rows_ = rows;
-  index_ = &index;
-  logits_.resize(Shape{n, 1});
+  CtrArgs& a = args_;
+  a.n = n;
+  a.fields = F;
+  a.dim = k;
+  a.dense = D;
+  a.width = W;
+  a.fm = config_.has_fm();
+  a.values = on_device(b.values.data(), n * F, DType::float32, device_, values_);
+  a.index = on_device(index.data(), n * F, DType::int32, device_, index_);
+  a.features = ConstTensorView();
+  if (D > 0)
+    a.features = on_device(b.features.data(), n * D, DType::float32, device_, features_)
+                     .reshaped(Shape{n, D});
+  a.rows = rows;
+  a.bias = bias_;
+  a.dense_w = dense_w_;
   const bool emb = W > 1;
-  const int64_t stride = F * k + D;
-  if (emb) {
-    dnn_in_.resize(Shape{n, stride});
-    sum_.resize(Shape{n, k});
-  }
-  // Examples in parallel (intra-op threads): each writes only its own row.
-  parallel_for(n, kExampleGrain, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      float logit = bias_[0];
-      float* e = emb ? dnn_in_.data() + i * stride : nullptr;
-      float* s = emb ? sum_.data() + i * k : nullptr;
-      if (emb) std::fill(s, s + k, 0.0f);
-      float squares = 0.0f;
-      for (int64_t f = 0; f < F; ++f) {
-        const size_t at = static_cast<size_t>(i * F + f);
-        const float x = b.values[at];
-        const float* row = rows.data() + static_cast<int64_t>(index[at]) * W;
-        logit += row[0] * x;
-        if (!emb) continue;
-        float* ef = e + f * k;
-        for (int64_t j = 0; j < k; ++j) {
-          ef[j] = row[1 + j] * x;
-          s[j] += ef[j];
-          squares += ef[j] * ef[j];
-        }
-      }
-      if (D > 0) {
-        const float* d = b.features.data() + i * D;
-        for (int64_t j = 0; j < D; ++j)
-          logit += d[j] * dense_w_[j];
-        if (emb) std::copy(d, d + D, e + F * k);
-      }
-      if (config_.has_fm()) {
-        float sq_sum = 0.0f;
-        for (int64_t j = 0; j < k; ++j)
-          sq_sum += s[j] * s[j];
-        logit += 0.5f * (sq_sum - squares);
-      }
-      logits_[i] = logit;
-    }
-  });
-  if (dnn_) {
-    ConstTensorView out = dnn_->forward(dnn_in_);
-    for (int64_t i = 0; i < n; ++i)
-      logits_[i] += out[i];
-  }
+  a.dnn_in = emb ? TensorView(place(dnn_in_, Shape{n, F * k + D})) : TensorView();
+  a.sum = emb ? TensorView(place(sum_, Shape{n, k})) : TensorView();
+  a.logits = place(logits_, Shape{n, 1});
+  backend_->ctr_forward(a);
+  if (dnn_) backend_->add(dnn_->forward(dnn_in_), logits_);
+  forwarded_ = true;
   return ConstTensorView(logits_);
 }
 
 void CtrModel::backward(ConstTensorView dlogits) {
-  TROUPE_ASSERT(batch_ != nullptr && dlogits.size() == logits_.size(),
+  TROUPE_ASSERT(forwarded_ && dlogits.size() == logits_.size(),
                 "CtrModel backward: dlogits do not match the last forward");
-  const Batch& b = *batch_;
-  const int64_t n = b.size(), F = config_.fields, k = config_.dim, D = config_.dense;
-  const int64_t W = config_.row_width();
-  const int64_t stride = F * k + D;
-  ConstTensorView dx;
-  if (dnn_) dx = dnn_->backward(dlogits.reshaped(Shape{n, 1}));
-  dbias_[0] = 0.0f;
-  if (D > 0) ddense_w_.fill(0.0f);
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = dlogits[i];
-    dbias_[0] += g;
-    for (int64_t j = 0; j < D; ++j)
-      ddense_w_[j] += g * b.features.data()[i * D + j];
-  }
-  // d(loss)/d(e_if) for every example and field, in parallel; then summed into the rows
-  // (rows are shared between examples, so that part stays on one thread).
-  if (W > 1) {
-    demb_.resize(Shape{n, F * k});
-    parallel_for(n, kExampleGrain, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const float g = dlogits[i];
-        const float* s = sum_.data() + i * k;
-        for (int64_t f = 0; f < F; ++f) {
-          const float* ef = dnn_in_.data() + i * stride + f * k;
-          const float* dxf = dnn_ ? dx.data() + i * stride + f * k : nullptr;
-          float* de = demb_.data() + (i * F + f) * k;
-          for (int64_t j = 0; j < k; ++j) {
-            float d = 0.0f;
-            if (config_.has_fm()) d += g * (s[j] - ef[j]);
-            if (dxf != nullptr) d += dxf[j];
-            de[j] = d;
-          }
-        }
-      }
-    });
-  }
-  row_grads_.resize(Shape{rows_.shape()[0], W});
-  row_grads_.fill(0.0f);
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = dlogits[i];
-    for (int64_t f = 0; f < F; ++f) {
-      const size_t at = static_cast<size_t>(i * F + f);
-      const float x = b.values[at];
-      float* grow = row_grads_.data() + static_cast<int64_t>((*index_)[at]) * W;
-      grow[0] += g * x;
-      if (W == 1) continue;
-      const float* de = demb_.data() + (i * F + f) * k;
-      for (int64_t j = 0; j < k; ++j)
-        grow[1 + j] += de[j] * x;
-    }
-  }
+  const CtrArgs& a = args_;
+  CtrGradArgs g;
+  g.dlogits = dlogits;
+  if (dnn_) g.ddnn_in = dnn_->backward(dlogits.reshaped(Shape{a.n, 1}));
+  g.dbias = dbias_;
+  g.ddense_w = ddense_w_;
+  if (a.width > 1) g.demb = place(demb_, Shape{a.n, a.fields * a.dim});
+  g.row_grads = place(row_grads_, Shape{a.rows.shape()[0], a.width});
+  backend_->ctr_backward(a, g);
 }
 
 }  // namespace troupe::core

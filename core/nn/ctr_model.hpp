@@ -12,12 +12,15 @@
 // worker gathers each row it needs once. The model never sees the table: the caller hands
 // it the unique rows of the batch (from the parameter servers) and takes back their
 // gradients, ready to push. Dense parameters (b, u, the MLP) are ordinary Parameters.
+// The model computes on one device (to()): the rows it is given must be there; the
+// batch's ids, values and dense features are copied there from the host.
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/backend.hpp"
 #include "core/data/example.hpp"
 #include "core/nn/layer.hpp"
 #include "core/nn/sequential.hpp"
@@ -73,16 +76,24 @@ class CtrModel {
   void backward(ConstTensorView dlogits);
   const Tensor& row_grads() const { return row_grads_; }
 
+  /// Moves the dense parameters to `device` and computes there in `precision` (the MLP's
+  /// matrix products; the embedding part is float32). Errors name an unservable device.
+  Status to(Device device, Precision precision = Precision::float32);
+  Device device() const { return device_; }
+
  private:
+  Tensor& place(Tensor& t, const Shape& shape);
+
   CtrModelConfig config_;
   Tensor bias_, dbias_, dense_w_, ddense_w_;
   std::unique_ptr<Sequential> dnn_;
-  // The last forward's inputs and intermediates.
-  const Batch* batch_ = nullptr;
-  ConstTensorView rows_;
-  const std::vector<int32_t>* index_ = nullptr;
-  Tensor emb_;     // [n, fields * dim]: e_f = v[id_f] x_f (the MLP's input, with dense)
-  Tensor dnn_in_;  // [n, fields * dim + dense]
+  Device device_;
+  Backend* backend_ = &cpu_backend();
+  // The last forward's inputs (on the device) and intermediates.
+  CtrArgs args_;
+  bool forwarded_ = false;
+  Tensor values_, index_, features_;
+  Tensor dnn_in_;  // [n, fields * dim + dense]: e_f = v[id_f] x_f, then the dense features
   Tensor sum_;     // [n, dim]: sum_f e_f
   Tensor logits_;
   Tensor row_grads_;

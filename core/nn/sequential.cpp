@@ -12,7 +12,20 @@ void Sequential::add(std::unique_ptr<Layer> layer) {
   for (auto& l : layers_)
     below_trainable = below_trainable || !l->parameters().empty();
   layer->set_input_grad(below_trainable);
+  if (layer->device() != device_ || layer->precision() != precision_) {
+    const Status moved = layer->to(device_, precision_);
+    TROUPE_ASSERT(moved.ok(), "a layer added to a model on a device no backend serves");
+  }
   layers_.push_back(std::move(layer));
+}
+
+Status Sequential::to(Device device, Precision precision) {
+  if (auto backend = backend_for(device); !backend) return backend.error();
+  for (auto& l : layers_)
+    if (auto st = l->to(device, precision); !st) return st;
+  device_ = device;
+  precision_ = precision;
+  return {};
 }
 
 Status Sequential::check_input(const Shape& shape) const {

@@ -49,8 +49,16 @@ class Sequential {
   size_t size() const { return layers_.size(); }
   Layer& layer(size_t i) { return *layers_[i]; }
 
+  /// Moves every layer to `device`, computing there in `precision` (Layer::to). A device
+  /// no backend serves is an error naming it, and nothing moves.
+  Status to(Device device, Precision precision = Precision::float32);
+  Device device() const { return device_; }
+  Precision precision() const { return precision_; }
+
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
+  Device device_;
+  Precision precision_ = Precision::float32;
 };
 
 /// Dense+ReLU layers of the given widths, the last Dense without activation (logits).

@@ -1,0 +1,198 @@
+#pragma once
+
+// One device's memory and kernels behind one interface (ggml's ggml-backend, a small
+// version of PyTorch's dispatch): layers, losses, metrics and optimizers keep one
+// definition and call the backend of the device their tensors live on. The CPU backend
+// (core/cpu_backend.*) holds the Eigen kernels; gpu/ registers a CUDA one through a
+// DeviceProvider, so core/ compiles and links without CUDA.
+//
+//   auto device = core::select_device(core::parse_device("cuda").value(), local_rank);
+//   core::Backend& be = *core::backend_for(*device).value();
+//   be.dense_forward(x, w, b, y, core::Precision::mixed_bfloat16);
+//
+// Every kernel runs in order on the backend's own stream: a later kernel sees an earlier
+// one's results. A call that returns a host value (a loss, a count) waits for the work
+// before it; nothing else does until synchronize().
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device.hpp"
+#include "core/device_memory.hpp"
+#include "core/expected.hpp"
+#include "core/tensor.hpp"
+
+namespace troupe::core {
+
+/// What one optimizer does per element, as data (core/optimizer.hpp makes it; device
+/// backends apply it with the same formulas as the CPU's Optimizer::update).
+struct OptimizerConfig {
+  enum class Kind : uint8_t { sgd, momentum, adagrad, adam, rmsprop, ftrl };
+  Kind kind = Kind::sgd;
+  float learning_rate = 0.01f;
+  float momentum = 0.0f;  // momentum, rmsprop
+  bool nesterov = false;
+  float beta_1 = 0.9f, beta_2 = 0.999f, epsilon = 1e-7f;   // adam (epsilon: adagrad, rmsprop)
+  float rho = 0.9f;                                        // rmsprop
+  float initial_accumulator = 0.1f;                        // adagrad, ftrl
+  float l1 = 0.0f, l2 = 0.0f, beta = 0.0f, power = -0.5f;  // ftrl
+  int num_slots() const;
+};
+
+/// Per-layer state a backend keeps between a forward and its backward (the CPU's im2col
+/// patches, cuDNN's descriptors and workspace). Made by the backend on first use.
+class Workspace {
+ public:
+  virtual ~Workspace() = default;
+};
+
+/// The inputs and intermediates of a CTR model's embedding part (core/nn/ctr_model.hpp):
+/// n examples, F fields, embedding width k, D dense features, rows of width W = 1 + k (or
+/// 1 for logistic regression).
+struct CtrArgs {
+  int64_t n = 0, fields = 0, dim = 0, dense = 0, width = 1;
+  bool fm = false;
+  ConstTensorView values;    // [n * F] float32: each id's value
+  ConstTensorView index;     // [n * F] int32: each id's row among `rows`
+  ConstTensorView rows;      // [u, W]: the batch's unique rows
+  ConstTensorView features;  // [n, D] dense features
+  ConstTensorView bias;      // [1]
+  ConstTensorView dense_w;   // [D, 1]
+  TensorView dnn_in;         // [n, F * k + D]: e_f = v[id_f] x_f, then the dense features
+  TensorView sum;            // [n, k]: sum_f e_f
+  TensorView logits;         // [n]: the linear and FM terms (the MLP's output is added later)
+};
+
+/// The gradients of a CTR model's embedding part, given d(loss)/d(logits) and, with an
+/// MLP, d(loss)/d(dnn_in).
+struct CtrGradArgs {
+  ConstTensorView dlogits;  // [n]
+  ConstTensorView ddnn_in;  // [n, F * k + D], or empty without an MLP
+  TensorView dbias;         // [1]
+  TensorView ddense_w;      // [D, 1]
+  TensorView demb;          // [n, F * k] scratch
+  TensorView row_grads;     // [u, W]: summed over the examples that used each row
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  /// "cpu (AVX-512F, AVX512_BF16, 2 intra-op threads)", "NVIDIA H100 80GB HBM3 (sm_90,
+  /// driver 13.0, 79 GiB)".
+  virtual std::string name() const = 0;
+  /// Whether matrix products in `p` have hardware behind them here (bf16 tensor cores, say);
+  /// the CPU backend computes every policy, the low-precision ones as a rounding reference.
+  virtual bool fast(Precision p) const = 0;
+
+  // Memory. Device memory comes from a stream-ordered pool: no allocation per step.
+  virtual DeviceMemory allocate(size_t bytes) = 0;
+  virtual void deallocate(void* p) = 0;
+  /// Copies `bytes` between `src` and `dst`, each on the CPU or this device, in order with
+  /// the kernels; a copy to the host has arrived when it returns, and a copy from the host
+  /// has taken its bytes (staged through pinned memory) when it returns.
+  virtual void copy(void* dst, Device dst_device, const void* src, Device src_device,
+                    size_t bytes) = 0;
+  virtual void fill(TensorView x, float value) = 0;
+  /// Waits for everything queued; a device's asynchronous error (a failed kernel) is
+  /// reported here, naming it.
+  virtual Status synchronize() = 0;
+
+  // Dense: y = x w + b; x [n, in], w [in, out] (Keras' layout), b [out].
+  virtual void dense_forward(ConstTensorView x, ConstTensorView w, ConstTensorView b, TensorView y,
+                             Precision p) = 0;
+  /// dw = x^T dy, db = the column sums of dy, dx = dy w^T (not when dx is empty).
+  virtual void dense_backward(ConstTensorView x, ConstTensorView w, ConstTensorView dy,
+                              TensorView dw, TensorView db, TensorView dx, Precision p) = 0;
+
+  virtual void relu_forward(ConstTensorView x, TensorView y) = 0;
+  /// dx = dy where y > 0, else 0.
+  virtual void relu_backward(ConstTensorView y, ConstTensorView dy, TensorView dx) = 0;
+  virtual void sigmoid_forward(ConstTensorView x, TensorView y) = 0;
+  virtual void sigmoid_backward(ConstTensorView y, ConstTensorView dy, TensorView dx) = 0;
+
+  /// Convolution, stride 1, 'valid', NHWC: x [n, h, w, c], w [k, k, c, f] (Keras' layout),
+  /// b [f], y [n, h-k+1, w-k+1, f].
+  virtual void conv2d_forward(ConstTensorView x, ConstTensorView w, ConstTensorView b, TensorView y,
+                              std::unique_ptr<Workspace>& ws, Precision p) = 0;
+  virtual void conv2d_backward(ConstTensorView x, ConstTensorView w, ConstTensorView dy,
+                               TensorView dw, TensorView db, TensorView dx,
+                               std::unique_ptr<Workspace>& ws, Precision p) = 0;
+
+  /// [b, n, d] -> [b, d]: the mean over the middle axis.
+  virtual void mean_pool_forward(ConstTensorView x, TensorView y) = 0;
+  virtual void mean_pool_backward(ConstTensorView dy, TensorView dx) = 0;
+  /// y += x (same shape).
+  virtual void add(ConstTensorView x, TensorView y) = 0;
+  /// x *= factor.
+  virtual void scale(TensorView x, float factor) = 0;
+  /// Whether every element of every view is finite (waits for the result).
+  virtual bool all_finite(const std::vector<ConstTensorView>& xs) = 0;
+  /// Element-type conversion between views of equal size on this device.
+  virtual void convert(ConstTensorView src, TensorView dst) = 0;
+
+  /// Softmax cross-entropy of logits [n, c] against int32 labels [n] (checked in range by
+  /// the caller): class probabilities into `probs`, d(mean loss)/d(logits) times
+  /// `grad_scale` (a loss scale) into `grad`. Returns the mean loss.
+  virtual double softmax_cross_entropy(ConstTensorView logits, ConstTensorView labels,
+                                       TensorView probs, TensorView grad, float grad_scale) = 0;
+  /// Sigmoid binary cross-entropy of logits [n] against float32 labels [n] in [0, 1].
+  virtual double sigmoid_cross_entropy(ConstTensorView logits, ConstTensorView labels,
+                                       TensorView grad, float grad_scale) = 0;
+  /// Examples whose largest logit (the first of equal ones) is the int32 label.
+  virtual int64_t count_correct(ConstTensorView logits, ConstTensorView labels) = 0;
+  /// From logits [n] and float32 labels: adds sigmoid(logit) into histograms of positives
+  /// and negatives over pos.size() equal buckets of [0, 1] (core::AUC's), and returns how
+  /// many examples have (p > 0.5) == (label > 0.5).
+  virtual int64_t binary_metrics(ConstTensorView logits, ConstTensorView labels,
+                                 std::vector<int64_t>& pos, std::vector<int64_t>& neg) = 0;
+
+  /// w -= f(g), elementwise with `slots` (optimizer state of w's size); t counts updates.
+  virtual void apply_dense(const OptimizerConfig& c, TensorView w, ConstTensorView g,
+                           const std::vector<TensorView>& slots, int64_t t) = 0;
+  /// The same for rows `rows` (int64, unique) of w with grad_rows [rows, width].
+  virtual void apply_rows(const OptimizerConfig& c, TensorView w, ConstTensorView rows,
+                          ConstTensorView grad_rows, const std::vector<TensorView>& slots,
+                          int64_t t) = 0;
+  /// out[i] = table[rows[i]] for int64 rows.
+  virtual void gather_rows(ConstTensorView table, ConstTensorView rows, TensorView out) = 0;
+
+  virtual void ctr_forward(const CtrArgs& a) = 0;
+  virtual void ctr_backward(const CtrArgs& a, const CtrGradArgs& g) = 0;
+};
+
+/// The devices of one kind this process can use (gpu/ provides CUDA's).
+class DeviceProvider {
+ public:
+  virtual ~DeviceProvider() = default;
+  /// Devices visible to this process (0: none, or no driver).
+  virtual int count() = 0;
+  /// What this process sees, for errors: "2 CUDA devices: cuda:0 NVIDIA H100 ..., ..."
+  /// or why none ("cudaGetDeviceCount: no CUDA-capable device is detected").
+  virtual std::string describe() = 0;
+  /// The backend of device `index` (< count()), made on first use and kept.
+  virtual Expected<Backend*> backend(int index) = 0;
+};
+
+/// Makes `provider` serve `kind` for this process (gpu/ does it for CUDA; idempotent).
+void register_device_provider(DeviceKind kind, DeviceProvider* provider);
+DeviceProvider* device_provider(DeviceKind kind);
+
+Backend& cpu_backend();
+/// The backend of `device`: an error naming the device and what this process has, when
+/// none can serve it.
+Expected<Backend*> backend_for(Device device);
+
+/// The device a process uses for `request`: "cpu"; "cuda:N" if this process sees N+1 GPUs;
+/// "cuda" takes GPU local_rank modulo the GPUs seen (every worker of a host its own, as
+/// Horovod's local_rank). An unservable request is an error naming the device and what
+/// was found, including CUDA_VISIBLE_DEVICES when it is set.
+Expected<Device> select_device(const DeviceRequest& request, int local_rank);
+
+/// The policy for "auto" on a backend: mixed_bfloat16 where bf16 products are fast there,
+/// float32 otherwise; any other name as parsed.
+Expected<Precision> resolve_precision(const std::string& text, const Backend& backend);
+
+}  // namespace troupe::core

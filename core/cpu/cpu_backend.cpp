@@ -1,0 +1,111 @@
+#include "core/cpu/cpu_backend.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "core/half.hpp"
+#include "core/parallel.hpp"
+
+namespace troupe::core {
+
+std::string CpuBackend::name() const {
+  // __builtin_cpu_supports takes literals only.
+  const std::pair<const char*, bool> known[] = {
+      {"avx2", __builtin_cpu_supports("avx2")},
+      {"avx512f", __builtin_cpu_supports("avx512f")},
+      {"avx512bf16", __builtin_cpu_supports("avx512bf16")},
+      {"f16c", __builtin_cpu_supports("f16c")}};
+  std::string features;
+  for (const auto& [f, has] : known)
+    if (has) features += (features.empty() ? "" : ", ") + std::string(f);
+  return "cpu (" + features + "; " + std::to_string(intra_op_threads()) + " intra-op threads)";
+}
+
+DeviceMemory CpuBackend::allocate(size_t bytes) {
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  return DeviceMemory(rounded == 0 ? nullptr : std::aligned_alloc(64, rounded), DeviceFree{this});
+}
+
+void CpuBackend::deallocate(void* p) {
+  std::free(p);
+}
+
+void CpuBackend::copy(void* dst, Device dst_device, const void* src, Device src_device,
+                      size_t bytes) {
+  TROUPE_ASSERT(dst_device.is_cpu() && src_device.is_cpu(), "the CPU backend copies on the CPU");
+  if (bytes > 0) std::memmove(dst, src, bytes);
+}
+
+void CpuBackend::fill(TensorView x, float value) {
+  switch (x.dtype()) {
+    case DType::float32:
+      std::fill_n(x.data(), x.size(), value);
+      return;
+    case DType::bfloat16:
+      std::fill_n(x.data_as<uint16_t>(), x.size(), float_to_bf16(value));
+      return;
+    case DType::float16:
+      std::fill_n(x.data_as<uint16_t>(), x.size(), float_to_fp16(value));
+      return;
+    case DType::int32:
+      std::fill_n(x.data_as<int32_t>(), x.size(), static_cast<int32_t>(value));
+      return;
+    case DType::int64:
+      std::fill_n(x.data_as<int64_t>(), x.size(), static_cast<int64_t>(value));
+      return;
+  }
+}
+
+void CpuBackend::add(ConstTensorView x, TensorView y) {
+  TROUPE_ASSERT(x.size() == y.size(), "add of views of different sizes");
+  y.flat() += x.flat();
+}
+
+void CpuBackend::scale(TensorView x, float factor) {
+  x.flat() *= factor;
+}
+
+bool CpuBackend::all_finite(const std::vector<ConstTensorView>& xs) {
+  for (const auto& x : xs)
+    if (!x.flat().allFinite()) return false;
+  return true;
+}
+
+void CpuBackend::convert(ConstTensorView src, TensorView dst) {
+  TROUPE_ASSERT(src.size() == dst.size(), "convert between views of different sizes");
+  const auto n = static_cast<size_t>(src.size());
+  if (src.dtype() == dst.dtype()) {
+    std::memmove(dst.data(), src.data(), src.bytes());
+  } else if (src.dtype() == DType::float32) {
+    to_half(src.data(), dst.data_as<uint16_t>(), n, dst.dtype());
+  } else if (dst.dtype() == DType::float32) {
+    from_half(src.data_as<uint16_t>(), dst.data(), n, src.dtype());
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      const float f = src.dtype() == DType::bfloat16 ? bf16_to_float(src.data_as<uint16_t>()[i])
+                                                     : fp16_to_float(src.data_as<uint16_t>()[i]);
+      dst.data_as<uint16_t>()[i] =
+          dst.dtype() == DType::bfloat16 ? float_to_bf16(f) : float_to_fp16(f);
+    }
+  }
+}
+
+void CpuBackend::gather_rows(ConstTensorView table, ConstTensorView rows, TensorView out) {
+  const int64_t width = table.shape().row_size();
+  const int64_t* r = rows.data_as<int64_t>();
+  TROUPE_ASSERT(out.size() == rows.size() * width, "gather_rows: out is [rows, width]");
+  for (int64_t i = 0; i < rows.size(); ++i)
+    std::memcpy(out.data() + i * width, table.data() + r[i] * width, sizeof(float) * width);
+}
+
+ConstTensorView rounded_operand(ConstTensorView v, Precision p, Tensor& scratch) {
+  if (p == Precision::float32) return v;
+  scratch.resize(v.shape());
+  std::memcpy(scratch.data(), v.data(), v.bytes());
+  round_operands(scratch.data(), static_cast<size_t>(v.size()), p);
+  return scratch;
+}
+
+}  // namespace troupe::core

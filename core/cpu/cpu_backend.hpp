@@ -1,0 +1,69 @@
+#pragma once
+
+// The CPU backend: Eigen matrix products and plain loops, split over the intra-op threads
+// (core/parallel.hpp) where the work is large enough. The low-precision policies round
+// the operands of every matrix product as the policy's type holds them and multiply in
+// float32: a reference for the GPU's kernels (which accumulate in float32 as well) and for
+// loss scaling, not a fast path (docs/architecture.md, "Devices and precision").
+
+#include "core/backend.hpp"
+
+namespace troupe::core {
+
+class CpuBackend final : public Backend {
+ public:
+  Device device() const override { return Device::cpu(); }
+  std::string name() const override;
+  bool fast(Precision p) const override { return p == Precision::float32; }
+
+  DeviceMemory allocate(size_t bytes) override;
+  void deallocate(void* p) override;
+  void copy(void* dst, Device dst_device, const void* src, Device src_device,
+            size_t bytes) override;
+  void fill(TensorView x, float value) override;
+  Status synchronize() override { return {}; }
+
+  void dense_forward(ConstTensorView x, ConstTensorView w, ConstTensorView b, TensorView y,
+                     Precision p) override;
+  void dense_backward(ConstTensorView x, ConstTensorView w, ConstTensorView dy, TensorView dw,
+                      TensorView db, TensorView dx, Precision p) override;
+  void relu_forward(ConstTensorView x, TensorView y) override;
+  void relu_backward(ConstTensorView y, ConstTensorView dy, TensorView dx) override;
+  void sigmoid_forward(ConstTensorView x, TensorView y) override;
+  void sigmoid_backward(ConstTensorView y, ConstTensorView dy, TensorView dx) override;
+  void conv2d_forward(ConstTensorView x, ConstTensorView w, ConstTensorView b, TensorView y,
+                      std::unique_ptr<Workspace>& ws, Precision p) override;
+  void conv2d_backward(ConstTensorView x, ConstTensorView w, ConstTensorView dy, TensorView dw,
+                       TensorView db, TensorView dx, std::unique_ptr<Workspace>& ws,
+                       Precision p) override;
+  void mean_pool_forward(ConstTensorView x, TensorView y) override;
+  void mean_pool_backward(ConstTensorView dy, TensorView dx) override;
+  void add(ConstTensorView x, TensorView y) override;
+  void scale(TensorView x, float factor) override;
+  bool all_finite(const std::vector<ConstTensorView>& xs) override;
+  void convert(ConstTensorView src, TensorView dst) override;
+
+  double softmax_cross_entropy(ConstTensorView logits, ConstTensorView labels, TensorView probs,
+                               TensorView grad, float grad_scale) override;
+  double sigmoid_cross_entropy(ConstTensorView logits, ConstTensorView labels, TensorView grad,
+                               float grad_scale) override;
+  int64_t count_correct(ConstTensorView logits, ConstTensorView labels) override;
+  int64_t binary_metrics(ConstTensorView logits, ConstTensorView labels, std::vector<int64_t>& pos,
+                         std::vector<int64_t>& neg) override;
+
+  void apply_dense(const OptimizerConfig& c, TensorView w, ConstTensorView g,
+                   const std::vector<TensorView>& slots, int64_t t) override;
+  void apply_rows(const OptimizerConfig& c, TensorView w, ConstTensorView rows,
+                  ConstTensorView grad_rows, const std::vector<TensorView>& slots,
+                  int64_t t) override;
+  void gather_rows(ConstTensorView table, ConstTensorView rows, TensorView out) override;
+
+  void ctr_forward(const CtrArgs& a) override;
+  void ctr_backward(const CtrArgs& a, const CtrGradArgs& g) override;
+};
+
+/// A view's values rounded as policy `p`'s matrix products read them, in `scratch` (the
+/// view itself under float32: no copy).
+ConstTensorView rounded_operand(ConstTensorView v, Precision p, Tensor& scratch);
+
+}  // namespace troupe::core

@@ -1,0 +1,110 @@
+// The CPU's kernels of the click-through-rate models' embedding part (core/nn/ctr_model.hpp):
+// per example, the linear term, the field embeddings e_f = v[id_f] x_f, their sum and the
+// FM term; backward, their gradients summed into the rows each example used.
+#include <algorithm>
+
+#include "core/cpu/cpu_backend.hpp"
+#include "core/parallel.hpp"
+
+namespace troupe::core {
+
+namespace {
+constexpr int64_t kExampleGrain = 64;  // examples per intra-op chunk at least
+}  // namespace
+
+void CpuBackend::ctr_forward(const CtrArgs& a) {
+  const int64_t F = a.fields, k = a.dim, D = a.dense, W = a.width;
+  const bool emb = W > 1;
+  const int64_t stride = F * k + D;
+  const float* values = a.values.data();
+  const int32_t* index = a.index.data_as<int32_t>();
+  // Examples in parallel (intra-op threads): each writes only its own row.
+  parallel_for(a.n, kExampleGrain, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float logit = a.bias[0];
+      float* e = emb ? a.dnn_in.data() + i * stride : nullptr;
+      float* s = emb ? a.sum.data() + i * k : nullptr;
+      if (emb) std::fill(s, s + k, 0.0f);
+      float squares = 0.0f;
+      for (int64_t f = 0; f < F; ++f) {
+        const int64_t at = i * F + f;
+        const float x = values[at];
+        const float* row = a.rows.data() + static_cast<int64_t>(index[at]) * W;
+        logit += row[0] * x;
+        if (!emb) continue;
+        float* ef = e + f * k;
+        for (int64_t j = 0; j < k; ++j) {
+          ef[j] = row[1 + j] * x;
+          s[j] += ef[j];
+          squares += ef[j] * ef[j];
+        }
+      }
+      if (D > 0) {
+        const float* d = a.features.data() + i * D;
+        for (int64_t j = 0; j < D; ++j)
+          logit += d[j] * a.dense_w[j];
+        if (emb) std::copy(d, d + D, e + F * k);
+      }
+      if (a.fm) {
+        float sq_sum = 0.0f;
+        for (int64_t j = 0; j < k; ++j)
+          sq_sum += s[j] * s[j];
+        logit += 0.5f * (sq_sum - squares);
+      }
+      a.logits[i] = logit;
+    }
+  });
+}
+
+void CpuBackend::ctr_backward(const CtrArgs& a, const CtrGradArgs& g) {
+  const int64_t n = a.n, F = a.fields, k = a.dim, D = a.dense, W = a.width;
+  const int64_t stride = F * k + D;
+  const float* values = a.values.data();
+  const int32_t* index = a.index.data_as<int32_t>();
+  const float* dlogits = g.dlogits.data();
+  g.dbias[0] = 0.0f;
+  if (D > 0) std::fill_n(g.ddense_w.data(), D, 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = dlogits[i];
+    g.dbias[0] += gi;
+    for (int64_t j = 0; j < D; ++j)
+      g.ddense_w[j] += gi * a.features.data()[i * D + j];
+  }
+  // d(loss)/d(e_if) for every example and field, in parallel; then summed into the rows
+  // (rows are shared between examples, so that part stays on one thread).
+  if (W > 1) {
+    parallel_for(n, kExampleGrain, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const float gi = dlogits[i];
+        const float* s = a.sum.data() + i * k;
+        for (int64_t f = 0; f < F; ++f) {
+          const float* ef = a.dnn_in.data() + i * stride + f * k;
+          const float* dxf = g.ddnn_in.empty() ? nullptr : g.ddnn_in.data() + i * stride + f * k;
+          float* de = g.demb.data() + (i * F + f) * k;
+          for (int64_t j = 0; j < k; ++j) {
+            float d = 0.0f;
+            if (a.fm) d += gi * (s[j] - ef[j]);
+            if (dxf != nullptr) d += dxf[j];
+            de[j] = d;
+          }
+        }
+      }
+    });
+  }
+  std::fill_n(g.row_grads.data(), g.row_grads.size(), 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = dlogits[i];
+    for (int64_t f = 0; f < F; ++f) {
+      const int64_t at = i * F + f;
+      const float x = values[at];
+      float* grow = g.row_grads.data() + static_cast<int64_t>(index[at]) * W;
+      grow[0] += gi * x;
+      if (W == 1) continue;
+      const float* de = g.demb.data() + (i * F + f) * k;
+      for (int64_t j = 0; j < k; ++j)
+        grow[1 + j] += de[j] * x;
+    }
+  }
+}
+
+}  // namespace troupe::core

@@ -1,0 +1,54 @@
+#pragma once
+
+// Dynamic loss scaling, as Keras' LossScaleOptimizer does it for mixed_float16: the loss's
+// gradient is multiplied by `scale` so that small gradients survive float16's narrow range;
+// a step whose gradients are not all finite is skipped (nothing applied) and the scale
+// halved; after `growth_interval` finite steps in a row the scale doubles.
+//
+//   LossScale ls;                           // 2^15, doubling after 2000 good steps
+//   loss.set_grad_scale(ls.scale());
+//   ... backward ...
+//   if (ls.update(backend.all_finite(grads))) { unscale by 1 / scale; apply; }
+
+#include <cstdint>
+
+namespace troupe::core {
+
+struct LossScaleOptions {
+  float initial = 32768.0f;  // Keras: 2 ** 15
+  int64_t growth_interval = 2000;
+  float factor = 2.0f;
+};
+
+class LossScale {
+ public:
+  explicit LossScale(LossScaleOptions o = {}) : o_(o), scale_(o.initial) {}
+
+  float scale() const { return scale_; }
+  /// Records a step whose gradients were (not) all finite; returns whether to apply them.
+  /// The scale returned by scale() afterwards is the next step's. It never drops below 1.
+  bool update(bool finite) {
+    if (!finite) {
+      ++skipped_;
+      good_ = 0;
+      scale_ = scale_ / o_.factor < 1.0f ? 1.0f : scale_ / o_.factor;
+      return false;
+    }
+    if (++good_ >= o_.growth_interval) {
+      good_ = 0;
+      const float grown = scale_ * o_.factor;
+      if (grown < 3.0e38f) scale_ = grown;
+    }
+    return true;
+  }
+  int64_t skipped_steps() const { return skipped_; }
+  const LossScaleOptions& options() const { return o_; }
+
+ private:
+  LossScaleOptions o_;
+  float scale_;
+  int64_t good_ = 0;
+  int64_t skipped_ = 0;
+};
+
+}  // namespace troupe::core

@@ -1,0 +1,215 @@
+#pragma once
+
+// A stand-in "cuda" device for machines without a GPU: its memory is host memory of its
+// own (tagged cuda:N, so host code that treats it as CPU data trips the views' checks) and
+// its kernels are the CPU backend's. What it proves is the device pathway around the
+// kernels: tensors made, moved and copied through a backend, batches and labels copied to
+// the device, every layer, loss, metric and optimizer dispatched there, results read back
+// through copies, and select_device's choices and errors. The CUDA kernels themselves are
+// gpu/'s (tests/gpu).
+//
+//   FakeCuda fake(2);            // registered for DeviceKind::cuda until it goes
+//   model->to(Device::cuda(1));
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend.hpp"
+#include "core/cpu/cpu_backend.hpp"
+
+namespace troupe::test {
+
+class HostBackedBackend final : public core::Backend {
+ public:
+  explicit HostBackedBackend(core::Device d) : device_(d) {}
+  core::Device device() const override { return device_; }
+  std::string name() const override { return "fake " + device_.to_string(); }
+  bool fast(core::Precision p) const override { return p != core::Precision::mixed_float16; }
+
+  core::DeviceMemory allocate(size_t bytes) override {
+    ++allocations;
+    // 64-byte aligned as the CPU's tensors are: Eigen's vectorized loops then split the
+    // same way, and results match bit for bit.
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    std::memset(p, 0, rounded == 0 ? 64 : rounded);
+    return core::DeviceMemory(p, core::DeviceFree{this});
+  }
+  void deallocate(void* p) override { std::free(p); }
+  void copy(void* dst, core::Device dst_device, const void* src, core::Device src_device,
+            size_t bytes) override {
+    TROUPE_ASSERT((dst_device.is_cpu() || dst_device == device_) &&
+                      (src_device.is_cpu() || src_device == device_),
+                  "a copy through the wrong device's backend");
+    if (dst_device != src_device) ++transfers;
+    std::memmove(dst, src, bytes);
+  }
+  void fill(core::TensorView x, float v) override { cpu_.fill(h(x), v); }
+  core::Status synchronize() override { return {}; }
+
+  void dense_forward(core::ConstTensorView x, core::ConstTensorView w, core::ConstTensorView b,
+                     core::TensorView y, core::Precision p) override {
+    cpu_.dense_forward(h(x), h(w), h(b), h(y), p);
+  }
+  void dense_backward(core::ConstTensorView x, core::ConstTensorView w, core::ConstTensorView dy,
+                      core::TensorView dw, core::TensorView db, core::TensorView dx,
+                      core::Precision p) override {
+    cpu_.dense_backward(h(x), h(w), h(dy), h(dw), h(db), h(dx), p);
+  }
+  void relu_forward(core::ConstTensorView x, core::TensorView y) override {
+    cpu_.relu_forward(h(x), h(y));
+  }
+  void relu_backward(core::ConstTensorView y, core::ConstTensorView dy,
+                     core::TensorView dx) override {
+    cpu_.relu_backward(h(y), h(dy), h(dx));
+  }
+  void sigmoid_forward(core::ConstTensorView x, core::TensorView y) override {
+    cpu_.sigmoid_forward(h(x), h(y));
+  }
+  void sigmoid_backward(core::ConstTensorView y, core::ConstTensorView dy,
+                        core::TensorView dx) override {
+    cpu_.sigmoid_backward(h(y), h(dy), h(dx));
+  }
+  void conv2d_forward(core::ConstTensorView x, core::ConstTensorView w, core::ConstTensorView b,
+                      core::TensorView y, std::unique_ptr<core::Workspace>& ws,
+                      core::Precision p) override {
+    cpu_.conv2d_forward(h(x), h(w), h(b), h(y), ws, p);
+  }
+  void conv2d_backward(core::ConstTensorView x, core::ConstTensorView w, core::ConstTensorView dy,
+                       core::TensorView dw, core::TensorView db, core::TensorView dx,
+                       std::unique_ptr<core::Workspace>& ws, core::Precision p) override {
+    cpu_.conv2d_backward(h(x), h(w), h(dy), h(dw), h(db), h(dx), ws, p);
+  }
+  void mean_pool_forward(core::ConstTensorView x, core::TensorView y) override {
+    cpu_.mean_pool_forward(h(x), h(y));
+  }
+  void mean_pool_backward(core::ConstTensorView dy, core::TensorView dx) override {
+    cpu_.mean_pool_backward(h(dy), h(dx));
+  }
+  void add(core::ConstTensorView x, core::TensorView y) override { cpu_.add(h(x), h(y)); }
+  void scale(core::TensorView x, float f) override { cpu_.scale(h(x), f); }
+  bool all_finite(const std::vector<core::ConstTensorView>& xs) override {
+    std::vector<core::ConstTensorView> hs;
+    for (const auto& x : xs)
+      hs.push_back(h(x));
+    return cpu_.all_finite(hs);
+  }
+  void convert(core::ConstTensorView src, core::TensorView dst) override {
+    cpu_.convert(h(src), h(dst));
+  }
+  double softmax_cross_entropy(core::ConstTensorView logits, core::ConstTensorView labels,
+                               core::TensorView probs, core::TensorView grad,
+                               float scale) override {
+    return cpu_.softmax_cross_entropy(h(logits), h(labels), h(probs), h(grad), scale);
+  }
+  double sigmoid_cross_entropy(core::ConstTensorView logits, core::ConstTensorView labels,
+                               core::TensorView grad, float scale) override {
+    return cpu_.sigmoid_cross_entropy(h(logits), h(labels), h(grad), scale);
+  }
+  int64_t count_correct(core::ConstTensorView logits, core::ConstTensorView labels) override {
+    return cpu_.count_correct(h(logits), h(labels));
+  }
+  int64_t binary_metrics(core::ConstTensorView logits, core::ConstTensorView labels,
+                         std::vector<int64_t>& pos, std::vector<int64_t>& neg) override {
+    return cpu_.binary_metrics(h(logits), h(labels), pos, neg);
+  }
+  void apply_dense(const core::OptimizerConfig& c, core::TensorView w, core::ConstTensorView g,
+                   const std::vector<core::TensorView>& slots, int64_t t) override {
+    cpu_.apply_dense(c, h(w), h(g), hs(slots), t);
+  }
+  void apply_rows(const core::OptimizerConfig& c, core::TensorView w, core::ConstTensorView rows,
+                  core::ConstTensorView grad_rows, const std::vector<core::TensorView>& slots,
+                  int64_t t) override {
+    cpu_.apply_rows(c, h(w), h(rows), h(grad_rows), hs(slots), t);
+  }
+  void gather_rows(core::ConstTensorView table, core::ConstTensorView rows,
+                   core::TensorView out) override {
+    cpu_.gather_rows(h(table), h(rows), h(out));
+  }
+  void ctr_forward(const core::CtrArgs& a) override {
+    core::CtrArgs c = a;
+    c.values = h(a.values);
+    c.index = h(a.index);
+    c.rows = h(a.rows);
+    c.features = h(a.features);
+    c.bias = h(a.bias);
+    c.dense_w = h(a.dense_w);
+    c.dnn_in = h(a.dnn_in);
+    c.sum = h(a.sum);
+    c.logits = h(a.logits);
+    cpu_.ctr_forward(c);
+  }
+  void ctr_backward(const core::CtrArgs& a, const core::CtrGradArgs& g) override {
+    core::CtrArgs c = a;
+    c.values = h(a.values);
+    c.index = h(a.index);
+    c.rows = h(a.rows);
+    c.features = h(a.features);
+    c.bias = h(a.bias);
+    c.dense_w = h(a.dense_w);
+    c.dnn_in = h(a.dnn_in);
+    c.sum = h(a.sum);
+    c.logits = h(a.logits);
+    core::CtrGradArgs d = g;
+    d.dlogits = h(g.dlogits);
+    d.ddnn_in = h(g.ddnn_in);
+    d.dbias = h(g.dbias);
+    d.ddense_w = h(g.ddense_w);
+    d.demb = h(g.demb);
+    d.row_grads = h(g.row_grads);
+    cpu_.ctr_backward(c, d);
+  }
+
+  std::atomic<int64_t> allocations{0};
+  std::atomic<int64_t> transfers{0};  // copies between the host and this device
+
+ private:
+  // A view of this device's data as the CPU kernels take it; it must be this device's.
+  template <class T>
+  core::BasicTensorView<T> h(core::BasicTensorView<T> v) const {
+    if (v.empty()) return v;
+    TROUPE_ASSERT(v.device() == device_, "a kernel on the fake device got another device's view");
+    return {v.data(), v.shape(), core::Device::cpu(), v.dtype()};
+  }
+  std::vector<core::TensorView> hs(const std::vector<core::TensorView>& vs) const {
+    std::vector<core::TensorView> out;
+    for (const auto& v : vs)
+      out.push_back(h(v));
+    return out;
+  }
+  core::Device device_;
+  core::CpuBackend cpu_;
+};
+
+/// Registers `count` fake CUDA devices for its lifetime (then puts back what was there).
+class FakeCuda final : public core::DeviceProvider {
+ public:
+  explicit FakeCuda(int count) : previous_(core::device_provider(core::DeviceKind::cuda)) {
+    for (int i = 0; i < count; ++i)
+      backends_.push_back(std::make_unique<HostBackedBackend>(core::Device::cuda(i)));
+    core::register_device_provider(core::DeviceKind::cuda, this);
+  }
+  ~FakeCuda() override { core::register_device_provider(core::DeviceKind::cuda, previous_); }
+  FakeCuda(const FakeCuda&) = delete;
+  FakeCuda& operator=(const FakeCuda&) = delete;
+
+  int count() override { return static_cast<int>(backends_.size()); }
+  std::string describe() override {
+    return backends_.empty() ? "no fake CUDA device"
+                             : std::to_string(backends_.size()) + " fake CUDA devices";
+  }
+  core::Expected<core::Backend*> backend(int index) override {
+    return static_cast<core::Backend*>(backends_.at(static_cast<size_t>(index)).get());
+  }
+  HostBackedBackend& fake(int index) { return *backends_.at(static_cast<size_t>(index)); }
+
+ private:
+  core::DeviceProvider* previous_;
+  std::vector<std::unique_ptr<HostBackedBackend>> backends_;
+};
+
+}  // namespace troupe::test
