@@ -6,7 +6,7 @@ include(CMakePackageConfigHelpers)
 
 set(_troupe_targets troupe_flags troupe_core troupe_net troupe_actors troupe_api)
 if(TARGET troupe_gpu)
-  list(APPEND _troupe_targets troupe_gpu)
+  list(APPEND _troupe_targets troupe_gpu troupe_gpu_kernels)
 endif()
 foreach(t ${_troupe_targets})
   string(REPLACE "troupe_" "" _name ${t})

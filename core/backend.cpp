@@ -33,7 +33,20 @@ Error no_cuda(const std::string& what) {
 }  // namespace
 
 void DeviceFree::operator()(void* p) const {
-  if (p != nullptr && backend != nullptr) backend->deallocate(p);
+  if (p == nullptr || backend == nullptr) return;
+  if (host)
+    backend->deallocate_host(p);
+  else
+    backend->deallocate(p);
+}
+
+DeviceMemory Backend::allocate_host(size_t bytes) {
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  return DeviceMemory(std::aligned_alloc(64, rounded == 0 ? 64 : rounded), DeviceFree{this, true});
+}
+
+void Backend::deallocate_host(void* p) {
+  std::free(p);
 }
 
 int OptimizerConfig::num_slots() const {

@@ -90,9 +90,14 @@ class Backend {
   // Memory. Device memory comes from a stream-ordered pool: no allocation per step.
   virtual DeviceMemory allocate(size_t bytes) = 0;
   virtual void deallocate(void* p) = 0;
+  /// Host memory this device copies from and to fastest (pinned on CUDA, so copies are
+  /// DMA without staging). A copy from it is asynchronous: keep it unchanged until the
+  /// next synchronize() or copy to the host.
+  virtual DeviceMemory allocate_host(size_t bytes);
+  virtual void deallocate_host(void* p);
   /// Copies `bytes` between `src` and `dst`, each on the CPU or this device, in order with
-  /// the kernels; a copy to the host has arrived when it returns, and a copy from the host
-  /// has taken its bytes (staged through pinned memory) when it returns.
+  /// the kernels; a copy to the host has arrived when it returns, and a copy from ordinary
+  /// host memory has taken its bytes (staged through pinned memory) when it returns.
   virtual void copy(void* dst, Device dst_device, const void* src, Device src_device,
                     size_t bytes) = 0;
   virtual void fill(TensorView x, float value) = 0;

@@ -11,6 +11,7 @@ class Backend;
 
 struct DeviceFree {
   Backend* backend = nullptr;
+  bool host = false;  // host memory of Backend::allocate_host
   void operator()(void* p) const;
 };
 

@@ -1,0 +1,171 @@
+// Launchers of the element-wise, loss, metric, optimizer and CTR bodies.
+#include "gpu/kernels/elementwise.cuh"
+#include "gpu/kernels/grid.cuh"
+#include "gpu/kernels/launch.hpp"
+#include "gpu/kernels/loss.cuh"
+
+namespace troupe::gpu::launch {
+
+using detail::run;
+namespace k = kernels;
+
+cudaError_t relu_forward(cudaStream_t s, const float* x, float* y, int64_t n) {
+  return run(s, n, [=] __device__(int64_t i) { k::relu_forward(i, x, y); });
+}
+
+cudaError_t relu_backward(cudaStream_t s, const float* y, const float* dy, float* dx, int64_t n) {
+  return run(s, n, [=] __device__(int64_t i) { k::relu_backward(i, y, dy, dx); });
+}
+
+cudaError_t sigmoid_forward(cudaStream_t s, const float* x, float* y, int64_t n) {
+  return run(s, n, [=] __device__(int64_t i) { k::sigmoid_forward(i, x, y); });
+}
+
+cudaError_t sigmoid_backward(cudaStream_t s, const float* y, const float* dy, float* dx,
+                             int64_t n) {
+  return run(s, n, [=] __device__(int64_t i) { k::sigmoid_backward(i, y, dy, dx); });
+}
+
+cudaError_t add(cudaStream_t s, const float* x, float* y, int64_t n) {
+  return run(s, n, [=] __device__(int64_t i) { k::add(i, x, y); });
+}
+
+cudaError_t scale(cudaStream_t s, float* x, float factor, int64_t n) {
+  return run(s, n, [=] __device__(int64_t i) { k::scale(i, x, factor); });
+}
+
+cudaError_t fill(cudaStream_t s, void* x, int64_t n, int element_bytes, uint64_t pattern) {
+  switch (element_bytes) {
+    case 2: {
+      auto* p = static_cast<uint16_t*>(x);
+      const auto v = static_cast<uint16_t>(pattern);
+      return run(s, n, [=] __device__(int64_t i) { p[i] = v; });
+    }
+    case 4: {
+      auto* p = static_cast<uint32_t*>(x);
+      const auto v = static_cast<uint32_t>(pattern);
+      return run(s, n, [=] __device__(int64_t i) { p[i] = v; });
+    }
+    default: {
+      auto* p = static_cast<uint64_t*>(x);
+      return run(s, n, [=] __device__(int64_t i) { p[i] = pattern; });
+    }
+  }
+}
+
+cudaError_t mean_pool_forward(cudaStream_t s, const float* x, float* y, int64_t b, int64_t n,
+                              int64_t d) {
+  return run(s, b * d, [=] __device__(int64_t i) { k::mean_pool_forward(i, x, y, n, d); });
+}
+
+cudaError_t mean_pool_backward(cudaStream_t s, const float* dy, float* dx, int64_t b, int64_t n,
+                               int64_t d) {
+  return run(s, b * n * d, [=] __device__(int64_t i) { k::mean_pool_backward(i, dy, dx, n, d); });
+}
+
+cudaError_t check_finite(cudaStream_t s, const float* x, int64_t n, int* flag) {
+  return run(s, n, [=] __device__(int64_t i) { k::check_finite(i, x, flag); });
+}
+
+cudaError_t column_sum(cudaStream_t s, const float* x, const float* w, float* out, int64_t rows,
+                       int64_t cols) {
+  return run(s, cols, [=] __device__(int64_t j) { k::column_sum(j, x, w, out, rows, cols); });
+}
+
+cudaError_t add_bias(cudaStream_t s, float* y, const float* b, int64_t n, int64_t channels) {
+  return run(s, n, [=] __device__(int64_t i) { k::add_bias(i, y, b, channels); });
+}
+
+cudaError_t to_half(cudaStream_t s, const float* x, uint16_t* y, int64_t n, int t) {
+  return run(s, n, [=] __device__(int64_t i) { k::to_half(i, x, y, t); });
+}
+
+cudaError_t from_half(cudaStream_t s, const uint16_t* x, float* y, int64_t n, int t) {
+  return run(s, n, [=] __device__(int64_t i) { k::from_half(i, x, y, t); });
+}
+
+cudaError_t round_values(cudaStream_t s, const float* x, float* y, int64_t n, int t) {
+  return run(s, n, [=] __device__(int64_t i) { k::round_values(i, x, y, t); });
+}
+
+cudaError_t hwio_to_ohwi(cudaStream_t s, const float* hwio, float* ohwi, int64_t khw, int64_t c,
+                         int64_t f) {
+  return run(s, khw * c * f,
+             [=] __device__(int64_t i) { k::hwio_to_ohwi(i, hwio, ohwi, khw, c, f); });
+}
+
+cudaError_t ohwi_to_hwio(cudaStream_t s, const float* ohwi, float* hwio, int64_t khw, int64_t c,
+                         int64_t f) {
+  return run(s, khw * c * f,
+             [=] __device__(int64_t i) { k::ohwi_to_hwio(i, ohwi, hwio, khw, c, f); });
+}
+
+cudaError_t gather_rows(cudaStream_t s, const float* table, const int64_t* rows, float* out,
+                        int64_t count, int64_t width) {
+  return run(s, count * width,
+             [=] __device__(int64_t i) { k::gather_rows(i, table, rows, out, width); });
+}
+
+cudaError_t softmax_cross_entropy(cudaStream_t s, const float* logits, const int32_t* labels,
+                                  float* probs, float* grad, double* loss_sum, int64_t n, int64_t c,
+                                  float inv_n_scale) {
+  return run(s, n, [=] __device__(int64_t i) {
+    k::softmax_cross_entropy(i, logits, labels, probs, grad, loss_sum, c, inv_n_scale);
+  });
+}
+
+cudaError_t sigmoid_cross_entropy(cudaStream_t s, const float* logits, const float* labels,
+                                  float* grad, double* loss_sum, int64_t n, float inv_n_scale) {
+  return run(s, n, [=] __device__(int64_t i) {
+    k::sigmoid_cross_entropy(i, logits, labels, grad, loss_sum, inv_n_scale);
+  });
+}
+
+cudaError_t count_correct(cudaStream_t s, const float* logits, const int32_t* labels,
+                          unsigned long long* correct, int64_t n, int64_t c) {
+  return run(s, n, [=] __device__(int64_t i) { k::count_correct(i, logits, labels, correct, c); });
+}
+
+cudaError_t binary_metrics(cudaStream_t s, const float* logits, const float* labels,
+                           unsigned long long* pos, unsigned long long* neg,
+                           unsigned long long* correct, int64_t n, int64_t buckets) {
+  return run(s, n, [=] __device__(int64_t i) {
+    k::binary_metrics(i, logits, labels, pos, neg, correct, buckets);
+  });
+}
+
+cudaError_t optimizer_dense(cudaStream_t s, const kernels::OptimizerStep& c, float* w,
+                            const float* g, float* s0, float* s1, int64_t n) {
+  const kernels::OptimizerStep step = c;
+  return run(s, n, [=] __device__(int64_t i) { k::optimizer_update(step, i, i, w, g, s0, s1); });
+}
+
+cudaError_t optimizer_rows(cudaStream_t s, const kernels::OptimizerStep& c, const int64_t* rows,
+                           int64_t count, int64_t width, float* w, const float* g, float* s0,
+                           float* s1) {
+  const kernels::OptimizerStep step = c;
+  return run(s, count * width, [=] __device__(int64_t i) {
+    k::optimizer_update_row(step, i, rows, width, w, g, s0, s1);
+  });
+}
+
+cudaError_t ctr_forward(cudaStream_t s, const kernels::CtrShape& shape, const float* values,
+                        const int32_t* index, const float* rows, const float* features,
+                        const float* bias, const float* dense_w, float* dnn_in, float* sum,
+                        float* logits) {
+  const kernels::CtrShape sh = shape;
+  return run(s, sh.n, [=] __device__(int64_t i) {
+    k::ctr_forward(i, sh, values, index, rows, features, bias, dense_w, dnn_in, sum, logits);
+  });
+}
+
+cudaError_t ctr_backward(cudaStream_t s, const kernels::CtrShape& shape, const float* values,
+                         const int32_t* index, const float* dnn_in, const float* sum,
+                         const float* dlogits, const float* ddnn_in, float* row_grads) {
+  const kernels::CtrShape sh = shape;
+  return run(s, sh.n * sh.fields, [=] __device__(int64_t t) {
+    k::ctr_backward(t, sh, values, index, dnn_in, sum, dlogits, ddnn_in, row_grads);
+  });
+}
+
+}  // namespace troupe::gpu::launch
