@@ -184,7 +184,7 @@ core::Status BackupAndRestoreCallback::on_train_begin(FitState& s) {
             return make_error(Errc::invalid_argument, directory_ +
                                                           ": the backup has no matching slot " +
                                                           std::to_string(k) + " of '" + name + "'");
-          st.slots[i].slots[k] = t->second;
+          st.slots[i].slots[k].set(t->second);  // on the slot's own device
         }
         if (iters != c.ints.end() && i < iters->second.size())
           st.slots[i].iterations = iters->second[i];
@@ -215,7 +215,7 @@ core::Status BackupAndRestoreCallback::save(FitState& s, int64_t epoch) {
   std::vector<int64_t> iterations;
   for (size_t i = 0; i < st.slots.size(); ++i) {
     for (size_t k = 0; k < st.slots[i].slots.size(); ++k)
-      c.tensors[slot_key(st.replica.names[i], k)] = st.slots[i].slots[k];
+      c.tensors[slot_key(st.replica.names[i], k)] = st.slots[i].slots[k].to(core::Device::cpu());
     iterations.push_back(st.slots[i].iterations);
   }
   c.ints["iterations"] = iterations;

@@ -160,6 +160,8 @@ core::Expected<History> run_fit(Model& model, const MakeRunner& make_runner, Fit
                       "fit: steps_per_epoch must be >= 0 and steps_per_execution >= 1");
   if (options.validation != FitOptions::Validation::none && options.validation_freq < 1)
     return make_error(Errc::invalid_argument, "fit: validation_freq must be at least 1");
+  // The model on the spec's device (a worker's GPU by its local rank), its slots with it.
+  if (auto st = model.state().place(); !st) return st.error();
 
   FitState s;
   s.model = &model;

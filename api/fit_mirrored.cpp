@@ -24,7 +24,7 @@ core::Status failed_elsewhere(const std::vector<float>& flags, float scale,
 }
 
 collective::Buffer buffer_of(core::Tensor& t) {
-  return {t.data(), static_cast<size_t>(t.size())};
+  return {t.data(), static_cast<size_t>(t.size()), t.device()};
 }
 
 /// One replica of a MultiWorkerMirroredStrategy: every worker runs the same steps on its
@@ -119,7 +119,12 @@ class MirroredRunner final : public Runner {
             std::vector<collective::Buffer> buffers;
             for (auto& p : st.replica.params)
               buffers.push_back(buffer_of(*p.grad));
-            buffers.push_back({extra_.data(), extra_.size()});
+            const collective::Buffer metrics{extra_.data(), extra_.size()};
+            if (st.replica.device.is_cpu()) {
+              buffers.push_back(metrics);
+            } else if (auto ok = ctx.all_reduce(ReduceOp::mean, {metrics}); !ok) {
+              return ok;  // the gradients on the device, the metrics on the host: two
+            }
             if (auto ok = ctx.all_reduce(ReduceOp::mean, buffers); !ok) return ok;
             const auto scale = static_cast<float>(replicas);
             if (!local) return local;

@@ -71,11 +71,12 @@ class EpochData {
 
 /// The optimizer's update of every parameter from its gradient.
 inline core::Status apply_gradients(Model::State& st) {
+  if (!st.replica.finish_scaled_step()) return {};  // float16 overflow: skipped, scale halved
   for (size_t i = 0; i < st.replica.params.size(); ++i) {
     auto& p = st.replica.params[i];
-    if (static_cast<int>(i) == st.replica.table_index) {  // a CTR table: the batch's rows
-      if (auto ok = st.optimizer->apply_sparse(*p.value, st.replica.unique,
-                                               st.replica.ctr->row_grads(), st.slots[i]);
+    if (static_cast<int>(i) == st.replica.table_index) {  // a CTR table (host): the batch's rows
+      if (auto ok = st.optimizer->apply_sparse(*p.value, st.replica.unique, st.replica.row_grads(),
+                                               st.slots[i]);
           !ok)
         return ok;
       continue;

@@ -6,9 +6,14 @@
 #include "actors/collective/elastic_ring.hpp"
 #include "actors/collective/ring_implementation.hpp"
 #include "api/mirrored_impl.hpp"
+#include "api/staged_all_reduce.hpp"
 #include "net/auth.hpp"
 #ifdef TROUPE_WITH_NCCL
+#include <cuda_runtime_api.h>
+#include <unistd.h>
+
 #include <cstring>
+#include <set>
 
 #include "gpu/nccl.hpp"
 #endif
@@ -45,11 +50,14 @@ std::string slots_text(const std::vector<int>& slots) {
 // gradients are staged through device memory.
 class MirroredNccl final : public collective::Implementation {
  public:
-  MirroredNccl(std::function<collective::ElasticRing&()> ring, int device)
-      : ring_(std::move(ring)), device_(device) {}
+  /// `use` says whether NCCL takes device buffers under communication=auto (every worker
+  /// has a GPU of its own); with communication=nccl it takes everything.
+  MirroredNccl(std::function<collective::ElasticRing&()> ring, int device,
+               std::shared_ptr<bool> use)
+      : ring_(std::move(ring)), device_(device), use_(std::move(use)) {}
   collective::Communication kind() const override { return collective::Communication::nccl; }
   const char* name() const override { return "nccl"; }
-  bool enabled(const collective::AllReduceOptions&) const override { return true; }
+  bool enabled(const collective::AllReduceOptions&) const override { return *use_; }
   core::Status all_reduce(const collective::AllReduceOptions& o) override {
     auto& group = ring_();
     const uint64_t generation = group.membership().generation;
@@ -84,9 +92,41 @@ class MirroredNccl final : public collective::Implementation {
  private:
   std::function<collective::ElasticRing&()> ring_;
   int device_;
+  std::shared_ptr<bool> use_;
   std::unique_ptr<gpu::NcclImplementation> current_;
   uint64_t generation_ = 0;
 };
+
+// Whether every rank computes on a GPU of its own: each puts a hash of its host and its
+// GPU's PCI bus id into its slot of a vector the ring sums (an all-gather); NCCL refuses
+// two ranks on one GPU.
+core::Expected<bool> distinct_gpus(collective::Ring& ring, int device) {
+  char bus[64] = {};
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  uint64_t h = 1469598103934665603ull;
+  for (const char* p : {static_cast<const char*>(host), "/", static_cast<const char*>(bus)})
+    for (; *p != 0; ++p) {
+      h ^= static_cast<unsigned char>(*p);
+      h *= 1099511628211ull;
+    }
+  // Three 16-bit pieces per rank: exact in float32.
+  std::vector<float> ids(static_cast<size_t>(3 * ring.size()), 0.0f);
+  for (int k = 0; k < 3; ++k)
+    ids[static_cast<size_t>(3 * ring.rank() + k)] = static_cast<float>((h >> (16 * k)) & 0xffff);
+  if (auto st =
+          ring.all_reduce({{ids.data(), ids.size()}}, collective::Reduction::sum, "gpu identities");
+      !st)
+    return st.error();
+  std::set<std::vector<float>> seen;
+  for (int r = 0; r < ring.size(); ++r)
+    if (!seen.insert({ids.begin() + 3 * r, ids.begin() + 3 * r + 3}).second) return false;
+  return true;
+}
 #endif
 
 }  // namespace
@@ -137,22 +177,32 @@ core::Expected<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   // for, then the CPU ring.
   std::vector<std::unique_ptr<collective::Implementation>> impls;
   Impl* raw = impl.get();
+  const bool on_gpu = options.device.is_cuda();
 #ifdef TROUPE_WITH_NCCL
-  if (options.communication == collective::Communication::nccl) {
+  auto use_nccl = std::make_shared<bool>(options.communication == collective::Communication::nccl);
+  int nccl_device = -1;
+  const bool nccl_asked = options.communication == collective::Communication::nccl;
+  if (nccl_asked || (on_gpu && gpu::device_count() > 0)) {
     const int gpus = gpu::device_count();
     if (gpus == 0)
       return make_error(Errc::unavailable,
                         "MultiWorkerMirroredStrategy: communication=nccl but task " +
                             me.to_string() + " sees no GPU");
-    const int device = options.gpu_device >= 0 ? options.gpu_device : slot % gpus;
-    if (device >= gpus)
+    nccl_device = options.gpu_device >= 0 ? options.gpu_device
+                                          : (on_gpu ? options.device.index : slot % gpus);
+    if (nccl_device >= gpus)
       return make_error(Errc::invalid_argument, "MultiWorkerMirroredStrategy: gpu_device " +
-                                                    std::to_string(device) + " of " +
+                                                    std::to_string(nccl_device) + " of " +
                                                     std::to_string(gpus) + " GPUs");
     impls.push_back(std::make_unique<MirroredNccl>(
-        [raw]() -> collective::ElasticRing& { return *raw->ring; }, device));
+        [raw]() -> collective::ElasticRing& { return *raw->ring; }, nccl_device, use_nccl));
   }
 #endif
+  // A model on a device without NCCL: its buffers through host memory, by the ring.
+  auto ring_impl = std::make_shared<collective::RingImplementation>(
+      [raw]() -> collective::Ring& { return raw->ring->ring(); });
+  impls.push_back(std::make_unique<HostStagedAllReduce>(
+      [ring_impl]() -> collective::Implementation& { return *ring_impl; }));
   impls.push_back(std::make_unique<collective::RingImplementation>(
       [raw]() -> collective::Ring& { return raw->ring->ring(); }));
   impl->group = std::make_unique<collective::Group>(slot, static_cast<int>(addresses.size()),
@@ -170,6 +220,16 @@ core::Expected<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   auto ring = collective::ElasticRing::join(slot, addresses, eo, 0, /*has_state=*/false);
   if (!ring) return ring.error();
   impl->ring = std::move(*ring);
+#ifdef TROUPE_WITH_NCCL
+  // auto on GPUs: NCCL if no two workers share a GPU (every rank learns the same answer;
+  // a joiner in elastic mode cannot ask, so elastic jobs keep the ring unless told nccl).
+  if (nccl_device >= 0 && options.communication == collective::Communication::automatic &&
+      !options.elastic) {
+    auto distinct = distinct_gpus(impl->ring->ring(), nccl_device);
+    if (!distinct) return distinct.error();
+    *use_nccl = *distinct;
+  }
+#endif
   return std::unique_ptr<MultiWorkerMirroredStrategy>(
       new MultiWorkerMirroredStrategy(std::move(impl)));
 }
@@ -215,10 +275,24 @@ core::Status MultiWorkerMirroredStrategy::broadcast_state(int root) {
   for (size_t i = 0; i < impl_->state.size(); ++i) {
     const std::string tag = "state " + std::to_string(m.generation) + "/" + std::to_string(i);
     const auto& b = impl_->state[i];
+    if (b.device.is_cpu()) {
+      if (auto st = impl_->now(
+              tag, [&] { return impl_->ring->ring().broadcast(b.data, b.count, root, tag); });
+          !st)
+        return st;
+      continue;
+    }
+    // State on a device goes through host memory (once at the start and after re-forming).
+    auto backend = core::backend_for(b.device);
+    if (!backend) return backend.error();
+    std::vector<float> host(b.count);
+    (*backend)->copy(host.data(), core::Device::cpu(), b.data, b.device, b.count * sizeof(float));
     if (auto st = impl_->now(
-            tag, [&] { return impl_->ring->ring().broadcast(b.data, b.count, root, tag); });
+            tag, [&] { return impl_->ring->ring().broadcast(host.data(), b.count, root, tag); });
         !st)
       return st;
+    (*backend)->copy(b.data, b.device, host.data(), core::Device::cpu(), b.count * sizeof(float));
+    if (auto st = (*backend)->synchronize(); !st) return st;
   }
   return {};
 }

@@ -8,6 +8,7 @@
 #include "core/metrics.hpp"
 #include "core/partitioner.hpp"
 #include "troupe/coordinator.hpp"
+#include "troupe/devices.hpp"
 #include "troupe/registry.hpp"
 #include "troupe/strategy.hpp"
 
@@ -17,6 +18,19 @@ using core::Errc;
 using core::make_error;
 
 namespace detail {
+
+namespace {
+
+// A device backend that failed skips its kernels and gives a NaN loss: its own error (the
+// failed call, named) is what the step reports.
+core::Status device_status(core::Device device, float loss) {
+  if (std::isfinite(loss) || device.is_cpu()) return {};
+  auto backend = core::backend_for(device);
+  if (!backend) return backend.error();
+  return (*backend)->synchronize();
+}
+
+}  // namespace
 
 std::vector<core::Initializer> initializers(const ModelSpec& spec,
                                             const std::vector<core::Parameter>& params) {
@@ -54,13 +68,16 @@ core::Expected<BatchStats> run_batch(Replica& r, const core::Batch& batch, bool 
     return run_ctr_batch(r, batch, r.rows, backward);
   }
   if (auto st = r.layers->check_input(batch.features.shape()); !st) return st.error();
-  const core::ConstTensorView logits = r.layers->forward(batch.features);
+  r.loss.set_grad_scale(r.loss_scale ? r.loss_scale->scale() : 1.0f);
+  const core::ConstTensorView logits =
+      r.layers->forward(core::on(r.device, batch.features, r.input));
   auto loss = r.loss.forward(logits, batch.classes.data());
   if (!loss) return loss.error();
+  if (auto st = device_status(r.device, *loss); !st) return st.error();
   if (!std::isfinite(*loss))
     return make_error(Errc::invalid_argument, "loss is not finite (" + std::to_string(*loss) + ")");
   core::Accuracy accuracy;
-  accuracy.update(logits, batch.classes.data());
+  accuracy.update(logits, r.loss.labels());
   if (backward) r.layers->backward(r.loss.backward());
   const auto n = batch.size();
   return BatchStats{static_cast<double>(*loss) * static_cast<double>(n), accuracy.correct(), n, 1};
@@ -69,25 +86,24 @@ core::Expected<BatchStats> run_batch(Replica& r, const core::Batch& batch, bool 
 core::Expected<BatchStats> run_ctr_batch(Replica& r, const core::Batch& batch,
                                          core::ConstTensorView rows, bool backward) {
   if (batch.size() == 0) return BatchStats{};
-  auto logits = r.ctr->forward(batch, rows, r.index);
+  auto logits = r.ctr->forward(batch, core::on(r.device, rows, r.device_rows), r.index);
   if (!logits) return logits.error();
+  r.ctr_loss.set_grad_scale(r.loss_scale ? r.loss_scale->scale() : 1.0f);
   auto loss = r.ctr_loss.forward(*logits, batch.labels.data());
   if (!loss) return loss.error();
+  if (auto st = device_status(r.device, *loss); !st) return st.error();
   if (!std::isfinite(*loss))
     return make_error(Errc::invalid_argument, "loss is not finite (" + std::to_string(*loss) + ")");
   const auto n = batch.size();
-  std::vector<float> p(static_cast<size_t>(n));
-  int64_t correct = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    p[static_cast<size_t>(i)] = 1.0f / (1.0f + std::exp(-(*logits)[i]));
-    correct += (p[static_cast<size_t>(i)] > 0.5f) == (batch.labels[static_cast<size_t>(i)] > 0.5f);
-  }
-  core::AUC auc;
-  auc.update(core::ConstTensorView(p.data(), core::Shape{n}), batch.labels.data());
+  BatchStats stats{static_cast<double>(*loss) * static_cast<double>(n), 0, n, 1};
+  // Binary accuracy and the AUC's histograms (core::AUC's 200 buckets), where the logits are.
+  stats.auc_pos.assign(200, 0);
+  stats.auc_neg.assign(200, 0);
+  auto backend = core::backend_for(r.device);
+  if (!backend) return backend.error();
+  stats.correct =
+      (*backend)->binary_metrics(*logits, r.ctr_loss.labels(), stats.auc_pos, stats.auc_neg);
   if (backward) r.ctr->backward(r.ctr_loss.backward());
-  BatchStats stats{static_cast<double>(*loss) * static_cast<double>(n), correct, n, 1};
-  stats.auc_pos = auc.positives();
-  stats.auc_neg = auc.negatives();
   return stats;
 }
 
@@ -121,30 +137,58 @@ std::vector<std::string> Replica::dense_names() const {
   return out;
 }
 
-core::Status Replica::assign_dense(std::vector<core::Tensor> values) {
-  size_t k = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (static_cast<int>(i) == table_index) continue;
-    if (k >= values.size() || values[k].shape() != params[i].value->shape())
-      return make_error(Errc::invalid_argument,
-                        "variable '" + names[i] + "' does not match the model");
-    *params[i].value = std::move(values[k++]);
+core::Status Replica::place(const ModelSpec& spec) {
+  if (placed) return {};
+  auto d = select_device(spec.device);
+  if (!d) return d.error();
+  auto p = select_precision(spec.precision, *d);
+  if (!p) return p.error();
+  if (layers) {
+    if (auto st = layers->to(*d, *p); !st) return st;
+  } else if (ctr) {
+    if (auto st = ctr->to(*d, *p); !st) return st;
   }
+  device = *d;
+  if (core::needs_loss_scale(*p)) loss_scale.emplace();
+  placed = true;
   return {};
+}
+
+core::Status Replica::assign_dense(std::vector<core::Tensor> values) {
+  std::vector<core::Parameter> dense;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (static_cast<int>(i) != table_index) dense.push_back(params[i]);
+  return core::assign(dense, std::move(values));
 }
 
 core::Status Replica::assign(std::vector<core::Tensor> values) {
   if (values.size() != params.size())
     return make_error(Errc::internal, "expected " + std::to_string(params.size()) +
                                           " values, got " + std::to_string(values.size()));
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (values[i].shape() != params[i].value->shape())
-      return make_error(Errc::invalid_argument,
-                        "variable '" + names[i] + "' has shape " + values[i].shape().to_string() +
-                            ", the model expects " + params[i].value->shape().to_string());
-    *params[i].value = std::move(values[i]);
-  }
-  return {};
+  return core::assign(params, std::move(values));
+}
+
+std::vector<std::pair<std::string, core::ConstTensorView>> Replica::dense_grads() {
+  host_grads.resize(params.size());
+  std::vector<std::pair<std::string, core::ConstTensorView>> out;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (static_cast<int>(i) != table_index)
+      out.emplace_back(names[i], core::on(core::Device::cpu(), *params[i].grad, host_grads[i]));
+  return out;
+}
+
+core::ConstTensorView Replica::row_grads() {
+  return core::on(core::Device::cpu(), ctr->row_grads(), host_row_grads);
+}
+
+bool Replica::finish_scaled_step() {
+  if (!loss_scale) return true;
+  std::vector<core::TensorView> grads;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (static_cast<int>(i) != table_index) grads.push_back(*params[i].grad);
+  if (ctr) grads.push_back(ctr->row_grads());
+  auto backend = core::backend_for(device);
+  return backend && core::unscale_gradients(*loss_scale, **backend, grads);
 }
 
 core::Expected<std::shared_ptr<const std::vector<core::Example>>> EvalData::get(
@@ -189,11 +233,9 @@ core::Expected<BatchStats> ctr_step(detail::Replica& r, StepContext& ctx, const 
   if (!rows) return rows.error();
   auto stats = detail::run_ctr_batch(r, batch, *rows, train);
   if (!stats || !train) return stats;
-  std::vector<std::pair<std::string, core::ConstTensorView>> grads;
-  for (size_t i = 0; i < r.params.size(); ++i)
-    if (static_cast<int>(i) != r.table_index) grads.emplace_back(r.names[i], *r.params[i].grad);
-  if (auto st = ctx.push(grads); !st) return st.error();
-  if (auto st = ctx.push_rows(ctr_table, r.unique, r.ctr->row_grads()); !st) return st.error();
+  if (!r.finish_scaled_step()) return stats;  // float16 overflow: nothing pushed
+  if (auto st = ctx.push(r.dense_grads()); !st) return st.error();
+  if (auto st = ctx.push_rows(ctr_table, r.unique, r.row_grads()); !st) return st.error();
   return stats;
 }
 
@@ -208,29 +250,29 @@ void register_model(Registry& registry, const ModelSpec& spec) {
     explicit Shared(const ModelSpec& s) : replica(s, /*with_table=*/false) {}
   };
   auto shared = std::make_shared<Shared>(spec);
-  registry.add_step(spec.name + "/train",
-                    [shared](StepContext& ctx, PerWorkerDataset ds) -> core::Expected<BatchStats> {
-                      auto& r = shared->replica;
-                      auto batch = ctx.next_batch(ds);
-                      if (!batch) return batch.error();
-                      if (!*batch)
-                        return make_error(Errc::out_of_range,
-                                          "per-worker dataset '" + ds.name + "' ended");
-                      if (r.ctr) return ctr_step(r, ctx, **batch, /*train=*/true);
-                      auto values = ctx.pull(r.names);
-                      if (!values) return values.error();
-                      if (auto st = r.assign(std::move(*values)); !st) return st.error();
-                      auto stats = detail::run_batch(r, **batch, /*backward=*/true);
-                      if (!stats) return stats;
-                      std::vector<std::pair<std::string, core::ConstTensorView>> grads;
-                      for (auto& p : r.params)
-                        grads.emplace_back(p.name, *p.grad);
-                      if (auto st = ctx.push(grads); !st) return st.error();
-                      return stats;
-                    });
+  registry.add_step(
+      spec.name + "/train",
+      [shared, spec](StepContext& ctx, PerWorkerDataset ds) -> core::Expected<BatchStats> {
+        auto& r = shared->replica;
+        // On the worker's device (its GPU by local rank), from its first step.
+        if (auto st = r.place(spec); !st) return st.error();
+        auto batch = ctx.next_batch(ds);
+        if (!batch) return batch.error();
+        if (!*batch)
+          return make_error(Errc::out_of_range, "per-worker dataset '" + ds.name + "' ended");
+        if (r.ctr) return ctr_step(r, ctx, **batch, /*train=*/true);
+        auto values = ctx.pull(r.names);
+        if (!values) return values.error();
+        if (auto st = r.assign(std::move(*values)); !st) return st.error();
+        auto stats = detail::run_batch(r, **batch, /*backward=*/true);
+        if (!stats || !r.finish_scaled_step()) return stats;
+        if (auto st = ctx.push(r.dense_grads()); !st) return st.error();
+        return stats;
+      });
   registry.add_step(spec.name + "/evaluate",
                     [shared, spec](StepContext& ctx, int64_t index) -> core::Expected<BatchStats> {
                       auto& r = shared->replica;
+                      if (auto st = r.place(spec); !st) return st.error();
                       auto examples = shared->eval.get(spec);
                       if (!examples) return examples.error();
                       auto batch = eval_batch(**examples, spec.eval_batch_size, index);
@@ -257,6 +299,20 @@ Model::State::State(ModelSpec s) : spec(std::move(s)), replica(spec) {
   } else {
     optimizer_error = opt.error();
   }
+}
+
+core::Status Model::State::place() {
+  if (replica.placed) return {};
+  if (auto st = replica.place(spec); !st) return st;
+  if (replica.device.is_cpu()) return {};
+  // The slots live with their variables (the CTR table's stay on the host with it).
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const auto& v = *replica.params[i].value;
+    if (v.device() == replica.device)
+      for (auto& t : slots[i].slots)
+        t = t.to(replica.device);
+  }
+  return {};
 }
 
 const ModelSpec& Model::spec() const {
@@ -330,7 +386,7 @@ core::Status Model::pull() {
 core::Checkpoint Model::weights() {
   core::Checkpoint c;
   for (const auto& p : s_->replica.params)
-    c.tensors[p.name] = *p.value;
+    c.tensors[p.name] = p.value->to(core::Device::cpu());
   return c;
 }
 
@@ -357,6 +413,7 @@ int64_t Model::eval_batches() {
 }
 
 core::Expected<BatchStats> Model::evaluate() {
+  if (auto st = s_->place(); !st) return st.error();
   auto ex = eval_examples();
   if (!ex) return ex.error();
   if (auto st = pull(); !st) return st.error();

@@ -4,9 +4,11 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/loss_scale.hpp"
 #include "core/nn/losses.hpp"
 #include "core/optimizer.hpp"
 #include "troupe/coordinator.hpp"
@@ -33,16 +35,34 @@ struct Replica {
   std::vector<int64_t> unique;  // the last batch's unique ids and each id's row
   std::vector<int32_t> index;
   core::Tensor rows;
+  // Where the layers compute (the table, on the chief, stays on the host), and the copies
+  // that cross: the batch and pulled rows going there, gradients coming back to be pushed.
+  core::Device device;
+  core::Tensor input, device_rows, host_row_grads;
+  std::vector<core::Tensor> host_grads;
+  bool placed = false;
+  /// Under mixed_float16: the dynamic loss scale of this replica's steps.
+  std::optional<core::LossScale> loss_scale;
 
   /// Builds the layers and gives them the spec's initial values (the table only when
   /// `with_table`: not on workers).
   explicit Replica(const ModelSpec& spec, bool with_table = true);
+  /// Moves the layers to the spec's device (troupe::select_device: a worker's GPU by its
+  /// local rank) and precision, once; an error names the device and what was seen.
+  core::Status place(const ModelSpec& spec);
   /// Sets every parameter (in order); a shape that differs is an error naming it.
   core::Status assign(std::vector<core::Tensor> values);
   /// The names of the parameters that are not the table (what workers pull and push whole).
   std::vector<std::string> dense_names() const;
   /// Sets the dense parameters (in dense_names() order).
   core::Status assign_dense(std::vector<core::Tensor> values);
+  /// The dense parameters' gradients on the host, named, ready to push.
+  std::vector<std::pair<std::string, core::ConstTensorView>> dense_grads();
+  /// The CTR model's row gradients on the host, ready to push.
+  core::ConstTensorView row_grads();
+  /// Under loss scaling: whether the last batch's gradients are finite (then unscaled:
+  /// apply or push them) or the step is skipped; true without loss scaling.
+  bool finish_scaled_step();
 };
 
 /// Forward (and backward) of one batch: its loss and accuracy counts (and, for CTR models,
@@ -74,13 +94,15 @@ struct Model::State {
   // One process: the optimizer and its slots, one set per parameter.
   std::unique_ptr<core::Optimizer> optimizer;
   core::Error optimizer_error;
-  std::vector<core::SlotSet> slots;
+  std::vector<core::SlotSet> slots;  // where their variables are (replica.device)
   // Attached to a ParameterServerStrategy.
   ParameterServerStrategy* strategy = nullptr;
   std::vector<Variable> variables;
   std::unique_ptr<ClusterCoordinator> coordinator;
 
   explicit State(ModelSpec s);
+  /// The replica on the spec's device, its slots with it (once; fit() and evaluate() ask).
+  core::Status place();
 };
 
 }  // namespace troupe

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "api/mirrored_impl.hpp"
+#include "core/backend.hpp"
 #include "core/data/guard.hpp"
 #include "troupe/mirrored_strategy.hpp"
 
@@ -27,6 +28,15 @@ collective::AllReduceOptions ReplicaContext::options(ReduceOp op,
   o.inputs = std::move(buffers);
   o.reduction = op == ReduceOp::mean ? collective::Reduction::mean : collective::Reduction::sum;
   o.tag = what_ + " " + std::to_string(s_.step()) + "/" + std::to_string(collectives_++);
+  o.memory = collective::memory_of(o.inputs);
+  if (o.memory == collective::Memory::device) {
+    // On the step's thread, where the buffers became final: the point in the device's
+    // stream an implementation with a stream of its own (NCCL) waits for.
+    if (auto backend = core::backend_for(o.inputs.front().device)) {
+      o.stream = (*backend)->native_stream();
+      o.ready = (*backend)->record_event();
+    }
+  }
   return o;
 }
 
@@ -42,6 +52,9 @@ core::Status ReplicaContext::all_reduce(ReduceOp op,
 collective::Engine::Ticket ReplicaContext::submit_all_reduce(
     ReduceOp op, std::vector<collective::Buffer> buffers) {
   auto o = options(op, std::move(buffers));
+  // Buckets are only queued on the device (no host wait each); the step's last reduction,
+  // on its own thread, waits and so reports a stalled peer.
+  o.wait = false;
   auto* group = s_.impl_->group.get();
   // A failure here is seen by the strategy when it drains the engine after the step.
   std::string tag = o.tag;
@@ -78,6 +91,11 @@ core::Status BucketedAllReduce::finish() {
       sent_[i] = true;
       pending_.push_back(buffers_[i]);
     }
+  // Device buckets were only queued (no host wait each): the last reduction waits, so it
+  // reports a peer that never came; with nothing left, an empty one does that waiting.
+  if (pending_.empty() && !tickets_.empty() && !buffers_.empty() &&
+      !buffers_.front().device.is_cpu())
+    pending_.push_back({buffers_.front().data, 0, buffers_.front().device});
   core::Status last;
   if (!pending_.empty()) last = ctx_.all_reduce(op_, pending_);  // runs after the buckets
   pending_.clear();

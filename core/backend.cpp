@@ -20,12 +20,14 @@ std::string visible_devices_note() {
   return v == nullptr ? std::string() : std::string(" (CUDA_VISIBLE_DEVICES=") + v + ")";
 }
 
+// A device this process lacks is a configuration error, not a transient one: restarting
+// the process (troupe launch's retryable exit) would not help.
 Error no_cuda(const std::string& what) {
 #ifdef TROUPE_BUILT_WITH_CUDA
-  return make_error(Errc::unavailable,
+  return make_error(Errc::invalid_argument,
                     what + ": this program has no CUDA backend linked in (link troupe_devices)");
 #else
-  return make_error(Errc::unavailable,
+  return make_error(Errc::invalid_argument,
                     what + ": this Troupe was built without CUDA (TROUPE_WITH_CUDA=OFF)");
 #endif
 }
@@ -85,8 +87,8 @@ Expected<Backend*> backend_for(Device device) {
   if (p == nullptr) return no_cuda("device " + device.to_string());
   const int n = p->count();
   if (device.index < 0 || device.index >= n)
-    return make_error(Errc::unavailable, "device " + device.to_string() + " requested, but " +
-                                             p->describe() + visible_devices_note());
+    return make_error(Errc::invalid_argument, "device " + device.to_string() + " requested, but " +
+                                                  p->describe() + visible_devices_note());
   return p->backend(device.index);
 }
 
@@ -96,8 +98,8 @@ Expected<Device> select_device(const DeviceRequest& request, int local_rank) {
   if (p == nullptr) return no_cuda("device " + request.to_string());
   const int n = p->count();
   if (n == 0)
-    return make_error(Errc::unavailable, "device " + request.to_string() + " requested, but " +
-                                             p->describe() + visible_devices_note());
+    return make_error(Errc::invalid_argument, "device " + request.to_string() + " requested, but " +
+                                                  p->describe() + visible_devices_note());
   int index = request.index;
   if (index < 0) index = (local_rank < 0 ? 0 : local_rank) % n;
   const Device d = Device::cuda(index);

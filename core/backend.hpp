@@ -104,6 +104,12 @@ class Backend {
   /// Waits for everything queued; a device's asynchronous error (a failed kernel) is
   /// reported here, naming it.
   virtual Status synchronize() = 0;
+  /// The native stream kernels run on (a cudaStream_t), for libraries that order their own
+  /// work against it (NCCL); null on the CPU.
+  virtual void* native_stream() { return nullptr; }
+  /// A point in this backend's stream (everything queued so far) that another stream can
+  /// wait for; null on the CPU, where everything queued has happened.
+  virtual std::shared_ptr<void> record_event() { return nullptr; }
 
   // Dense: y = x w + b; x [n, in], w [in, out] (Keras' layout), b [out].
   virtual void dense_forward(ConstTensorView x, ConstTensorView w, ConstTensorView b, TensorView y,

@@ -11,6 +11,9 @@
 //   if (ls.update(backend.all_finite(grads))) { unscale by 1 / scale; apply; }
 
 #include <cstdint>
+#include <vector>
+
+#include "core/backend.hpp"
 
 namespace troupe::core {
 
@@ -50,5 +53,19 @@ class LossScale {
   int64_t good_ = 0;
   int64_t skipped_ = 0;
 };
+
+/// The end of a loss-scaled step: whether `grads` (computed from a loss scaled by
+/// ls.scale()) are all finite; if so they are divided by the scale and true is returned,
+/// else the step is recorded as skipped and false returned (apply nothing). The scale is
+/// updated either way.
+inline bool unscale_gradients(LossScale& ls, Backend& backend,
+                              const std::vector<TensorView>& grads) {
+  std::vector<ConstTensorView> read(grads.begin(), grads.end());
+  const float scale = ls.scale();
+  if (!ls.update(backend.all_finite(read))) return false;
+  for (const auto& g : grads)
+    backend.scale(g, 1.0f / scale);
+  return true;
+}
 
 }  // namespace troupe::core

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/backend.hpp"
+
 namespace troupe::core {
 
 void Accuracy::update(ConstTensorView logits, const int32_t* labels) {
@@ -13,6 +15,17 @@ void Accuracy::update(ConstTensorView logits, const int32_t* labels) {
     correct_ += (arg == labels[i]) ? 1 : 0;
   }
   total_ += z.rows();
+}
+
+void Accuracy::update(ConstTensorView logits, ConstTensorView labels) {
+  TROUPE_ASSERT(logits.shape().rank() == 2, "Accuracy: logits must be [batch, classes]");
+  if (logits.device().is_cpu()) {
+    update(logits, labels.data_as<int32_t>());
+    return;
+  }
+  auto backend = backend_for(logits.device());
+  TROUPE_ASSERT(backend.ok(), "logits on a device no backend serves");
+  add((*backend)->count_correct(logits, labels), logits.shape()[0]);
 }
 
 void Accuracy::merge(const Accuracy& other) {

@@ -14,6 +14,9 @@ namespace troupe::core {
 class Accuracy {
  public:
   void update(ConstTensorView logits, const int32_t* labels);
+  /// The same with int32 labels on the logits' device (SoftmaxCrossEntropy::labels()):
+  /// counted there, by its backend.
+  void update(ConstTensorView logits, ConstTensorView labels);
   /// Counts made elsewhere (a device's backend counted the correct ones).
   void add(int64_t correct, int64_t total) {
     correct_ += correct;

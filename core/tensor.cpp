@@ -201,6 +201,16 @@ void Tensor::reserve_bytes(size_t bytes) {
   ptr_ = device_memory_.get();
 }
 
+void Tensor::set(ConstTensorView src) {
+  if (dtype_ != src.dtype() && ptr_ != nullptr) {
+    *this = Tensor(src.shape(), src.dtype(), device_);
+  } else {
+    dtype_ = src.dtype();
+    resize(src.shape());
+  }
+  if (src.size() > 0 && src.data() != nullptr) core::copy(src, view());
+}
+
 void Tensor::resize(Shape shape) {
   shape_ = shape;
   reserve_bytes(bytes());
@@ -231,6 +241,16 @@ void copy(ConstTensorView src, TensorView dst) {
   auto backend = backend_for(on);
   TROUPE_ASSERT(backend.ok(), "a tensor on a device no backend serves");
   (*backend)->copy(dst.data(), dst.device(), src.data(), src.device(), src.bytes());
+}
+
+ConstTensorView on(Device device, ConstTensorView v, Tensor& staging) {
+  if (v.device() == device || v.data() == nullptr) return v;
+  if (staging.device() != device || staging.dtype() != v.dtype() || staging.bytes() < v.bytes() ||
+      staging.data() == nullptr)
+    staging = Tensor(v.shape(), v.dtype(), device);
+  staging.resize(v.shape());
+  copy(v, staging);
+  return staging;
 }
 
 float max_abs_diff(ConstTensorView a, ConstTensorView b) {

@@ -162,6 +162,9 @@ class Tensor {
   float& operator[](int64_t i) { return data()[i]; }
   float operator[](int64_t i) const { return data()[i]; }
 
+  /// Takes `src`'s shape and values (of its type), staying on this tensor's device: how a
+  /// value from the host (a pull, a checkpoint) reaches a variable on a device.
+  void set(ConstTensorView src);
   /// Changes the shape; keeps the allocation when it is large enough. Contents unspecified.
   void resize(Shape shape);
   /// Every element `value` (float types; on any device).
@@ -190,6 +193,10 @@ class Tensor {
 /// Copies `src` into `dst`, between any devices; both of one type and the same number of
 /// elements. A copy to the host has arrived when it returns.
 void copy(ConstTensorView src, TensorView dst);
+/// `v` on `device`: `v` itself when it is there, else a copy in `staging` (reallocated only
+/// when it must grow, so a step's copies reuse one allocation). How batches, labels and
+/// pulled rows reach a device, and gradients come back to be pushed.
+ConstTensorView on(Device device, ConstTensorView v, Tensor& staging);
 /// Largest absolute element-wise difference of float32 host views; shapes must match.
 float max_abs_diff(ConstTensorView a, ConstTensorView b);
 

@@ -1,5 +1,7 @@
 #include "core/trainer.hpp"
 
+#include <cmath>
+
 namespace troupe::core {
 
 ClassifierTrainer::ClassifierTrainer(Sequential& model, Optimizer& optimizer,
@@ -30,6 +32,15 @@ Expected<float> ClassifierTrainer::compute_gradients(ConstTensorView x, const in
   return compute_gradients(x, labels, nullptr);
 }
 
+Status ClassifierTrainer::device_status(float loss) {
+  // A device backend that failed skips its kernels and gives a NaN loss: its error (the
+  // failed call, named) is what the step reports.
+  if (std::isfinite(loss) || model_.device().is_cpu()) return {};
+  auto backend = backend_for(model_.device());
+  if (!backend) return backend.error();
+  return (*backend)->synchronize();
+}
+
 ConstTensorView ClassifierTrainer::on_model_device(ConstTensorView x) {
   if (x.device() == model_.device()) return x;
   if (input_.device() != model_.device() || input_.dtype() != x.dtype())
@@ -46,6 +57,7 @@ Expected<float> ClassifierTrainer::compute_gradients(
   const ConstTensorView logits = model_.forward(on_model_device(x));
   auto loss = loss_.forward(logits, labels);
   if (!loss) return loss;
+  if (auto st = device_status(*loss); !st) return st.error();
   if (!gradient_done) {
     model_.backward(loss_.backward());
     return loss;
@@ -59,15 +71,12 @@ Expected<float> ClassifierTrainer::compute_gradients(
 
 Status ClassifierTrainer::apply_gradients() {
   if (scaling_) {
-    std::vector<ConstTensorView> grads;
+    std::vector<TensorView> grads;
     for (auto& p : params_)
       grads.push_back(*p.grad);
     auto backend = backend_for(model_.device());
     if (!backend) return backend.error();
-    const float scale = loss_scale_.scale();
-    if (!loss_scale_.update((*backend)->all_finite(grads))) return {};  // skipped
-    for (auto& p : params_)
-      (*backend)->scale(*p.grad, 1.0f / scale);
+    if (!unscale_gradients(loss_scale_, **backend, grads)) return {};  // skipped
   }
   for (size_t i = 0; i < params_.size(); ++i)
     if (auto st = optimizer_.apply_dense(*params_[i].value, *params_[i].grad, slots_[i]); !st)
@@ -81,13 +90,8 @@ Status ClassifierTrainer::evaluate_batch(ConstTensorView x, const int32_t* label
   const ConstTensorView logits = model_.forward(on_model_device(x));
   auto l = loss_.forward(logits, labels);
   if (!l) return l.error();
-  if (logits.device().is_cpu()) {
-    accuracy.update(logits, labels);
-  } else {
-    auto backend = backend_for(logits.device());
-    if (!backend) return backend.error();
-    accuracy.add((*backend)->count_correct(logits, loss_.labels()), logits.shape()[0]);
-  }
+  if (auto st = device_status(*l); !st) return st;
+  accuracy.update(logits, loss_.labels());
   loss.update(*l, static_cast<double>(logits.shape()[0]));
   return {};
 }

@@ -51,6 +51,8 @@ class ClassifierTrainer {
  private:
   /// `x` on the model's device (copied there from elsewhere).
   ConstTensorView on_model_device(ConstTensorView x);
+  /// After a loss that is not finite on a device: the device's own error, if it has one.
+  Status device_status(float loss);
 
   Sequential& model_;
   Optimizer& optimizer_;

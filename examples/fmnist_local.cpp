@@ -15,6 +15,7 @@
 #include "core/data/idx.hpp"
 #include "core/json_text.hpp"
 #include "core/trainer.hpp"
+#include "device_flags.hpp"
 #include "program.hpp"
 
 namespace tc = troupe::core;
@@ -34,10 +35,10 @@ tc::Checkpoint snapshot(tc::ClassifierTrainer& trainer, int64_t step, int64_t ep
   tc::Checkpoint c;
   for (size_t i = 0; i < trainer.parameters().size(); ++i) {
     const auto& p = trainer.parameters()[i];
-    c.tensors[p.name] = *p.value;
+    c.tensors[p.name] = p.value->to(tc::Device::cpu());
     const auto& slots = trainer.slots()[i];
     for (size_t s = 0; s < slots.slots.size(); ++s)
-      c.tensors[p.name + "/slot_" + std::to_string(s)] = slots.slots[s];
+      c.tensors[p.name + "/slot_" + std::to_string(s)] = slots.slots[s].to(tc::Device::cpu());
     c.ints[p.name + "/iterations"] = {slots.iterations};
   }
   c.ints["step"] = {step};
@@ -67,12 +68,16 @@ int main(int argc, char** argv) {
   app.add_option("--shuffle-buffer", shuffle_buffer)->check(CLI::PositiveNumber);
   app.add_option("--data-dir", data_dir);
   app.add_option("--checkpoint-dir", ckpt_dir, "save a checkpoint after every epoch");
+  troupe::examples::DeviceFlags device_flags;
+  device_flags.add(app);
   CLI11_PARSE(app, argc, argv);
 
   if (optimizer_name.empty()) optimizer_name = model_name == "mlp" ? "sgd" : "rmsprop";
   if (lr <= 0.0f) lr = optimizer_name == "sgd" ? 0.1f : 0.001f;
 
   const auto t_start = clock_type::now();
+  auto choice = device_flags.choose("fmnist_local");
+  if (!choice) return fail(choice.error());
   auto train = tc::load_fashion_mnist(data_dir, "train");
   if (!train) return fail(train.error());
   auto test = tc::load_fashion_mnist(data_dir, "t10k");
@@ -81,6 +86,7 @@ int main(int argc, char** argv) {
 
   auto model = tc::make_model(model_name, seed);
   if (!model) return fail(model.error());
+  if (auto st = (*model)->to(choice->device, choice->precision); !st) return fail(st.error());
   auto optimizer = tc::make_optimizer(optimizer_name, lr);
   if (!optimizer) return fail(optimizer.error());
   tc::ClassifierTrainer trainer(**model, **optimizer);
@@ -148,6 +154,7 @@ int main(int argc, char** argv) {
       {"train_s", train_s},
       {"wall_s", seconds_since(t_start)},
   };
+  troupe::examples::report(result, *choice, trainer.loss_scale());
   std::cout << troupe::core::json_text(result) << std::endl;
   return 0;
 }

@@ -23,6 +23,7 @@
 #include "core/checkpoint/checkpoint_manager.hpp"
 #include "core/json_text.hpp"
 #include "core/trainer.hpp"
+#include "device_flags.hpp"
 #include "fmnist_data.hpp"
 #include "net/ports.hpp"
 #include "program.hpp"
@@ -81,6 +82,8 @@ int main(int argc, char** argv) {
   app.add_flag("--elastic", mo.elastic, "carry on when workers die; take them back");
   app.add_option("--min-workers", mo.min_workers, "elastic: fewer workers than this end the job");
   app.add_option("--rejoin-timeout-ms", rejoin_timeout_ms);
+  examples::DeviceFlags device_flags;
+  device_flags.add(app);
   CLI11_PARSE(app, argc, argv);
   const auto t_start = clock_type::now();
 
@@ -110,6 +113,12 @@ int main(int argc, char** argv) {
     if (const char* run_dir = std::getenv("TROUPE_RUN_DIR"))
       model_dir = std::string(run_dir) + "/fmnist_mirrored";
 
+  // This worker's device: "cuda" takes the GPU of its local rank among the workers of its
+  // host (TF_CONFIG), so workers spread over a host's GPUs.
+  auto choice = device_flags.choose("fmnist_mirrored");
+  if (!choice) return fail(choice.error());
+  mo.device = choice->device;
+
   auto strategy_or = MultiWorkerMirroredStrategy::make(*resolver, mo);
   if (!strategy_or) return fail(strategy_or.error());
   auto& strategy = **strategy_or;
@@ -118,16 +127,17 @@ int main(int argc, char** argv) {
   // broadcast (mirror) makes sure of it.
   auto model = core::make_model(model_name, seed);
   if (!model) return fail(model.error());
+  if (auto st = (*model)->to(choice->device, choice->precision); !st) return fail(st.error());
   auto optimizer = core::make_optimizer("sgd", lr);
   if (!optimizer) return fail(optimizer.error());
   core::ClassifierTrainer trainer(**model, **optimizer);
   std::vector<collective::Buffer> state, grads;
   for (size_t i = 0; i < trainer.parameters().size(); ++i) {
     auto& p = trainer.parameters()[i];
-    state.push_back({p.value->data(), static_cast<size_t>(p.value->size())});
-    grads.push_back({p.grad->data(), static_cast<size_t>(p.grad->size())});
+    state.push_back({p.value->data(), static_cast<size_t>(p.value->size()), p.value->device()});
+    grads.push_back({p.grad->data(), static_cast<size_t>(p.grad->size()), p.grad->device()});
     for (auto& slot : trainer.slots()[i].slots)
-      state.push_back({slot.data(), static_cast<size_t>(slot.size())});
+      state.push_back({slot.data(), static_cast<size_t>(slot.size()), slot.device()});
   }
   if (auto st = strategy.mirror(state); !st) return fail(st.error());
 
@@ -146,7 +156,7 @@ int main(int argc, char** argv) {
     core::CheckpointManager ckpts(strategy.checkpoint_dir(model_dir), 3);
     core::Checkpoint c;
     for (const auto& p : trainer.parameters())
-      c.tensors[p.name] = *p.value;
+      c.tensors[p.name] = p.value->to(core::Device::cpu());  // the chief reads device variables
     c.ints["step"] = {step};
     auto saved = ckpts.save(c, step);
     if (!saved) return saved.error();
@@ -207,36 +217,36 @@ int main(int argc, char** argv) {
       return fail(st.error());
 
   const auto stats = strategy.stats();
-  std::cout << troupe::core::json_text(
-                   nlohmann::json{{"ok", true},
-                                  {"program", "fmnist_mirrored"},
-                                  {"chief", strategy.is_chief()},
-                                  {"model", model_name},
-                                  {"workers", strategy.num_replicas_in_sync()},
-                                  {"worker_index", strategy.worker_index()},
-                                  {"global_batch", global_batch},
-                                  {"learning_rate", lr},
-                                  {"steps", strategy.step()},
-                                  {"examples", examples},
-                                  {"examples_per_sec",
-                                   train_s > 0 ? static_cast<double>(examples) / train_s : 0.0},
-                                  {"train_loss", *mean_loss},
-                                  {"test_loss", test_loss.result()},
-                                  {"test_accuracy", accuracy.result()},
-                                  {"elastic", mo.elastic},
-                                  {"communication", collective::to_string(mo.communication)},
-                                  {"generation", strategy.generation()},
-                                  {"reforms", stats.reforms},
-                                  {"workers_lost", stats.workers_lost},
-                                  {"workers_joined", stats.workers_joined},
-                                  {"steps_redone", stats.steps_redone},
-                                  {"shared_memory_links", stats.shared_memory_links},
-                                  {"tls_links", stats.tls_links},
-                                  {"overlap", overlap},
-                                  {"buckets_overlapped", stats.collectives_submitted},
-                                  {"model_dir", model_dir},
-                                  {"train_s", train_s},
-                                  {"wall_s", seconds_since(t_start)}})
-            << std::endl;
+  nlohmann::json result{
+      {"ok", true},
+      {"program", "fmnist_mirrored"},
+      {"chief", strategy.is_chief()},
+      {"model", model_name},
+      {"workers", strategy.num_replicas_in_sync()},
+      {"worker_index", strategy.worker_index()},
+      {"global_batch", global_batch},
+      {"learning_rate", lr},
+      {"steps", strategy.step()},
+      {"examples", examples},
+      {"examples_per_sec", train_s > 0 ? static_cast<double>(examples) / train_s : 0.0},
+      {"train_loss", *mean_loss},
+      {"test_loss", test_loss.result()},
+      {"test_accuracy", accuracy.result()},
+      {"elastic", mo.elastic},
+      {"communication", collective::to_string(mo.communication)},
+      {"generation", strategy.generation()},
+      {"reforms", stats.reforms},
+      {"workers_lost", stats.workers_lost},
+      {"workers_joined", stats.workers_joined},
+      {"steps_redone", stats.steps_redone},
+      {"shared_memory_links", stats.shared_memory_links},
+      {"tls_links", stats.tls_links},
+      {"overlap", overlap},
+      {"buckets_overlapped", stats.collectives_submitted},
+      {"model_dir", model_dir},
+      {"train_s", train_s},
+      {"wall_s", seconds_since(t_start)}};
+  examples::report(result, *choice, trainer.loss_scale());
+  std::cout << troupe::core::json_text(result) << std::endl;
   return 0;
 }

@@ -137,6 +137,21 @@ core::Status CudaBackend::synchronize() {
   return e;
 }
 
+std::shared_ptr<void> CudaBackend::record_event() {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  set_device();
+  cudaEvent_t e = nullptr;
+  if (failed(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate", __FILE__,
+             __LINE__))
+    return nullptr;
+  if (failed(cudaEventRecord(e, stream_), "cudaEventRecord", __FILE__, __LINE__)) {
+    cudaEventDestroy(e);
+    return nullptr;
+  }
+  // Destroying an event whose work is pending is allowed: CUDA frees it once reached.
+  return std::shared_ptr<void>(e, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
+}
+
 core::DeviceMemory CudaBackend::allocate(size_t bytes) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   set_device();

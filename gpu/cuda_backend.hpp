@@ -49,6 +49,8 @@ class CudaBackend final : public core::Backend {
             size_t bytes) override;
   void fill(core::TensorView x, float value) override;
   core::Status synchronize() override;
+  void* native_stream() override { return stream_; }
+  std::shared_ptr<void> record_event() override;
 
   void dense_forward(core::ConstTensorView x, core::ConstTensorView w, core::ConstTensorView b,
                      core::TensorView y, core::Precision p) override;

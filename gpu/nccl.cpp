@@ -33,6 +33,14 @@ NcclCommunicator& NcclCommunicator::operator=(NcclCommunicator&& o) noexcept {
   return *this;
 }
 
+cudaEvent_t event_of(const std::shared_ptr<void>& e) {
+  return static_cast<cudaEvent_t>(e.get());
+}
+
+NcclImplementation::~NcclImplementation() {
+  if (done_ != nullptr) cudaEventDestroy(done_);
+}
+
 NcclCommunicator::~NcclCommunicator() {
   if (comm_) ncclCommDestroy(comm_);
 }
@@ -82,12 +90,22 @@ core::Status NcclImplementation::all_reduce(const collective::AllReduceOptions& 
       TROUPE_NCCL_CHECK(ncclAllReduce(staging_.data(), staging_.data(), total, ncclFloat, op,
                                       comm_.get(), stream_.get()));
   } else {
+    // After the point where the producing stream made them final; that stream's later
+    // work (the optimizer) after the reduction: ordered by events, no host waiting.
+    if (o.ready) TROUPE_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), event_of(o.ready), 0));
     TROUPE_NCCL_CHECK(ncclGroupStart());
     for (const auto& b : o.inputs)
       if (b.count > 0)
         TROUPE_NCCL_CHECK(
             ncclAllReduce(b.data, b.data, b.count, ncclFloat, op, comm_.get(), stream_.get()));
     TROUPE_NCCL_CHECK(ncclGroupEnd());
+    if (o.stream != nullptr) {
+      if (done_ == nullptr)
+        TROUPE_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+      TROUPE_CUDA_CHECK(cudaEventRecord(done_, stream_.get()));
+      TROUPE_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(o.stream), done_, 0));
+    }
+    if (!o.wait) return {};  // the step's last, waiting call reports a stall
   }
   if (auto st = wait(o); !st) return st;
   if (!staged) return {};

@@ -56,10 +56,13 @@ class NcclImplementation final : public collective::Implementation {
   bool enabled(const collective::AllReduceOptions& o) const override {
     return !aborted_ && (o.memory == collective::Memory::device || host_ == HostBuffers::stage);
   }
-  /// In place, on this implementation's stream; waits for the result. A peer that never
-  /// comes makes it give up after the timeout (60 s when none is given) with an error
-  /// naming the tag; the communicator is then aborted.
+  /// In place, on this implementation's stream. Device buffers wait there for o.ready and
+  /// make o.stream's later work wait for the result; with o.wait off that is all (nothing
+  /// waits on the host). Otherwise it waits for the result: a peer that never comes makes
+  /// it give up after the timeout (60 s when none is given) with an error naming the tag,
+  /// and the communicator is aborted.
   core::Status all_reduce(const collective::AllReduceOptions& o) override;
+  ~NcclImplementation() override;
   /// Ends the communicator without waiting for the other ranks (a peer is known lost);
   /// every later all_reduce is an error.
   void abort() {
@@ -78,6 +81,10 @@ class NcclImplementation final : public collective::Implementation {
   HostBuffers host_;
   DeviceBuffer staging_;  // host inputs, fused; grows to the largest all-reduce seen
   bool aborted_ = false;
+  cudaEvent_t done_ = nullptr;  // the last device reduction queued here
 };
+
+/// The CUDA event behind a Backend::record_event() handle.
+cudaEvent_t event_of(const std::shared_ptr<void>& e);
 
 }  // namespace troupe::gpu

@@ -78,6 +78,26 @@ core::Status ClusterSpec::validate() const {
   return {};
 }
 
+int local_rank(const ClusterSpec& spec, const TaskId& task) {
+  if (task.type != "chief" && task.type != "worker") return -1;
+  auto host_of = [&](const TaskId& t) -> std::string {
+    auto hp = parse_host_port(spec.address(t));
+    if (!hp) return spec.address(t);
+    if (hp->host == "localhost" || hp->host == "::1" || hp->host.rfind("127.", 0) == 0)
+      return "loopback";
+    return hp->host;
+  };
+  const std::string mine = host_of(task);
+  int rank = 0;
+  for (const char* job : {"chief", "worker"})
+    for (int i = 0; i < spec.num_tasks(job); ++i) {
+      const TaskId t{job, i};
+      if (t == task) return rank;
+      if (host_of(t) == mine) ++rank;
+    }
+  return -1;
+}
+
 int ClusterSpec::num_tasks(const std::string& job) const {
   auto it = jobs_.find(job);
   return it == jobs_.end() ? 0 : static_cast<int>(it->second.size());

@@ -56,6 +56,12 @@ class ClusterSpec {
   std::map<std::string, std::vector<std::string>> jobs_;
 };
 
+/// `task`'s rank among the compute tasks (chief, then workers, in index order) whose
+/// address names the same host, as Horovod's local_rank: every worker of a host takes its
+/// own GPU by it. Loopback names (localhost, 127.0.0.1, ::1) are one host. -1 when `task`
+/// is not a chief or worker.
+int local_rank(const ClusterSpec& spec, const TaskId& task);
+
 /// Where a process finds its cluster and its own place in it.
 class ClusterResolver {
  public:

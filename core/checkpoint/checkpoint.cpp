@@ -233,9 +233,12 @@ Status write_checkpoint(const std::string& path, const Checkpoint& ckpt) {
   if (!f) return make_error(Errc::io_error, tmp + ": cannot create (" + os_error() + ")");
   Writer w(f.get());
   put_header(w, static_cast<uint32_t>(ckpt.tensors.size() + ckpt.ints.size()));
-  for (const auto& [name, t] : ckpt.tensors)
+  for (const auto& [name, t] : ckpt.tensors) {
+    TROUPE_ASSERT(t.view().host_float32() || t.data() == nullptr,
+                  "a checkpoint holds float32 host tensors: copy device ones with to(cpu)");
     put_record(w, name, kind_float32, t.shape(), t.data(),
                static_cast<uint64_t>(t.size()) * sizeof(float));
+  }
   for (const auto& [name, v] : ckpt.ints)
     put_record(w, name, kind_int64, Shape{static_cast<int64_t>(v.size())}, v.data(),
                v.size() * sizeof(int64_t));

@@ -55,4 +55,10 @@ core::Status all_reduce(Group& group, const AllReduceOptions& options) {
   return (*impl)->all_reduce(options);
 }
 
+Memory memory_of(const std::vector<Buffer>& buffers) {
+  for (const auto& b : buffers)
+    if (!b.device.is_cpu()) return Memory::device;
+  return Memory::host;
+}
+
 }  // namespace troupe::collective

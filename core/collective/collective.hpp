@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device.hpp"
 #include "core/expected.hpp"
 
 namespace troupe::collective {
@@ -37,10 +38,11 @@ core::Expected<Communication> parse_communication(const std::string& text);
 /// Where an input's floats live.
 enum class Memory { host, device };
 
-/// A float buffer reduced in place.
+/// A float buffer reduced in place, on the host or on a device.
 struct Buffer {
   float* data = nullptr;
   size_t count = 0;
+  core::Device device;
 };
 
 /// One all-reduce: every rank of the group calls it with the same tag and buffer sizes.
@@ -51,7 +53,20 @@ struct AllReduceOptions {
   std::string tag;
   /// How long to wait for the other ranks (the stall report); 0: the implementation's own.
   std::chrono::milliseconds timeout{0};
+  /// Device buffers: the stream that produced them (a cudaStream_t, as the device's
+  /// backend gives it) and a point in it after which they are final (its event). An
+  /// implementation on a stream of its own waits for that point, and makes `stream`'s later
+  /// work wait for the result: ordered by events, no host waiting.
+  void* stream = nullptr;
+  std::shared_ptr<void> ready;
+  /// Whether all_reduce returns once the result is there (true), or once it is ordered
+  /// before `stream`'s later work (device buffers; a stalled peer is then reported by the
+  /// next call that waits: every step ends with one).
+  bool wait = true;
 };
+
+/// Memory::device when the buffers live on a device (they must all live on one), else host.
+Memory memory_of(const std::vector<Buffer>& buffers);
 
 /// An all-reduce implementation for one group of ranks (gloo's algorithm, Horovod's
 /// AllreduceOp).

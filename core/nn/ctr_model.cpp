@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <numeric>
 
-#include "core/nn/losses.hpp"
 #include "core/partitioner.hpp"
 
 namespace troupe::core {
@@ -132,12 +131,11 @@ Expected<ConstTensorView> CtrModel::forward(const Batch& b, ConstTensorView rows
   a.dense = D;
   a.width = W;
   a.fm = config_.has_fm();
-  a.values = on_device(b.values.data(), n * F, DType::float32, device_, values_);
-  a.index = on_device(index.data(), n * F, DType::int32, device_, index_);
+  a.values = on(device_, ConstTensorView(b.values.data(), Shape{n * F}), values_);
+  a.index =
+      on(device_, ConstTensorView(index.data(), Shape{n * F}, Device::cpu(), DType::int32), index_);
   a.features = ConstTensorView();
-  if (D > 0)
-    a.features = on_device(b.features.data(), n * D, DType::float32, device_, features_)
-                     .reshaped(Shape{n, D});
+  if (D > 0) a.features = on(device_, ConstTensorView(b.features.data(), Shape{n, D}), features_);
   a.rows = rows;
   a.bias = bias_;
   a.dense_w = dense_w_;

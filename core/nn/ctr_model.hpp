@@ -75,6 +75,7 @@ class CtrModel {
   /// ([u, row_width], one per row given to forward).
   void backward(ConstTensorView dlogits);
   const Tensor& row_grads() const { return row_grads_; }
+  Tensor& row_grads() { return row_grads_; }  // unscaled in place under loss scaling
 
   /// Moves the dense parameters to `device` and computes there in `precision` (the MLP's
   /// matrix products; the embedding part is float32). Errors name an unservable device.

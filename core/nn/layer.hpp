@@ -17,6 +17,11 @@ struct Parameter {
   Tensor* grad = nullptr;
 };
 
+/// Sets params[i] from values[i] (pulled from parameter servers, read from a checkpoint):
+/// moved in on the CPU, copied to the parameter's device otherwise. A shape that differs
+/// is an invalid_argument error naming the parameter, and nothing is set.
+Status assign(const std::vector<Parameter>& params, std::vector<Tensor> values);
+
 /// A layer with an explicit backward pass. `forward` returns a view into the layer's own
 /// buffer (or, for reshapes, into its input) that stays valid until the next forward; the
 /// input view must stay valid until `backward`, which overwrites the parameter gradients and

@@ -6,16 +6,6 @@
 
 namespace troupe::core {
 
-ConstTensorView on_device(const void* host, int64_t n, DType dtype, Device device, Tensor& t) {
-  const ConstTensorView h(host, Shape{n}, Device::cpu(), dtype);
-  if (device.is_cpu()) return h;
-  if (t.device() != device || t.dtype() != dtype || t.size() < n)
-    t = Tensor(Shape{n}, dtype, device);
-  t.resize(Shape{n});
-  copy(h, t);
-  return t;
-}
-
 namespace {
 
 Tensor& place(Tensor& t, const Shape& shape, Device device) {
@@ -39,7 +29,7 @@ Expected<float> SoftmaxCrossEntropy::forward(ConstTensorView logits, const int32
   const Device d = logits.device();
   place(probs_, logits.shape(), d);
   place(grad_, logits.shape(), d);
-  last_labels_ = on_device(labels, n, DType::int32, d, labels_);
+  last_labels_ = on(d, ConstTensorView(labels, Shape{n}, Device::cpu(), DType::int32), labels_);
   auto backend = backend_for(d);
   if (!backend) return backend.error();
   return static_cast<float>(
@@ -56,7 +46,7 @@ Expected<float> SigmoidBinaryCrossEntropy::forward(ConstTensorView logits, const
                                                 std::to_string(i) + " outside [0, 1]");
   const Device d = logits.device();
   place(grad_, logits.shape(), d);
-  last_labels_ = on_device(labels, n, DType::float32, d, labels_);
+  last_labels_ = on(d, ConstTensorView(labels, Shape{n}), labels_);
   auto backend = backend_for(d);
   if (!backend) return backend.error();
   return static_cast<float>(

@@ -46,8 +46,4 @@ class SigmoidBinaryCrossEntropy {
   float grad_scale_ = 1.0f;
 };
 
-/// `t` holding `n` values of type `dtype` from the host on `device` (a view of `host` on
-/// the CPU, no copy): how labels and indices reach a device.
-ConstTensorView on_device(const void* host, int64_t n, DType dtype, Device device, Tensor& t);
-
 }  // namespace troupe::core

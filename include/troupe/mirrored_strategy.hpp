@@ -47,7 +47,13 @@ struct MirroredOptions {
   /// Which all-reduce: AUTO or RING (the CPU ring), or NCCL (builds with CUDA, a GPU per
   /// worker: the host gradients are staged through device memory).
   collective::Communication communication = collective::Communication::automatic;
-  /// NCCL: the GPU this worker uses; -1 takes its slot modulo the GPUs it sees.
+  /// Where the replicas compute (troupe::select_device): their variables and gradients
+  /// live there. On a GPU the gradient buckets are reduced by NCCL when communication is
+  /// nccl, or auto and every worker has a GPU of its own (checked when the job starts;
+  /// not in elastic mode); otherwise the ring carries them through pinned host memory.
+  core::Device device;
+  /// NCCL: the GPU this worker uses; -1 takes `device`'s, or its slot modulo the GPUs it
+  /// sees for a model on the CPU (host gradients staged through the GPU).
   int gpu_device = -1;
   /// Ring links between two workers on the same host carry the bulk bytes through POSIX
   /// shared memory (RingOptions::shared_memory); off: TCP only.

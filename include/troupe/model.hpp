@@ -39,6 +39,13 @@ struct ModelSpec {
   /// eval_batch_size in order: batch i is examples [i * size, (i + 1) * size).
   std::function<core::Expected<std::vector<core::Example>>()> eval_examples;
   int64_t eval_batch_size = 1000;
+  /// Where each process's replica computes and in which policy (troupe/devices.hpp):
+  /// "cpu", "cuda" (a worker's GPU by its local rank) or "cuda:N"; "float32", "tf32",
+  /// "mixed_bfloat16", "mixed_float16" (loss scaling in one process and mirrored) or "auto".
+  /// Variables on parameter servers stay float32 on their hosts; workers copy pulled
+  /// values to their device and gradients back.
+  std::string device = "cpu";
+  std::string precision = "float32";
   /// A click-through-rate model instead of `build`'s classifier: core::CtrModel with this
   /// config, its loss sigmoid cross-entropy, its metrics binary accuracy and AUC. Its
   /// table is the variable `ctr_table` ([table_rows, config.row_width()], uniform in

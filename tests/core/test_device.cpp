@@ -79,7 +79,7 @@ TEST_CASE("a process without a CUDA backend says so when asked for a GPU", "[dev
   CHECK(select_device(parse_device("cpu").value(), 0).value() == Device::cpu());
   auto e = select_device(parse_device("cuda:0").value(), 0);
   REQUIRE_FALSE(e.ok());
-  CHECK(e.error().code == Errc::unavailable);
+  CHECK(e.error().code == Errc::invalid_argument);
   CHECK_THAT(e.error().message, Catch::Contains("cuda:0") && Catch::Contains("CUDA"));
   auto b = backend_for(Device::cuda(0));
   REQUIRE_FALSE(b.ok());
@@ -97,7 +97,7 @@ TEST_CASE("cuda takes the GPU of the local rank, cuda:N that one, and a missing 
   Env visible("CUDA_VISIBLE_DEVICES", "4,5");
   auto e = select_device(parse_device("cuda:2").value(), 0);
   REQUIRE_FALSE(e.ok());
-  CHECK(e.error().code == Errc::unavailable);
+  CHECK(e.error().code == Errc::invalid_argument);
   CHECK_THAT(e.error().message, Catch::Contains("cuda:2") &&
                                     Catch::Contains("2 fake CUDA devices") &&
                                     Catch::Contains("CUDA_VISIBLE_DEVICES=4,5"));
