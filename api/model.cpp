@@ -149,6 +149,7 @@ core::Status Replica::place(const ModelSpec& spec) {
     if (auto st = ctr->to(*d, *p); !st) return st;
   }
   device = *d;
+  precision = *p;
   if (core::needs_loss_scale(*p)) loss_scale.emplace();
   placed = true;
   return {};
@@ -327,6 +328,15 @@ core::CtrModel* Model::ctr() {
 }
 std::vector<core::Parameter>& Model::parameters() {
   return s_->replica.params;
+}
+core::Device Model::device() const {
+  return s_->replica.device;
+}
+core::Precision Model::precision() const {
+  return s_->replica.precision;
+}
+const core::LossScale* Model::loss_scale() const {
+  return s_->replica.loss_scale ? &*s_->replica.loss_scale : nullptr;
 }
 ParameterServerStrategy* Model::strategy() {
   return s_->strategy;

@@ -38,6 +38,7 @@ struct Replica {
   // Where the layers compute (the table, on the chief, stays on the host), and the copies
   // that cross: the batch and pulled rows going there, gradients coming back to be pushed.
   core::Device device;
+  core::Precision precision = core::Precision::float32;
   core::Tensor input, device_rows, host_row_grads;
   std::vector<core::Tensor> host_grads;
   bool placed = false;

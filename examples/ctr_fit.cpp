@@ -16,6 +16,7 @@
 #include "core/data/sparse_input.hpp"
 #include "core/json_text.hpp"
 #include "ctr_data.hpp"
+#include "device_flags.hpp"
 #include "net/slurm.hpp"
 #include "serve_task.hpp"
 #include "troupe/troupe.hpp"
@@ -39,6 +40,7 @@ struct Settings {
   std::string optimizer = "adagrad";
   float lr = 0.2f;
   int64_t evaluator_timeout_s = 600;
+  troupe::examples::DeviceFlags device;  // where each process's replica computes
 
   std::string ext() const { return format == "tfrecord" ? ".tfrecord" : ".txt"; }
   tc::RecordFormat record_format() const { return tc::parse_record_format(format).value(); }
@@ -59,6 +61,8 @@ troupe::ModelSpec model_spec(const Settings& s) {
   const tc::CriteoOptions criteo{s.buckets};
   m.eval_examples = [path, format, criteo] { return tc::read_examples(path, format, criteo); };
   m.eval_batch_size = 4096;
+  m.device = s.device.device;
+  m.precision = s.device.precision;
   return m;
 }
 
@@ -109,7 +113,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"adagrad", "adam", "ftrl", "sgd"}));
   app.add_option("--lr", s.lr);
   app.add_option("--evaluator-timeout-s", s.evaluator_timeout_s)->check(CLI::PositiveNumber);
+  s.device.add(app);
   CLI11_PARSE(app, argc, argv);
+  if (auto st = troupe::examples::check_spelling(s.device); !st) return fail(st.error());
   for (int64_t h : s.hidden)
     if (h < 1 || h > 65536) return fail("--hidden widths must be in [1, 65536]");
   if (s.model_dir.empty()) {
@@ -157,27 +163,27 @@ int main(int argc, char** argv) {
     auto it = last.find(k);
     return it == last.end() ? nlohmann::json(nullptr) : nlohmann::json(it->second);
   };
-  std::cout << tc::json_text(nlohmann::json{
-                   {"ok", true},
-                   {"program", "ctr_fit"},
-                   {"workers", (*strategy)->num_workers()},
-                   {"ps", num_ps},
-                   {"epochs_run", h->epochs.size()},
-                   {"steps", h->steps},
-                   {"checkpoints", checkpoint->saves()},
-                   {"examples_per_sec",
-                    h->train_s > 0 ? static_cast<double>(h->steps_run * s.batch) / h->train_s
-                                   : 0.0},
-                   {"loss", metric("loss")},
-                   {"auc", metric("auc")},
-                   {"val_loss", metric("val_loss")},
-                   {"val_auc", metric("val_auc")},
-                   {"teacher_auc", troupe::examples::read_teacher(s.data).auc},
-                   {"closures_retried", h->stats.retried},
-                   {"workers_lost", h->stats.workers_lost},
-                   {"model_dir", s.model_dir},
-                   {"train_s", h->train_s},
-                   {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}})
-            << std::endl;
+  nlohmann::json out{
+      {"ok", true},
+      {"program", "ctr_fit"},
+      {"workers", (*strategy)->num_workers()},
+      {"ps", num_ps},
+      {"epochs_run", h->epochs.size()},
+      {"steps", h->steps},
+      {"checkpoints", checkpoint->saves()},
+      {"examples_per_sec",
+       h->train_s > 0 ? static_cast<double>(h->steps_run * s.batch) / h->train_s : 0.0},
+      {"loss", metric("loss")},
+      {"auc", metric("auc")},
+      {"val_loss", metric("val_loss")},
+      {"val_auc", metric("val_auc")},
+      {"teacher_auc", troupe::examples::read_teacher(s.data).auc},
+      {"closures_retried", h->stats.retried},
+      {"workers_lost", h->stats.workers_lost},
+      {"model_dir", s.model_dir},
+      {"train_s", h->train_s},
+      {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}};
+  troupe::examples::report_device(out, model);
+  std::cout << tc::json_text(out) << std::endl;
   return 0;
 }

@@ -26,6 +26,7 @@
 #include "core/nn/losses.hpp"
 #include "core/parallel.hpp"
 #include "ctr_data.hpp"
+#include "device_flags.hpp"
 #include "net/slurm.hpp"
 #include "serve_task.hpp"
 #include "troupe/troupe.hpp"
@@ -55,6 +56,7 @@ struct Settings {
   size_t shuffle_buffer = 0;
   bool cache = false;
   int eval_batch = 4096;
+  troupe::examples::DeviceFlags device;  // where the workers compute
 
   tc::CtrModelConfig model_config() const {
     tc::CtrModelConfig c;
@@ -95,6 +97,8 @@ struct Replica {
   tc::SigmoidBinaryCrossEntropy loss;
   std::vector<int64_t> unique;
   std::vector<int32_t> index;
+  troupe::examples::WorkerDevice device;
+  tc::Tensor rows, row_grads;  // pulled rows on the device, their gradients back on the host
   explicit Replica(const tc::CtrModelConfig& c) : model(c) {
     for (auto& p : params)
       names.push_back(p.name);
@@ -110,8 +114,14 @@ troupe::Registry make_registry(const Settings& s) {
   auto replica = std::make_shared<Replica>(s.model_config());
   r.add_step(
       "ctr_step",
-      [replica](troupe::StepContext& ctx, troupe::PerWorkerDataset ds) -> tc::Expected<StepReport> {
+      [replica, s](troupe::StepContext& ctx,
+                   troupe::PerWorkerDataset ds) -> tc::Expected<StepReport> {
         Replica& m = *replica;
+        if (auto st =
+                m.device.place(s.device, "ctr_ps",
+                               [&](tc::Device d, tc::Precision p) { return m.model.to(d, p); });
+            !st)
+          return st.error();
         auto batch = ctx.next_batch(ds);
         if (!batch) return batch.error();
         if (!*batch) return tc::make_error(tc::Errc::out_of_range, "the training data ended");
@@ -122,21 +132,26 @@ troupe::Registry make_registry(const Settings& s) {
         if (!values) return values.error();
         auto rows = ctx.pull_rows(kTable, m.unique);
         if (!rows) return rows.error();
-        for (size_t i = 0; i < m.params.size(); ++i)
-          *m.params[i].value = std::move((*values)[i]);
-        auto logits = m.model.forward(b, *rows, m.index);
+        if (auto st = tc::assign(m.params, std::move(*values)); !st) return st.error();
+        auto logits = m.model.forward(b, tc::on(m.device.device(), *rows, m.rows), m.index);
         if (!logits) return logits.error();
+        m.loss.set_grad_scale(m.device.grad_scale());
         auto loss = m.loss.forward(*logits, b.labels.data());
         if (!loss) return loss.error();
         if (!std::isfinite(*loss))
           return tc::make_error(tc::Errc::invalid_argument, "loss is not finite");
         m.model.backward(m.loss.backward());
-        std::vector<std::pair<std::string, tc::ConstTensorView>> grads;
+        std::vector<tc::TensorView> grads{m.model.row_grads()};
         for (auto& p : m.params)
-          grads.emplace_back(p.name, *p.grad);
-        if (auto st = ctx.push(grads); !st) return st.error();
-        if (auto st = ctx.push_rows(kTable, m.unique, m.model.row_grads()); !st) return st.error();
-        return StepReport{*loss, static_cast<int64_t>(m.unique.size())};
+          grads.push_back(*p.grad);
+        const StepReport report{*loss, static_cast<int64_t>(m.unique.size())};
+        if (!m.device.finish_scaled_step(grads)) return report;  // float16 overflow: no push
+        if (auto st = ctx.push(m.device.host_grads(m.params)); !st) return st.error();
+        if (auto st = ctx.push_rows(kTable, m.unique,
+                                    tc::on(tc::Device::cpu(), m.model.row_grads(), m.row_grads));
+            !st)
+          return st.error();
+        return report;
       });
   return r;
 }
@@ -231,7 +246,9 @@ int main(int argc, char** argv) {
   app.add_option("--ps-snapshot-dir", snapshot_dir,
                  "PS tasks snapshot their shards into DIR/ps-N (written off the serving thread)");
   app.add_option("--ps-snapshot-interval-ms", snapshot_interval_ms)->check(CLI::PositiveNumber);
+  s.device.add(app);
   CLI11_PARSE(app, argc, argv);
+  if (auto st = troupe::examples::check_spelling(s.device); !st) return fail(st.error());
   for (int64_t h : s.hidden)
     if (h < 1 || h > 65536) return fail("--hidden widths must be in [1, 65536]");
 
@@ -349,6 +366,8 @@ int main(int argc, char** argv) {
                    {"dense_params", dense_params},
                    {"optimizer", s.optimizer},
                    {"intra_op_threads", intra_op_threads},
+                   {"worker_device", s.device.device},
+                   {"precision", s.device.precision},
                    {"auc", scores->auc},
                    {"logloss", scores->logloss},
                    {"eval_examples", scores->examples},

@@ -10,13 +10,18 @@
 //   model->to(choice->device, choice->precision);
 
 #include <iostream>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "core/loss_scale.hpp"
+#include "core/nn/layer.hpp"
 #include "troupe/devices.hpp"
+#include "troupe/model.hpp"
 
 namespace troupe::examples {
 
@@ -50,6 +55,66 @@ struct DeviceFlags {
     return DeviceChoice{*d, *p, device_name(*d)};
   }
 };
+
+/// A parameter-server worker's side of a model on a device: the device is chosen at the
+/// worker's first step (the PS tasks and the chief run the same program and take no GPU),
+/// pulled values go to the device, gradients come back to the host to be pushed, and under
+/// mixed_float16 a step whose gradients overflow pushes nothing.
+class WorkerDevice {
+ public:
+  /// Chooses the device once and moves the model there with `move(device, precision)`.
+  template <class Move>
+  core::Status place(const DeviceFlags& flags, const std::string& program, Move move) {
+    if (choice_) return {};
+    auto c = flags.choose(program);
+    if (!c) return c.error();
+    if (auto st = move(c->device, c->precision); !st) return st;
+    if (core::needs_loss_scale(c->precision)) scale_.emplace();
+    choice_ = *c;
+    return {};
+  }
+  core::Device device() const { return choice_ ? choice_->device : core::Device::cpu(); }
+  float grad_scale() const { return scale_ ? scale_->scale() : 1.0f; }
+  /// Under loss scaling: whether the gradients are finite (then unscaled in place) or the
+  /// step pushes nothing; true otherwise.
+  bool finish_scaled_step(const std::vector<core::TensorView>& grads) {
+    if (!scale_) return true;
+    auto backend = core::backend_for(device());
+    return backend && core::unscale_gradients(*scale_, **backend, grads);
+  }
+  /// The parameters' gradients on the host, named, ready to push.
+  std::vector<std::pair<std::string, core::ConstTensorView>> host_grads(
+      const std::vector<core::Parameter>& params) {
+    staging_.resize(params.size());
+    std::vector<std::pair<std::string, core::ConstTensorView>> out;
+    for (size_t i = 0; i < params.size(); ++i)
+      out.emplace_back(params[i].name, core::on(core::Device::cpu(), *params[i].grad, staging_[i]));
+    return out;
+  }
+
+ private:
+  std::optional<DeviceChoice> choice_;
+  std::optional<core::LossScale> scale_;
+  std::vector<core::Tensor> staging_;
+};
+
+/// Checks a --device and --precision value's spelling where the device is not chosen (the
+/// chief of a PS job): an error names the value.
+inline core::Status check_spelling(const DeviceFlags& flags) {
+  if (auto d = core::parse_device(flags.device); !d) return d.error();
+  if (flags.precision != "auto")
+    if (auto p = core::parse_precision(flags.precision); !p) return p.error();
+  return {};
+}
+
+/// The device's part of a program's final JSON line, for a troupe::Model's replica.
+inline void report_device(nlohmann::json& j, const Model& model) {
+  j["device"] = model.device().to_string();
+  j["device_name"] = device_name(model.device());
+  j["precision"] = core::precision_name(model.precision());
+  j["loss_scale"] = model.loss_scale() != nullptr ? model.loss_scale()->scale() : 1.0;
+  j["skipped_steps"] = model.loss_scale() != nullptr ? model.loss_scale()->skipped_steps() : 0;
+}
 
 /// The device's part of a program's final JSON line.
 inline void report(nlohmann::json& j, const DeviceChoice& c, const core::LossScale* loss_scale) {

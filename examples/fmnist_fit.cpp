@@ -22,6 +22,7 @@
 
 #include "core/data/idx.hpp"
 #include "core/json_text.hpp"
+#include "device_flags.hpp"
 #include "fmnist_data.hpp"
 #include "serve_task.hpp"
 #include "troupe/troupe.hpp"
@@ -50,6 +51,7 @@ struct Settings {
   bool elastic = false;
   int min_workers = 1;
   std::string communication = "auto";
+  troupe::examples::DeviceFlags device;  // where each process's replica computes
 };
 
 troupe::ModelSpec model_spec(const Settings& s) {
@@ -62,6 +64,8 @@ troupe::ModelSpec model_spec(const Settings& s) {
   const std::string dir = s.data_dir;
   m.eval_examples = [dir] { return tc::load_fashion_mnist(dir, "t10k"); };
   m.eval_batch_size = 1000;
+  m.device = s.device.device;
+  m.precision = s.device.precision;
   return m;
 }
 
@@ -121,7 +125,9 @@ int main(int argc, char** argv) {
   app.add_option("--evaluator-timeout-s", s.evaluator_timeout_s,
                  "the evaluator gives up after this long without a new checkpoint")
       ->check(CLI::PositiveNumber);
+  s.device.add(app);
   CLI11_PARSE(app, argc, argv);
+  if (auto st = troupe::examples::check_spelling(s.device); !st) return fail(st.error());
   if (s.model_dir.empty()) {
     const char* run_dir = std::getenv("TROUPE_RUN_DIR");
     s.model_dir = run_dir != nullptr ? std::string(run_dir) + "/fmnist_fit" : "fmnist_fit-model";
@@ -182,6 +188,9 @@ int main(int argc, char** argv) {
     mo.communication = *comm;
     mo.elastic = s.elastic;
     mo.min_workers = s.min_workers;
+    auto device = troupe::select_device(s.device.device);  // this worker's, by local rank
+    if (!device) return fail(device.error());
+    mo.device = *device;
     auto st = troupe::MultiWorkerMirroredStrategy::make(*resolver, mo);
     if (!st) return fail(st.error());
     replicas = std::move(*st);
@@ -239,6 +248,7 @@ int main(int argc, char** argv) {
       {"model_dir", s.model_dir},
       {"train_s", h->train_s},
       {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}};
+  troupe::examples::report_device(out, model);
   if (mirrored) {
     out["elastic"] = s.elastic;
     out["reforms"] = h->mirrored.reforms;

@@ -18,6 +18,7 @@
 #include "core/data/idx.hpp"
 #include "core/json_text.hpp"
 #include "core/trainer.hpp"
+#include "device_flags.hpp"
 #include "fmnist_data.hpp"
 #include "net/slurm.hpp"
 #include "net/tls.hpp"
@@ -38,7 +39,8 @@ struct Settings {
   int shards = 0;  // 0: each variable whole on one PS (round-robin)
   uint64_t seed = 1;
   size_t shuffle_buffer = 10000;
-  bool fused = true;  // push gradients and get the new values in one round trip
+  bool fused = true;                     // push gradients and get the new values in one round trip
+  troupe::examples::DeviceFlags device;  // where the workers compute
 };
 
 // The model replica of this process's worker; only the worker actor's thread uses it.
@@ -48,6 +50,8 @@ struct Replica {
   tc::SoftmaxCrossEntropy loss;
   std::vector<std::string> names;
   bool have_values = false;  // fused mode: the values the last push returned
+  troupe::examples::WorkerDevice device;
+  tc::Tensor input;  // the batch on the worker's device
   Replica() {
     for (auto& p : params)
       names.push_back(p.name);
@@ -63,25 +67,32 @@ troupe::Registry make_registry(const Settings& s) {
   auto replica = std::make_shared<Replica>();
   r.add_step(
       "train_step",
-      [replica](troupe::StepContext& ctx, troupe::PerWorkerDataset ds) -> tc::Expected<float> {
+      [replica, s](troupe::StepContext& ctx, troupe::PerWorkerDataset ds) -> tc::Expected<float> {
         Replica& m = *replica;
+        if (auto st =
+                m.device.place(s.device, "fmnist_ps",
+                               [&](tc::Device d, tc::Precision p) { return m.model->to(d, p); });
+            !st)
+          return st.error();
         auto batch = ctx.next_batch(ds);
         if (!batch) return batch.error();
         if (!*batch) return tc::make_error(tc::Errc::out_of_range, "the training data ended");
         auto values = ctx.pull(m.names);
         if (!values) return values.error();
-        for (size_t i = 0; i < m.params.size(); ++i)
-          *m.params[i].value = std::move((*values)[i]);
+        if (auto st = tc::assign(m.params, std::move(*values)); !st) return st.error();
         if (auto st = m.model->check_input((*batch)->features.shape()); !st) return st.error();
-        auto loss = m.loss.forward(m.model->forward((*batch)->features), (*batch)->classes.data());
+        m.loss.set_grad_scale(m.device.grad_scale());
+        const auto x = tc::on(m.device.device(), (*batch)->features, m.input);
+        auto loss = m.loss.forward(m.model->forward(x), (*batch)->classes.data());
         if (!loss) return loss.error();
         if (!std::isfinite(*loss))
           return tc::make_error(tc::Errc::invalid_argument, "loss is not finite");
         m.model->backward(m.loss.backward());
-        std::vector<std::pair<std::string, tc::ConstTensorView>> grads;
+        std::vector<tc::TensorView> grads;
         for (auto& p : m.params)
-          grads.emplace_back(p.name, *p.grad);
-        if (auto st = ctx.push(grads); !st) return st.error();
+          grads.push_back(*p.grad);
+        if (!m.device.finish_scaled_step(grads)) return *loss;  // float16 overflow: no push
+        if (auto st = ctx.push(m.device.host_grads(m.params)); !st) return st.error();
         return *loss;
       });
   return r;
@@ -134,7 +145,9 @@ int main(int argc, char** argv) {
   app.add_option("--tensor-transport", transport,
                  "how pulls and pushes travel: the tensor channel or CAF messages")
       ->check(CLI::IsMember({"channel", "caf"}));
+  s.device.add(app);
   CLI11_PARSE(app, argc, argv);
+  if (auto st = troupe::examples::check_spelling(s.device); !st) return fail(st.error());
 
   const auto registry = make_registry(s);
   troupe::net::NodeOptions node;
@@ -284,6 +297,8 @@ int main(int argc, char** argv) {
                    {"resumed_from_step", first},
                    {"backups", backups},
                    {"incarnation", (*coord)->incarnation()},
+                   {"worker_device", s.device.device},
+                   {"precision", s.device.precision},
                    {"train_s", train_s},
                    {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}})
             << std::endl;

@@ -11,7 +11,9 @@
 
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/data/example.hpp"
+#include "core/device.hpp"
 #include "core/expected.hpp"
+#include "core/loss_scale.hpp"
 #include "core/metrics.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/sequential.hpp"
@@ -158,6 +160,13 @@ class Model {
   /// workers, each batch's result counted exactly once (a closure retried after a lost
   /// worker computes the same batch again; only one result reaches the chief).
   core::Expected<BatchStats> evaluate_distributed();
+
+  /// Where this process's replica computes and in which policy (placed by fit() and
+  /// evaluate(); the CPU in float32 before), and its loss scale under mixed_float16 (null
+  /// otherwise).
+  core::Device device() const;
+  core::Precision precision() const;
+  const core::LossScale* loss_scale() const;
 
   /// The evaluation examples (loaded on first use); batch count at eval_batch_size.
   core::Expected<std::shared_ptr<const std::vector<core::Example>>> eval_examples();
