@@ -25,9 +25,10 @@ namespace {
 
 using troupe::bench::median;
 
-nlohmann::json bench_one(const std::string& model_name, int batch, int runs,
-                         double seconds_per_run) {
+nlohmann::json bench_one(const std::string& model_name, int batch, int runs, double seconds_per_run,
+                         tc::Precision precision) {
   auto model = tc::make_model(model_name, 1).value();
+  (void)model->to(tc::Device::cpu(), precision);
   auto opt = tc::make_optimizer(model_name == "mlp" ? "sgd" : "rmsprop",
                                 model_name == "mlp" ? 0.1f : 0.001f)
                  .value();
@@ -58,6 +59,7 @@ nlohmann::json bench_one(const std::string& model_name, int batch, int runs,
   return {{"bench", "train_step"},
           {"model", model_name},
           {"batch", batch},
+          {"precision", tc::precision_name(precision)},
           {"threads", 1},
           {"runs", runs},
           {"steps", steps_total},
@@ -142,18 +144,30 @@ int main(int argc, char** argv) {
   app.add_option("--deepfm-batches", ctr_batches,
                  "also DeepFM steps at these batches, with each --threads count in turn");
   app.add_option("--threads", threads, "intra-op thread counts for --deepfm-batches");
+  std::vector<std::string> precisions{"float32"};
+  app.add_option("--precisions", precisions,
+                 "policies of the MLP and CNN steps (the mixed ones: the CPU's rounding "
+                 "reference)");
   CLI11_PARSE(app, argc, argv);
 
   nlohmann::json summary{{"bench", "train_step_summary"}, {"results", nlohmann::json::array()}};
-  for (const auto& m : models)
-    for (int b : batches) {
-      auto j = bench_one(m, b, runs, m == "cnn" ? 2 * seconds : seconds);
-      std::cout << troupe::core::json_text(j) << std::endl;
-      summary["results"].push_back(
-          {{"model", m},
-           {"batch", b},
-           {"examples_per_sec_median", j.value("examples_per_sec_median", 0.0)}});
+  for (const auto& name : precisions) {
+    auto precision = tc::parse_precision(name);
+    if (!precision) {
+      std::cerr << "bench_train_step: " << precision.error().message << std::endl;
+      return 1;
     }
+    for (const auto& m : models)
+      for (int b : batches) {
+        auto j = bench_one(m, b, runs, m == "cnn" ? 2 * seconds : seconds, *precision);
+        std::cout << troupe::core::json_text(j) << std::endl;
+        summary["results"].push_back(
+            {{"model", m},
+             {"batch", b},
+             {"precision", name},
+             {"examples_per_sec_median", j.value("examples_per_sec_median", 0.0)}});
+      }
+  }
   for (int b : ctr_batches)
     for (auto& j : bench_ctr(b, threads, runs, seconds)) {
       std::cout << troupe::core::json_text(j) << std::endl;

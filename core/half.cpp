@@ -1,5 +1,9 @@
 #include "core/half.hpp"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "core/assert.hpp"
 
 namespace troupe::core {
@@ -31,7 +35,17 @@ void round_in_place(float* data, size_t n, DType t) {
     for (size_t i = 0; i < n; ++i)
       data[i] = bf16_to_float(float_to_bf16(data[i]));
   } else if (t == DType::float16) {
-    for (size_t i = 0; i < n; ++i)
+    size_t i = 0;
+#if defined(__AVX512F__)
+    // The CPU's own conversion, 16 at a time: round-to-nearest-even like the scalar one
+    // (tests/core/test_half.cpp compares them on every float16 and 17M float32 values).
+    for (; i + 16 <= n; i += 16) {
+      const __m256i h =
+          _mm512_cvtps_ph(_mm512_loadu_ps(data + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      _mm512_storeu_ps(data + i, _mm512_cvtph_ps(h));
+    }
+#endif
+    for (; i < n; ++i)
       data[i] = fp16_to_float(float_to_fp16(data[i]));
   }
 }

@@ -126,4 +126,17 @@ TEST_CASE("bulk conversions and rounding in place", "[half]") {
   std::vector<float> same = in;
   round_operands(same.data(), same.size(), Precision::float32);
   CHECK(same == in);
+  // In place in bulk (vectorized where the CPU can) as one value at a time, NaN aside.
+  std::vector<float> many(100003);
+  for (size_t i = 0; i < many.size(); ++i)
+    many[i] = bits_float(static_cast<uint32_t>(i * 2654435761u));
+  for (DType t : {DType::float16, DType::bfloat16}) {
+    std::vector<float> bulk = many;
+    round_in_place(bulk.data(), bulk.size(), t);
+    for (size_t i = 0; i < many.size(); ++i) {
+      const float one = round_to(many[i], t);
+      if (std::isnan(one) ? !std::isnan(bulk[i]) : bulk[i] != one)
+        FAIL(dtype_name(t) << " element " << i << ": " << bulk[i] << " vs " << one);
+    }
+  }
 }
