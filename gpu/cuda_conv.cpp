@@ -119,15 +119,23 @@ static bool prepare(CudaBackend& be, cudnnHandle_t h, CudnnConv& cw, core::Const
   return true;
 }
 
+// The layer's workspace, ready for this shape and policy; null after a failure (kept).
+static CudnnConv* ready(CudaBackend& be, cudnnHandle_t h, std::unique_ptr<core::Workspace>& ws,
+                        core::ConstTensorView x, core::ConstTensorView w, core::Precision p) {
+  if (be.broken()) return nullptr;
+  if (!ws) ws = std::make_unique<CudnnConv>();
+  auto& cw = static_cast<CudnnConv&>(*ws);
+  return prepare(be, h, cw, x, w, p) ? &cw : nullptr;
+}
+
 void CudaBackend::conv2d_forward(core::ConstTensorView x, core::ConstTensorView w,
                                  core::ConstTensorView b, core::TensorView y,
                                  std::unique_ptr<core::Workspace>& ws, core::Precision p) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  if (broken()) return;
   set_device();
-  if (!ws) ws = std::make_unique<CudnnConv>();
-  auto& cw = static_cast<CudnnConv&>(*ws);
-  if (!prepare(*this, dnn_, cw, x, w, p)) return;
+  CudnnConv* found = ready(*this, dnn_, ws, x, w, p);
+  if (found == nullptr) return;
+  auto& cw = *found;
   const int64_t k = w.shape()[0], c = w.shape()[2], f = w.shape()[3];
   on(cw.w_ohwi, device(), w.size());
   TROUPE_GPU_TRY(launch::hwio_to_ohwi(stream_, w.data(), cw.w_ohwi.data(), k * k, c, f));
@@ -154,11 +162,10 @@ void CudaBackend::conv2d_backward(core::ConstTensorView x, core::ConstTensorView
                                   core::TensorView db, core::TensorView dx,
                                   std::unique_ptr<core::Workspace>& ws, core::Precision p) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  if (broken()) return;
   set_device();
-  if (!ws) ws = std::make_unique<CudnnConv>();
-  auto& cw = static_cast<CudnnConv&>(*ws);
-  if (!prepare(*this, dnn_, cw, x, w, p)) return;
+  CudnnConv* found = ready(*this, dnn_, ws, x, w, p);
+  if (found == nullptr) return;
+  auto& cw = *found;
   const int64_t k = w.shape()[0], c = w.shape()[2], f = w.shape()[3];
   const int t = rounding_of(p);
   // The forward's operands (its rounded copies stay in the workspace until the next one).

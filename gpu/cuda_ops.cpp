@@ -4,51 +4,11 @@
 
 #include "gpu/cuda_backend.hpp"
 #include "gpu/kernels/launch.hpp"
+#include "gpu/kernels/optimizer_step.hpp"
 
 namespace troupe::gpu {
 
 namespace {
-
-kernels::OptimizerStep step_of(const core::OptimizerConfig& c, int64_t t) {
-  using K = core::OptimizerConfig::Kind;
-  kernels::OptimizerStep s;
-  switch (c.kind) {
-    case K::sgd:
-      s.kind = kernels::OptimizerKind::sgd;
-      break;
-    case K::momentum:
-      s.kind = kernels::OptimizerKind::momentum;
-      break;
-    case K::adagrad:
-      s.kind = kernels::OptimizerKind::adagrad;
-      break;
-    case K::adam:
-      s.kind = kernels::OptimizerKind::adam;
-      break;
-    case K::rmsprop:
-      s.kind = kernels::OptimizerKind::rmsprop;
-      break;
-    case K::ftrl:
-      s.kind = kernels::OptimizerKind::ftrl;
-      break;
-  }
-  s.lr = c.learning_rate;
-  s.momentum = c.momentum;
-  s.nesterov = c.nesterov;
-  s.beta_1 = c.beta_1;
-  s.beta_2 = c.beta_2;
-  s.epsilon = c.epsilon;
-  s.rho = c.rho;
-  s.l1 = c.l1;
-  s.l2 = c.l2;
-  s.beta = c.beta;
-  s.power = c.power;
-  // Adam's bias-corrected rate, in double on the host, as core::Adam computes it.
-  const double td = static_cast<double>(t);
-  s.adam_lr_t = static_cast<float>(c.learning_rate * std::sqrt(1.0 - std::pow(c.beta_2, td)) /
-                                   (1.0 - std::pow(c.beta_1, td)));
-  return s;
-}
 
 float* slot(const std::vector<core::TensorView>& slots, size_t i) {
   return i < slots.size() ? slots[i].data() : nullptr;
@@ -213,16 +173,16 @@ int64_t CudaBackend::binary_metrics(core::ConstTensorView logits, core::ConstTen
 void CudaBackend::apply_dense(const core::OptimizerConfig& c, core::TensorView w,
                               core::ConstTensorView g, const std::vector<core::TensorView>& slots,
                               int64_t t) {
-  TROUPE_GPU_KERNEL(launch::optimizer_dense(stream_, step_of(c, t), w.data(), g.data(),
-                                            slot(slots, 0), slot(slots, 1), w.size()));
+  TROUPE_GPU_KERNEL(launch::optimizer_dense(stream_, kernels::optimizer_step(c, t), w.data(),
+                                            g.data(), slot(slots, 0), slot(slots, 1), w.size()));
 }
 
 void CudaBackend::apply_rows(const core::OptimizerConfig& c, core::TensorView w,
                              core::ConstTensorView rows, core::ConstTensorView grad_rows,
                              const std::vector<core::TensorView>& slots, int64_t t) {
-  TROUPE_GPU_KERNEL(launch::optimizer_rows(stream_, step_of(c, t), rows.data_as<int64_t>(),
-                                           rows.size(), w.shape().row_size(), w.data(),
-                                           grad_rows.data(), slot(slots, 0), slot(slots, 1)));
+  TROUPE_GPU_KERNEL(launch::optimizer_rows(
+      stream_, kernels::optimizer_step(c, t), rows.data_as<int64_t>(), rows.size(),
+      w.shape().row_size(), w.data(), grad_rows.data(), slot(slots, 0), slot(slots, 1)));
 }
 
 void CudaBackend::gather_rows(core::ConstTensorView table, core::ConstTensorView rows,

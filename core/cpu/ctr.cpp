@@ -1,9 +1,11 @@
 // The CPU's kernels of the click-through-rate models' embedding part (core/nn/ctr_model.hpp):
-// per example, the linear term, the field embeddings e_f = v[id_f] x_f, their sum and the
-// FM term; backward, their gradients summed into the rows each example used.
+// per example (core/kernels/ctr_forward.hpp, the CUDA backend's too), the linear term, the
+// field embeddings e_f = v[id_f] x_f, their sum and the FM term; backward, their gradients
+// summed into the rows each example used.
 #include <algorithm>
 
 #include "core/cpu/cpu_backend.hpp"
+#include "core/kernels/ctr_forward.hpp"
 #include "core/parallel.hpp"
 
 namespace troupe::core {
@@ -13,46 +15,14 @@ constexpr int64_t kExampleGrain = 64;  // examples per intra-op chunk at least
 }  // namespace
 
 void CpuBackend::ctr_forward(const CtrArgs& a) {
-  const int64_t F = a.fields, k = a.dim, D = a.dense, W = a.width;
-  const bool emb = W > 1;
-  const int64_t stride = F * k + D;
+  const kernels::CtrShape s{a.n, a.fields, a.dim, a.dense, a.width, a.fm};
   const float* values = a.values.data();
   const int32_t* index = a.index.data_as<int32_t>();
   // Examples in parallel (intra-op threads): each writes only its own row.
   parallel_for(a.n, kExampleGrain, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      float logit = a.bias[0];
-      float* e = emb ? a.dnn_in.data() + i * stride : nullptr;
-      float* s = emb ? a.sum.data() + i * k : nullptr;
-      if (emb) std::fill(s, s + k, 0.0f);
-      float squares = 0.0f;
-      for (int64_t f = 0; f < F; ++f) {
-        const int64_t at = i * F + f;
-        const float x = values[at];
-        const float* row = a.rows.data() + static_cast<int64_t>(index[at]) * W;
-        logit += row[0] * x;
-        if (!emb) continue;
-        float* ef = e + f * k;
-        for (int64_t j = 0; j < k; ++j) {
-          ef[j] = row[1 + j] * x;
-          s[j] += ef[j];
-          squares += ef[j] * ef[j];
-        }
-      }
-      if (D > 0) {
-        const float* d = a.features.data() + i * D;
-        for (int64_t j = 0; j < D; ++j)
-          logit += d[j] * a.dense_w[j];
-        if (emb) std::copy(d, d + D, e + F * k);
-      }
-      if (a.fm) {
-        float sq_sum = 0.0f;
-        for (int64_t j = 0; j < k; ++j)
-          sq_sum += s[j] * s[j];
-        logit += 0.5f * (sq_sum - squares);
-      }
-      a.logits[i] = logit;
-    }
+    for (int64_t i = i0; i < i1; ++i)
+      kernels::ctr_forward(i, s, values, index, a.rows.data(), a.features.data(), a.bias.data(),
+                           a.dense_w.data(), a.dnn_in.data(), a.sum.data(), a.logits.data());
   });
 }
 

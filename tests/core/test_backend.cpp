@@ -13,6 +13,7 @@
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/dense.hpp"
 #include "core/trainer.hpp"
+#include "ctr_batch.hpp"
 #include "fake_device.hpp"
 #include "helpers.hpp"
 
@@ -62,22 +63,6 @@ Trained train(const std::string& name, const std::string& optimizer, Device devi
   return t;
 }
 
-Batch ctr_batch(int64_t n, int64_t F, int64_t D, uint64_t seed) {
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<Example> ex(static_cast<size_t>(n));
-  for (auto& e : ex) {
-    for (int64_t f = 0; f < F; ++f) {
-      e.ids.push_back(f * 3 + static_cast<int64_t>(rng() % 3));
-      e.values.push_back(u(rng));
-    }
-    for (int64_t j = 0; j < D; ++j)
-      e.features.push_back(u(rng));
-    e.label = static_cast<float>(rng() % 2);
-  }
-  return collate(ex);
-}
-
 }  // namespace
 
 TEST_CASE("a model trained on a device ends where the same model trained on the CPU does",
@@ -123,7 +108,7 @@ TEST_CASE("CTR models compute on a device as on the CPU", "[backend]") {
     cfg.hidden = {6, 5};
     CtrModel on_cpu(cfg), on_dev(cfg);
     REQUIRE(on_dev.to(Device::cuda(0)).ok());
-    const Batch b = ctr_batch(7, cfg.fields, cfg.dense, 5);
+    const Batch b = troupe::test::make_ctr_batch(7, cfg.fields, cfg.dense, 5);
     std::vector<int64_t> unique;
     std::vector<int32_t> index;
     unique_ids(b.ids, unique, index);

@@ -3,29 +3,12 @@
 #include <random>
 
 #include "core/nn/ctr_model.hpp"
+#include "ctr_batch.hpp"
 #include "helpers.hpp"
 
 using namespace troupe::core;
 
 namespace {
-
-// A batch of n examples with F ids each (repeats across examples, so rows are shared),
-// random values and dense features.
-Batch make_batch(int64_t n, int64_t F, int64_t D, uint64_t seed) {
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<Example> ex(static_cast<size_t>(n));
-  for (auto& e : ex) {
-    for (int64_t f = 0; f < F; ++f) {
-      e.ids.push_back(f * 3 + static_cast<int64_t>(rng() % 3));
-      e.values.push_back(u(rng));
-    }
-    for (int64_t j = 0; j < D; ++j)
-      e.features.push_back(u(rng));
-    e.label = static_cast<float>(rng() % 2);
-  }
-  return collate(ex);
-}
 
 // sum_i c_i * logit_i: a loss whose gradient with respect to the logits is c.
 double weighted(CtrModel& m, const Batch& b, const Tensor& rows, const std::vector<int32_t>& index,
@@ -51,7 +34,7 @@ TEST_CASE("CTR models: analytic gradients match finite differences", "[ctr]") {
     cfg.hidden = {6, 5};
     cfg.seed = 3;
     CtrModel m(cfg);
-    const Batch b = make_batch(5, cfg.fields, cfg.dense, 11);
+    const Batch b = troupe::test::make_ctr_batch(5, cfg.fields, cfg.dense, 11);
     std::vector<int64_t> unique;
     std::vector<int32_t> index;
     unique_ids(b.ids, unique, index);
@@ -96,7 +79,7 @@ TEST_CASE("CTR models: FM term equals the explicit sum over field pairs", "[ctr]
   cfg.dense = 0;
   cfg.dim = 2;
   CtrModel m(cfg);
-  const Batch b = make_batch(1, 3, 0, 2);
+  const Batch b = troupe::test::make_ctr_batch(1, 3, 0, 2);
   std::vector<int64_t> unique;
   std::vector<int32_t> index;
   unique_ids(b.ids, unique, index);
@@ -121,7 +104,7 @@ TEST_CASE("CTR models refuse batches that do not fit, naming what is wrong", "[c
   cfg.dim = 2;
   cfg.hidden = {3};
   CtrModel m(cfg);
-  Batch b = make_batch(3, 5, 2, 1);  // 5 ids per example
+  Batch b = troupe::test::make_ctr_batch(3, 5, 2, 1);  // 5 ids per example
   std::vector<int64_t> unique;
   std::vector<int32_t> index;
   unique_ids(b.ids, unique, index);
@@ -129,11 +112,11 @@ TEST_CASE("CTR models refuse batches that do not fit, naming what is wrong", "[c
   auto r = m.forward(b, rows, index);
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message.find("example 0 has 5 ids") != std::string::npos);
-  b = make_batch(3, 4, 1, 1);
+  b = troupe::test::make_ctr_batch(3, 4, 1, 1);
   unique_ids(b.ids, unique, index);
   rows.resize(Shape{static_cast<int64_t>(unique.size()), 3});
   CHECK(m.forward(b, rows, index).error().message.find("1 dense features") != std::string::npos);
-  b = make_batch(3, 4, 2, 1);
+  b = troupe::test::make_ctr_batch(3, 4, 2, 1);
   unique_ids(b.ids, unique, index);
   rows.resize(Shape{static_cast<int64_t>(unique.size()), 2});  // rows of the wrong width
   CHECK_FALSE(m.forward(b, rows, index).ok());

@@ -19,7 +19,7 @@
 #include "gpu/kernels/ctr.cuh"
 #include "gpu/kernels/elementwise.cuh"
 #include "gpu/kernels/loss.cuh"
-#include "gpu/kernels/optimizer.cuh"
+#include "gpu/kernels/optimizer_step.hpp"
 #include "helpers.hpp"
 
 using namespace troupe;
@@ -54,26 +54,6 @@ ConstTensorView ints(const std::vector<int32_t>& v) {
 
 ConstTensorView longs(const std::vector<int64_t>& v) {
   return {v.data(), Shape{static_cast<int64_t>(v.size())}, core::Device::cpu(), core::DType::int64};
-}
-
-k::OptimizerStep step_of(const core::OptimizerConfig& c, int64_t t) {
-  k::OptimizerStep s;
-  s.kind = static_cast<k::OptimizerKind>(static_cast<int>(c.kind));
-  s.lr = c.learning_rate;
-  s.momentum = c.momentum;
-  s.nesterov = c.nesterov;
-  s.beta_1 = c.beta_1;
-  s.beta_2 = c.beta_2;
-  s.epsilon = c.epsilon;
-  s.rho = c.rho;
-  s.l1 = c.l1;
-  s.l2 = c.l2;
-  s.beta = c.beta;
-  s.power = c.power;
-  const double td = static_cast<double>(t);
-  s.adam_lr_t = static_cast<float>(c.learning_rate * std::sqrt(1.0 - std::pow(c.beta_2, td)) /
-                                   (1.0 - std::pow(c.beta_1, td)));
-  return s;
 }
 
 }  // namespace
@@ -232,7 +212,7 @@ TEST_CASE("optimizer bodies update as core::Optimizer does, whole and by rows", 
     for (int64_t t = 1; t <= 4; ++t) {
       const Tensor g = random_tensor(w.shape(), 20 + static_cast<uint64_t>(t));
       REQUIRE(opt->apply_dense(w_cpu, g, s_cpu).ok());
-      const auto st = step_of(cfg, t);
+      const auto st = k::optimizer_step(cfg, t);
       run(w.size(), [&](int64_t i) {
         k::optimizer_update(st, i, i, w.data(), g.data(), slot(s, 0), slot(s, 1));
       });
@@ -244,7 +224,7 @@ TEST_CASE("optimizer bodies update as core::Optimizer does, whole and by rows", 
     const std::vector<int64_t> rows{6, 1, 3};
     const Tensor g = random_tensor(Shape{3, 5}, 40);
     REQUIRE(opt->apply_sparse(w_cpu, rows, g, s_cpu).ok());
-    const auto st = step_of(cfg, s_cpu.iterations);
+    const auto st = k::optimizer_step(cfg, s_cpu.iterations);
     run(15, [&](int64_t i) {
       k::optimizer_update_row(st, i, rows.data(), 5, w.data(), g.data(), slot(s, 0), slot(s, 1));
     });
