@@ -6,7 +6,31 @@
 
 #include "core/assert.hpp"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace troupe::core {
+
+bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d) == 0) return false;
+  return ((a >> 5) & 1u) != 0;
+#else
+  return false;
+#endif
+}
+
+bool cpu_has_f16c() {
+#if defined(__x86_64__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+  return ((c >> 29) & 1u) != 0;
+#else
+  return false;
+#endif
+}
 
 void to_half(const float* src, uint16_t* dst, size_t n, DType t) {
   TROUPE_ASSERT(t == DType::bfloat16 || t == DType::float16, "to_half: a 16-bit float type");

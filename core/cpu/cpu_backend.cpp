@@ -11,12 +11,11 @@
 namespace troupe::core {
 
 std::string CpuBackend::name() const {
-  // __builtin_cpu_supports takes literals only.
-  const std::pair<const char*, bool> known[] = {
-      {"avx2", __builtin_cpu_supports("avx2")},
-      {"avx512f", __builtin_cpu_supports("avx512f")},
-      {"avx512bf16", __builtin_cpu_supports("avx512bf16")},
-      {"f16c", __builtin_cpu_supports("f16c")}};
+  // __builtin_cpu_supports takes literals only (and not every compiler knows bf16's).
+  const std::pair<const char*, bool> known[] = {{"avx2", __builtin_cpu_supports("avx2")},
+                                                {"avx512f", __builtin_cpu_supports("avx512f")},
+                                                {"avx512bf16", cpu_has_avx512_bf16()},
+                                                {"f16c", cpu_has_f16c()}};
   std::string features;
   for (const auto& [f, has] : known)
     if (has) features += (features.empty() ? "" : ", ") + std::string(f);

@@ -66,7 +66,7 @@ TEST_CASE("bfloat16 conversions round to nearest even and keep NaN", "[half]") {
 
 #if defined(__x86_64__) && defined(__F16C__)
 TEST_CASE("float16 conversions agree with the CPU's F16C instructions", "[half]") {
-  if (!__builtin_cpu_supports("f16c")) {
+  if (!cpu_has_f16c()) {
     WARN("no F16C on this CPU: the hardware comparison is skipped");
     return;
   }
@@ -91,7 +91,7 @@ TEST_CASE("float16 conversions agree with the CPU's F16C instructions", "[half]"
 
 #if defined(__x86_64__) && defined(__AVX512BF16__) && defined(__AVX512VL__)
 TEST_CASE("bfloat16 conversions agree with the CPU's AVX512_BF16 instruction", "[half]") {
-  if (!__builtin_cpu_supports("avx512bf16")) {
+  if (!cpu_has_avx512_bf16()) {
     WARN("no AVX512_BF16 on this CPU: the hardware comparison is skipped");
     return;
   }
