@@ -7,6 +7,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -68,6 +69,28 @@ core::Status read_exact(const Socket& s, void* buf, size_t n, bool* clean_eof = 
     } else if (errno != EINTR) {
       return io_error("read", errno);
     }
+  }
+  return {};
+}
+
+// What a reader allocates ahead of the bytes it has received: a frame's claimed sizes are
+// the peer's word, so memory beyond this grows only as the bytes arrive (doubling, so a
+// large tensor is copied at most once in all). Tensors up to this size are read straight
+// into their final memory.
+constexpr size_t eager_bytes = size_t{64} << 20;
+
+// Reads n values of T into `out`, allocating no more than `eager_bytes` (or what has
+// arrived, whichever is larger) ahead of the bytes received.
+template <class T>
+core::Status read_growing(const Socket& s, std::vector<T>& out, size_t n) {
+  constexpr size_t eager = eager_bytes / sizeof(T);
+  out.clear();
+  size_t have = 0;
+  while (have < n) {
+    const size_t next = std::min(n, std::max(eager, 2 * have));
+    out.resize(next);
+    if (auto st = read_exact(s, out.data() + have, (next - have) * sizeof(T)); !st) return st;
+    have = next;
   }
   return {};
 }
@@ -245,19 +268,23 @@ core::Status read_head(const Socket& s, const ChannelLimits& limits, Header& h,
                                                   std::to_string(limits.max_payload_bytes) + ")");
   if (lease != nullptr)
     if (auto st = reserve(limits, h, lease); !st) return st;
-  meta.resize(h.meta_bytes);
-  if (h.meta_bytes == 0) return {};
-  if (auto st = read_exact(s, meta.data(), meta.size()); !st) return st;
-  return {};
+  return read_growing(s, meta, h.meta_bytes);
 }
 
 // Parses the items' metadata, then reads each tensor's bytes straight into it.
 core::Expected<std::vector<PsItem>> read_items(const Socket& s, const Header& h,
                                                const std::vector<char>& meta) {
+  // Every item takes at least its name length, row count and tensor flag.
+  constexpr uint64_t min_item_meta = 2 * sizeof(uint32_t) + sizeof(uint8_t);
+  if (uint64_t{h.count} * min_item_meta > meta.size())
+    return malformed(std::to_string(h.count) + " items in " + std::to_string(meta.size()) +
+                     " metadata bytes");
   MetaReader r(meta);
   std::vector<PsItem> items(h.count);
+  std::vector<uint64_t> sizes(h.count, 0);
   uint64_t payload = 0;
-  for (auto& it : items) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    PsItem& it = items[i];
     uint32_t name_len = 0, n_rows = 0;
     uint8_t has_tensor = 0;
     std::vector<char> name;
@@ -274,17 +301,14 @@ core::Expected<std::vector<PsItem>> read_items(const Socket& s, const Header& h,
     if (n > (h.payload_bytes - payload) / sizeof(float))
       return malformed("tensor '" + it.name + "' is larger than the frame's payload");
     payload += n * sizeof(float);
-    it.tensor.data.resize(n);  // bounded by payload_bytes, which was checked against limits
-    if (!it.tensor.consistent())
+    sizes[i] = n;
+    if (!it.tensor.holds(n))
       return malformed("tensor '" + it.name + "' size does not match its dims");
   }
   if (!r.done()) return malformed("trailing metadata bytes");
   if (payload != h.payload_bytes) return malformed("payload size does not add up");
-  for (auto& it : items)
-    if (!it.tensor.data.empty())
-      if (auto st = read_exact(s, it.tensor.data.data(), it.tensor.data.size() * sizeof(float));
-          !st)
-        return st.error();
+  for (size_t i = 0; i < items.size(); ++i)
+    if (auto st = read_growing(s, items[i].tensor.data, sizes[i]); !st) return st.error();
   return items;
 }
 

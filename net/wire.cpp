@@ -1,6 +1,7 @@
 #include "net/wire.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/partitioner.hpp"
 
@@ -39,14 +40,16 @@ WireTensor WireTensor::from(core::ConstTensorView v) {
   return t;
 }
 
-bool WireTensor::consistent() const {
+bool WireTensor::holds(uint64_t n) const {
   if (dims.size() > static_cast<size_t>(core::Shape::max_rank)) return false;
-  int64_t n = 1;
+  if (n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
+  const auto want = static_cast<int64_t>(n);
+  int64_t p = 1;
   for (int64_t d : dims) {
-    if (d < 0 || (d > 0 && n > static_cast<int64_t>(data.size()) / d + 1)) return false;
-    n *= d;
+    if (d < 0 || (d > 0 && p > want / d + 1)) return false;
+    p *= d;
   }
-  return n == static_cast<int64_t>(data.size());
+  return p == want;
 }
 
 core::ConstTensorView WireTensor::view() const {

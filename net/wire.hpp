@@ -61,7 +61,10 @@ struct WireTensor {
   static WireTensor from(core::ConstTensorView v);
   core::ConstTensorView view() const;
   /// The shape is valid and matches the payload size.
-  bool consistent() const;
+  bool consistent() const { return holds(data.size()); }
+  /// The shape is valid and holds exactly n values (a reader checks this before it has
+  /// the payload).
+  bool holds(uint64_t n) const;
 };
 
 /// The whole variable from its shards' tensors, in shard order; an inconsistent tensor is

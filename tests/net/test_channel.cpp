@@ -3,10 +3,12 @@
 // allocation.
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <thread>
 
 #include "net/channel.hpp"
 #include "net/socket_pair.hpp"
@@ -125,7 +127,7 @@ TEST_CASE("Every truncation of a frame is an error", "[net][channel]") {
 TEST_CASE("Lying or oversized frames are refused before allocating", "[net][channel]") {
   const auto good = encode(sample_request());
   // Header layout (docs/wire-format.md): magic@0 kind@4 op@5 count@8 meta@12 tag@16
-  // payload@24, then metadata, then payload.
+  // payload@24 settled_below@32, then metadata (from 40), then payload.
   SECTION("garbage") {
     std::vector<char> junk(64, 'x');
     auto r = decode(junk);
@@ -162,12 +164,15 @@ TEST_CASE("Lying or oversized frames are refused before allocating", "[net][chan
   SECTION("a tensor length far beyond the payload") {
     // The first item's element count sits after its name, rows, flag, rank and dims.
     auto bytes = good;
-    const size_t meta = 32 + 4 + 3 + 4 + 3 * 8 + 1 + 4 + 2 * 8;
+    const size_t meta = 40 + 4 + 3 + 4 + 3 * 8 + 1 + 4 + 2 * 8;
+    uint64_t count = 0;
+    std::memcpy(&count, bytes.data() + meta, sizeof count);
+    REQUIRE(count == 6);  // the offset is the element count's
     put_u64(bytes, meta, uint64_t{1} << 60);
     auto r = decode(bytes);
     REQUIRE_FALSE(r);
     CHECK(r.error().code == core::Errc::data_loss);
-    CHECK(r.error().message.find("emb") != std::string::npos);
+    CHECK(r.error().message.find("'emb' is larger than the frame's payload") != std::string::npos);
   }
   SECTION("an unknown error code in a reply") {
     Pair p;
@@ -181,4 +186,74 @@ TEST_CASE("Lying or oversized frames are refused before allocating", "[net][chan
     REQUIRE(::write(q.a.fd(), bytes.data(), bytes.size()) == n);
     CHECK(net::recv_reply(q.b).error().code == core::Errc::data_loss);
   }
+}
+
+namespace {
+
+// The peak resident memory of this process, in bytes.
+size_t peak_rss() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<size_t>(u.ru_maxrss) * 1024;
+}
+
+}  // namespace
+
+TEST_CASE("A frame's claimed sizes cost memory only as their bytes arrive", "[net][channel]") {
+  // A header and metadata claiming the largest payload the limits allow (2 GiB, one
+  // tensor), then a few bytes and the end of the stream: the reader must find the frame
+  // truncated without having allocated what it claimed.
+  net::PsRequest r{static_cast<uint8_t>(net::PsOp::push), 1, {}};
+  const uint64_t claimed = net::max_wire_tensor_bytes / sizeof(float);
+  r.items.push_back({"huge", {}, {{static_cast<int64_t>(claimed)}, {1.0f, 2.0f}}});
+  auto bytes = encode(r);
+  put_u64(bytes, 24, claimed * sizeof(float));
+  const size_t count_at = 40 + 4 + 4 + 4 + 1 + 4 + 8;
+  put_u64(bytes, count_at, claimed);
+  const size_t before = peak_rss();
+  for (int i = 0; i < 4; ++i) {
+    auto got = decode(bytes);
+    REQUIRE_FALSE(got);
+    CHECK(got.error().code == core::Errc::data_loss);
+    CHECK(got.error().message.find("truncated") != std::string::npos);
+  }
+  // Zeroing what was claimed would have touched 2 GiB; what may be allocated ahead of the
+  // bytes is 64 MiB.
+  CHECK(peak_rss() < before + (size_t{256} << 20));
+
+  SECTION("metadata too") {
+    auto head = encode(sample_request());
+    head.resize(40);
+    put_u32(head, 12, 16u << 20);  // 16 MiB of metadata claimed, none sent
+    auto got = decode(head);
+    REQUIRE_FALSE(got);
+    CHECK(got.error().code == core::Errc::data_loss);
+  }
+  SECTION("more items than the metadata could describe") {
+    auto small = encode(sample_request());
+    put_u32(small, 8, 1u << 16);
+    auto got = decode(small);
+    REQUIRE_FALSE(got);
+    CHECK(got.error().message.find("65536 items in") != std::string::npos);
+  }
+}
+
+TEST_CASE("A tensor larger than what is read ahead arrives whole", "[net][channel]") {
+  // 80 MiB: past the 64 MiB a reader allocates ahead, so it grows the tensor as it reads.
+  Pair p;
+  net::PsRequest r{static_cast<uint8_t>(net::PsOp::push), 2, {}};
+  const size_t n = size_t{20} << 20;
+  std::vector<float> data(n);
+  for (size_t i = 0; i < n; ++i) data[i] = static_cast<float>(i % 10007);
+  r.items.push_back({"big", {}, {{static_cast<int64_t>(n)}, data}});
+  r.items.push_back({"after", {}, {{2}, {5.0f, 6.0f}}});
+  core::Status sent;
+  std::thread writer([&] { sent = net::send_request(p.a, r); });
+  auto got = net::recv_request(p.b);
+  writer.join();
+  REQUIRE(sent.ok());
+  REQUIRE(got);
+  REQUIRE(got->items.size() == 2);
+  CHECK(got->items[0].tensor.data == data);
+  CHECK(got->items[1].tensor.data == std::vector<float>{5.0f, 6.0f});
 }
