@@ -244,7 +244,8 @@ TEST_CASE("A tensor larger than what is read ahead arrives whole", "[net][channe
   net::PsRequest r{static_cast<uint8_t>(net::PsOp::push), 2, {}};
   const size_t n = size_t{20} << 20;
   std::vector<float> data(n);
-  for (size_t i = 0; i < n; ++i) data[i] = static_cast<float>(i % 10007);
+  for (size_t i = 0; i < n; ++i)
+    data[i] = static_cast<float>(i % 10007);
   r.items.push_back({"big", {}, {{static_cast<int64_t>(n)}, data}});
   r.items.push_back({"after", {}, {{2}, {5.0f, 6.0f}}});
   core::Status sent;
