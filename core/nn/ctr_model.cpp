@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
+#include <vector>
 
 #include "core/partitioner.hpp"
 
@@ -30,15 +32,61 @@ const char* ctr_kind_name(CtrKind kind) {
   return "?";
 }
 
+namespace {
+
+// Sorts (key, position) pairs by key, stably: least significant 11-bit digit first, only as
+// many digits as the keys' range needs (two for ids below 4M, six for hashed 64-bit ids).
+void radix_sort(std::vector<uint64_t>& keys, std::vector<uint32_t>& pos, uint64_t range) {
+  constexpr int digit = 11;
+  constexpr size_t buckets = size_t{1} << digit;
+  thread_local std::vector<uint64_t> keys2;
+  thread_local std::vector<uint32_t> pos2;
+  keys2.resize(keys.size());
+  pos2.resize(pos.size());
+  for (int shift = 0; shift < 64 && (range >> shift) != 0; shift += digit) {
+    size_t count[buckets] = {};
+    for (uint64_t k : keys)
+      ++count[(k >> shift) & (buckets - 1)];
+    size_t sum = 0;
+    for (size_t& c : count)
+      sum += std::exchange(c, sum);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const size_t at = count[(keys[i] >> shift) & (buckets - 1)]++;
+      keys2[at] = keys[i];
+      pos2[at] = pos[i];
+    }
+    keys.swap(keys2);
+    pos.swap(pos2);
+  }
+}
+
+}  // namespace
+
 void unique_ids(const std::vector<int64_t>& ids, std::vector<int64_t>& unique,
                 std::vector<int32_t>& index) {
-  unique = ids;
-  std::sort(unique.begin(), unique.end());
-  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
-  index.resize(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i)
-    index[i] = static_cast<int32_t>(std::lower_bound(unique.begin(), unique.end(), ids[i]) -
-                                    unique.begin());
+  const size_t n = ids.size();
+  unique.clear();
+  index.resize(n);
+  if (n == 0) return;
+  // The ids relative to the smallest, as unsigned keys that sort as the ids do; each with
+  // its position, so one pass over the sorted keys gives both the unique ids and the index.
+  thread_local std::vector<uint64_t> keys;
+  thread_local std::vector<uint32_t> pos;
+  const int64_t lo = *std::min_element(ids.begin(), ids.end());
+  uint64_t range = 0;
+  keys.resize(n);
+  pos.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    keys[i] = static_cast<uint64_t>(ids[i]) - static_cast<uint64_t>(lo);
+    pos[i] = static_cast<uint32_t>(i);
+    range |= keys[i];
+  }
+  radix_sort(keys, pos, range);
+  for (size_t j = 0; j < n; ++j) {
+    if (j == 0 || keys[j] != keys[j - 1])
+      unique.push_back(static_cast<int64_t>(keys[j] + static_cast<uint64_t>(lo)));
+    index[pos[j]] = static_cast<int32_t>(unique.size() - 1);
+  }
 }
 
 CtrModel::CtrModel(CtrModelConfig config)

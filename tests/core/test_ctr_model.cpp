@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <limits>
 #include <random>
 
 #include "core/nn/ctr_model.hpp"
@@ -122,4 +124,40 @@ TEST_CASE("CTR models refuse batches that do not fit, naming what is wrong", "[c
   CHECK_FALSE(m.forward(b, rows, index).ok());
   CHECK(parse_ctr_kind("deepfm").value() == CtrKind::deepfm);
   CHECK_FALSE(parse_ctr_kind("dfm").ok());
+}
+
+TEST_CASE("unique_ids: ascending unique ids and each id's row, whatever the ids' range", "[ctr]") {
+  auto reference = [](const std::vector<int64_t>& ids) {
+    std::vector<int64_t> u = ids;
+    std::sort(u.begin(), u.end());
+    u.erase(std::unique(u.begin(), u.end()), u.end());
+    return u;
+  };
+  std::mt19937_64 rng(5);
+  const int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+  for (const auto& [n, range] : std::vector<std::pair<size_t, uint64_t>>{{0, 10},
+                                                                         {1, 10},
+                                                                         {7, 3},
+                                                                         {1000, 50},
+                                                                         {26624, 2600000},
+                                                                         {5000, uint64_t{1} << 40},
+                                                                         {3000, 0}}) {
+    INFO("n " << n << " range " << range);
+    std::vector<int64_t> ids(n);
+    for (auto& id : ids)
+      id = range == 0 ? static_cast<int64_t>(rng())  // hashed ids: the whole int64 range
+                      : static_cast<int64_t>(rng() % range) - static_cast<int64_t>(range / 3);
+    if (n > 10) {
+      ids[3] = lo;
+      ids[4] = hi;
+      ids[5] = ids[6];
+    }
+    std::vector<int64_t> unique;
+    std::vector<int32_t> index;
+    unique_ids(ids, unique, index);
+    CHECK(unique == reference(ids));
+    REQUIRE(index.size() == n);
+    for (size_t i = 0; i < n; ++i)
+      REQUIRE(unique[static_cast<size_t>(index[i])] == ids[i]);
+  }
 }
