@@ -65,13 +65,7 @@ core::Expected<core::Precision> select_precision(const std::string& request, cor
   register_devices();
   auto backend = core::backend_for(device);
   if (!backend) return backend.error();
-  auto p = core::resolve_precision(request, **backend);
-  if (!p) return p.error();
-  if (*p == core::Precision::tf32 && device.is_cpu())
-    return make_error(Errc::invalid_argument,
-                      "precision tf32 is a GPU tensor-core mode; the CPU computes float32 "
-                      "(--precision float32) or a mixed policy");
-  return p;
+  return core::resolve_precision(request, **backend);
 }
 
 std::string device_name(core::Device device) {

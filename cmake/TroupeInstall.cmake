@@ -28,6 +28,7 @@ if(TARGET troupe_gpu)
 endif()
 
 set(TROUPE_CONFIG_WITH_CUDA ${TROUPE_WITH_CUDA})
+set(TROUPE_CONFIG_WITH_DNNL ${TROUPE_WITH_DNNL})
 set(TROUPE_CONFIG_NCCL_LIBRARY "${TROUPE_NCCL_LIBRARY}")
 install(EXPORT TroupeTargets NAMESPACE Troupe:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Troupe)
 configure_package_config_file(cmake/TroupeConfig.cmake.in

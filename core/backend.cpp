@@ -1,5 +1,7 @@
 #include "core/backend.hpp"
 
+#include "core/cpu_features.hpp"
+
 #include <array>
 #include <atomic>
 #include <cstdlib>
@@ -109,9 +111,13 @@ Expected<Device> select_device(const DeviceRequest& request, int local_rank) {
 }
 
 Expected<Precision> resolve_precision(const std::string& text, const Backend& backend) {
+  if (auto st = cpu_disable_status(); !st) return st.error();
   if (text == "auto" || text == "AUTO")
     return backend.fast(Precision::mixed_bfloat16) ? Precision::mixed_bfloat16 : Precision::float32;
-  return parse_precision(text);
+  auto p = parse_precision(text);
+  if (!p) return p;
+  if (auto st = backend.supports(*p); !st) return st.error();
+  return p;
 }
 
 }  // namespace troupe::core

@@ -86,6 +86,12 @@ class Backend {
   /// Whether matrix products in `p` have hardware behind them here (bf16 tensor cores, say);
   /// the CPU backend computes every policy, the low-precision ones as a rounding reference.
   virtual bool fast(Precision p) const = 0;
+  /// Whether policy `p` may be asked of this backend at all: an error naming what is
+  /// missing (an instruction set, say) when not. Every policy by default.
+  virtual Status supports(Precision p) const {
+    (void)p;
+    return {};
+  }
 
   // Memory. Device memory comes from a stream-ordered pool: no allocation per step.
   virtual DeviceMemory allocate(size_t bytes) = 0;
@@ -203,7 +209,7 @@ Expected<Backend*> backend_for(Device device);
 Expected<Device> select_device(const DeviceRequest& request, int local_rank);
 
 /// The policy for "auto" on a backend: mixed_bfloat16 where bf16 products are fast there,
-/// float32 otherwise; any other name as parsed.
+/// float32 otherwise; any other name as parsed, if the backend supports it.
 Expected<Precision> resolve_precision(const std::string& text, const Backend& backend);
 
 }  // namespace troupe::core

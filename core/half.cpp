@@ -1,36 +1,13 @@
 #include "core/half.hpp"
 
-#if defined(__AVX512F__)
+#if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
 #include "core/assert.hpp"
-
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
+#include "core/cpu_features.hpp"
 
 namespace troupe::core {
-
-bool cpu_has_avx512_bf16() {
-#if defined(__x86_64__)
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid_count(7, 1, &a, &b, &c, &d) == 0) return false;
-  return ((a >> 5) & 1u) != 0;
-#else
-  return false;
-#endif
-}
-
-bool cpu_has_f16c() {
-#if defined(__x86_64__)
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
-  return ((c >> 29) & 1u) != 0;
-#else
-  return false;
-#endif
-}
 
 void to_half(const float* src, uint16_t* dst, size_t n, DType t) {
   TROUPE_ASSERT(t == DType::bfloat16 || t == DType::float16, "to_half: a 16-bit float type");
@@ -52,6 +29,34 @@ void from_half(const uint16_t* src, float* dst, size_t n, DType t) {
     for (size_t i = 0; i < n; ++i)
       dst[i] = fp16_to_float(src[i]);
   }
+}
+
+#if defined(__x86_64__)
+namespace {
+
+// 16 values per instruction, the tail under a mask; called only where the CPU has it.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void to_bf16_avx512(
+    const float* src, uint16_t* dst, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), reinterpret_cast<const __m256i&>(h));
+  }
+  if (i < n) {
+    const auto mask = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, src + i));
+    _mm256_mask_storeu_epi16(dst + i, mask, reinterpret_cast<const __m256i&>(h));
+  }
+}
+
+}  // namespace
+#endif
+
+void to_bf16_operand(const float* src, uint16_t* dst, size_t n) {
+#if defined(__x86_64__)
+  if (cpu_has(CpuFeature::avx512_bf16)) return to_bf16_avx512(src, dst, n);
+#endif
+  to_half(src, dst, n, DType::bfloat16);
 }
 
 void round_in_place(float* data, size_t n, DType t) {

@@ -368,6 +368,7 @@ int main(int argc, char** argv) {
                    {"intra_op_threads", intra_op_threads},
                    {"worker_device", s.device.device},
                    {"precision", s.device.precision},
+                   {"cpu_features", troupe::core::cpu_feature_names()},
                    {"auc", scores->auc},
                    {"logloss", scores->logloss},
                    {"eval_examples", scores->examples},

@@ -18,6 +18,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "core/cpu_features.hpp"
 #include "core/loss_scale.hpp"
 #include "core/nn/layer.hpp"
 #include "troupe/devices.hpp"
@@ -47,9 +48,10 @@ struct DeviceFlags {
     if (!d) return d.error();
     auto p = select_precision(precision, *d);
     if (!p) return p.error();
-    if (d->is_cpu() && *p != core::Precision::float32)
+    auto backend = core::backend_for(*d);
+    if (d->is_cpu() && backend && !(*backend)->fast(*p))
       std::cerr << program << ": " << core::precision_name(*p)
-                << " on the CPU rounds the matrix products' operands as a reference: slower "
+                << " on this CPU rounds the matrix products' operands as a reference: slower "
                    "than float32, not faster"
                 << std::endl;
     return DeviceChoice{*d, *p, device_name(*d)};
@@ -107,8 +109,14 @@ inline core::Status check_spelling(const DeviceFlags& flags) {
   return {};
 }
 
+/// What the CPU offered the kernels (after TROUPE_CPU_DISABLE's mask).
+inline void report_cpu(nlohmann::json& j) {
+  j["cpu_features"] = core::cpu_feature_names();
+}
+
 /// The device's part of a program's final JSON line, for a troupe::Model's replica.
 inline void report_device(nlohmann::json& j, const Model& model) {
+  report_cpu(j);
   j["device"] = model.device().to_string();
   j["device_name"] = device_name(model.device());
   j["precision"] = core::precision_name(model.precision());
@@ -118,6 +126,7 @@ inline void report_device(nlohmann::json& j, const Model& model) {
 
 /// The device's part of a program's final JSON line.
 inline void report(nlohmann::json& j, const DeviceChoice& c, const core::LossScale* loss_scale) {
+  report_cpu(j);
   j["device"] = c.device.to_string();
   j["device_name"] = c.name;
   j["precision"] = core::precision_name(c.precision);

@@ -299,6 +299,7 @@ int main(int argc, char** argv) {
                    {"incarnation", (*coord)->incarnation()},
                    {"worker_device", s.device.device},
                    {"precision", s.device.precision},
+                   {"cpu_features", troupe::core::cpu_feature_names()},
                    {"train_s", train_s},
                    {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}})
             << std::endl;

@@ -5,21 +5,41 @@
 #include <cstring>
 #include <utility>
 
+#include "core/cpu/gemm.hpp"
+#include "core/cpu_features.hpp"
 #include "core/half.hpp"
 #include "core/parallel.hpp"
 
 namespace troupe::core {
 
 std::string CpuBackend::name() const {
-  // __builtin_cpu_supports takes literals only (and not every compiler knows bf16's).
-  const std::pair<const char*, bool> known[] = {{"avx2", __builtin_cpu_supports("avx2")},
-                                                {"avx512f", __builtin_cpu_supports("avx512f")},
-                                                {"avx512bf16", cpu_has_avx512_bf16()},
-                                                {"f16c", cpu_has_f16c()}};
   std::string features;
-  for (const auto& [f, has] : known)
-    if (has) features += (features.empty() ? "" : ", ") + std::string(f);
-  return "cpu (" + features + "; " + std::to_string(intra_op_threads()) + " intra-op threads)";
+  for (const auto& f : cpu_feature_names())
+    features += (features.empty() ? "" : ", ") + f;
+  std::string products = cpu::gemm_supports(DType::float32) ? "; oneDNN" : "; Eigen";
+  return "cpu (" + features + products + "; " + std::to_string(intra_op_threads()) +
+         " intra-op threads)";
+}
+
+bool CpuBackend::fast(Precision p) const {
+  return p == Precision::float32 ||
+         (p == Precision::mixed_bfloat16 && cpu::gemm_supports(DType::bfloat16));
+}
+
+Status CpuBackend::supports(Precision p) const {
+  if (p == Precision::tf32)
+    return make_error(Errc::invalid_argument,
+                      "precision tf32 is a GPU tensor-core mode; the CPU computes float32 "
+                      "(--precision float32) or a mixed policy");
+  if (p == Precision::mixed_bfloat16 && !cpu_has(CpuFeature::avx512_bf16))
+    return make_error(
+        Errc::invalid_argument,
+        "precision mixed_bfloat16 on the CPU needs the AVX512_BF16 instruction "
+        "set, which this CPU " +
+            std::string(cpu_masked(CpuFeature::avx512_bf16) ? "has but TROUPE_CPU_DISABLE masks"
+                                                            : "lacks") +
+            "; use --precision float32, or auto to take the fastest this CPU has");
+  return {};
 }
 
 DeviceMemory CpuBackend::allocate(size_t bytes) {

@@ -1,10 +1,12 @@
 #pragma once
 
-// The CPU backend: Eigen matrix products and plain loops, split over the intra-op threads
-// (core/parallel.hpp) where the work is large enough. The low-precision policies round
-// the operands of every matrix product as the policy's type holds them and multiply in
-// float32: a reference for the GPU's kernels (which accumulate in float32 as well) and for
-// loss scaling, not a fast path (docs/architecture.md, "Devices and precision").
+// The CPU backend: matrix products on oneDNN where the build has it (core/cpu/gemm.hpp),
+// else Eigen, and plain loops, split over the intra-op threads (core/parallel.hpp) where
+// the work is large enough. mixed_bfloat16 multiplies bfloat16 operands with float32
+// accumulation on AVX512_BF16 (and is refused on a CPU without it); the other
+// low-precision policies, and mixed_bfloat16 without oneDNN, round the operands as the
+// policy's type holds them and multiply in float32: a reference for the GPU's kernels and
+// for loss scaling, not a fast path (docs/architecture.md, "Devices and precision").
 
 #include "core/backend.hpp"
 
@@ -14,7 +16,8 @@ class CpuBackend final : public Backend {
  public:
   Device device() const override { return Device::cpu(); }
   std::string name() const override;
-  bool fast(Precision p) const override { return p == Precision::float32; }
+  bool fast(Precision p) const override;
+  Status supports(Precision p) const override;
 
   DeviceMemory allocate(size_t bytes) override;
   void deallocate(void* p) override;
@@ -61,6 +64,11 @@ class CpuBackend final : public Backend {
   void ctr_forward(const CtrArgs& a) override;
   void ctr_backward(const CtrArgs& a, const CtrGradArgs& g) override;
 };
+
+/// FLOPs of every matrix product the CPU backend has computed in this process (2 m n k
+/// each, however computed): what benchmarks divide by the time to quote a step's share of
+/// the CPU's peak.
+uint64_t cpu_product_flops();
 
 /// A view's values rounded as policy `p`'s matrix products read them, in `scratch` (the
 /// view itself under float32: no copy).

@@ -1,8 +1,15 @@
 // The CPU's matrix products: Dense and Conv2D (one GEMM over im2col patches), forward and
-// backward, split over the intra-op threads.
+// backward, split over the intra-op threads. On oneDNN (core/cpu/gemm.hpp) where the build
+// has it: float32, and mixed_bfloat16 as bfloat16 operands with float32 accumulation where
+// the CPU has AVX512_BF16; otherwise Eigen, the low-precision policies as its rounding
+// reference.
 #include <algorithm>
+#include <atomic>
+#include <optional>
+#include <vector>
 
 #include "core/cpu/cpu_backend.hpp"
+#include "core/cpu/gemm.hpp"
 #include "core/half.hpp"
 #include "core/parallel.hpp"
 
@@ -24,6 +31,113 @@ Operands& operands() {
   return o;
 }
 
+std::atomic<uint64_t> product_flops{0};
+
+void count(int64_t m, int64_t n, int64_t k) {
+  product_flops.fetch_add(static_cast<uint64_t>(2 * m * n * k), std::memory_order_relaxed);
+}
+
+// The type the fast path multiplies policy p's operands in, if it can here.
+std::optional<DType> fast_type(Precision p) {
+  if (p == Precision::float32 && cpu::gemm_supports(DType::float32)) return DType::float32;
+  if (p == Precision::mixed_bfloat16 && cpu::gemm_supports(DType::bfloat16)) return DType::bfloat16;
+  return std::nullopt;
+}
+
+// bfloat16 copies of a forward pass's operands, by address, for the backward pass that
+// follows it (per thread, as Operands): a layer's input and kernel stay unchanged from its
+// forward to its backward (the float32 backward reads them too), and every forward
+// converts afresh, so a copy is never older than the last forward that read that memory.
+// A backward that finds no copy (evicted, or another thread's) converts anew.
+class Converted {
+ public:
+  // Forward: converts v now.
+  const uint16_t* fresh(const float* v, int64_t n) {
+    Entry& e = slot(v, n);
+    e.bits.resize(static_cast<size_t>(n));
+    to_bf16_operand(v, e.bits.data(), e.bits.size());
+    e.valid = true;
+    return e.bits.data();
+  }
+  // Backward: the forward's copy of v, or one converted now.
+  const uint16_t* get(const float* v, int64_t n) {
+    Entry& e = slot(v, n);
+    return e.valid ? e.bits.data() : fresh(v, n);
+  }
+
+ private:
+  struct Entry {
+    const float* v = nullptr;
+    int64_t n = 0;
+    bool valid = false;
+    uint64_t used = 0;
+    std::vector<uint16_t> bits;
+  };
+  static constexpr size_t capacity = 16;  // the inputs and kernels of 8 layers
+
+  Entry& slot(const float* v, int64_t n) {
+    ++clock_;
+    Entry* oldest = nullptr;
+    for (Entry& e : entries_) {
+      if (e.v == v && e.n == n) {
+        e.used = clock_;
+        return e;
+      }
+      if (oldest == nullptr || e.used < oldest->used) oldest = &e;
+    }
+    if (entries_.size() < capacity) oldest = &entries_.emplace_back();
+    *oldest = Entry{v, n, false, clock_, std::move(oldest->bits)};
+    return *oldest;
+  }
+
+  std::vector<Entry> entries_;
+  uint64_t clock_ = 0;
+};
+
+Converted& converted() {
+  thread_local Converted c;
+  return c;
+}
+
+enum class Pass { forward, backward };
+
+// `v` (stored row-major, `ld` elements a row) as a product of type t reads it: the values
+// themselves, or their bfloat16 copy (made now in the forward pass, reused in the backward).
+cpu::GemmOperand operand(const float* v, int64_t size, int64_t ld, bool transposed, DType t,
+                         Pass pass) {
+  if (t == DType::float32) return {v, ld, transposed};
+  auto& c = converted();
+  return {pass == Pass::forward ? c.fresh(v, size) : c.get(v, size), ld, transposed};
+}
+cpu::GemmOperand operand(ConstTensorView v, int64_t ld, bool transposed, DType t, Pass pass) {
+  return operand(v.data(), v.size(), ld, transposed, t, pass);
+}
+
+// dy in type t: converted into per-thread scratch (it is new in every backward pass).
+cpu::GemmOperand gradient(ConstTensorView dy, int64_t ld, DType t) {
+  if (t == DType::float32) return {dy.data(), ld, false};
+  thread_local std::vector<uint16_t> scratch;
+  scratch.resize(static_cast<size_t>(dy.size()));
+  to_bf16_operand(dy.data(), scratch.data(), scratch.size());
+  return {scratch.data(), ld, false};
+}
+
+// y[m, n] = a[m, k] b[k, n] (+ bias), a and b as stored or transposed, on the fast path.
+bool fast_product(DType t, int64_t m, int64_t n, int64_t k, cpu::GemmOperand a, cpu::GemmOperand b,
+                  float* y, const float* bias) {
+  cpu::Gemm g;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = a;
+  g.b = b;
+  g.c = y;
+  g.ldc = n;
+  g.bias = bias;
+  g.type = t;
+  return cpu::gemm(g);
+}
+
 struct ConvWorkspace final : Workspace {
   Tensor patches, dpatches;
 };
@@ -35,8 +149,19 @@ ConvWorkspace& conv_workspace(std::unique_ptr<Workspace>& ws) {
 
 }  // namespace
 
+uint64_t cpu_product_flops() {
+  return product_flops.load(std::memory_order_relaxed);
+}
+
 void CpuBackend::dense_forward(ConstTensorView x_in, ConstTensorView w_in, ConstTensorView b,
                                TensorView y, Precision p) {
+  const int64_t n = x_in.shape()[0], in = w_in.shape()[0], out = w_in.shape()[1];
+  count(n, out, in);
+  if (auto t = fast_type(p)) {
+    if (fast_product(*t, n, out, in, operand(x_in, in, false, *t, Pass::forward),
+                     operand(w_in, out, false, *t, Pass::forward), y.data(), b.data()))
+      return;
+  }
   auto& ops = operands();
   const ConstTensorView x = rounded_operand(x_in, p, ops.x);
   const ConstTensorView w = rounded_operand(w_in, p, ops.w);
@@ -50,6 +175,20 @@ void CpuBackend::dense_forward(ConstTensorView x_in, ConstTensorView w_in, Const
 
 void CpuBackend::dense_backward(ConstTensorView x_in, ConstTensorView w_in, ConstTensorView dy,
                                 TensorView dw, TensorView db, TensorView dx, Precision p) {
+  const int64_t n = x_in.shape()[0], in = w_in.shape()[0], out = w_in.shape()[1];
+  count(in, out, n);
+  if (!dx.empty()) count(n, in, out);
+  if (auto t = fast_type(p)) {
+    // dy is read by both products: converted once; x and w as the forward pass made them.
+    const cpu::GemmOperand g = gradient(dy, out, *t);
+    if (fast_product(*t, in, out, n, operand(x_in, in, true, *t, Pass::backward), g, dw.data(),
+                     nullptr) &&
+        (dx.empty() || fast_product(*t, n, in, out, g, operand(w_in, out, true, *t, Pass::backward),
+                                    dx.data(), nullptr))) {
+      Eigen::Map<Eigen::RowVectorXf>(db.data(), out) = dy.matrix().colwise().sum();
+      return;
+    }
+  }
   auto& ops = operands();
   const ConstTensorView x = rounded_operand(x_in, p, ops.x);
   const ConstTensorView w = rounded_operand(w_in, p, ops.w);
@@ -75,6 +214,7 @@ void CpuBackend::conv2d_forward(ConstTensorView x, ConstTensorView w_in, ConstTe
   const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], c = x.shape()[3];
   const int64_t k = w_in.shape()[0], filters = w_in.shape()[3];
   const int64_t oh = h - k + 1, ow = wd - k + 1, kdim = k * k * c;
+  count(n * oh * ow, filters, kdim);
   cw.patches.resize(Shape{n * oh * ow, kdim});
   float* pp = cw.patches.data();
   for (int64_t bi = 0; bi < n; ++bi)
@@ -85,6 +225,12 @@ void CpuBackend::conv2d_forward(ConstTensorView x, ConstTensorView w_in, ConstTe
           const float* src = x.data() + ((bi * h + i + ki) * wd + j) * c;
           pp = std::copy_n(src, k * c, pp);
         }
+  if (auto t = fast_type(p)) {
+    if (fast_product(*t, n * oh * ow, filters, kdim,
+                     operand(cw.patches.view(), kdim, false, *t, Pass::forward),
+                     operand(w_in, filters, false, *t, Pass::forward), y.data(), b.data()))
+      return;
+  }
   // The patches are a copy already: rounded in place.
   round_operands(cw.patches.data(), static_cast<size_t>(cw.patches.size()), p);
   const ConstTensorView w = rounded_operand(w_in, p, operands().w);
@@ -100,16 +246,31 @@ void CpuBackend::conv2d_backward(ConstTensorView x, ConstTensorView w_in, ConstT
   const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], c = x.shape()[3];
   const int64_t k = w_in.shape()[0], filters = w_in.shape()[3];
   const int64_t oh = h - k + 1, ow = wd - k + 1, kdim = k * k * c;
-  auto& ops = operands();
-  const ConstTensorView w = rounded_operand(w_in, p, ops.w);
-  const auto g32 = dy.reshaped(Shape{n * oh * ow, filters}).matrix();
-  const auto g = rounded_operand(dy, p, ops.dy).reshaped(Shape{n * oh * ow, filters}).matrix();
-  dw.reshaped(Shape{kdim, filters}).matrix().noalias() = cw.patches.matrix().transpose() * g;
+  const int64_t rows = n * oh * ow;
+  count(kdim, filters, rows);
+  if (!dx.empty()) count(rows, kdim, filters);
+  const auto g32 = dy.reshaped(Shape{rows, filters}).matrix();
   Eigen::Map<Eigen::RowVectorXf>(db.data(), filters) = g32.colwise().sum();
+  if (!dx.empty()) cw.dpatches.resize(cw.patches.shape());
+  bool done = false;
+  if (auto t = fast_type(p)) {
+    const cpu::GemmOperand g = gradient(dy, filters, *t);
+    done = fast_product(*t, kdim, filters, rows,
+                        operand(cw.patches.view(), kdim, true, *t, Pass::backward), g, dw.data(),
+                        nullptr) &&
+           (dx.empty() || fast_product(*t, rows, kdim, filters, g,
+                                       operand(w_in, filters, true, *t, Pass::backward),
+                                       cw.dpatches.data(), nullptr));
+  }
+  if (!done) {
+    auto& ops = operands();
+    const ConstTensorView w = rounded_operand(w_in, p, ops.w);
+    const auto g = rounded_operand(dy, p, ops.dy).reshaped(Shape{rows, filters}).matrix();
+    dw.reshaped(Shape{kdim, filters}).matrix().noalias() = cw.patches.matrix().transpose() * g;
+    if (!dx.empty())
+      cw.dpatches.matrix().noalias() = g * w.reshaped(Shape{kdim, filters}).matrix().transpose();
+  }
   if (dx.empty()) return;
-
-  cw.dpatches.resize(cw.patches.shape());
-  cw.dpatches.matrix().noalias() = g * w.reshaped(Shape{kdim, filters}).matrix().transpose();
   std::fill_n(dx.data(), dx.size(), 0.0f);
   const float* pp = cw.dpatches.data();
   for (int64_t bi = 0; bi < n; ++bi)

@@ -2,6 +2,7 @@
 // or from TF_CONFIG's tasks on its host, and the errors a bad value or a missing GPU give.
 #include <catch2/catch.hpp>
 
+#include "core/backend.hpp"
 #include "helpers.hpp"
 #include "net/cluster_spec.hpp"
 #include "troupe/devices.hpp"
@@ -69,7 +70,10 @@ TEST_CASE("the CPU is always there and a GPU this process lacks is refused namin
   CHECK(cpu->is_cpu());
   CHECK_THAT(device_name(*cpu), Catch::StartsWith("cpu ("));
   CHECK(select_precision("float32", *cpu).value() == core::Precision::float32);
-  CHECK(select_precision("auto", *cpu).value() == core::Precision::float32);
+  CHECK(select_precision("auto", *cpu).value() ==
+        (core::cpu_backend().fast(core::Precision::mixed_bfloat16)
+             ? core::Precision::mixed_bfloat16
+             : core::Precision::float32));
   CHECK(select_precision("mixed_float16", *cpu).value() == core::Precision::mixed_float16);
   auto tf32 = select_precision("tf32", *cpu);
   REQUIRE_FALSE(tf32.ok());

@@ -69,8 +69,10 @@ TEST_CASE("element types and precision policies have names, sizes and compute ty
   auto bad = parse_precision("mixed_int8");
   REQUIRE_FALSE(bad.ok());
   CHECK_THAT(bad.error().message, Catch::Contains("'mixed_int8'") && Catch::Contains("auto"));
-  // auto: bf16 where the backend has fast bf16 products; the CPU's are a rounding reference.
-  CHECK(resolve_precision("auto", cpu_backend()).value() == Precision::float32);
+  // auto: bf16 where the backend has fast bf16 products (test_cpu_kernels.cpp: the CPU's).
+  CHECK(resolve_precision("auto", cpu_backend()).value() ==
+        (cpu_backend().fast(Precision::mixed_bfloat16) ? Precision::mixed_bfloat16
+                                                       : Precision::float32));
   CHECK(resolve_precision("mixed_float16", cpu_backend()).value() == Precision::mixed_float16);
 }
 

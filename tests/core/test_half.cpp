@@ -11,6 +11,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/cpu_features.hpp"
 #include "core/half.hpp"
 
 using namespace troupe::core;
@@ -66,7 +67,7 @@ TEST_CASE("bfloat16 conversions round to nearest even and keep NaN", "[half]") {
 
 #if defined(__x86_64__) && defined(__F16C__)
 TEST_CASE("float16 conversions agree with the CPU's F16C instructions", "[half]") {
-  if (!cpu_has_f16c()) {
+  if (!cpu_has(CpuFeature::f16c)) {
     WARN("no F16C on this CPU: the hardware comparison is skipped");
     return;
   }
@@ -91,7 +92,7 @@ TEST_CASE("float16 conversions agree with the CPU's F16C instructions", "[half]"
 
 #if defined(__x86_64__) && defined(__AVX512BF16__) && defined(__AVX512VL__)
 TEST_CASE("bfloat16 conversions agree with the CPU's AVX512_BF16 instruction", "[half]") {
-  if (!cpu_has_avx512_bf16()) {
+  if (!cpu_has(CpuFeature::avx512_bf16)) {
     WARN("no AVX512_BF16 on this CPU: the hardware comparison is skipped");
     return;
   }

@@ -83,3 +83,25 @@ TEST_CASE("fmnist_local in the mixed policies on the CPU: reported, and near flo
   CHECK(std::abs(bf16["test_accuracy"].get<double>() - acc) < 0.02);
   CHECK(std::abs(f16["test_accuracy"].get<double>() - acc) < 0.02);
 }
+
+TEST_CASE("mixed_bfloat16 on a CPU without AVX512_BF16 is refused naming it, auto takes float32",
+          "[example][device]") {
+  // The dispatch's mask stands in for an older CPU: the kernels never see the feature.
+  const std::string masked = "TROUPE_CPU_DISABLE=avx512_bf16 ";
+  auto refused = run_program(masked + bin + "/fmnist_local --epochs 1 --max-steps 5 " +
+                             "--precision mixed_bfloat16 2>/dev/null");
+  CHECK(refused.exit_code != 0);
+  REQUIRE(refused.last_json.is_object());
+  CHECK_THAT(refused.last_json["error"].get<std::string>(), Catch::Contains("AVX512_BF16"));
+  auto fallback = run_program(masked + bin + "/fmnist_local --epochs 1 --max-steps 5 " +
+                              "--precision auto 2>/dev/null");
+  REQUIRE(fallback.exit_code == 0);
+  CHECK(fallback.last_json["precision"] == "float32");
+  for (const auto& f : fallback.last_json["cpu_features"]) CHECK(f != "avx512_bf16");
+  // A misspelt mask is named, not ignored.
+  auto bad = run_program("TROUPE_CPU_DISABLE=avx512_bf17 " + bin +
+                         "/fmnist_local --epochs 1 --max-steps 5 2>/dev/null");
+  CHECK(bad.exit_code != 0);
+  REQUIRE(bad.last_json.is_object());
+  CHECK_THAT(bad.last_json["error"].get<std::string>(), Catch::Contains("'avx512_bf17'"));
+}
