@@ -77,6 +77,7 @@ void ChannelServer::serve(net::Socket& socket, const std::string& peer) {
       return;
     }
     core::Expected<std::vector<net::PsItem>> reply = std::vector<net::PsItem>{};
+    const net::WireDtype wire = request->wire;  // the reply goes as the request came
     bool timed_out = false;
     const core::Status answered = net::ask(
         *self, shard_, {options_.answer_timeout, "the PS shard's answer", &timed_out},
@@ -85,7 +86,7 @@ void ChannelServer::serve(net::Socket& socket, const std::string& peer) {
     if (!answered) reply = answered.error();
     // A timed-out request may still be applied: the peer cannot know, so the connection
     // ends after the error; its next request reconnects and is tagged as before.
-    if (!net::send_reply(socket, reply) || timed_out) return;
+    if (!net::send_reply(socket, reply, wire) || timed_out) return;
   }
 }
 

@@ -183,6 +183,7 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
         return caf::ok_atom::value;
       },
       [=](net::batch_atom, net::PsRequest& request) {
+        if (request.wire == net::WireDtype::bfloat16) ++self->state.bf16_requests;
         return reply(self->state.shard.handle(request));
       },
       [=](net::channel_atom) { return self->state.channel_port; },
@@ -215,6 +216,7 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
         s.snapshot_write_ms = st.snapshot_write_ms;
         s.channel_refused = st.channel_refused;
         s.port_refused = st.port_refused;
+        s.bf16_requests = st.bf16_requests;
         return s.to_vector();
       },
   };

@@ -65,6 +65,7 @@ struct PsShardActorState {
   int64_t snapshot_write_ms = 0;            // and its write, off the actor's thread
   int64_t channel_refused = 0;              // strangers the tensor channel refused
   int64_t port_refused = 0;                 // and the CAF port's gate
+  int64_t bf16_requests = 0;                // requests whose tensors came as bf16
   /// Random per actor: a coordinator that sees the same value after a dropped connection
   /// knows nothing was lost; a restarted task (new state) has another.
   int64_t process = 0;

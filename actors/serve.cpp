@@ -64,6 +64,7 @@ core::Status serve_worker(caf::actor_system& sys, const net::ClusterResolver& re
   wo.cluster = resolver.cluster_spec();
   wo.registry = &registry;
   wo.tensor_channel = options.tensor_channel;
+  wo.wire_dtype = options.wire_dtype;
   wo.dataset_timeout = options.dataset_timeout;
   struct Published {
     std::mutex mu;

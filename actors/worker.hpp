@@ -30,6 +30,9 @@ struct WorkerOptions {
   std::chrono::milliseconds connect_timeout{3000};
   /// Send tensors through the PS tasks' tensor channels (when they have one).
   bool tensor_channel = true;
+  /// The channel's type for pulled values and pushed gradients: bf16 halves the bytes and
+  /// rounds the values (the PS keeps float32). CAF messages stay float32.
+  net::WireDtype wire_dtype = net::WireDtype::float32;
   /// The job's secret: each channel connection proves it and checks the PS's proof
   /// (net/auth.hpp). Empty: connections are not authenticated.
   std::string cluster_secret;

@@ -151,6 +151,7 @@ core::Expected<std::vector<std::vector<net::WireTensor>>> WorkerRuntime::exchang
     request.op = static_cast<uint8_t>(op);
     request.tag = closure_id_;
     request.settled_below = settled_below_;
+    request.wire = options_.wire_dtype;
     auto ch = channel(task);
     if (!ch) {
       fail(task, ch.error());

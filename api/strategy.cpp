@@ -144,7 +144,7 @@ core::Expected<std::vector<PsTaskStats>> ParameterServerStrategy::ps_stats() {
     if (!v) return v.error();
     const auto s = net::PsStats::from(*v);
     out.push_back(PsTaskStats{s.variables, s.pulls, s.updates_applied, s.snapshots, s.rss_bytes,
-                              s.snapshot_copy_us, s.snapshot_write_ms});
+                              s.snapshot_copy_us, s.snapshot_write_ms, s.bf16_requests});
   }
   return out;
 }

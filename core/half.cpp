@@ -52,7 +52,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void to_bf16_avx
 }  // namespace
 #endif
 
-void to_bf16_operand(const float* src, uint16_t* dst, size_t n) {
+void to_bf16_fast(const float* src, uint16_t* dst, size_t n) {
 #if defined(__x86_64__)
   if (cpu_has(CpuFeature::avx512_bf16)) return to_bf16_avx512(src, dst, n);
 #endif

@@ -91,10 +91,11 @@ TROUPE_HD inline float round_to(float f, DType t) {
 
 /// Converts n float32 values to 16-bit elements of type `t` (bfloat16 or float16).
 void to_half(const float* src, uint16_t* dst, size_t n, DType t);
-/// Converts n float32 values to bfloat16 for a matrix product's operand: by the CPU's
-/// AVX512_BF16 instruction where it has one (round to nearest even like to_half, but
-/// subnormal inputs become zero, as the instruction makes them), else as to_half.
-void to_bf16_operand(const float* src, uint16_t* dst, size_t n);
+/// Converts n float32 values to bfloat16 fast, for a matrix product's operands and the
+/// tensor channel's bf16 frames: by the CPU's AVX512_BF16 instruction where it has one
+/// (round to nearest even like to_half, but subnormal inputs become zero, as the
+/// instruction makes them), else as to_half.
+void to_bf16_fast(const float* src, uint16_t* dst, size_t n);
 /// Converts n 16-bit elements of type `t` to float32.
 void from_half(const uint16_t* src, float* dst, size_t n, DType t);
 /// Rounds n float32 values in place as type `t` holds them (float32: nothing to do).

@@ -57,6 +57,7 @@ struct Settings {
   bool cache = false;
   int eval_batch = 4096;
   troupe::examples::DeviceFlags device;  // where the workers compute
+  std::string wire = "float32";          // --wire-dtype
 
   tc::CtrModelConfig model_config() const {
     tc::CtrModelConfig c;
@@ -247,8 +248,13 @@ int main(int argc, char** argv) {
                  "PS tasks snapshot their shards into DIR/ps-N (written off the serving thread)");
   app.add_option("--ps-snapshot-interval-ms", snapshot_interval_ms)->check(CLI::PositiveNumber);
   s.device.add(app);
+  app.add_option("--wire-dtype", s.wire,
+                 "the tensor channel's type for pulled values and pushed gradients: float32, "
+                 "or bf16 (half the bytes, values rounded; the PS keeps float32)");
   CLI11_PARSE(app, argc, argv);
   if (auto st = troupe::examples::check_spelling(s.device); !st) return fail(st.error());
+  const auto wire = troupe::net::parse_wire_dtype(s.wire);
+  if (!wire) return fail(wire.error());
   for (int64_t h : s.hidden)
     if (h < 1 || h > 65536) return fail("--hidden widths must be in [1, 65536]");
 
@@ -259,6 +265,7 @@ int main(int argc, char** argv) {
   if (resolver->task().type != "chief") {
     troupe::net::NodeOptions node;
     node.ps_snapshot_dir = snapshot_dir;
+    node.wire_dtype = *wire;
     node.ps_snapshot_interval = std::chrono::milliseconds(snapshot_interval_ms);
     return troupe::examples::serve_task("ctr_ps", *resolver, registry, node);
   }
@@ -337,8 +344,11 @@ int main(int argc, char** argv) {
   for (auto& p : shapes.params)
     dense_params += p.value->size();
   const int64_t width = config.row_width();
-  // Pull: row ids out, rows back; push: ids and gradients out; dense values both ways.
-  const double bytes_per_step = rows_per_step * (2 * 8 + 2 * 4.0 * width) + 2 * 4.0 * dense_params;
+  // Pull: row ids out, rows back; push: ids and gradients out; dense values both ways, in
+  // the wire's type.
+  const double value_bytes = *wire == troupe::net::WireDtype::bfloat16 ? 2.0 : 4.0;
+  const double bytes_per_step =
+      rows_per_step * (2 * 8 + 2 * value_bytes * width) + 2 * value_bytes * dense_params;
   nlohmann::json ps_json = nlohmann::json::array();
   if (ps_stats)
     for (auto& p : *ps_stats)
@@ -347,7 +357,8 @@ int main(int argc, char** argv) {
                          {"snapshots", p.snapshots},
                          {"snapshot_copy_ms", static_cast<double>(p.snapshot_copy_us) / 1000},
                          {"snapshot_write_ms", p.snapshot_write_ms},
-                         {"updates_applied", p.updates_applied}});
+                         {"updates_applied", p.updates_applied},
+                         {"bf16_requests", p.bf16_requests}});
   const int64_t examples = steps * s.batch;
   std::cout << tc::json_text(nlohmann::json{
                    {"ok", true},
@@ -368,6 +379,7 @@ int main(int argc, char** argv) {
                    {"intra_op_threads", intra_op_threads},
                    {"worker_device", s.device.device},
                    {"precision", s.device.precision},
+                   {"wire_dtype", troupe::net::wire_dtype_name(*wire)},
                    {"cpu_features", troupe::core::cpu_feature_names()},
                    {"auc", scores->auc},
                    {"logloss", scores->logloss},

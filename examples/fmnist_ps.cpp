@@ -41,6 +41,7 @@ struct Settings {
   size_t shuffle_buffer = 10000;
   bool fused = true;                     // push gradients and get the new values in one round trip
   troupe::examples::DeviceFlags device;  // where the workers compute
+  std::string wire = "float32";          // --wire-dtype
 };
 
 // The model replica of this process's worker; only the worker actor's thread uses it.
@@ -146,12 +147,18 @@ int main(int argc, char** argv) {
                  "how pulls and pushes travel: the tensor channel or CAF messages")
       ->check(CLI::IsMember({"channel", "caf"}));
   s.device.add(app);
+  app.add_option("--wire-dtype", s.wire,
+                 "the tensor channel's type for pulled values and pushed gradients: float32, "
+                 "or bf16 (half the bytes, values rounded; the PS keeps float32)");
   CLI11_PARSE(app, argc, argv);
   if (auto st = troupe::examples::check_spelling(s.device); !st) return fail(st.error());
+  const auto wire = troupe::net::parse_wire_dtype(s.wire);
+  if (!wire) return fail(wire.error());
 
   const auto registry = make_registry(s);
   troupe::net::NodeOptions node;
   node.tensor_channel = transport == "channel";
+  node.wire_dtype = *wire;
   node.ps_snapshot_dir = snapshot_dir;
   node.ps_snapshot_interval = std::chrono::milliseconds(snapshot_interval_ms);
   auto resolver = troupe::net::TFConfigClusterResolver::from_env(troupe::net::default_ps_jobs);
@@ -299,6 +306,7 @@ int main(int argc, char** argv) {
                    {"incarnation", (*coord)->incarnation()},
                    {"worker_device", s.device.device},
                    {"precision", s.device.precision},
+                   {"wire_dtype", troupe::net::wire_dtype_name(*wire)},
                    {"cpu_features", troupe::core::cpu_feature_names()},
                    {"train_s", train_s},
                    {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}})

@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/half.hpp"
+
 namespace troupe::net {
 
 using core::Errc;
@@ -24,12 +26,13 @@ namespace {
 constexpr uint32_t frame_magic = 0x32435254;  // "TRC2"
 enum FrameKind : uint8_t { request_frame = 1, reply_frame = 2, error_frame = 3 };
 
-// The fixed part of every frame (32 bytes, see docs/wire-format.md).
+// The fixed part of every frame (40 bytes, see docs/wire-format.md).
 struct Header {
   uint32_t magic = frame_magic;
   uint8_t kind = 0;
   uint8_t op = 0;
-  uint16_t reserved = 0;
+  uint8_t wire = 0;  // a WireDtype: how the payload's tensors are written
+  uint8_t reserved = 0;
   uint32_t count = 0;  // items, or the error code of an error frame
   uint32_t meta_bytes = 0;
   uint64_t tag = 0;
@@ -91,6 +94,24 @@ core::Status read_growing(const Socket& s, std::vector<T>& out, size_t n) {
     out.resize(next);
     if (auto st = read_exact(s, out.data() + have, (next - have) * sizeof(T)); !st) return st;
     have = next;
+  }
+  return {};
+}
+
+// Reads n bfloat16 values into `out` as float32, through a bounded buffer, `out` growing
+// with the bytes received as read_growing's does.
+core::Status read_bf16(const Socket& s, std::vector<float>& out, size_t n) {
+  constexpr size_t chunk = size_t{1} << 19;  // values: 1 MiB of bf16 per read
+  thread_local std::vector<uint16_t> bits;
+  out.clear();
+  out.reserve(std::min(n, eager_bytes / sizeof(float)));
+  for (size_t have = 0; have < n;) {
+    const size_t take = std::min(chunk, n - have);
+    bits.resize(take);
+    if (auto st = read_exact(s, bits.data(), take * sizeof(uint16_t)); !st) return st;
+    out.resize(have + take);
+    core::from_half(bits.data(), out.data() + have, take, core::DType::bfloat16);
+    have += take;
   }
   return {};
 }
@@ -187,8 +208,11 @@ class MetaReader {
 };
 
 // Item metadata: name, rows, and whether a tensor (and its dims) follows in the payload.
+// Under bf16 the tensors are converted into `staging`, which must outlive the write.
 void write_items(MetaWriter& m, const std::vector<PsItem>& items, std::vector<iovec>& payload,
-                 uint64_t& payload_bytes) {
+                 uint64_t& payload_bytes, WireDtype wire,
+                 std::vector<std::vector<uint16_t>>& staging) {
+  staging.reserve(items.size());  // iovecs point into it: no reallocation
   for (const auto& it : items) {
     m.put(static_cast<uint32_t>(it.name.size()));
     m.put_bytes(it.name.data(), it.name.size());
@@ -199,10 +223,18 @@ void write_items(MetaWriter& m, const std::vector<PsItem>& items, std::vector<io
     if (!has_tensor) continue;
     m.put(static_cast<uint32_t>(it.tensor.dims.size()));
     m.put_bytes(it.tensor.dims.data(), it.tensor.dims.size() * sizeof(int64_t));
-    m.put(static_cast<uint64_t>(it.tensor.data.size()));
-    const size_t n = it.tensor.data.size() * sizeof(float);
-    if (n) payload.push_back({const_cast<float*>(it.tensor.data.data()), n});
-    payload_bytes += n;
+    const size_t count = it.tensor.data.size();
+    m.put(static_cast<uint64_t>(count));
+    if (count == 0) continue;
+    if (wire == WireDtype::bfloat16) {
+      auto& bits = staging.emplace_back(count);
+      core::to_bf16_fast(it.tensor.data.data(), bits.data(), count);
+      payload.push_back({bits.data(), count * sizeof(uint16_t)});
+      payload_bytes += count * sizeof(uint16_t);
+    } else {
+      payload.push_back({const_cast<float*>(it.tensor.data.data()), count * sizeof(float)});
+      payload_bytes += count * sizeof(float);
+    }
   }
 }
 
@@ -225,8 +257,11 @@ core::Error malformed(const std::string& what) {
 // (the buffer, then the names and rows parsed from it), the items and the payload.
 core::Status reserve(const ChannelLimits& limits, const Header& h, ByteBudget::Lease* lease) {
   if (limits.budget == nullptr) return {};
-  const uint64_t n = 2 * uint64_t{h.meta_bytes} + uint64_t{h.count} * sizeof(PsItem) +
-                     h.payload_bytes + sizeof(Header);
+  // bf16 payloads take twice their wire bytes once read as float32.
+  const uint64_t payload =
+      h.wire == static_cast<uint8_t>(WireDtype::bfloat16) ? 2 * h.payload_bytes : h.payload_bytes;
+  const uint64_t n =
+      2 * uint64_t{h.meta_bytes} + uint64_t{h.count} * sizeof(PsItem) + payload + sizeof(Header);
   switch (limits.budget->reserve(n, limits.budget_wait, *lease)) {
     case ByteBudget::Outcome::granted:
       return {};
@@ -253,6 +288,8 @@ core::Status read_head(const Socket& s, const ChannelLimits& limits, Header& h,
   if (auto st = read_exact(s, &h, sizeof(h), &clean_eof); !st) return st;
   if (h.magic != frame_magic) return malformed("bad magic (not a Troupe tensor channel peer?)");
   if (h.kind < request_frame || h.kind > error_frame) return malformed("unknown frame kind");
+  if (h.wire > static_cast<uint8_t>(WireDtype::bfloat16))
+    return malformed("unknown wire dtype " + std::to_string(h.wire));
   if (h.kind != error_frame && h.count > limits.max_items)
     return make_error(Errc::invalid_argument, "tensor-channel frame of " + std::to_string(h.count) +
                                                   " items (limit " +
@@ -279,6 +316,8 @@ core::Expected<std::vector<PsItem>> read_items(const Socket& s, const Header& h,
   if (uint64_t{h.count} * min_item_meta > meta.size())
     return malformed(std::to_string(h.count) + " items in " + std::to_string(meta.size()) +
                      " metadata bytes");
+  const bool bf16 = h.wire == static_cast<uint8_t>(WireDtype::bfloat16);
+  const uint64_t element = bf16 ? sizeof(uint16_t) : sizeof(float);
   MetaReader r(meta);
   std::vector<PsItem> items(h.count);
   std::vector<uint64_t> sizes(h.count, 0);
@@ -298,9 +337,9 @@ core::Expected<std::vector<PsItem>> read_items(const Socket& s, const Header& h,
     if (!r.get(rank) || rank > static_cast<uint32_t>(core::Shape::max_rank) ||
         !r.get_array(it.tensor.dims, rank) || !r.get(n))
       return malformed("tensor dims of '" + it.name + "'");
-    if (n > (h.payload_bytes - payload) / sizeof(float))
+    if (n > (h.payload_bytes - payload) / element)
       return malformed("tensor '" + it.name + "' is larger than the frame's payload");
-    payload += n * sizeof(float);
+    payload += n * element;
     sizes[i] = n;
     if (!it.tensor.holds(n))
       return malformed("tensor '" + it.name + "' size does not match its dims");
@@ -308,7 +347,10 @@ core::Expected<std::vector<PsItem>> read_items(const Socket& s, const Header& h,
   if (!r.done()) return malformed("trailing metadata bytes");
   if (payload != h.payload_bytes) return malformed("payload size does not add up");
   for (size_t i = 0; i < items.size(); ++i)
-    if (auto st = read_growing(s, items[i].tensor.data, sizes[i]); !st) return st.error();
+    if (auto st = bf16 ? read_bf16(s, items[i].tensor.data, sizes[i])
+                       : read_growing(s, items[i].tensor.data, sizes[i]);
+        !st)
+      return st.error();
   return items;
 }
 
@@ -321,9 +363,11 @@ core::Status send_request(const Socket& s, const PsRequest& request) {
   h.count = static_cast<uint32_t>(request.items.size());
   h.tag = request.tag;
   h.settled_below = request.settled_below;
+  h.wire = static_cast<uint8_t>(request.wire);
   MetaWriter m;
   std::vector<iovec> payload;
-  write_items(m, request.items, payload, h.payload_bytes);
+  std::vector<std::vector<uint16_t>> staging;
+  write_items(m, request.items, payload, h.payload_bytes, request.wire, staging);
   return send_frame(s, h, m, payload);
 }
 
@@ -341,17 +385,20 @@ core::Expected<PsRequest> recv_request(const Socket& s, const ChannelLimits& lim
   if (h.kind != request_frame) return malformed("expected a request frame");
   auto items = read_items(s, h, meta);
   if (!items) return items.error();
-  return PsRequest{h.op, h.tag, std::move(*items), h.settled_below};
+  return PsRequest{h.op, h.tag, std::move(*items), h.settled_below, static_cast<WireDtype>(h.wire)};
 }
 
-core::Status send_reply(const Socket& s, const core::Expected<std::vector<PsItem>>& reply) {
+core::Status send_reply(const Socket& s, const core::Expected<std::vector<PsItem>>& reply,
+                        WireDtype wire) {
   Header h;
   MetaWriter m;
   std::vector<iovec> payload;
+  std::vector<std::vector<uint16_t>> staging;
   if (reply) {
     h.kind = reply_frame;
     h.count = static_cast<uint32_t>(reply->size());
-    write_items(m, *reply, payload, h.payload_bytes);
+    h.wire = static_cast<uint8_t>(wire);
+    write_items(m, *reply, payload, h.payload_bytes, wire, staging);
   } else {
     h.kind = error_frame;
     h.count = static_cast<uint32_t>(reply.error().code);

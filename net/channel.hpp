@@ -52,8 +52,9 @@ core::Status send_request(const Socket& s, const PsRequest& request);
 core::Expected<PsRequest> recv_request(const Socket& s, const ChannelLimits& limits = {},
                                        ByteBudget::Lease* lease = nullptr);
 
-/// Sends the PS's items, or its error.
-core::Status send_reply(const Socket& s, const core::Expected<std::vector<PsItem>>& reply);
+/// Sends the PS's items (their tensors as `wire`: the request's), or its error.
+core::Status send_reply(const Socket& s, const core::Expected<std::vector<PsItem>>& reply,
+                        WireDtype wire = WireDtype::float32);
 /// The reply: the PS's items, the error the PS sent, or what went wrong on the way.
 core::Expected<std::vector<PsItem>> recv_reply(const Socket& s, const ChannelLimits& limits = {});
 

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <string>
 
+#include "net/wire_dtype.hpp"
+
 namespace troupe::net {
 
 /// Settings every Troupe node uses. Heartbeats must be on at both ends of every
@@ -24,6 +26,9 @@ struct NodeOptions {
   /// they go as CAF messages. A PS task with it off announces no channel, and workers then
   /// use CAF messages for it.
   bool tensor_channel = true;
+  /// Worker tasks: the tensor channel's type for pulled values and pushed gradients
+  /// (actors::WorkerOptions::wire_dtype).
+  WireDtype wire_dtype = WireDtype::float32;
   /// Worker tasks: bound on building a dataset and on each request for its batches
   /// (actors::WorkerOptions::dataset_timeout).
   std::chrono::milliseconds dataset_timeout{600000};

@@ -40,6 +40,17 @@ WireTensor WireTensor::from(core::ConstTensorView v) {
   return t;
 }
 
+core::Expected<WireDtype> parse_wire_dtype(const std::string& text) {
+  if (text == "float32" || text == "f32") return WireDtype::float32;
+  if (text == "bf16" || text == "bfloat16") return WireDtype::bfloat16;
+  return core::make_error(core::Errc::invalid_argument,
+                          "unknown wire dtype '" + text.substr(0, 32) + "' (float32 or bf16)");
+}
+
+const char* wire_dtype_name(WireDtype t) {
+  return t == WireDtype::bfloat16 ? "bf16" : "float32";
+}
+
 bool WireTensor::holds(uint64_t n) const {
   if (dims.size() > static_cast<size_t>(core::Shape::max_rank)) return false;
   if (n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;

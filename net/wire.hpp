@@ -14,6 +14,7 @@
 
 #include "core/expected.hpp"
 #include "core/tensor.hpp"
+#include "net/wire_dtype.hpp"
 
 namespace troupe::net::detail {
 
@@ -164,6 +165,9 @@ struct PsRequest {
   uint64_t tag = 0;  // the closure tag the pushes are applied under (at most once)
   std::vector<PsItem> items;
   uint64_t settled_below = 0;  // the closure's ClosureMsg::settled_below
+  /// The tensor channel's type for this request's tensors and its reply's (not carried in
+  /// CAF messages, which are float32).
+  WireDtype wire = WireDtype::float32;
 };
 
 /// The parts of a closure tag: (closure id << 16) | repetition, and the closure id is
@@ -194,6 +198,7 @@ struct PsStats {
   int64_t snapshot_write_ms = 0;  // and its write to disk (on a thread of its own)
   int64_t channel_refused = 0;    // tensor-channel connections that did not prove the secret
   int64_t port_refused = 0;       // CAF-port connections the gate refused (net/gate.hpp)
+  int64_t bf16_requests = 0;      // requests whose tensors came as bf16 (--wire-dtype bf16)
 
   // The one list of the fields, in wire order (append new ones at the end).
   template <class S>
@@ -205,7 +210,8 @@ struct PsStats {
                       &s.snapshot_age_ms,   &s.process,
                       &s.rss_bytes,         &s.applied_tags,
                       &s.snapshot_copy_us,  &s.snapshot_write_ms,
-                      &s.channel_refused,   &s.port_refused};
+                      &s.channel_refused,   &s.port_refused,
+                      &s.bf16_requests};
   }
 
   std::vector<int64_t> to_vector() const {

@@ -55,7 +55,7 @@ class Converted {
   const uint16_t* fresh(const float* v, int64_t n) {
     Entry& e = slot(v, n);
     e.bits.resize(static_cast<size_t>(n));
-    to_bf16_operand(v, e.bits.data(), e.bits.size());
+    to_bf16_fast(v, e.bits.data(), e.bits.size());
     e.valid = true;
     return e.bits.data();
   }
@@ -118,7 +118,7 @@ cpu::GemmOperand gradient(ConstTensorView dy, int64_t ld, DType t) {
   if (t == DType::float32) return {dy.data(), ld, false};
   thread_local std::vector<uint16_t> scratch;
   scratch.resize(static_cast<size_t>(dy.size()));
-  to_bf16_operand(dy.data(), scratch.data(), scratch.size());
+  to_bf16_fast(dy.data(), scratch.data(), scratch.size());
   return {scratch.data(), ld, false};
 }
 

@@ -31,6 +31,7 @@ struct PsTaskStats {
   int64_t rss_bytes = 0;          // resident memory of the PS process
   int64_t snapshot_copy_us = 0;   // the last snapshot's copy of the shards (serving waits)
   int64_t snapshot_write_ms = 0;  // and its write to disk (off the serving thread)
+  int64_t bf16_requests = 0;      // requests whose tensors came as bf16 (--wire-dtype bf16)
 };
 
 struct StrategyOptions {

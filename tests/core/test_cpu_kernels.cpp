@@ -193,13 +193,13 @@ TEST_CASE("bf16 operands convert as to_half does, subnormals aside", "[cpu_kerne
   v[4] = -0.0f;
   std::vector<uint16_t> ours(v.size()), theirs(v.size());
   for (size_t n : {size_t{1000}, size_t{997}, size_t{5}}) {  // whole vectors and masked tails
-    to_bf16_operand(v.data(), ours.data(), n);
+    to_bf16_fast(v.data(), ours.data(), n);
     to_half(v.data(), theirs.data(), n, DType::bfloat16);
     CHECK(std::equal(ours.begin(), ours.begin() + static_cast<long>(n), theirs.begin()));
   }
   const float tiny = std::numeric_limits<float>::denorm_min() * 1000;
   uint16_t h = 0xffff;
-  to_bf16_operand(&tiny, &h, 1);
+  to_bf16_fast(&tiny, &h, 1);
   if (cpu_has(CpuFeature::avx512_bf16))
     CHECK(h == 0);  // the instruction flushes subnormal inputs
   else

@@ -138,7 +138,8 @@ TEST_CASE("ctr_ps and ctr_fit: DeepFM over 2 PS tasks learns to within 0.01 of t
   CHECK(evaluations[4]["auc"].get<double>() == Approx(fit["val_auc"].get<double>()));
 }
 
-TEST_CASE("ctr_ps survives a killed worker, reads TFRecord input, keeps two table shards per PS",
+TEST_CASE("ctr_ps survives a killed worker, reads TFRecord input, keeps two table shards per PS, "
+          "sends bf16 on the wire",
           "[example][ctr]") {
   troupe::test::TempDir dir;
   auto gen = run_program(bin + "/ctr_datagen --out " + dir.file("data") +
@@ -149,14 +150,18 @@ TEST_CASE("ctr_ps survives a killed worker, reads TFRecord input, keeps two tabl
   const auto chief = launch_ctr(
       dir, "--ps 2 --workers 2 --restart-failed --chaos kill:worker:1@1500ms",
       "--format tfrecord --batch 512 --hidden 64 --dim 8 --buckets-per-field 4096 --lr 0.2 "
-      "--steps-per-worker 1200 --partitioner max_size --shard-bytes 1048576");
+      "--steps-per-worker 1200 --partitioner max_size --shard-bytes 1048576 --wire-dtype bf16");
   INFO(chief.dump());
   CHECK(chief["workers_lost"].get<int64_t>() >= 1);
   CHECK(chief["steps"] == 2400);
   // 106,496 rows x 9 floats = 3.8 MB in shards of at most 1 MiB: 4, two on each PS task.
   CHECK(chief["table_shards"] == 4);
-  for (const auto& ps : chief["ps_tasks"])
+  // Pulls and pushes went as bf16 to every PS task (the restarted worker's too).
+  CHECK(chief["wire_dtype"] == "bf16");
+  for (const auto& ps : chief["ps_tasks"]) {
     CHECK(ps["shards"].get<int64_t>() >= 2);
+    CHECK(ps["bf16_requests"].get<int64_t>() >= 2400);  // a pull and a push per step at least
+  }
   CHECK(chief["auc"].get<double>() >= teacher - 0.02);  // 3 epochs of half the data
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/half.hpp"
 #include "net/channel.hpp"
 #include "net/socket_pair.hpp"
 
@@ -57,6 +58,18 @@ void put_u32(std::vector<char>& bytes, size_t offset, uint32_t v) {
   std::memcpy(bytes.data() + offset, &v, sizeof v);
 }
 
+// `r` sent and received over a connected pair. A writer blocks until the reader drains
+// the socket, so a request larger than its buffer needs a thread of its own.
+core::Expected<net::PsRequest> stream(const net::PsRequest& r) {
+  Pair p;
+  core::Status sent;
+  std::thread writer([&] { sent = net::send_request(p.a, r); });
+  auto got = net::recv_request(p.b);
+  writer.join();
+  REQUIRE(sent.ok());
+  return got;
+}
+
 }  // namespace
 
 TEST_CASE("Requests and replies cross the tensor channel intact", "[net][channel]") {
@@ -94,18 +107,12 @@ TEST_CASE("Requests and replies cross the tensor channel intact", "[net][channel
 }
 
 TEST_CASE("A large tensor streams through the channel", "[net][channel]") {
-  Pair p;
   net::PsRequest r{static_cast<uint8_t>(net::PsOp::push), 1, {}};
   const int64_t n = int64_t{3} << 20;  // 12 MiB, far above a socket buffer
   r.items.push_back({"big", {}, {{n}, std::vector<float>(static_cast<size_t>(n))}});
   for (int64_t i = 0; i < n; ++i)
     r.items[0].tensor.data[static_cast<size_t>(i)] = static_cast<float>(i % 977);
-  // The writer blocks until the reader drains the socket, so it needs its own thread.
-  core::Status sent;
-  std::thread writer([&] { sent = net::send_request(p.a, r); });
-  auto got = net::recv_request(p.b);
-  writer.join();
-  REQUIRE(sent.ok());
+  auto got = stream(r);
   REQUIRE(got);
   CHECK(got->items[0].tensor.data == r.items[0].tensor.data);
 }
@@ -240,7 +247,6 @@ TEST_CASE("A frame's claimed sizes cost memory only as their bytes arrive", "[ne
 
 TEST_CASE("A tensor larger than what is read ahead arrives whole", "[net][channel]") {
   // 80 MiB: past the 64 MiB a reader allocates ahead, so it grows the tensor as it reads.
-  Pair p;
   net::PsRequest r{static_cast<uint8_t>(net::PsOp::push), 2, {}};
   const size_t n = size_t{20} << 20;
   std::vector<float> data(n);
@@ -248,13 +254,92 @@ TEST_CASE("A tensor larger than what is read ahead arrives whole", "[net][channe
     data[i] = static_cast<float>(i % 10007);
   r.items.push_back({"big", {}, {{static_cast<int64_t>(n)}, data}});
   r.items.push_back({"after", {}, {{2}, {5.0f, 6.0f}}});
-  core::Status sent;
-  std::thread writer([&] { sent = net::send_request(p.a, r); });
-  auto got = net::recv_request(p.b);
-  writer.join();
-  REQUIRE(sent.ok());
+  auto got = stream(r);
   REQUIRE(got);
   REQUIRE(got->items.size() == 2);
   CHECK(got->items[0].tensor.data == data);
   CHECK(got->items[1].tensor.data == std::vector<float>{5.0f, 6.0f});
+}
+
+TEST_CASE("bf16 frames carry half the bytes and arrive as float32 rounded to bf16",
+          "[net][channel]") {
+  auto rounded = [](const std::vector<float>& v) {
+    std::vector<float> r(v.size());
+    for (size_t i = 0; i < v.size(); ++i)
+      r[i] = core::round_to(v[i], core::DType::bfloat16);
+    return r;
+  };
+  net::PsRequest r = sample_request();
+  r.items[0].tensor.data = {1.0f / 3, -2.7182818f, 1e-3f, 65504.5f, 3.0e38f, -0.0f};
+  const auto f32 = encode(r);
+  r.wire = net::WireDtype::bfloat16;
+  const auto bf16 = encode(r);
+  uint64_t p32 = 0, p16 = 0;
+  std::memcpy(&p32, f32.data() + 24, sizeof p32);
+  std::memcpy(&p16, bf16.data() + 24, sizeof p16);
+  CHECK(p16 * 2 == p32);  // every tensor's payload halved; metadata unchanged
+  CHECK(f32.size() - bf16.size() == p32 - p16);
+  CHECK(bf16[6] == 1);  // the header's wire byte
+  auto got = decode(bf16);
+  REQUIRE(got);
+  CHECK(got->wire == net::WireDtype::bfloat16);
+  REQUIRE(got->items.size() == r.items.size());
+  for (size_t i = 0; i < r.items.size(); ++i) {
+    INFO(r.items[i].name);
+    CHECK(got->items[i].tensor.dims == r.items[i].tensor.dims);
+    CHECK(got->items[i].tensor.data == rounded(r.items[i].tensor.data));
+    CHECK(got->items[i].rows == r.items[i].rows);
+  }
+  CHECK(got->items[0].tensor.data != r.items[0].tensor.data);  // it was rounded
+
+  SECTION("a reply goes in the type asked, an error frame as ever") {
+    Pair p;
+    const std::vector<net::PsItem> items{{"v", {}, {{3}, {0.1f, 0.2f, 0.3f}}}};
+    REQUIRE(net::send_reply(p.a, items, net::WireDtype::bfloat16));
+    auto reply = net::recv_reply(p.b);
+    REQUIRE(reply);
+    CHECK((*reply)[0].tensor.data == rounded(items[0].tensor.data));
+    REQUIRE(net::send_reply(p.a, core::make_error(core::Errc::not_found, "no such variable"),
+                            net::WireDtype::bfloat16));
+    auto err = net::recv_reply(p.b);
+    REQUIRE_FALSE(err);
+    CHECK(err.error().message == "no such variable");
+  }
+  SECTION("an unknown wire type, or a payload that is not the bf16 tensors' size, is refused") {
+    auto bad = bf16;
+    bad[6] = 2;
+    auto e = decode(bad);
+    REQUIRE_FALSE(e);
+    CHECK(e.error().code == core::Errc::data_loss);
+    CHECK_THAT(e.error().message, Catch::Contains("unknown wire dtype 2"));
+    auto as_f32 = bf16;  // bf16 bytes under a float32 header: the sizes do not add up
+    as_f32[6] = 0;
+    CHECK(decode(as_f32).error().code == core::Errc::data_loss);
+  }
+  SECTION("a PS's memory budget counts what a bf16 frame takes once read as float32") {
+    net::PsRequest big{static_cast<uint8_t>(net::PsOp::push), 3, {}};
+    big.wire = net::WireDtype::bfloat16;
+    big.items.push_back({"g", {}, {{4096}, std::vector<float>(4096, 0.5f)}});
+    const auto bytes = encode(big);  // 8 KiB of payload, 16 KiB as float32
+    net::ByteBudget budget(12 << 10);
+    net::ChannelLimits limits;
+    limits.budget = &budget;
+    auto refused = decode(bytes, limits);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code == core::Errc::invalid_argument);
+    CHECK_THAT(refused.error().message, Catch::Contains("memory budget"));
+  }
+}
+
+TEST_CASE("a bf16 tensor larger than one read streams through whole", "[net][channel]") {
+  net::PsRequest r{static_cast<uint8_t>(net::PsOp::push), 4, {}};
+  r.wire = net::WireDtype::bfloat16;
+  const size_t n = (size_t{3} << 19) + 7;  // three 1 MiB reads and a tail
+  std::vector<float> data(n);
+  for (size_t i = 0; i < n; ++i)
+    data[i] = static_cast<float>(i % 251) * 0.5f;  // exact in bf16
+  r.items.push_back({"big", {}, {{static_cast<int64_t>(n)}, data}});
+  auto got = stream(r);
+  REQUIRE(got);
+  CHECK(got->items[0].tensor.data == data);
 }
