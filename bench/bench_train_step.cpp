@@ -1,6 +1,9 @@
-// Micro-benchmark of one training step (forward + backward + optimizer update) per model and
-// batch size, single-threaded, on synthetic data. Prints one JSON line per configuration
-// with the median over several runs, and a final JSON summary line.
+// Micro-benchmark of one training step (forward + backward + optimizer update) per model,
+// batch size and precision policy, on synthetic data, with this core's measured peak
+// (bench/cpu_peak.hpp) and each step's share of it: the FLOPs of its matrix products
+// (counted by the CPU backend) per second, over the peak of the threads it ran on. Prints
+// one JSON line per configuration with the median over several runs, and a final JSON
+// summary line.
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -11,7 +14,11 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_stats.hpp"
+#include "cpu_peak.hpp"
 
+#include "core/cpu/cpu_backend.hpp"
+#include "core/cpu/gemm.hpp"
+#include "core/cpu_features.hpp"
 #include "core/json_text.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/losses.hpp"
@@ -25,8 +32,35 @@ namespace {
 
 using troupe::bench::median;
 
+// This core's peak, GFLOP/s, per policy (what its matrix products multiply in).
+struct Peak {
+  double f32 = 0.0, bf16 = 0.0;
+  double of(tc::Precision p) const {
+    return p == tc::Precision::mixed_bfloat16 && tc::cpu::gemm_supports(tc::DType::bfloat16) ? bf16
+                                                                                             : f32;
+  }
+};
+
+// The matrix-product FLOPs of one call of `step`.
+template <class Step>
+double flops_of(Step step) {
+  const uint64_t before = tc::cpu_product_flops();
+  step();
+  return static_cast<double>(tc::cpu_product_flops() - before);
+}
+
+// A step's efficiency fields: its products' GFLOP/s and their share of `threads` cores' peak.
+void add_efficiency(nlohmann::json& j, double step_flops, double steps_per_sec, double peak,
+                    int threads) {
+  const double gflops = step_flops * steps_per_sec / 1e9;
+  j["matmul_gflop_per_step"] = step_flops / 1e9;
+  j["matmul_gflops"] = gflops;
+  j["peak_gflops"] = peak * threads;
+  j["peak_fraction"] = peak > 0 ? gflops / (peak * threads) : 0.0;
+}
+
 nlohmann::json bench_one(const std::string& model_name, int batch, int runs, double seconds_per_run,
-                         tc::Precision precision) {
+                         tc::Precision precision, const Peak& peak) {
   auto model = tc::make_model(model_name, 1).value();
   (void)model->to(tc::Device::cpu(), precision);
   auto opt = tc::make_optimizer(model_name == "mlp" ? "sgd" : "rmsprop",
@@ -42,6 +76,7 @@ nlohmann::json bench_one(const std::string& model_name, int batch, int runs, dou
   using clock = std::chrono::steady_clock;
   for (int i = 0; i < 3; ++i)
     (void)trainer.train_step(x, labels.data());  // warm-up
+  const double step_flops = flops_of([&] { (void)trainer.train_step(x, labels.data()); });
   std::vector<double> rates;
   int64_t steps_total = 0;
   for (int r = 0; r < runs; ++r) {
@@ -56,25 +91,29 @@ nlohmann::json bench_one(const std::string& model_name, int batch, int runs, dou
     steps_total += steps;
     rates.push_back(static_cast<double>(steps) * batch / elapsed);
   }
-  return {{"bench", "train_step"},
-          {"model", model_name},
-          {"batch", batch},
-          {"precision", tc::precision_name(precision)},
-          {"threads", 1},
-          {"runs", runs},
-          {"steps", steps_total},
-          {"examples_per_sec_median", median(rates)},
-          {"examples_per_sec_min", *std::min_element(rates.begin(), rates.end())},
-          {"examples_per_sec_max", *std::max_element(rates.begin(), rates.end())}};
+  nlohmann::json j{{"bench", "train_step"},
+                   {"model", model_name},
+                   {"batch", batch},
+                   {"precision", tc::precision_name(precision)},
+                   {"threads", 1},
+                   {"runs", runs},
+                   {"steps", steps_total},
+                   {"examples_per_sec_median", median(rates)},
+                   {"examples_per_sec_min", *std::min_element(rates.begin(), rates.end())},
+                   {"examples_per_sec_max", *std::max_element(rates.begin(), rates.end())}};
+  add_efficiency(j, step_flops, median(rates) / batch, peak.of(precision), 1);
+  return j;
 }
 
 // DeepFM (26 fields, 13 dense, dim 16, DNN 400-400-400) forward + backward on one synthetic
 // batch, with each intra-op thread count in turn within every run (so machine noise hits
 // them alike); one JSON line per thread count and the speed-up of the last over the first.
 std::vector<nlohmann::json> bench_ctr(int batch, const std::vector<int>& threads, int runs,
-                                      double seconds_per_run) {
+                                      double seconds_per_run, tc::Precision precision,
+                                      const Peak& peak) {
   tc::CtrModelConfig cfg;
   tc::CtrModel model(cfg);
+  (void)model.to(tc::Device::cpu(), precision);
   std::vector<tc::Example> ex(static_cast<size_t>(batch));
   uint64_t state = 11;
   auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull; };
@@ -99,6 +138,8 @@ std::vector<nlohmann::json> bench_ctr(int batch, const std::vector<int>& threads
     model.backward(loss.backward());
   };
   using clock = std::chrono::steady_clock;
+  step();
+  const double step_flops = flops_of(step);
   std::vector<std::vector<double>> rates(threads.size());
   for (int r = 0; r < runs; ++r)
     for (size_t t = 0; t < threads.size(); ++t) {
@@ -116,14 +157,18 @@ std::vector<nlohmann::json> bench_ctr(int batch, const std::vector<int>& threads
     }
   tc::set_intra_op_threads(1);
   std::vector<nlohmann::json> out;
-  for (size_t t = 0; t < threads.size(); ++t)
-    out.push_back({{"bench", "train_step"},
-                   {"model", "deepfm"},
-                   {"batch", batch},
-                   {"threads", threads[t]},
-                   {"runs", runs},
-                   {"examples_per_sec_median", median(rates[t])},
-                   {"speedup_vs_first", median(rates[t]) / median(rates[0])}});
+  for (size_t t = 0; t < threads.size(); ++t) {
+    nlohmann::json j{{"bench", "train_step"},
+                     {"model", "deepfm"},
+                     {"batch", batch},
+                     {"precision", tc::precision_name(precision)},
+                     {"threads", threads[t]},
+                     {"runs", runs},
+                     {"examples_per_sec_median", median(rates[t])},
+                     {"speedup_vs_first", median(rates[t]) / median(rates[0])}};
+    add_efficiency(j, step_flops, median(rates[t]) / batch, peak.of(precision), threads[t]);
+    out.push_back(j);
+  }
   return out;
 }
 
@@ -146,36 +191,63 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "intra-op thread counts for --deepfm-batches");
   std::vector<std::string> precisions{"float32"};
   app.add_option("--precisions", precisions,
-                 "policies of the MLP and CNN steps (the mixed ones: the CPU's rounding "
-                 "reference)");
+                 "policies of every step (mixed_bfloat16: bf16 products where the CPU has "
+                 "AVX512_BF16; the others: the CPU's rounding reference)");
+  std::vector<std::string> engines{"onednn"};
+  app.add_option("--matmul", engines,
+                 "who computes the CPU's products, each in turn: onednn (where built in), "
+                 "eigen (the baseline)")
+      ->check(CLI::IsMember({"onednn", "eigen"}));
   CLI11_PARSE(app, argc, argv);
 
-  nlohmann::json summary{{"bench", "train_step_summary"}, {"results", nlohmann::json::array()}};
-  for (const auto& name : precisions) {
-    auto precision = tc::parse_precision(name);
-    if (!precision) {
-      std::cerr << "bench_train_step: " << precision.error().message << std::endl;
-      return 1;
-    }
-    for (const auto& m : models)
-      for (int b : batches) {
-        auto j = bench_one(m, b, runs, m == "cnn" ? 2 * seconds : seconds, *precision);
-        std::cout << troupe::core::json_text(j) << std::endl;
-        summary["results"].push_back(
-            {{"model", m},
-             {"batch", b},
-             {"precision", name},
-             {"examples_per_sec_median", j.value("examples_per_sec_median", 0.0)}});
+  Peak peak;
+  peak.f32 = troupe::bench::peak_f32_gflops(tc::cpu_has(tc::CpuFeature::avx512f));
+  peak.bf16 = troupe::bench::peak_bf16_gflops(tc::cpu_has(tc::CpuFeature::avx512_bf16));
+  const nlohmann::json peak_line{{"bench", "cpu_peak"},
+                                 {"f32_gflops_per_core", peak.f32},
+                                 {"bf16_gflops_per_core", peak.bf16},
+                                 {"cpu_features", tc::cpu_feature_names()},
+                                 {"matmul_f32", tc::cpu::gemm_engine(tc::DType::float32)}};
+  std::cout << troupe::core::json_text(peak_line) << std::endl;
+  nlohmann::json summary{
+      {"bench", "train_step_summary"}, {"peak", peak_line}, {"results", nlohmann::json::array()}};
+  for (const auto& engine : engines)
+    for (const auto& name : precisions) {
+      tc::cpu::set_gemm_enabled(engine == "onednn");
+      auto precision = tc::parse_precision(name);
+      if (!precision) {
+        std::cerr << "bench_train_step: " << precision.error().message << std::endl;
+        return 1;
       }
-  }
-  for (int b : ctr_batches)
-    for (auto& j : bench_ctr(b, threads, runs, seconds)) {
-      std::cout << troupe::core::json_text(j) << std::endl;
-      summary["results"].push_back({{"model", "deepfm"},
-                                    {"batch", b},
-                                    {"threads", j["threads"]},
-                                    {"examples_per_sec_median", j["examples_per_sec_median"]}});
+      for (const auto& m : models)
+        for (int b : batches) {
+          auto j = bench_one(m, b, runs, m == "cnn" ? 2 * seconds : seconds, *precision, peak);
+          j["matmul"] = engine;
+          std::cout << troupe::core::json_text(j) << std::endl;
+          summary["results"].push_back(
+              {{"model", m},
+               {"batch", b},
+               {"matmul", engine},
+               {"precision", name},
+               {"examples_per_sec_median", j.value("examples_per_sec_median", 0.0)},
+               {"peak_fraction", j.value("peak_fraction", 0.0)}});
+        }
+      for (int b : ctr_batches)
+        for (auto& j : bench_ctr(b, threads, runs, seconds, *precision, peak)) {
+          j["matmul"] = engine;
+          std::cout << troupe::core::json_text(j) << std::endl;
+          summary["results"].push_back({{"model", "deepfm"},
+                                        {"batch", b},
+                                        {"matmul", engine},
+                                        {"precision", name},
+                                        {"threads", j["threads"]},
+                                        {"examples_per_sec_median", j["examples_per_sec_median"]},
+                                        {"peak_fraction", j["peak_fraction"]}});
+        }
     }
+  tc::cpu::set_gemm_enabled(true);
+  summary["matmul_f32"] = tc::cpu::gemm_engine(tc::DType::float32);
+  summary["matmul_bf16"] = tc::cpu::gemm_engine(tc::DType::bfloat16);
   std::cout << troupe::core::json_text(summary) << std::endl;
   return 0;
 }

@@ -116,7 +116,13 @@ def chief(args, spec, procs):
         h = tf.concat([tf.reshape(v, [-1, FIELDS * k]), dense_x], 1)
         layers = dense[2:]
         for i in range(0, len(layers), 2):
-            h = tf.matmul(h, layers[i]) + layers[i + 1]
+            if args.precision == "mixed_bfloat16":
+                # Keras' mixed_bfloat16 for a Dense layer: bf16 operands (oneDNN's bf16 matmul
+                # on this CPU), float32 variables; the product back in float32, as Troupe's.
+                h = tf.cast(tf.matmul(tf.cast(h, tf.bfloat16), tf.cast(layers[i], tf.bfloat16)),
+                            tf.float32) + layers[i + 1]
+            else:
+                h = tf.matmul(h, layers[i]) + layers[i + 1]
             if i + 2 < len(layers):
                 h = tf.nn.relu(h)
         return logit + h
@@ -188,6 +194,7 @@ def chief(args, spec, procs):
     print(json.dumps({
         "peer": "tf_ps_ctr", "tf_version": tf.__version__, "model": "deepfm",
         "ps": args.ps, "workers": args.workers, "batch": args.batch, "steps": total,
+        "precision": args.precision,
         "examples": examples, "train_s": round(t1 - t0, 4), "trace_s": round(t_traced - t0, 4),
         "examples_per_sec": round(examples / (t1 - t0), 1),
         "auc": auc_of(scores, labels), "logloss": logloss, "eval_examples": int(len(labels)),
@@ -209,6 +216,7 @@ def main():
     ap.add_argument("--buckets-per-field", type=int, default=65536)
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--precision", default="float32", choices=["float32", "mixed_bfloat16"])
     args = ap.parse_args()
     if args.role != "chief":
         serve(args)
