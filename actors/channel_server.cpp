@@ -3,22 +3,24 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
 
 #include "net/ask.hpp"
 #include "net/auth.hpp"
 
 namespace troupe::actors {
 
-core::Expected<std::unique_ptr<ChannelServer>> ChannelServer::start(caf::actor_system& sys,
-                                                                    caf::actor shard,
-                                                                    const std::string& host,
-                                                                    ChannelServerOptions options) {
+core::Expected<std::unique_ptr<ChannelServer>> ChannelServer::start(
+    caf::actor_system& sys, caf::actor shard, const std::string& host, ChannelServerOptions options,
+    std::shared_ptr<SharedShard> shared) {
   uint16_t port = 0;
   auto listener = net::listen_on(host, port);
   if (!listener) return listener.error();
   const size_t max_connections = options.max_connections;
   std::unique_ptr<ChannelServer> server(
-      new ChannelServer(sys, std::move(shard), std::move(options)));
+      new ChannelServer(sys, std::move(shard), std::move(options), std::move(shared)));
   auto* s = server.get();
   auto started = net::ConnectionServer::start(
       std::move(*listener), port,
@@ -33,6 +35,13 @@ core::Expected<std::unique_ptr<ChannelServer>> ChannelServer::start(caf::actor_s
 core::Expected<ChannelServerOptions> ChannelServerOptions::from_env(std::string secret) {
   ChannelServerOptions o;
   o.secret = std::move(secret);
+  if (const char* direct = std::getenv(channel_direct_pulls_env)) {
+    if (std::string(direct) != "0" && std::string(direct) != "1")
+      return core::make_error(
+          core::Errc::invalid_argument,
+          std::string(channel_direct_pulls_env) + "='" + direct + "' is neither 0 nor 1");
+    o.direct_pulls = std::string(direct) == "1";
+  }
   const char* mb = std::getenv(channel_memory_env);
   if (mb == nullptr) return o;
   char* end = nullptr;
@@ -44,6 +53,21 @@ core::Expected<ChannelServerOptions> ChannelServerOptions::from_env(std::string 
                                 "' is not a number of MiB between 1 and 16777216");
   o.memory_budget = static_cast<uint64_t>(v) << 20;
   return o;
+}
+
+core::Expected<std::vector<net::PsItem>> ChannelServer::read(const net::PsRequest& request) {
+  if (request.wire == net::WireDtype::bfloat16)
+    shared_->bf16_requests.fetch_add(1, std::memory_order_relaxed);
+  core::Expected<std::vector<net::PsItem>> items = std::vector<net::PsItem>{};
+  {
+    std::shared_lock<WriterFirstLock> lock(shared_->lock);
+    items = shared_->state.read(request);
+  }
+  if (items)
+    shared_->pulls.fetch_add(static_cast<int64_t>(request.items.size()), std::memory_order_relaxed);
+  else
+    shared_->rejected.fetch_add(1, std::memory_order_relaxed);
+  return items;
 }
 
 void ChannelServer::refuse(const std::string& peer, const std::string& why) {
@@ -79,11 +103,16 @@ void ChannelServer::serve(net::Socket& socket, const std::string& peer) {
     core::Expected<std::vector<net::PsItem>> reply = std::vector<net::PsItem>{};
     const net::WireDtype wire = request->wire;  // the reply goes as the request came
     bool timed_out = false;
-    const core::Status answered = net::ask(
-        *self, shard_, {options_.answer_timeout, "the PS shard's answer", &timed_out},
-        [&](std::vector<net::PsItem>& items) { reply = std::move(items); }, net::batch_atom::value,
-        std::move(*request));
-    if (!answered) reply = answered.error();
+    const auto op = static_cast<net::PsOp>(request->op);
+    if (shared_ && options_.direct_pulls && (op == net::PsOp::pull || op == net::PsOp::pull_rows)) {
+      reply = read(*request);  // straight from the shards, no hop to the actor
+    } else {
+      const core::Status answered = net::ask(
+          *self, shard_, {options_.answer_timeout, "the PS shard's answer", &timed_out},
+          [&](std::vector<net::PsItem>& items) { reply = std::move(items); },
+          net::batch_atom::value, std::move(*request));
+      if (!answered) reply = answered.error();
+    }
     // A timed-out request may still be applied: the peer cannot know, so the connection
     // ends after the error; its next request reconnects and is tagged as before.
     if (!net::send_reply(socket, reply, wire) || timed_out) return;

@@ -7,6 +7,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/shared_shard.hpp"
 #include "core/expected.hpp"
 #include "net/channel.hpp"
 #include "net/connection_server.hpp"
@@ -16,6 +17,9 @@ namespace troupe::actors {
 /// Environment variable: the memory budget of a PS task's channel in MiB
 /// (ChannelServerOptions::memory_budget; 4096 when unset).
 inline constexpr const char* channel_memory_env = "TROUPE_CHANNEL_MEMORY_MB";
+/// Environment variable: "0" sends every request through the shard actor, pulls too
+/// (ChannelServerOptions::direct_pulls; how the two are measured side by side).
+inline constexpr const char* channel_direct_pulls_env = "TROUPE_CHANNEL_DIRECT_PULLS";
 
 /// How a ChannelServer guards itself; the defaults are a PS task's.
 struct ChannelServerOptions {
@@ -38,24 +42,29 @@ struct ChannelServerOptions {
   /// Within a frame (and writing a reply), the longest wait for the peer; one that
   /// stalls longer is ended.
   std::chrono::milliseconds stall_timeout = net::channel_stall_timeout;
+  /// Pulls are served by the connection's thread from the shards the actor shares
+  /// (actors/shared_shard.hpp), under their lock held shared; off, or with no shared
+  /// shards, they go through the actor as updates do.
+  bool direct_pulls = true;
 
-  /// A PS task's options: `secret`, and the budget from TROUPE_CHANNEL_MEMORY_MB when set
-  /// (a value that is not 1..16777216 MiB is `invalid_argument` naming it).
+  /// A PS task's options: `secret`, the budget from TROUPE_CHANNEL_MEMORY_MB when set (a
+  /// value that is not 1..16777216 MiB is `invalid_argument` naming it), and direct_pulls
+  /// off when TROUPE_CHANNEL_DIRECT_PULLS is "0" (any value but "0" or "1" is an error).
   static core::Expected<ChannelServerOptions> from_env(std::string secret);
 };
 
-/// The PS side of the tensor channel. It owns no state: every request it reads is handed to
-/// the ps_shard actor as a local (psbatch, PsRequest) message, moved, never copied, and the
+/// The PS side of the tensor channel. It owns no state: pulls are read from the shards the
+/// ps_shard actor shares with it (under their lock, shared), every other request is handed
+/// to the actor as a local (psbatch, PsRequest) message, moved, never copied, and the
 /// actor's answer is written back. One thread per connection (one per worker), so a slow
 /// or misbehaving peer stalls only its own connection; a malformed frame gets an error
 /// reply, ends that connection, and is reported on stderr naming the peer.
 class ChannelServer {
  public:
   /// Listens on `host` (the PS task's own address) on a free port.
-  static core::Expected<std::unique_ptr<ChannelServer>> start(caf::actor_system& sys,
-                                                              caf::actor shard,
-                                                              const std::string& host,
-                                                              ChannelServerOptions options = {});
+  static core::Expected<std::unique_ptr<ChannelServer>> start(
+      caf::actor_system& sys, caf::actor shard, const std::string& host,
+      ChannelServerOptions options = {}, std::shared_ptr<SharedShard> shared = {});
   ChannelServer(const ChannelServer&) = delete;
   ChannelServer& operator=(const ChannelServer&) = delete;
 
@@ -71,16 +80,20 @@ class ChannelServer {
   void stop() { server_->stop(); }
 
  private:
-  ChannelServer(caf::actor_system& sys, caf::actor shard, ChannelServerOptions options)
+  ChannelServer(caf::actor_system& sys, caf::actor shard, ChannelServerOptions options,
+                std::shared_ptr<SharedShard> shared)
       : sys_(sys),
         shard_(std::move(shard)),
+        shared_(std::move(shared)),
         options_(std::move(options)),
         budget_(options_.memory_budget) {}
   void serve(net::Socket& socket, const std::string& peer);
+  core::Expected<std::vector<net::PsItem>> read(const net::PsRequest& request);
   void refuse(const std::string& peer, const std::string& why);
 
   caf::actor_system& sys_;
   caf::actor shard_;
+  std::shared_ptr<SharedShard> shared_;
   ChannelServerOptions options_;
   net::ByteBudget budget_;
   std::unique_ptr<net::ConnectionServer> server_;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <random>
 
 #include "core/checkpoint/checkpoint_manager.hpp"
@@ -53,7 +54,7 @@ void snapshot_step(caf::stateful_actor<PsShardActorState>* self) {
   SnapshotBuild& b = *st.building;
   const auto t0 = std::chrono::steady_clock::now();
   if (!b.left.empty()) {
-    st.shard.snapshot_shard(b.left.back(), *b.copy);  // a shard gone meanwhile is skipped
+    st.shard().snapshot_shard(b.left.back(), *b.copy);  // a shard gone meanwhile is skipped
     b.left.pop_back();
   }
   b.longest_step_us = std::max<int64_t>(
@@ -64,7 +65,7 @@ void snapshot_step(caf::stateful_actor<PsShardActorState>* self) {
     self->send(self, net::snapstep_atom::value);
     return;
   }
-  st.shard.snapshot_counters(*b.copy);
+  st.shard().snapshot_counters(*b.copy);
   st.snapshot_copy_us = b.longest_step_us;
   auto w = std::make_unique<SnapshotWrite>();
   w->taken = b.taken;
@@ -92,15 +93,15 @@ void take_snapshot(caf::stateful_actor<PsShardActorState>* self) {
   finish_snapshot(self);
   auto& st = self->state;
   if (st.writing || st.building) return;
-  const int64_t applied = st.shard.counters().updates_applied;
-  const int64_t variables = st.shard.counters().variables;
+  const int64_t applied = st.shard().counters().updates_applied;
+  const int64_t variables = st.shard().counters().variables;
   if (applied == st.snapshotted_updates && variables == st.snapshotted_variables) return;
   st.building = std::make_unique<SnapshotBuild>();
   st.building->taken = std::chrono::steady_clock::now();
   st.building->updates = applied;
   st.building->variables = variables;
   st.building->assigns = st.assigns;
-  st.building->left = st.shard.shard_names();
+  st.building->left = st.shard().shard_names();
   snapshot_step(self);
 }
 
@@ -121,8 +122,13 @@ int64_t resident_bytes() {
 caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOptions options) {
   self->state.process = static_cast<int64_t>(std::random_device{}() & 0x7fffffffu) << 31 |
                         static_cast<int64_t>(std::random_device{}() & 0x7fffffffu) | 1;
-  if (options.initial) self->state.shard = std::move(*options.initial);
+  if (options.shared) self->state.shared = options.shared;
+  if (options.initial) {
+    std::unique_lock<WriterFirstLock> lock(self->state.shared->lock);
+    self->state.shard() = std::move(*options.initial);
+  }
   options.initial.reset();
+  options.shared.reset();
   self->state.options = std::move(options);
   if (!self->state.options.snapshot_dir.empty()) {
     // Numbered on from what is in the directory, so a restarted task's snapshots sort after
@@ -140,8 +146,8 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
                                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                         std::filesystem::file_time_type::clock::now() - written);
     }
-    self->state.snapshotted_updates = self->state.shard.counters().updates_applied;
-    self->state.snapshotted_variables = self->state.shard.counters().variables;
+    self->state.snapshotted_updates = self->state.shard().counters().updates_applied;
+    self->state.snapshotted_variables = self->state.shard().counters().variables;
     self->delayed_send(self, self->state.options.snapshot_interval, net::snapshot_atom::value);
   }
   return {
@@ -154,37 +160,45 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
         ++(caf_port ? self->state.port_refused : self->state.channel_refused);
       },
       [=](net::create_atom, const net::VariableDef& def) -> caf::result<caf::ok_atom> {
-        if (auto st = self->state.shard.create(def); !st) return net::to_caf(st.error());
+        std::unique_lock<WriterFirstLock> lock(self->state.shared->lock);
+        if (auto st = self->state.shard().create(def); !st) return net::to_caf(st.error());
         return caf::ok_atom::value;
       },
-      [=](net::pull_atom, const std::string& name) { return reply(self->state.shard.pull(name)); },
+      [=](net::pull_atom, const std::string& name) {
+        return reply(self->state.shard().pull(name));
+      },
       [=](net::pull_rows_atom, const std::string& name, const std::vector<int64_t>& rows) {
-        return reply(self->state.shard.pull_rows(name, rows));
+        return reply(self->state.shard().pull_rows(name, rows));
       },
       [=](net::push_atom, uint64_t closure_id, const std::string& name, const net::WireTensor& g) {
-        return reply(self->state.shard.push(closure_id, name, g));
+        std::unique_lock<WriterFirstLock> lock(self->state.shared->lock);
+        return reply(self->state.shard().push(closure_id, name, g));
       },
       [=](net::push_pull_atom, uint64_t closure_id, const std::string& name,
           const net::WireTensor& g) {
-        return reply(self->state.shard.push_pull(closure_id, name, g));
+        std::unique_lock<WriterFirstLock> lock(self->state.shared->lock);
+        return reply(self->state.shard().push_pull(closure_id, name, g));
       },
       [=](net::push_rows_atom, uint64_t closure_id, const std::string& name,
           const net::RowsUpdate& u) {
-        return reply(self->state.shard.push_rows(closure_id, name, u));
+        std::unique_lock<WriterFirstLock> lock(self->state.shared->lock);
+        return reply(self->state.shard().push_rows(closure_id, name, u));
       },
       [=](net::state_atom, const std::string& name) {
-        return reply(self->state.shard.state(name));
+        return reply(self->state.shard().state(name));
       },
       [=](net::assign_atom, const std::string& name,
           const net::ShardState& state) -> caf::result<caf::ok_atom> {
-        if (auto st = self->state.shard.assign(name, state); !st) return net::to_caf(st.error());
+        std::unique_lock<WriterFirstLock> lock(self->state.shared->lock);
+        if (auto st = self->state.shard().assign(name, state); !st) return net::to_caf(st.error());
         self->state.snapshotted_updates = -1;  // the next snapshot must include it
         ++self->state.assigns;
         return caf::ok_atom::value;
       },
       [=](net::batch_atom, net::PsRequest& request) {
         if (request.wire == net::WireDtype::bfloat16) ++self->state.bf16_requests;
-        return reply(self->state.shard.handle(request));
+        std::unique_lock<WriterFirstLock> lock(self->state.shared->lock);
+        return reply(self->state.shard().handle(request));
       },
       [=](net::channel_atom) { return self->state.channel_port; },
       [=](net::channel_atom, int32_t port) { self->state.channel_port = port; },
@@ -195,14 +209,15 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
       [=](net::stats_atom) {
         finish_snapshot(self);
         const auto& st = self->state;
-        const auto& c = st.shard.counters();
+        const auto& c = st.shard().counters();
         net::PsStats s;
         s.variables = c.variables;
-        s.pulls = c.pulls;
+        s.pulls = c.pulls + st.shared->pulls.load(std::memory_order_relaxed);
         s.updates_applied = c.updates_applied;
         s.updates_duplicate = c.updates_duplicate;
-        s.requests_rejected = c.requests_rejected;
-        s.restored_from = st.shard.restored_from();
+        s.requests_rejected =
+            c.requests_rejected + st.shared->rejected.load(std::memory_order_relaxed);
+        s.restored_from = st.shard().restored_from();
         s.snapshots = st.snapshots;
         s.snapshot_failures = st.snapshot_failures;
         if (st.last_snapshot)
@@ -211,12 +226,13 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
                                   .count();
         s.process = st.process;
         s.rss_bytes = resident_bytes();
-        s.applied_tags = static_cast<int64_t>(st.shard.applied_tags());
+        s.applied_tags = static_cast<int64_t>(st.shard().applied_tags());
         s.snapshot_copy_us = st.snapshot_copy_us;
         s.snapshot_write_ms = st.snapshot_write_ms;
         s.channel_refused = st.channel_refused;
         s.port_refused = st.port_refused;
-        s.bf16_requests = st.bf16_requests;
+        s.bf16_requests =
+            st.bf16_requests + st.shared->bf16_requests.load(std::memory_order_relaxed);
         return s.to_vector();
       },
   };

@@ -13,13 +13,16 @@
 
 #include <caf/all.hpp>
 
-#include "actors/ps_shard_state.hpp"
+#include "actors/shared_shard.hpp"
 
 namespace troupe::actors {
 
 struct PsShardOptions {
   /// The state to start from (a restored snapshot); null: empty.
   std::shared_ptr<PsShardState> initial;
+  /// The shards as the task's tensor channel shares them (its threads serve pulls from
+  /// them directly); null: the actor keeps them to itself.
+  std::shared_ptr<SharedShard> shared;
   /// Where snapshots go (a CheckpointManager directory); empty: none are taken.
   std::string snapshot_dir;
   std::chrono::milliseconds snapshot_interval{1000};
@@ -49,7 +52,11 @@ struct SnapshotBuild {
 };
 
 struct PsShardActorState {
-  PsShardState shard;
+  /// The shards. Only the actor changes them, under the lock held exclusively; the actor's
+  /// own reads need no lock (nothing else writes), the channel's take it shared.
+  std::shared_ptr<SharedShard> shared = std::make_shared<SharedShard>();
+  PsShardState& shard() { return shared->state; }
+  const PsShardState& shard() const { return shared->state; }
   int32_t channel_port = 0;  // the tensor channel's port on this host; 0: none
   PsShardOptions options;
   int64_t snapshotted_updates = -1;    // updates_applied at the last snapshot
@@ -86,7 +93,9 @@ struct PsShardActorState {
 ///                                                      duplicate, rejected, restored
 ///                                                      from (-1: not restored), snapshots]
 ///   (shutdown)                                      -> the actor quits
-/// Bad requests get an error reply; the actor keeps serving. With a snapshot directory it
+/// Pulls through the tensor channel are served by its threads from the shared shards
+/// (actors/shared_shard.hpp), not by the actor. Bad requests get an error reply; the actor
+/// keeps serving. With a snapshot directory it
 /// snapshots every interval in which updates were applied, keeping the newest two: the
 /// actor copies one shard per turn (requests are served between shards, so serving pauses
 /// for one shard's memcpy at most: split big tables into several shards), then a thread of

@@ -61,11 +61,17 @@ core::Status PsShardState::create(const net::VariableDef& def) {
   return {};
 }
 
-core::Expected<PsShardState::Shard*> PsShardState::find(const std::string& name) {
+core::Expected<const PsShardState::Shard*> PsShardState::lookup(const std::string& name) const {
   auto it = vars_.find(name);
   if (it == vars_.end())
-    return reject(make_error(Errc::not_found, "no variable '" + name + "' on this shard"));
+    return make_error(Errc::not_found, "no variable '" + name + "' on this shard");
   return &it->second;
+}
+
+core::Expected<PsShardState::Shard*> PsShardState::find(const std::string& name) {
+  auto s = lookup(name);
+  if (!s) return reject(s.error());
+  return const_cast<Shard*>(*s);
 }
 
 core::Expected<net::WireTensor> PsShardState::pull(const std::string& name) {
@@ -114,17 +120,24 @@ core::Status PsShardState::assign(const std::string& name, const net::ShardState
 
 core::Expected<net::WireTensor> PsShardState::pull_rows(const std::string& name,
                                                         const std::vector<int64_t>& rows) {
-  auto s = find(name);
+  auto out = rows_of(name, rows);
+  if (!out) return reject(out.error());
+  ++counters_.pulls;
+  return out;
+}
+
+core::Expected<net::WireTensor> PsShardState::rows_of(const std::string& name,
+                                                      const std::vector<int64_t>& rows) const {
+  auto s = lookup(name);
   if (!s) return s.error();
   const core::Tensor& v = (*s)->value;
-  if (v.shape().rank() < 1)
-    return reject(make_error(Errc::invalid_argument, "'" + name + "' has no rows"));
+  if (v.shape().rank() < 1) return make_error(Errc::invalid_argument, "'" + name + "' has no rows");
   const int64_t width = v.shape().row_size();
   for (int64_t r : rows)
     if (r < 0 || r >= v.shape()[0])
-      return reject(make_error(Errc::out_of_range, "row " + std::to_string(r) + " outside '" +
-                                                       name + "' shard of " +
-                                                       std::to_string(v.shape()[0]) + " rows"));
+      return make_error(Errc::out_of_range, "row " + std::to_string(r) + " outside '" + name +
+                                                "' shard of " + std::to_string(v.shape()[0]) +
+                                                " rows");
   net::WireTensor out;
   out.dims = v.shape().to_vector();
   out.dims[0] = static_cast<int64_t>(rows.size());
@@ -137,7 +150,29 @@ core::Expected<net::WireTensor> PsShardState::pull_rows(const std::string& name,
     std::copy_n(v.data() + rows[i] * width, width,
                 out.data.data() + static_cast<int64_t>(i) * width);
   }
-  ++counters_.pulls;
+  return out;
+}
+
+core::Expected<std::vector<net::PsItem>> PsShardState::read(const net::PsRequest& request) const {
+  const auto op = static_cast<net::PsOp>(request.op);
+  if (op != net::PsOp::pull && op != net::PsOp::pull_rows)
+    return make_error(Errc::invalid_argument,
+                      "PS op " + std::to_string(request.op) + " is not a read");
+  std::vector<net::PsItem> out(request.items.size());
+  for (size_t i = 0; i < request.items.size(); ++i) {
+    const net::PsItem& item = request.items[i];
+    out[i].name = item.name;
+    core::Expected<net::WireTensor> value = net::WireTensor{};
+    if (op == net::PsOp::pull) {
+      auto s = lookup(item.name);
+      if (!s) return s.error();
+      value = net::WireTensor::from((*s)->value);
+    } else {
+      value = rows_of(item.name, item.rows);
+    }
+    if (!value) return value.error();
+    out[i].tensor = std::move(*value);
+  }
   return out;
 }
 

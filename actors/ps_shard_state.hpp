@@ -51,6 +51,11 @@ class PsShardState {
   core::Expected<bool> push_rows(uint64_t closure_id, const std::string& name,
                                  const net::RowsUpdate& update, uint64_t settled_below = 0);
 
+  /// The pulls of a batched request (ops pull and pull_rows), reading only: nothing
+  /// changes and nothing is counted, so readers holding a shared lock may call it at once
+  /// (actors/shared_shard.hpp). Any other op is an invalid_argument error.
+  core::Expected<std::vector<net::PsItem>> read(const net::PsRequest& request) const;
+
   /// Every item of a batched request, in order, with the methods above. The first failing
   /// item ends it with its error; items before it have been applied (each at most once,
   /// so the client may send the whole request again).
@@ -97,6 +102,9 @@ class PsShardState {
   };
 
   core::Expected<Shard*> find(const std::string& name);
+  core::Expected<const Shard*> lookup(const std::string& name) const;  // find, not counted
+  core::Expected<net::WireTensor> rows_of(const std::string& name,
+                                          const std::vector<int64_t>& rows) const;
   /// The at-most-once update path shared by dense and row pushes.
   template <class Apply>
   core::Expected<bool> apply_once(uint64_t closure_id, uint64_t settled_below,

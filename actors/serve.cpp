@@ -160,6 +160,9 @@ core::Status serve_task(const net::ClusterResolver& resolver, const Registry& re
   std::unique_ptr<ChannelServer> channel;
   if (task.type == "ps") {
     PsShardOptions po;
+    // The shards, shared by the actor (updates) and the tensor channel's threads (pulls).
+    po.shared = std::make_shared<SharedShard>();
+    auto shared = po.shared;
     if (!options.ps_snapshot_dir.empty()) {
       po.snapshot_dir = options.ps_snapshot_dir + "/ps-" + std::to_string(task.index);
       po.snapshot_interval = options.ps_snapshot_interval;
@@ -192,7 +195,8 @@ core::Status serve_task(const net::ClusterResolver& resolver, const Registry& re
         caf::anon_send_exit(served, caf::exit_reason::user_shutdown);
         return co.error();
       }
-      auto started = ChannelServer::start(sys, served, net::bind_host(hp->host), std::move(*co));
+      auto started =
+          ChannelServer::start(sys, served, net::bind_host(hp->host), std::move(*co), shared);
       if (!started) {
         caf::anon_send_exit(served, caf::exit_reason::user_shutdown);
         return make_error(started.error().code, "task " + task.to_string() +

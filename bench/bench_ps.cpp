@@ -238,7 +238,9 @@ int main(int argc, char** argv) {
             // The time a pull would take if the runtime added nothing to the memory's
             // gather and the socket's transfer, over the time it takes.
             {"pull_vs_tcp_plus_gather", (median(tcp_pull_s) + median(gather_s)) / median(pull_s)},
+            {"push_vs_tcp_plus_gather", (median(tcp_push_s) + median(gather_s)) / median(push_s)},
             {"pull_us", 1e6 * median(pull_s)},
+            {"push_us", 1e6 * median(push_s)},
             {"tcp_pull_us", 1e6 * median(tcp_pull_s)}},
            all);
     }

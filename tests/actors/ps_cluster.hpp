@@ -76,6 +76,7 @@ struct PsCluster {
         gone.push_back(k < 2 ? "ps:" + std::to_string(k) : "worker:" + std::to_string(k - 2));
     }
     const auto shutdown = coord->shutdown_cluster();
+    INFO("shutdown: " << (shutdown.ok() ? std::string("ok") : shutdown.error().to_string()));
     REQUIRE(shutdown.ok() == gone.empty());
     for (const auto& name : gone)
       CHECK_THAT(shutdown.error().message, Catch::Contains(name));

@@ -1,0 +1,49 @@
+#pragma once
+
+// A PS task's shards as its actor and its tensor channel share them: the actor holds the
+// lock exclusively for everything it does to them (every update, create and assign, each
+// shard's copy for a snapshot, its stats); the channel's threads serve pulls under the lock
+// shared, straight from the shards, without the hop to the actor and back. Updates stay
+// ordered (one writer at a time, under the lock), at most once (the applied tags are read
+// and written under it), and a snapshot's copy of a shard is consistent (no update runs
+// while it is taken; pulls change nothing).
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "actors/ps_shard_state.hpp"
+
+namespace troupe::actors {
+
+/// A readers-writer lock that lets a waiting writer in before readers that come after it
+/// (glibc's default, and so std::shared_mutex's, lets a stream of readers hold a writer
+/// off indefinitely). Meets SharedMutex for std::unique_lock and std::shared_lock; not
+/// recursive.
+class WriterFirstLock {
+ public:
+  WriterFirstLock();
+  ~WriterFirstLock();
+  WriterFirstLock(const WriterFirstLock&) = delete;
+  WriterFirstLock& operator=(const WriterFirstLock&) = delete;
+  void lock();
+  void unlock();
+  void lock_shared();
+  void unlock_shared();
+
+ private:
+  pthread_rwlock_t rw_;
+};
+
+struct SharedShard {
+  WriterFirstLock lock;
+  PsShardState state;
+  // What the channel's direct pulls did, counted here: they hold the lock shared and must
+  // not write the state's counters. The shard's stats add them.
+  std::atomic<int64_t> pulls{0};
+  std::atomic<int64_t> rejected{0};
+  std::atomic<int64_t> bf16_requests{0};
+};
+
+}  // namespace troupe::actors

@@ -1,0 +1,194 @@
+// Pulls through a PS task's tensor channel are served from the shards its actor shares
+// (actors/shared_shard.hpp), without the actor; updates still go through the actor, in
+// order and at most once, and a pull never sees a row half updated.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <caf/all.hpp>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actors/channel_server.hpp"
+#include "actors/ps_shard.hpp"
+#include "actors/shared_shard.hpp"
+#include "core/partitioner.hpp"
+#include "net/channel.hpp"
+
+using namespace troupe;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct System {
+  caf::actor_system_config cfg;
+  caf::actor_system sys;
+  System() : sys((cfg.add_message_types<caf::id_block::troupe>(), cfg)) {}
+};
+
+// An actor that takes batched requests and never answers them: whatever the channel
+// answers, it answered without the actor.
+struct SilentState {
+  std::vector<caf::response_promise> held;
+  static inline const char* name = "test.silent_shard";
+};
+caf::behavior silent_shard(caf::stateful_actor<SilentState>* self) {
+  return {[=](net::batch_atom, net::PsRequest&) {
+    self->state.held.push_back(self->make_response_promise());
+  }};
+}
+
+net::VariableDef table(const std::string& name, int64_t rows, int64_t width) {
+  net::VariableDef def;
+  def.name = name;
+  def.shape = {rows, width};
+  def.init_kind = static_cast<int32_t>(core::Initializer::Kind::constant);
+  def.init_value = 2.0f;
+  def.optimizer = "sgd";
+  def.learning_rate = 0.5f;
+  return def;
+}
+
+net::PsRequest pull_rows(const std::string& key, std::vector<int64_t> rows) {
+  net::PsRequest r{static_cast<uint8_t>(net::PsOp::pull_rows), 0, {}};
+  r.items.push_back({key, std::move(rows), {}});
+  return r;
+}
+
+net::PsRequest push_rows(const std::string& key, uint64_t closure, std::vector<int64_t> rows,
+                         int64_t width) {
+  net::PsRequest r{static_cast<uint8_t>(net::PsOp::push_rows), closure << 16, {}};
+  const auto n = static_cast<int64_t>(rows.size());
+  r.items.push_back({key,
+                     std::move(rows),
+                     {{n, width}, std::vector<float>(static_cast<size_t>(n * width), 1.0f)}});
+  return r;
+}
+
+core::Expected<std::vector<net::PsItem>> ask(const net::Socket& s, const net::PsRequest& r) {
+  if (auto st = net::send_request(s, r); !st) return st.error();
+  return net::recv_reply(s);
+}
+
+}  // namespace
+
+TEST_CASE("a PS channel answers pulls from the shared shards without the actor, updates with it",
+          "[actors][channel]") {
+  System s;
+  auto shared = std::make_shared<actors::SharedShard>();
+  REQUIRE(shared->state.create(table("t", 100, 4)).ok());
+  const caf::actor silent = s.sys.spawn(silent_shard);
+  actors::ChannelServerOptions o;
+  o.answer_timeout = 300ms;
+  auto server = actors::ChannelServer::start(s.sys, silent, "127.0.0.1", o, shared);
+  REQUIRE(server.ok());
+  auto member = net::connect_to("127.0.0.1", (*server)->port(), 10s);
+  REQUIRE(member.ok());
+
+  auto rows = ask(*member, pull_rows("t#0", {3, 7}));
+  REQUIRE(rows.ok());
+  CHECK((*rows)[0].tensor.dims == std::vector<int64_t>{2, 4});
+  CHECK((*rows)[0].tensor.data == std::vector<float>(8, 2.0f));
+  CHECK(shared->pulls == 1);
+  // A bad pull is an error, counted, and the connection serves on.
+  auto missing = ask(*member, pull_rows("nope#0", {1}));
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().code == core::Errc::not_found);
+  auto outside = ask(*member, pull_rows("t#0", {100}));
+  REQUIRE_FALSE(outside.ok());
+  CHECK(outside.error().code == core::Errc::out_of_range);
+  CHECK(shared->rejected == 2);
+  // An update waits for the actor, which here never answers.
+  auto push = ask(*member, push_rows("t#0", 1, {3}, 4));
+  REQUIRE_FALSE(push.ok());
+  CHECK(push.error().code == core::Errc::unavailable);
+  (*server)->stop();
+
+  // With direct pulls off, a pull waits for the actor too.
+  o.direct_pulls = false;
+  auto through_actor = actors::ChannelServer::start(s.sys, silent, "127.0.0.1", o, shared);
+  REQUIRE(through_actor.ok());
+  auto other = net::connect_to("127.0.0.1", (*through_actor)->port(), 10s);
+  REQUIRE(other.ok());
+  auto waited = ask(*other, pull_rows("t#0", {3}));
+  REQUIRE_FALSE(waited.ok());
+  CHECK(waited.error().code == core::Errc::unavailable);
+  (*through_actor)->stop();
+  caf::anon_send_exit(silent, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("direct pulls see every update whole, in order, and each update at most once",
+          "[actors][channel]") {
+  System s;
+  constexpr int64_t rows = 16, width = 1024, pushes = 150;
+  auto shared = std::make_shared<actors::SharedShard>();
+  actors::PsShardOptions po;
+  po.shared = shared;
+  const caf::actor ps = s.sys.spawn(actors::ps_shard, po);
+  {
+    caf::scoped_actor self{s.sys};
+    self->request(ps, 5s, net::create_atom::value, table("t", rows, width))
+        .receive([](caf::ok_atom) {}, [&](caf::error& e) { FAIL(s.sys.render(e)); });
+  }
+  auto server = actors::ChannelServer::start(s.sys, ps, "127.0.0.1", {}, shared);
+  REQUIRE(server.ok());
+  const uint16_t port = (*server)->port();
+  std::vector<int64_t> all(rows);
+  for (int64_t r = 0; r < rows; ++r)
+    all[static_cast<size_t>(r)] = r;
+
+  // Each push subtracts 0.5 (lr) from every value of the 16 rows; two readers pull them
+  // meanwhile. A pull must find each row's 1024 values equal (no update half seen), equal
+  // across rows (an update covers them all), and never higher than the pull before it.
+  std::atomic<bool> pushing{true};
+  std::atomic<int64_t> torn{0}, backwards{0}, pulls{0};
+  auto reader = [&] {
+    auto c = net::connect_to("127.0.0.1", port, 10s);
+    REQUIRE(c.ok());
+    float last = 3.0f;
+    while (pushing.load()) {
+      auto got = ask(*c, pull_rows("t#0", all));
+      REQUIRE(got.ok());
+      const auto& v = (*got)[0].tensor.data;
+      for (float x : v)
+        if (x != v[0]) {
+          ++torn;
+          break;
+        }
+      if (v[0] > last) ++backwards;
+      last = v[0];
+      ++pulls;
+    }
+  };
+  std::thread r1(reader), r2(reader);
+  auto writer = net::connect_to("127.0.0.1", port, 10s);
+  REQUIRE(writer.ok());
+  for (uint64_t i = 1; i <= pushes; ++i)
+    REQUIRE(ask(*writer, push_rows("t#0", i, all, width)).ok());
+  // A push of a closure applied before is ignored (at most once).
+  REQUIRE(ask(*writer, push_rows("t#0", pushes / 2, all, width)).ok());
+  pushing = false;
+  r1.join();
+  r2.join();
+  CHECK(torn == 0);
+  CHECK(backwards == 0);
+  CHECK(pulls > 0);
+  auto last = ask(*writer, pull_rows("t#0", all));
+  REQUIRE(last.ok());
+  CHECK((*last)[0].tensor.data ==
+        std::vector<float>(static_cast<size_t>(rows * width), 2.0f - 0.5f * pushes));
+  // The shard's stats count the channel's pulls with the actor's.
+  caf::scoped_actor self{s.sys};
+  self->request(ps, 5s, net::stats_atom::value)
+      .receive(
+          [&](const std::vector<int64_t>& v) {
+            const auto st = net::PsStats::from(v);
+            CHECK(st.pulls == pulls.load() + 1);
+            CHECK(st.updates_applied == pushes);
+            CHECK(st.updates_duplicate == 1);
+          },
+          [&](caf::error& e) { FAIL(s.sys.render(e)); });
+  (*server)->stop();
+  caf::anon_send_exit(ps, caf::exit_reason::user_shutdown);
+}
