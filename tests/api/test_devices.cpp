@@ -71,9 +71,8 @@ TEST_CASE("the CPU is always there and a GPU this process lacks is refused namin
   CHECK_THAT(device_name(*cpu), Catch::StartsWith("cpu ("));
   CHECK(select_precision("float32", *cpu).value() == core::Precision::float32);
   CHECK(select_precision("auto", *cpu).value() ==
-        (core::cpu_backend().fast(core::Precision::mixed_bfloat16)
-             ? core::Precision::mixed_bfloat16
-             : core::Precision::float32));
+        (core::cpu_backend().fast(core::Precision::mixed_bfloat16) ? core::Precision::mixed_bfloat16
+                                                                   : core::Precision::float32));
   CHECK(select_precision("mixed_float16", *cpu).value() == core::Precision::mixed_float16);
   auto tf32 = select_precision("tf32", *cpu);
   REQUIRE_FALSE(tf32.ok());

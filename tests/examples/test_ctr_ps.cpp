@@ -138,9 +138,10 @@ TEST_CASE("ctr_ps and ctr_fit: DeepFM over 2 PS tasks learns to within 0.01 of t
   CHECK(evaluations[4]["auc"].get<double>() == Approx(fit["val_auc"].get<double>()));
 }
 
-TEST_CASE("ctr_ps survives a killed worker, reads TFRecord input, keeps two table shards per PS, "
-          "sends bf16 on the wire",
-          "[example][ctr]") {
+TEST_CASE(
+    "ctr_ps survives a killed worker, reads TFRecord input, keeps two table shards per PS, "
+    "sends bf16 on the wire",
+    "[example][ctr]") {
   troupe::test::TempDir dir;
   auto gen = run_program(bin + "/ctr_datagen --out " + dir.file("data") +
                          " --rows 200000 --files 4 --vocab 50 --format tfrecord"

@@ -97,7 +97,8 @@ TEST_CASE("mixed_bfloat16 on a CPU without AVX512_BF16 is refused naming it, aut
                               "--precision auto 2>/dev/null");
   REQUIRE(fallback.exit_code == 0);
   CHECK(fallback.last_json["precision"] == "float32");
-  for (const auto& f : fallback.last_json["cpu_features"]) CHECK(f != "avx512_bf16");
+  for (const auto& f : fallback.last_json["cpu_features"])
+    CHECK(f != "avx512_bf16");
   // A misspelt mask is named, not ignored.
   auto bad = run_program("TROUPE_CPU_DISABLE=avx512_bf17 " + bin +
                          "/fmnist_local --epochs 1 --max-steps 5 2>/dev/null");

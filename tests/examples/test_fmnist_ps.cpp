@@ -85,8 +85,7 @@ TEST_CASE("fmnist_ps trains on while workers are killed and restarted", "[exampl
   // training runs (the chief's wall_s - train_s after launch, plus a second for the
   // workers to take closures). Under the sanitizers start-up takes ~2 s, and all three
   // kills can land before any closure was sent (seen in two CI runs).
-  const double training_from =
-      chief["wall_s"].get<double>() - chief["train_s"].get<double>() + 1.0;
+  const double training_from = chief["wall_s"].get<double>() - chief["train_s"].get<double>() + 1.0;
   int late_kills = 0;
   for (const auto& k : j["chaos"])
     late_kills += k["at_s"].get<double>() > training_from ? 1 : 0;
