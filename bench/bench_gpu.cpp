@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_stats.hpp"
+#include "classifier_batch.hpp"
 #include "core/json_text.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/losses.hpp"
@@ -195,11 +196,9 @@ json classifier_step(const std::string& name, int batch, tc::Precision p, int ru
   (void)model->to(gpu0, p);
   auto opt = tc::make_optimizer(name == "mlp" ? "sgd" : "rmsprop", 0.01f).value();
   tc::ClassifierTrainer trainer(*model, *opt);
-  const tc::Tensor x =
-      tc::initialize(tc::Shape{batch, 784}, {tc::Initializer::Kind::random_normal, 0.3f, 7});
-  std::vector<int32_t> labels(static_cast<size_t>(batch));
-  for (int i = 0; i < batch; ++i)
-    labels[static_cast<size_t>(i)] = i % 10;
+  const troupe::bench::ClassifierBatch data = troupe::bench::classifier_batch(batch);
+  const tc::Tensor& x = data.x;
+  const std::vector<int32_t>& labels = data.labels;
   const double sec =
       seconds_per_call([&] { (void)trainer.train_step(x, labels.data()); }, runs, seconds);
   return {{"bench", "gpu_train_step"},

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_stats.hpp"
+#include "classifier_batch.hpp"
 #include "cpu_peak.hpp"
 
 #include "core/cpu/cpu_backend.hpp"
@@ -67,11 +68,9 @@ nlohmann::json bench_one(const std::string& model_name, int batch, int runs, dou
                                 model_name == "mlp" ? 0.1f : 0.001f)
                  .value();
   tc::ClassifierTrainer trainer(*model, *opt);
-  const tc::Tensor x =
-      tc::initialize(tc::Shape{batch, 784}, {tc::Initializer::Kind::random_normal, 0.3f, 7});
-  std::vector<int32_t> labels(static_cast<size_t>(batch));
-  for (int i = 0; i < batch; ++i)
-    labels[static_cast<size_t>(i)] = i % 10;
+  const troupe::bench::ClassifierBatch data = troupe::bench::classifier_batch(batch);
+  const tc::Tensor& x = data.x;
+  const std::vector<int32_t>& labels = data.labels;
 
   using clock = std::chrono::steady_clock;
   for (int i = 0; i < 3; ++i)
