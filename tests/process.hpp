@@ -1,19 +1,25 @@
 #pragma once
 
 // Real child processes for multi-process tests (core::Subprocess): started with their own
-// environment, stderr captured through a pipe, waited on with bounded waits (poll on the
-// pipe and on a pidfd), and killed by pid when the test ends, whatever happens.
+// environment, stdout and stderr captured through pipes, waited on with bounded waits (a
+// condition on what the child wrote, and its pidfd), and killed by pid when the test ends, whatever
+// happens.
 
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/wait.h>  // the tests read wait statuses (WIFEXITED ...)
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/subprocess.hpp"
@@ -40,7 +46,11 @@ inline std::vector<std::string> loopback_addresses(int n) {
   return out;
 }
 
-/// A test's child (core::Subprocess): this environment plus `extra_env`, stderr captured.
+/// A test's child (core::Subprocess): this environment plus `extra_env`, its stdout and
+/// stderr captured. A thread of its own drains both pipes as the child writes, so a child
+/// that logs much never blocks on a full pipe (which would look like a hung task), and its
+/// JSON lines stay out of the test's own output, where they would push a failure's
+/// message out of a truncated log.
 class ChildProcess {
  public:
   ChildProcess(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env) {
@@ -50,30 +60,44 @@ class ChildProcess {
       o.env.emplace_back(*e);
     for (const auto& e : extra_env)
       o.env.push_back(e);
+    o.out = core::SpawnOptions::Output::pipe;
     o.err = core::SpawnOptions::Output::pipe;
-    if (auto p = core::Subprocess::spawn(o)) process_ = std::move(*p);
+    auto p = core::Subprocess::spawn(o);
+    if (!p) return;
+    process_ = std::move(*p);
+    stop_fd_ = ::eventfd(0, EFD_CLOEXEC);
+    reader_ = std::thread([this] { drain(); });
   }
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  ~ChildProcess() {
+    if (reader_.joinable()) {
+      const uint64_t one = 1;
+      (void)!::write(stop_fd_, &one, sizeof one);
+      reader_.join();
+    }
+    if (stop_fd_ >= 0) ::close(stop_fd_);
+  }  // then process_ goes: a child still running is killed and reaped
 
   pid_t pid() const { return process_.pid(); }
-  const std::string& captured_stderr() const { return err_; }
+  std::string captured_stderr() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return err_;
+  }
+  std::string captured_stdout() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return out_;
+  }
   void kill(int sig) { process_.signal(sig); }
   bool running() { return process_.running(); }
 
-  /// Waits (bounded) until stderr shows a line containing `text`; false on timeout or exit.
+  /// Waits (bounded) until stderr shows a line containing `text`; false on timeout, or
+  /// once the child has closed stderr (it exited) without writing it.
   bool wait_for_stderr(const std::string& text, std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (err_.find(text) == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0 || process_.err_fd() < 0) return false;
-      pollfd p{process_.err_fd(), POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
-      char buf[4096];
-      const ssize_t n = ::read(process_.err_fd(), buf, sizeof buf);
-      if (n <= 0) return false;  // the child closed stderr: it exited
-      err_.append(buf, static_cast<size_t>(n));
-    }
-    return true;
+    std::unique_lock<std::mutex> lock(mu_);
+    return grown_.wait_for(lock, timeout, [&] {
+      return err_.find(text) != std::string::npos || err_closed_;
+    }) && err_.find(text) != std::string::npos;
   }
 
   /// Waits (bounded) for the process to exit; its wait status, or nullopt on timeout.
@@ -82,8 +106,43 @@ class ChildProcess {
   }
 
  private:
+  void drain() {
+    pollfd fds[3] = {
+        {process_.out_fd(), POLLIN, 0}, {process_.err_fd(), POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+    for (;;) {
+      if (fds[0].fd < 0 && fds[1].fd < 0) break;
+      if (::poll(fds, 3, -1) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      if (fds[2].revents != 0) break;
+      for (int k = 0; k < 2; ++k) {
+        if (fds[k].fd < 0 || fds[k].revents == 0) continue;
+        char buf[4096];
+        const ssize_t n = ::read(fds[k].fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        std::lock_guard<std::mutex> lock(mu_);
+        if (n <= 0) {
+          fds[k].fd = -1;  // the child closed it: it exited
+          if (k == 1) err_closed_ = true;
+        } else {
+          (k == 0 ? out_ : err_).append(buf, static_cast<size_t>(n));
+        }
+        grown_.notify_all();
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    err_closed_ = true;
+    grown_.notify_all();
+  }
+
   core::Subprocess process_;  // killed and reaped when the test's object goes
-  std::string err_;
+  int stop_fd_ = -1;
+  mutable std::mutex mu_;
+  std::condition_variable grown_;
+  std::string out_, err_;
+  bool err_closed_ = false;
+  std::thread reader_;
 };
 
 }  // namespace troupe::test

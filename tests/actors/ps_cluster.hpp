@@ -57,6 +57,7 @@ struct PsCluster {
     options.on_watchdog = [this](const WatchdogReport& r) {
       std::lock_guard<std::mutex> lock(reports_mu);
       reports.push_back(r);
+      report_times.push_back(std::chrono::steady_clock::now());
     };
     auto made = ClusterCoordinator::make(**strategy, options);
     REQUIRE(made.ok());
@@ -82,7 +83,8 @@ struct PsCluster {
       CHECK_THAT(shutdown.error().message, Catch::Contains(name));
     for (size_t k : serving) {
       auto status = children[k]->wait_exit(std::chrono::seconds(10));
-      INFO("child " << k << " (0, 1: PS; 2, 3: workers): " << children[k]->captured_stderr());
+      INFO("child " << k << " (0, 1: PS; 2, 3: workers): " << children[k]->captured_stderr()
+                    << children[k]->captured_stdout());
       REQUIRE(status.has_value());
       CHECK((WIFEXITED(*status) && WEXITSTATUS(*status) == 0));
     }
@@ -94,6 +96,7 @@ struct PsCluster {
   std::unique_ptr<core::Expected<Variable>> v;
   std::mutex reports_mu;  // the watchdog's reports, for the section that checks them
   std::vector<WatchdogReport> reports;
+  std::vector<std::chrono::steady_clock::time_point> report_times;  // when each came
   std::unique_ptr<ClusterCoordinator> coord;
 };
 

@@ -126,13 +126,16 @@ TEST_CASE("Parameter-server training across processes: failures and recovery",
     const int64_t before = c.stats().watchdog_reports;
     CHECK(before == 0);  // nothing pending, nothing reported
     test::TempDir dir;
+    const auto scheduled = std::chrono::steady_clock::now();
     auto held = c.schedule<bool>("held", dir.path(), std::string("release"));
     REQUIRE(c.wait_for_stats([&](const auto& s) { return s.watchdog_reports > before; }, 5s));
     WatchdogReport r;
+    std::chrono::steady_clock::time_point came;
     {
       std::lock_guard<std::mutex> lock(reports_mu);
       REQUIRE(!reports.empty());
       r = reports.back();
+      came = f.report_times.back();
     }
     CHECK(r.since_progress >= 400ms);
     CHECK(r.queued == 0);
@@ -142,8 +145,11 @@ TEST_CASE("Parameter-server training across processes: failures and recovery",
       for (const auto& f : w.in_flight) {
         ++holding;
         CHECK(f.step == "held");
-        // Sent just after the time without progress began counting.
-        CHECK(f.age > r.since_progress - 50ms);
+        // Counted from when it was sent: after it was scheduled (not from the coordinator's
+        // start or the last closure), and not before the time without progress began.
+        // (How soon after is up to the machine's load: no lower bound but zero.)
+        CHECK(f.age > 0ms);
+        CHECK(f.age <= came - scheduled);
         CHECK(f.age <= r.since_progress);
       }
     CHECK(holding == 1);

@@ -79,10 +79,8 @@ TEST_CASE("fmnist_fit trains with fit() under launch and the evaluator follows i
   const auto ev = evaluations(j);
   REQUIRE(ev.size() >= 2);
   CHECK(ev.back()["examples"] == 10000);
-  // Asynchronous training's final iterate scatters run to run (a clean-clone CI run gave
-  // 0.8247 where six seeds had given 0.845-0.860): as for fmnist_ps, one run is held to the
-  // floor every run clears; docs/benchmarks.md keeps the medians.
-  CHECK(ev.back()["test_accuracy"].get<double>() >= 0.80);
+  // Asynchronous training's final iterate scatters run to run: see async_accuracy_floor.
+  CHECK(ev.back()["test_accuracy"].get<double>() >= troupe::test::async_accuracy_floor);
   for (size_t i = 1; i < ev.size(); ++i)
     CHECK(ev[i]["step"].get<int>() > ev[i - 1]["step"].get<int>());
   const auto& summary = j["evaluator"].back();
@@ -123,7 +121,7 @@ TEST_CASE("fmnist_fit resumes from its backup when its chief is killed and resta
   CHECK(resumed % 200 == 0);
   CHECK(chief["steps"] == 1874);
   CHECK(chief["steps_run"].get<int64_t>() == 1874 - resumed);
-  CHECK(chief["test_accuracy"].get<double>() >= 0.80);
+  CHECK(chief["test_accuracy"].get<double>() >= troupe::test::async_accuracy_floor);
   // The evaluator never noticed: it followed the checkpoints of both chiefs to the end.
   const auto ev = evaluations(j);
   REQUIRE_FALSE(ev.empty());

@@ -24,11 +24,8 @@ using troupe::test::check_all_gone;
 
 }  // namespace
 
-// The issue's goal is >= 0.83 test accuracy. With SGD at lr 0.1 on batches of 64, the
-// final iterate's accuracy scatters run to run (one process, same settings, 14 seeds:
-// 0.79 to 0.85, median 0.843; fmnist_ps under launch: 0.830 to 0.851, median 0.844). A
-// single-run check at 0.83 would be flaky whatever the runtime does, so this asserts the
-// floor every run clears with margin; docs/benchmarks.md records the median over runs.
+// The issue's goal is >= 0.83 test accuracy, a median over runs (docs/benchmarks.md); one
+// run is held to the floor every asynchronous run clears (test::async_accuracy_floor).
 TEST_CASE("troupe launch trains fmnist_ps with 2 PS and 2 workers", "[example][ps]") {
   troupe::test::TempDir dir;
   auto r = run_program(bin + "/troupe launch --ps 2 --workers 2 --run-dir " + dir.path() + " -- " +
@@ -39,7 +36,7 @@ TEST_CASE("troupe launch trains fmnist_ps with 2 PS and 2 workers", "[example][p
   REQUIRE(j.is_object());
   CHECK(j["ok"] == true);
   const auto& chief = j["chief"];
-  CHECK(chief["test_accuracy"].get<double>() >= 0.80);
+  CHECK(chief["test_accuracy"].get<double>() >= troupe::test::async_accuracy_floor);
   CHECK(chief["closures_scheduled"] == 1876);
   CHECK(chief["closures_completed"] == 1876);
   CHECK(chief["examples_per_sec"].get<double>() > 0.0);
@@ -73,7 +70,7 @@ TEST_CASE("fmnist_ps trains on while workers are killed and restarted", "[exampl
   CHECK(chief["closures_scheduled"] == 10000);
   CHECK(chief["closures_completed"] == 10000);
   CHECK(chief["closures_cancelled"] == 0);
-  CHECK(chief["test_accuracy"].get<double>() >= 0.80);
+  CHECK(chief["test_accuracy"].get<double>() >= troupe::test::async_accuracy_floor);
   // Every kill found a live process (the first one, or its restart) and it was restarted.
   CHECK(j["restarts"] == 3);
   // Training starts after launch does: train_s is a lower bound of when it ended on the
@@ -120,7 +117,7 @@ TEST_CASE("fmnist_ps trains by host name over TLS and survives a killed worker",
   const auto& chief = j["chief"];
   CHECK(chief["ok"] == true);
   CHECK(chief["closures_completed"] == 6000);
-  CHECK(chief["test_accuracy"].get<double>() >= 0.80);
+  CHECK(chief["test_accuracy"].get<double>() >= troupe::test::async_accuracy_floor);
   CHECK(j["injections"] == 1);
   CHECK(j["restarts"] == 1);
   CHECK(j["tls"] == true);
@@ -144,7 +141,7 @@ TEST_CASE("fmnist_ps survives a worker stopped mid-training", "[example][ps][cha
   REQUIRE(r.exit_code == 0);
   const auto& chief = r.last_json["chief"];
   CHECK(chief["closures_completed"] == chief["closures_scheduled"]);
-  CHECK(chief["test_accuracy"].get<double>() >= 0.80);
+  CHECK(chief["test_accuracy"].get<double>() >= troupe::test::async_accuracy_floor);
   // Training starts after launch does, so training that took train_s ended at least that
   // long after the launch (and its chaos clock) started. Training past 2.5 s (drop at
   // about 2 s) must have lost the worker; past 3.5 s (1 s after the resume), taken it back,
@@ -183,7 +180,7 @@ TEST_CASE("fmnist_ps carries on when a PS is killed and restored from its snapsh
   const auto& chief = j["chief"];
   CHECK(chief["closures_completed"] == 4000);
   CHECK(chief["closures_cancelled"] == 0);
-  CHECK(chief["test_accuracy"].get<double>() >= 0.80);
+  CHECK(chief["test_accuracy"].get<double>() >= troupe::test::async_accuracy_floor);
   CHECK(chief["ps_restores"] == 1);
   // At most the updates of one snapshot interval and one poll are lost; 4000 closures
   // make 4000 updates on each PS.
@@ -234,7 +231,7 @@ TEST_CASE("A killed chief is restarted and resumes from its backup at the saved 
   CHECK(chief["incarnation"] == 2);
   CHECK(chief["closures_scheduled"].get<int64_t>() == 3000 - resumed);
   CHECK(chief["closures_completed"] == chief["closures_scheduled"]);
-  CHECK(chief["test_accuracy"].get<double>() >= 0.80);
+  CHECK(chief["test_accuracy"].get<double>() >= troupe::test::async_accuracy_floor);
   bool chief_listed = false;
   for (const auto& t : j["tasks"]) {
     CHECK(t["exit"] == 0);
@@ -315,7 +312,7 @@ TEST_CASE("fmnist_ps takes a PS that stalled for 2 s back without a restore",
   CHECK(chief["closures_completed"] == chief["closures_scheduled"]);
   CHECK(chief["ps_restores"] == 0);
   CHECK(chief["updates_lost"] == 0);
-  CHECK(chief["test_accuracy"].get<double>() >= 0.80);
+  CHECK(chief["test_accuracy"].get<double>() >= troupe::test::async_accuracy_floor);
   // A run still training 1 s after the stop ended (train_s bounds that from below) must
   // have seen the connection drop (1 s without heartbeats) and taken the PS back
   // (dispatch waits for it meanwhile).
