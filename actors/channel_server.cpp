@@ -35,12 +35,11 @@ core::Expected<std::unique_ptr<ChannelServer>> ChannelServer::start(
 core::Expected<ChannelServerOptions> ChannelServerOptions::from_env(std::string secret) {
   ChannelServerOptions o;
   o.secret = std::move(secret);
-  if (const char* direct = std::getenv(channel_direct_pulls_env)) {
+  if (const char* direct = std::getenv(channel_direct_env)) {
     if (std::string(direct) != "0" && std::string(direct) != "1")
-      return core::make_error(
-          core::Errc::invalid_argument,
-          std::string(channel_direct_pulls_env) + "='" + direct + "' is neither 0 nor 1");
-    o.direct_pulls = std::string(direct) == "1";
+      return core::make_error(core::Errc::invalid_argument, std::string(channel_direct_env) + "='" +
+                                                                direct + "' is neither 0 nor 1");
+    o.direct = std::string(direct) == "1";
   }
   const char* mb = std::getenv(channel_memory_env);
   if (mb == nullptr) return o;
@@ -68,6 +67,15 @@ core::Expected<std::vector<net::PsItem>> ChannelServer::read(const net::PsReques
   else
     shared_->rejected.fetch_add(1, std::memory_order_relaxed);
   return items;
+}
+
+core::Expected<std::vector<net::PsItem>> ChannelServer::update(net::PsRequest& request) {
+  if (request.wire == net::WireDtype::bfloat16)
+    shared_->bf16_requests.fetch_add(1, std::memory_order_relaxed);
+  // Exclusively, as the actor changes the shards: one update at a time, its applied tag
+  // checked and recorded with it, never inside a snapshot's copy of a shard.
+  std::unique_lock<WriterFirstLock> lock(shared_->lock);
+  return shared_->state.handle(request);
 }
 
 void ChannelServer::refuse(const std::string& peer, const std::string& why) {
@@ -104,8 +112,10 @@ void ChannelServer::serve(net::Socket& socket, const std::string& peer) {
     const net::WireDtype wire = request->wire;  // the reply goes as the request came
     bool timed_out = false;
     const auto op = static_cast<net::PsOp>(request->op);
-    if (shared_ && options_.direct_pulls && (op == net::PsOp::pull || op == net::PsOp::pull_rows)) {
-      reply = read(*request);  // straight from the shards, no hop to the actor
+    if (shared_ && options_.direct) {
+      // Straight on the shards, no hop to the actor and back.
+      reply =
+          op == net::PsOp::pull || op == net::PsOp::pull_rows ? read(*request) : update(*request);
     } else {
       const core::Status answered = net::ask(
           *self, shard_, {options_.answer_timeout, "the PS shard's answer", &timed_out},

@@ -17,9 +17,9 @@ namespace troupe::actors {
 /// Environment variable: the memory budget of a PS task's channel in MiB
 /// (ChannelServerOptions::memory_budget; 4096 when unset).
 inline constexpr const char* channel_memory_env = "TROUPE_CHANNEL_MEMORY_MB";
-/// Environment variable: "0" sends every request through the shard actor, pulls too
-/// (ChannelServerOptions::direct_pulls; how the two are measured side by side).
-inline constexpr const char* channel_direct_pulls_env = "TROUPE_CHANNEL_DIRECT_PULLS";
+/// Environment variable: "0" sends every request through the shard actor, pulls and
+/// updates (ChannelServerOptions::direct; how the two are measured side by side).
+inline constexpr const char* channel_direct_env = "TROUPE_CHANNEL_DIRECT";
 
 /// How a ChannelServer guards itself; the defaults are a PS task's.
 struct ChannelServerOptions {
@@ -42,23 +42,25 @@ struct ChannelServerOptions {
   /// Within a frame (and writing a reply), the longest wait for the peer; one that
   /// stalls longer is ended.
   std::chrono::milliseconds stall_timeout = net::channel_stall_timeout;
-  /// Pulls are served by the connection's thread from the shards the actor shares
-  /// (actors/shared_shard.hpp), under their lock held shared; off, or with no shared
-  /// shards, they go through the actor as updates do.
-  bool direct_pulls = true;
+  /// Requests are served by the connection's thread on the shards the actor shares
+  /// (actors/shared_shard.hpp): pulls under their lock held shared, updates under it held
+  /// exclusively, as the actor holds it for its own. Off, or with no shared shards, every
+  /// request is handed to the actor and its answer awaited.
+  bool direct = true;
 
   /// A PS task's options: `secret`, the budget from TROUPE_CHANNEL_MEMORY_MB when set (a
-  /// value that is not 1..16777216 MiB is `invalid_argument` naming it), and direct_pulls
-  /// off when TROUPE_CHANNEL_DIRECT_PULLS is "0" (any value but "0" or "1" is an error).
+  /// value that is not 1..16777216 MiB is `invalid_argument` naming it), and `direct` off
+  /// when TROUPE_CHANNEL_DIRECT is "0" (any value but "0" or "1" is an error).
   static core::Expected<ChannelServerOptions> from_env(std::string secret);
 };
 
-/// The PS side of the tensor channel. It owns no state: pulls are read from the shards the
-/// ps_shard actor shares with it (under their lock, shared), every other request is handed
-/// to the actor as a local (psbatch, PsRequest) message, moved, never copied, and the
-/// actor's answer is written back. One thread per connection (one per worker), so a slow
-/// or misbehaving peer stalls only its own connection; a malformed frame gets an error
-/// reply, ends that connection, and is reported on stderr naming the peer.
+/// The PS side of the tensor channel. It owns no state: it serves requests on the shards
+/// the ps_shard actor shares with it (pulls under their lock shared, updates exclusively),
+/// or, without shared shards, hands each to the actor as a local (batch, PsRequest)
+/// message, moved, never copied, and writes the actor's answer back. One thread per
+/// connection (one per worker), so a slow or misbehaving peer stalls only its own
+/// connection; a malformed frame gets an error reply, ends that connection, and is
+/// reported on stderr naming the peer.
 class ChannelServer {
  public:
   /// Listens on `host` (the PS task's own address) on a free port.
@@ -89,6 +91,7 @@ class ChannelServer {
         budget_(options_.memory_budget) {}
   void serve(net::Socket& socket, const std::string& peer);
   core::Expected<std::vector<net::PsItem>> read(const net::PsRequest& request);
+  core::Expected<std::vector<net::PsItem>> update(net::PsRequest& request);
   void refuse(const std::string& peer, const std::string& why);
 
   caf::actor_system& sys_;

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <mutex>
 #include <random>
+#include <shared_mutex>
 
 #include "core/checkpoint/checkpoint_manager.hpp"
 
@@ -54,6 +55,8 @@ void snapshot_step(caf::stateful_actor<PsShardActorState>* self) {
   SnapshotBuild& b = *st.building;
   const auto t0 = std::chrono::steady_clock::now();
   if (!b.left.empty()) {
+    // Shared: pulls go on, no update lands inside the copy.
+    std::shared_lock<WriterFirstLock> lock(st.shared->lock);
     st.shard().snapshot_shard(b.left.back(), *b.copy);  // a shard gone meanwhile is skipped
     b.left.pop_back();
   }
@@ -65,7 +68,10 @@ void snapshot_step(caf::stateful_actor<PsShardActorState>* self) {
     self->send(self, net::snapstep_atom::value);
     return;
   }
-  st.shard().snapshot_counters(*b.copy);
+  {
+    std::shared_lock<WriterFirstLock> lock(st.shared->lock);
+    st.shard().snapshot_counters(*b.copy);
+  }
   st.snapshot_copy_us = b.longest_step_us;
   auto w = std::make_unique<SnapshotWrite>();
   w->taken = b.taken;
@@ -93,15 +99,22 @@ void take_snapshot(caf::stateful_actor<PsShardActorState>* self) {
   finish_snapshot(self);
   auto& st = self->state;
   if (st.writing || st.building) return;
-  const int64_t applied = st.shard().counters().updates_applied;
-  const int64_t variables = st.shard().counters().variables;
-  if (applied == st.snapshotted_updates && variables == st.snapshotted_variables) return;
+  int64_t applied = 0, variables = 0;
+  std::vector<std::string> names;
+  {
+    // The tensor channel applies updates too (under the lock held exclusively).
+    std::shared_lock<WriterFirstLock> lock(st.shared->lock);
+    applied = st.shard().counters().updates_applied;
+    variables = st.shard().counters().variables;
+    if (applied == st.snapshotted_updates && variables == st.snapshotted_variables) return;
+    names = st.shard().shard_names();
+  }
   st.building = std::make_unique<SnapshotBuild>();
   st.building->taken = std::chrono::steady_clock::now();
   st.building->updates = applied;
   st.building->variables = variables;
   st.building->assigns = st.assigns;
-  st.building->left = st.shard().shard_names();
+  st.building->left = std::move(names);
   snapshot_step(self);
 }
 
@@ -146,6 +159,7 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
                                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                         std::filesystem::file_time_type::clock::now() - written);
     }
+    std::shared_lock<WriterFirstLock> lock(self->state.shared->lock);
     self->state.snapshotted_updates = self->state.shard().counters().updates_applied;
     self->state.snapshotted_variables = self->state.shard().counters().variables;
     self->delayed_send(self, self->state.options.snapshot_interval, net::snapshot_atom::value);
@@ -164,10 +178,13 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
         if (auto st = self->state.shard().create(def); !st) return net::to_caf(st.error());
         return caf::ok_atom::value;
       },
+      // pull and pull_rows count the pull in the state: exclusively, as updates.
       [=](net::pull_atom, const std::string& name) {
+        std::unique_lock<WriterFirstLock> lock(self->state.shared->lock);
         return reply(self->state.shard().pull(name));
       },
       [=](net::pull_rows_atom, const std::string& name, const std::vector<int64_t>& rows) {
+        std::unique_lock<WriterFirstLock> lock(self->state.shared->lock);
         return reply(self->state.shard().pull_rows(name, rows));
       },
       [=](net::push_atom, uint64_t closure_id, const std::string& name, const net::WireTensor& g) {
@@ -185,6 +202,7 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
         return reply(self->state.shard().push_rows(closure_id, name, u));
       },
       [=](net::state_atom, const std::string& name) {
+        std::unique_lock<WriterFirstLock> lock(self->state.shared->lock);  // counts a miss
         return reply(self->state.shard().state(name));
       },
       [=](net::assign_atom, const std::string& name,
@@ -209,6 +227,7 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
       [=](net::stats_atom) {
         finish_snapshot(self);
         const auto& st = self->state;
+        std::shared_lock<WriterFirstLock> lock(st.shared->lock);
         const auto& c = st.shard().counters();
         net::PsStats s;
         s.variables = c.variables;

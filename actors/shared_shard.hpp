@@ -1,12 +1,13 @@
 #pragma once
 
-// A PS task's shards as its actor and its tensor channel share them: the actor holds the
-// lock exclusively for everything it does to them (every update, create and assign, each
-// shard's copy for a snapshot, its stats); the channel's threads serve pulls under the lock
-// shared, straight from the shards, without the hop to the actor and back. Updates stay
-// ordered (one writer at a time, under the lock), at most once (the applied tags are read
-// and written under it), and a snapshot's copy of a shard is consistent (no update runs
-// while it is taken; pulls change nothing).
+// A PS task's shards as its actor and its tensor channel share them. Whoever changes them
+// (the actor: create, assign, CAF-message updates; the channel's threads: the updates that
+// arrive on it) holds the lock exclusively; whoever only reads them holds it shared (the
+// channel's pulls, the actor's copy of a shard for a snapshot, its stats). So requests on
+// the channel are served on the connection's thread, without the hop to the actor and back.
+// Updates stay ordered (one writer at a time), at most once (the applied tags are read and
+// written under the lock with the update), and a snapshot's copy of a shard is consistent
+// (no update lands while it is taken; pulls change nothing).
 
 #include <pthread.h>
 

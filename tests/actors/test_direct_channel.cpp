@@ -1,11 +1,15 @@
-// Pulls through a PS task's tensor channel are served from the shards its actor shares
-// (actors/shared_shard.hpp), without the actor; updates still go through the actor, in
-// order and at most once, and a pull never sees a row half updated.
+// Requests through a PS task's tensor channel are served on the shards its actor shares
+// (actors/shared_shard.hpp), without the actor: pulls never see a row half updated, updates
+// land in order and at most once, and a snapshot the actor takes meanwhile holds each
+// shard whole, with the tags of exactly the updates in it.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <caf/all.hpp>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,6 +17,7 @@
 #include "actors/channel_server.hpp"
 #include "actors/ps_shard.hpp"
 #include "actors/shared_shard.hpp"
+#include "core/checkpoint/checkpoint_manager.hpp"
 #include "core/partitioner.hpp"
 #include "net/channel.hpp"
 
@@ -73,7 +78,7 @@ core::Expected<std::vector<net::PsItem>> ask(const net::Socket& s, const net::Ps
 
 }  // namespace
 
-TEST_CASE("a PS channel answers pulls from the shared shards without the actor, updates with it",
+TEST_CASE("a PS channel answers pulls and updates on the shared shards without the actor",
           "[actors][channel]") {
   System s;
   auto shared = std::make_shared<actors::SharedShard>();
@@ -99,14 +104,23 @@ TEST_CASE("a PS channel answers pulls from the shared shards without the actor, 
   REQUIRE_FALSE(outside.ok());
   CHECK(outside.error().code == core::Errc::out_of_range);
   CHECK(shared->rejected == 2);
-  // An update waits for the actor, which here never answers.
-  auto push = ask(*member, push_rows("t#0", 1, {3}, 4));
-  REQUIRE_FALSE(push.ok());
-  CHECK(push.error().code == core::Errc::unavailable);
+  // An update is applied on the shards too (the actor here never answers), once.
+  REQUIRE(ask(*member, push_rows("t#0", 1, {3}, 4)).ok());
+  REQUIRE(ask(*member, push_rows("t#0", 1, {3}, 4)).ok());  // the same closure again
+  auto after = ask(*member, pull_rows("t#0", {3, 7}));
+  REQUIRE(after.ok());
+  CHECK((*after)[0].tensor.data == std::vector<float>{1.5f, 1.5f, 1.5f, 1.5f, 2, 2, 2, 2});
+  CHECK(shared->state.counters().updates_applied == 1);
+  CHECK(shared->state.counters().updates_duplicate == 1);
+  // A bad update is an error, counted by the state, and changes nothing.
+  auto beyond = ask(*member, push_rows("t#0", 2, {100}, 4));
+  REQUIRE_FALSE(beyond.ok());
+  CHECK(shared->state.counters().requests_rejected == 1);
+  CHECK(shared->state.counters().updates_applied == 1);
   (*server)->stop();
 
-  // With direct pulls off, a pull waits for the actor too.
-  o.direct_pulls = false;
+  // With the direct path off, pulls and updates wait for the actor.
+  o.direct = false;
   auto through_actor = actors::ChannelServer::start(s.sys, silent, "127.0.0.1", o, shared);
   REQUIRE(through_actor.ok());
   auto other = net::connect_to("127.0.0.1", (*through_actor)->port(), 10s);
@@ -114,11 +128,17 @@ TEST_CASE("a PS channel answers pulls from the shared shards without the actor, 
   auto waited = ask(*other, pull_rows("t#0", {3}));
   REQUIRE_FALSE(waited.ok());
   CHECK(waited.error().code == core::Errc::unavailable);
+  auto other2 = net::connect_to("127.0.0.1", (*through_actor)->port(), 10s);
+  REQUIRE(other2.ok());
+  auto held = ask(*other2, push_rows("t#0", 3, {3}, 4));
+  REQUIRE_FALSE(held.ok());
+  CHECK(held.error().code == core::Errc::unavailable);
+  CHECK(shared->state.counters().updates_applied == 1);
   (*through_actor)->stop();
   caf::anon_send_exit(silent, caf::exit_reason::user_shutdown);
 }
 
-TEST_CASE("direct pulls see every update whole, in order, and each update at most once",
+TEST_CASE("direct pulls see every direct update whole, in order, and each at most once",
           "[actors][channel]") {
   System s;
   constexpr int64_t rows = 16, width = 1024, pushes = 150;
@@ -191,4 +211,79 @@ TEST_CASE("direct pulls see every update whole, in order, and each update at mos
           [&](caf::error& e) { FAIL(s.sys.render(e)); });
   (*server)->stop();
   caf::anon_send_exit(ps, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a snapshot taken while the channel applies updates holds each shard whole, tags too",
+          "[actors][channel]") {
+  System s;
+  // 4 MiB shards, so that copying one takes long enough for updates to come during it.
+  constexpr int64_t rows = 4096, width = 256;
+  char tmpl[] = "/tmp/troupe-direct-snap-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  auto shared = std::make_shared<actors::SharedShard>();
+  actors::PsShardOptions po;
+  po.shared = shared;
+  po.snapshot_dir = dir;
+  po.snapshot_interval = 1ms;  // a snapshot as soon as the last is written
+  const caf::actor ps = s.sys.spawn(actors::ps_shard, po);
+  caf::scoped_actor self{s.sys};
+  for (const char* name : {"t", "u"})
+    self->request(ps, 5s, net::create_atom::value, table(name, rows, width))
+        .receive([](caf::ok_atom) {}, [&](caf::error& e) { FAIL(s.sys.render(e)); });
+  auto server = actors::ChannelServer::start(s.sys, ps, "127.0.0.1", {}, shared);
+  REQUIRE(server.ok());
+  const std::vector<int64_t> ends{0, rows - 1};  // copied first and last
+  auto ones = [&] { return net::WireTensor{{2, width}, std::vector<float>(2 * width, 1.0f)}; };
+
+  // Closure i updates the first and the last row of t when odd, of u when even, by -0.5,
+  // while the actor copies the shards (one per turn) and writes snapshots. Each snapshot
+  // must hold each shard as one state: both rows equal (an update that came during the
+  // copy would be in the last row only), and the tags of exactly the k updates in them.
+  std::atomic<bool> pushing{true};
+  std::thread writer([&] {
+    auto c = net::connect_to("127.0.0.1", (*server)->port(), 10s);
+    REQUIRE(c.ok());
+    for (uint64_t i = 1; pushing.load(); ++i)
+      REQUIRE(ask(*c, push_rows(i % 2 ? "t#0" : "u#0", i, ends, width)).ok());
+  });
+  auto snapshots = [&] {
+    int64_t n = 0;
+    self->request(ps, 5s, net::stats_atom::value)
+        .receive([&](const std::vector<int64_t>& v) { n = net::PsStats::from(v).snapshots; },
+                 [&](caf::error& e) { FAIL(s.sys.render(e)); });
+    return n;
+  };
+  int checked = 0, mid_stream = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  for (int64_t seen = snapshots(); checked < 8 && std::chrono::steady_clock::now() < deadline;) {
+    const int64_t now = snapshots();
+    if (now == seen) continue;  // asks the actor again: a bounded wait on its own
+    seen = now;
+    auto saved = core::CheckpointManager(dir, 2, "ps").restore_latest();
+    REQUIRE(saved.ok());
+    auto restored = actors::PsShardState::from_snapshot(saved->second);
+    REQUIRE(restored.ok());
+    for (const uint64_t first : {uint64_t{1}, uint64_t{2}}) {  // t's closures, u's
+      const std::string key = first == 1 ? "t#0" : "u#0";
+      const auto value = restored->pull_rows(key, ends).value().data;
+      INFO(key << ": first row " << value[0] << ", last row " << value[width]);
+      REQUIRE(std::all_of(value.begin(), value.end(), [&](float x) { return x == value[0]; }));
+      const auto k = static_cast<uint64_t>(std::lround((2.0f - value[0]) / 0.5f));
+      if (k > 0) ++mid_stream;
+      // The k-th update of this shard is in it (applying it again does nothing), the next
+      // one is not.
+      if (k > 0)
+        CHECK_FALSE(restored->push_rows((first + 2 * (k - 1)) << 16, key, {ends, ones()}).value());
+      CHECK(restored->push_rows((first + 2 * k) << 16, key, {ends, ones()}).value());
+    }
+    ++checked;
+  }
+  pushing = false;
+  writer.join();
+  CHECK(checked == 8);
+  CHECK(mid_stream > 0);
+  (*server)->stop();
+  caf::anon_send_exit(ps, caf::exit_reason::user_shutdown);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
