@@ -41,6 +41,7 @@ struct Settings {
   float lr = 0.2f;
   int64_t evaluator_timeout_s = 600;
   troupe::examples::DeviceFlags device;  // where each process's replica computes
+  troupe::examples::WireFlag wire;       // PS tasks: the tensor channel's type
 
   std::string ext() const { return format == "tfrecord" ? ".tfrecord" : ".txt"; }
   tc::RecordFormat record_format() const { return tc::parse_record_format(format).value(); }
@@ -114,8 +115,11 @@ int main(int argc, char** argv) {
   app.add_option("--lr", s.lr);
   app.add_option("--evaluator-timeout-s", s.evaluator_timeout_s)->check(CLI::PositiveNumber);
   s.device.add(app);
+  s.wire.add(app);
   CLI11_PARSE(app, argc, argv);
   if (auto st = troupe::examples::check_spelling(s.device); !st) return fail(st.error());
+  const auto wire = s.wire.parse();
+  if (!wire) return fail(wire.error());
   for (int64_t h : s.hidden)
     if (h < 1 || h > 65536) return fail("--hidden widths must be in [1, 65536]");
   if (s.model_dir.empty()) {
@@ -130,7 +134,9 @@ int main(int argc, char** argv) {
   const std::string role = resolver->task().type;
   if (role == "evaluator") return run_evaluator(s);
   if (role != "chief") {
-    return troupe::examples::serve_task("ctr_fit", *resolver, registry);
+    troupe::net::NodeOptions node;
+    node.wire_dtype = *wire;
+    return troupe::examples::serve_task("ctr_fit", *resolver, registry, node);
   }
 
   const auto t_start = clock_type::now();
@@ -157,6 +163,7 @@ int main(int argc, char** argv) {
     shutdown();
     return fail(h.error());
   }
+  const nlohmann::json bf16_requests = troupe::examples::ps_bf16_requests(**strategy);
   shutdown();
   const auto& last = h->epochs.back();
   auto metric = [&](const char* k) -> nlohmann::json {
@@ -184,6 +191,8 @@ int main(int argc, char** argv) {
       {"train_s", h->train_s},
       {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}};
   troupe::examples::report_device(out, model);
+  out["wire_dtype"] = troupe::net::wire_dtype_name(*wire);
+  out["ps_bf16_requests"] = bf16_requests;
   std::cout << tc::json_text(out) << std::endl;
   return 0;
 }

@@ -57,7 +57,7 @@ struct Settings {
   bool cache = false;
   int eval_batch = 4096;
   troupe::examples::DeviceFlags device;  // where the workers compute
-  std::string wire = "float32";          // --wire-dtype
+  troupe::examples::WireFlag wire;
 
   tc::CtrModelConfig model_config() const {
     tc::CtrModelConfig c;
@@ -248,12 +248,10 @@ int main(int argc, char** argv) {
                  "PS tasks snapshot their shards into DIR/ps-N (written off the serving thread)");
   app.add_option("--ps-snapshot-interval-ms", snapshot_interval_ms)->check(CLI::PositiveNumber);
   s.device.add(app);
-  app.add_option("--wire-dtype", s.wire,
-                 "the tensor channel's type for pulled values and pushed gradients: float32, "
-                 "or bf16 (half the bytes, values rounded; the PS keeps float32)");
+  s.wire.add(app);
   CLI11_PARSE(app, argc, argv);
   if (auto st = troupe::examples::check_spelling(s.device); !st) return fail(st.error());
-  const auto wire = troupe::net::parse_wire_dtype(s.wire);
+  const auto wire = s.wire.parse();
   if (!wire) return fail(wire.error());
   for (int64_t h : s.hidden)
     if (h < 1 || h > 65536) return fail("--hidden widths must be in [1, 65536]");

@@ -21,8 +21,10 @@
 #include "core/cpu_features.hpp"
 #include "core/loss_scale.hpp"
 #include "core/nn/layer.hpp"
+#include "net/wire_dtype.hpp"
 #include "troupe/devices.hpp"
 #include "troupe/model.hpp"
+#include "troupe/strategy.hpp"
 
 namespace troupe::examples {
 
@@ -57,6 +59,31 @@ struct DeviceFlags {
     return DeviceChoice{*d, *p, device_name(*d)};
   }
 };
+
+/// --wire-dtype, the same wherever workers pull and push through the tensor channel (the
+/// PS examples and the fit examples with PS tasks).
+struct WireFlag {
+  std::string value = "float32";
+
+  void add(CLI::App& app) {
+    app.add_option("--wire-dtype", value,
+                   "the tensor channel's type for pulled values and pushed gradients: float32, "
+                   "or bf16 (half the bytes, values rounded; the PS keeps float32)");
+  }
+  /// The parsed type; an error names the value.
+  core::Expected<net::WireDtype> parse() const { return net::parse_wire_dtype(value); }
+};
+
+/// The requests that came as bf16 to every PS task of `strategy`, summed (what
+/// --wire-dtype bf16 sent); null when a task does not answer.
+inline nlohmann::json ps_bf16_requests(ParameterServerStrategy& strategy) {
+  auto stats = strategy.ps_stats();
+  if (!stats) return nullptr;
+  int64_t sum = 0;
+  for (const auto& p : *stats)
+    sum += p.bf16_requests;
+  return sum;
+}
 
 /// A parameter-server worker's side of a model on a device: the device is chosen at the
 /// worker's first step (the PS tasks and the chief run the same program and take no GPU),

@@ -52,6 +52,7 @@ struct Settings {
   int min_workers = 1;
   std::string communication = "auto";
   troupe::examples::DeviceFlags device;  // where each process's replica computes
+  troupe::examples::WireFlag wire;       // PS tasks: the tensor channel's type
 };
 
 troupe::ModelSpec model_spec(const Settings& s) {
@@ -126,8 +127,11 @@ int main(int argc, char** argv) {
                  "the evaluator gives up after this long without a new checkpoint")
       ->check(CLI::PositiveNumber);
   s.device.add(app);
+  s.wire.add(app);
   CLI11_PARSE(app, argc, argv);
   if (auto st = troupe::examples::check_spelling(s.device); !st) return fail(st.error());
+  const auto wire = s.wire.parse();
+  if (!wire) return fail(wire.error());
   if (s.model_dir.empty()) {
     const char* run_dir = std::getenv("TROUPE_RUN_DIR");
     s.model_dir = run_dir != nullptr ? std::string(run_dir) + "/fmnist_fit" : "fmnist_fit-model";
@@ -146,9 +150,18 @@ int main(int argc, char** argv) {
     mirrored = s.strategy == "mirrored" ||
                (s.strategy == "auto" && resolver->cluster_spec().num_tasks("ps") == 0);
     if (!mirrored && role != "chief") {
-      return troupe::examples::serve_task("fmnist_fit", *resolver, registry);
+      troupe::net::NodeOptions node;
+      node.wire_dtype = *wire;
+      return troupe::examples::serve_task("fmnist_fit", *resolver, registry, node);
     }
   }
+  if (*wire != troupe::net::WireDtype::float32 && (mirrored || !distributed))
+    return fail(tc::make_error(
+        tc::Errc::invalid_argument,
+        "--wire-dtype " + s.wire.value +
+            " applies to the tensor channel between PS tasks and workers, and this run has "
+            "none (a mirrored job's all-reduce moves float32)"));
+
   const auto t_start = clock_type::now();
   troupe::Model model(model_spec(s));
   troupe::FitOptions o;
@@ -211,6 +224,8 @@ int main(int argc, char** argv) {
     return fail(h.error());
   }
   auto test = model.evaluate();  // the chief's own look at the final variables
+  const nlohmann::json bf16_requests =
+      strategy ? troupe::examples::ps_bf16_requests(*strategy) : nlohmann::json(nullptr);
   shutdown();
   if (!test) return fail(test.error());
 
@@ -249,6 +264,8 @@ int main(int argc, char** argv) {
       {"train_s", h->train_s},
       {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}};
   troupe::examples::report_device(out, model);
+  out["wire_dtype"] = troupe::net::wire_dtype_name(*wire);
+  if (strategy) out["ps_bf16_requests"] = bf16_requests;
   if (mirrored) {
     out["elastic"] = s.elastic;
     out["reforms"] = h->mirrored.reforms;

@@ -41,7 +41,7 @@ struct Settings {
   size_t shuffle_buffer = 10000;
   bool fused = true;                     // push gradients and get the new values in one round trip
   troupe::examples::DeviceFlags device;  // where the workers compute
-  std::string wire = "float32";          // --wire-dtype
+  troupe::examples::WireFlag wire;
 };
 
 // The model replica of this process's worker; only the worker actor's thread uses it.
@@ -147,12 +147,10 @@ int main(int argc, char** argv) {
                  "how pulls and pushes travel: the tensor channel or CAF messages")
       ->check(CLI::IsMember({"channel", "caf"}));
   s.device.add(app);
-  app.add_option("--wire-dtype", s.wire,
-                 "the tensor channel's type for pulled values and pushed gradients: float32, "
-                 "or bf16 (half the bytes, values rounded; the PS keeps float32)");
+  s.wire.add(app);
   CLI11_PARSE(app, argc, argv);
   if (auto st = troupe::examples::check_spelling(s.device); !st) return fail(st.error());
-  const auto wire = troupe::net::parse_wire_dtype(s.wire);
+  const auto wire = s.wire.parse();
   if (!wire) return fail(wire.error());
 
   const auto registry = make_registry(s);

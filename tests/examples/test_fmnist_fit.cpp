@@ -206,3 +206,19 @@ TEST_CASE("fmnist_fit runs fit() in one process without TF_CONFIG", "[example][f
   CHECK(std::filesystem::exists(dir.file("ckpt/ckpt-300.tckpt")));
   CHECK(std::filesystem::exists(dir.file("ckpt/final.json")));
 }
+
+TEST_CASE("fmnist_fit refuses --wire-dtype bf16 where no tensor channel carries it",
+          "[example][fit]") {
+  troupe::test::TempDir dir;
+  auto r = run_program("env -u TF_CONFIG " + bin + "/fmnist_fit --wire-dtype bf16 --model-dir " +
+                       dir.path() + " 2>&1");
+  INFO(r.output);
+  CHECK(r.exit_code != 0);
+  CHECK(r.last_json["ok"] == false);
+  CHECK_THAT(r.last_json["error"].get<std::string>(),
+             Catch::Contains("--wire-dtype bf16") && Catch::Contains("PS tasks"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("ckpt")));  // refused before training
+  auto typo = run_program("env -u TF_CONFIG " + bin + "/fmnist_fit --wire-dtype bf61 2>&1");
+  CHECK(typo.exit_code != 0);
+  CHECK_THAT(typo.last_json["error"].get<std::string>(), Catch::Contains("bf61"));
+}
