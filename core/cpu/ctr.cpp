@@ -12,6 +12,7 @@ namespace troupe::core {
 
 namespace {
 constexpr int64_t kExampleGrain = 64;  // examples per intra-op chunk at least
+constexpr int64_t kRowsAhead = 32;     // rows prefetched ahead of the scatter
 }  // namespace
 
 void CpuBackend::ctr_forward(const CtrArgs& a) {
@@ -68,6 +69,12 @@ void CpuBackend::ctr_backward(const CtrArgs& a, const CtrGradArgs& g) {
       const int64_t at = i * F + f;
       const float x = values[at];
       float* grow = g.row_grads.data() + static_cast<int64_t>(index[at]) * W;
+      // Scattered over rows larger than the cache, as the forward pass gathers them.
+      if (at + kRowsAhead < n * F) {
+        float* ahead = g.row_grads.data() + static_cast<int64_t>(index[at + kRowsAhead]) * W;
+        __builtin_prefetch(ahead, 1);
+        __builtin_prefetch(ahead + W - 1, 1);
+      }
       grow[0] += gi * x;
       if (W == 1) continue;
       const float* de = g.demb.data() + (i * F + f) * k;
