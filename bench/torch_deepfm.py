@@ -4,6 +4,9 @@
 # so the ids match ctr_ps's). Embedding(sparse=True) + Adagrad: only the batch's rows are
 # updated, as on Troupe's PS. Prints one JSON line: examples_per_sec (training loop only,
 # data already in memory), auc and logloss on heldout.txt, teacher_auc.
+# --precision bf16 runs the forward pass under torch.autocast(device_type="cpu",
+# dtype=torch.bfloat16) (Linear layers in bf16, parameters and optimizer float32);
+# --steps ends training after that many steps; --threads sets torch's intra-op threads.
 #
 #   /usr/bin/python3 bench/torch_deepfm.py --data /tmp/ctr --batch 512 --epochs 4 \
 #       --dim 8 --hidden 64 64 --buckets-per-field 4096 --lr 0.2
@@ -82,8 +85,12 @@ def main():
     ap.add_argument("--buckets-per-field", type=int, default=4096)
     ap.add_argument("--lr", type=float, default=0.2)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--precision", choices=["float32", "bf16"], default="float32")
+    ap.add_argument("--steps", type=int, default=0, help="0: every step of --epochs")
+    ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
+    bf16 = args.precision == "bf16"
     torch.manual_seed(args.seed)
     t_read = time.perf_counter()
     files = sorted(glob.glob(os.path.join(args.data, "train-*.txt")))
@@ -97,19 +104,26 @@ def main():
     n = len(y) // args.batch * args.batch
     steps = 0
     t0 = time.perf_counter()
-    for _ in range(args.epochs):
+    limit = args.steps if args.steps > 0 else args.epochs * (n // args.batch)
+    while steps < limit:
         for b in range(0, n, args.batch):
+            if steps == limit:
+                break
             opt.zero_grad()
-            loss = loss_fn(model(ids[b:b + args.batch], dense[b:b + args.batch]), y[b:b + args.batch])
+            with torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=bf16):
+                logits = model(ids[b:b + args.batch], dense[b:b + args.batch])
+            loss = loss_fn(logits.float(), y[b:b + args.batch])
             loss.backward()
             opt.step()
             steps += 1
     train_s = time.perf_counter() - t0
-    with torch.no_grad():
-        p = torch.sigmoid(model(torch.from_numpy(hids), torch.from_numpy(hdense))).numpy().ravel()
+    with torch.no_grad(), torch.autocast(device_type="cpu", dtype=torch.bfloat16, enabled=bf16):
+        p = torch.sigmoid(model(torch.from_numpy(hids), torch.from_numpy(hdense)).float())
+    p = p.numpy().ravel()
     logloss = logloss_of(p, hy)
     teacher = teacher_of(args.data)
-    print(json.dumps({"peer": "torch_deepfm", "torch_version": torch.__version__, "threads": 1,
+    print(json.dumps({"peer": "torch_deepfm", "torch_version": torch.__version__,
+                      "threads": args.threads, "precision": args.precision,
                       "batch": args.batch, "steps": steps, "examples": steps * args.batch,
                       "train_s": round(train_s, 3), "read_s": round(read_s, 3),
                       "examples_per_sec": round(steps * args.batch / train_s, 1),
