@@ -41,12 +41,11 @@ for _ in $(seq "$rounds"); do
     echo "{\"side\":\"tf_ps\",\"precision\":\"$p\",\"run\":$line}" >>"$out"
   done
 done
-python3 - "$out" <<'PY'
+python3 - "$out" "$here" <<'PY'
 import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-def field(r, k):
-    run = r["run"]
-    return (run["chief"] if "chief" in run else run)[k]
+sys.path.insert(0, sys.argv[2])
+from side_runs import field, read_runs
+rows = read_runs(sys.argv[1])
 best = {}
 for side in ["troupe", "tf_ps"]:
     f32_auc = None

@@ -44,12 +44,11 @@ for _ in $(seq "$rounds"); do
     done
   done
 done
-python3 - "$out" <<'PY'
+python3 - "$out" "$here" <<'PY'
 import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-def field(r, k):
-    run = r["run"]
-    return (run["chief"] if "chief" in run else run)[k]
+sys.path.insert(0, sys.argv[2])
+from side_runs import field, read_runs
+rows = read_runs(sys.argv[1])
 med = {}
 for key in dict.fromkeys((r["side"], r["precision"], r["threads"]) for r in rows):
     rs = [r for r in rows if (r["side"], r["precision"], r["threads"]) == key]
