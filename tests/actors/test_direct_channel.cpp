@@ -224,7 +224,7 @@ TEST_CASE("a snapshot taken while the channel applies updates holds each shard w
   actors::PsShardOptions po;
   po.shared = shared;
   po.snapshot_dir = dir;
-  po.snapshot_interval = 1ms;  // a snapshot as soon as the last is written
+  po.snapshot_interval = std::chrono::hours(1);  // only the snapshots this test asks for
   const caf::actor ps = s.sys.spawn(actors::ps_shard, po);
   caf::scoped_actor self{s.sys};
   for (const char* name : {"t", "u"})
@@ -240,12 +240,24 @@ TEST_CASE("a snapshot taken while the channel applies updates holds each shard w
   // must hold each shard as one state: both rows equal (an update that came during the
   // copy would be in the last row only), and the tags of exactly the k updates in them.
   std::atomic<bool> pushing{true};
+  std::atomic<bool> writer_failed{false};
   std::thread writer([&] {
     auto c = net::connect_to("127.0.0.1", (*server)->port(), 10s);
-    REQUIRE(c.ok());
-    for (uint64_t i = 1; pushing.load(); ++i)
-      REQUIRE(ask(*c, push_rows(i % 2 ? "t#0" : "u#0", i, ends, width)).ok());
+    if (!c) writer_failed = true;
+    for (uint64_t i = 1; c && pushing.load(); ++i)
+      if (!ask(*c, push_rows(i % 2 ? "t#0" : "u#0", i, ends, width)).ok()) {
+        writer_failed = true;  // the test's thread reports it (a REQUIRE here would abort)
+        break;
+      }
   });
+  struct Stop {  // on every way out of the test, a failed REQUIRE's too
+    std::atomic<bool>& pushing;
+    std::thread& writer;
+    ~Stop() {
+      pushing = false;
+      if (writer.joinable()) writer.join();
+    }
+  } stop{pushing, writer};
   auto snapshots = [&] {
     int64_t n = 0;
     self->request(ps, 5s, net::stats_atom::value)
@@ -256,8 +268,13 @@ TEST_CASE("a snapshot taken while the channel applies updates holds each shard w
   int checked = 0, mid_stream = 0;
   const auto deadline = std::chrono::steady_clock::now() + 30s;
   for (int64_t seen = snapshots(); checked < 8 && std::chrono::steady_clock::now() < deadline;) {
-    const int64_t now = snapshots();
-    if (now == seen) continue;  // asks the actor again: a bounded wait on its own
+    // One snapshot at a time, taken while updates keep coming; its file is read once it is
+    // written and before the next is asked for (so no write or pruning races the read).
+    self->send(ps, net::snapshot_atom::value);
+    int64_t now = seen;
+    while (now == seen && std::chrono::steady_clock::now() < deadline)
+      now = snapshots();  // asks the actor again: a bounded wait on its own
+    if (now == seen) break;
     seen = now;
     auto saved = core::CheckpointManager(dir, 2, "ps").restore_latest();
     REQUIRE(saved.ok());
@@ -280,6 +297,7 @@ TEST_CASE("a snapshot taken while the channel applies updates holds each shard w
   }
   pushing = false;
   writer.join();
+  CHECK_FALSE(writer_failed);
   CHECK(checked == 8);
   CHECK(mid_stream > 0);
   (*server)->stop();
