@@ -19,9 +19,10 @@
 #include "actors/collective/ring.hpp"
 #include "bench_stats.hpp"
 #include "core/json_text.hpp"
+#include "examples/command_line.hpp"
+#include "net/auth.hpp"
 #include "net/cluster_spec.hpp"
 #include "tcp_baseline.hpp"
-#include "net/auth.hpp"
 
 using namespace troupe;
 using clock_type = std::chrono::steady_clock;
@@ -48,7 +49,8 @@ int main(int argc, char** argv) {
   app.add_option("--transport", transport,
                  "auto: shared memory between ranks on one host; tcp: TCP throughout")
       ->check(CLI::IsMember({"auto", "tcp"}));
-  CLI11_PARSE(app, argc, argv);
+  if (auto end = troupe::examples::parse_command_line(app, argc, argv, "bench_allreduce"))
+    return *end;
 
   auto resolver = net::TFConfigClusterResolver::from_env();
   if (!resolver) return fail(resolver.error().to_string());

@@ -14,6 +14,7 @@
 
 #include "bench_stats.hpp"
 #include "core/json_text.hpp"
+#include "examples/command_line.hpp"
 #include "net/ask.hpp"
 #include "net/node.hpp"
 
@@ -53,7 +54,7 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", rounds)->check(CLI::PositiveNumber);
   app.add_option("--timeout-s", timeout_s, "the bound of the timed calls")
       ->check(CLI::PositiveNumber);
-  CLI11_PARSE(app, argc, argv);
+  if (auto end = troupe::examples::parse_command_line(app, argc, argv, "bench_ask")) return *end;
   try {
     caf::actor_system_config cfg;
     net::configure(cfg);

@@ -23,6 +23,7 @@
 
 #include "bench_stats.hpp"
 #include "core/json_text.hpp"
+#include "examples/command_line.hpp"
 #include "troupe/troupe.hpp"
 
 using clock_type = std::chrono::steady_clock;
@@ -69,7 +70,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Failure detection and closure failover (run under troupe launch --restart-failed)"};
   int rounds = 7;
   app.add_option("--rounds", rounds)->check(CLI::Range(1, 100));
-  CLI11_PARSE(app, argc, argv);
+  if (auto end = troupe::examples::parse_command_line(app, argc, argv, "bench_failover"))
+    return *end;
 
   const auto registry = make_registry();
   auto resolver = troupe::net::TFConfigClusterResolver::from_env();

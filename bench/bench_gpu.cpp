@@ -28,6 +28,7 @@
 #include "core/nn/losses.hpp"
 #include "core/partitioner.hpp"
 #include "core/trainer.hpp"
+#include "examples/command_line.hpp"
 #include "gpu/cuda.hpp"
 #include "gpu/cuda_devices.hpp"
 
@@ -265,7 +266,7 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds, "minimum seconds per timed window");
   app.add_option("--deepfm-batches", deepfm_batches);
   app.add_option("--precisions", precisions);
-  CLI11_PARSE(app, argc, argv);
+  if (auto end = troupe::examples::parse_command_line(app, argc, argv, "bench_gpu")) return *end;
 
   troupe::gpu::register_cuda_devices();
   if (troupe::gpu::device_count() == 0) {

@@ -27,6 +27,7 @@
 
 #include <random>
 #include <unordered_set>
+#include "examples/command_line.hpp"
 #include "troupe/troupe.hpp"
 
 namespace tc = troupe::core;
@@ -64,7 +65,7 @@ int main(int argc, char** argv) {
   app.add_option("--in-flight", in_flight, "closures in flight per worker");
   app.add_option("--memory-closures", memory_closures,
                  "pushing closures for the memory figure (0: skip it)");
-  CLI11_PARSE(app, argc, argv);
+  if (auto end = troupe::examples::parse_command_line(app, argc, argv, "bench_ps")) return *end;
 
   troupe::Registry registry;
   registry.add_step("noop", [](troupe::StepContext&) { return 0; });

@@ -24,6 +24,7 @@
 #include "actors/collective/ring.hpp"
 #include "bench_stats.hpp"
 #include "core/json_text.hpp"
+#include "examples/command_line.hpp"
 #include "net/auth.hpp"
 #include "net/channel.hpp"
 #include "net/ports.hpp"
@@ -116,7 +117,7 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds, "time per mode, size and round");
   app.add_option("--channel-sizes", channel_sizes, "bytes per push");
   app.add_option("--ring-sizes", ring_sizes, "bytes per all-reduce");
-  CLI11_PARSE(app, argc, argv);
+  if (auto end = troupe::examples::parse_command_line(app, argc, argv, "bench_tls")) return *end;
   const auto t_start = clock_type::now();
   std::vector<nlohmann::json> lines;
 

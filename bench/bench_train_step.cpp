@@ -26,6 +26,7 @@
 #include "core/parallel.hpp"
 #include "core/partitioner.hpp"
 #include "core/trainer.hpp"
+#include "examples/command_line.hpp"
 
 namespace tc = troupe::core;
 
@@ -197,7 +198,8 @@ int main(int argc, char** argv) {
                  "who computes the CPU's products, each in turn: onednn (where built in), "
                  "eigen (the baseline)")
       ->check(CLI::IsMember({"onednn", "eigen"}));
-  CLI11_PARSE(app, argc, argv);
+  if (auto end = troupe::examples::parse_command_line(app, argc, argv, "bench_train_step"))
+    return *end;
 
   Peak peak;
   peak.f32 = troupe::bench::peak_f32_gflops(tc::cpu_has(tc::CpuFeature::avx512f));

@@ -27,6 +27,7 @@
 #include "core/data/tf_example.hpp"
 #include "core/json_text.hpp"
 #include "core/metrics.hpp"
+#include "examples/command_line.hpp"
 
 namespace tc = troupe::core;
 
@@ -194,7 +195,7 @@ int main(int argc, char** argv) {
   app.add_option("--buckets-per-field", s.buckets, "hash buckets per field for TFRecord ids")
       ->check(CLI::Range(int64_t{1}, (int64_t{1} << 56) / kFields));
   app.add_option("--seed", s.seed);
-  CLI11_PARSE(app, argc, argv);
+  if (auto end = troupe::examples::parse_command_line(app, argc, argv, "ctr_datagen")) return *end;
 
   namespace fs = std::filesystem;
   std::error_code ec;

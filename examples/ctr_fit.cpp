@@ -17,6 +17,7 @@
 #include "core/json_text.hpp"
 #include "ctr_data.hpp"
 #include "device_flags.hpp"
+#include "examples/command_line.hpp"
 #include "net/slurm.hpp"
 #include "serve_task.hpp"
 #include "troupe/troupe.hpp"
@@ -116,7 +117,7 @@ int main(int argc, char** argv) {
   app.add_option("--evaluator-timeout-s", s.evaluator_timeout_s)->check(CLI::PositiveNumber);
   s.device.add(app);
   s.wire.add(app);
-  CLI11_PARSE(app, argc, argv);
+  if (auto end = troupe::examples::parse_command_line(app, argc, argv, "ctr_fit")) return *end;
   if (auto st = troupe::examples::check_spelling(s.device); !st) return fail(st.error());
   const auto wire = s.wire.parse();
   if (!wire) return fail(wire.error());

@@ -27,6 +27,7 @@
 #include "core/parallel.hpp"
 #include "ctr_data.hpp"
 #include "device_flags.hpp"
+#include "examples/command_line.hpp"
 #include "net/slurm.hpp"
 #include "serve_task.hpp"
 #include "troupe/troupe.hpp"
@@ -249,7 +250,7 @@ int main(int argc, char** argv) {
   app.add_option("--ps-snapshot-interval-ms", snapshot_interval_ms)->check(CLI::PositiveNumber);
   s.device.add(app);
   s.wire.add(app);
-  CLI11_PARSE(app, argc, argv);
+  if (auto end = troupe::examples::parse_command_line(app, argc, argv, "ctr_ps")) return *end;
   if (auto st = troupe::examples::check_spelling(s.device); !st) return fail(st.error());
   const auto wire = s.wire.parse();
   if (!wire) return fail(wire.error());

@@ -23,6 +23,7 @@
 #include "core/data/idx.hpp"
 #include "core/json_text.hpp"
 #include "device_flags.hpp"
+#include "examples/command_line.hpp"
 #include "fmnist_data.hpp"
 #include "serve_task.hpp"
 #include "troupe/troupe.hpp"
@@ -128,7 +129,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   s.device.add(app);
   s.wire.add(app);
-  CLI11_PARSE(app, argc, argv);
+  if (auto end = troupe::examples::parse_command_line(app, argc, argv, "fmnist_fit")) return *end;
   if (auto st = troupe::examples::check_spelling(s.device); !st) return fail(st.error());
   const auto wire = s.wire.parse();
   if (!wire) return fail(wire.error());

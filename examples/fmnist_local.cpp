@@ -16,6 +16,7 @@
 #include "core/json_text.hpp"
 #include "core/trainer.hpp"
 #include "device_flags.hpp"
+#include "examples/command_line.hpp"
 #include "program.hpp"
 
 namespace tc = troupe::core;
@@ -70,7 +71,7 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-dir", ckpt_dir, "save a checkpoint after every epoch");
   troupe::examples::DeviceFlags device_flags;
   device_flags.add(app);
-  CLI11_PARSE(app, argc, argv);
+  if (auto end = troupe::examples::parse_command_line(app, argc, argv, "fmnist_local")) return *end;
 
   if (optimizer_name.empty()) optimizer_name = model_name == "mlp" ? "sgd" : "rmsprop";
   if (lr <= 0.0f) lr = optimizer_name == "sgd" ? 0.1f : 0.001f;

@@ -24,6 +24,7 @@
 #include "core/json_text.hpp"
 #include "core/trainer.hpp"
 #include "device_flags.hpp"
+#include "examples/command_line.hpp"
 #include "fmnist_data.hpp"
 #include "net/ports.hpp"
 #include "program.hpp"
@@ -84,7 +85,8 @@ int main(int argc, char** argv) {
   app.add_option("--rejoin-timeout-ms", rejoin_timeout_ms);
   examples::DeviceFlags device_flags;
   device_flags.add(app);
-  CLI11_PARSE(app, argc, argv);
+  if (auto end = troupe::examples::parse_command_line(app, argc, argv, "fmnist_mirrored"))
+    return *end;
   const auto t_start = clock_type::now();
 
   auto comm = collective::parse_communication(communication);

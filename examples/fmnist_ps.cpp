@@ -19,6 +19,7 @@
 #include "core/json_text.hpp"
 #include "core/trainer.hpp"
 #include "device_flags.hpp"
+#include "examples/command_line.hpp"
 #include "fmnist_data.hpp"
 #include "net/slurm.hpp"
 #include "net/tls.hpp"
@@ -148,7 +149,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"channel", "caf"}));
   s.device.add(app);
   s.wire.add(app);
-  CLI11_PARSE(app, argc, argv);
+  if (auto end = troupe::examples::parse_command_line(app, argc, argv, "fmnist_ps")) return *end;
   if (auto st = troupe::examples::check_spelling(s.device); !st) return fail(st.error());
   const auto wire = s.wire.parse();
   if (!wire) return fail(wire.error());

@@ -12,6 +12,7 @@
 
 #include "actors/serve.hpp"
 #include "core/json_text.hpp"
+#include "examples/command_line.hpp"
 #include "tools/launch.hpp"
 #include "troupe/registry.hpp"
 
@@ -93,7 +94,7 @@ int main(int argc, char** argv) {
       own_argc = i;
       break;
     }
-  CLI11_PARSE(app, own_argc, argv);
+  if (auto end = troupe::examples::parse_command_line(app, own_argc, argv, "troupe")) return *end;
 
   if (launch->parsed()) {
     if (lo.program.empty())

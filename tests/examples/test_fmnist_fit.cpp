@@ -222,3 +222,24 @@ TEST_CASE("fmnist_fit refuses --wire-dtype bf16 where no tensor channel carries 
   CHECK(typo.exit_code != 0);
   CHECK_THAT(typo.last_json["error"].get<std::string>(), Catch::Contains("bf61"));
 }
+
+TEST_CASE("a mistyped option ends every program with a JSON line naming it, --help with one too",
+          "[example]") {
+  for (const std::string program :
+       {"fmnist_fit", "fmnist_ps", "fmnist_local", "ctr_ps", "ctr_datagen", "troupe"}) {
+    INFO(program);
+    auto r = run_program("env -u TF_CONFIG " + bin + "/" + program + " --no-such-flag 2>/dev/null");
+    INFO(r.output);
+    CHECK(r.exit_code == 1);  // permanent: a restart would not help
+    REQUIRE(r.last_json.is_object());
+    CHECK(r.last_json["ok"] == false);
+    CHECK(r.last_json["program"] == program);
+    // What is wrong, named: the flag, or first a required option the command lacks.
+    const auto error = r.last_json["error"].get<std::string>();
+    CHECK_THAT(error, Catch::StartsWith("command line: "));
+    if (program.rfind("fmnist", 0) == 0) CHECK_THAT(error, Catch::Contains("--no-such-flag"));
+    auto help = run_program(bin + "/" + program + " --help 2>/dev/null");
+    CHECK(help.exit_code == 0);
+    CHECK(help.last_json["help"] == true);
+  }
+}
