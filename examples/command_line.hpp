@@ -26,18 +26,13 @@ inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** arg
                                              const std::string& program) {
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    app.exit(e);  // the help, on stdout
-    std::cout << core::json_text(nlohmann::json{{"ok", true}, {"program", program}, {"help", true}})
-              << std::endl;
-    return 0;
-  } catch (const CLI::CallForAllHelp& e) {
-    app.exit(e);
-    std::cout << core::json_text(nlohmann::json{{"ok", true}, {"program", program}, {"help", true}})
-              << std::endl;
-    return 0;
   } catch (const CLI::ParseError& e) {
-    return fail(program, "command line: " + std::string(e.what()) + " (run with --help)");
+    if (e.get_exit_code() != 0)
+      return fail(program, "command line: " + std::string(e.what()) + " (run with --help)");
+    app.exit(e);  // --help, --help-all: the help, on stdout
+    std::cout << core::json_text(nlohmann::json{{"ok", true}, {"program", program}, {"help", true}})
+              << std::endl;
+    return 0;
   }
   return std::nullopt;
 }
