@@ -120,12 +120,15 @@ class MirroredRunner final : public Runner {
             for (auto& p : st.replica.params)
               buffers.push_back(buffer_of(*p.grad));
             const collective::Buffer metrics{extra_.data(), extra_.size()};
-            if (st.replica.device.is_cpu()) {
+            const auto wire = strategy_.gradient_wire();
+            if (st.replica.device.is_cpu() && wire == core::DType::float32) {
               buffers.push_back(metrics);
             } else if (auto ok = ctx.all_reduce(ReduceOp::mean, {metrics}); !ok) {
-              return ok;  // the gradients on the device, the metrics on the host: two
+              // Two: the gradients on the device and the metrics on the host, or the
+              // gradients in bfloat16 and the counts exact.
+              return ok;
             }
-            if (auto ok = ctx.all_reduce(ReduceOp::mean, buffers); !ok) return ok;
+            if (auto ok = ctx.all_reduce(ReduceOp::mean, buffers, wire); !ok) return ok;
             const auto scale = static_cast<float>(replicas);
             if (!local) return local;
             if (auto ok = failed_elsewhere({extra_.begin() + 4, extra_.end()}, scale,

@@ -57,7 +57,9 @@ class MirroredNccl final : public collective::Implementation {
       : ring_(std::move(ring)), device_(device), use_(std::move(use)) {}
   collective::Communication kind() const override { return collective::Communication::nccl; }
   const char* name() const override { return "nccl"; }
-  bool enabled(const collective::AllReduceOptions&) const override { return *use_; }
+  bool enabled(const collective::AllReduceOptions& o) const override {
+    return *use_ && o.wire == core::DType::float32;  // bfloat16 on the wire: the ring's
+  }
   core::Status all_reduce(const collective::AllReduceOptions& o) override {
     auto& group = ring_();
     const uint64_t generation = group.membership().generation;
@@ -155,6 +157,11 @@ core::Expected<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
     return make_error(Errc::invalid_argument, "min_workers " + std::to_string(options.min_workers) +
                                                   " of " + std::to_string(addresses.size()) +
                                                   " workers");
+  if (options.gradient_wire != core::DType::float32 &&
+      options.gradient_wire != core::DType::bfloat16)
+    return make_error(Errc::invalid_argument, std::string("gradient_wire ") +
+                                                  core::dtype_name(options.gradient_wire) +
+                                                  ": gradients travel as float32 or bfloat16");
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->slot = slot;
@@ -242,10 +249,15 @@ int MultiWorkerMirroredStrategy::worker_index() const {
   return impl_->ring->rank();
 }
 
+core::DType MultiWorkerMirroredStrategy::gradient_wire() const {
+  return impl_->options.gradient_wire;
+}
+
 MirroredStats MultiWorkerMirroredStrategy::stats() const {
   MirroredStats s = stats_;
   s.shared_memory_links = impl_->ring->ring().stats().shared_memory_links;
   s.tls_links = impl_->ring->ring().stats().tls_links;
+  s.ring_bytes_sent = impl_->ring->ring().stats().bytes_sent;
   const auto e = impl_->engine.stats();
   s.collectives_submitted = e.submitted;
   s.collectives_called = e.called;

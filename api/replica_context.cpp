@@ -23,9 +23,11 @@ size_t ReplicaContext::bytes_per_pack() const {
 }
 
 collective::AllReduceOptions ReplicaContext::options(ReduceOp op,
-                                                     std::vector<collective::Buffer> buffers) {
+                                                     std::vector<collective::Buffer> buffers,
+                                                     core::DType wire) {
   collective::AllReduceOptions o;
   o.inputs = std::move(buffers);
+  o.wire = wire;
   o.reduction = op == ReduceOp::mean ? collective::Reduction::mean : collective::Reduction::sum;
   o.tag = what_ + " " + std::to_string(s_.step()) + "/" + std::to_string(collectives_++);
   o.memory = collective::memory_of(o.inputs);
@@ -40,9 +42,9 @@ collective::AllReduceOptions ReplicaContext::options(ReduceOp op,
   return o;
 }
 
-core::Status ReplicaContext::all_reduce(ReduceOp op,
-                                        const std::vector<collective::Buffer>& buffers) {
-  auto o = options(op, buffers);
+core::Status ReplicaContext::all_reduce(ReduceOp op, const std::vector<collective::Buffer>& buffers,
+                                        core::DType wire) {
+  auto o = options(op, buffers, wire);
   auto& group = *s_.impl_->group;
   auto st = s_.impl_->engine.call(o.tag, [&] { return collective::all_reduce(group, o); });
   if (!st) collective_failed_ = true;
@@ -50,8 +52,8 @@ core::Status ReplicaContext::all_reduce(ReduceOp op,
 }
 
 collective::Engine::Ticket ReplicaContext::submit_all_reduce(
-    ReduceOp op, std::vector<collective::Buffer> buffers) {
-  auto o = options(op, std::move(buffers));
+    ReduceOp op, std::vector<collective::Buffer> buffers, core::DType wire) {
+  auto o = options(op, std::move(buffers), wire);
   // Buckets are only queued on the device (no host wait each); the step's last reduction,
   // on its own thread, waits and so reports a stalled peer.
   o.wait = false;
@@ -63,8 +65,12 @@ collective::Engine::Ticket ReplicaContext::submit_all_reduce(
 }
 
 BucketedAllReduce::BucketedAllReduce(ReplicaContext& ctx, ReduceOp op,
-                                     std::vector<collective::Buffer> buffers)
-    : ctx_(ctx), op_(op), buffers_(std::move(buffers)), sent_(buffers_.size(), false) {}
+                                     std::vector<collective::Buffer> buffers, core::DType wire)
+    : ctx_(ctx),
+      op_(op),
+      wire_(wire),
+      buffers_(std::move(buffers)),
+      sent_(buffers_.size(), false) {}
 
 void BucketedAllReduce::ready(size_t i) {
   if (i >= buffers_.size() || sent_[i]) {
@@ -77,7 +83,7 @@ void BucketedAllReduce::ready(size_t i) {
   pending_.push_back(buffers_[i]);
   pending_bytes_ += buffers_[i].count * sizeof(float);
   if (pending_bytes_ >= ctx_.bytes_per_pack()) {
-    tickets_.push_back(ctx_.submit_all_reduce(op_, std::move(pending_)));
+    tickets_.push_back(ctx_.submit_all_reduce(op_, std::move(pending_), wire_));
     pending_.clear();
     pending_bytes_ = 0;
   }
@@ -97,7 +103,7 @@ core::Status BucketedAllReduce::finish() {
       !buffers_.front().device.is_cpu())
     pending_.push_back({buffers_.front().data, 0, buffers_.front().device});
   core::Status last;
-  if (!pending_.empty()) last = ctx_.all_reduce(op_, pending_);  // runs after the buckets
+  if (!pending_.empty()) last = ctx_.all_reduce(op_, pending_, wire_);  // after the buckets
   pending_.clear();
   pending_bytes_ = 0;
   // The first failure in the order they ran: the buckets' before the last one's (which,

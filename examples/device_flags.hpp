@@ -60,15 +60,16 @@ struct DeviceFlags {
   }
 };
 
-/// --wire-dtype, the same wherever workers pull and push through the tensor channel (the
-/// PS examples and the fit examples with PS tasks).
+/// --wire-dtype, the same wherever tensors travel between tasks: pulled values and pushed
+/// gradients on the tensor channel (PS jobs), the gradients' all-reduce (mirrored jobs).
 struct WireFlag {
   std::string value = "float32";
 
   void add(CLI::App& app) {
     app.add_option("--wire-dtype", value,
-                   "the tensor channel's type for pulled values and pushed gradients: float32, "
-                   "or bf16 (half the bytes, values rounded; the PS keeps float32)");
+                   "the type tensors travel in between tasks (pulled values and pushed "
+                   "gradients; all-reduced gradients): float32, or bf16 (half the bytes, values "
+                   "rounded; variables stay float32)");
   }
   /// The parsed type; an error names the value.
   core::Expected<net::WireDtype> parse() const { return net::parse_wire_dtype(value); }

@@ -53,7 +53,7 @@ struct Settings {
   int min_workers = 1;
   std::string communication = "auto";
   troupe::examples::DeviceFlags device;  // where each process's replica computes
-  troupe::examples::WireFlag wire;       // PS tasks: the tensor channel's type
+  troupe::examples::WireFlag wire;       // tensors between tasks: channel or all-reduce
 };
 
 troupe::ModelSpec model_spec(const Settings& s) {
@@ -156,12 +156,11 @@ int main(int argc, char** argv) {
       return troupe::examples::serve_task("fmnist_fit", *resolver, registry, node);
     }
   }
-  if (*wire != troupe::net::WireDtype::float32 && (mirrored || !distributed))
-    return fail(tc::make_error(
-        tc::Errc::invalid_argument,
-        "--wire-dtype " + s.wire.value +
-            " applies to the tensor channel between PS tasks and workers, and this run has "
-            "none (a mirrored job's all-reduce moves float32)"));
+  if (*wire != troupe::net::WireDtype::float32 && !distributed)
+    return fail(tc::make_error(tc::Errc::invalid_argument,
+                               "--wire-dtype " + s.wire.value +
+                                   " applies to tensors between tasks, and this run is one "
+                                   "process (run it under troupe launch)"));
 
   const auto t_start = clock_type::now();
   troupe::Model model(model_spec(s));
@@ -202,6 +201,7 @@ int main(int argc, char** argv) {
     mo.communication = *comm;
     mo.elastic = s.elastic;
     mo.min_workers = s.min_workers;
+    mo.gradient_wire = troupe::net::element_type(*wire);
     auto device = troupe::select_device(s.device.device);  // this worker's, by local rank
     if (!device) return fail(device.error());
     mo.device = *device;

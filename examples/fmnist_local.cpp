@@ -71,7 +71,16 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-dir", ckpt_dir, "save a checkpoint after every epoch");
   troupe::examples::DeviceFlags device_flags;
   device_flags.add(app);
+  troupe::examples::WireFlag wire;  // accepted for the programs' common flags; float32 only
+  wire.add(app);
   if (auto end = troupe::examples::parse_command_line(app, argc, argv, "fmnist_local")) return *end;
+  const auto wire_type = wire.parse();
+  if (!wire_type) return fail(wire_type.error());
+  if (*wire_type != troupe::net::WireDtype::float32)
+    return fail(tc::make_error(tc::Errc::invalid_argument,
+                               "--wire-dtype " + wire.value +
+                                   ": fmnist_local is one process and sends no tensors "
+                                   "(fmnist_ps and fmnist_mirrored take it)"));
 
   if (optimizer_name.empty()) optimizer_name = model_name == "mlp" ? "sgd" : "rmsprop";
   if (lr <= 0.0f) lr = optimizer_name == "sgd" ? 0.1f : 0.001f;
@@ -148,6 +157,7 @@ int main(int argc, char** argv) {
       {"steps", steps},
       {"examples", examples},
       {"examples_per_sec", train_s > 0 ? examples / train_s : 0.0},
+      {"wire_dtype", troupe::net::wire_dtype_name(*wire_type)},
       {"train_loss", epoch_loss.result()},
       {"test_loss", test_loss.result()},
       {"test_accuracy", accuracy.result()},

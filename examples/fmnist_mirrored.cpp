@@ -85,6 +85,8 @@ int main(int argc, char** argv) {
   app.add_option("--rejoin-timeout-ms", rejoin_timeout_ms);
   examples::DeviceFlags device_flags;
   device_flags.add(app);
+  examples::WireFlag wire_flag;  // the gradients' all-reduce
+  wire_flag.add(app);
   if (auto end = troupe::examples::parse_command_line(app, argc, argv, "fmnist_mirrored"))
     return *end;
   const auto t_start = clock_type::now();
@@ -92,6 +94,10 @@ int main(int argc, char** argv) {
   auto comm = collective::parse_communication(communication);
   if (!comm) return fail(comm.error());
   mo.communication = *comm;
+  const auto wire_or = wire_flag.parse();
+  if (!wire_or) return fail(wire_or.error());
+  const core::DType wire = net::element_type(*wire_or);
+  mo.gradient_wire = wire;
   mo.shared_memory = !tcp_only;
   const bool overlap = !no_overlap;
   mo.timeout = std::chrono::milliseconds(timeout_ms);
@@ -180,13 +186,13 @@ int main(int argc, char** argv) {
       if (!overlap) {  // reduce every gradient after the backward pass
         auto l = trainer.compute_gradients(b->features, b->classes.data());
         if (!l) return l.error();
-        if (auto st = ctx.all_reduce(ReduceOp::mean, grads); !st) return st;
+        if (auto st = ctx.all_reduce(ReduceOp::mean, grads, wire); !st) return st;
         loss = *l;
         batch_examples = b->size() * ctx.num_replicas_in_sync();
         return trainer.apply_gradients();
       }
       // Buckets of the late layers' gradients are reduced while the earlier ones compute.
-      BucketedAllReduce reduce(ctx, ReduceOp::mean, grads);
+      BucketedAllReduce reduce(ctx, ReduceOp::mean, grads, wire);
       auto l = trainer.compute_gradients(b->features, b->classes.data(),
                                          [&](size_t i) { reduce.ready(i); });
       if (!l) return l.error();
@@ -236,6 +242,8 @@ int main(int argc, char** argv) {
       {"test_accuracy", accuracy.result()},
       {"elastic", mo.elastic},
       {"communication", collective::to_string(mo.communication)},
+      {"wire_dtype", net::wire_dtype_name(*wire_or)},
+      {"ring_bytes_sent", stats.ring_bytes_sent},
       {"generation", strategy.generation()},
       {"reforms", stats.reforms},
       {"workers_lost", stats.workers_lost},

@@ -54,7 +54,8 @@ class NcclImplementation final : public collective::Implementation {
   collective::Communication kind() const override { return collective::Communication::nccl; }
   const char* name() const override { return "nccl"; }
   bool enabled(const collective::AllReduceOptions& o) const override {
-    return !aborted_ && (o.memory == collective::Memory::device || host_ == HostBuffers::stage);
+    return !aborted_ && o.wire == core::DType::float32 &&
+           (o.memory == collective::Memory::device || host_ == HostBuffers::stage);
   }
   /// In place, on this implementation's stream. Device buffers wait there for o.ready and
   /// make o.stream's later work wait for the result; with o.wait off that is all (nothing

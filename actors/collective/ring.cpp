@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "core/half.hpp"
+
 namespace troupe::collective {
 
 using core::Errc;
@@ -21,14 +23,16 @@ struct Frame {
   uint32_t tag_bytes = 0;
   uint64_t count = 0;
   uint64_t tag_hash = 0;
-  char tag[40] = {};
+  char tag[36] = {};
+  uint32_t wire = 0;  // core::DType of the bulk bytes
 };
 static_assert(sizeof(Frame) == 64, "packed by layout");
 
-Frame frame_of(const std::string& tag, size_t n) {
+Frame frame_of(const std::string& tag, size_t n, core::DType wire) {
   Frame f;
   f.tag_bytes = static_cast<uint32_t>(tag.size());
   f.count = n;
+  f.wire = static_cast<uint32_t>(wire);
   f.tag_hash = std::hash<std::string>{}(tag);
   std::memcpy(f.tag, tag.data(), std::min(tag.size(), sizeof f.tag));
   return f;
@@ -81,8 +85,52 @@ core::Status Ring::ring_pass(float* data, size_t n, const std::string& tag) {
   return {};
 }
 
-core::Status Ring::check_header(const std::string& tag, size_t n) {
-  const Frame mine = frame_of(tag, n);
+core::Status Ring::ring_pass_bf16(float* data, size_t n, const std::string& tag) {
+  const int p = size_;
+  const auto idx = [p](int c) { return ((c % p) + p) % p; };
+  size_t largest = 0;
+  for (int c = 0; c < p; ++c)
+    largest = std::max(largest, chunk_begin(n, p, c + 1) - chunk_begin(n, p, c));
+  if (out16_.size() < largest) out16_.resize(largest);
+  if (in16_.size() < largest) in16_.resize(largest);
+  const auto out = [this] { return reinterpret_cast<const char*>(out16_.data()); };
+  const auto in = [this] { return reinterpret_cast<char*>(in16_.data()); };
+  // Reduce-scatter as ring_pass, each partial sum rounded to bfloat16 on its way and added
+  // in float32 where it lands.
+  for (int s = 0; s < p - 1; ++s) {
+    const int sc = idx(rank_ - s), rc = idx(rank_ - s - 1);
+    const size_t sb = chunk_begin(n, p, sc), se = chunk_begin(n, p, sc + 1);
+    const size_t rb = chunk_begin(n, p, rc), re = chunk_begin(n, p, rc + 1);
+    core::to_bf16_fast(data + sb, out16_.data(), se - sb);
+    if (auto st = exchange(out(), (se - sb) * 2, in(), (re - rb) * 2,
+                           "reduce-scatter step " + std::to_string(s + 1) + " of '" + tag + "'",
+                           data + rb, /*bulk=*/true, core::DType::bfloat16);
+        !st)
+      return st;
+  }
+  // The chunk this rank finished is rounded here as the others will receive it, so that
+  // every rank holds the same values; then every chunk goes round as bfloat16, each
+  // forwarded in the bits it came in.
+  for (int s = 0; s < p - 1; ++s) {
+    const int sc = idx(rank_ + 1 - s), rc = idx(rank_ - s);
+    const size_t sb = chunk_begin(n, p, sc), se = chunk_begin(n, p, sc + 1);
+    const size_t rb = chunk_begin(n, p, rc), re = chunk_begin(n, p, rc + 1);
+    if (s == 0) {
+      core::to_bf16_fast(data + sb, out16_.data(), se - sb);
+      core::from_half(out16_.data(), data + sb, se - sb, core::DType::bfloat16);
+    }
+    if (auto st = exchange(out(), (se - sb) * 2, in(), (re - rb) * 2,
+                           "all-gather step " + std::to_string(s + 1) + " of '" + tag + "'");
+        !st)
+      return st;
+    core::from_half(in16_.data(), data + rb, re - rb, core::DType::bfloat16);
+    std::swap(out16_, in16_);  // what came is what goes next
+  }
+  return {};
+}
+
+core::Status Ring::check_header(const std::string& tag, size_t n, core::DType wire) {
+  const Frame mine = frame_of(tag, n, wire);
   Frame theirs;
   const int left = (rank_ + size_ - 1) % size_;
   if (auto st = exchange(
@@ -95,13 +143,21 @@ core::Status Ring::check_header(const std::string& tag, size_t n) {
   if (theirs.magic != frame_magic)
     return make_error(Errc::data_loss,
                       "ring: rank " + std::to_string(left) + " sent a malformed collective header");
+  // A type this build does not know is named by its number.
+  const auto wire_name = [](uint32_t w) {
+    return w <= static_cast<uint32_t>(core::DType::int64)
+               ? std::string(core::dtype_name(static_cast<core::DType>(w)))
+               : "type " + std::to_string(w);
+  };
   if (theirs.tag_hash != mine.tag_hash || theirs.tag_bytes != mine.tag_bytes ||
-      std::memcmp(theirs.tag, mine.tag, sizeof mine.tag) != 0 || theirs.count != n)
-    return make_error(Errc::invalid_argument, "ring: rank " + std::to_string(rank_) + " reduces '" +
-                                                  tag + "' (" + std::to_string(n) +
-                                                  " floats) but rank " + std::to_string(left) +
-                                                  " reduces '" + tag_of(theirs) + "' (" +
-                                                  std::to_string(theirs.count) + " floats)");
+      std::memcmp(theirs.tag, mine.tag, sizeof mine.tag) != 0 || theirs.count != n ||
+      theirs.wire != mine.wire)
+    return make_error(Errc::invalid_argument,
+                      "ring: rank " + std::to_string(rank_) + " reduces '" + tag + "' (" +
+                          std::to_string(n) + " floats as " + wire_name(mine.wire) + ") but rank " +
+                          std::to_string(left) + " reduces '" + tag_of(theirs) + "' (" +
+                          std::to_string(theirs.count) + " floats as " + wire_name(theirs.wire) +
+                          ")");
   return {};
 }
 
@@ -156,16 +212,24 @@ core::Status Ring::ended(core::Status st) {
   return st;
 }
 
-core::Status Ring::all_reduce(float* data, size_t n, Reduction op, const std::string& tag) {
+core::Status Ring::all_reduce(float* data, size_t n, Reduction op, const std::string& tag,
+                              core::DType wire) {
+  if (wire != core::DType::float32 && wire != core::DType::bfloat16)
+    return make_error(Errc::invalid_argument, std::string("ring all-reduce '") + tag +
+                                                  "': the wire carries float32 or bfloat16, not " +
+                                                  core::dtype_name(wire));
   ++stats_.collectives;
   if (options_.progress) options_.progress->enter(tag);
   if (broken_) return ended(make_error(Errc::unavailable, "ring: closed after an earlier failure"));
   if (size_ > 1) {
     // Both neighbours say what they reduce before any data moves: a rank that never
     // submits is named here by its right neighbour, and a mismatch is caught.
-    if (auto st = check_header(tag, n); !st) return ended(failed(st, tag));
-    if (n > 0)
-      if (auto st = ring_pass(data, n, tag); !st) return ended(failed(st, tag));
+    if (auto st = check_header(tag, n, wire); !st) return ended(failed(st, tag));
+    if (n > 0) {
+      auto st =
+          wire == core::DType::bfloat16 ? ring_pass_bf16(data, n, tag) : ring_pass(data, n, tag);
+      if (!st) return ended(failed(st, tag));
+    }
   }
   if (op == Reduction::mean && size_ > 1) {
     const float inv = 1.0f / static_cast<float>(size_);
@@ -184,7 +248,7 @@ core::Status Ring::broadcast(float* data, size_t n, int root, const std::string&
   if (size_ == 1) return {};
   if (options_.progress) options_.progress->enter(tag);
   if (broken_) return ended(make_error(Errc::unavailable, "ring: closed after an earlier failure"));
-  if (auto st = check_header(tag, n); !st) return ended(failed(st, tag));
+  if (auto st = check_header(tag, n, core::DType::float32); !st) return ended(failed(st, tag));
   const bool first = rank_ == root, last = (rank_ + 1) % size_ == root;
   constexpr size_t piece = size_t{256} << 10;  // floats per piece
   for (size_t at = 0; at < n; at += piece) {
@@ -202,16 +266,16 @@ core::Status Ring::broadcast(float* data, size_t n, int root, const std::string&
 }
 
 core::Status Ring::all_reduce(const std::vector<core::TensorView>& tensors, Reduction op,
-                              const std::string& tag) {
+                              const std::string& tag, core::DType wire) {
   std::vector<Buffer> buffers;
   buffers.reserve(tensors.size());
   for (const auto& t : tensors)
     buffers.push_back({t.data(), static_cast<size_t>(t.size())});
-  return all_reduce(buffers, op, tag);
+  return all_reduce(buffers, op, tag, wire);
 }
 
 core::Status Ring::all_reduce(const std::vector<Buffer>& tensors, Reduction op,
-                              const std::string& tag) {
+                              const std::string& tag, core::DType wire) {
   const size_t limit = std::max<size_t>(options_.fusion_bytes / sizeof(float), 1);
   std::vector<size_t> pending;  // indices of tensors packed in the bucket
   size_t packed = 0;
@@ -225,7 +289,9 @@ core::Status Ring::all_reduce(const std::vector<Buffer>& tensors, Reduction op,
       at += tensors[i].count;
     }
     ++stats_.buckets;
-    if (auto st = all_reduce(bucket_.data(), packed, op, tag + "#" + std::to_string(bucket++)); !st)
+    if (auto st =
+            all_reduce(bucket_.data(), packed, op, tag + "#" + std::to_string(bucket++), wire);
+        !st)
       return st;
     at = 0;
     for (size_t i : pending) {
@@ -241,7 +307,8 @@ core::Status Ring::all_reduce(const std::vector<Buffer>& tensors, Reduction op,
     // An empty tensor has nothing to reduce, and its data may be null.
     if (n == 0) continue;
     if (n >= limit) {  // big enough to go alone, in place
-      if (auto st = all_reduce(tensors[i].data, n, op, tag + "#" + std::to_string(bucket++)); !st)
+      if (auto st = all_reduce(tensors[i].data, n, op, tag + "#" + std::to_string(bucket++), wire);
+          !st)
         return st;
       continue;
     }

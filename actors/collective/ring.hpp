@@ -4,8 +4,9 @@
 // and receives from its left one, on connections of their own (CAF stays the control
 // plane; these carry the bulk bytes). Sum and mean of float32 buffers by ring
 // reduce-scatter + all-gather, both directions of a step on the wire at once, with small
-// tensors fused into buckets. Where a neighbour turns out to be on the same host, the
-// bulk bytes of that direction go through a shared-memory ring buffer instead (the TCP
+// tensors fused into buckets, optionally carried as bfloat16 (half the bytes; every rank
+// adds in float32 and ends with the same values). Where a neighbour turns out to be on the same
+// host, the bulk bytes of that direction go through a shared-memory ring buffer instead (the TCP
 // connection still carries headers and tells when the neighbour is gone).
 
 #include <chrono>
@@ -19,6 +20,7 @@
 
 #include "actors/collective/shm_link.hpp"
 #include "core/collective/collective.hpp"
+#include "core/device.hpp"
 #include "core/expected.hpp"
 #include "core/tensor.hpp"
 #include "net/channel.hpp"
@@ -119,12 +121,19 @@ class Ring {
   /// invalid_argument error naming both; one that hears nothing within the timeout gets
   /// an unavailable error naming the neighbour it waited for and the tag. After any failed
   /// collective the ring is closed (its neighbours fail at once): form a new one.
-  core::Status all_reduce(float* data, size_t n, Reduction op, const std::string& tag);
+  /// `wire` bfloat16: the floats travel as bfloat16 (rounded to nearest even), each rank
+  /// adding what arrives to its float32 sums; the rank that finishes a chunk rounds it to
+  /// bfloat16 before it goes round, so that every rank ends with the same values (within
+  /// about 2^-8 relative per step of the ring of the float32 result). Every rank must ask
+  /// for the same wire type (a mismatch is named like one of the tag).
+  core::Status all_reduce(float* data, size_t n, Reduction op, const std::string& tag,
+                          core::DType wire = core::DType::float32);
   /// All-reduces several tensors as one collective: tensors under fusion_bytes are packed
   /// into buckets (one ring pass per bucket), larger ones go alone, in place.
   core::Status all_reduce(const std::vector<core::TensorView>& tensors, Reduction op,
-                          const std::string& tag);
-  core::Status all_reduce(const std::vector<Buffer>& buffers, Reduction op, const std::string& tag);
+                          const std::string& tag, core::DType wire = core::DType::float32);
+  core::Status all_reduce(const std::vector<Buffer>& buffers, Reduction op, const std::string& tag,
+                          core::DType wire = core::DType::float32);
   /// Copies rank `root`'s `n` floats at `data` to every rank (passed round the ring in
   /// pieces, each forwarded as soon as it arrived). Same tag and n everywhere.
   core::Status broadcast(float* data, size_t n, int root, const std::string& tag);
@@ -134,18 +143,22 @@ class Ring {
   /// Sends `ns` bytes to the right while receiving `nr` from the left. The bytes received
   /// land in `recv`, or, with `add_to`, are added to the floats there piece by piece as they
   /// arrive (the reduce-scatter: the reduction hides behind the receive; over TCP `recv`
-  /// is the landing space, over shared memory they are added straight from the link).
+  /// is the landing space, over shared memory they are added straight from the link);
+  /// `arriving` says whether the bytes are float32 or bfloat16 elements.
   /// `bulk`: may use the shared-memory links (not for headers).
   core::Status exchange(const char* send, size_t ns, char* recv, size_t nr, const std::string& what,
-                        float* add_to = nullptr, bool bulk = true);
+                        float* add_to = nullptr, bool bulk = true,
+                        core::DType arriving = core::DType::float32);
   /// Offers and takes the shared-memory links (from_links; both neighbours at once).
   core::Status share_memory();
   /// A neighbour whose connection has closed, while its shared-memory link is waited on.
   /// Waits up to `wait_ms` for a sign of one.
   core::Status check_neighbours(bool sending, bool receiving, const std::string& what, int wait_ms);
   /// Both neighbours name the collective before any data moves.
-  core::Status check_header(const std::string& tag, size_t n);
+  core::Status check_header(const std::string& tag, size_t n, core::DType wire);
   core::Status ring_pass(float* data, size_t n, const std::string& tag);
+  /// ring_pass with bfloat16 on the wire.
+  core::Status ring_pass_bf16(float* data, size_t n, const std::string& tag);
   /// Closes the ring after a failed collective `tag`; a stall is explained
   /// (options_.explain_stall) before the error is returned.
   core::Status failed(core::Status st, const std::string& tag);
@@ -158,6 +171,7 @@ class Ring {
   ShmLink out_, in_;  // to the right, from the left; empty: that direction uses TCP
   std::vector<float> scratch_;
   std::vector<float> bucket_;
+  std::vector<uint16_t> out16_, in16_;  // bfloat16 collectives: what goes out, what lands
   RingStats stats_;
   bool broken_ = false;
   bool stalled_ = false;  // the last exchange ran past the timeout

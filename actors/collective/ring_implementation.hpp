@@ -25,7 +25,7 @@ class RingImplementation final : public Implementation {
     Ring& ring = current_();
     const auto saved = ring.timeout();
     if (o.timeout.count() > 0) ring.set_timeout(o.timeout);
-    auto st = ring.all_reduce(o.inputs, o.reduction, o.tag);
+    auto st = ring.all_reduce(o.inputs, o.reduction, o.tag, o.wire);
     ring.set_timeout(saved);
     return st;
   }

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "actors/collective/socket_io.hpp"
+#include "core/half.hpp"
 #include "net/auth.hpp"
 #include "net/cluster_spec.hpp"
 
@@ -214,17 +215,26 @@ core::Status Ring::check_neighbours(bool sending, bool receiving, const std::str
 }
 
 core::Status Ring::exchange(const char* send, size_t ns, char* recv, size_t nr,
-                            const std::string& what, float* add_to, bool bulk) {
+                            const std::string& what, float* add_to, bool bulk,
+                            core::DType arriving) {
   // Headers always go over TCP: a rank waiting there for a slow neighbour sleeps in poll.
   ShmLink* const out = bulk && out_ ? &out_ : nullptr;
   ShmLink* const in = bulk && in_ ? &in_ : nullptr;
   size_t sent = 0, got = 0, added = 0;
-  // Adds the floats of bytes [added, upto) of `src`, which holds bytes from offset `base`.
+  // Adds the elements of bytes [added, upto) of `src`, which holds bytes from offset `base`.
+  const bool bf16 = arriving == core::DType::bfloat16;
+  const size_t element = bf16 ? sizeof(uint16_t) : sizeof(float);
   auto add = [&](const char* src, size_t base, size_t upto) {
-    const auto* f = reinterpret_cast<const float*>(src);
-    for (size_t i = added / sizeof(float), e = upto / sizeof(float), b = base / sizeof(float);
-         i < e; ++i)
-      add_to[i] += f[i - b];
+    const size_t i0 = added / element, e = upto / element, b = base / element;
+    if (bf16) {
+      const auto* h = reinterpret_cast<const uint16_t*>(src);
+      for (size_t i = i0; i < e; ++i)
+        add_to[i] += core::bf16_to_float(h[i - b]);
+    } else {
+      const auto* f = reinterpret_cast<const float*>(src);
+      for (size_t i = i0; i < e; ++i)
+        add_to[i] += f[i - b];
+    }
     added = upto;
   };
   auto last_progress = clock_type::now();
@@ -310,7 +320,7 @@ core::Status Ring::exchange(const char* send, size_t ns, char* recv, size_t nr,
         if (g > 0) {
           got += static_cast<size_t>(g);
           // Batch tiny pieces; the last one always.
-          if (add_to && (got - added >= 4096 || got == nr)) add(recv, 0, got - got % sizeof(float));
+          if (add_to && (got - added >= 4096 || got == nr)) add(recv, 0, got - got % element);
           progress = true;
         } else if (g == 0 || (errno != EAGAIN && errno != EINTR)) {
           return make_error(Errc::unavailable, "ring: rank " + std::to_string(left) +

@@ -53,6 +53,11 @@ struct AllReduceOptions {
   std::string tag;
   /// How long to wait for the other ranks (the stall report); 0: the implementation's own.
   std::chrono::milliseconds timeout{0};
+  /// How the floats travel between ranks: float32, or bfloat16 (half the bytes, sums kept
+  /// in float32, every rank ending with the same values; Horovod's fp16 compression, for
+  /// gradients, not for counts that must stay exact). The CPU ring carries both; NCCL
+  /// takes float32 only (bfloat16 requests go to the ring, through host memory).
+  core::DType wire = core::DType::float32;
   /// Device buffers: the stream that produced them (a cudaStream_t, as the device's
   /// backend gives it) and a point in it after which they are final (its event). An
   /// implementation on a stream of its own waits for that point, and makes `stream`'s later

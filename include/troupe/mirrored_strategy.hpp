@@ -61,6 +61,10 @@ struct MirroredOptions {
   /// Gradients smaller than this are packed together into buckets of up to this size
   /// (TensorFlow's CommunicationOptions.bytes_per_pack).
   size_t bytes_per_pack = size_t{4} << 20;
+  /// The type gradients travel in between workers (gradient_wire() for the steps that
+  /// reduce them; fit() does): float32, or bfloat16 (half the bytes; sums in float32,
+  /// every replica ending with the same values). Counts and metrics stay float32.
+  core::DType gradient_wire = core::DType::float32;
   /// How long a worker waits for the others in a collective before reporting who did not
   /// come (TensorFlow's timeout_seconds; its default is to wait forever).
   std::chrono::milliseconds timeout{60000};
@@ -81,20 +85,23 @@ class ReplicaContext {
   int replica_id_in_sync_group() const;
   int num_replicas_in_sync() const;
   /// All-reduces the buffers in place across the replicas (tagged with the step, or with
-  /// what run_collective() was told).
-  core::Status all_reduce(ReduceOp op, const std::vector<collective::Buffer>& buffers);
+  /// what run_collective() was told). `wire` bfloat16 sends them as bfloat16 (half the
+  /// bytes; for gradients, not for counts: AllReduceOptions::wire).
+  core::Status all_reduce(ReduceOp op, const std::vector<collective::Buffer>& buffers,
+                          core::DType wire = core::DType::float32);
   /// As all_reduce, but on the collective engine's thread: returns at once; the ticket
   /// tells how it ended. The buffers must stay untouched until then. Collectives run in
   /// the order they were submitted (the same on every replica); the step does not end
   /// before they have.
-  collective::Engine::Ticket submit_all_reduce(ReduceOp op,
-                                               std::vector<collective::Buffer> buffers);
+  collective::Engine::Ticket submit_all_reduce(ReduceOp op, std::vector<collective::Buffer> buffers,
+                                               core::DType wire = core::DType::float32);
   /// TensorFlow's CommunicationOptions.bytes_per_pack of the strategy.
   size_t bytes_per_pack() const;
 
  private:
   friend class MultiWorkerMirroredStrategy;
-  collective::AllReduceOptions options(ReduceOp op, std::vector<collective::Buffer> buffers);
+  collective::AllReduceOptions options(ReduceOp op, std::vector<collective::Buffer> buffers,
+                                       core::DType wire);
   ReplicaContext(MultiWorkerMirroredStrategy& s, std::string what)
       : s_(s), what_(std::move(what)) {}
   MultiWorkerMirroredStrategy& s_;
@@ -115,9 +122,12 @@ class ReplicaContext {
 ///   BucketedAllReduce reduce(ctx, ReduceOp::mean, grads);
 ///   auto loss = trainer.compute_gradients(x, y, [&](size_t i) { reduce.ready(i); });
 ///   if (auto st = reduce.finish(); !st) return st;
+///
+/// `wire` bfloat16: every bucket travels as bfloat16 (ReplicaContext::all_reduce).
 class BucketedAllReduce {
  public:
-  BucketedAllReduce(ReplicaContext& ctx, ReduceOp op, std::vector<collective::Buffer> buffers);
+  BucketedAllReduce(ReplicaContext& ctx, ReduceOp op, std::vector<collective::Buffer> buffers,
+                    core::DType wire = core::DType::float32);
   /// buffers[i] is final (a mark out of range or given twice is an error of finish()).
   void ready(size_t i);
   /// The first failure of any bucket.
@@ -128,6 +138,7 @@ class BucketedAllReduce {
  private:
   ReplicaContext& ctx_;
   ReduceOp op_;
+  core::DType wire_;
   std::vector<collective::Buffer> buffers_;
   std::vector<bool> sent_;
   std::vector<collective::Buffer> pending_;
@@ -172,6 +183,9 @@ struct MirroredStats {
   int shared_memory_links = 0;
   /// Of its two ring connections, how many carry TLS (TROUPE_TLS): 0 to 2.
   int tls_links = 0;
+  /// Bytes this worker sent to its right neighbour in the current ring (headers and
+  /// collectives' data: what --wire-dtype bf16 halves).
+  uint64_t ring_bytes_sent = 0;
   /// Collectives the engine ran on its own thread (submitted buckets), and on the step's.
   uint64_t collectives_submitted = 0;
   uint64_t collectives_called = 0;
@@ -196,6 +210,8 @@ class MultiWorkerMirroredStrategy {
   int64_t step() const { return step_; }
   MirroredStats stats() const;
   core::InputContext input_context() const;
+  /// MirroredOptions::gradient_wire.
+  core::DType gradient_wire() const;
 
   /// Keeps these buffers (variables, optimizer slots) equal on every replica: the chief's
   /// values are broadcast now (a process that joins a running job takes the root's), and

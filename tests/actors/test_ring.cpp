@@ -9,8 +9,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <future>
+#include <random>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -32,10 +35,13 @@ using test::value;
 
 // Both transports: the ranks' shared-memory links (all on this host) and plain TCP. The
 // largest size is over the link's 4 MiB ring buffer, so its counters wrap round.
+// Small integers are bfloat16 values too, and so is every partial sum of them: with
+// bfloat16 on the wire the sums are exact as well.
 TEST_CASE("ring all-reduce sums exactly for any size and rank count", "[ring]") {
   const int ranks = GENERATE(1, 2, 3, 4);
   const bool shared_memory = GENERATE(true, false);
-  CAPTURE(ranks, shared_memory);
+  const auto wire = GENERATE(core::DType::float32, core::DType::bfloat16);
+  CAPTURE(ranks, shared_memory, core::dtype_name(wire));
   const std::vector<size_t> sizes{
       0, 1, 2, 3, 5, 7, 64, 1000, 4097, 65536 + 1, (size_t{1} << 18) + 3, (size_t{5} << 20) + 1};
   std::atomic<int> checked{0};
@@ -48,7 +54,8 @@ TEST_CASE("ring all-reduce sums exactly for any size and rank count", "[ring]") 
       std::vector<float> data(n);
       for (size_t i = 0; i < n; ++i)
         data[i] = value(rank, i);
-      const auto st = ring.all_reduce(data.data(), n, Reduction::sum, "t" + std::to_string(n));
+      const auto st =
+          ring.all_reduce(data.data(), n, Reduction::sum, "t" + std::to_string(n), wire);
       CHECK(st.ok());
       size_t wrong = 0;
       for (size_t i = 0; i < n; ++i) {
@@ -63,11 +70,75 @@ TEST_CASE("ring all-reduce sums exactly for any size and rank count", "[ring]") 
     // Mean: with a power-of-two rank count the division is exact too.
     if (ranks == 1 || ranks == 2 || ranks == 4) {
       std::vector<float> data(10, static_cast<float>(rank));
-      REQUIRE(ring.all_reduce(data.data(), data.size(), Reduction::mean, "mean").ok());
+      REQUIRE(ring.all_reduce(data.data(), data.size(), Reduction::mean, "mean", wire).ok());
       CHECK(data[9] == static_cast<float>(ranks - 1) / 2.0f);
     }
   });
   CHECK(checked == ranks * static_cast<int>(sizes.size()));
+}
+
+// Values that bfloat16 cannot hold: what each rank sends is rounded, so the result differs
+// from float32's sum, but by at most a few bfloat16 roundings, and every rank ends with the
+// same bits (the replicas of a mirrored job stay equal) in half the bytes.
+TEST_CASE("ring all-reduce with bfloat16 on the wire leaves every rank equal in half the bytes",
+          "[ring][bf16]") {
+  const int ranks = GENERATE(2, 3, 4);
+  const bool shared_memory = GENERATE(true, false);
+  CAPTURE(ranks, shared_memory);
+  const size_t n = GENERATE(size_t{1}, size_t{1001}, (size_t{3} << 20) + 5);
+  CAPTURE(n);
+  const auto input = [](int rank, size_t n) {
+    std::mt19937 gen(static_cast<uint32_t>(rank * 7919 + 1));
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> v(n);
+    for (auto& x : v)
+      x = u(gen) * (1.0f + static_cast<float>(gen() % 1000));  // magnitudes 1 to 1000
+    return v;
+  };
+  std::vector<std::vector<float>> results(static_cast<size_t>(ranks));
+  std::vector<uint64_t> f32_bytes(static_cast<size_t>(ranks)),
+      bf16_bytes(static_cast<size_t>(ranks));
+  RingOptions o;
+  o.shared_memory = shared_memory;
+  on_ranks(ranks, o, [&](int rank, Ring& ring) {
+    auto data = input(rank, n);
+    auto before = ring.stats().bytes_sent;
+    REQUIRE(ring.all_reduce(data.data(), n, Reduction::sum, "f32").ok());
+    f32_bytes[static_cast<size_t>(rank)] = ring.stats().bytes_sent - before;
+    data = input(rank, n);
+    before = ring.stats().bytes_sent;
+    REQUIRE(ring.all_reduce(data.data(), n, Reduction::sum, "bf16", core::DType::bfloat16).ok());
+    bf16_bytes[static_cast<size_t>(rank)] = ring.stats().bytes_sent - before;
+    results[static_cast<size_t>(rank)] = std::move(data);
+  });
+  std::vector<std::vector<float>> inputs;
+  for (int r = 0; r < ranks; ++r)
+    inputs.push_back(input(r, n));
+  size_t unequal = 0, outside = 0, rounded = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double exact = 0, magnitude = 0;
+    for (int r = 0; r < ranks; ++r) {
+      exact += inputs[static_cast<size_t>(r)][i];
+      magnitude += std::abs(inputs[static_cast<size_t>(r)][i]);
+    }
+    const float got = results[0][i];
+    for (int r = 1; r < ranks; ++r)
+      unequal += std::memcmp(&results[static_cast<size_t>(r)][i], &got, sizeof got) != 0;
+    // One rounding (relative 2^-8, half a bfloat16 ulp) per partial sum sent and one of
+    // the result.
+    outside += std::abs(got - exact) > magnitude * ranks * std::ldexp(1.0, -8) + 1e-6;
+    rounded += got != static_cast<float>(exact);
+  }
+  CHECK(unequal == 0);
+  CHECK(outside == 0);
+  if (n > 1000) CHECK(rounded > n / 2);  // the wire did round: this is not float32
+  for (int r = 0; r < ranks; ++r) {
+    // Data bytes halved; the 64-byte header frame is the same in both.
+    CHECK(bf16_bytes[static_cast<size_t>(r)] - 64 <=
+          (f32_bytes[static_cast<size_t>(r)] - 64) / 2 + 2);
+    CHECK(bf16_bytes[static_cast<size_t>(r)] - 64 + 2 >=
+          (f32_bytes[static_cast<size_t>(r)] - 64) / 2);
+  }
 }
 
 TEST_CASE("ring all-reduce fuses small tensors into buckets", "[ring]") {
@@ -119,8 +190,20 @@ TEST_CASE("ranks reducing different tensors get an error naming both", "[ring]")
     auto st = ring.all_reduce(data.data(), data.size(), Reduction::sum, rank == 0 ? "a" : "b");
     REQUIRE_FALSE(st.ok());
     CHECK(st.error().code == core::Errc::invalid_argument);
-    CHECK_THAT(st.error().message, Catch::Contains("'a' (10 floats)"));
-    CHECK_THAT(st.error().message, Catch::Contains("'b' (12 floats)"));
+    CHECK_THAT(st.error().message, Catch::Contains("'a' (10 floats as float32)"));
+    CHECK_THAT(st.error().message, Catch::Contains("'b' (12 floats as float32)"));
+  });
+}
+
+TEST_CASE("ranks sending different wire types get an error naming both", "[ring][bf16]") {
+  on_ranks(2, {}, [&](int rank, Ring& ring) {
+    std::vector<float> data(10, 1.0f);
+    auto st = ring.all_reduce(data.data(), data.size(), Reduction::sum, "g",
+                              rank == 0 ? core::DType::bfloat16 : core::DType::float32);
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().code == core::Errc::invalid_argument);
+    CHECK_THAT(st.error().message, Catch::Contains("(10 floats as bfloat16)"));
+    CHECK_THAT(st.error().message, Catch::Contains("(10 floats as float32)"));
   });
 }
 

@@ -39,11 +39,12 @@ size_t count_lines(const std::string& path) {
 // a checkpoint every 600 steps, and checks what every such run shows: the strategy, two
 // epochs of 937 steps, four checkpoints, validation equal to the test figure, the
 // evaluator ending on the final checkpoint with the chief's accuracy, every task ended.
-// Returns launch's JSON line.
+// Returns launch's JSON line. `flags` go to fmnist_fit.
 nlohmann::json run_with_evaluator(const troupe::test::TempDir& dir, const std::string& cluster,
-                                  const std::string& strategy) {
+                                  const std::string& strategy, const std::string& flags = "") {
   auto r = run_program(bin + "/troupe launch " + cluster + " --evaluator --run-dir " + dir.path() +
-                       " -- " + bin + "/fmnist_fit --checkpoint-every-steps 600 2>/dev/null");
+                       " -- " + bin + "/fmnist_fit --checkpoint-every-steps 600 " + flags +
+                       " 2>/dev/null");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   const auto& j = r.last_json;
@@ -132,11 +133,14 @@ TEST_CASE("fmnist_fit resumes from its backup when its chief is killed and resta
 
 // Synchronous training is deterministic for a seed: this run's accuracy is a fixed figure
 // (0.8411), not a draw.
+// The gradients travel as bfloat16 (fmnist_mirrored's own test and bench/compare_precision.sh
+// compare it with float32): the replicas still end with equal weights.
 TEST_CASE("fmnist_fit trains every worker with MultiWorkerMirroredStrategy, the chief writes",
           "[example][fit][mirrored]") {
   troupe::test::TempDir dir;
-  const auto j = run_with_evaluator(dir, "--workers 2", "mirrored");
+  const auto j = run_with_evaluator(dir, "--workers 2", "mirrored", "--wire-dtype bf16");
   const auto& chief = j["chief"];
+  CHECK(chief["wire_dtype"] == "bf16");
   CHECK(chief["workers"] == 2);
   CHECK(chief["backups"] == 2);
   CHECK(chief["test_accuracy"].get<double>() >= 0.83);
@@ -207,8 +211,7 @@ TEST_CASE("fmnist_fit runs fit() in one process without TF_CONFIG", "[example][f
   CHECK(std::filesystem::exists(dir.file("ckpt/final.json")));
 }
 
-TEST_CASE("fmnist_fit refuses --wire-dtype bf16 where no tensor channel carries it",
-          "[example][fit]") {
+TEST_CASE("fmnist_fit and fmnist_local refuse --wire-dtype bf16 in one process", "[example][fit]") {
   troupe::test::TempDir dir;
   auto r = run_program("env -u TF_CONFIG " + bin + "/fmnist_fit --wire-dtype bf16 --model-dir " +
                        dir.path() + " 2>&1");
@@ -216,8 +219,14 @@ TEST_CASE("fmnist_fit refuses --wire-dtype bf16 where no tensor channel carries 
   CHECK(r.exit_code != 0);
   CHECK(r.last_json["ok"] == false);
   CHECK_THAT(r.last_json["error"].get<std::string>(),
-             Catch::Contains("--wire-dtype bf16") && Catch::Contains("PS tasks"));
+             Catch::Contains("--wire-dtype bf16") && Catch::Contains("one process"));
   CHECK_FALSE(std::filesystem::exists(dir.file("ckpt")));  // refused before training
+  auto local = run_program(bin + "/fmnist_local --wire-dtype bf16 --max-steps 1 2>&1");
+  INFO(local.output);
+  CHECK(local.exit_code != 0);
+  CHECK(local.last_json["ok"] == false);
+  CHECK_THAT(local.last_json["error"].get<std::string>(),
+             Catch::Contains("--wire-dtype bf16") && Catch::Contains("one process"));
   auto typo = run_program("env -u TF_CONFIG " + bin + "/fmnist_fit --wire-dtype bf61 2>&1");
   CHECK(typo.exit_code != 0);
   CHECK_THAT(typo.last_json["error"].get<std::string>(), Catch::Contains("bf61"));

@@ -107,6 +107,34 @@ TEST_CASE("fmnist_mirrored over shared memory, TCP or TLS reaches the same weigh
   }
 }
 
+// What bfloat16 gradients cost in accuracy is measured by bench/compare_precision.sh over
+// whole runs; here: the bytes halve and the replicas stay equal.
+TEST_CASE("fmnist_mirrored --wire-dtype bf16 halves the ring's bytes and the replicas stay equal",
+          "[example][mirrored][bf16]") {
+  troupe::test::TempDir dir;
+  nlohmann::json chiefs[2];
+  for (int run = 0; run < 2; ++run) {
+    const std::string run_dir = dir.file("run" + std::to_string(run));
+    auto r = run_program(bin + "/troupe launch --workers 2 --run-dir " + run_dir + " -- " + bin +
+                         "/fmnist_mirrored --steps 60 --wire-dtype " +
+                         (run == 0 ? "float32" : "bf16") + " 2>/dev/null");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    chiefs[run] = r.last_json["chief"];
+    check_all_gone(r.last_json["tasks"]);
+    auto w1 = troupe::test::last_json_line(run_dir + "/worker-1.log");
+    CHECK(w1["test_accuracy"] == chiefs[run]["test_accuracy"]);
+    CHECK(w1["test_loss"] == chiefs[run]["test_loss"]);
+  }
+  CHECK(chiefs[0]["wire_dtype"] == "float32");
+  CHECK(chiefs[1]["wire_dtype"] == "bf16");
+  const double ratio =
+      chiefs[1]["ring_bytes_sent"].get<double>() / chiefs[0]["ring_bytes_sent"].get<double>();
+  CHECK(ratio > 0.45);
+  CHECK(ratio < 0.55);
+  CHECK(chiefs[1]["test_accuracy"].get<double>() > 0.6);  // 60 steps: it learns
+}
+
 TEST_CASE("elastic fmnist_mirrored survives kill -9 of a worker and takes it back",
           "[example][mirrored][elastic]") {
   troupe::test::TempDir dir;
