@@ -124,6 +124,24 @@ class Backend {
   virtual void dense_backward(ConstTensorView x, ConstTensorView w, ConstTensorView dy,
                               TensorView dw, TensorView db, TensorView dx, Precision p) = 0;
 
+  /// Dense with a ReLU activation: y = max(x w + b, 0). A backend may fuse the two (the
+  /// CPU's oneDNN applies the ReLU as the product's post-op); here, one after the other.
+  virtual void dense_relu_forward(ConstTensorView x, ConstTensorView w, ConstTensorView b,
+                                  TensorView y, Precision p) {
+    dense_forward(x, w, b, y, p);
+    relu_forward(y, y);
+  }
+  /// Its backward pass: dz = dy where y > 0, else 0, then dense_backward with dz. `dz` is
+  /// scratch of y's shape on the device (a backend that fuses the masking into its
+  /// products' operands may leave it untouched).
+  virtual void dense_relu_backward(ConstTensorView x, ConstTensorView w, ConstTensorView y,
+                                   ConstTensorView dy, TensorView dz, TensorView dw, TensorView db,
+                                   TensorView dx, Precision p) {
+    relu_backward(y, dy, dz);
+    dense_backward(x, w, dz, dw, db, dx, p);
+  }
+
+  /// y = max(x, 0); x and y may be the same tensor.
   virtual void relu_forward(ConstTensorView x, TensorView y) = 0;
   /// dx = dy where y > 0, else 0.
   virtual void relu_backward(ConstTensorView y, ConstTensorView dy, TensorView dx) = 0;

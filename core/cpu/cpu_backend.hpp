@@ -30,6 +30,11 @@ class CpuBackend final : public Backend {
                      Precision p) override;
   void dense_backward(ConstTensorView x, ConstTensorView w, ConstTensorView dy, TensorView dw,
                       TensorView db, TensorView dx, Precision p) override;
+  void dense_relu_forward(ConstTensorView x, ConstTensorView w, ConstTensorView b, TensorView y,
+                          Precision p) override;
+  void dense_relu_backward(ConstTensorView x, ConstTensorView w, ConstTensorView y,
+                           ConstTensorView dy, TensorView dz, TensorView dw, TensorView db,
+                           TensorView dx, Precision p) override;
   void relu_forward(ConstTensorView x, TensorView y) override;
   void relu_backward(ConstTensorView y, ConstTensorView dy, TensorView dx) override;
   void sigmoid_forward(ConstTensorView x, TensorView y) override;

@@ -32,13 +32,13 @@ using dt = dnnl::memory::data_type;
 // part of the key.
 struct Key {
   int64_t m, n, k, lda, ldb, ldc;
-  bool ta, tb, bias, accumulate;
+  bool ta, tb, bias, accumulate, relu;
   DType type;
   int threads;
   bool operator<(const Key& o) const {
-    return std::tie(m, n, k, lda, ldb, ldc, ta, tb, bias, accumulate, type, threads) <
-           std::tie(o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.ta, o.tb, o.bias, o.accumulate, o.type,
-                    o.threads);
+    return std::tie(m, n, k, lda, ldb, ldc, ta, tb, bias, accumulate, relu, type, threads) <
+           std::tie(o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.ta, o.tb, o.bias, o.accumulate, o.relu,
+                    o.type, o.threads);
   }
 };
 
@@ -84,6 +84,7 @@ const Entry* entry_for(const Gemm& g, int threads) {
                 g.b.transposed,
                 g.bias != nullptr,
                 g.accumulate,
+                g.relu,
                 g.type,
                 threads};
   if (auto it = cache.find(key); it != cache.end()) return &it->second;
@@ -95,9 +96,10 @@ const Entry* entry_for(const Gemm& g, int threads) {
   if (g.bias != nullptr) e.bias = dnnl::memory::desc({1, g.n}, dt::f32, dnnl::memory::dims{g.n, 1});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (g.accumulate) {
+  if (g.accumulate || g.relu) {
     dnnl::post_ops ops;
-    ops.append_sum(1.0f);
+    if (g.accumulate) ops.append_sum(1.0f);
+    if (g.relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
     attr.set_post_ops(ops);
   }
   try {

@@ -30,6 +30,7 @@ struct Gemm {
   int64_t ldc = 0;
   const float* bias = nullptr;
   bool accumulate = false;
+  bool relu = false;            // c = max(c, 0) last (a post-op of the product)
   DType type = DType::float32;  // of a and b: float32 or bfloat16
 };
 

@@ -5,7 +5,9 @@
 // reference.
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "core/cpu/cpu_backend.hpp"
@@ -113,18 +115,25 @@ cpu::GemmOperand operand(ConstTensorView v, int64_t ld, bool transposed, DType t
   return operand(v.data(), v.size(), ld, transposed, t, pass);
 }
 
-// dy in type t: converted into per-thread scratch (it is new in every backward pass).
-cpu::GemmOperand gradient(ConstTensorView dy, int64_t ld, DType t) {
-  if (t == DType::float32) return {dy.data(), ld, false};
+// Per-thread room for a backward pass's bfloat16 gradient (new in every backward pass).
+uint16_t* gradient_scratch(int64_t n) {
   thread_local std::vector<uint16_t> scratch;
-  scratch.resize(static_cast<size_t>(dy.size()));
-  to_bf16_fast(dy.data(), scratch.data(), scratch.size());
-  return {scratch.data(), ld, false};
+  scratch.resize(static_cast<size_t>(n));
+  return scratch.data();
 }
 
-// y[m, n] = a[m, k] b[k, n] (+ bias), a and b as stored or transposed, on the fast path.
+// dy in type t: converted into the scratch.
+cpu::GemmOperand gradient(ConstTensorView dy, int64_t ld, DType t) {
+  if (t == DType::float32) return {dy.data(), ld, false};
+  uint16_t* bits = gradient_scratch(dy.size());
+  to_bf16_fast(dy.data(), bits, static_cast<size_t>(dy.size()));
+  return {bits, ld, false};
+}
+
+// y[m, n] = a[m, k] b[k, n] (+ bias) (then max(y, 0) with relu), a and b as stored or
+// transposed, on the fast path.
 bool fast_product(DType t, int64_t m, int64_t n, int64_t k, cpu::GemmOperand a, cpu::GemmOperand b,
-                  float* y, const float* bias) {
+                  float* y, const float* bias, bool relu = false) {
   cpu::Gemm g;
   g.m = m;
   g.n = n;
@@ -134,8 +143,60 @@ bool fast_product(DType t, int64_t m, int64_t n, int64_t k, cpu::GemmOperand a, 
   g.c = y;
   g.ldc = n;
   g.bias = bias;
+  g.relu = relu;
   g.type = t;
   return cpu::gemm(g);
+}
+
+// A dense layer's two backward products on the fast path, with its output gradient `g`
+// already in type t: dw = x^T g, dx = g w^T (not when dx is empty).
+bool fast_dense_backward(DType t, ConstTensorView x_in, ConstTensorView w_in, cpu::GemmOperand g,
+                         TensorView dw, TensorView dx) {
+  const int64_t n = x_in.shape()[0], in = w_in.shape()[0], out = w_in.shape()[1];
+  return fast_product(t, in, out, n, operand(x_in, in, true, t, Pass::backward), g, dw.data(),
+                      nullptr) &&
+         (dx.empty() || fast_product(t, n, in, out, g, operand(w_in, out, true, t, Pass::backward),
+                                     dx.data(), nullptr));
+}
+
+// The ReLU's gradient for the product below it, in one pass over dy and y: dz = dy where
+// y > 0, else 0, written as float32 (`dz32`) or bfloat16 bits (`dz16`), and db = its column
+// sums. Rows are split over the intra-op threads; each chunk sums its own rows and the
+// chunks are added in row order, so the sums do not depend on timing.
+void relu_gradient(ConstTensorView y, ConstTensorView dy, float* dz32, uint16_t* dz16,
+                   TensorView db) {
+  const int64_t rows = y.shape()[0], cols = y.shape()[1];
+  // Rows [r0, r1) into sums s (cols floats, zeroed by the caller).
+  auto pass = [&](int64_t r0, int64_t r1, float* __restrict s) {
+    thread_local std::vector<float> row;
+    if (dz16 != nullptr) row.resize(static_cast<size_t>(cols));
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* __restrict yr = y.data() + r * cols;
+      const float* __restrict gr = dy.data() + r * cols;
+      float* __restrict out = dz16 != nullptr ? row.data() : dz32 + r * cols;
+      for (int64_t c = 0; c < cols; ++c) {
+        const float v = yr[c] > 0.0f ? gr[c] : 0.0f;
+        out[c] = v;
+        s[c] += v;
+      }
+      if (dz16 != nullptr) to_bf16_fast(out, dz16 + r * cols, static_cast<size_t>(cols));
+    }
+  };
+  std::fill_n(db.data(), cols, 0.0f);
+  if (intra_op_threads() == 1 || rows < 2 * kRowGrain) return pass(0, rows, db.data());
+  std::mutex mu;
+  std::vector<std::pair<int64_t, std::vector<float>>> partial;
+  parallel_for(rows, kRowGrain, [&](int64_t r0, int64_t r1) {
+    std::vector<float> sums(static_cast<size_t>(cols), 0.0f);
+    pass(r0, r1, sums.data());
+    std::lock_guard<std::mutex> lock(mu);
+    partial.emplace_back(r0, std::move(sums));
+  });
+  std::sort(partial.begin(), partial.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [r0, sums] : partial)
+    for (int64_t c = 0; c < cols; ++c)
+      db.data()[c] += sums[static_cast<size_t>(c)];
 }
 
 struct ConvWorkspace final : Workspace {
@@ -180,11 +241,7 @@ void CpuBackend::dense_backward(ConstTensorView x_in, ConstTensorView w_in, Cons
   if (!dx.empty()) count(n, in, out);
   if (auto t = fast_type(p)) {
     // dy is read by both products: converted once; x and w as the forward pass made them.
-    const cpu::GemmOperand g = gradient(dy, out, *t);
-    if (fast_product(*t, in, out, n, operand(x_in, in, true, *t, Pass::backward), g, dw.data(),
-                     nullptr) &&
-        (dx.empty() || fast_product(*t, n, in, out, g, operand(w_in, out, true, *t, Pass::backward),
-                                    dx.data(), nullptr))) {
+    if (fast_dense_backward(*t, x_in, w_in, gradient(dy, out, *t), dw, dx)) {
       Eigen::Map<Eigen::RowVectorXf>(db.data(), out) = dy.matrix().colwise().sum();
       return;
     }
@@ -206,6 +263,42 @@ void CpuBackend::dense_backward(ConstTensorView x_in, ConstTensorView w_in, Cons
     dx.matrix().middleRows(r0, r1 - r0).noalias() =
         g.middleRows(r0, r1 - r0) * w.matrix().transpose();
   });
+}
+
+void CpuBackend::dense_relu_forward(ConstTensorView x, ConstTensorView w, ConstTensorView b,
+                                    TensorView y, Precision p) {
+  const int64_t n = x.shape()[0], in = w.shape()[0], out = w.shape()[1];
+  if (auto t = fast_type(p)) {
+    // The ReLU as the product's post-op: y is written once.
+    if (fast_product(*t, n, out, in, operand(x, in, false, *t, Pass::forward),
+                     operand(w, out, false, *t, Pass::forward), y.data(), b.data(),
+                     /*relu=*/true)) {
+      count(n, out, in);
+      return;
+    }
+  }
+  dense_forward(x, w, b, y, p);
+  relu_forward(y, y);
+}
+
+void CpuBackend::dense_relu_backward(ConstTensorView x, ConstTensorView w, ConstTensorView y,
+                                     ConstTensorView dy, TensorView dz, TensorView dw,
+                                     TensorView db, TensorView dx, Precision p) {
+  const int64_t n = x.shape()[0], in = w.shape()[0], out = w.shape()[1];
+  if (auto t = fast_type(p)) {
+    // One pass makes the masked gradient in the products' type and the bias' gradient.
+    uint16_t* bits = *t == DType::bfloat16 ? gradient_scratch(n * out) : nullptr;
+    relu_gradient(y, dy, dz.data(), bits, db);
+    const cpu::GemmOperand g =
+        bits != nullptr ? cpu::GemmOperand{bits, out, false} : cpu::GemmOperand{dz.data(), out, false};
+    if (fast_dense_backward(*t, x, w, g, dw, dx)) {
+      count(in, out, n);
+      if (!dx.empty()) count(n, in, out);
+      return;
+    }
+  }
+  relu_backward(y, dy, dz);
+  dense_backward(x, w, dz, dw, db, dx, p);
 }
 
 void CpuBackend::conv2d_forward(ConstTensorView x, ConstTensorView w_in, ConstTensorView b,

@@ -4,8 +4,9 @@
 
 namespace troupe::core {
 
-Dense::Dense(std::string name, int64_t in, int64_t out, uint64_t seed)
+Dense::Dense(std::string name, int64_t in, int64_t out, uint64_t seed, Activation activation)
     : Layer(std::move(name)),
+      activation_(activation),
       w_(initialize(Shape{in, out}, Initializer{Initializer::Kind::glorot_uniform, 0.0f, seed})),
       b_(Shape{out}),
       dw_(Shape{in, out}),
@@ -24,7 +25,10 @@ ConstTensorView Dense::forward(ConstTensorView x) {
   check_device(x);
   x_ = x;
   place(y_, Shape{x.shape()[0], w_.shape()[1]});
-  backend().dense_forward(x, w_, b_, y_, precision());
+  if (activation_ == Activation::relu)
+    backend().dense_relu_forward(x, w_, b_, y_, precision());
+  else
+    backend().dense_forward(x, w_, b_, y_, precision());
   return y_;
 }
 
@@ -32,7 +36,11 @@ ConstTensorView Dense::backward(ConstTensorView dy) {
   TROUPE_ASSERT(dy.shape() == y_.shape(), "Dense backward: dy of another shape than y");
   TensorView dx;
   if (input_grad()) dx = place(dx_, x_.shape());
-  backend().dense_backward(x_, w_, dy, dw_, db_, dx, precision());
+  if (activation_ == Activation::relu)
+    backend().dense_relu_backward(x_, w_, y_, dy, place(dz_, y_.shape()), dw_, db_, dx,
+                                  precision());
+  else
+    backend().dense_backward(x_, w_, dy, dw_, db_, dx, precision());
   return dx;
 }
 

@@ -71,8 +71,9 @@ std::unique_ptr<Sequential> make_mlp(const std::vector<int64_t>& widths, uint64_
   TROUPE_ASSERT(widths.size() >= 2, "an MLP needs an input and an output width");
   auto m = std::make_unique<Sequential>();
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
-    m->emplace<Dense>("dense_" + std::to_string(i), widths[i], widths[i + 1], seed + i);
-    if (i + 2 < widths.size()) m->emplace<ReLU>("relu_" + std::to_string(i));
+    // Hidden layers: ReLU, fused into the Dense (the last layer's outputs are logits).
+    m->emplace<Dense>("dense_" + std::to_string(i), widths[i], widths[i + 1], seed + i,
+                      i + 2 < widths.size() ? Activation::relu : Activation::none);
   }
   return m;
 }
@@ -83,8 +84,7 @@ std::unique_ptr<Sequential> make_cnn(uint64_t seed) {
   m->emplace<Conv2D>("conv2d", 1, 32, 3, seed);
   m->emplace<ReLU>("relu_0");
   m->emplace<Reshape>("flatten", Shape{26 * 26 * 32});
-  m->emplace<Dense>("dense_0", 26 * 26 * 32, 128, seed + 1);
-  m->emplace<ReLU>("relu_1");
+  m->emplace<Dense>("dense_0", 26 * 26 * 32, 128, seed + 1, Activation::relu);
   m->emplace<Dense>("dense_1", 128, 10, seed + 2);
   return m;
 }

@@ -61,7 +61,7 @@ class Sequential {
   Precision precision_ = Precision::float32;
 };
 
-/// Dense+ReLU layers of the given widths, the last Dense without activation (logits).
+/// Dense layers of the given widths, ReLU-activated but the last (logits).
 std::unique_ptr<Sequential> make_mlp(const std::vector<int64_t>& widths, uint64_t seed);
 /// The CNN of TensorFlow's multi-worker tutorial on 28x28x1 inputs given as [batch, 784]:
 /// Conv2D(32, 3x3) ReLU, Flatten, Dense 128 ReLU, Dense 10.

@@ -60,6 +60,16 @@ class HostBackedBackend final : public core::Backend {
                       core::Precision p) override {
     cpu_.dense_backward(h(x), h(w), h(dy), h(dw), h(db), h(dx), p);
   }
+  void dense_relu_forward(core::ConstTensorView x, core::ConstTensorView w, core::ConstTensorView b,
+                          core::TensorView y, core::Precision p) override {
+    cpu_.dense_relu_forward(h(x), h(w), h(b), h(y), p);
+  }
+  void dense_relu_backward(core::ConstTensorView x, core::ConstTensorView w,
+                           core::ConstTensorView y, core::ConstTensorView dy, core::TensorView dz,
+                           core::TensorView dw, core::TensorView db, core::TensorView dx,
+                           core::Precision p) override {
+    cpu_.dense_relu_backward(h(x), h(w), h(y), h(dy), h(dz), h(dw), h(db), h(dx), p);
+  }
   void relu_forward(core::ConstTensorView x, core::TensorView y) override {
     cpu_.relu_forward(h(x), h(y));
   }

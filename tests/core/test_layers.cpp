@@ -3,6 +3,8 @@
 #include <cmath>
 #include <functional>
 
+#include "core/cpu/cpu_backend.hpp"
+#include "core/cpu/gemm.hpp"
 #include "core/nn/activations.hpp"
 #include "core/nn/conv2d.hpp"
 #include "core/nn/dense.hpp"
@@ -10,6 +12,7 @@
 #include "core/nn/losses.hpp"
 #include "core/nn/sequential.hpp"
 #include "core/optimizer.hpp"
+#include "core/parallel.hpp"
 #include "core/trainer.hpp"
 #include "helpers.hpp"
 
@@ -219,6 +222,52 @@ TEST_CASE("A whole MLP with its loss passes a gradient check", "[layers]") {
     }
   CHECK(kinks <= checked / 10);
   CHECK(model->num_parameters() == 6 * 5 + 5 + 5 * 4 + 4 + 4 * 3 + 3);
+}
+
+// The fused layer runs other code (oneDNN's ReLU post-op; one pass making the masked
+// gradient, its bfloat16 copy and the bias' gradient) on the products' same operands: its
+// outputs and product gradients are the separate layers' bit for bit, the bias' gradient
+// sums in another order.
+TEST_CASE("A Dense with a ReLU activation computes what Dense then ReLU do", "[layers]") {
+  const bool onednn = GENERATE(true, false);
+  const int threads = GENERATE(1, 2);
+  const auto precision = GENERATE(Precision::float32, Precision::mixed_bfloat16);
+  CAPTURE(onednn, threads, precision_name(precision));
+  if (precision == Precision::mixed_bfloat16 && !CpuBackend().supports(precision).ok()) return;
+  cpu::set_gemm_enabled(onednn);
+  set_intra_op_threads(threads);
+  Sequential fused, separate;
+  auto& a = fused.emplace<Dense>("dense", 33, 47, 5, Activation::relu);
+  auto& b = separate.emplace<Dense>("dense", 33, 47, 5);
+  separate.emplace<ReLU>();
+  a.bias() = random_tensor(Shape{47}, 6);  // some outputs on each side of 0
+  b.bias() = a.bias();
+  a.set_input_grad(true);
+  b.set_input_grad(true);
+  REQUIRE(fused.to(Device::cpu(), precision).ok());
+  REQUIRE(separate.to(Device::cpu(), precision).ok());
+  const Tensor x = random_tensor(Shape{70, 33}, 7);
+  const Tensor dy = random_tensor(Shape{70, 47}, 8);
+  const Tensor y1 = Tensor::from_view(fused.forward(x));
+  const Tensor y2 = Tensor::from_view(separate.forward(x));
+  int64_t zeros = 0;
+  for (int64_t i = 0; i < y1.size(); ++i)
+    zeros += y1[i] == 0.0f;
+  CHECK(zeros > y1.size() / 5);
+  CHECK(zeros < y1.size() * 4 / 5);
+  CHECK(max_abs_diff(y1, y2) == 0.0f);
+  const Tensor dx1 = Tensor::from_view(fused.backward(dy));
+  const Tensor dx2 = Tensor::from_view(separate.backward(dy));
+  CHECK(max_abs_diff(dx1, dx2) == 0.0f);
+  const auto p1 = fused.parameters(), p2 = separate.parameters();
+  REQUIRE(p1.size() == 2);
+  CHECK(max_abs_diff(*p1[0].grad, *p2[0].grad) == 0.0f);  // the kernel's
+  float scale = 0.0f;
+  for (int64_t i = 0; i < p2[1].grad->size(); ++i)
+    scale = std::max(scale, std::fabs((*p2[1].grad)[i]));
+  CHECK(max_abs_diff(*p1[1].grad, *p2[1].grad) <= 1e-5f * std::max(1.0f, scale));
+  cpu::set_gemm_enabled(true);
+  set_intra_op_threads(1);
 }
 
 TEST_CASE("The tutorial CNN has the tutorial's shapes", "[layers]") {
