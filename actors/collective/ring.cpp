@@ -4,6 +4,7 @@
 #include "actors/collective/ring.hpp"
 
 #include <cstring>
+#include <utility>
 
 #include "core/half.hpp"
 
@@ -51,80 +52,61 @@ size_t chunk_begin(size_t n, int chunks, int c) {
 
 }  // namespace
 
-core::Status Ring::ring_pass(float* data, size_t n, const std::string& tag) {
+core::Status Ring::ring_pass(float* data, size_t n, const std::string& tag, core::DType wire) {
   const int p = size_;
-  const auto idx = [p](int c) { return ((c % p) + p) % p; };
+  const bool bf16 = wire == core::DType::bfloat16;
+  const size_t element = bf16 ? sizeof(uint16_t) : sizeof(float);
+  // Chunk c's floats: [first, second).
+  const auto range = [&](int c) {
+    c = ((c % p) + p) % p;
+    return std::pair<size_t, size_t>{chunk_begin(n, p, c), chunk_begin(n, p, c + 1)};
+  };
   size_t largest = 0;
   for (int c = 0; c < p; ++c)
-    largest = std::max(largest, chunk_begin(n, p, c + 1) - chunk_begin(n, p, c));
-  if (!in_ && scratch_.size() < largest) scratch_.resize(largest);  // TCP's landing space
-  // Reduce-scatter: after step s, chunk (rank - s - 1) holds s + 2 ranks' sum here.
+    largest = std::max(largest, range(c).second - range(c).first);
+  if (bf16) {
+    // What goes out and what lands, as bfloat16 bits.
+    if (out16_.size() < largest) out16_.resize(largest);
+    if (in16_.size() < largest) in16_.resize(largest);
+  } else if (!in_ && scratch_.size() < largest) {
+    scratch_.resize(largest);  // TCP's landing space
+  }
+  const auto bits = [](std::vector<uint16_t>& v) { return reinterpret_cast<char*>(v.data()); };
+  // Reduce-scatter: after step s, chunk (rank - s - 1) holds s + 2 ranks' sum here. Each
+  // piece is added as it lands, while the rest of the chunk is still arriving; in bfloat16
+  // each partial sum is rounded on its way and added in float32.
   for (int s = 0; s < p - 1; ++s) {
-    const int sc = idx(rank_ - s), rc = idx(rank_ - s - 1);
-    const size_t sb = chunk_begin(n, p, sc), se = chunk_begin(n, p, sc + 1);
-    const size_t rb = chunk_begin(n, p, rc), re = chunk_begin(n, p, rc + 1);
-    // Each piece is added as it lands, while the rest of the chunk is still arriving.
-    if (auto st = exchange(reinterpret_cast<const char*>(data + sb), (se - sb) * sizeof(float),
-                           reinterpret_cast<char*>(scratch_.data()), (re - rb) * sizeof(float),
-                           "reduce-scatter step " + std::to_string(s + 1) + " of '" + tag + "'",
-                           data + rb);
+    const auto [sb, se] = range(rank_ - s);
+    const auto [rb, re] = range(rank_ - s - 1);
+    if (bf16) core::to_bf16_fast(data + sb, out16_.data(), se - sb);
+    if (auto st = exchange(
+            bf16 ? bits(out16_) : reinterpret_cast<const char*>(data + sb), (se - sb) * element,
+            bf16 ? bits(in16_) : reinterpret_cast<char*>(scratch_.data()), (re - rb) * element,
+            "reduce-scatter step " + std::to_string(s + 1) + " of '" + tag + "'", data + rb,
+            /*bulk=*/true, wire);
         !st)
       return st;
   }
-  // All-gather: each rank's finished chunk travels round the ring into place.
+  // All-gather: each rank's finished chunk travels round the ring into place. In bfloat16
+  // the rank that finished a chunk rounds it here as the others will receive it, so that
+  // every rank holds the same values, and each chunk is forwarded in the bits it came in.
   for (int s = 0; s < p - 1; ++s) {
-    const int sc = idx(rank_ + 1 - s), rc = idx(rank_ - s);
-    const size_t sb = chunk_begin(n, p, sc), se = chunk_begin(n, p, sc + 1);
-    const size_t rb = chunk_begin(n, p, rc), re = chunk_begin(n, p, rc + 1);
-    if (auto st = exchange(reinterpret_cast<const char*>(data + sb), (se - sb) * sizeof(float),
-                           reinterpret_cast<char*>(data + rb), (re - rb) * sizeof(float),
-                           "all-gather step " + std::to_string(s + 1) + " of '" + tag + "'");
-        !st)
-      return st;
-  }
-  return {};
-}
-
-core::Status Ring::ring_pass_bf16(float* data, size_t n, const std::string& tag) {
-  const int p = size_;
-  const auto idx = [p](int c) { return ((c % p) + p) % p; };
-  size_t largest = 0;
-  for (int c = 0; c < p; ++c)
-    largest = std::max(largest, chunk_begin(n, p, c + 1) - chunk_begin(n, p, c));
-  if (out16_.size() < largest) out16_.resize(largest);
-  if (in16_.size() < largest) in16_.resize(largest);
-  const auto out = [this] { return reinterpret_cast<const char*>(out16_.data()); };
-  const auto in = [this] { return reinterpret_cast<char*>(in16_.data()); };
-  // Reduce-scatter as ring_pass, each partial sum rounded to bfloat16 on its way and added
-  // in float32 where it lands.
-  for (int s = 0; s < p - 1; ++s) {
-    const int sc = idx(rank_ - s), rc = idx(rank_ - s - 1);
-    const size_t sb = chunk_begin(n, p, sc), se = chunk_begin(n, p, sc + 1);
-    const size_t rb = chunk_begin(n, p, rc), re = chunk_begin(n, p, rc + 1);
-    core::to_bf16_fast(data + sb, out16_.data(), se - sb);
-    if (auto st = exchange(out(), (se - sb) * 2, in(), (re - rb) * 2,
-                           "reduce-scatter step " + std::to_string(s + 1) + " of '" + tag + "'",
-                           data + rb, /*bulk=*/true, core::DType::bfloat16);
-        !st)
-      return st;
-  }
-  // The chunk this rank finished is rounded here as the others will receive it, so that
-  // every rank holds the same values; then every chunk goes round as bfloat16, each
-  // forwarded in the bits it came in.
-  for (int s = 0; s < p - 1; ++s) {
-    const int sc = idx(rank_ + 1 - s), rc = idx(rank_ - s);
-    const size_t sb = chunk_begin(n, p, sc), se = chunk_begin(n, p, sc + 1);
-    const size_t rb = chunk_begin(n, p, rc), re = chunk_begin(n, p, rc + 1);
-    if (s == 0) {
+    const auto [sb, se] = range(rank_ + 1 - s);
+    const auto [rb, re] = range(rank_ - s);
+    if (bf16 && s == 0) {
       core::to_bf16_fast(data + sb, out16_.data(), se - sb);
       core::from_half(out16_.data(), data + sb, se - sb, core::DType::bfloat16);
     }
-    if (auto st = exchange(out(), (se - sb) * 2, in(), (re - rb) * 2,
-                           "all-gather step " + std::to_string(s + 1) + " of '" + tag + "'");
+    if (auto st = exchange(
+            bf16 ? bits(out16_) : reinterpret_cast<const char*>(data + sb), (se - sb) * element,
+            bf16 ? bits(in16_) : reinterpret_cast<char*>(data + rb), (re - rb) * element,
+            "all-gather step " + std::to_string(s + 1) + " of '" + tag + "'");
         !st)
       return st;
-    core::from_half(in16_.data(), data + rb, re - rb, core::DType::bfloat16);
-    std::swap(out16_, in16_);  // what came is what goes next
+    if (bf16) {
+      core::from_half(in16_.data(), data + rb, re - rb, core::DType::bfloat16);
+      std::swap(out16_, in16_);  // what came is what goes next
+    }
   }
   return {};
 }
@@ -225,11 +207,8 @@ core::Status Ring::all_reduce(float* data, size_t n, Reduction op, const std::st
     // Both neighbours say what they reduce before any data moves: a rank that never
     // submits is named here by its right neighbour, and a mismatch is caught.
     if (auto st = check_header(tag, n, wire); !st) return ended(failed(st, tag));
-    if (n > 0) {
-      auto st =
-          wire == core::DType::bfloat16 ? ring_pass_bf16(data, n, tag) : ring_pass(data, n, tag);
-      if (!st) return ended(failed(st, tag));
-    }
+    if (n > 0)
+      if (auto st = ring_pass(data, n, tag, wire); !st) return ended(failed(st, tag));
   }
   if (op == Reduction::mean && size_ > 1) {
     const float inv = 1.0f / static_cast<float>(size_);

@@ -156,9 +156,8 @@ class Ring {
   core::Status check_neighbours(bool sending, bool receiving, const std::string& what, int wait_ms);
   /// Both neighbours name the collective before any data moves.
   core::Status check_header(const std::string& tag, size_t n, core::DType wire);
-  core::Status ring_pass(float* data, size_t n, const std::string& tag);
-  /// ring_pass with bfloat16 on the wire.
-  core::Status ring_pass_bf16(float* data, size_t n, const std::string& tag);
+  /// Reduce-scatter then all-gather of n floats, carried as `wire` (float32 or bfloat16).
+  core::Status ring_pass(float* data, size_t n, const std::string& tag, core::DType wire);
   /// Closes the ring after a failed collective `tag`; a stall is explained
   /// (options_.explain_stall) before the error is returned.
   core::Status failed(core::Status st, const std::string& tag);
