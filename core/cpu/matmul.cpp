@@ -289,8 +289,8 @@ void CpuBackend::dense_relu_backward(ConstTensorView x, ConstTensorView w, Const
     // One pass makes the masked gradient in the products' type and the bias' gradient.
     uint16_t* bits = *t == DType::bfloat16 ? gradient_scratch(n * out) : nullptr;
     relu_gradient(y, dy, dz.data(), bits, db);
-    const cpu::GemmOperand g =
-        bits != nullptr ? cpu::GemmOperand{bits, out, false} : cpu::GemmOperand{dz.data(), out, false};
+    const cpu::GemmOperand g = bits != nullptr ? cpu::GemmOperand{bits, out, false}
+                                               : cpu::GemmOperand{dz.data(), out, false};
     if (fast_dense_backward(*t, x, w, g, dw, dx)) {
       count(in, out, n);
       if (!dx.empty()) count(n, in, out);
