@@ -252,6 +252,12 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
         s.port_refused = st.port_refused;
         s.bf16_requests =
             st.bf16_requests + st.shared->bf16_requests.load(std::memory_order_relaxed);
+        const auto tables = st.shard().table_totals();
+        s.table_rows = tables.rows;
+        s.rows_admitted = tables.admitted;
+        s.rows_evicted = tables.evicted;
+        s.grads_dropped_unadmitted = tables.grads_dropped;
+        s.table_bytes = tables.bytes;
         return s.to_vector();
       },
   };

@@ -1,5 +1,6 @@
 #include "actors/ps_shard_state.hpp"
 
+#include <cmath>
 #include <cstring>
 
 #include "core/partitioner.hpp"
@@ -14,7 +15,35 @@ namespace {
 bool same_def(const net::VariableDef& a, const net::VariableDef& b) {
   return a.name == b.name && a.shard == b.shard && a.row_offset == b.row_offset &&
          a.shape == b.shape && a.init_kind == b.init_kind && a.init_value == b.init_value &&
-         a.seed == b.seed && a.optimizer == b.optimizer && a.learning_rate == b.learning_rate;
+         a.seed == b.seed && a.optimizer == b.optimizer && a.learning_rate == b.learning_rate &&
+         a.dynamic == b.dynamic && a.min_count == b.min_count &&
+         a.admit_probability == b.admit_probability && a.ttl_steps == b.ttl_steps &&
+         a.sketch_width == b.sketch_width;
+}
+
+core::DynamicTableOptions table_options(const net::VariableDef& def) {
+  core::DynamicTableOptions o;
+  o.width = def.shape.size() == 2 ? def.shape[1] : 0;
+  o.max_rows = def.shape.size() == 2 ? def.shape[0] : 0;
+  o.min_count = def.min_count;
+  o.admit_probability = def.admit_probability;
+  o.ttl_steps = def.ttl_steps;
+  if (def.sketch_width > 0) {
+    o.sketch_width = def.sketch_width;
+  } else if (o.max_rows > 0) {
+    // Sized by the cap: 4 x 2 bytes per row the shard may hold (as many counters per hash
+    // as rows), between 2^12 and 2^20 counters.
+    o.sketch_width = 1 << 12;
+    while (o.sketch_width < o.max_rows && o.sketch_width < (1 << 20))
+      o.sketch_width *= 2;
+  }
+  o.init = core::Initializer{static_cast<core::Initializer::Kind>(def.init_kind), def.init_value,
+                             def.seed};
+  return o;
+}
+
+core::Error dynamic_misuse(const std::string& name, const std::string& what) {
+  return make_error(Errc::invalid_argument, "'" + name + "' is a dynamic table: " + what);
 }
 
 }  // namespace
@@ -49,6 +78,17 @@ core::Status PsShardState::create(const net::VariableDef& def) {
   if (!opt) return reject(opt.error());
   Shard s;
   s.def = def;
+  if (def.dynamic) {
+    const auto o = table_options(def);
+    if (def.shape.size() != 2)
+      return reject(dynamic_misuse(def.name, "its shape must be {max rows, width}"));
+    if (auto st = o.check(); !st)
+      return reject(make_error(Errc::invalid_argument, def.name + ": " + st.error().message));
+    s.table = std::make_unique<core::DynamicTable>(o, std::move(*opt));
+    vars_.emplace(key, std::move(s));
+    ++counters_.variables;
+    return {};
+  }
   const core::Shape shape(def.shape);
   // Each shard seeds its initializer from (seed, shard) so shards differ.
   s.value = core::initialize(
@@ -77,6 +117,7 @@ core::Expected<PsShardState::Shard*> PsShardState::find(const std::string& name)
 core::Expected<net::WireTensor> PsShardState::pull(const std::string& name) {
   auto s = find(name);
   if (!s) return s.error();
+  if ((*s)->table) return reject(dynamic_misuse(name, "read its rows by key"));
   ++counters_.pulls;
   return net::WireTensor::from((*s)->value);
 }
@@ -84,6 +125,8 @@ core::Expected<net::WireTensor> PsShardState::pull(const std::string& name) {
 core::Expected<net::ShardState> PsShardState::state(const std::string& name) {
   auto s = find(name);
   if (!s) return s.error();
+  if ((*s)->table)
+    return reject(dynamic_misuse(name, "a chief's backup does not hold it (PS snapshots do)"));
   net::ShardState out;
   out.value = net::WireTensor::from((*s)->value);
   for (const auto& slot : (*s)->slots.slots)
@@ -96,6 +139,8 @@ core::Status PsShardState::assign(const std::string& name, const net::ShardState
   auto s = find(name);
   if (!s) return s.error();
   Shard& shard = **s;
+  if (shard.table)
+    return reject(dynamic_misuse(name, "a chief's backup does not hold it (PS snapshots do)"));
   auto fits = [](const net::WireTensor& t, const core::Tensor& like) {
     return t.consistent() && t.dims == like.shape().to_vector();
   };
@@ -130,6 +175,13 @@ core::Expected<net::WireTensor> PsShardState::rows_of(const std::string& name,
                                                       const std::vector<int64_t>& rows) const {
   auto s = lookup(name);
   if (!s) return s.error();
+  if (const core::DynamicTable* t = (*s)->table.get()) {
+    net::WireTensor out;
+    out.dims = {static_cast<int64_t>(rows.size()), t->width()};
+    out.data.resize(rows.size() * static_cast<size_t>(t->width()));
+    t->lookup(rows.data(), rows.size(), out.data.data());
+    return out;
+  }
   const core::Tensor& v = (*s)->value;
   if (v.shape().rank() < 1) return make_error(Errc::invalid_argument, "'" + name + "' has no rows");
   const int64_t width = v.shape().row_size();
@@ -166,6 +218,7 @@ core::Expected<std::vector<net::PsItem>> PsShardState::read(const net::PsRequest
     if (op == net::PsOp::pull) {
       auto s = lookup(item.name);
       if (!s) return s.error();
+      if ((*s)->table) return dynamic_misuse(item.name, "read its rows by key");
       value = net::WireTensor::from((*s)->value);
     } else {
       value = rows_of(item.name, item.rows);
@@ -199,7 +252,8 @@ core::Expected<bool> PsShardState::apply_once(uint64_t closure_id, uint64_t sett
 
 core::Expected<bool> PsShardState::push(uint64_t closure_id, const std::string& name,
                                         const net::WireTensor& grad, uint64_t settled_below) {
-  return apply_once(closure_id, settled_below, name, grad, [&](Shard& sh) {
+  return apply_once(closure_id, settled_below, name, grad, [&](Shard& sh) -> core::Status {
+    if (sh.table) return dynamic_misuse(name, "push gradients of its rows by key");
     return sh.optimizer->apply_dense(sh.value, grad.view(), sh.slots);
   });
 }
@@ -217,6 +271,7 @@ core::Expected<bool> PsShardState::push_rows(uint64_t closure_id, const std::str
                                              const net::RowsUpdate& update,
                                              uint64_t settled_below) {
   return apply_once(closure_id, settled_below, name, update.grads, [&](Shard& sh) {
+    if (sh.table) return sh.table->apply(update.rows, update.grads.view());
     return sh.optimizer->apply_sparse(sh.value, update.rows, update.grads.view(), sh.slots);
   });
 }
@@ -260,7 +315,12 @@ core::Expected<std::vector<net::PsItem>> PsShardState::handle(net::PsRequest& re
 // Snapshot layout: per variable, tensors "<var>" (value) and "<var>/slot<i>"; ints
 // "<var>/def" (shard, row offset, initializer kind, initializer value bits, seed, learning
 // rate bits, then the shape), "<var>/optimizer" (its name's bytes), "<var>/iterations",
-// "<var>/applied_tags" (AppliedTags::to_ints); and "updates_applied".
+// "<var>/applied_tags" (AppliedTags::to_ints); and "updates_applied". A dynamic table's
+// shard has instead of the value and slots: tensor "<var>" [rows, width x (1 + slots)] (each
+// live row's value then its slots), ints "<var>/keys" (a key a row), "<var>/row_meta"
+// (occurrence count and last step, two a row) and "<var>/dynamic" (min count, admission
+// probability bits, ttl steps, sketch width, the table's step and iterations). The
+// admission sketch is not saved: keys not yet admitted start counting again.
 namespace {
 
 int64_t float_bits(float f) {
@@ -278,6 +338,44 @@ float bits_float(int64_t v) {
 
 core::Error incomplete(const std::string& name, const std::string& what) {
   return make_error(Errc::data_loss, "PS snapshot of '" + name + "': " + what);
+}
+
+// A dynamic shard's rows from its snapshot entries, checked against each other: as many
+// keys as rows, two metadata ints a row, rows of the table's stride, every value finite.
+core::Status restore_rows(const core::Checkpoint& ckpt, const std::string& name, int64_t step,
+                          int64_t iterations, core::DynamicTable& table) {
+  auto rows = ckpt.tensors.find(name);
+  auto keys = ckpt.ints.find(name + "/keys");
+  auto meta = ckpt.ints.find(name + "/row_meta");
+  if (rows == ckpt.tensors.end() || keys == ckpt.ints.end() || meta == ckpt.ints.end())
+    return incomplete(name, "rows, keys or row metadata missing");
+  const core::Tensor& r = rows->second;
+  const auto n = static_cast<int64_t>(keys->second.size());
+  if (r.shape().rank() != 2 || r.shape()[0] != n || r.shape()[1] != table.stride() ||
+      static_cast<int64_t>(meta->second.size()) != 2 * n)
+    return incomplete(name, std::to_string(n) + " keys do not match rows of shape " +
+                                r.shape().to_string() + " and " +
+                                std::to_string(meta->second.size()) + " metadata ints");
+  if (step < 0 || iterations < 0) return incomplete(name, "a negative clock");
+  for (int64_t i = 0; i < r.size(); ++i)
+    if (!std::isfinite(r.data()[i]))
+      return incomplete(name,
+                        "a value that is not finite in row " + std::to_string(i / table.stride()));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t count = meta->second[static_cast<size_t>(2 * i)];
+    const int64_t last = meta->second[static_cast<size_t>(2 * i + 1)];
+    if (count < 1 || count > 0xffffffffll || last < 0 || last > 0xffffffffll)
+      return incomplete(name, "bad metadata of row " + std::to_string(i));
+    if (table.contains(keys->second[static_cast<size_t>(i)]))
+      return incomplete(name,
+                        "key " + std::to_string(keys->second[static_cast<size_t>(i)]) + " twice");
+    if (auto st = table.insert(keys->second[static_cast<size_t>(i)], r.data() + i * table.stride(),
+                               static_cast<uint32_t>(count), static_cast<uint32_t>(last));
+        !st)
+      return incomplete(name, st.error().message);
+  }
+  table.set_clock(step, iterations);
+  return {};
 }
 
 }  // namespace
@@ -311,11 +409,34 @@ bool PsShardState::snapshot_shard(const std::string& name, core::Checkpoint& c) 
   def.insert(def.end(), d.shape.begin(), d.shape.end());
   c.ints[name + "/def"] = std::move(def);
   c.ints[name + "/optimizer"] = core::text_ints(d.optimizer);
+  c.ints[name + "/applied_tags"] = shard.applied.to_ints();
+  if (const core::DynamicTable* t = shard.table.get()) {
+    // A dynamic shard: its live rows (value and slots, one row a line), their keys, and
+    // per row its occurrence count and last step; the table's clock.
+    c.ints[name + "/dynamic"] = {d.min_count, float_bits(d.admit_probability),
+                                 d.ttl_steps, d.sketch_width,
+                                 t->step(),   t->iterations()};
+    core::Tensor rows(core::Shape{t->rows(), t->stride()});
+    std::vector<int64_t> keys, meta;
+    keys.reserve(static_cast<size_t>(t->rows()));
+    meta.reserve(static_cast<size_t>(2 * t->rows()));
+    float* out = rows.data();
+    t->for_each([&](const core::DynamicRow& r) {
+      keys.push_back(r.key);
+      meta.push_back(r.count);
+      meta.push_back(r.last);
+      out = std::copy_n(r.data, t->stride(), out);
+    });
+    c.tensors.insert_or_assign(name, std::move(rows));
+    c.ints[name + "/keys"] = std::move(keys);
+    c.ints[name + "/row_meta"] = std::move(meta);
+    c.ints[name + "/iterations"] = {t->iterations()};
+    return true;
+  }
   c.tensors.insert_or_assign(name, shard.value);
   for (size_t i = 0; i < shard.slots.slots.size(); ++i)
     c.tensors.insert_or_assign(name + "/slot" + std::to_string(i), shard.slots.slots[i]);
   c.ints[name + "/iterations"] = {shard.slots.iterations};
-  c.ints[name + "/applied_tags"] = shard.applied.to_ints();
   return true;
 }
 
@@ -352,8 +473,28 @@ core::Expected<PsShardState> PsShardState::from_snapshot(const core::Checkpoint&
     auto opt_name = core::ints_text(opt->second);
     if (!opt_name) return incomplete(name, "bad optimizer name");
     d.optimizer = std::move(*opt_name);
+    auto dynamic = ckpt.ints.find(name + "/dynamic");
+    if (dynamic != ckpt.ints.end()) {
+      if (dynamic->second.size() != 6) return incomplete(name, "short dynamic-table entry");
+      d.dynamic = true;
+      d.min_count = static_cast<int32_t>(dynamic->second[0]);
+      d.admit_probability = bits_float(dynamic->second[1]);
+      d.ttl_steps = dynamic->second[2];
+      d.sketch_width = dynamic->second[3];
+    }
     if (auto created = st.create(d); !created) return incomplete(name, created.error().message);
     Shard& shard = st.vars_.at(name);
+    auto applied = ckpt.ints.find(name + "/applied_tags");
+    if (applied == ckpt.ints.end()) return incomplete(name, "no applied closure tags");
+    auto tags = AppliedTags::from_ints(applied->second);
+    if (!tags) return incomplete(name, tags.error().message);
+    shard.applied = std::move(*tags);
+    if (shard.table) {
+      if (auto st2 = restore_rows(ckpt, name, dynamic->second[4], dynamic->second[5], *shard.table);
+          !st2)
+        return st2.error();
+      continue;
+    }
     auto value = ckpt.tensors.find(name);
     if (value == ckpt.tensors.end() || !(value->second.shape() == shard.value.shape()))
       return incomplete(name, "value missing or of another shape");
@@ -365,17 +506,27 @@ core::Expected<PsShardState> PsShardState::from_snapshot(const core::Checkpoint&
       shard.slots.slots[i] = slot->second;
     }
     auto it = ckpt.ints.find(name + "/iterations");
-    auto applied = ckpt.ints.find(name + "/applied_tags");
-    if (it == ckpt.ints.end() || it->second.size() != 1 || applied == ckpt.ints.end())
-      return incomplete(name, "no iteration count or applied closure tags");
+    if (it == ckpt.ints.end() || it->second.size() != 1)
+      return incomplete(name, "no iteration count");
     shard.slots.iterations = it->second[0];
-    auto tags = AppliedTags::from_ints(applied->second);
-    if (!tags) return incomplete(name, tags.error().message);
-    shard.applied = std::move(*tags);
   }
   st.counters_.updates_applied = count->second[0];
   st.restored_from_ = count->second[0];
   return st;
+}
+
+PsShardState::TableTotals PsShardState::table_totals() const {
+  TableTotals t;
+  for (const auto& [name, shard] : vars_) {
+    if (!shard.table) continue;
+    const auto& c = shard.table->counters();
+    t.rows += shard.table->rows();
+    t.admitted += c.admitted;
+    t.evicted += c.evicted_ttl + c.evicted_cap;
+    t.grads_dropped += c.grads_dropped;
+    t.bytes += shard.table->memory_bytes();
+  }
+  return t;
 }
 
 size_t PsShardState::applied_tags() const {

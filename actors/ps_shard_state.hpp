@@ -8,6 +8,7 @@
 
 #include "actors/applied_tags.hpp"
 #include "core/checkpoint/checkpoint.hpp"
+#include "core/dynamic_table.hpp"
 #include "core/expected.hpp"
 #include "core/optimizer.hpp"
 #include "net/wire.hpp"
@@ -29,6 +30,11 @@ class PsShardState {
     int64_t updates_duplicate = 0;  // a closure id seen before: ignored (at most once)
     int64_t requests_rejected = 0;
   };
+  /// The dynamic tables' counters and sizes, summed over this task's shards of them.
+  struct TableTotals {
+    int64_t rows = 0, admitted = 0, evicted = 0, grads_dropped = 0, bytes = 0;
+  };
+  TableTotals table_totals() const;
 
   /// Creates the shard `def` describes. Creating the same shard again with the same
   /// definition is a no-op (a coordinator may retry); a different definition under an
@@ -95,7 +101,8 @@ class PsShardState {
  private:
   struct Shard {
     net::VariableDef def;
-    core::Tensor value;
+    core::Tensor value;                         // empty for a dynamic table's shard
+    std::unique_ptr<core::DynamicTable> table;  // a dynamic table's shard: its rows
     std::unique_ptr<core::Optimizer> optimizer;
     core::SlotSet slots;
     AppliedTags applied;

@@ -47,32 +47,13 @@ core::Expected<std::unique_ptr<ParameterServerStrategy>> ParameterServerStrategy
   return std::unique_ptr<ParameterServerStrategy>(new ParameterServerStrategy(std::move(impl)));
 }
 
-core::Expected<Variable> ParameterServerStrategy::create_variable(const std::string& name,
-                                                                  core::Shape shape,
-                                                                  core::Initializer init,
-                                                                  const std::string& optimizer,
-                                                                  float learning_rate) {
-  Impl& m = *impl_;
-  for (const auto& p : m.placements)
-    if (p.def.name == name)
-      return make_error(Errc::invalid_argument, "variable '" + name + "' exists already");
+namespace {
+
+// Creates each shard of a variable on its PS task and records where they went.
+core::Status place_shards(ParameterServerStrategy::Impl& m, std::vector<net::Placement> shards) {
   const int num_ps = static_cast<int>(m.ps.size());
-  int shards = 1;
-  if (m.partitioner && shape.rank() >= 1) shards = m.partitioner->num_shards(shape);
-  core::ShardedVariableSpec sharded(core::VariableSpec{name, shape, init}, shards);
-  std::vector<net::Placement> created;
-  for (const auto& s : sharded.shards()) {
-    net::Placement p;
-    p.def.name = name;
-    p.def.shard = s.index;
-    p.def.row_offset = s.row_offset;
-    p.def.shape = s.shape.to_vector();
-    p.def.init_kind = static_cast<int32_t>(init.kind);
-    p.def.init_value = init.value;
-    p.def.seed = init.seed;
-    p.def.optimizer = optimizer;
-    p.def.learning_rate = learning_rate;
-    p.ps_task = (m.next_ps + s.index) % num_ps;
+  for (auto& p : shards) {
+    p.ps_task = (m.next_ps + p.def.shard) % num_ps;
     core::Status st;
     (*m.self)
         ->request(m.ps[static_cast<size_t>(p.ps_task)], m.options.request_timeout,
@@ -80,13 +61,91 @@ core::Expected<Variable> ParameterServerStrategy::create_variable(const std::str
         .receive([](caf::ok_atom) {}, [&](caf::error& e) { st = net::from_caf(e); });
     if (!st)
       return make_error(st.error().code,
-                        "creating '" + name + "' shard " + std::to_string(s.index) +
+                        "creating '" + p.def.name + "' shard " + std::to_string(p.def.shard) +
                             " on ps:" + std::to_string(p.ps_task) + ": " + st.error().message);
-    created.push_back(p);
   }
-  m.next_ps = (m.next_ps + static_cast<int>(created.size())) % num_ps;
-  m.placements.insert(m.placements.end(), created.begin(), created.end());
+  m.next_ps = (m.next_ps + static_cast<int>(shards.size())) % num_ps;
+  m.placements.insert(m.placements.end(), shards.begin(), shards.end());
+  return {};
+}
+
+core::Status check_new_name(const ParameterServerStrategy::Impl& m, const std::string& name) {
+  for (const auto& p : m.placements)
+    if (p.def.name == name)
+      return make_error(Errc::invalid_argument, "variable '" + name + "' exists already");
+  return {};
+}
+
+net::VariableDef definition(const std::string& name, core::Initializer init,
+                            const std::string& optimizer, float learning_rate) {
+  net::VariableDef d;
+  d.name = name;
+  d.init_kind = static_cast<int32_t>(init.kind);
+  d.init_value = init.value;
+  d.seed = init.seed;
+  d.optimizer = optimizer;
+  d.learning_rate = learning_rate;
+  return d;
+}
+
+}  // namespace
+
+core::Expected<Variable> ParameterServerStrategy::create_variable(const std::string& name,
+                                                                  core::Shape shape,
+                                                                  core::Initializer init,
+                                                                  const std::string& optimizer,
+                                                                  float learning_rate) {
+  Impl& m = *impl_;
+  if (auto st = check_new_name(m, name); !st) return st.error();
+  int shards = 1;
+  if (m.partitioner && shape.rank() >= 1) shards = m.partitioner->num_shards(shape);
+  core::ShardedVariableSpec sharded(core::VariableSpec{name, shape, init}, shards);
+  std::vector<net::Placement> placed;
+  for (const auto& s : sharded.shards()) {
+    net::Placement p;
+    p.def = definition(name, init, optimizer, learning_rate);
+    p.def.shard = s.index;
+    p.def.row_offset = s.row_offset;
+    p.def.shape = s.shape.to_vector();
+    placed.push_back(p);
+  }
+  if (auto st = place_shards(m, std::move(placed)); !st) return st.error();
   return Variable{name, shape, sharded.num_shards()};
+}
+
+core::Expected<Variable> ParameterServerStrategy::create_dynamic_table(const std::string& name,
+                                                                       const DynamicTableSpec& spec,
+                                                                       core::Initializer init,
+                                                                       const std::string& optimizer,
+                                                                       float learning_rate) {
+  Impl& m = *impl_;
+  if (auto st = check_new_name(m, name); !st) return st.error();
+  const int shards = spec.shards > 0 ? spec.shards : static_cast<int>(m.ps.size());
+  if (shards < 1 || shards > 4096)
+    return make_error(Errc::invalid_argument, "dynamic table '" + name + "': shards in [1, 4096]");
+  if (spec.max_rows < 0 || (spec.max_rows > 0 && spec.max_rows < shards))
+    return make_error(Errc::invalid_argument, "dynamic table '" + name + "': max_rows " +
+                                                  std::to_string(spec.max_rows) +
+                                                  " must be 0 (no cap) or at least its " +
+                                                  std::to_string(shards) + " shards");
+  std::vector<net::Placement> placed;
+  for (int i = 0; i < shards; ++i) {
+    net::Placement p;
+    p.def = definition(name, init, optimizer, learning_rate);
+    p.def.shard = i;
+    p.def.row_offset = i;
+    // The cap split exactly: the shards' caps add up to max_rows.
+    const int64_t cap = spec.max_rows / shards + (i < spec.max_rows % shards ? 1 : 0);
+    p.def.shape = {cap, spec.width};
+    p.def.dynamic = true;
+    p.def.min_count = spec.min_count;
+    p.def.admit_probability = spec.admit_probability;
+    p.def.ttl_steps = spec.ttl_steps;
+    p.def.sketch_width = spec.sketch_width;
+    placed.push_back(p);
+  }
+  if (auto st = place_shards(m, std::move(placed)); !st) return st.error();
+  return Variable{name, core::Shape{spec.max_rows, spec.width}, shards};
 }
 
 core::Expected<core::Tensor> ParameterServerStrategy::read(const Variable& v) {
@@ -144,7 +203,9 @@ core::Expected<std::vector<PsTaskStats>> ParameterServerStrategy::ps_stats() {
     if (!v) return v.error();
     const auto s = net::PsStats::from(*v);
     out.push_back(PsTaskStats{s.variables, s.pulls, s.updates_applied, s.snapshots, s.rss_bytes,
-                              s.snapshot_copy_us, s.snapshot_write_ms, s.bf16_requests});
+                              s.snapshot_copy_us, s.snapshot_write_ms, s.bf16_requests,
+                              s.table_rows, s.rows_admitted, s.rows_evicted,
+                              s.grads_dropped_unadmitted, s.table_bytes});
   }
   return out;
 }

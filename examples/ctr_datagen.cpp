@@ -12,6 +12,13 @@
 // hashed buckets the Criteo reader computes from those strings, so both formats give the
 // same batches. The held-out file's teacher AUC and log loss (computed from the teacher's
 // own probabilities) go to teacher.json and the final JSON line.
+//
+// With --raw-ids the categories are raw 64-bit ids (16 hex digits) from vocabularies of up
+// to 10^8 per field: the Zipf draw is inverted in closed form and the teacher's weights are
+// drawn from a hash of (field, category), so nothing is stored per category and most ids
+// are rare, new ones appearing all through the log. TFRecord ids are then the keys the
+// Criteo reader computes with raw keys (core::categorical_key), for dynamic tables; the
+// Criteo text trains hashed tables too.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -50,15 +57,28 @@ struct Settings {
   double target_ctr = 0.25;
   int64_t buckets = 1 << 20;
   uint64_t seed = 1;
+  bool raw_ids = false;
 };
 
-uint32_t mix32(uint64_t x) {
+uint64_t mix64(uint64_t x) {
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdull;
   x ^= x >> 33;
   x *= 0xc4ceb9fe1a85ec53ull;
   x ^= x >> 33;
-  return static_cast<uint32_t>(x);
+  return x;
+}
+
+uint32_t mix32(uint64_t x) {
+  return static_cast<uint32_t>(mix64(x));
+}
+
+// A standard normal from a hash (Box-Muller over two 26-bit uniforms).
+double hashed_normal(uint64_t h) {
+  const uint64_t a = mix64(h), b = mix64(a ^ 0x9e3779b97f4a7c15ull);
+  const double u1 = (static_cast<double>(a >> 38) + 0.5) / 67108864.0;
+  const double u2 = static_cast<double>(b >> 38) / 67108864.0;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 
 class Teacher {
@@ -68,6 +88,7 @@ class Teacher {
     for (int f = 0; f < kFields; ++f) {
       const int64_t v = std::max<int64_t>(2, s.vocab >> (f % 4));
       vocab_[f] = v;
+      if (s.raw_ids) continue;  // drawn in closed form, weights hashed: nothing stored
       // Zipf CDF over categories 0..v-1 (category 0 the most frequent); index v: missing.
       auto& cdf = cdf_[f];
       cdf.resize(static_cast<size_t>(v));
@@ -116,14 +137,18 @@ class Teacher {
     for (int f = 0; f < kFields; ++f) {
       int64_t c = vocab_[f];
       if (u01(rng_) >= s_.missing) {
-        const auto& cdf = cdf_[f];
-        c = std::lower_bound(cdf.begin(), cdf.end(), u01(rng_)) - cdf.begin();
+        if (s_.raw_ids) {
+          c = zipf_rank(u01(rng_), vocab_[f]);
+        } else {
+          const auto& cdf = cdf_[f];
+          c = std::lower_bound(cdf.begin(), cdf.end(), u01(rng_)) - cdf.begin();
+        }
         c = std::min<int64_t>(c, vocab_[f] - 1);
       }
       r.cat[f] = c;
-      logit += w_[f][static_cast<size_t>(c)];
+      logit += weight(f, c, -1);
       for (int j = 0; j < s_.dim; ++j) {
-        const double e = v_[f][static_cast<size_t>(c * s_.dim + j)];
+        const double e = weight(f, c, j);
         sum[static_cast<size_t>(j)] += e;
         squares += e * e;
       }
@@ -148,6 +173,13 @@ class Teacher {
   /// The category's string as written in the Criteo file ("" when missing).
   std::string category(int f, int64_t c) const {
     if (c == vocab_[f]) return {};
+    if (s_.raw_ids) {
+      char buf[17];
+      std::snprintf(buf, sizeof buf, "%016llx",
+                    static_cast<unsigned long long>(mix64((s_.seed * 0x9e3779b97f4a7c15ull) ^
+                                                          (uint64_t(f) << 56) ^ uint64_t(c))));
+      return buf;
+    }
     char buf[9];
     std::snprintf(buf, sizeof buf, "%08x",
                   mix32((s_.seed << 40) ^ (uint64_t(f) << 32) ^ uint64_t(c)));
@@ -155,6 +187,26 @@ class Teacher {
   }
 
  private:
+  // Category c's linear weight (j < 0) or its j-th factor.
+  double weight(int f, int64_t c, int j) const {
+    if (!s_.raw_ids)
+      return j < 0 ? w_[f][static_cast<size_t>(c)] : v_[f][static_cast<size_t>(c * s_.dim + j)];
+    const uint64_t h = mix64((s_.seed << 20) ^ (uint64_t(f) << 50) ^ (uint64_t(j + 1) << 40)) ^
+                       static_cast<uint64_t>(c);
+    return (j < 0 ? s_.sigma_w : s_.sigma_v) * hashed_normal(h);
+  }
+
+  // A Zipf rank in [0, n) by inverting the continuous density r^-s on [1, n + 1).
+  int64_t zipf_rank(double u, int64_t n) const {
+    const double z = s_.zipf, top = static_cast<double>(n) + 1;
+    double r;
+    if (std::abs(z - 1.0) < 1e-9)
+      r = std::exp(u * std::log(top));
+    else
+      r = std::pow(1 + u * (std::pow(top, 1 - z) - 1), 1 / (1 - z));
+    return std::clamp<int64_t>(static_cast<int64_t>(r) - 1, 0, n - 1);
+  }
+
   const Settings& s_;
   std::mt19937_64 rng_;
   int64_t vocab_[kFields];
@@ -184,7 +236,10 @@ int main(int argc, char** argv) {
   app.add_option("--files", s.files, "training files")->check(CLI::Range(1, 10000));
   app.add_option("--format", s.format)->check(CLI::IsMember({"criteo", "tfrecord", "both"}));
   app.add_option("--vocab", s.vocab, "categories of the largest fields")
-      ->check(CLI::Range(2, 1 << 30));
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 40));
+  app.add_flag("--raw-ids", s.raw_ids,
+               "raw 64-bit ids (vocabularies up to 10^8 and beyond, nothing stored per id); "
+               "TFRecord ids are their keys (core::categorical_key)");
   app.add_option("--zipf", s.zipf, "Zipf exponent of category frequencies")
       ->check(CLI::Range(0.0, 5.0));
   app.add_option("--teacher-dim", s.dim)->check(CLI::Range(1, 64));
@@ -206,6 +261,8 @@ int main(int argc, char** argv) {
     return 1;
   };
   if (ec) return fail(s.out + ": " + ec.message());
+  if (!s.raw_ids && s.vocab > (int64_t{1} << 24))
+    return fail("--vocab above 2^24 needs --raw-ids (the teacher's tables would not fit)");
   const bool text = s.format != "tfrecord", records = s.format != "criteo";
   const auto t0 = std::chrono::steady_clock::now();
   Teacher teacher(s);
@@ -243,7 +300,8 @@ int main(int argc, char** argv) {
         const std::string cat = teacher.category(f, r.cat[f]);
         line.push_back('\t');
         line += cat;
-        e.ids[static_cast<size_t>(f)] = f * s.buckets + tc::hash_bucket(cat, s.buckets);
+        e.ids[static_cast<size_t>(f)] = s.raw_ids ? tc::categorical_key(f, cat)
+                                                  : f * s.buckets + tc::hash_bucket(cat, s.buckets);
       }
       line.push_back('\n');
       if (w.text && std::fwrite(line.data(), 1, line.size(), w.text) != line.size()) return false;
@@ -277,6 +335,7 @@ int main(int argc, char** argv) {
       {"vocab", s.vocab},
       {"zipf", s.zipf},
       {"buckets_per_field", s.buckets},
+      {"raw_ids", s.raw_ids},
       {"seed", s.seed},
       {"teacher_auc", auc.result()},
       {"teacher_logloss", logloss.result()},

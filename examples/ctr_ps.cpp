@@ -24,6 +24,7 @@
 #include "core/metrics.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/losses.hpp"
+#include "core/optimizer.hpp"
 #include "core/parallel.hpp"
 #include "ctr_data.hpp"
 #include "device_flags.hpp"
@@ -46,6 +47,8 @@ struct Settings {
   int dim = 16;
   std::vector<int64_t> hidden = {400, 400, 400};
   int64_t buckets = 1 << 20;
+  std::string table = "fixed";  // or "dynamic": rows keyed by raw ids (core/dynamic_table.hpp)
+  troupe::DynamicTableSpec dynamic;
   int batch = 1024;
   int steps_per_worker = 200;
   std::string optimizer = "adagrad";
@@ -75,6 +78,7 @@ struct Settings {
     tc::SparseInputOptions o;
     o.format = tc::parse_record_format(format).value();
     o.criteo.buckets_per_field = buckets;
+    o.criteo.raw_keys = table == "dynamic";
     o.batch = batch_size;
     o.shuffle_buffer = shuffle_buffer;
     o.seed = seed;
@@ -226,6 +230,25 @@ int main(int argc, char** argv) {
   app.add_option("--hidden", s.hidden, "widths of the DNN's hidden layers");
   app.add_option("--buckets-per-field", s.buckets, "hash buckets of each of the 26 fields")
       ->check(CLI::Range(int64_t{1}, (int64_t{1} << 56) / 26));
+  app.add_option("--table", s.table,
+                 "fixed: hashed buckets per field; dynamic: rows keyed by each value's 64-bit "
+                 "key, admitted and evicted on the PS tasks")
+      ->check(CLI::IsMember({"fixed", "dynamic"}));
+  app.add_option("--max-rows", s.dynamic.max_rows, "dynamic: cap on the table's rows (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--min-count", s.dynamic.min_count,
+                 "dynamic: occurrences (batches) before a key gets a row")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--admit-probability", s.dynamic.admit_probability,
+                 "dynamic: below 1, admit each occurrence with this probability instead")
+      ->check(CLI::Range(1e-6, 1.0));
+  app.add_option("--ttl-steps", s.dynamic.ttl_steps,
+                 "dynamic: evict rows not updated for this many pushes to their shard (0: never)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--sketch-width", s.dynamic.sketch_width,
+                 "dynamic: count-min counters per hash function (4 functions, 2 bytes each, per "
+                 "shard; 0: the shard's row cap, in [2^12, 2^20])")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   app.add_option("--batch", s.batch)->check(CLI::Range(1, 1 << 20));
   app.add_option("--steps-per-worker", s.steps_per_worker)->check(CLI::PositiveNumber);
   app.add_option("--optimizer", s.optimizer)
@@ -282,9 +305,16 @@ int main(int argc, char** argv) {
   if (!strategy) return fail(strategy.error());
 
   const auto config = s.model_config();
-  auto table = (*strategy)->create_variable(
-      kTable, tc::Shape{s.table_rows(), config.row_width()},
-      tc::Initializer{tc::Initializer::Kind::random_uniform, 0.05f, s.seed}, s.optimizer, s.lr);
+  const tc::Initializer table_init{tc::Initializer::Kind::random_uniform, 0.05f, s.seed};
+  tc::Expected<troupe::Variable> table = tc::make_error(tc::Errc::internal, "no table");
+  if (s.table == "dynamic") {
+    s.dynamic.width = config.row_width();
+    s.dynamic.shards = s.shards;
+    table = (*strategy)->create_dynamic_table(kTable, s.dynamic, table_init, s.optimizer, s.lr);
+  } else {
+    table = (*strategy)->create_variable(kTable, tc::Shape{s.table_rows(), config.row_width()},
+                                         table_init, s.optimizer, s.lr);
+  }
   if (!table) return fail(table.error());
   Replica shapes(config);
   std::vector<troupe::Variable> dense;
@@ -348,16 +378,31 @@ int main(int argc, char** argv) {
   const double value_bytes = *wire == troupe::net::WireDtype::bfloat16 ? 2.0 : 4.0;
   const double bytes_per_step =
       rows_per_step * (2 * 8 + 2 * value_bytes * width) + 2 * value_bytes * dense_params;
-  nlohmann::json ps_json = nlohmann::json::array();
+  nlohmann::json ps_json = nlohmann::json::array(), ps_rss = nlohmann::json::array();
+  troupe::PsTaskStats tables;  // the dynamic table's figures, summed over the PS tasks
   if (ps_stats)
-    for (auto& p : *ps_stats)
+    for (auto& p : *ps_stats) {
+      tables.table_rows += p.table_rows;
+      tables.rows_admitted += p.rows_admitted;
+      tables.rows_evicted += p.rows_evicted;
+      tables.grads_dropped_unadmitted += p.grads_dropped_unadmitted;
+      tables.table_bytes += p.table_bytes;
+      ps_rss.push_back(p.rss_bytes);
       ps_json.push_back({{"rss_mb", static_cast<double>(p.rss_bytes) / (1 << 20)},
+                         {"table_rows", p.table_rows},
+                         {"table_mb", static_cast<double>(p.table_bytes) / (1 << 20)},
                          {"shards", p.variables},
                          {"snapshots", p.snapshots},
                          {"snapshot_copy_ms", static_cast<double>(p.snapshot_copy_us) / 1000},
                          {"snapshot_write_ms", p.snapshot_write_ms},
                          {"updates_applied", p.updates_applied},
                          {"bf16_requests", p.bf16_requests}});
+    }
+  const bool dynamic = s.table == "dynamic";
+  // A fixed table's payload: every row's value and optimizer slots.
+  const auto slots = tc::make_optimizer(s.optimizer, s.lr).value()->slot_names().size();
+  const int64_t fixed_table_bytes =
+      s.table_rows() * config.row_width() * 4 * static_cast<int64_t>(1 + slots);
   const int64_t examples = steps * s.batch;
   std::cout << tc::json_text(nlohmann::json{
                    {"ok", true},
@@ -370,7 +415,14 @@ int main(int argc, char** argv) {
                    {"steps", steps},
                    {"examples", examples},
                    {"examples_per_sec", static_cast<double>(examples) / train_s},
-                   {"table_rows", s.table_rows()},
+                   {"table", s.table},
+                   {"table_rows", dynamic ? tables.table_rows : s.table_rows()},
+                   {"table_max_rows", dynamic ? s.dynamic.max_rows : s.table_rows()},
+                   {"rows_admitted", tables.rows_admitted},
+                   {"rows_evicted", tables.rows_evicted},
+                   {"grads_dropped_unadmitted", tables.grads_dropped_unadmitted},
+                   {"table_bytes", dynamic ? tables.table_bytes : fixed_table_bytes},
+                   {"ps_rss_bytes", ps_rss},
                    {"table_width", width},
                    {"table_shards", table->num_shards},
                    {"dense_params", dense_params},

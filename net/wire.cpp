@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/dynamic_table.hpp"
 #include "core/partitioner.hpp"
 
 namespace troupe::net {
@@ -84,6 +85,16 @@ core::Expected<RowRoute> route_rows(const std::string& name, const std::vector<P
   RowRoute r;
   r.local.resize(shards.size());
   r.where.resize(shards.size());
+  if (!shards.empty() && shards.front().def.dynamic) {
+    // Keys, not rows: every key has a shard, and the shard takes the key itself.
+    const auto n = static_cast<int64_t>(shards.size());
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const auto shard = static_cast<size_t>(core::dynamic_shard_of(rows[k], n));
+      r.local[shard].push_back(rows[k]);
+      r.where[shard].push_back(static_cast<int64_t>(k));
+    }
+    return r;
+  }
   for (size_t k = 0; k < rows.size(); ++k) {
     const int64_t row = rows[k];
     auto it = std::upper_bound(shards.begin(), shards.end(), row,

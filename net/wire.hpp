@@ -83,6 +83,15 @@ struct VariableDef {
   uint64_t seed = 0;
   std::string optimizer;  // core::make_optimizer name
   float learning_rate = 0.0f;
+  /// A shard of a dynamic table (core/dynamic_table.hpp): rows keyed by 64-bit ids, which
+  /// route_rows sends to shard core::dynamic_shard_of(key, shards); the rows ops' `rows`
+  /// are then keys. shape is {this shard's max_rows (0: no cap), width}; row_offset is the
+  /// shard's number.
+  bool dynamic = false;
+  int32_t min_count = 1;
+  float admit_probability = 1.0f;
+  int64_t ttl_steps = 0;
+  int64_t sketch_width = 0;  // 0: the table's default
 };
 
 /// The name a PS task keeps a variable shard under, and the name PS requests use for it:
@@ -199,19 +208,38 @@ struct PsStats {
   int64_t channel_refused = 0;    // tensor-channel connections that did not prove the secret
   int64_t port_refused = 0;       // CAF-port connections the gate refused (net/gate.hpp)
   int64_t bf16_requests = 0;      // requests whose tensors came as bf16 (--wire-dtype bf16)
+  // Dynamic tables (summed over this task's shards of them):
+  int64_t table_rows = 0;                // rows held now
+  int64_t rows_admitted = 0;             // rows created
+  int64_t rows_evicted = 0;              // rows removed (expired or to stay under max_rows)
+  int64_t grads_dropped_unadmitted = 0;  // gradients of keys without a row
+  int64_t table_bytes = 0;               // the tables' memory (rows, metadata, index, sketch)
 
   // The one list of the fields, in wire order (append new ones at the end).
   template <class S>
   static auto fields(S& s) {
-    return std::array{&s.variables,         &s.pulls,
-                      &s.updates_applied,   &s.updates_duplicate,
-                      &s.requests_rejected, &s.restored_from,
-                      &s.snapshots,         &s.snapshot_failures,
-                      &s.snapshot_age_ms,   &s.process,
-                      &s.rss_bytes,         &s.applied_tags,
-                      &s.snapshot_copy_us,  &s.snapshot_write_ms,
-                      &s.channel_refused,   &s.port_refused,
-                      &s.bf16_requests};
+    return std::array{&s.variables,
+                      &s.pulls,
+                      &s.updates_applied,
+                      &s.updates_duplicate,
+                      &s.requests_rejected,
+                      &s.restored_from,
+                      &s.snapshots,
+                      &s.snapshot_failures,
+                      &s.snapshot_age_ms,
+                      &s.process,
+                      &s.rss_bytes,
+                      &s.applied_tags,
+                      &s.snapshot_copy_us,
+                      &s.snapshot_write_ms,
+                      &s.channel_refused,
+                      &s.port_refused,
+                      &s.bf16_requests,
+                      &s.table_rows,
+                      &s.rows_admitted,
+                      &s.rows_evicted,
+                      &s.grads_dropped_unadmitted,
+                      &s.table_bytes};
   }
 
   std::vector<int64_t> to_vector() const {
@@ -265,7 +293,8 @@ typename Inspector::result_type inspect(Inspector& f, WireTensor& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, VariableDef& x) {
   return f(caf::meta::type_name("troupe.variable_def"), x.name, x.shard, x.row_offset, x.shape,
-           x.init_kind, x.init_value, x.seed, x.optimizer, x.learning_rate);
+           x.init_kind, x.init_value, x.seed, x.optimizer, x.learning_rate, x.dynamic, x.min_count,
+           x.admit_probability, x.ttl_steps, x.sketch_width);
 }
 
 template <class Inspector>

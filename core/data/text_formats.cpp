@@ -155,7 +155,25 @@ int64_t hash_bucket(std::string_view value, int64_t buckets) {
   return static_cast<int64_t>(h % static_cast<uint64_t>(buckets));
 }
 
+int64_t categorical_key(int field, std::string_view value) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto add = [&h](unsigned char c) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  };
+  add(static_cast<unsigned char>(field));
+  add(static_cast<unsigned char>(field >> 8));
+  for (unsigned char c : value)
+    add(c);
+  // FNV's last bytes barely reach the high bits: one more mixing round spreads them.
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 32;
+  return static_cast<int64_t>(h);
+}
+
 Status check(const CriteoOptions& options) {
+  if (options.raw_keys) return {};
   if (options.buckets_per_field < 1 ||
       options.buckets_per_field > (int64_t{1} << 56) / criteo_categorical_fields)
     return make_error(Errc::invalid_argument,
@@ -202,10 +220,13 @@ Expected<bool> parse_criteo_line(const RawRecord& record, const CriteoOptions& o
   }
   e.ids.resize(criteo_categorical_fields);
   e.values.clear();
-  for (int k = 0; k < criteo_categorical_fields; ++k)
+  for (int k = 0; k < criteo_categorical_fields; ++k) {
+    const std::string_view value = field[1 + criteo_integer_fields + k];
     e.ids[static_cast<size_t>(k)] =
-        k * options.buckets_per_field +
-        hash_bucket(field[1 + criteo_integer_fields + k], options.buckets_per_field);
+        options.raw_keys
+            ? categorical_key(k, value)
+            : k * options.buckets_per_field + hash_bucket(value, options.buckets_per_field);
+  }
   return true;
 }
 

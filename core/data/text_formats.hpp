@@ -32,6 +32,9 @@ struct CriteoOptions {
   /// [f * buckets, (f + 1) * buckets), as a hashed categorical column with one embedding
   /// table offset per field. A missing value hashes as the empty string.
   int64_t buckets_per_field = 1 << 20;
+  /// Instead of buckets: each value's 64-bit key, categorical_key(field, value), for
+  /// dynamic tables (no fixed vocabulary; buckets_per_field unused).
+  bool raw_keys = false;
 };
 inline constexpr int criteo_integer_fields = 13;
 inline constexpr int criteo_categorical_fields = 26;
@@ -39,6 +42,10 @@ inline constexpr int criteo_categorical_fields = 26;
 /// The bucket of a categorical value in its field (64-bit FNV-1a of its bytes, modulo
 /// `buckets`). Not TensorFlow's FarmHash: data hashed here is trained here.
 int64_t hash_bucket(std::string_view value, int64_t buckets);
+/// A categorical value's key in a table without a fixed vocabulary: 64-bit FNV-1a of the
+/// field's number and the value's bytes, so equal values of different fields are different
+/// keys (and 10^9 distinct values collide with probability about 3%).
+int64_t categorical_key(int field, std::string_view value);
 
 /// Reads a Criteo-format file: dense features log(1 + max(x, 0)) of the 13 integers
 /// (missing: 0), sparse ids one per categorical field (values empty: all ones), the label.

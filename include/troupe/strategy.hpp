@@ -32,6 +32,27 @@ struct PsTaskStats {
   int64_t snapshot_copy_us = 0;   // the last snapshot's copy of the shards (serving waits)
   int64_t snapshot_write_ms = 0;  // and its write to disk (off the serving thread)
   int64_t bf16_requests = 0;      // requests whose tensors came as bf16 (--wire-dtype bf16)
+  // This task's shards of dynamic tables:
+  int64_t table_rows = 0;                // rows held
+  int64_t rows_admitted = 0;             // rows created
+  int64_t rows_evicted = 0;              // rows removed (expired, or under max_rows)
+  int64_t grads_dropped_unadmitted = 0;  // gradients of keys that had no row
+  int64_t table_bytes = 0;               // the tables' memory
+};
+
+/// An embedding table without a fixed vocabulary (core/dynamic_table.hpp): rows keyed by
+/// 64-bit ids, spread over `shards` shards by a hash of the key, a row created once its key
+/// is admitted. Keys without a row read as zeros and their gradients are dropped (counted).
+struct DynamicTableSpec {
+  int64_t width = 0;
+  int64_t max_rows = 0;            // over all shards (0: no cap); split evenly between the shards
+  int shards = 0;                  // 0: one per PS task
+  int32_t min_count = 1;           // occurrences before a key gets a row
+  float admit_probability = 1.0f;  // < 1: admit each occurrence with this probability
+  int64_t ttl_steps = 0;           // evict rows not updated for this many steps (0: never)
+  /// Count-min counters per hash function (4 of them, 2 bytes each, per shard); 0: the
+  /// shard's cap rounded up to a power of two in [2^12, 2^20], or 2^20 without a cap.
+  int64_t sketch_width = 0;
 };
 
 struct StrategyOptions {
@@ -63,6 +84,14 @@ class ParameterServerStrategy {
   core::Expected<Variable> create_variable(const std::string& name, core::Shape shape,
                                            core::Initializer init, const std::string& optimizer,
                                            float learning_rate);
+  /// A dynamic table (see DynamicTableSpec), its shards placed round-robin over the PS
+  /// tasks. Workers pull and push its rows by key (StepContext::pull_rows / push_rows with
+  /// keys for rows); read_rows reads them. A step of a shard's table is one push to it: its
+  /// ttl counts those. A chief's backup does not hold it; PS snapshots do.
+  core::Expected<Variable> create_dynamic_table(const std::string& name,
+                                                const DynamicTableSpec& spec,
+                                                core::Initializer init,
+                                                const std::string& optimizer, float learning_rate);
   /// Reads a variable's current value from its shards (for evaluation and checkpoints).
   core::Expected<core::Tensor> read(const Variable& v);
   /// Rows of a variable (indices of the full variable) from the shards holding them, for

@@ -89,3 +89,44 @@ TEST_CASE(
   CHECK(c->stats().workers_lost == 0);
   c->shutdown_cluster();
 }
+
+TEST_CASE("A dynamic table's rows are pulled and pushed by key across its shards",
+          "[process][cluster]") {
+  // Three shards on one PS task, keys anywhere in 64 bits: the worker routes each key to
+  // its shard, a key gets its row at its second occurrence, the chief reads rows by key.
+  test::LocalCluster cluster(1, 1);
+  auto resolver = cluster.chief();
+  auto strategy = ParameterServerStrategy::make(resolver).value();
+  DynamicTableSpec spec;
+  spec.width = 2;
+  spec.shards = 3;
+  spec.min_count = 2;
+  spec.sketch_width = 1 << 10;
+  auto t = strategy->create_dynamic_table("ids", spec, {core::Initializer::Kind::constant, 1.0f, 0},
+                                          "sgd", 0.5f);
+  REQUIRE(t.ok());
+  CHECK(t->num_shards == 3);
+  std::vector<int64_t> keys;
+  for (int64_t i = 0; i < 12; ++i)
+    keys.push_back(i * 0x0123456789abcdefll);
+  auto c = ClusterCoordinator::make(*strategy).value();
+  // Pulls before a key has a row read zeros; the first push is dropped, the second admits
+  // (row 1.0, then one SGD step: 0.5), the third pull reads 0.5 per element.
+  CHECK(c->schedule<double>("rows_step", std::string("ids"), keys).fetch().value() == 0.0);
+  CHECK(c->schedule<double>("rows_step", std::string("ids"), keys).fetch().value() == 0.0);
+  CHECK(c->schedule<double>("rows_step", std::string("ids"), keys).fetch().value() ==
+        Approx(12 * 2 * 0.5));
+  REQUIRE(c->join().ok());
+  const core::Tensor rows = strategy->read_rows(*t, {keys[3], 42, keys[0]}).value();
+  REQUIRE(rows.shape() == (core::Shape{3, 2}));
+  CHECK(rows[0] == Approx(0.0f));  // three SGD steps from 1.0 after admission: 1 - 2 x 0.5
+  CHECK(rows[2] == 0.0f);          // 42 was never seen
+  CHECK_THAT(strategy->read(*t).error().message, Catch::Contains("dynamic table"));
+  const auto stats = strategy->ps_stats().value();
+  REQUIRE(stats.size() == 1);
+  CHECK(stats[0].table_rows == 12);
+  CHECK(stats[0].rows_admitted == 12);
+  CHECK(stats[0].grads_dropped_unadmitted == 12);
+  CHECK(stats[0].table_bytes > 0);
+  c->shutdown_cluster();
+}

@@ -382,3 +382,62 @@ TEST_CASE(
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
 }
+
+TEST_CASE("A PS shard of a dynamic table serves rows by key and snapshots them", "[ps_shard]") {
+  PsShardState ps;
+  auto d = def("ids", {0, 2}, "adagrad");
+  d.dynamic = true;
+  d.min_count = 2;
+  d.sketch_width = 1 << 10;
+  REQUIRE(ps.create(d).ok());
+  REQUIRE(ps.create(d).ok());  // the same again: a no-op
+  auto other = d;
+  other.min_count = 3;
+  REQUIRE_FALSE(ps.create(other).ok());
+
+  const std::vector<int64_t> keys{int64_t{1} << 62, -5, 77};
+  const auto grads = tensor({3, 2}, {1, 1, 1, 1, 1, 1});
+  CHECK(ps.push_rows(1, "ids#0", {keys, grads}).value());  // first occurrence: dropped
+  CHECK(ps.pull_rows("ids#0", keys)->data == std::vector<float>(6, 0.0f));
+  CHECK(ps.push_rows(2, "ids#0", {{-5, 77}, tensor({2, 2}, {1, 1, 1, 1})}).value());
+  CHECK(ps.table_totals().rows == 2);
+  CHECK(ps.table_totals().grads_dropped == 3);
+  CHECK(ps.table_totals().admitted == 2);
+  auto rows = ps.pull_rows("ids#0", keys).value();
+  CHECK(rows.dims == std::vector<int64_t>{3, 2});
+  CHECK(rows.data[0] == 0.0f);                                       // never admitted
+  CHECK(rows.data[2] == Approx(1.0f - 0.5f * 1 / std::sqrt(1.1f)));  // Adagrad from 1.0
+  // A dynamic table has no dense value, and its rows are updated by key only.
+  CHECK_THAT(ps.pull("ids#0").error().message, Catch::Contains("dynamic table"));
+  CHECK_FALSE(ps.push(3, "ids#0", tensor({1, 2}, {1, 1})).ok());
+  CHECK_FALSE(ps.state("ids#0").ok());
+
+  const core::Checkpoint snap = ps.snapshot();
+  auto restored = PsShardState::from_snapshot(snap);
+  REQUIRE(restored.ok());
+  CHECK(restored->pull_rows("ids#0", keys)->data == ps.pull_rows("ids#0", keys)->data);
+  CHECK(restored->table_totals().rows == 2);
+  // Applied tags came back; the next update matches the original's (slots and clock too).
+  CHECK_FALSE(restored->push_rows(2, "ids#0", {{-5}, tensor({1, 2}, {1, 1})}).value());
+  const net::RowsUpdate next{{77, -5}, tensor({2, 2}, {0.5f, -1, 2, 0})};
+  CHECK(ps.push_rows(4, "ids#0", next).value());
+  CHECK(restored->push_rows(4, "ids#0", next).value());
+  CHECK(restored->pull_rows("ids#0", keys)->data == ps.pull_rows("ids#0", keys)->data);
+  CHECK(restored->create(d).ok());
+
+  // Damaged entries are data_loss errors naming the shard, never a table that differs.
+  auto damaged = [&](auto&& damage) {
+    core::Checkpoint c = snap;
+    damage(c);
+    auto r = PsShardState::from_snapshot(c);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == core::Errc::data_loss);
+    CHECK_THAT(r.error().message, Catch::Contains("ids#0"));
+  };
+  damaged([](core::Checkpoint& c) { c.ints["ids#0/keys"].pop_back(); });
+  damaged([](core::Checkpoint& c) { c.ints["ids#0/keys"][1] = c.ints["ids#0/keys"][0]; });
+  damaged([](core::Checkpoint& c) { c.ints["ids#0/row_meta"][0] = -1; });
+  damaged([](core::Checkpoint& c) { c.tensors["ids#0"].data()[1] = std::nanf(""); });
+  damaged([](core::Checkpoint& c) { c.ints["ids#0/dynamic"].pop_back(); });
+  damaged([](core::Checkpoint& c) { c.ints["ids#0/dynamic"][1] = 0; });  // probability 0
+}

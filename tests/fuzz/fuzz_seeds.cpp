@@ -91,6 +91,19 @@ int main(int argc, char** argv) {
     std::cerr << st.error().to_string() << "\n";
     return 1;
   }
+  // A dynamic table's shard with a few rows, so that the fuzzer starts from its entries.
+  net::VariableDef table;
+  table.name = "ids";
+  table.shape = {8, 2};
+  table.optimizer = "adagrad";
+  table.learning_rate = 0.1f;
+  table.dynamic = true;
+  if (auto st = state.create(table); !st) {
+    std::cerr << st.error().to_string() << "\n";
+    return 1;
+  }
+  if (!state.push_rows(1, "ids#0", {{5, -9, 1ll << 40}, {{3, 2}, {1, 2, 3, 4, 5, 6}}}).ok())
+    return 1;
   const std::string ckpt = dir + "/snapshot.tckpt";
   if (auto st = core::write_checkpoint(ckpt, state.snapshot()); !st) return 1;
   put("fuzz_checkpoint", "snapshot", file_bytes(ckpt));
