@@ -30,6 +30,14 @@ Tensor grads_of(const std::vector<int64_t>& keys, int64_t width, float g = 1.0f)
   return t;
 }
 
+// n keys: first, first + step, ...
+std::vector<int64_t> key_range(size_t n, int64_t first, int64_t step = 1) {
+  std::vector<int64_t> keys(n);
+  for (size_t i = 0; i < n; ++i)
+    keys[i] = first + static_cast<int64_t>(i) * step;
+  return keys;
+}
+
 std::vector<float> read(const DynamicTable& t, int64_t key) {
   std::vector<float> out(static_cast<size_t>(t.width()));
   t.lookup(&key, 1, out.data());
@@ -110,9 +118,7 @@ TEST_CASE("A dynamic table admits with a probability when one is given") {
   auto o = options(1);
   o.admit_probability = 0.25f;
   auto t = table(o);
-  std::vector<int64_t> keys(4000);
-  for (size_t i = 0; i < keys.size(); ++i)
-    keys[i] = static_cast<int64_t>(i) * 31;
+  const auto keys = key_range(4000, 0, 31);
   REQUIRE(t.apply(keys, grads_of(keys, 1)).ok());
   // Binomial(4000, 0.25): mean 1000, sd 27.
   REQUIRE(t.rows() > 850);
@@ -169,9 +175,7 @@ TEST_CASE("A dynamic table evicts rows not updated for ttl_steps") {
   auto o = options(2);
   o.ttl_steps = 10;
   auto t = table(o);
-  std::vector<int64_t> cold(100);
-  for (size_t i = 0; i < cold.size(); ++i)
-    cold[i] = 1'000'000 + static_cast<int64_t>(i);
+  const auto cold = key_range(100, 1'000'000);
   REQUIRE(t.apply(cold, grads_of(cold, 2)).ok());
   REQUIRE(t.rows() == 100);
   const std::vector<int64_t> hot{1, 2};
@@ -191,9 +195,7 @@ TEST_CASE("A dynamic table never holds more than max_rows and keeps its frequent
   auto o = options(2);
   o.max_rows = 500;
   auto t = table(o);
-  std::vector<int64_t> hot(50);
-  for (size_t i = 0; i < hot.size(); ++i)
-    hot[i] = static_cast<int64_t>(i);
+  const auto hot = key_range(50, 0);
   int64_t next = 1000;
   for (int step = 0; step < 400; ++step) {
     std::vector<int64_t> keys = hot;  // 50 frequent keys every step, 20 new ones
@@ -239,10 +241,8 @@ TEST_CASE("A dynamic table's memory per row stays near its payload") {
   // step, index at most half full, free list) must stay within 30% of it.
   auto o = options(16);
   auto t = table(o, "adagrad", 0.05f);
-  std::vector<int64_t> keys(4096);
   for (int b = 0; b < 49; ++b) {  // 200704 rows: 49 full blocks
-    for (size_t i = 0; i < keys.size(); ++i)
-      keys[i] = static_cast<int64_t>(b * 4096 + i) * 1'000'003;
+    const auto keys = key_range(4096, int64_t{b} * 4096 * 1'000'003, 1'000'003);
     REQUIRE(t.apply(keys, grads_of(keys, 16)).ok());
   }
   const double payload = static_cast<double>(t.rows()) * (8 + 2 * 16 * 4);

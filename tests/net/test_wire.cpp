@@ -2,6 +2,7 @@
 
 #include <caf/all.hpp>
 
+#include "core/dynamic_table.hpp"
 #include "net/wire.hpp"
 #include "troupe/codec.hpp"
 
@@ -101,4 +102,40 @@ TEST_CASE("Troupe errors survive the trip through caf::error", "[wire]") {
   CHECK(back.code == core::Errc::out_of_range);
   CHECK(back.message == "row 9 outside 'w'");
   CHECK(net::from_caf(caf::make_error(caf::sec::request_timeout)).code == core::Errc::unavailable);
+}
+
+TEST_CASE("Keys of a dynamic table are routed to the shard their hash names", "[wire]") {
+  // Three dynamic shards (their row offsets are their numbers): each key goes to
+  // core::dynamic_shard_of(key, 3), as itself (no offset taken off), with its position.
+  std::vector<net::Placement> shards(3);
+  for (int i = 0; i < 3; ++i) {
+    shards[static_cast<size_t>(i)].def.shard = i;
+    shards[static_cast<size_t>(i)].def.row_offset = i;
+    shards[static_cast<size_t>(i)].def.shape = {0, 2};
+    shards[static_cast<size_t>(i)].def.dynamic = true;
+  }
+  std::vector<int64_t> keys;
+  for (int64_t i = 0; i < 300; ++i)
+    keys.push_back((i - 150) * 0x0123456789abcdll);
+  auto route = net::route_rows("ids", shards, keys);
+  REQUIRE(route.ok());
+  size_t routed = 0;
+  for (size_t s = 0; s < 3; ++s) {
+    CHECK(route->local[s].size() > 50);  // 300 keys over 3 shards: each gets a share
+    REQUIRE(route->local[s].size() == route->where[s].size());
+    for (size_t j = 0; j < route->local[s].size(); ++j) {
+      const int64_t key = keys[static_cast<size_t>(route->where[s][j])];
+      CHECK(route->local[s][j] == key);
+      CHECK(core::dynamic_shard_of(key, 3) == static_cast<int64_t>(s));
+    }
+    routed += route->local[s].size();
+  }
+  CHECK(routed == keys.size());
+  // The same keys on a fixed table of 3 x 100 rows are out of range.
+  for (auto& p : shards) {
+    p.def.dynamic = false;
+    p.def.row_offset = p.def.shard * 100;
+    p.def.shape = {100, 2};
+  }
+  CHECK(net::route_rows("ids", shards, keys).error().code == core::Errc::out_of_range);
 }
