@@ -1,6 +1,7 @@
 #include "core/data/record_io.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -10,21 +11,41 @@
 
 namespace troupe::core {
 
+std::string record_source_name(const std::string& path) {
+  return path == "-" ? std::string("standard input") : path;
+}
+
 namespace {
 
 uint32_t masked_crc(const void* p, size_t n) {
   return mask_crc32c(crc32c(p, n));
 }
 
-Expected<detail::FilePtr> open_file(const std::string& path, uint64_t* size) {
-  detail::FilePtr f(std::fopen(path.c_str(), "rb"));
-  if (!f)
-    return make_error(errno == ENOENT ? Errc::not_found : Errc::io_error,
-                      path + ": cannot open (" + std::strerror(errno ? errno : EIO) + ")");
+// Opens `path` ("-": standard input) for reading. A regular file's size goes to *size; a
+// stream (a pipe, a FIFO, a terminal, a socket) has none: *size is nullopt and its records are
+// read as they arrive, with no seek. A directory is refused.
+Expected<detail::FilePtr> open_file(const std::string& path, std::optional<uint64_t>* size) {
+  detail::FilePtr f;
+  if (path == "-") {
+    const int fd = ::dup(STDIN_FILENO);  // closing the reader leaves standard input open
+    if (fd >= 0) f.reset(::fdopen(fd, "rb"));
+    if (!f) {
+      if (fd >= 0) ::close(fd);
+      return make_error(Errc::io_error, std::string("standard input: cannot read (") +
+                                            std::strerror(errno ? errno : EIO) + ")");
+    }
+  } else {
+    f.reset(std::fopen(path.c_str(), "rb"));
+    if (!f)
+      return make_error(errno == ENOENT ? Errc::not_found : Errc::io_error,
+                        path + ": cannot open (" + std::strerror(errno ? errno : EIO) + ")");
+  }
   struct stat st {};
-  if (::fstat(::fileno(f.get()), &st) != 0 || !S_ISREG(st.st_mode))
-    return make_error(Errc::io_error, path + ": not a regular file");
-  if (size != nullptr) *size = static_cast<uint64_t>(st.st_size);
+  if (::fstat(::fileno(f.get()), &st) != 0 || S_ISDIR(st.st_mode) || S_ISBLK(st.st_mode))
+    return make_error(Errc::io_error, record_source_name(path) + ": not a file or a stream");
+  if (size != nullptr)
+    *size = S_ISREG(st.st_mode) ? std::optional<uint64_t>(static_cast<uint64_t>(st.st_size))
+                                : std::nullopt;
   return f;
 }
 
@@ -42,7 +63,7 @@ Expected<TFRecordReader> TFRecordReader::open(const std::string& path, uint64_t 
   auto f = open_file(path, &r.size_);
   if (!f) return f.error();
   r.file_ = std::move(*f);
-  r.path_ = std::make_shared<const std::string>(path);
+  r.path_ = std::make_shared<const std::string>(record_source_name(path));
   r.max_record_bytes_ = max_record_bytes;
   return r;
 }
@@ -64,8 +85,10 @@ Expected<bool> TFRecordReader::next(RawRecord& out) {
   if (len > max_record_bytes_)
     return damaged("length " + std::to_string(len) + " over the limit of " +
                    std::to_string(max_record_bytes_) + " bytes");
-  const uint64_t left = size_ - std::min(size_, offset_ + 12);
-  if (len > left || left - len < 4) return damaged("truncated data");
+  if (size_) {  // a file's size bounds the record before anything is allocated for it
+    const uint64_t left = *size_ - std::min(*size_, offset_ + 12);
+    if (len > left || left - len < 4) return damaged("truncated data");
+  }
   out.data.resize(len);
   uint32_t data_crc = 0;
   if (std::fread(out.data.data(), 1, len, file_.get()) != len ||
@@ -85,7 +108,7 @@ Expected<LineReader> LineReader::open(const std::string& path, size_t max_line_b
   auto f = open_file(path, nullptr);
   if (!f) return f.error();
   r.file_ = std::move(*f);
-  r.path_ = std::make_shared<const std::string>(path);
+  r.path_ = std::make_shared<const std::string>(record_source_name(path));
   r.max_line_ = max_line_bytes;
   r.buf_.resize(std::min<size_t>(max_line_bytes + 1, 64 << 10));
   return r;
@@ -120,14 +143,18 @@ Expected<bool> LineReader::next(RawRecord& out) {
     scanned = end_;
     begin_ = 0;
     if (end_ == buf_.size()) buf_.resize(std::min(buf_.size() * 2, max_line_ + 2));
-    const size_t n = std::fread(buf_.data() + end_, 1, buf_.size() - end_, file_.get());
-    if (n == 0) {
-      if (std::ferror(file_.get()))
-        return make_error(Errc::io_error,
-                          *path_ + ": read failed at byte " + std::to_string(offset_ + end_));
-      eof_ = true;
-    }
-    end_ += n;
+    // read(2), not fread: on a stream, a line is returned as soon as it has arrived rather
+    // than once the buffer is full.
+    ssize_t n;
+    do {
+      n = ::read(::fileno(file_.get()), buf_.data() + end_, buf_.size() - end_);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0)
+      return make_error(Errc::io_error, *path_ + ": read failed at byte " +
+                                            std::to_string(offset_ + (end_ - begin_)) + " (" +
+                                            std::strerror(errno) + ")");
+    if (n == 0) eof_ = true;
+    end_ += static_cast<size_t>(n);
   }
   return make_error(Errc::data_loss, *path_ + ":" + std::to_string(line_ + 1) +
                                          ": line longer than " + std::to_string(max_line_) +

@@ -3,11 +3,17 @@
 // Streaming readers of record files: TensorFlow's record format (TFRecord: length, masked
 // CRC32C of the length, data, masked CRC32C of the data) and text lines. Each holds one
 // record in memory, never the file; every length read from the file is checked against a
-// limit and against the bytes the file has before anything is allocated for it.
+// limit and, for a regular file, against the bytes the file has before anything is
+// allocated for it.
+//
+// A source is a regular file, or a stream read front to back with no seek and no size: a
+// named pipe (FIFO), a terminal, a socket, or standard input (the path "-"). A stream that
+// ends inside a record is a truncated record, as a file is.
 
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +21,9 @@
 #include "core/expected.hpp"
 
 namespace troupe::core {
+
+/// How errors name a source: the path, or "standard input" for "-".
+std::string record_source_name(const std::string& path);
 
 /// One record as read, with where it came from for error messages.
 struct RawRecord {
@@ -52,7 +61,7 @@ class TFRecordReader {
   detail::FilePtr file_;
   std::shared_ptr<const std::string> path_;
   uint64_t max_record_bytes_ = 0;
-  uint64_t size_ = 0;  // of the file when opened
+  std::optional<uint64_t> size_;  // of a regular file when opened; none for a stream
   uint64_t offset_ = 0;
   int64_t index_ = 0;
 };

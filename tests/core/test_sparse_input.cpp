@@ -1,14 +1,24 @@
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "core/checkpoint/crc32c.hpp"
 #include "core/data/record_io.hpp"
 #include "core/data/sparse_input.hpp"
 #include "core/data/tf_example.hpp"
 #include "core/proto_wire.hpp"
+#include "fifo_feeder.hpp"
 #include "helpers.hpp"
 
 using namespace troupe::core;
@@ -324,4 +334,136 @@ TEST_CASE("a damaged record reaches the reader of the pipeline as an error namin
   o.format = RecordFormat::tfrecord;
   it = sparse_input({path}, InputContext{}, o).make_iterator();
   CHECK_THROWS_AS(it->next(), BadExpectedAccess);
+}
+
+using troupe::test::FifoFeeder;
+
+TEST_CASE("line reader on a FIFO returns each line as it arrives, with no size and no seek",
+          "[records]") {
+  TempDir dir;
+  const std::string path = dir.file("stream.txt");
+  std::atomic<int> lines{0};
+  FifoFeeder writer(path, {"first\nsecond\n", "thi", "rd\nlast"},
+                    [&](size_t) { return lines.load() >= 2; });
+  REQUIRE(writer.made());
+  auto r = LineReader::open(path);
+  REQUIRE(r.ok());
+  RawRecord rec;
+  std::vector<std::pair<std::string, int64_t>> got;
+  while (r->next(rec).value()) {
+    got.emplace_back(rec.data, rec.offset);
+    ++lines;
+    writer.poke();
+  }
+  CHECK(writer.join());  // the first two lines came back before the rest was written
+  CHECK(got == std::vector<std::pair<std::string, int64_t>>{
+                   {"first", 0}, {"second", 6}, {"third", 13}, {"last", 19}});
+}
+
+TEST_CASE(
+    "TFRecord reader on a FIFO reads records as they arrive; a stream ending inside a "
+    "record is truncated data naming the record",
+    "[records]") {
+  TempDir dir;
+  const std::string path = dir.file("stream.tfrecord");
+  const std::string one = frame_record("one"), two = frame_record(std::string(3000, 'x'));
+  std::atomic<int> records{0};
+  FifoFeeder writer(path, {one, two + two.substr(0, 20)},
+                    [&](size_t) { return records.load() >= 1; });
+  REQUIRE(writer.made());
+  auto r = TFRecordReader::open(path);
+  REQUIRE(r.ok());
+  RawRecord rec;
+  REQUIRE(r->next(rec).value());
+  CHECK(rec.data == "one");
+  ++records;
+  writer.poke();
+  REQUIRE(r->next(rec).value());
+  CHECK(rec.data == std::string(3000, 'x'));
+  auto bad = r->next(rec);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == Errc::data_loss);
+  CHECK(bad.error().message.find(path + ": record 2 at byte " +
+                                 std::to_string(one.size() + two.size()) + ": truncated data") !=
+        std::string::npos);
+  CHECK(writer.join());
+
+  // A length over the limit is refused from the header, as for a file.
+  FifoFeeder big(dir.file("big.tfrecord"), {frame_record(std::string(5000, 'y'))});
+  REQUIRE(big.made());
+  r = TFRecordReader::open(dir.file("big.tfrecord"), 4096);
+  REQUIRE(r.ok());
+  bad = r->next(rec);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.find("length 5000 over the limit of 4096 bytes") != std::string::npos);
+  CHECK(big.join());  // the record fits the pipe's buffer: written before the reader ends
+}
+
+TEST_CASE("readers take standard input as \"-\" and name it in errors; a directory is refused",
+          "[records]") {
+  TempDir dir;
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const int saved = ::dup(STDIN_FILENO);
+  REQUIRE(::dup2(fds[0], STDIN_FILENO) >= 0);
+  ::close(fds[0]);
+  const std::string text = "1\t2\n0\t3\nnot a label\n";
+  REQUIRE(::write(fds[1], text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+  ::close(fds[1]);
+  std::vector<std::string> lines;
+  Status failed;
+  {
+    auto r = LineReader::open("-");
+    REQUIRE(r.ok());
+    RawRecord rec;
+    for (;;) {
+      auto more = r->next(rec);
+      if (!more.value()) break;
+      lines.push_back(rec.data);
+      CHECK(rec.where() == "standard input:" + std::to_string(lines.size()) + " at offset " +
+                               std::to_string(lines.size() == 1   ? 0
+                                              : lines.size() == 2 ? 4
+                                                                  : 8));
+    }
+  }
+  ::dup2(saved, STDIN_FILENO);  // the reader closed its own copy, not standard input
+  ::close(saved);
+  CHECK(lines == std::vector<std::string>{"1\t2", "0\t3", "not a label"});
+
+  auto d = LineReader::open(dir.path());
+  REQUIRE_FALSE(d.ok());
+  CHECK(d.error().message == dir.path() + ": not a file or a stream");
+  CHECK_FALSE(TFRecordReader::open(dir.path()).ok());
+}
+
+TEST_CASE("sparse_input trains from one FIFO per worker, as SageMaker's Pipe mode feeds them",
+          "[records]") {
+  TempDir dir;
+  std::vector<std::string> paths;
+  std::vector<std::unique_ptr<FifoFeeder>> writers;
+  for (int w = 0; w < 2; ++w) {
+    paths.push_back(dir.file("train-" + std::to_string(w) + ".tfrecord"));
+    std::string bytes;
+    for (int i = 0; i < 40; ++i)
+      bytes += frame_record(encode_example(example(static_cast<float>(100 * w + i), {i}, {}, {})));
+    writers.push_back(std::make_unique<FifoFeeder>(paths.back(), std::vector<std::string>{bytes}));
+    REQUIRE(writers.back()->made());
+  }
+  SparseInputOptions o;
+  o.format = RecordFormat::tfrecord;
+  o.batch = 16;
+  o.drop_remainder = false;
+  o.epochs = 1;
+  for (int w = 0; w < 2; ++w) {
+    InputContext ctx;
+    ctx.num_input_pipelines = 2;
+    ctx.input_pipeline_id = w;
+    const auto got = labels_of(sparse_input(paths, ctx, o));
+    std::multiset<float> want;
+    for (int i = 0; i < 40; ++i)
+      want.insert(static_cast<float>(100 * w + i));
+    CHECK(got == want);  // its own stream, every record once
+  }
+  for (auto& w : writers)
+    CHECK(w->join());
 }
