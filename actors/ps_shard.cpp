@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <mutex>
 #include <random>
+#include <set>
 #include <shared_mutex>
 
 #include "core/checkpoint/checkpoint_manager.hpp"
@@ -19,6 +21,28 @@ template <class T>
 caf::result<T> reply(core::Expected<T> r) {
   if (!r) return net::to_caf(r.error());
   return std::move(*r);
+}
+
+std::string delta_prefix(int64_t base) {
+  return "delta-" + std::to_string(base);
+}
+
+// Removes the deltas whose full snapshot is no longer kept.
+void remove_orphan_deltas(const std::string& dir) {
+  std::set<int64_t> kept;
+  for (const auto& [number, path] : core::CheckpointManager(dir, 2, "ps").checkpoints())
+    kept.insert(number);
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    int64_t base = 0;
+    const char* first = name.c_str() + 6;
+    if (name.rfind("delta-", 0) != 0) continue;
+    auto [p, err] = std::from_chars(first, name.c_str() + name.size(), base);
+    if (err != std::errc() || *p != '-' || kept.count(base) != 0) continue;
+    std::error_code gone;
+    std::filesystem::remove(it->path(), gone);
+  }
 }
 
 // Takes in the outcome of a finished write.
@@ -34,11 +58,20 @@ void finish_snapshot(caf::stateful_actor<PsShardActorState>* self) {
     if (!st.snapshot_failed)
       std::cerr << "troupe: PS snapshot failed: " << w->result.error().message << std::endl;
     st.snapshot_failed = true;
+    st.chain_base = -1;      // what the copy held since the last one is on no disk: full next
     ++st.snapshot_failures;  // the coordinator polls it, reports it and warns
     return;
   }
   st.snapshot_failed = false;
-  st.last_snapshot = w->taken;     // the state it holds is as old as its copy
+  st.last_snapshot = w->taken;  // the state it holds is as old as its copy
+  if (w->delta) {
+    st.chain_length = w->index;
+    st.snapshot_delta_bytes = w->bytes;
+  } else {
+    st.chain_base = w->number;
+    st.chain_length = 0;
+    st.snapshot_full_bytes = w->bytes;
+  }
   if (w->assigns == st.assigns) {  // else a shard was overwritten since: snapshot again
     st.snapshotted_updates = w->updates;
     st.snapshotted_variables = w->variables;
@@ -57,7 +90,14 @@ void snapshot_step(caf::stateful_actor<PsShardActorState>* self) {
   if (!b.left.empty()) {
     // Shared: pulls go on, no update lands inside the copy.
     std::shared_lock<WriterFirstLock> lock(st.shared->lock);
-    st.shard().snapshot_shard(b.left.back(), *b.copy);  // a shard gone meanwhile is skipped
+    const std::string& name = b.left.back();
+    if (b.delta)
+      st.shard().snapshot_shard_delta(name, *b.copy);
+    else
+      st.shard().snapshot_shard(name, *b.copy);  // a shard gone meanwhile is skipped
+    // The next delta starts from this copy. Only this thread changes the shards, and the
+    // bookkeeping it clears is read by no reader: the shared lock suffices.
+    if (st.shard().tracking_deltas()) st.shard().mark_copied(name);
     b.left.pop_back();
   }
   b.longest_step_us = std::max<int64_t>(
@@ -79,13 +119,27 @@ void snapshot_step(caf::stateful_actor<PsShardActorState>* self) {
   w->variables = b.variables;
   w->assigns = b.assigns;
   w->number = st.snapshots;
+  w->delta = b.delta;
+  if (b.delta) {
+    w->base = st.chain_base;
+    w->index = st.chain_length + 1;
+    b.copy->ints["delta"] = {w->base, w->index};
+  }
   std::shared_ptr<const core::Checkpoint> copy = std::move(b.copy);
   st.building.reset();
   SnapshotWrite* out = w.get();
   w->thread = std::thread([out, copy, dir = st.options.snapshot_dir] {
-    core::CheckpointManager m(dir, /*max_to_keep=*/2, "ps");
-    auto written = m.save(*copy, out->number);
-    if (!written) out->result = written.error();
+    auto written =
+        out->delta
+            ? core::CheckpointManager(dir, 0, delta_prefix(out->base)).save(*copy, out->index)
+            : core::CheckpointManager(dir, /*max_to_keep=*/2, "ps").save(*copy, out->number);
+    if (!written) {
+      out->result = written.error();
+    } else {
+      std::error_code ec;
+      out->bytes = static_cast<int64_t>(std::filesystem::file_size(*written, ec));
+      if (!out->delta) remove_orphan_deltas(dir);
+    }
     out->done.store(true, std::memory_order_release);
   });
   st.writing = std::move(w);
@@ -115,6 +169,9 @@ void take_snapshot(caf::stateful_actor<PsShardActorState>* self) {
   st.building->variables = variables;
   st.building->assigns = st.assigns;
   st.building->left = std::move(names);
+  // A delta follows the newest full snapshot on disk; one in `snapshot_full_every` is full.
+  st.building->delta = st.options.snapshot_full_every > 1 && st.chain_base >= 0 &&
+                       st.chain_length + 1 < st.options.snapshot_full_every;
   snapshot_step(self);
 }
 
@@ -159,7 +216,9 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
                                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                         std::filesystem::file_time_type::clock::now() - written);
     }
-    std::shared_lock<WriterFirstLock> lock(self->state.shared->lock);
+    std::unique_lock<WriterFirstLock> lock(self->state.shared->lock);
+    // The first snapshot of a process is full (chain_base -1); deltas follow it.
+    if (self->state.options.snapshot_full_every > 1) self->state.shard().track_deltas(true);
     self->state.snapshotted_updates = self->state.shard().counters().updates_applied;
     self->state.snapshotted_variables = self->state.shard().counters().variables;
     self->delayed_send(self, self->state.options.snapshot_interval, net::snapshot_atom::value);
@@ -247,6 +306,8 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
         s.rss_bytes = resident_bytes();
         s.applied_tags = static_cast<int64_t>(st.shard().applied_tags());
         s.snapshot_copy_us = st.snapshot_copy_us;
+        s.snapshot_full_bytes = st.snapshot_full_bytes;
+        s.snapshot_delta_bytes = st.snapshot_delta_bytes;
         s.snapshot_write_ms = st.snapshot_write_ms;
         s.channel_refused = st.channel_refused;
         s.port_refused = st.port_refused;
@@ -261,6 +322,64 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
         return s.to_vector();
       },
   };
+}
+
+core::Expected<std::optional<PsRestore>> restore_ps_snapshots(const std::string& dir,
+                                                              std::vector<core::Error>* skipped) {
+  std::vector<core::Error> passed;
+  if (skipped == nullptr) skipped = &passed;
+  core::CheckpointManager fulls(dir, 2, "ps");
+  if (fulls.checkpoints().empty()) return std::optional<PsRestore>();
+  PsRestore r;
+  auto latest = fulls.restore_latest(skipped);
+  if (!latest)
+    return make_error(latest.error().code,
+                      "cannot restore from " + dir + ": " + latest.error().message);
+  auto state = PsShardState::from_snapshot(latest->second);
+  if (!state) return make_error(state.error().code, dir + ": " + state.error().message);
+  r.full = latest->first;
+  r.state = std::make_shared<PsShardState>(std::move(*state));
+  // Its deltas in order: k = 1, 2, ... with none missing; the first that does not apply
+  // ends the chain (a delta only makes sense on top of the one before it).
+  auto deltas = core::CheckpointManager(dir, 0, delta_prefix(r.full)).checkpoints();
+  std::sort(deltas.begin(), deltas.end());
+  for (const auto& [index, path] : deltas) {
+    if (index != r.deltas + 1) {
+      skipped->push_back(make_error(core::Errc::data_loss,
+                                    path + ": delta " + std::to_string(index) + " follows " +
+                                        std::to_string(r.deltas) + " (one missing)"));
+      break;
+    }
+    auto delta = core::read_checkpoint(path);
+    core::Status applied = delta ? core::Status() : core::Status(delta.error());
+    if (applied.ok()) {
+      const auto mark = delta->ints.find("delta");
+      if (mark == delta->ints.end() || mark->second != std::vector<int64_t>{r.full, index})
+        applied = make_error(core::Errc::data_loss, path + ": not delta " + std::to_string(index) +
+                                                        " of snapshot " + std::to_string(r.full));
+    }
+    if (applied.ok()) {
+      applied = r.state->apply_delta(*delta);
+      if (!applied.ok())
+        applied = make_error(applied.error().code, path + ": " + applied.error().message);
+    }
+    if (!applied.ok()) {
+      skipped->push_back(applied.error());
+      // A delta that failed half-way left the state partly changed: rebuild it up to the
+      // delta before (rare, so no copy is kept per delta, which would double the memory).
+      auto again = PsShardState::from_snapshot(latest->second);
+      if (!again) return again.error();
+      r.state = std::make_shared<PsShardState>(std::move(*again));
+      for (int64_t k = 1; k <= r.deltas; ++k) {
+        auto d = core::read_checkpoint(deltas[static_cast<size_t>(k - 1)].second);
+        if (!d) return make_error(d.error().code, dir + ": " + d.error().message);
+        if (auto st = r.state->apply_delta(*d); !st) return st.error();
+      }
+      break;
+    }
+    ++r.deltas;
+  }
+  return std::optional<PsRestore>(std::move(r));
 }
 
 }  // namespace troupe::actors

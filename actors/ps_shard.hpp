@@ -26,6 +26,9 @@ struct PsShardOptions {
   /// Where snapshots go (a CheckpointManager directory); empty: none are taken.
   std::string snapshot_dir;
   std::chrono::milliseconds snapshot_interval{1000};
+  /// One snapshot in this many is full; the others are deltas (the rows of dynamic tables
+  /// changed since the previous snapshot, other shards whole). 1: every one full.
+  int snapshot_full_every = 1;
 };
 
 /// A snapshot being written on its own thread: the copy of the shard taken in the
@@ -36,6 +39,9 @@ struct SnapshotWrite {
   core::Status result;  // set by the thread before done
   std::chrono::steady_clock::time_point taken;
   int64_t updates = 0, variables = 0, number = 0, assigns = 0;
+  bool delta = false;
+  int64_t base = -1, index = 0;  // a delta: the full snapshot it follows, its place after it
+  int64_t bytes = 0;             // of the file written
   ~SnapshotWrite() {
     if (thread.joinable()) thread.join();
   }
@@ -49,6 +55,7 @@ struct SnapshotBuild {
   std::chrono::steady_clock::time_point taken;
   int64_t updates = 0, variables = 0, assigns = 0;
   int64_t longest_step_us = 0;
+  bool delta = false;
 };
 
 struct PsShardActorState {
@@ -70,9 +77,15 @@ struct PsShardActorState {
   std::unique_ptr<SnapshotWrite> writing;   // at most one write at a time
   int64_t snapshot_copy_us = 0;             // the longest pause of serving for one shard's copy
   int64_t snapshot_write_ms = 0;            // and its write, off the actor's thread
-  int64_t channel_refused = 0;              // strangers the tensor channel refused
-  int64_t port_refused = 0;                 // and the CAF port's gate
-  int64_t bf16_requests = 0;                // requests whose tensors came as bf16
+  /// The chain of delta snapshots: the full snapshot deltas now follow (-1: none, the next
+  /// must be full), and how many deltas follow it so far.
+  int64_t chain_base = -1;
+  int64_t chain_length = 0;
+  int64_t snapshot_full_bytes = 0;   // the newest full snapshot's file
+  int64_t snapshot_delta_bytes = 0;  // the newest delta's file
+  int64_t channel_refused = 0;       // strangers the tensor channel refused
+  int64_t port_refused = 0;          // and the CAF port's gate
+  int64_t bf16_requests = 0;         // requests whose tensors came as bf16
   /// Random per actor: a coordinator that sees the same value after a dropped connection
   /// knows nothing was lost; a restarted task (new state) has another.
   int64_t process = 0;
@@ -102,6 +115,26 @@ struct PsShardActorState {
 /// its own writes the copy to disk while the actor serves on; a snapshot still being
 /// written when the next interval comes delays that one. PS memory during a snapshot:
 /// up to twice the shards.
+/// With `snapshot_full_every` > 1, the snapshots between two full ones are deltas:
+/// "delta-<full>-<k>.tckpt" beside "ps-<full>.tckpt", the k-th after that full one. A new full
+/// snapshot removes the deltas of full snapshots no longer kept; a failed write makes the
+/// next snapshot full (a delta must follow what is on disk).
 caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOptions options);
+
+/// What restore_ps_snapshots() rebuilt.
+struct PsRestore {
+  std::shared_ptr<PsShardState> state;
+  int64_t full = -1;   // the full snapshot's number
+  int64_t deltas = 0;  // deltas applied after it
+};
+
+/// A PS task's state from its snapshot directory: the newest full snapshot that reads
+/// cleanly, then the deltas written after it in order, up to the first that is missing,
+/// damaged or inconsistent (the state is then as of the delta before it). nullopt when the
+/// directory has no snapshot; an error naming the directory when none restores. Damaged
+/// snapshots passed over (newer full ones, and the delta the chain stopped at: damaged,
+/// inconsistent, or one missing before it) go to `skipped`, also when the result is an error.
+core::Expected<std::optional<PsRestore>> restore_ps_snapshots(
+    const std::string& dir, std::vector<core::Error>* skipped = nullptr);
 
 }  // namespace troupe::actors

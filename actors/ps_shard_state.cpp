@@ -85,6 +85,7 @@ core::Status PsShardState::create(const net::VariableDef& def) {
     if (auto st = o.check(); !st)
       return reject(make_error(Errc::invalid_argument, def.name + ": " + st.error().message));
     s.table = std::make_unique<core::DynamicTable>(o, std::move(*opt));
+    s.table->track_touched(track_deltas_);
     vars_.emplace(key, std::move(s));
     ++counters_.variables;
     return {};
@@ -342,8 +343,9 @@ core::Error incomplete(const std::string& name, const std::string& what) {
 
 // A dynamic shard's rows from its snapshot entries, checked against each other: as many
 // keys as rows, two metadata ints a row, rows of the table's stride, every value finite.
+// In a delta, the keys evicted ("<var>/evicted") go first and a row replaces the key's row.
 core::Status restore_rows(const core::Checkpoint& ckpt, const std::string& name, int64_t step,
-                          int64_t iterations, core::DynamicTable& table) {
+                          int64_t iterations, core::DynamicTable& table, bool delta) {
   auto rows = ckpt.tensors.find(name);
   auto keys = ckpt.ints.find(name + "/keys");
   auto meta = ckpt.ints.find(name + "/row_meta");
@@ -357,6 +359,12 @@ core::Status restore_rows(const core::Checkpoint& ckpt, const std::string& name,
                                 r.shape().to_string() + " and " +
                                 std::to_string(meta->second.size()) + " metadata ints");
   if (step < 0 || iterations < 0) return incomplete(name, "a negative clock");
+  if (delta) {
+    auto evicted = ckpt.ints.find(name + "/evicted");
+    if (evicted == ckpt.ints.end()) return incomplete(name, "a delta without its evicted keys");
+    for (int64_t key : evicted->second)
+      table.erase(key);
+  }
   for (int64_t i = 0; i < r.size(); ++i)
     if (!std::isfinite(r.data()[i]))
       return incomplete(name,
@@ -366,7 +374,7 @@ core::Status restore_rows(const core::Checkpoint& ckpt, const std::string& name,
     const int64_t last = meta->second[static_cast<size_t>(2 * i + 1)];
     if (count < 1 || count > 0xffffffffll || last < 0 || last > 0xffffffffll)
       return incomplete(name, "bad metadata of row " + std::to_string(i));
-    if (table.contains(keys->second[static_cast<size_t>(i)]))
+    if (!delta && table.contains(keys->second[static_cast<size_t>(i)]))
       return incomplete(name,
                         "key " + std::to_string(keys->second[static_cast<size_t>(i)]) + " twice");
     if (auto st = table.insert(keys->second[static_cast<size_t>(i)], r.data() + i * table.stride(),
@@ -396,6 +404,25 @@ std::vector<std::string> PsShardState::shard_names() const {
 }
 
 bool PsShardState::snapshot_shard(const std::string& name, core::Checkpoint& c) const {
+  return write_shard(name, c, false);
+}
+
+bool PsShardState::snapshot_shard_delta(const std::string& name, core::Checkpoint& c) const {
+  return write_shard(name, c, true);
+}
+
+void PsShardState::track_deltas(bool on) {
+  track_deltas_ = on;
+  for (auto& [name, shard] : vars_)
+    if (shard.table) shard.table->track_touched(on);
+}
+
+void PsShardState::mark_copied(const std::string& name) {
+  auto it = vars_.find(name);
+  if (it != vars_.end() && it->second.table) it->second.table->clear_touched();
+}
+
+bool PsShardState::write_shard(const std::string& name, core::Checkpoint& c, bool delta) const {
   auto it = vars_.find(name);
   if (it == vars_.end()) return false;
   const Shard& shard = it->second;
@@ -416,17 +443,31 @@ bool PsShardState::snapshot_shard(const std::string& name, core::Checkpoint& c) 
     c.ints[name + "/dynamic"] = {d.min_count, float_bits(d.admit_probability),
                                  d.ttl_steps, d.sketch_width,
                                  t->step(),   t->iterations()};
-    core::Tensor rows(core::Shape{t->rows(), t->stride()});
+    // A delta: the rows changed since the last copy (at most t->touched() of them: a row
+    // changed and then evicted is only in the evicted keys).
+    const int64_t most = delta ? t->touched() : t->rows();
+    core::Tensor rows(core::Shape{most, t->stride()});
     std::vector<int64_t> keys, meta;
-    keys.reserve(static_cast<size_t>(t->rows()));
-    meta.reserve(static_cast<size_t>(2 * t->rows()));
+    keys.reserve(static_cast<size_t>(most));
+    meta.reserve(static_cast<size_t>(2 * most));
     float* out = rows.data();
-    t->for_each([&](const core::DynamicRow& r) {
+    auto put = [&](const core::DynamicRow& r) {
       keys.push_back(r.key);
       meta.push_back(r.count);
       meta.push_back(r.last);
       out = std::copy_n(r.data, t->stride(), out);
-    });
+    };
+    if (delta) {
+      t->for_each_touched(put);
+      c.ints[name + "/evicted"] = t->evicted_since();
+      if (static_cast<int64_t>(keys.size()) < most) {
+        core::Tensor fewer(core::Shape{static_cast<int64_t>(keys.size()), t->stride()});
+        std::copy_n(rows.data(), fewer.size(), fewer.data());
+        rows = std::move(fewer);
+      }
+    } else {
+      t->for_each(put);
+    }
     c.tensors.insert_or_assign(name, std::move(rows));
     c.ints[name + "/keys"] = std::move(keys);
     c.ints[name + "/row_meta"] = std::move(meta);
@@ -445,10 +486,25 @@ void PsShardState::snapshot_counters(core::Checkpoint& c) const {
 }
 
 core::Expected<PsShardState> PsShardState::from_snapshot(const core::Checkpoint& ckpt) {
+  if (ckpt.ints.count("delta") != 0)
+    return make_error(Errc::data_loss, "a PS delta snapshot where a full one was expected");
+  PsShardState st;
+  if (auto loaded = st.load(ckpt, false); !loaded) return loaded.error();
+  return st;
+}
+
+core::Status PsShardState::apply_delta(const core::Checkpoint& delta) {
+  auto mark = delta.ints.find("delta");
+  if (mark == delta.ints.end() || mark->second.size() != 2)
+    return make_error(Errc::data_loss, "not a PS delta snapshot (no delta entry)");
+  return load(delta, true);
+}
+
+core::Status PsShardState::load(const core::Checkpoint& ckpt, bool delta) {
   auto count = ckpt.ints.find("updates_applied");
   if (count == ckpt.ints.end() || count->second.size() != 1)
     return make_error(Errc::data_loss, "PS snapshot has no update count");
-  PsShardState st;
+  PsShardState& st = *this;
   const std::string suffix = "/def";
   for (const auto& [key, def] : ckpt.ints) {
     if (key.size() <= suffix.size() ||
@@ -482,6 +538,8 @@ core::Expected<PsShardState> PsShardState::from_snapshot(const core::Checkpoint&
       d.ttl_steps = dynamic->second[2];
       d.sketch_width = dynamic->second[3];
     }
+    // A delta carries every shard the task holds; one created since the full snapshot is
+    // made here, one already here must have the same definition (create() checks both).
     if (auto created = st.create(d); !created) return incomplete(name, created.error().message);
     Shard& shard = st.vars_.at(name);
     auto applied = ckpt.ints.find(name + "/applied_tags");
@@ -490,7 +548,8 @@ core::Expected<PsShardState> PsShardState::from_snapshot(const core::Checkpoint&
     if (!tags) return incomplete(name, tags.error().message);
     shard.applied = std::move(*tags);
     if (shard.table) {
-      if (auto st2 = restore_rows(ckpt, name, dynamic->second[4], dynamic->second[5], *shard.table);
+      if (auto st2 =
+              restore_rows(ckpt, name, dynamic->second[4], dynamic->second[5], *shard.table, delta);
           !st2)
         return st2.error();
       continue;
@@ -512,7 +571,7 @@ core::Expected<PsShardState> PsShardState::from_snapshot(const core::Checkpoint&
   }
   st.counters_.updates_applied = count->second[0];
   st.restored_from_ = count->second[0];
-  return st;
+  return {};
 }
 
 PsShardState::TableTotals PsShardState::table_totals() const {

@@ -88,6 +88,26 @@ class PsShardState {
   /// A state rebuilt from snapshot(): every saved shard created from its definition and
   /// loaded. A snapshot that is incomplete or inconsistent is a data_loss error.
   static core::Expected<PsShardState> from_snapshot(const core::Checkpoint& ckpt);
+
+  /// Delta snapshots. With tracking on, each dynamic table's shard keeps the rows changed
+  /// and the keys evicted since its last copy (snapshot_shard or snapshot_shard_delta,
+  /// then mark_copied); shards created later track too.
+  void track_deltas(bool on);
+  bool tracking_deltas() const { return track_deltas_; }
+  /// As snapshot_shard, except that a dynamic table's shard gives only the rows changed
+  /// since its last copy and ("<var>/evicted") the keys evicted since. Other shards come
+  /// whole: only dynamic tables grow without bound.
+  bool snapshot_shard_delta(const std::string& name, core::Checkpoint& into) const;
+  /// Starts the shard's next delta from now (forgets its changed rows and evicted keys); call
+  /// it under the same lock as the copy. It changes only the delta bookkeeping, which no
+  /// reader reads, so the one writing thread may call it holding the lock shared.
+  void mark_copied(const std::string& name);
+  /// Applies a delta snapshot (snapshot_shard_delta's entries and "delta" = {the full
+  /// snapshot's number, the delta's index}) on top of the state it follows: evicted keys
+  /// removed, changed rows replaced, dense shards, applied tags and counts replaced, shards
+  /// created since added. An inconsistent delta is a data_loss error; the state may then be
+  /// partly updated (restore from the files again, stopping before that delta).
+  core::Status apply_delta(const core::Checkpoint& delta);
   /// updates_applied as restored by from_snapshot(); -1 for a state that was not.
   int64_t restored_from() const { return restored_from_; }
 
@@ -118,10 +138,14 @@ class PsShardState {
                                   const std::string& name, const net::WireTensor& grad,
                                   Apply apply);
   core::Error reject(core::Error e);
+  /// A full snapshot's or a delta's entries into this state (from_snapshot, apply_delta).
+  core::Status load(const core::Checkpoint& ckpt, bool delta);
+  bool write_shard(const std::string& name, core::Checkpoint& c, bool delta) const;
 
   std::map<std::string, Shard> vars_;  // by net::shard_key: "<variable>#<shard>"
   Counters counters_;
   int64_t restored_from_ = -1;
+  bool track_deltas_ = false;
 };
 
 }  // namespace troupe::actors

@@ -166,26 +166,23 @@ core::Status serve_task(const net::ClusterResolver& resolver, const Registry& re
     if (!options.ps_snapshot_dir.empty()) {
       po.snapshot_dir = options.ps_snapshot_dir + "/ps-" + std::to_string(task.index);
       po.snapshot_interval = options.ps_snapshot_interval;
-      // A PS restarted after a failure carries on from its newest readable snapshot,
-      // before it is published: no peer ever sees it without its variables.
-      core::CheckpointManager m(po.snapshot_dir, 2, "ps");
-      if (!m.checkpoints().empty()) {
-        std::vector<core::Error> skipped;
-        auto latest = m.restore_latest(&skipped);
-        for (const auto& e : skipped)
-          std::cerr << "troupe: skipped a damaged PS snapshot: " << e.message << std::endl;
-        if (!latest)
-          return make_error(latest.error().code, "task " + task.to_string() +
-                                                     ": cannot restore from " + po.snapshot_dir +
-                                                     ": " + latest.error().message);
-        auto state = PsShardState::from_snapshot(latest->second);
-        if (!state)
-          return make_error(state.error().code, "task " + task.to_string() + ": " +
-                                                    po.snapshot_dir + ": " + state.error().message);
-        std::cerr << "troupe: " << task.to_string() << " restored from snapshot " << latest->first
-                  << " in " << po.snapshot_dir << " (" << state->counters().updates_applied
+      po.snapshot_full_every = options.ps_snapshot_full_every;
+      // A PS restarted after a failure carries on from its newest readable snapshot (and
+      // the deltas after it), before it is published: no peer ever sees it without its
+      // variables.
+      std::vector<core::Error> skipped;
+      auto restored = restore_ps_snapshots(po.snapshot_dir, &skipped);
+      for (const auto& e : skipped)
+        std::cerr << "troupe: skipped a damaged PS snapshot: " << e.message << std::endl;
+      if (!restored)
+        return make_error(restored.error().code,
+                          "task " + task.to_string() + ": " + restored.error().message);
+      if (*restored) {
+        std::cerr << "troupe: " << task.to_string() << " restored from snapshot "
+                  << (*restored)->full << " and " << (*restored)->deltas << " deltas in "
+                  << po.snapshot_dir << " (" << (*restored)->state->counters().updates_applied
                   << " updates)" << std::endl;
-        po.initial = std::make_shared<PsShardState>(std::move(*state));
+        po.initial = (*restored)->state;
       }
     }
     served = sys.spawn(ps_shard, std::move(po));

@@ -37,6 +37,10 @@ struct NodeOptions {
   /// readable snapshot found there (a restarted PS carries on from it). Empty: off.
   std::string ps_snapshot_dir;
   std::chrono::milliseconds ps_snapshot_interval{1000};
+  /// PS tasks: one snapshot in this many is full, the others deltas holding only the rows
+  /// of dynamic tables changed since the snapshot before (other shards whole); a restart
+  /// restores the newest full snapshot and the deltas after it. 1: every snapshot full.
+  int ps_snapshot_full_every = 1;
   /// Worker tasks: a worker actor that fails is restarted in its process (and published on
   /// the task's port again) at most this many times in any `restart_period`; one more and
   /// the process gives up with an error (its own restart is then the launcher's or the

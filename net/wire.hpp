@@ -214,6 +214,8 @@ struct PsStats {
   int64_t rows_evicted = 0;              // rows removed (expired or to stay under max_rows)
   int64_t grads_dropped_unadmitted = 0;  // gradients of keys without a row
   int64_t table_bytes = 0;               // the tables' memory (rows, metadata, index, sketch)
+  int64_t snapshot_full_bytes = 0;       // the newest full snapshot's file
+  int64_t snapshot_delta_bytes = 0;      // the newest delta snapshot's file (0: none)
 
   // The one list of the fields, in wire order (append new ones at the end).
   template <class S>
@@ -239,7 +241,9 @@ struct PsStats {
                       &s.rows_admitted,
                       &s.rows_evicted,
                       &s.grads_dropped_unadmitted,
-                      &s.table_bytes};
+                      &s.table_bytes,
+                      &s.snapshot_full_bytes,
+                      &s.snapshot_delta_bytes};
   }
 
   std::vector<int64_t> to_vector() const {

@@ -41,6 +41,12 @@ int main(int argc, char** argv) {
                     "snapshot this PS task's shards into DIR/ps-N, and restore from there on "
                     "start");
   serve->add_option("--ps-snapshot-interval-ms", snapshot_interval_ms)->check(CLI::PositiveNumber);
+  int snapshot_full_every = 1;
+  serve
+      ->add_option("--ps-snapshot-full-every", snapshot_full_every,
+                   "one snapshot in N is full, the others deltas of the dynamic tables' "
+                   "changed rows (1: every one full)")
+      ->check(CLI::Range(1, 1 << 20));
   auto* launch = app.add_subcommand("launch", "run PROGRAM as a local cluster on this machine");
   troupe::tools::LaunchOptions lo;
   launch
@@ -122,6 +128,7 @@ int main(int argc, char** argv) {
     options.tensor_channel = tensor_channel;
     options.ps_snapshot_dir = snapshot_dir;
     options.ps_snapshot_interval = std::chrono::milliseconds(snapshot_interval_ms);
+    options.ps_snapshot_full_every = snapshot_full_every;
     // `troupe serve` runs PS tasks; workers run inside the job's own binary, which knows its
     // steps. An empty registry serves a worker that knows no steps.
     static const troupe::Registry empty;

@@ -38,6 +38,8 @@ struct PsTaskStats {
   int64_t rows_evicted = 0;              // rows removed (expired, or under max_rows)
   int64_t grads_dropped_unadmitted = 0;  // gradients of keys that had no row
   int64_t table_bytes = 0;               // the tables' memory
+  int64_t snapshot_full_bytes = 0;       // the newest full snapshot's file
+  int64_t snapshot_delta_bytes = 0;      // the newest delta snapshot's file (0: none)
 };
 
 /// An embedding table without a fixed vocabulary (core/dynamic_table.hpp): rows keyed by

@@ -9,8 +9,10 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include <algorithm>
 #include <filesystem>
 
+#include "actors/ps_shard.hpp"
 #include "core/checkpoint/checkpoint_manager.hpp"
 #include "core/partitioner.hpp"
 #include "helpers.hpp"
@@ -360,4 +362,102 @@ TEST_CASE("A PS process with a cluster secret lets no stranger through its CAF p
   REQUIRE(status.has_value());
   CHECK(WIFEXITED(*status));
   CHECK(WEXITSTATUS(*status) == 0);
+}
+
+TEST_CASE("A PS killed between delta snapshots comes back with the rows of its last one",
+          "[process][ps][restore][delta]") {
+  const uint16_t port = test::free_loopback_port();
+  test::TempDir dir;
+  auto argv = snapshotting_ps(dir);
+  argv.insert(argv.end(), {"--ps-snapshot-full-every", "1000"});  // one full, then deltas
+  auto ps =
+      std::make_unique<test::ChildProcess>(argv, std::vector<std::string>{ps_tf_config(port)});
+  REQUIRE(ps->wait_for_stderr("ready ps:0", 10s));
+  caf::actor_system_config cfg;
+  net::configure(cfg);
+  caf::actor_system sys{cfg};
+  auto remote = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(port), "ps:0", 5s);
+  REQUIRE(remote.ok());
+  caf::scoped_actor self{sys};
+  auto def = constant_variable("ids", {48, 4}, 0.0f, "adagrad");  // 48 rows at most
+  def.dynamic = true;
+  def.init_kind = static_cast<int32_t>(core::Initializer::Kind::random_uniform);
+  def.init_value = 0.1f;
+  REQUIRE(ask<caf::ok_atom>(self, *remote, net::create_atom::value, def));
+  const std::string shard = net::shard_key(def);
+
+  // Rounds of pushes, each acknowledged and then waited for in a snapshot: the first is in
+  // the full snapshot, the rest in deltas after it, with rows admitted, updated and evicted.
+  std::vector<int64_t> keys_seen;
+  uint64_t closure = 1;
+  int64_t pushes = 0;
+  const std::string snap_dir = dir.path() + "/ps-0";
+  for (int round = 0; round < 4; ++round) {
+    for (int step = 0; step < 5; ++step) {
+      std::vector<int64_t> keys;
+      for (int k = 0; k < 8; ++k)
+        keys.push_back(int64_t{1000003} * (round * 23 + step * 5 + k) + 17);
+      keys_seen.insert(keys_seen.end(), keys.begin(), keys.end());
+      std::vector<float> g(keys.size() * 4, 0.1f * static_cast<float>(step + 1));
+      REQUIRE(ask<bool>(self, *remote, net::push_rows_atom::value, closure++, shard,
+                        net::RowsUpdate{keys, {{static_cast<int64_t>(keys.size()), 4}, g}}) ==
+              true);
+      ++pushes;
+    }
+    auto saved = [&] {
+      auto r = actors::restore_ps_snapshots(snap_dir);
+      return r.ok() && *r && (*r)->state->counters().updates_applied == pushes;
+    };
+    REQUIRE(test::wait_for_file_in(snap_dir, saved, 10s));
+  }
+  const auto before =
+      ask<net::WireTensor>(self, *remote, net::pull_rows_atom::value, shard, keys_seen);
+  REQUIRE(before);
+  auto stats = ask<std::vector<int64_t>>(self, *remote, net::stats_atom::value);
+  REQUIRE(stats);
+  const auto st = net::PsStats::from(*stats);
+  CHECK(st.rows_evicted > 0);
+  CHECK(st.snapshot_full_bytes > 0);
+  CHECK(st.snapshot_delta_bytes > 0);
+  auto chain = actors::restore_ps_snapshots(snap_dir);
+  REQUIRE(chain.ok());
+  REQUIRE(chain->has_value());
+  CHECK((*chain)->deltas >= 3);
+
+  ps->kill(SIGKILL);
+  REQUIRE(ps->wait_exit(10s).has_value());
+  ps = std::make_unique<test::ChildProcess>(argv, std::vector<std::string>{ps_tf_config(port)});
+  REQUIRE(ps->wait_for_stderr("ready ps:0", 10s));
+  CHECK(ps->wait_for_stderr("deltas in", 1s));
+  remote = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(port), "ps:0", 5s);
+  REQUIRE(remote.ok());
+  const auto after =
+      ask<net::WireTensor>(self, *remote, net::pull_rows_atom::value, shard, keys_seen);
+  REQUIRE(after);
+  CHECK(after->data == before->data);  // every row acknowledged, evictions included
+  // The last closure's tag came back with its delta: its retry is not applied again.
+  CHECK(ask<bool>(self, *remote, net::push_rows_atom::value, closure - 1, shard,
+                  net::RowsUpdate{{17}, {{1, 4}, {1, 1, 1, 1}}}) == false);
+
+  // A damaged newest delta: the PS restores the chain up to the delta before it, says so.
+  ps->kill(SIGKILL);
+  REQUIRE(ps->wait_exit(10s).has_value());
+  auto deltas =
+      core::CheckpointManager(snap_dir, 0, "delta-" + std::to_string((*chain)->full)).checkpoints();
+  REQUIRE(deltas.size() >= 3);
+  std::sort(deltas.begin(), deltas.end());
+  auto bytes = test::read_bytes(deltas.back().second);
+  bytes[bytes.size() / 2] ^= 0x10;
+  test::write_bytes(deltas.back().second, bytes);
+  ps = std::make_unique<test::ChildProcess>(argv, std::vector<std::string>{ps_tf_config(port)});
+  REQUIRE(ps->wait_for_stderr("ready ps:0", 10s));
+  CHECK(ps->wait_for_stderr("skipped a damaged PS snapshot: " + deltas.back().second, 1s));
+  remote = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(port), "ps:0", 5s);
+  REQUIRE(remote.ok());
+  stats = ask<std::vector<int64_t>>(self, *remote, net::stats_atom::value);
+  REQUIRE(stats);
+  CHECK(net::PsStats::from(*stats).restored_from < pushes);
+  CHECK(net::PsStats::from(*stats).restored_from > 5);  // the full one and some deltas
+  caf::anon_send(*remote, net::shutdown_atom::value);
+  REQUIRE(ps->wait_exit(10s).has_value());
 }

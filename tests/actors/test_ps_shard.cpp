@@ -2,7 +2,9 @@
 
 #include <caf/all.hpp>
 
+#include <cmath>
 #include <filesystem>
+#include <functional>
 #include <future>
 
 #include "actors/ps_shard.hpp"
@@ -440,4 +442,110 @@ TEST_CASE("A PS shard of a dynamic table serves rows by key and snapshots them",
   damaged([](core::Checkpoint& c) { c.tensors["ids#0"].data()[1] = std::nanf(""); });
   damaged([](core::Checkpoint& c) { c.ints["ids#0/dynamic"].pop_back(); });
   damaged([](core::Checkpoint& c) { c.ints["ids#0/dynamic"][1] = 0; });  // probability 0
+}
+
+namespace {
+
+// What the ps_shard actor writes as a delta: every shard (dynamic ones as their changed
+// rows and evicted keys), the count, the chain position; each shard's next delta starts here.
+core::Checkpoint take_delta(PsShardState& ps, int64_t base, int64_t index) {
+  core::Checkpoint c;
+  for (const auto& name : ps.shard_names()) {
+    ps.snapshot_shard_delta(name, c);
+    ps.mark_copied(name);
+  }
+  ps.snapshot_counters(c);
+  c.ints["delta"] = {base, index};
+  return c;
+}
+
+// Every key's row (zeros for a key without one) and the dense variable, as the PS serves them.
+std::vector<float> served(PsShardState& ps, const std::vector<int64_t>& keys) {
+  auto out = ps.pull_rows("ids#0", keys).value().data;
+  const auto dense = ps.pull("w#0").value().data;
+  out.insert(out.end(), dense.begin(), dense.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Delta snapshots hold the changed rows; full + deltas restore the state at the last",
+          "[ps_shard][delta]") {
+  PsShardState ps;
+  ps.track_deltas(true);
+  auto d = def("ids", {40, 2}, "adagrad");  // a cap of 40 rows: admissions evict
+  d.dynamic = true;
+  d.ttl_steps = 30;
+  REQUIRE(ps.create(d).ok());
+  REQUIRE(ps.create(def("w", {2}, "adagrad")).ok());
+  std::vector<int64_t> all;
+  uint64_t closure = 1;
+  auto push = [&](int64_t first, int64_t n) {
+    std::vector<int64_t> keys;
+    for (int64_t k = first; k < first + n; ++k)
+      keys.push_back(k * 7919);
+    all.insert(all.end(), keys.begin(), keys.end());
+    std::vector<float> g(static_cast<size_t>(2 * n));
+    for (size_t i = 0; i < g.size(); ++i)
+      g[i] = 0.01f * static_cast<float>((static_cast<int64_t>(i) + first) % 13) - 0.05f;
+    REQUIRE(ps.push_rows(closure++, "ids#0", {keys, tensor({n, 2}, g)}).value());
+    REQUIRE(ps.push(closure++, "w#0", tensor({2}, {0.1f, -0.2f})).value());
+  };
+  for (int64_t i = 0; i < 30; ++i)
+    push(i, 1 + i % 3);  // 30 rows of 40
+  core::Checkpoint full = ps.snapshot();
+  for (const auto& name : ps.shard_names())
+    ps.mark_copied(name);
+
+  for (int64_t i = 0; i < 4; ++i)
+    push(5 + i, 2);  // updates of rows in the full snapshot
+  const core::Checkpoint delta1 = take_delta(ps, 7, 1);
+  CHECK(delta1.tensors.at("ids#0").shape()[0] == 5);  // keys 5..9 changed
+  for (int64_t i = 0; i < 25; ++i)
+    push(100 + 2 * i, 2);  // new keys: past the cap, rows are evicted
+  for (int64_t i = 0; i < 3; ++i)
+    push(5, 1);
+  const core::Checkpoint delta2 = take_delta(ps, 7, 2);
+  CHECK_FALSE(delta2.ints.at("ids#0/evicted").empty());
+  CHECK(ps.table_totals().evicted > 0);
+  CHECK(delta2.tensors.at("ids#0").shape()[0] < ps.table_totals().rows + 1);
+
+  auto restored = PsShardState::from_snapshot(full);
+  REQUIRE(restored.ok());
+  REQUIRE(restored->apply_delta(delta1).ok());
+  REQUIRE(restored->apply_delta(delta2).ok());
+  CHECK(served(*restored, all) == served(ps, all));
+  CHECK(restored->table_totals().rows == ps.table_totals().rows);
+  CHECK(restored->counters().updates_applied == ps.counters().updates_applied);
+  // Applied tags and the tables' clocks came back: the next update lands alike.
+  CHECK_FALSE(
+      restored->push_rows(closure - 2, "ids#0", {{5 * 7919}, tensor({1, 2}, {1, 1})}).value());
+  const net::RowsUpdate next{{5 * 7919, 100 * 7919, 999}, tensor({3, 2}, {1, 2, 3, 4, 5, 6})};
+  CHECK(ps.push_rows(closure, "ids#0", next).value());
+  CHECK(restored->push_rows(closure, "ids#0", next).value());
+  CHECK(served(*restored, all) == served(ps, all));
+
+  // Without the last delta: the state at the first one, not a mix.
+  auto older = PsShardState::from_snapshot(full);
+  REQUIRE(older->apply_delta(delta1).ok());
+  CHECK(older->counters().updates_applied < ps.counters().updates_applied);
+
+  // A delta is not a full snapshot and the reverse; a damaged delta is data_loss naming
+  // the shard.
+  CHECK(PsShardState::from_snapshot(delta1).error().code == core::Errc::data_loss);
+  CHECK_FALSE(PsShardState::from_snapshot(full)->apply_delta(full).ok());
+  for (auto damage : std::vector<std::function<void(core::Checkpoint&)>>{
+           [](core::Checkpoint& c) { c.ints.erase("ids#0/evicted"); },
+           [](core::Checkpoint& c) { c.ints["ids#0/keys"].pop_back(); },
+           [](core::Checkpoint& c) { c.ints["ids#0/row_meta"][1] = -3; },
+           [](core::Checkpoint& c) { c.tensors["ids#0"].data()[0] = std::nanf(""); }}) {
+    core::Checkpoint c = delta2;
+    damage(c);
+    auto base = PsShardState::from_snapshot(full);
+    REQUIRE(base->apply_delta(delta1).ok());
+    auto st = base->apply_delta(c);
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.error().code == core::Errc::data_loss);
+    CHECK_THAT(st.error().message, Catch::Contains("ids#0"));
+  }
 }

@@ -16,6 +16,7 @@
 #include "core/data/record_io.hpp"
 #include "core/data/tf_example.hpp"
 #include "core/runtime/codec.hpp"
+#include "fuzz_seeds.hpp"
 #include "net/channel.hpp"
 #include "net/cluster_spec.hpp"
 #include "net/node.hpp"
@@ -107,6 +108,25 @@ int main(int argc, char** argv) {
   const std::string ckpt = dir + "/snapshot.tckpt";
   if (auto st = core::write_checkpoint(ckpt, state.snapshot()); !st) return 1;
   put("fuzz_checkpoint", "snapshot", file_bytes(ckpt));
+  std::filesystem::remove(ckpt);
+
+  // A delta snapshot of fuzz::delta_base's state: a row updated, one admitted past the cap's
+  // reach, the dense variable pushed.
+  actors::PsShardState base;
+  if (auto st = fuzz::delta_base(base); !st) {
+    std::cerr << st.error().to_string() << "\n";
+    return 1;
+  }
+  if (!base.push_rows(2, "ids#0", {{5, 77}, {{2, 2}, {1, 1, 1, 1}}}).ok() ||
+      !base.push(3, "w#0", {{3}, {1, 2, 3}}).ok())
+    return 1;
+  core::Checkpoint delta;
+  for (const auto& name : base.shard_names())
+    base.snapshot_shard_delta(name, delta);
+  base.snapshot_counters(delta);
+  delta.ints["delta"] = {0, 1};
+  if (auto st = core::write_checkpoint(ckpt, delta); !st) return 1;
+  put("fuzz_checkpoint", "delta", file_bytes(ckpt));
   std::filesystem::remove(ckpt);
 
   core::Example e;
