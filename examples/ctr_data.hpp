@@ -1,7 +1,8 @@
 #pragma once
 
-// What the CTR examples (ctr_ps, ctr_fit) share about a ctr_datagen directory: its training
-// files, its teacher's figures, and the per-worker input pipeline over them.
+// What the CTR examples (ctr_ps, ctr_fit) share about their training data: a ctr_datagen
+// directory (its training files, its teacher's figures) or a stream, and the per-worker input
+// pipeline over them.
 
 #include <algorithm>
 #include <filesystem>
@@ -41,16 +42,65 @@ inline TeacherFigures read_teacher(const std::string& dir) {
   return t;
 }
 
-/// A worker's batches of the directory's training files (core::sparse_input). No file is
-/// a not_found error, thrown (BadExpectedAccess) so that the dataset fails with it.
-inline core::Dataset<core::Batch> ctr_train_batches(const std::string& dir, const std::string& ext,
+/// Whether `data` names a training stream rather than a ctr_datagen directory: "-"
+/// (standard input), or a path that is not a directory (a FIFO, as SageMaker's Pipe mode
+/// feeds a job, or one file). "{worker}" in it stands for the worker's index.
+inline bool ctr_is_stream(const std::string& data) {
+  std::error_code ec;
+  return data == "-" || !std::filesystem::is_directory(data, ec);
+}
+
+/// A stream source's path for one worker: "{worker}" replaced by its index. Several workers
+/// cannot share one stream (each would get pieces of records): without "{worker}", more
+/// than one worker is an invalid_argument error.
+inline core::Expected<std::string> ctr_stream_path(const std::string& data, int64_t worker,
+                                                   int64_t workers) {
+  const auto at = data.find("{worker}");
+  if (at == std::string::npos) {
+    if (workers > 1)
+      return core::make_error(core::Errc::invalid_argument,
+                              core::record_source_name(data) + ": one stream cannot feed " +
+                                  std::to_string(workers) +
+                                  " workers; give each its own, e.g. /path/train-{worker}");
+    return data;
+  }
+  std::string out = data;
+  out.replace(at, 8, std::to_string(worker));
+  return out;
+}
+
+/// A worker's batches of the training data: its share of a directory's training files
+/// (core::sparse_input), or its own stream (ctr_is_stream). A stream, or a directory whose
+/// training files are FIFOs, is read once (a stream cannot be repeated), and FIFOs need one
+/// per worker. Errors (no file, streams too few) are thrown (BadExpectedAccess) so that the
+/// dataset fails with them.
+inline core::Dataset<core::Batch> ctr_train_batches(const std::string& data, const std::string& ext,
                                                     const core::InputContext& ctx,
-                                                    const core::SparseInputOptions& options) {
-  auto files = ctr_train_files(dir, ext);
+                                                    core::SparseInputOptions options) {
+  const int64_t workers = std::max<int64_t>(1, ctx.num_input_pipelines);
+  if (ctr_is_stream(data)) {
+    auto path = ctr_stream_path(data, ctx.input_pipeline_id, workers).value();
+    options.epochs = 1;
+    return core::sparse_input({std::move(path)}, core::InputContext{}, options);
+  }
+  auto files = ctr_train_files(data, ext);
   if (files.empty())
     core::Expected<int>(
-        core::make_error(core::Errc::not_found, dir + ": no train-*" + ext + " files"))
+        core::make_error(core::Errc::not_found, data + ": no train-*" + ext + " files"))
         .value();
+  std::error_code ec;
+  const bool fifos = std::any_of(files.begin(), files.end(), [&](const std::string& f) {
+    return !std::filesystem::is_regular_file(f, ec);
+  });
+  if (fifos) {
+    if (static_cast<int64_t>(files.size()) < workers)
+      core::Expected<int>(core::make_error(core::Errc::invalid_argument,
+                                           data + ": " + std::to_string(files.size()) +
+                                               " training streams for " + std::to_string(workers) +
+                                               " workers (each needs its own)"))
+          .value();
+    options.epochs = 1;
+  }
   return core::sparse_input(std::move(files), ctx, options);
 }
 

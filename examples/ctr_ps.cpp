@@ -12,6 +12,7 @@
 // next to the data's teacher AUC, rows and bytes per step, and each PS task's memory.
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <iostream>
 #include <memory>
 
@@ -41,7 +42,8 @@ namespace {
 constexpr const char* kTable = "embedding";
 
 struct Settings {
-  std::string data;
+  std::string data;     // a ctr_datagen directory, or a training stream (ctr_is_stream)
+  std::string heldout;  // the file the chief scores; default: the directory's heldout file
   std::string format = "criteo";
   std::string model = "deepfm";
   int dim = 16;
@@ -86,6 +88,47 @@ struct Settings {
     return o;
   }
   std::string extension() const { return format == "tfrecord" ? ".tfrecord" : ".txt"; }
+  /// The held-out file to score; empty when there is none (a stream without --heldout).
+  std::string heldout_file() const {
+    if (!heldout.empty()) return heldout;
+    return troupe::examples::ctr_is_stream(data) ? std::string() : data + "/heldout" + extension();
+  }
+};
+
+// The PS tasks' memory and rows over the run, sampled every `interval` by the chief: at most
+// 256 samples, the interval doubling (every other sample dropped) when they would be more.
+class MemoryTimeline {
+ public:
+  explicit MemoryTimeline(std::chrono::milliseconds interval) : interval_(interval) {}
+  void maybe_sample(troupe::ParameterServerStrategy& strategy, clock_type::time_point t0) {
+    const auto now = clock_type::now();
+    if (interval_.count() <= 0 || now < next_) return;
+    next_ = now + interval_;
+    auto stats = strategy.ps_stats();
+    if (!stats) return;  // a PS being restored: the next sample will tell
+    nlohmann::json rss = nlohmann::json::array();
+    int64_t rows = 0;
+    for (const auto& p : *stats) {
+      rss.push_back(p.rss_bytes);
+      rows += p.table_rows;
+    }
+    samples_.push_back({{"t_s", std::chrono::duration<double>(now - t0).count()},
+                        {"ps_rss_bytes", rss},
+                        {"table_rows", rows}});
+    if (samples_.size() > 256) {
+      std::vector<nlohmann::json> kept;
+      for (size_t i = 0; i < samples_.size(); i += 2)
+        kept.push_back(std::move(samples_[i]));
+      samples_ = std::move(kept);
+      interval_ *= 2;
+    }
+  }
+  nlohmann::json json() const { return samples_; }
+
+ private:
+  std::chrono::milliseconds interval_;
+  clock_type::time_point next_{};
+  std::vector<nlohmann::json> samples_;
 };
 
 // What a sampled step reports back.
@@ -187,8 +230,7 @@ tc::Expected<Scores> evaluate(const Settings& s, troupe::ParameterServerStrategy
   tc::Mean logloss;
   Scores out;
   auto status = tc::guard_user_data("held-out data", [&] {
-    auto it = tc::sparse_input({s.data + "/heldout" + s.extension()}, tc::InputContext{}, o)
-                  .make_iterator();
+    auto it = tc::sparse_input({s.heldout_file()}, tc::InputContext{}, o).make_iterator();
     while (auto b = it->next()) {
       tc::unique_ids(b->ids, m.unique, m.index);
       auto rows = strategy.read_rows(table, m.unique).value();
@@ -223,7 +265,14 @@ int fail(const troupe::core::Error& e) {
 int main(int argc, char** argv) {
   CLI::App app{"Click-through-rate training with parameter servers (run under troupe launch)"};
   Settings s;
-  app.add_option("--data", s.data, "a directory as ctr_datagen writes it")->required();
+  app.add_option("--data", s.data,
+                 "a directory as ctr_datagen writes it (its train-* files may be FIFOs, one per "
+                 "worker), or a training stream: - (standard input) or a FIFO; {worker} in it "
+                 "becomes the worker's index")
+      ->required();
+  app.add_option("--heldout", s.heldout,
+                 "the file the chief scores after training (default: the directory's heldout "
+                 "file; none for a stream)");
   app.add_option("--format", s.format)->check(CLI::IsMember({"criteo", "tfrecord"}));
   app.add_option("--model", s.model)->check(CLI::IsMember({"deepfm", "fm", "lr", "wide_deep"}));
   app.add_option("--dim", s.dim, "embedding width")->check(CLI::Range(1, 1024));
@@ -250,7 +299,14 @@ int main(int argc, char** argv) {
                  "shard; 0: the shard's row cap, in [2^12, 2^20])")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   app.add_option("--batch", s.batch)->check(CLI::Range(1, 1 << 20));
-  app.add_option("--steps-per-worker", s.steps_per_worker)->check(CLI::PositiveNumber);
+  app.add_option("--steps-per-worker", s.steps_per_worker,
+                 "steps per worker; 0: until the training data ends (a stream)")
+      ->check(CLI::NonNegativeNumber);
+  int64_t stats_interval_ms = 5000;
+  app.add_option("--stats-interval-ms", stats_interval_ms,
+                 "how often the chief samples the PS tasks' memory and rows during training "
+                 "(ps_memory_over_time; 0: never)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--optimizer", s.optimizer)
       ->check(CLI::IsMember({"adagrad", "adam", "ftrl", "sgd"}));
   app.add_option("--lr", s.lr);
@@ -271,6 +327,11 @@ int main(int argc, char** argv) {
   app.add_option("--ps-snapshot-dir", snapshot_dir,
                  "PS tasks snapshot their shards into DIR/ps-N (written off the serving thread)");
   app.add_option("--ps-snapshot-interval-ms", snapshot_interval_ms)->check(CLI::PositiveNumber);
+  int snapshot_full_every = 1;
+  app.add_option("--ps-snapshot-full-every", snapshot_full_every,
+                 "one PS snapshot in N is full, the others deltas: only the dynamic table's "
+                 "rows changed since the snapshot before (1: every one full)")
+      ->check(CLI::Range(1, 1 << 20));
   s.device.add(app);
   s.wire.add(app);
   if (auto end = troupe::examples::parse_command_line(app, argc, argv, "ctr_ps")) return *end;
@@ -289,6 +350,7 @@ int main(int argc, char** argv) {
     node.ps_snapshot_dir = snapshot_dir;
     node.wire_dtype = *wire;
     node.ps_snapshot_interval = std::chrono::milliseconds(snapshot_interval_ms);
+    node.ps_snapshot_full_every = snapshot_full_every;
     return troupe::examples::serve_task("ctr_ps", *resolver, registry, node);
   }
 
@@ -330,45 +392,76 @@ int main(int argc, char** argv) {
     if (!v) return fail(v.error());
     dense.push_back(*v);
   }
-  auto coord = troupe::ClusterCoordinator::make(**strategy);
+  const int workers = (*strategy)->num_workers();
+  if (troupe::examples::ctr_is_stream(s.data))
+    if (auto one = troupe::examples::ctr_stream_path(s.data, 0, workers); !one)
+      return fail(one.error());
+  // Closures wait for room beyond 32 a worker (8 in flight at each, the rest queued): the
+  // chief then schedules as the job goes, samples the PS tasks' memory between, and an
+  // unbounded stream does not queue closures without end.
+  troupe::CoordinatorOptions copt;
+  copt.max_pending_closures = static_cast<size_t>(32 * workers);
+  auto coord = troupe::ClusterCoordinator::make(**strategy, copt);
   if (!coord) return fail(coord.error());
   auto ds = (*coord)->create_per_worker_dataset("ctr_train");
   if (!ds) return fail(ds.error());
 
-  const int workers = (*strategy)->num_workers();
-  const int64_t steps = static_cast<int64_t>(s.steps_per_worker) * workers;
-  std::vector<troupe::RemoteValue<StepReport>> sampled;
+  const bool until_end = s.steps_per_worker == 0;
+  const int64_t steps_wanted = static_cast<int64_t>(s.steps_per_worker) * workers;
+  std::deque<troupe::RemoteValue<StepReport>> sampled;
+  double rows_per_step = 0, last_loss = 0;
+  int64_t reports = 0;
+  auto take_report = [&] {
+    if (auto v = sampled.front().fetch(); v) {
+      rows_per_step += static_cast<double>(v->rows);
+      last_loss = v->loss;
+      ++reports;
+    }
+    sampled.pop_front();
+  };
+  MemoryTimeline timeline{std::chrono::milliseconds(stats_interval_ms)};
   const auto t0 = clock_type::now();
-  for (int64_t i = 0; i < steps; ++i) {
+  for (int64_t i = 0; until_end || i < steps_wanted; ++i) {
+    timeline.maybe_sample(**strategy, t0);
     if (i % 10 == 9) {
       sampled.push_back((*coord)->schedule<StepReport>("ctr_step", *ds));
+      if (sampled.size() > 64) take_report();  // long done: back-pressure keeps 32 a worker
     } else if (auto st = (*coord)->schedule_no_result("ctr_step", 1, *ds); !st) {
       break;  // join() returns the error
     }
   }
   auto joined = (*coord)->join();
   const double train_s = std::chrono::duration<double>(clock_type::now() - t0).count();
-  if (!joined) {
+  // On a stream, the first worker whose stream ends ends the run (as an OutOfRangeError
+  // ends TensorFlow's): what was queued behind it is cancelled.
+  const bool data_ended = !joined && until_end && joined.error().code == tc::Errc::out_of_range;
+  if (!joined && !data_ended) {
     (*coord)->shutdown_cluster();
     return fail(joined.error());
   }
-  double rows_per_step = 0, last_loss = 0;
-  int64_t reports = 0;
-  for (auto& r : sampled)
-    if (auto v = r.fetch(); v) {
-      rows_per_step += static_cast<double>(v->rows);
-      last_loss = v->loss;
-      ++reports;
-    }
+  while (!sampled.empty())
+    take_report();
+  if (data_ended && (*coord)->stats().completed == 0) {
+    (*coord)->shutdown_cluster();
+    return fail("--data " + tc::record_source_name(s.data) +
+                ": the training data ended before the first step (" + joined.error().message + ")");
+  }
   rows_per_step /= std::max<int64_t>(1, reports);
+  const int64_t steps = (*coord)->stats().completed;
+  timeline.maybe_sample(**strategy, t0);
   auto ps_stats = (*strategy)->ps_stats();
-  auto scores = evaluate(s, **strategy, dense, *table);
+  tc::Expected<Scores> scores = Scores{};
+  if (!s.heldout_file().empty()) scores = evaluate(s, **strategy, dense, *table);
   const auto stats = (*coord)->stats();
   const auto shutdown = (*coord)->shutdown_cluster();
   if (!shutdown) std::cerr << "ctr_ps: " << shutdown.error().message << std::endl;
   if (!scores) return fail(scores.error());
 
-  const auto teacher = troupe::examples::read_teacher(s.data);
+  const auto teacher = troupe::examples::ctr_is_stream(s.data)
+                           ? troupe::examples::TeacherFigures{}
+                           : troupe::examples::read_teacher(s.data);
+  const bool scored = !s.heldout_file().empty();
+  auto or_null = [&](double v) { return scored ? nlohmann::json(v) : nlohmann::json(); };
   int64_t dense_params = 0;
   for (auto& p : shapes.params)
     dense_params += p.value->size();
@@ -387,6 +480,8 @@ int main(int argc, char** argv) {
       tables.rows_evicted += p.rows_evicted;
       tables.grads_dropped_unadmitted += p.grads_dropped_unadmitted;
       tables.table_bytes += p.table_bytes;
+      tables.snapshot_full_bytes += p.snapshot_full_bytes;
+      tables.snapshot_delta_bytes += p.snapshot_delta_bytes;
       ps_rss.push_back(p.rss_bytes);
       ps_json.push_back({{"rss_mb", static_cast<double>(p.rss_bytes) / (1 << 20)},
                          {"table_rows", p.table_rows},
@@ -395,6 +490,8 @@ int main(int argc, char** argv) {
                          {"snapshots", p.snapshots},
                          {"snapshot_copy_ms", static_cast<double>(p.snapshot_copy_us) / 1000},
                          {"snapshot_write_ms", p.snapshot_write_ms},
+                         {"snapshot_full_bytes", p.snapshot_full_bytes},
+                         {"snapshot_delta_bytes", p.snapshot_delta_bytes},
                          {"updates_applied", p.updates_applied},
                          {"bf16_requests", p.bf16_requests}});
     }
@@ -423,6 +520,8 @@ int main(int argc, char** argv) {
                    {"grads_dropped_unadmitted", tables.grads_dropped_unadmitted},
                    {"table_bytes", dynamic ? tables.table_bytes : fixed_table_bytes},
                    {"ps_rss_bytes", ps_rss},
+                   {"snapshot_full_bytes", tables.snapshot_full_bytes},
+                   {"snapshot_delta_bytes", tables.snapshot_delta_bytes},
                    {"table_width", width},
                    {"table_shards", table->num_shards},
                    {"dense_params", dense_params},
@@ -432,8 +531,9 @@ int main(int argc, char** argv) {
                    {"precision", s.device.precision},
                    {"wire_dtype", troupe::net::wire_dtype_name(*wire)},
                    {"cpu_features", troupe::core::cpu_feature_names()},
-                   {"auc", scores->auc},
-                   {"logloss", scores->logloss},
+                   {"data_ended", data_ended},
+                   {"auc", or_null(scores->auc)},
+                   {"logloss", or_null(scores->logloss)},
                    {"eval_examples", scores->examples},
                    {"teacher_auc", teacher.auc},
                    {"teacher_logloss", teacher.logloss},
@@ -441,6 +541,7 @@ int main(int argc, char** argv) {
                    {"rows_per_step", rows_per_step},
                    {"bytes_per_step", bytes_per_step},
                    {"ps_tasks", ps_json},
+                   {"ps_memory_over_time", timeline.json()},
                    {"closures_retried", stats.retried},
                    {"workers_lost", stats.workers_lost},
                    {"shutdown_acknowledged", shutdown.ok()},

@@ -7,6 +7,8 @@
 #include <set>
 
 #include "core/data/sparse_input.hpp"
+#include "examples/ctr_data.hpp"
+#include "fifo_feeder.hpp"
 #include "helpers.hpp"
 #include "launch_helpers.hpp"
 #include "run_program.hpp"
@@ -227,6 +229,90 @@ TEST_CASE("ctr_ps with a dynamic table keeps under its row cap and learns as a h
   INFO(hashed.dump());
   CHECK(hashed["table_rows"] == 53248);
   CHECK(dynamic["auc"].get<double>() >= hashed["auc"].get<double>() - 0.002);
+}
+
+TEST_CASE("ctr_ps trains on streams until they end: a FIFO per worker and standard input",
+          "[example][ctr]") {
+  troupe::test::TempDir dir;
+  auto gen = run_program(bin + "/ctr_datagen --out " + dir.file("data") +
+                         " --rows 40000 --heldout-rows 5000 --files 2 --vocab 20000 --raw-ids");
+  REQUIRE(gen.exit_code == 0);
+  const auto files = troupe::examples::ctr_train_files(dir.file("data"), ".txt");
+  REQUIRE(files.size() == 2);
+  std::vector<std::string> text;
+  for (const auto& f : files) {
+    const auto bytes = troupe::test::read_bytes(f);
+    text.emplace_back(bytes.begin(), bytes.end());
+  }
+  const std::string model =
+      " --batch 500 --hidden 16 --dim 4 --lr 0.2 --table dynamic --max-rows 30000 "
+      "--steps-per-worker 0 --stats-interval-ms 50 --heldout " +
+      dir.file("data") + "/heldout.txt";
+  auto check_trained = [&](const nlohmann::json& run, int64_t streams) {
+    INFO(run.dump());
+    REQUIRE(run["ok"] == true);
+    CHECK(run["data_ended"] == true);
+    // 20000 records a stream, 40 batches: the run ends with the first stream to end, so at
+    // least one stream was read whole, and no step came from nowhere.
+    CHECK(run["steps"].get<int64_t>() >= 40);
+    CHECK(run["steps"].get<int64_t>() <= 40 * streams);
+    CHECK(run["auc"].get<double>() > 0.6);
+    CHECK(run["table_rows"].get<int64_t>() <= 30000);
+    REQUIRE(run["ps_memory_over_time"].size() >= 1);
+    for (const auto& sample : run["ps_memory_over_time"]) {
+      CHECK(sample["table_rows"].get<int64_t>() <= 30000);
+      CHECK(sample["ps_rss_bytes"].size() == 1);
+    }
+  };
+  {
+    troupe::test::FifoFeeder s0(dir.file("s-0"), {text[0]}), s1(dir.file("s-1"), {text[1]});
+    REQUIRE(s0.made());
+    REQUIRE(s1.made());
+    auto r =
+        run_program(bin + "/troupe launch --ps 1 --workers 2 --run-dir " + dir.file("r1") + " -- " +
+                    bin + "/ctr_ps --data " + dir.file("s-{worker}") + model + " 2>/dev/null");
+    INFO(r.output);
+    REQUIRE(r.last_json.is_object());
+    troupe::test::check_all_gone(r.last_json["tasks"]);
+    check_trained(r.last_json["chief"], 2);
+    CHECK(s0.join());
+    CHECK(s1.join());
+  }
+  {
+    // The launcher's standard input is the one worker's (a FIFO here, so that the test
+    // starts no writer process); the chief and the PS task never read it.
+    troupe::test::FifoFeeder in(dir.file("stdin"), {text[0]});
+    REQUIRE(in.made());
+    auto r =
+        run_program(bin + "/troupe launch --ps 1 --workers 1 --run-dir " + dir.file("r2") + " -- " +
+                    bin + "/ctr_ps --data -" + model + " < " + dir.file("stdin") + " 2>/dev/null");
+    INFO(r.output);
+    REQUIRE(r.last_json.is_object());
+    troupe::test::check_all_gone(r.last_json["tasks"]);
+    check_trained(r.last_json["chief"], 1);
+    CHECK(in.join());
+  }
+  {
+    // An empty stream, and one stream for two workers: errors naming the input.
+    troupe::test::FifoFeeder empty(dir.file("empty"), {});
+    auto r =
+        run_program(bin + "/troupe launch --ps 1 --workers 1 --run-dir " + dir.file("r3") + " -- " +
+                    bin + "/ctr_ps --data " + dir.file("empty") + model + " 2>/dev/null");
+    INFO(r.output);
+    REQUIRE(r.last_json.is_object());
+    troupe::test::check_all_gone(r.last_json["tasks"]);
+    CHECK(r.last_json["chief"]["ok"] == false);
+    CHECK(r.last_json["chief"]["error"].get<std::string>().find(
+              dir.file("empty") + ": the training data ended before the first step") !=
+          std::string::npos);
+    CHECK(empty.join());
+    r = run_program(bin + "/troupe launch --ps 1 --workers 2 --run-dir " + dir.file("r4") + " -- " +
+                    bin + "/ctr_ps --data -" + model + " < /dev/null 2>/dev/null");
+    REQUIRE(r.last_json.is_object());
+    troupe::test::check_all_gone(r.last_json["tasks"]);
+    CHECK(r.last_json["chief"]["error"].get<std::string>().find(
+              "standard input: one stream cannot feed 2 workers") != std::string::npos);
+  }
 }
 
 TEST_CASE("ctr_ps on a damaged TFRecord file ends with an error naming the file and record",
