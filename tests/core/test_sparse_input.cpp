@@ -361,8 +361,8 @@ TEST_CASE("line reader on a FIFO returns each line as it arrives, with no size a
 }
 
 TEST_CASE(
-    "TFRecord reader on a FIFO reads records as they arrive; a stream ending inside a "
-    "record is truncated data naming the record",
+    "TFRecord reader on a FIFO reads records as they arrive and names a record the stream "
+    "cut short",
     "[records]") {
   TempDir dir;
   const std::string path = dir.file("stream.tfrecord");
@@ -399,7 +399,7 @@ TEST_CASE(
   CHECK(big.join());  // the record fits the pipe's buffer: written before the reader ends
 }
 
-TEST_CASE("readers take standard input as \"-\" and name it in errors; a directory is refused",
+TEST_CASE("readers take standard input as - and name it in errors but refuse a directory",
           "[records]") {
   TempDir dir;
   int fds[2];
