@@ -469,8 +469,9 @@ std::vector<float> served(PsShardState& ps, const std::vector<int64_t>& keys) {
 
 }  // namespace
 
-TEST_CASE("Delta snapshots hold the changed rows; full + deltas restore the state at the last",
-          "[ps_shard][delta]") {
+TEST_CASE(
+    "Delta snapshots hold the changed rows and full plus deltas restore the state at the last",
+    "[ps_shard][delta]") {
   PsShardState ps;
   ps.track_deltas(true);
   auto d = def("ids", {40, 2}, "adagrad");  // a cap of 40 rows: admissions evict
