@@ -64,6 +64,7 @@ void finish_snapshot(caf::stateful_actor<PsShardActorState>* self) {
   }
   st.snapshot_failed = false;
   st.last_snapshot = w->taken;  // the state it holds is as old as its copy
+  st.snapshot_updates = w->updates;
   if (w->delta) {
     st.chain_length = w->index;
     st.snapshot_delta_bytes = w->bytes;
@@ -308,6 +309,7 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
         s.snapshot_copy_us = st.snapshot_copy_us;
         s.snapshot_full_bytes = st.snapshot_full_bytes;
         s.snapshot_delta_bytes = st.snapshot_delta_bytes;
+        s.snapshot_updates = st.snapshot_updates;
         s.snapshot_write_ms = st.snapshot_write_ms;
         s.channel_refused = st.channel_refused;
         s.port_refused = st.port_refused;

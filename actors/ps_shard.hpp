@@ -83,6 +83,7 @@ struct PsShardActorState {
   int64_t chain_length = 0;
   int64_t snapshot_full_bytes = 0;   // the newest full snapshot's file
   int64_t snapshot_delta_bytes = 0;  // the newest delta's file
+  int64_t snapshot_updates = -1;     // updates_applied in the newest snapshot written
   int64_t channel_refused = 0;       // strangers the tensor channel refused
   int64_t port_refused = 0;          // and the CAF port's gate
   int64_t bf16_requests = 0;         // requests whose tensors came as bf16

@@ -202,10 +202,11 @@ core::Expected<std::vector<PsTaskStats>> ParameterServerStrategy::ps_stats() {
     auto v = m.ask_ps<std::vector<int64_t>>(task, net::stats_atom::value);
     if (!v) return v.error();
     const auto s = net::PsStats::from(*v);
-    out.push_back(PsTaskStats{
-        s.variables, s.pulls, s.updates_applied, s.snapshots, s.rss_bytes, s.snapshot_copy_us,
-        s.snapshot_write_ms, s.bf16_requests, s.table_rows, s.rows_admitted, s.rows_evicted,
-        s.grads_dropped_unadmitted, s.table_bytes, s.snapshot_full_bytes, s.snapshot_delta_bytes});
+    out.push_back(PsTaskStats{s.variables, s.pulls, s.updates_applied, s.snapshots, s.rss_bytes,
+                              s.snapshot_copy_us, s.snapshot_write_ms, s.bf16_requests,
+                              s.table_rows, s.rows_admitted, s.rows_evicted,
+                              s.grads_dropped_unadmitted, s.table_bytes, s.snapshot_full_bytes,
+                              s.snapshot_delta_bytes, s.snapshot_updates});
   }
   return out;
 }

@@ -104,4 +104,20 @@ inline core::Dataset<core::Batch> ctr_train_batches(const std::string& data, con
   return core::sparse_input(std::move(files), ctx, options);
 }
 
+/// Writes `text` to `path` whole or not at all (a temporary file renamed over it); the
+/// directory is created. An error names the path.
+inline core::Status write_text_file(const std::string& path, const std::string& text) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out.flush()) return core::make_error(core::Errc::io_error, tmp + ": cannot write");
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return core::make_error(core::Errc::io_error, path + ": " + ec.message());
+  return {};
+}
+
 }  // namespace troupe::examples

@@ -15,6 +15,7 @@
 #include <deque>
 #include <iostream>
 #include <memory>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -23,6 +24,7 @@
 #include "core/data/sparse_input.hpp"
 #include "core/json_text.hpp"
 #include "core/metrics.hpp"
+#include "core/nn/ctr_export.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/losses.hpp"
 #include "core/optimizer.hpp"
@@ -367,6 +369,17 @@ int main(int argc, char** argv) {
   if (!strategy) return fail(strategy.error());
 
   const auto config = s.model_config();
+  if (!snapshot_dir.empty()) {
+    // What `troupe export --checkpoint` needs besides the PS snapshots: the model's shape.
+    tc::CtrExportConfig ec;
+    ec.model = config;
+    ec.dynamic = s.table == "dynamic";
+    ec.buckets_per_field = ec.dynamic ? 0 : s.buckets;
+    if (auto st = troupe::examples::write_text_file(snapshot_dir + "/ctr_model.json",
+                                                    tc::ctr_export_config_text(ec));
+        !st)
+      return fail(st.error());
+  }
   const tc::Initializer table_init{tc::Initializer::Kind::random_uniform, 0.05f, s.seed};
   tc::Expected<troupe::Variable> table = tc::make_error(tc::Errc::internal, "no table");
   if (s.table == "dynamic") {
@@ -449,6 +462,19 @@ int main(int argc, char** argv) {
   rows_per_step /= std::max<int64_t>(1, reports);
   const int64_t steps = (*coord)->stats().completed;
   timeline.maybe_sample(**strategy, t0);
+  // With PS snapshots: wait (at most 30 s) until each PS task's newest snapshot holds every
+  // update, so that `troupe export --checkpoint` exports the model scored below.
+  bool final_snapshot = false;
+  if (!snapshot_dir.empty()) {
+    const auto until = clock_type::now() + std::chrono::seconds(30);
+    while (!final_snapshot && clock_type::now() < until) {
+      auto st = (*strategy)->ps_stats();
+      final_snapshot = st && std::all_of(st->begin(), st->end(), [](const troupe::PsTaskStats& p) {
+                         return p.snapshot_updates == p.updates_applied;
+                       });
+      if (!final_snapshot) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
   auto ps_stats = (*strategy)->ps_stats();
   tc::Expected<Scores> scores = Scores{};
   if (!s.heldout_file().empty()) scores = evaluate(s, **strategy, dense, *table);
@@ -493,6 +519,7 @@ int main(int argc, char** argv) {
                          {"snapshot_full_bytes", p.snapshot_full_bytes},
                          {"snapshot_delta_bytes", p.snapshot_delta_bytes},
                          {"updates_applied", p.updates_applied},
+                         {"snapshot_updates", p.snapshot_updates},
                          {"bf16_requests", p.bf16_requests}});
     }
   const bool dynamic = s.table == "dynamic";
@@ -522,6 +549,7 @@ int main(int argc, char** argv) {
                    {"ps_rss_bytes", ps_rss},
                    {"snapshot_full_bytes", tables.snapshot_full_bytes},
                    {"snapshot_delta_bytes", tables.snapshot_delta_bytes},
+                   {"final_snapshot", final_snapshot},
                    {"table_width", width},
                    {"table_shards", table->num_shards},
                    {"dense_params", dense_params},

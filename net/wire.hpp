@@ -216,6 +216,7 @@ struct PsStats {
   int64_t table_bytes = 0;               // the tables' memory (rows, metadata, index, sketch)
   int64_t snapshot_full_bytes = 0;       // the newest full snapshot's file
   int64_t snapshot_delta_bytes = 0;      // the newest delta snapshot's file (0: none)
+  int64_t snapshot_updates = -1;  // updates_applied in the newest snapshot written (-1: none)
 
   // The one list of the fields, in wire order (append new ones at the end).
   template <class S>
@@ -243,7 +244,8 @@ struct PsStats {
                       &s.grads_dropped_unadmitted,
                       &s.table_bytes,
                       &s.snapshot_full_bytes,
-                      &s.snapshot_delta_bytes};
+                      &s.snapshot_delta_bytes,
+                      &s.snapshot_updates};
   }
 
   std::vector<int64_t> to_vector() const {

@@ -1,6 +1,8 @@
 // The troupe command line.
 //   troupe serve      run this process's task from TF_CONFIG until told to shut down
 //   troupe launch     start a local cluster running a program in every task
+//   troupe export     a servable CTR model from a job's PS snapshots
+//   troupe predict    score data with an exported model
 // Its last line of output is one JSON object.
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include "core/json_text.hpp"
 #include "examples/command_line.hpp"
 #include "tools/launch.hpp"
+#include "tools/model_tools.hpp"
 #include "troupe/registry.hpp"
 
 namespace {
@@ -47,6 +50,32 @@ int main(int argc, char** argv) {
                    "one snapshot in N is full, the others deltas of the dynamic tables' "
                    "changed rows (1: every one full)")
       ->check(CLI::Range(1, 1 << 20));
+  auto* exporter =
+      app.add_subcommand("export", "write a servable CTR model from a job's PS snapshots");
+  troupe::tools::ExportOptions eo;
+  exporter
+      ->add_option("--checkpoint", eo.checkpoint,
+                   "the job's --ps-snapshot-dir (ctr_model.json and a ps-N folder a PS task)")
+      ->required();
+  exporter->add_option("--out", eo.out, "the model file to write")->required();
+  exporter->add_option("--table-variable", eo.table_variable);
+  exporter
+      ->add_option("--min-count", eo.min_count,
+                   "dynamic table: only rows whose key occurred at least this often")
+      ->check(CLI::NonNegativeNumber);
+  exporter->add_flag("--bf16", eo.bf16, "the table's rows in bfloat16 (half the bytes)");
+  auto* predict = app.add_subcommand("predict", "score data with an exported model");
+  troupe::tools::PredictOptions po;
+  predict->add_option("--model", po.model, "a file troupe export wrote")->required();
+  predict->add_option("--data", po.data, "a data file, or - (standard input) or a FIFO")
+      ->required();
+  predict->add_option("--format", po.format)
+      ->check(CLI::IsMember({"criteo", "libsvm", "tfrecord"}));
+  predict->add_option("--batch", po.batch)->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  predict
+      ->add_option("--latency-samples", po.latency_samples,
+                   "first score this many examples one at a time: latency p50/p99 at batch 1")
+      ->check(CLI::NonNegativeNumber);
   auto* launch = app.add_subcommand("launch", "run PROGRAM as a local cluster on this machine");
   troupe::tools::LaunchOptions lo;
   launch
@@ -113,6 +142,17 @@ int main(int argc, char** argv) {
     if (restart_failed) lo.restart_policy = troupe::tools::RestartPolicy::on_failure;
     int code = 1;
     auto result = troupe::tools::launch(lo, code);
+    return finish(result, code);
+  }
+
+  if (exporter->parsed()) {
+    int code = 1;
+    auto result = troupe::tools::run_export(eo, code);
+    return finish(result, code);
+  }
+  if (predict->parsed()) {
+    int code = 1;
+    auto result = troupe::tools::run_predict(po, code);
     return finish(result, code);
   }
 

@@ -40,6 +40,7 @@ struct PsTaskStats {
   int64_t table_bytes = 0;               // the tables' memory
   int64_t snapshot_full_bytes = 0;       // the newest full snapshot's file
   int64_t snapshot_delta_bytes = 0;      // the newest delta snapshot's file (0: none)
+  int64_t snapshot_updates = -1;         // updates_applied in the newest snapshot (-1: none)
 };
 
 /// An embedding table without a fixed vocabulary (core/dynamic_table.hpp): rows keyed by

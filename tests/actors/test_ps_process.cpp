@@ -63,6 +63,14 @@ std::vector<std::string> snapshotting_ps(const test::TempDir& dir) {
           "--ps-snapshot-interval-ms", "20"};
 }
 
+// Starts `argv` as ps:0 on `port` and waits until it serves.
+std::unique_ptr<test::ChildProcess> start_ps(const std::vector<std::string>& argv, uint16_t port) {
+  auto ps =
+      std::make_unique<test::ChildProcess>(argv, std::vector<std::string>{ps_tf_config(port)});
+  REQUIRE(ps->wait_for_stderr("ready ps:0", 10s));
+  return ps;
+}
+
 net::VariableDef constant_variable(const std::string& name, std::vector<int64_t> shape, float value,
                                    const std::string& optimizer) {
   net::VariableDef def;
@@ -168,9 +176,7 @@ TEST_CASE("A restarted PS process carries on from its snapshot", "[process][ps][
   const uint16_t port = test::free_loopback_port();
   test::TempDir dir;
   const auto argv = snapshotting_ps(dir);
-  auto ps =
-      std::make_unique<test::ChildProcess>(argv, std::vector<std::string>{ps_tf_config(port)});
-  REQUIRE(ps->wait_for_stderr("ready ps:0", 10s));
+  auto ps = start_ps(argv, port);
 
   caf::actor_system_config cfg;
   net::configure(cfg);
@@ -199,8 +205,7 @@ TEST_CASE("A restarted PS process carries on from its snapshot", "[process][ps][
 
   ps->kill(SIGKILL);
   REQUIRE(ps->wait_exit(10s).has_value());
-  ps = std::make_unique<test::ChildProcess>(argv, std::vector<std::string>{ps_tf_config(port)});
-  REQUIRE(ps->wait_for_stderr("ready ps:0", 10s));
+  ps = start_ps(argv, port);
   CHECK(ps->wait_for_stderr("restored from snapshot", 1s));
   // The old connection's proxy may still be cached for the address: connect_with_retry
   // waits it out.
@@ -260,9 +265,7 @@ TEST_CASE("A PS killed before its first update comes back with its variables",
   const uint16_t port = test::free_loopback_port();
   test::TempDir dir;
   const auto argv = snapshotting_ps(dir);
-  auto ps =
-      std::make_unique<test::ChildProcess>(argv, std::vector<std::string>{ps_tf_config(port)});
-  REQUIRE(ps->wait_for_stderr("ready ps:0", 10s));
+  auto ps = start_ps(argv, port);
   caf::actor_system_config cfg;
   net::configure(cfg);
   caf::actor_system sys{cfg};
@@ -277,8 +280,7 @@ TEST_CASE("A PS killed before its first update comes back with its variables",
       snapshots.directory(), [&] { return !snapshots.checkpoints().empty(); }, 10s));
   ps->kill(SIGKILL);
   REQUIRE(ps->wait_exit(10s).has_value());
-  ps = std::make_unique<test::ChildProcess>(argv, std::vector<std::string>{ps_tf_config(port)});
-  REQUIRE(ps->wait_for_stderr("ready ps:0", 10s));
+  ps = start_ps(argv, port);
   remote = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(port), "ps:0", 5s);
   REQUIRE(remote.ok());
   const auto value =
@@ -370,9 +372,7 @@ TEST_CASE("A PS killed between delta snapshots comes back with the rows of its l
   test::TempDir dir;
   auto argv = snapshotting_ps(dir);
   argv.insert(argv.end(), {"--ps-snapshot-full-every", "1000"});  // one full, then deltas
-  auto ps =
-      std::make_unique<test::ChildProcess>(argv, std::vector<std::string>{ps_tf_config(port)});
-  REQUIRE(ps->wait_for_stderr("ready ps:0", 10s));
+  auto ps = start_ps(argv, port);
   caf::actor_system_config cfg;
   net::configure(cfg);
   caf::actor_system sys{cfg};
@@ -426,8 +426,7 @@ TEST_CASE("A PS killed between delta snapshots comes back with the rows of its l
 
   ps->kill(SIGKILL);
   REQUIRE(ps->wait_exit(10s).has_value());
-  ps = std::make_unique<test::ChildProcess>(argv, std::vector<std::string>{ps_tf_config(port)});
-  REQUIRE(ps->wait_for_stderr("ready ps:0", 10s));
+  ps = start_ps(argv, port);
   CHECK(ps->wait_for_stderr("deltas in", 1s));
   remote = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(port), "ps:0", 5s);
   REQUIRE(remote.ok());
@@ -449,8 +448,7 @@ TEST_CASE("A PS killed between delta snapshots comes back with the rows of its l
   auto bytes = test::read_bytes(deltas.back().second);
   bytes[bytes.size() / 2] ^= 0x10;
   test::write_bytes(deltas.back().second, bytes);
-  ps = std::make_unique<test::ChildProcess>(argv, std::vector<std::string>{ps_tf_config(port)});
-  REQUIRE(ps->wait_for_stderr("ready ps:0", 10s));
+  ps = start_ps(argv, port);
   CHECK(ps->wait_for_stderr("skipped a damaged PS snapshot: " + deltas.back().second, 1s));
   remote = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(port), "ps:0", 5s);
   REQUIRE(remote.ok());

@@ -224,6 +224,37 @@ TEST_CASE("ctr_ps with a dynamic table keeps under its row cap and learns as a h
     CHECK(ps["snapshots"].get<int64_t>() >= 1);
     CHECK(ps["table_rows"].get<int64_t>() > 0);
   }
+
+  // The model served from the PS snapshots scores the held-out file as the chief did.
+  REQUIRE(dynamic["final_snapshot"] == true);
+  auto exported = run_program(bin + "/troupe export --checkpoint " + dir.file("snap") + " --out " +
+                              dir.file("m.tmodel") + " 2>&1");
+  INFO(exported.output);
+  REQUIRE(exported.exit_code == 0);
+  CHECK(exported.last_json["rows"] == dynamic["table_rows"]);
+  auto scored = run_program(bin + "/troupe predict --model " + dir.file("m.tmodel") + " --data " +
+                            dir.file("data") + "/heldout.tfrecord --format tfrecord 2>&1");
+  INFO(scored.output);
+  REQUIRE(scored.exit_code == 0);
+  CHECK(scored.last_json["examples"] == dynamic["eval_examples"]);
+  CHECK(scored.last_json["auc"].get<double>() == Approx(dynamic["auc"].get<double>()).margin(1e-5));
+  CHECK(scored.last_json["logloss"].get<double>() ==
+        Approx(dynamic["logloss"].get<double>()).epsilon(1e-4));
+  // Rows seen at least 3 times, in bf16: a smaller model that scores about as well.
+  auto small = run_program(bin + "/troupe export --checkpoint " + dir.file("snap") + " --out " +
+                           dir.file("s.tmodel") + " --min-count 3 --bf16 2>&1");
+  INFO(small.output);
+  REQUIRE(small.exit_code == 0);
+  CHECK(small.last_json["rows"].get<int64_t>() < exported.last_json["rows"].get<int64_t>());
+  CHECK(small.last_json["bytes"].get<int64_t>() * 2 < exported.last_json["bytes"].get<int64_t>());
+  scored = run_program(bin + "/troupe predict --model " + dir.file("s.tmodel") + " --data " +
+                       dir.file("data") + "/heldout.txt --format criteo --latency-samples 50 2>&1");
+  INFO(scored.output);
+  REQUIRE(scored.exit_code == 0);
+  CHECK(scored.last_json["auc"].get<double>() > dynamic["auc"].get<double>() - 0.01);
+  CHECK(scored.last_json["latency_samples"] == 50);
+  CHECK(scored.last_json["latency_us_p99"].get<double>() >=
+        scored.last_json["latency_us_p50"].get<double>());
   const auto hashed =
       launch_ctr(dir, "--ps 2 --workers 2", common + "--table fixed --buckets-per-field 2048");
   INFO(hashed.dump());

@@ -15,6 +15,7 @@
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/data/record_io.hpp"
 #include "core/data/tf_example.hpp"
+#include "core/nn/ctr_export.hpp"
 #include "core/runtime/codec.hpp"
 #include "fuzz_seeds.hpp"
 #include "net/channel.hpp"
@@ -92,42 +93,50 @@ int main(int argc, char** argv) {
     std::cerr << st.error().to_string() << "\n";
     return 1;
   }
-  // A dynamic table's shard with a few rows, so that the fuzzer starts from its entries.
-  net::VariableDef table;
-  table.name = "ids";
-  table.shape = {8, 2};
-  table.optimizer = "adagrad";
-  table.learning_rate = 0.1f;
-  table.dynamic = true;
-  if (auto st = state.create(table); !st) {
+  // A dynamic table's shard with a few rows, so that the fuzzer starts from its entries
+  // (fuzz::delta_base, which fuzz_checkpoint applies delta inputs to).
+  if (auto st = fuzz::delta_base(state); !st) {
     std::cerr << st.error().to_string() << "\n";
     return 1;
   }
-  if (!state.push_rows(1, "ids#0", {{5, -9, 1ll << 40}, {{3, 2}, {1, 2, 3, 4, 5, 6}}}).ok())
-    return 1;
   const std::string ckpt = dir + "/snapshot.tckpt";
   if (auto st = core::write_checkpoint(ckpt, state.snapshot()); !st) return 1;
   put("fuzz_checkpoint", "snapshot", file_bytes(ckpt));
   std::filesystem::remove(ckpt);
 
-  // A delta snapshot of fuzz::delta_base's state: a row updated, one admitted past the cap's
-  // reach, the dense variable pushed.
-  actors::PsShardState base;
-  if (auto st = fuzz::delta_base(base); !st) {
-    std::cerr << st.error().to_string() << "\n";
-    return 1;
-  }
-  if (!base.push_rows(2, "ids#0", {{5, 77}, {{2, 2}, {1, 1, 1, 1}}}).ok() ||
-      !base.push(3, "w#0", {{3}, {1, 2, 3}}).ok())
+  // A delta snapshot after it: a row updated, one admitted, the dense variables pushed.
+  if (!state.push_rows(2, "ids#0", {{5, 77}, {{2, 2}, {1, 1, 1, 1}}}).ok() ||
+      !state.push(3, "d#0", {{3}, {1, 2, 3}}).ok())
     return 1;
   core::Checkpoint delta;
-  for (const auto& name : base.shard_names())
-    base.snapshot_shard_delta(name, delta);
-  base.snapshot_counters(delta);
+  for (const auto& name : state.shard_names())
+    state.snapshot_shard_delta(name, delta);
+  state.snapshot_counters(delta);
   delta.ints["delta"] = {0, 1};
   if (auto st = core::write_checkpoint(ckpt, delta); !st) return 1;
   put("fuzz_checkpoint", "delta", file_bytes(ckpt));
   std::filesystem::remove(ckpt);
+
+  // A small DeepFM export with a dynamic table, in float32 and in bf16.
+  core::CtrExport model;
+  model.config.model.fields = 2;
+  model.config.model.dense = 1;
+  model.config.model.dim = 2;
+  model.config.model.hidden = {3};
+  model.config.dynamic = true;
+  {
+    core::CtrModel shapes(model.config.model);
+    for (auto& p : shapes.parameters())
+      model.dense.emplace(p.name, *p.value);
+  }
+  model.rows = core::Tensor(core::Shape{2, 3});
+  model.keys = {1, -7};
+  for (bool bf16 : {false, true}) {
+    model.config.bf16 = bf16;
+    if (auto st = core::write_ctr_export(ckpt, model); !st) return 1;
+    put("fuzz_export", bf16 ? "bf16" : "float32", file_bytes(ckpt));
+    std::filesystem::remove(ckpt);
+  }
 
   core::Example e;
   e.features = {0.5f, 1.5f};

@@ -7,8 +7,8 @@
 
 namespace troupe::fuzz {
 
-/// A dynamic table "ids" (8 rows at most, Adagrad) with three rows and a dense "w", delta
-/// tracking on, every shard just copied (the next delta starts here).
+/// Adds a dynamic table "ids" (8 rows at most, Adagrad) with three rows and a dense "d",
+/// turns delta tracking on, and marks every shard just copied (the next delta starts here).
 inline core::Status delta_base(actors::PsShardState& state) {
   net::VariableDef table;
   table.name = "ids";
@@ -17,7 +17,7 @@ inline core::Status delta_base(actors::PsShardState& state) {
   table.learning_rate = 0.1f;
   table.dynamic = true;
   net::VariableDef dense;
-  dense.name = "w";
+  dense.name = "d";
   dense.shape = {3};
   dense.optimizer = "sgd";
   dense.learning_rate = 0.1f;

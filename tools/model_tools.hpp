@@ -1,0 +1,40 @@
+#pragma once
+
+// troupe export and troupe predict: a servable model from a job's PS snapshots, and
+// scoring data with it.
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace troupe::tools {
+
+struct ExportOptions {
+  /// A PS snapshot directory as ctr_ps was given it (--ps-snapshot-dir): ctr_model.json and
+  /// one ps-<task> folder a PS task, each restored as a restarted task would restore it.
+  std::string checkpoint;
+  std::string out;
+  std::string table_variable = "embedding";
+  /// A dynamic table: only rows whose key occurred at least this often (0: every row).
+  int64_t min_count = 0;
+  bool bf16 = false;  // the table's rows in bfloat16 (half the bytes)
+};
+
+/// Writes the export; the result's JSON line, and `code` the exit code.
+nlohmann::json run_export(const ExportOptions& options, int& code);
+
+struct PredictOptions {
+  std::string model;
+  std::string data;  // a file, or a stream ("-", a FIFO)
+  std::string format = "criteo";
+  int64_t batch = 256;
+  /// Examples scored one at a time first, for latency percentiles (0: none).
+  int64_t latency_samples = 0;
+};
+
+/// Scores the data: examples, AUC and log loss against its labels, examples/s; with
+/// latency_samples, batch-1 latency p50/p99.
+nlohmann::json run_predict(const PredictOptions& options, int& code);
+
+}  // namespace troupe::tools
