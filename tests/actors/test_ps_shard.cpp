@@ -4,12 +4,15 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
+#include <set>
 
 #include "actors/ps_shard.hpp"
 #include "core/checkpoint/checkpoint_manager.hpp"
 #include "core/partitioner.hpp"
+#include "helpers.hpp"
 
 using namespace troupe;
 using actors::PsShardState;
@@ -549,4 +552,73 @@ TEST_CASE(
     CHECK(st.error().code == core::Errc::data_loss);
     CHECK_THAT(st.error().message, Catch::Contains("ids#0"));
   }
+}
+
+TEST_CASE("After a failed delta write the next PS snapshot is full", "[ps_shard][delta]") {
+  caf::actor_system_config cfg;
+  cfg.add_message_types<caf::id_block::troupe>();
+  caf::actor_system sys{cfg};
+  troupe::test::TempDir root;
+  const std::string dir = root.file("snap");
+  actors::PsShardOptions o;
+  o.snapshot_dir = dir;
+  o.snapshot_interval = std::chrono::hours(1);  // only the snapshots this test asks for
+  o.snapshot_full_every = 100;
+  auto ps = sys.spawn(actors::ps_shard, o);
+  caf::scoped_actor self{sys};
+  const auto t = std::chrono::seconds(5);
+  auto d = def("ids", {0, 2}, "adagrad");
+  d.dynamic = true;
+  self->request(ps, t, net::create_atom::value, d)
+      .receive([](caf::ok_atom) {}, [&](caf::error& e) { FAIL(sys.render(e)); });
+  uint64_t closure = 1;
+  auto push = [&](int64_t key) {
+    self->request(ps, t, net::push_rows_atom::value, closure++, std::string("ids#0"),
+                  net::RowsUpdate{{key}, tensor({1, 2}, {1, 1})})
+        .receive([](bool applied) { CHECK(applied); }, [&](caf::error& e) { FAIL(sys.render(e)); });
+  };
+  // A snapshot asked for, and the stats once its write has ended (bounded wait).
+  auto snapshot = [&](int64_t written, int64_t failed) {
+    self->send(ps, net::snapshot_atom::value);
+    net::PsStats st;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    do
+      self->request(ps, t, net::stats_atom::value)
+          .receive([&](std::vector<int64_t>& v) { st = net::PsStats::from(v); },
+                   [&](caf::error& e) { FAIL(sys.render(e)); });
+    while ((st.snapshots < written || st.snapshot_failures < failed) &&
+           std::chrono::steady_clock::now() < deadline);
+    REQUIRE(st.snapshots == written);
+    REQUIRE(st.snapshot_failures == failed);
+    return st;
+  };
+  auto files = [&] {
+    std::set<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      names.insert(e.path().filename().string());
+    return names;
+  };
+  push(1);
+  snapshot(1, 0);  // full: ps-0
+  push(2);
+  snapshot(2, 0);  // a delta after it
+  CHECK(files() == std::set<std::string>{"ps-0.tckpt", "delta-0-1.tckpt"});
+  // The next write fails (the directory is a file for a moment, as a full disk would
+  // fail it): that delta's rows are on no disk, so the one after must be full.
+  push(3);
+  std::filesystem::rename(dir, root.file("away"));
+  std::ofstream(dir) << "x";
+  snapshot(2, 1);
+  std::filesystem::remove(dir);
+  std::filesystem::rename(root.file("away"), dir);
+  push(4);
+  snapshot(3, 1);
+  CHECK(files() == std::set<std::string>{"ps-0.tckpt", "delta-0-1.tckpt", "ps-2.tckpt"});
+  auto restored = actors::restore_ps_snapshots(dir);
+  REQUIRE(restored.ok());
+  REQUIRE(restored->has_value());
+  CHECK((*restored)->full == 2);
+  CHECK((*restored)->deltas == 0);
+  CHECK((*restored)->state->table_totals().rows == 4);  // key 3's row came with the full one
+  self->send_exit(ps, caf::exit_reason::user_shutdown);
 }
