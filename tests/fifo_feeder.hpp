@@ -30,12 +30,11 @@ class FifoFeeder {
   FifoFeeder(std::string path, std::vector<std::string> pieces,
              std::function<bool(size_t)> ready = {},
              std::chrono::milliseconds deadline = std::chrono::seconds(60))
-      : path_(std::move(path)) {
+      : path_(std::move(path)), until_(std::chrono::steady_clock::now() + deadline) {
     made_ = ::mkfifo(path_.c_str(), 0600) == 0;
     if (!made_) return;
-    thread_ = std::thread([this, pieces = std::move(pieces), ready = std::move(ready), deadline] {
-      feed(pieces, ready, deadline);
-    });
+    thread_ = std::thread(
+        [this, pieces = std::move(pieces), ready = std::move(ready)] { feed(pieces, ready); });
   }
   ~FifoFeeder() { join(); }
   FifoFeeder(const FifoFeeder&) = delete;
@@ -48,26 +47,45 @@ class FifoFeeder {
     cv_.notify_all();
   }
   /// Waits for the writer; true when every piece was written and every `ready` held in time.
+  /// A reader that never came by the deadline: the writer's blocked open is released (by
+  /// opening the reading end here) and it gives up.
   bool join() {
-    if (thread_.joinable()) thread_.join();
+    if (!thread_.joinable()) return made_ && complete_;
+    bool opened;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      opened = cv_.wait_until(lock, until_, [&] { return opened_; });
+      if (!opened) abandoned_ = true;
+    }
+    const int release = opened ? -1 : ::open(path_.c_str(), O_RDONLY | O_NONBLOCK);
+    thread_.join();
+    if (release >= 0) ::close(release);
     return made_ && complete_;
   }
 
  private:
-  void feed(const std::vector<std::string>& pieces, const std::function<bool(size_t)>& ready,
-            std::chrono::milliseconds deadline) {
+  void feed(const std::vector<std::string>& pieces, const std::function<bool(size_t)>& ready) {
     // A reader gone half-way makes write() fail with EPIPE rather than end the test process.
     sigset_t pipe_signal;
     sigemptyset(&pipe_signal);
     sigaddset(&pipe_signal, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
-    const auto until = std::chrono::steady_clock::now() + deadline;
-    int fd = -1;
-    // Opening the writing end without blocking fails (ENXIO) until a reader has it open.
-    while ((fd = ::open(path_.c_str(), O_WRONLY | O_NONBLOCK)) < 0 && errno == ENXIO &&
-           std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const auto until = until_;
+    int fd;
+    do  // blocks until a reader opens the FIFO (or join() releases it)
+      fd = ::open(path_.c_str(), O_WRONLY);
+    while (fd < 0 && errno == EINTR);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      opened_ = fd >= 0 && !abandoned_;
+      cv_.notify_all();
+    }
     if (fd < 0) return;
+    if (!opened_) {
+      ::close(fd);
+      return;
+    }
+    ::fcntl(fd, F_SETFL, O_NONBLOCK);  // writes below wait in poll(), bounded
     bool ok = true;
     for (size_t i = 0; i < pieces.size() && ok; ++i) {
       if (i > 0 && ready) {
@@ -95,6 +113,8 @@ class FifoFeeder {
   std::string path_;
   bool made_ = false;
   bool complete_ = false;
+  bool opened_ = false, abandoned_ = false;  // under mu_
+  std::chrono::steady_clock::time_point until_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::thread thread_;

@@ -71,6 +71,29 @@ std::unique_ptr<test::ChildProcess> start_ps(const std::vector<std::string>& arg
   return ps;
 }
 
+// A client of ps:0 on 127.0.0.1:`port`: an actor system of its own, a scoped actor, and the
+// PS actor's handle.
+struct PsClient {
+  explicit PsClient(uint16_t port) : port_(port), sys(configured(cfg)), self(sys) { reconnect(); }
+  /// Connects again (after a restart): connect_with_retry waits out a proxy still cached
+  /// for the address.
+  void reconnect() {
+    auto remote = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(port_), "ps:0", 5s);
+    REQUIRE(remote.ok());
+    ps = *remote;
+  }
+  static caf::actor_system_config& configured(caf::actor_system_config& c) {
+    net::configure(c);
+    return c;
+  }
+
+  uint16_t port_;
+  caf::actor_system_config cfg;
+  caf::actor_system sys;
+  caf::scoped_actor self;
+  caf::actor ps;
+};
+
 net::VariableDef constant_variable(const std::string& name, std::vector<int64_t> shape, float value,
                                    const std::string& optimizer) {
   net::VariableDef def;
@@ -178,19 +201,15 @@ TEST_CASE("A restarted PS process carries on from its snapshot", "[process][ps][
   const auto argv = snapshotting_ps(dir);
   auto ps = start_ps(argv, port);
 
-  caf::actor_system_config cfg;
-  net::configure(cfg);
-  caf::actor_system sys{cfg};
-  auto remote = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(port), "ps:0", 5s);
-  REQUIRE(remote.ok());
-  caf::scoped_actor self{sys};
+  PsClient client(port);
+  auto& self = client.self;
   const auto def = constant_variable("w", {2, 2}, 1.0f, "momentum");
-  REQUIRE(ask<caf::ok_atom>(self, *remote, net::create_atom::value, def));
+  REQUIRE(ask<caf::ok_atom>(self, client.ps, net::create_atom::value, def));
   const net::WireTensor g{{2, 2}, {1, 1, 1, 1}};
   for (uint64_t closure : {1, 2})
-    REQUIRE(ask<bool>(self, *remote, net::push_atom::value, closure, net::shard_key(def), g));
+    REQUIRE(ask<bool>(self, client.ps, net::push_atom::value, closure, net::shard_key(def), g));
   const auto before =
-      ask<net::WireTensor>(self, *remote, net::pull_atom::value, net::shard_key(def));
+      ask<net::WireTensor>(self, client.ps, net::pull_atom::value, net::shard_key(def));
   REQUIRE(before);
 
   // Bounded wait for a snapshot on disk that has both updates (one every 20 ms): each
@@ -209,24 +228,23 @@ TEST_CASE("A restarted PS process carries on from its snapshot", "[process][ps][
   CHECK(ps->wait_for_stderr("restored from snapshot", 1s));
   // The old connection's proxy may still be cached for the address: connect_with_retry
   // waits it out.
-  remote = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(port), "ps:0", 5s);
-  REQUIRE(remote.ok());
+  client.reconnect();
   const auto after =
-      ask<net::WireTensor>(self, *remote, net::pull_atom::value, net::shard_key(def));
+      ask<net::WireTensor>(self, client.ps, net::pull_atom::value, net::shard_key(def));
   REQUIRE(after);
   CHECK(after->data == before->data);
   // Applied closure ids came back: a retried closure is still ignored.
-  CHECK(ask<bool>(self, *remote, net::push_atom::value, uint64_t{2}, net::shard_key(def), g) ==
+  CHECK(ask<bool>(self, client.ps, net::push_atom::value, uint64_t{2}, net::shard_key(def), g) ==
         false);
-  auto stats = ask<std::vector<int64_t>>(self, *remote, net::stats_atom::value);
+  auto stats = ask<std::vector<int64_t>>(self, client.ps, net::stats_atom::value);
   REQUIRE(stats);
   CHECK(net::PsStats::from(*stats).restored_from == 2);    // restored from 2 updates
   CHECK(net::PsStats::from(*stats).snapshot_age_ms >= 0);  // the one it restored
   // The momentum slot came back: the next update matches one without the restart.
-  REQUIRE(ask<bool>(self, *remote, net::push_atom::value, uint64_t{3}, net::shard_key(def), g) ==
+  REQUIRE(ask<bool>(self, client.ps, net::push_atom::value, uint64_t{3}, net::shard_key(def), g) ==
           true);
   const auto third =
-      ask<net::WireTensor>(self, *remote, net::pull_atom::value, net::shard_key(def));
+      ask<net::WireTensor>(self, client.ps, net::pull_atom::value, net::shard_key(def));
   REQUIRE(third);
   // Momentum 0.9, lr 0.1, gradient 1: velocities 1, 1.9, 2.71; w = 1 - 0.1 * 5.61.
   CHECK(third->data[0] == Approx(1.0f - 0.1f * (1.0f + 1.9f + 2.71f)));
@@ -266,14 +284,10 @@ TEST_CASE("A PS killed before its first update comes back with its variables",
   test::TempDir dir;
   const auto argv = snapshotting_ps(dir);
   auto ps = start_ps(argv, port);
-  caf::actor_system_config cfg;
-  net::configure(cfg);
-  caf::actor_system sys{cfg};
-  auto remote = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(port), "ps:0", 5s);
-  REQUIRE(remote.ok());
-  caf::scoped_actor self{sys};
+  PsClient client(port);
+  auto& self = client.self;
   const auto def = constant_variable("embedding", {3, 2}, 0.5f, "sgd");
-  REQUIRE(ask<caf::ok_atom>(self, *remote, net::create_atom::value, def));
+  REQUIRE(ask<caf::ok_atom>(self, client.ps, net::create_atom::value, def));
 
   core::CheckpointManager snapshots(dir.path() + "/ps-0", 2, "ps");
   REQUIRE(test::wait_for_file_in(
@@ -281,16 +295,15 @@ TEST_CASE("A PS killed before its first update comes back with its variables",
   ps->kill(SIGKILL);
   REQUIRE(ps->wait_exit(10s).has_value());
   ps = start_ps(argv, port);
-  remote = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(port), "ps:0", 5s);
-  REQUIRE(remote.ok());
+  client.reconnect();
   const auto value =
-      ask<net::WireTensor>(self, *remote, net::pull_atom::value, net::shard_key(def));
+      ask<net::WireTensor>(self, client.ps, net::pull_atom::value, net::shard_key(def));
   REQUIRE(value);
   CHECK(value->data == std::vector<float>(6, 0.5f));
-  auto stats = ask<std::vector<int64_t>>(self, *remote, net::stats_atom::value);
+  auto stats = ask<std::vector<int64_t>>(self, client.ps, net::stats_atom::value);
   REQUIRE(stats);
   CHECK(net::PsStats::from(*stats).restored_from == 0);  // -1 would be "not restored"
-  caf::anon_send(*remote, net::shutdown_atom::value);
+  caf::anon_send(client.ps, net::shutdown_atom::value);
   REQUIRE(ps->wait_exit(10s).has_value());
 }
 
@@ -373,17 +386,13 @@ TEST_CASE("A PS killed between delta snapshots comes back with the rows of its l
   auto argv = snapshotting_ps(dir);
   argv.insert(argv.end(), {"--ps-snapshot-full-every", "1000"});  // one full, then deltas
   auto ps = start_ps(argv, port);
-  caf::actor_system_config cfg;
-  net::configure(cfg);
-  caf::actor_system sys{cfg};
-  auto remote = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(port), "ps:0", 5s);
-  REQUIRE(remote.ok());
-  caf::scoped_actor self{sys};
+  PsClient client(port);
+  auto& self = client.self;
   auto def = constant_variable("ids", {48, 4}, 0.0f, "adagrad");  // 48 rows at most
   def.dynamic = true;
   def.init_kind = static_cast<int32_t>(core::Initializer::Kind::random_uniform);
   def.init_value = 0.1f;
-  REQUIRE(ask<caf::ok_atom>(self, *remote, net::create_atom::value, def));
+  REQUIRE(ask<caf::ok_atom>(self, client.ps, net::create_atom::value, def));
   const std::string shard = net::shard_key(def);
 
   // Rounds of pushes, each acknowledged and then waited for in a snapshot: the first is in
@@ -399,7 +408,7 @@ TEST_CASE("A PS killed between delta snapshots comes back with the rows of its l
         keys.push_back(int64_t{1000003} * (round * 23 + step * 5 + k) + 17);
       keys_seen.insert(keys_seen.end(), keys.begin(), keys.end());
       std::vector<float> g(keys.size() * 4, 0.1f * static_cast<float>(step + 1));
-      REQUIRE(ask<bool>(self, *remote, net::push_rows_atom::value, closure++, shard,
+      REQUIRE(ask<bool>(self, client.ps, net::push_rows_atom::value, closure++, shard,
                         net::RowsUpdate{keys, {{static_cast<int64_t>(keys.size()), 4}, g}}) ==
               true);
       ++pushes;
@@ -411,9 +420,9 @@ TEST_CASE("A PS killed between delta snapshots comes back with the rows of its l
     REQUIRE(test::wait_for_file_in(snap_dir, saved, 10s));
   }
   const auto before =
-      ask<net::WireTensor>(self, *remote, net::pull_rows_atom::value, shard, keys_seen);
+      ask<net::WireTensor>(self, client.ps, net::pull_rows_atom::value, shard, keys_seen);
   REQUIRE(before);
-  auto stats = ask<std::vector<int64_t>>(self, *remote, net::stats_atom::value);
+  auto stats = ask<std::vector<int64_t>>(self, client.ps, net::stats_atom::value);
   REQUIRE(stats);
   const auto st = net::PsStats::from(*stats);
   CHECK(st.rows_evicted > 0);
@@ -428,14 +437,13 @@ TEST_CASE("A PS killed between delta snapshots comes back with the rows of its l
   REQUIRE(ps->wait_exit(10s).has_value());
   ps = start_ps(argv, port);
   CHECK(ps->wait_for_stderr("deltas in", 1s));
-  remote = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(port), "ps:0", 5s);
-  REQUIRE(remote.ok());
+  client.reconnect();
   const auto after =
-      ask<net::WireTensor>(self, *remote, net::pull_rows_atom::value, shard, keys_seen);
+      ask<net::WireTensor>(self, client.ps, net::pull_rows_atom::value, shard, keys_seen);
   REQUIRE(after);
   CHECK(after->data == before->data);  // every row acknowledged, evictions included
   // The last closure's tag came back with its delta: its retry is not applied again.
-  CHECK(ask<bool>(self, *remote, net::push_rows_atom::value, closure - 1, shard,
+  CHECK(ask<bool>(self, client.ps, net::push_rows_atom::value, closure - 1, shard,
                   net::RowsUpdate{{17}, {{1, 4}, {1, 1, 1, 1}}}) == false);
 
   // A damaged newest delta: the PS restores the chain up to the delta before it, says so.
@@ -450,12 +458,11 @@ TEST_CASE("A PS killed between delta snapshots comes back with the rows of its l
   test::write_bytes(deltas.back().second, bytes);
   ps = start_ps(argv, port);
   CHECK(ps->wait_for_stderr("skipped a damaged PS snapshot: " + deltas.back().second, 1s));
-  remote = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(port), "ps:0", 5s);
-  REQUIRE(remote.ok());
-  stats = ask<std::vector<int64_t>>(self, *remote, net::stats_atom::value);
+  client.reconnect();
+  stats = ask<std::vector<int64_t>>(self, client.ps, net::stats_atom::value);
   REQUIRE(stats);
   CHECK(net::PsStats::from(*stats).restored_from < pushes);
   CHECK(net::PsStats::from(*stats).restored_from > 5);  // the full one and some deltas
-  caf::anon_send(*remote, net::shutdown_atom::value);
+  caf::anon_send(client.ps, net::shutdown_atom::value);
   REQUIRE(ps->wait_exit(10s).has_value());
 }

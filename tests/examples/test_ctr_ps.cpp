@@ -20,6 +20,14 @@ namespace {
 
 const std::string bin = TROUPE_BIN_DIR;
 
+// ctr_datagen's files into DIR/data; its JSON line.
+nlohmann::json generate(const troupe::test::TempDir& dir, const std::string& args) {
+  auto gen = run_program(bin + "/ctr_datagen --out " + dir.file("data") + " " + args);
+  INFO(gen.output);
+  REQUIRE(gen.exit_code == 0);
+  return gen.last_json;
+}
+
 nlohmann::json launch_ctr(const troupe::test::TempDir& dir, const std::string& cluster,
                           const std::string& args) {
   auto r =
@@ -108,11 +116,8 @@ TEST_CASE("ctr_datagen: Criteo text and TFRecord files read into the same batche
 TEST_CASE("ctr_ps and ctr_fit: DeepFM over 2 PS tasks learns to within 0.01 of the teacher's AUC",
           "[example][ctr]") {
   troupe::test::TempDir dir;
-  auto gen = run_program(bin + "/ctr_datagen --out " + dir.file("data") +
-                         " --rows 400000 --files 4 --vocab 50 --format criteo");
-  INFO(gen.output);
-  REQUIRE(gen.exit_code == 0);
-  const double teacher = gen.last_json["teacher_auc"].get<double>();
+  const auto gen = generate(dir, "--rows 400000 --files 4 --vocab 50 --format criteo");
+  const double teacher = gen["teacher_auc"].get<double>();
   const std::string args =
       "--batch 512 --hidden 64 --hidden 64 --dim 8 --buckets-per-field 4096 --lr 0.2 --cache";
 
@@ -169,11 +174,10 @@ TEST_CASE(
     "sends bf16 on the wire",
     "[example][ctr]") {
   troupe::test::TempDir dir;
-  auto gen = run_program(bin + "/ctr_datagen --out " + dir.file("data") +
-                         " --rows 200000 --files 4 --vocab 50 --format tfrecord"
-                         " --buckets-per-field 4096");
-  REQUIRE(gen.exit_code == 0);
-  const double teacher = gen.last_json["teacher_auc"].get<double>();
+  const auto gen = generate(dir,
+                            "--rows 200000 --files 4 --vocab 50 --format tfrecord"
+                            " --buckets-per-field 4096");
+  const double teacher = gen["teacher_auc"].get<double>();
   const auto chief = launch_ctr(
       dir, "--ps 2 --workers 2 --restart-failed --chaos kill:worker:1@1500ms",
       "--format tfrecord --batch 512 --hidden 64 --dim 8 --buckets-per-field 4096 --lr 0.2 "
@@ -199,9 +203,7 @@ TEST_CASE(
 TEST_CASE("ctr_ps with a dynamic table keeps under its row cap and learns as a hashed table",
           "[example][ctr]") {
   troupe::test::TempDir dir;
-  auto gen = run_program(bin + "/ctr_datagen --out " + dir.file("data") +
-                         " --rows 200000 --files 2 --vocab 50000 --raw-ids --format both");
-  REQUIRE(gen.exit_code == 0);
+  generate(dir, "--rows 200000 --files 2 --vocab 50000 --raw-ids --format both");
   const std::string common =
       "--batch 512 --hidden 32 --dim 8 --lr 0.2 --cache --steps-per-worker 400 ";
   // Same rows, same data (Criteo text hashed into 2048 buckets a field).
@@ -265,9 +267,7 @@ TEST_CASE("ctr_ps with a dynamic table keeps under its row cap and learns as a h
 TEST_CASE("ctr_ps trains on streams until they end: a FIFO per worker and standard input",
           "[example][ctr]") {
   troupe::test::TempDir dir;
-  auto gen = run_program(bin + "/ctr_datagen --out " + dir.file("data") +
-                         " --rows 40000 --heldout-rows 5000 --files 2 --vocab 20000 --raw-ids");
-  REQUIRE(gen.exit_code == 0);
+  generate(dir, "--rows 40000 --heldout-rows 5000 --files 2 --vocab 20000 --raw-ids");
   const auto files = troupe::examples::ctr_train_files(dir.file("data"), ".txt");
   REQUIRE(files.size() == 2);
   std::vector<std::string> text;
@@ -279,18 +279,29 @@ TEST_CASE("ctr_ps trains on streams until they end: a FIFO per worker and standa
       " --batch 500 --hidden 16 --dim 4 --lr 0.2 --table dynamic --max-rows 30000 "
       "--steps-per-worker 0 --stats-interval-ms 50 --heldout " +
       dir.file("data") + "/heldout.txt";
-  auto check_trained = [&](const nlohmann::json& run, int64_t streams) {
-    INFO(run.dump());
-    REQUIRE(run["ok"] == true);
-    CHECK(run["data_ended"] == true);
+  // ctr_ps under troupe launch (1 PS, `workers` workers) with `data` after --data; every task
+  // gone after it; the chief's JSON line.
+  auto run = [&](const std::string& run_dir, int workers, const std::string& data) {
+    auto r = run_program(bin + "/troupe launch --ps 1 --workers " + std::to_string(workers) +
+                         " --run-dir " + dir.file(run_dir) + " -- " + bin + "/ctr_ps --data " +
+                         data + " 2>/dev/null");
+    INFO(r.output);
+    REQUIRE(r.last_json.is_object());
+    troupe::test::check_all_gone(r.last_json["tasks"]);
+    return r.last_json["chief"];
+  };
+  auto check_trained = [&](const nlohmann::json& result, int64_t streams) {
+    INFO(result.dump());
+    REQUIRE(result["ok"] == true);
+    CHECK(result["data_ended"] == true);
     // 20000 records a stream, 40 batches: the run ends with the first stream to end, so at
     // least one stream was read whole, and no step came from nowhere.
-    CHECK(run["steps"].get<int64_t>() >= 40);
-    CHECK(run["steps"].get<int64_t>() <= 40 * streams);
-    CHECK(run["auc"].get<double>() > 0.6);
-    CHECK(run["table_rows"].get<int64_t>() <= 30000);
-    REQUIRE(run["ps_memory_over_time"].size() >= 1);
-    for (const auto& sample : run["ps_memory_over_time"]) {
+    CHECK(result["steps"].get<int64_t>() >= 40);
+    CHECK(result["steps"].get<int64_t>() <= 40 * streams);
+    CHECK(result["auc"].get<double>() > 0.6);
+    CHECK(result["table_rows"].get<int64_t>() <= 30000);
+    REQUIRE(result["ps_memory_over_time"].size() >= 1);
+    for (const auto& sample : result["ps_memory_over_time"]) {
       CHECK(sample["table_rows"].get<int64_t>() <= 30000);
       CHECK(sample["ps_rss_bytes"].size() == 1);
     }
@@ -299,13 +310,8 @@ TEST_CASE("ctr_ps trains on streams until they end: a FIFO per worker and standa
     troupe::test::FifoFeeder s0(dir.file("s-0"), {text[0]}), s1(dir.file("s-1"), {text[1]});
     REQUIRE(s0.made());
     REQUIRE(s1.made());
-    auto r =
-        run_program(bin + "/troupe launch --ps 1 --workers 2 --run-dir " + dir.file("r1") + " -- " +
-                    bin + "/ctr_ps --data " + dir.file("s-{worker}") + model + " 2>/dev/null");
-    INFO(r.output);
-    REQUIRE(r.last_json.is_object());
-    troupe::test::check_all_gone(r.last_json["tasks"]);
-    check_trained(r.last_json["chief"], 2);
+    const auto chief = run("r1", 2, dir.file("s-{worker}") + model);
+    check_trained(chief, 2);
     CHECK(s0.join());
     CHECK(s1.join());
   }
@@ -314,34 +320,21 @@ TEST_CASE("ctr_ps trains on streams until they end: a FIFO per worker and standa
     // starts no writer process); the chief and the PS task never read it.
     troupe::test::FifoFeeder in(dir.file("stdin"), {text[0]});
     REQUIRE(in.made());
-    auto r =
-        run_program(bin + "/troupe launch --ps 1 --workers 1 --run-dir " + dir.file("r2") + " -- " +
-                    bin + "/ctr_ps --data -" + model + " < " + dir.file("stdin") + " 2>/dev/null");
-    INFO(r.output);
-    REQUIRE(r.last_json.is_object());
-    troupe::test::check_all_gone(r.last_json["tasks"]);
-    check_trained(r.last_json["chief"], 1);
+    const auto chief = run("r2", 1, "-" + model + " < " + dir.file("stdin"));
+    check_trained(chief, 1);
     CHECK(in.join());
   }
   {
     // An empty stream, and one stream for two workers: errors naming the input.
     troupe::test::FifoFeeder empty(dir.file("empty"), {});
-    auto r =
-        run_program(bin + "/troupe launch --ps 1 --workers 1 --run-dir " + dir.file("r3") + " -- " +
-                    bin + "/ctr_ps --data " + dir.file("empty") + model + " 2>/dev/null");
-    INFO(r.output);
-    REQUIRE(r.last_json.is_object());
-    troupe::test::check_all_gone(r.last_json["tasks"]);
-    CHECK(r.last_json["chief"]["ok"] == false);
-    CHECK(r.last_json["chief"]["error"].get<std::string>().find(
+    const auto chief = run("r3", 1, dir.file("empty") + model);
+    CHECK(chief["ok"] == false);
+    CHECK(chief["error"].get<std::string>().find(
               dir.file("empty") + ": the training data ended before the first step") !=
           std::string::npos);
     CHECK(empty.join());
-    r = run_program(bin + "/troupe launch --ps 1 --workers 2 --run-dir " + dir.file("r4") + " -- " +
-                    bin + "/ctr_ps --data -" + model + " < /dev/null 2>/dev/null");
-    REQUIRE(r.last_json.is_object());
-    troupe::test::check_all_gone(r.last_json["tasks"]);
-    CHECK(r.last_json["chief"]["error"].get<std::string>().find(
+    const auto shared = run("r4", 2, "-" + model + " < /dev/null");
+    CHECK(shared["error"].get<std::string>().find(
               "standard input: one stream cannot feed 2 workers") != std::string::npos);
   }
 }
@@ -349,10 +342,9 @@ TEST_CASE("ctr_ps trains on streams until they end: a FIFO per worker and standa
 TEST_CASE("ctr_ps on a damaged TFRecord file ends with an error naming the file and record",
           "[example][ctr]") {
   troupe::test::TempDir dir;
-  auto gen = run_program(bin + "/ctr_datagen --out " + dir.file("data") +
-                         " --rows 20000 --files 2 --vocab 50 --format tfrecord"
-                         " --buckets-per-field 4096");
-  REQUIRE(gen.exit_code == 0);
+  generate(dir,
+           "--rows 20000 --files 2 --vocab 50 --format tfrecord"
+           " --buckets-per-field 4096");
   const std::string damaged = dir.file("data/train-00001-of-00002.tfrecord");
   auto bytes = troupe::test::read_bytes(damaged);
   bytes[bytes.size() / 2] ^= 0x5a;  // inside some record's data
