@@ -261,6 +261,11 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
         std::unique_lock<WriterFirstLock> lock(self->state.shared->lock);
         return reply(self->state.shard().push_rows(closure_id, name, u));
       },
+      [=](net::rows_page_atom, const std::string& name, int64_t from, int64_t limit,
+          int32_t min_count) {
+        return reply(
+            self->state.shard().rows_page(name, from, limit, min_count));  // reads: no lock
+      },
       [=](net::state_atom, const std::string& name) {
         std::unique_lock<WriterFirstLock> lock(self->state.shared->lock);  // counts a miss
         return reply(self->state.shard().state(name));

@@ -101,6 +101,7 @@ struct PsShardActorState {
 ///   (pushpull, closure_id, name, WireTensor)        -> WireTensor (value after the push)
 ///   (pushrows, closure_id, name, RowsUpdate)        -> bool
 ///   (psbatch, PsRequest)                            -> [PsItem], one per request item
+///   (rowspage, name, from, limit, int32 min_count)  -> RowsPage (a dynamic table's rows)
 ///   (channel)                                       -> int32 port of the tensor channel
 ///   (channel, int32 port)                           -> (sets it; sent by serve())
 ///   (stats)                                         -> [variables, pulls, applied,

@@ -67,6 +67,13 @@ class PsShardState {
   /// so the client may send the whole request again).
   core::Expected<std::vector<net::PsItem>> handle(net::PsRequest& request);
 
+  /// A page of a dynamic table's shard (DynamicTable::page): at most `limit` rows (fewer
+  /// when they would pass 16 MiB) with at least `min_count` occurrences from slot `from`
+  /// on, for an export from the live task. Reads only, like read(). A shard that is not a
+  /// dynamic table's, or a limit below 1, is an invalid_argument error.
+  core::Expected<net::RowsPage> rows_page(const std::string& name, int64_t from, int64_t limit,
+                                          int32_t min_count) const;
+
   /// A shard's value, optimizer slots and iteration count (for a chief's backup).
   core::Expected<net::ShardState> state(const std::string& name);
   /// Replaces a shard's value, slots and iteration count (a chief restoring its backup).

@@ -1,3 +1,5 @@
+#include <unordered_map>
+
 #include "actors/serve.hpp"
 #include "api/impl.hpp"
 #include "troupe/troupe.hpp"
@@ -192,6 +194,47 @@ core::Expected<core::Tensor> ParameterServerStrategy::read_rows(const Variable& 
   dims[0] = static_cast<int64_t>(rows.size());
   core::Tensor out{core::Shape(dims)};
   if (auto st = net::gather_routed(v.name, *route, answered, out); !st) return st.error();
+  return out;
+}
+
+core::Expected<TableRows> ParameterServerStrategy::read_table(const Variable& v, int32_t min_count,
+                                                              int64_t page_rows) {
+  Impl& m = *impl_;
+  std::vector<const net::Placement*> shards;
+  for (const auto& p : m.placements)
+    if (p.def.name == v.name) shards.push_back(&p);
+  if (shards.empty()) return make_error(Errc::not_found, "no variable '" + v.name + "'");
+  if (!shards.front()->def.dynamic)
+    return make_error(Errc::invalid_argument, "'" + v.name + "' is not a dynamic table: read it");
+  const int64_t width = v.shape.rank() == 2 ? v.shape[1] : 0;
+  TableRows out;
+  std::vector<float> values;
+  std::unordered_map<int64_t, size_t>
+      at;  // key -> its row in out: a key read twice keeps the later
+  for (const net::Placement* p : shards) {
+    for (int64_t from = 0; from >= 0;) {
+      auto page = m.ask_ps<net::RowsPage>(p->ps_task, net::rows_page_atom::value,
+                                          net::shard_key(p->def), from, page_rows, min_count);
+      if (!page) return page.error();
+      const size_t n = page->keys.size();
+      if (page->values.data.size() != n * static_cast<size_t>(width) ||
+          (page->next >= 0 && page->next <= from))
+        return make_error(Errc::data_loss, "'" + net::shard_key(p->def) + "': a malformed page");
+      for (size_t i = 0; i < n; ++i) {
+        const float* row = page->values.data.data() + i * static_cast<size_t>(width);
+        auto [it, fresh] = at.emplace(page->keys[i], out.keys.size());
+        if (fresh) {
+          out.keys.push_back(page->keys[i]);
+          values.insert(values.end(), row, row + width);
+        } else {
+          std::copy_n(row, width, values.data() + it->second * static_cast<size_t>(width));
+        }
+      }
+      from = page->next;
+    }
+  }
+  out.values = core::Tensor(core::Shape{static_cast<int64_t>(out.keys.size()), width});
+  std::copy(values.begin(), values.end(), out.values.data());
   return out;
 }
 

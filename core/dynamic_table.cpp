@@ -373,6 +373,21 @@ void DynamicTable::for_each(const std::function<void(const DynamicRow&)>& fn) co
       fn(DynamicRow{keys_[s], count_[s], last_[s], slot_data(static_cast<uint32_t>(s))});
 }
 
+int64_t DynamicTable::page(int64_t from, int64_t limit, uint32_t min_count,
+                           std::vector<int64_t>& keys, std::vector<float>& values) const {
+  const auto end = static_cast<int64_t>(keys_.size());
+  int64_t s = std::max<int64_t>(from, 0);
+  for (int64_t taken = 0; s < end && taken < limit; ++s) {
+    const auto slot = static_cast<size_t>(s);
+    if (count_[slot] == 0 || count_[slot] < min_count) continue;
+    keys.push_back(keys_[slot]);
+    const float* row = slot_data(static_cast<uint32_t>(s));
+    values.insert(values.end(), row, row + options_.width);
+    ++taken;
+  }
+  return s < end ? s : -1;
+}
+
 void DynamicTable::track_touched(bool on) {
   tracking_ = on;
   if (!on) clear_touched();

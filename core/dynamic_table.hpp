@@ -114,6 +114,15 @@ class DynamicTable {
 
   /// Every row (for a full snapshot), in storage order.
   void for_each(const std::function<void(const DynamicRow&)>& fn) const;
+  /// Reads the table in pages by slot, for an export while it trains: appends the key and
+  /// value columns (width floats) of each row from slot `from` on that has at least
+  /// `min_count` occurrences, up to `limit` rows, and returns the slot to go on from (-1 at
+  /// the end). A row's slot never moves, so paging through a table that changes between
+  /// pages reads every row that lives throughout exactly once; a row admitted meanwhile may
+  /// be missed, and one evicted and admitted again may come twice (the caller keeps the
+  /// later).
+  int64_t page(int64_t from, int64_t limit, uint32_t min_count, std::vector<int64_t>& keys,
+               std::vector<float>& values) const;
   /// Delta tracking (off until turned on, so a table nobody snapshots keeps no list):
   /// rows changed (updated or admitted) since the last clear_touched(), and keys evicted
   /// since then.

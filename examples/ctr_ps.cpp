@@ -29,6 +29,7 @@
 #include "core/nn/losses.hpp"
 #include "core/optimizer.hpp"
 #include "core/parallel.hpp"
+#include "ctr_chief.hpp"
 #include "ctr_data.hpp"
 #include "device_flags.hpp"
 #include "examples/command_line.hpp"
@@ -95,42 +96,6 @@ struct Settings {
     if (!heldout.empty()) return heldout;
     return troupe::examples::ctr_is_stream(data) ? std::string() : data + "/heldout" + extension();
   }
-};
-
-// The PS tasks' memory and rows over the run, sampled every `interval` by the chief: at most
-// 256 samples, the interval doubling (every other sample dropped) when they would be more.
-class MemoryTimeline {
- public:
-  explicit MemoryTimeline(std::chrono::milliseconds interval) : interval_(interval) {}
-  void maybe_sample(troupe::ParameterServerStrategy& strategy, clock_type::time_point t0) {
-    const auto now = clock_type::now();
-    if (interval_.count() <= 0 || now < next_) return;
-    next_ = now + interval_;
-    auto stats = strategy.ps_stats();
-    if (!stats) return;  // a PS being restored: the next sample will tell
-    nlohmann::json rss = nlohmann::json::array();
-    int64_t rows = 0;
-    for (const auto& p : *stats) {
-      rss.push_back(p.rss_bytes);
-      rows += p.table_rows;
-    }
-    samples_.push_back({{"t_s", std::chrono::duration<double>(now - t0).count()},
-                        {"ps_rss_bytes", rss},
-                        {"table_rows", rows}});
-    if (samples_.size() > 256) {
-      std::vector<nlohmann::json> kept;
-      for (size_t i = 0; i < samples_.size(); i += 2)
-        kept.push_back(std::move(samples_[i]));
-      samples_ = std::move(kept);
-      interval_ *= 2;
-    }
-  }
-  nlohmann::json json() const { return samples_; }
-
- private:
-  std::chrono::milliseconds interval_;
-  clock_type::time_point next_{};
-  std::vector<nlohmann::json> samples_;
 };
 
 // What a sampled step reports back.
@@ -334,6 +299,18 @@ int main(int argc, char** argv) {
                  "one PS snapshot in N is full, the others deltas: only the dynamic table's "
                  "rows changed since the snapshot before (1: every one full)")
       ->check(CLI::Range(1, 1 << 20));
+  troupe::examples::PeriodicExport::Options exporting;
+  app.add_option("--export", exporting.path,
+                 "write the model for serving (troupe predict) to FILE from the live PS tasks "
+                 "after training, and during it with --export-every-*");
+  app.add_option("--export-every-s", exporting.every_s, "export every S seconds while training")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--export-every-steps", exporting.every_steps,
+                 "export every N closures scheduled while training")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--export-min-count", exporting.min_count,
+                 "dynamic: export only rows seen at least K times")
+      ->check(CLI::Range(0, 1 << 30));
   s.device.add(app);
   s.wire.add(app);
   if (auto end = troupe::examples::parse_command_line(app, argc, argv, "ctr_ps")) return *end;
@@ -369,14 +346,14 @@ int main(int argc, char** argv) {
   if (!strategy) return fail(strategy.error());
 
   const auto config = s.model_config();
+  tc::CtrExportConfig export_config;  // the model's shape, as exports hold it
+  export_config.model = config;
+  export_config.dynamic = s.table == "dynamic";
+  export_config.buckets_per_field = export_config.dynamic ? 0 : s.buckets;
   if (!snapshot_dir.empty()) {
-    // What `troupe export --checkpoint` needs besides the PS snapshots: the model's shape.
-    tc::CtrExportConfig ec;
-    ec.model = config;
-    ec.dynamic = s.table == "dynamic";
-    ec.buckets_per_field = ec.dynamic ? 0 : s.buckets;
+    // What `troupe export --checkpoint` needs besides the PS snapshots.
     if (auto st = troupe::examples::write_text_file(snapshot_dir + "/ctr_model.json",
-                                                    tc::ctr_export_config_text(ec));
+                                                    tc::ctr_export_config_text(export_config));
         !st)
       return fail(st.error());
   }
@@ -405,6 +382,7 @@ int main(int argc, char** argv) {
     if (!v) return fail(v.error());
     dense.push_back(*v);
   }
+  troupe::examples::PeriodicExport exports(exporting, export_config, dense, *table);
   const int workers = (*strategy)->num_workers();
   if (troupe::examples::ctr_is_stream(s.data))
     if (auto one = troupe::examples::ctr_stream_path(s.data, 0, workers); !one)
@@ -432,10 +410,11 @@ int main(int argc, char** argv) {
     }
     sampled.pop_front();
   };
-  MemoryTimeline timeline{std::chrono::milliseconds(stats_interval_ms)};
+  troupe::examples::MemoryTimeline timeline{std::chrono::milliseconds(stats_interval_ms)};
   const auto t0 = clock_type::now();
   for (int64_t i = 0; until_end || i < steps_wanted; ++i) {
     timeline.maybe_sample(**strategy, t0);
+    exports.maybe(**strategy, i);
     if (i % 10 == 9) {
       sampled.push_back((*coord)->schedule<StepReport>("ctr_step", *ds));
       if (sampled.size() > 64) take_report();  // long done: back-pressure keeps 32 a worker
@@ -475,6 +454,7 @@ int main(int argc, char** argv) {
       if (!final_snapshot) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
+  auto exported = exports.last(**strategy);
   auto ps_stats = (*strategy)->ps_stats();
   tc::Expected<Scores> scores = Scores{};
   if (!s.heldout_file().empty()) scores = evaluate(s, **strategy, dense, *table);
@@ -482,6 +462,7 @@ int main(int argc, char** argv) {
   const auto shutdown = (*coord)->shutdown_cluster();
   if (!shutdown) std::cerr << "ctr_ps: " << shutdown.error().message << std::endl;
   if (!scores) return fail(scores.error());
+  if (!exported) return fail(exported.error());
 
   const auto teacher = troupe::examples::ctr_is_stream(s.data)
                            ? troupe::examples::TeacherFigures{}
@@ -550,6 +531,7 @@ int main(int argc, char** argv) {
                    {"snapshot_full_bytes", tables.snapshot_full_bytes},
                    {"snapshot_delta_bytes", tables.snapshot_delta_bytes},
                    {"final_snapshot", final_snapshot},
+                   {"export", exports.json()},
                    {"table_width", width},
                    {"table_shards", table->num_shards},
                    {"dense_params", dense_params},

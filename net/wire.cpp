@@ -13,14 +13,14 @@ namespace {
 // Every atom of Troupe is declared in wire.hpp, and no two share a value: an actor that
 // handles both would take one message for the other.
 constexpr caf::atom_value all_atoms[] = {
-    create_atom{},    pull_atom{},   pull_rows_atom{}, push_atom{},     push_rows_atom{},
-    push_pull_atom{}, batch_atom{},  channel_atom{},   run_atom{},      vars_atom{},
-    dataset_atom{},   stats_atom{},  shutdown_atom{},  snapshot_atom{}, snapstep_atom{},
-    refused_atom{},   state_atom{},  assign_atom{},    cancel_atom{},   which_atom{},
-    restart_atom{},   next_atom{},   ready_atom{},     lost_atom{},     back_atom{},
-    done_atom{},      failed_atom{}, ps_down_atom{},   ps_up_atom{},    ps_failed_atom{},
-    tick_atom{},      rejoin_atom{}, deadline_atom{},  resume_atom{},   watchdog_atom{},
-    task_down_atom{},
+    create_atom{},    pull_atom{},      pull_rows_atom{}, push_atom{},     push_rows_atom{},
+    push_pull_atom{}, batch_atom{},     channel_atom{},   run_atom{},      vars_atom{},
+    dataset_atom{},   stats_atom{},     shutdown_atom{},  snapshot_atom{}, snapstep_atom{},
+    refused_atom{},   state_atom{},     assign_atom{},    cancel_atom{},   which_atom{},
+    restart_atom{},   next_atom{},      ready_atom{},     lost_atom{},     back_atom{},
+    done_atom{},      failed_atom{},    ps_down_atom{},   ps_up_atom{},    ps_failed_atom{},
+    tick_atom{},      rejoin_atom{},    deadline_atom{},  resume_atom{},   watchdog_atom{},
+    task_down_atom{}, rows_page_atom{},
 };
 
 constexpr bool all_distinct() {

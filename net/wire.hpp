@@ -106,6 +106,14 @@ struct RowsUpdate {
   WireTensor grads;  // [rows.size(), row width]
 };
 
+/// One page of a dynamic table's shard read in slot order (a live export): keys, their
+/// rows' value columns [keys, width], and the slot the next page starts from (-1: none left).
+struct RowsPage {
+  std::vector<int64_t> keys;
+  WireTensor values;
+  int64_t next = -1;
+};
+
 /// A shard's trainable state: its value, its optimizer slots and the optimizer's iteration
 /// count (not the closure ids it applied). What a chief's backup saves and puts back.
 struct ShardState {
@@ -309,6 +317,11 @@ typename Inspector::result_type inspect(Inspector& f, RowsUpdate& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RowsPage& x) {
+  return f(caf::meta::type_name("troupe.rows_page"), x.keys, x.values, x.next);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ShardState& x) {
   return f(caf::meta::type_name("troupe.shard_state"), x.value, x.slots, x.iterations);
 }
@@ -351,9 +364,10 @@ using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;   // PS: take a
 using snapstep_atom = caf::atom_constant<caf::atom("snapstep")>;   // PS: copy the next shard
 // PS: (refused, bool caf_port): a stranger was refused by the CAF port's gate, or the channel.
 using refused_atom = caf::atom_constant<caf::atom("refused")>;
-using state_atom = caf::atom_constant<caf::atom("shardstate")>;  // PS: a shard's state
-using assign_atom = caf::atom_constant<caf::atom("assign")>;     // PS: set a shard's state
-using cancel_atom = caf::atom_constant<caf::atom("cancel")>;     // worker control: cancel
+using state_atom = caf::atom_constant<caf::atom("shardstate")>;    // PS: a shard's state
+using assign_atom = caf::atom_constant<caf::atom("assign")>;       // PS: set a shard's state
+using rows_page_atom = caf::atom_constant<caf::atom("rowspage")>;  // PS: a page of a table's rows
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;       // worker control: cancel
 
 // Atoms of messages local to one process, never serialised: every atom of Troupe is in
 // this file, so that no two messages one actor handles can share an atom by accident.
@@ -403,4 +417,5 @@ CAF_ADD_TYPE_ID(troupe, (troupe::net::PsRequest))
 CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::net::PsItem>))
 CAF_ADD_TYPE_ID(troupe, (troupe::net::ShardState))
 CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::net::WireTensor>))
+CAF_ADD_TYPE_ID(troupe, (troupe::net::RowsPage))
 CAF_END_TYPE_ID_BLOCK(troupe)

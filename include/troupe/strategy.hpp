@@ -58,6 +58,12 @@ struct DynamicTableSpec {
   int64_t sketch_width = 0;
 };
 
+/// A dynamic table's rows as read_table() gives them: a key a row.
+struct TableRows {
+  std::vector<int64_t> keys;
+  core::Tensor values;  // [keys, width]
+};
+
 struct StrategyOptions {
   /// How long to keep trying to reach each PS and worker at start-up.
   std::chrono::milliseconds connect_timeout{30000};
@@ -100,6 +106,14 @@ class ParameterServerStrategy {
   /// Rows of a variable (indices of the full variable) from the shards holding them, for
   /// evaluating a model whose tables are too big to read whole.
   core::Expected<core::Tensor> read_rows(const Variable& v, const std::vector<int64_t>& rows);
+
+  /// Every row of a dynamic table seen at least `min_count` times (value columns, no
+  /// optimizer slots), read from its shards in pages of `page_rows` (for an export from a
+  /// live job). Each page is one turn of its PS task, so serving pauses for one page's copy,
+  /// not the table's. Read while workers push, each row is as of its page: a row admitted
+  /// meanwhile may be missing, an evicted one may still come; no key comes twice.
+  core::Expected<TableRows> read_table(const Variable& v, int32_t min_count = 0,
+                                       int64_t page_rows = 16384);
 
   /// Each PS task's counters and resident memory, in task order.
   core::Expected<std::vector<PsTaskStats>> ps_stats();

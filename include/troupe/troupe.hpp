@@ -16,6 +16,7 @@
 #include "troupe/callbacks.hpp"
 #include "troupe/coordinator.hpp"
 #include "troupe/evaluator.hpp"
+#include "troupe/export.hpp"
 #include "troupe/exit_codes.hpp"
 #include "troupe/fit.hpp"
 #include "troupe/mirrored_strategy.hpp"

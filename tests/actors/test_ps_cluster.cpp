@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "api/impl.hpp"
 #include "cluster_fixture.hpp"
@@ -128,5 +129,42 @@ TEST_CASE("A dynamic table's rows are pulled and pushed by key across its shards
   CHECK(stats[0].rows_admitted == 12);
   CHECK(stats[0].grads_dropped_unadmitted == 12);
   CHECK(stats[0].table_bytes > 0);
+  c->shutdown_cluster();
+}
+
+TEST_CASE("The chief reads a dynamic table whole in pages from its shards", "[process][cluster]") {
+  // 40 keys over 3 shards read 4 rows a page: every admitted key once with its row; a
+  // min_count above what was seen keeps them out; a fixed variable is refused by name.
+  test::LocalCluster cluster(1, 1);
+  auto resolver = cluster.chief();
+  auto strategy = ParameterServerStrategy::make(resolver).value();
+  DynamicTableSpec spec;
+  spec.width = 3;
+  spec.shards = 3;
+  auto t = strategy->create_dynamic_table("ids", spec, {core::Initializer::Kind::constant, 1.0f, 0},
+                                          "sgd", 0.5f);
+  REQUIRE(t.ok());
+  auto fixed = strategy->create_variable("v", core::Shape{4, 3},
+                                         {core::Initializer::Kind::constant, 1.0f, 0}, "sgd", 0.5f);
+  REQUIRE(fixed.ok());
+  std::vector<int64_t> keys;
+  for (int64_t i = 0; i < 40; ++i)
+    keys.push_back(i * 0x0123456789abcdefll + 5);
+  auto c = ClusterCoordinator::make(*strategy).value();
+  REQUIRE(c->schedule<double>("rows_step", std::string("ids"), keys).fetch().ok());
+  REQUIRE(c->join().ok());
+  auto all = strategy->read_table(*t, 0, 4);
+  REQUIRE(all.ok());
+  REQUIRE(all->values.shape() == (core::Shape{40, 3}));
+  CHECK(std::set<int64_t>(all->keys.begin(), all->keys.end()) ==
+        std::set<int64_t>(keys.begin(), keys.end()));
+  for (int64_t i = 0; i < all->values.size(); ++i)
+    CHECK(all->values[i] == Approx(0.5f));     // admitted at 1.0, one SGD step of 1 x 0.5
+  auto none = strategy->read_table(*t, 2, 4);  // each key was seen once
+  REQUIRE(none.ok());
+  CHECK(none->keys.empty());
+  CHECK_THAT(strategy->read_table(*fixed).error().message, Catch::Contains("not a dynamic table"));
+  CHECK_THAT(strategy->read_table(*t, 0, 0).error().message,  // refused by the PS task
+             Catch::Contains("fewer than one row"));
   c->shutdown_cluster();
 }

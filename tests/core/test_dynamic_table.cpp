@@ -265,3 +265,52 @@ TEST_CASE("A dynamic table refuses bad options and mismatched gradients") {
   REQUIRE(t.rows() == 0);
   REQUIRE(t.step() == 0);
 }
+
+TEST_CASE("A dynamic table read in pages while it trains gives each lasting row once") {
+  // 60 hot keys pushed every step stay; 30 new keys a step churn through the rest of a
+  // 200-row cap. A step between every two pages of 7 rows: each hot row comes exactly once,
+  // as it was when its page was read, and rows seen fewer than min_count times stay out.
+  auto o = options(3);
+  o.max_rows = 200;
+  auto t = table(o);
+  const auto hot = key_range(60, 1);
+  int64_t next = 1000;
+  auto step = [&] {
+    std::vector<int64_t> keys = hot;
+    for (int i = 0; i < 30; ++i)
+      keys.push_back(next++);
+    REQUIRE(t.apply(keys, grads_of(keys, 3)).ok());
+  };
+  for (int i = 0; i < 10; ++i)
+    step();
+  for (uint32_t min_count : {0u, 2u}) {
+    std::unordered_map<int64_t, int> seen;
+    int pages = 0;
+    for (int64_t from = 0; from >= 0; ++pages) {
+      std::vector<int64_t> keys;
+      std::vector<float> values;
+      from = t.page(from, 7, min_count, keys, values);
+      REQUIRE(keys.size() <= 7);
+      REQUIRE(values.size() == keys.size() * 3);
+      for (size_t i = 0; i < keys.size(); ++i) {
+        ++seen[keys[i]];
+        const auto now = read(t, keys[i]);
+        REQUIRE(std::equal(now.begin(), now.end(), values.begin() + 3 * i));
+      }
+      step();
+    }
+    REQUIRE(pages >= (min_count == 0 ? 200 : 60) / 7);  // 7 rows a page, none short but the last
+    for (int64_t k : hot)
+      REQUIRE(seen[k] == 1);
+    for (const auto& [key, n] : seen)
+      REQUIRE(n == 1);
+    if (min_count == 2) REQUIRE(seen.size() == hot.size());  // churn keys are seen once each
+    if (min_count == 0) REQUIRE(seen.size() > hot.size());
+  }
+  std::vector<int64_t> keys;
+  std::vector<float> values;
+  REQUIRE(t.page(1 << 20, 7, 0, keys, values) == -1);  // past the end: nothing, done
+  REQUIRE(keys.empty());
+  REQUIRE(t.page(-5, 1, 0, keys, values) >= 1);  // a negative start reads from the first slot
+  REQUIRE(keys.size() == 1);
+}

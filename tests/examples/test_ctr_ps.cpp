@@ -42,6 +42,22 @@ nlohmann::json launch_ctr(const troupe::test::TempDir& dir, const std::string& c
   return chief;
 }
 
+// `troupe predict` with the model at `path` scores `heldout` as ctr_ps's chief did.
+void check_served(const std::string& path, const std::string& heldout,
+                  const nlohmann::json& chief) {
+  auto scored = run_program(bin + "/troupe predict --model " + path + " --data " + heldout +
+                            (heldout.size() > 9 && heldout.substr(heldout.size() - 9) == ".tfrecord"
+                                 ? " --format tfrecord"
+                                 : "") +
+                            " 2>&1");
+  INFO(scored.output);
+  REQUIRE(scored.exit_code == 0);
+  CHECK(scored.last_json["examples"] == chief["eval_examples"]);
+  CHECK(scored.last_json["auc"].get<double>() == Approx(chief["auc"].get<double>()).margin(1e-5));
+  CHECK(scored.last_json["logloss"].get<double>() ==
+        Approx(chief["logloss"].get<double>()).epsilon(1e-4));
+}
+
 }  // namespace
 
 TEST_CASE("ctr_datagen: Criteo text and TFRecord files read into the same batches",
@@ -121,7 +137,10 @@ TEST_CASE("ctr_ps and ctr_fit: DeepFM over 2 PS tasks learns to within 0.01 of t
   const std::string args =
       "--batch 512 --hidden 64 --hidden 64 --dim 8 --buckets-per-field 4096 --lr 0.2 --cache";
 
-  const auto two = launch_ctr(dir, "--ps 2 --workers 2", args + " --steps-per-worker 1600");
+  const auto two =
+      launch_ctr(dir, "--ps 2 --workers 2",
+                 args + " --steps-per-worker 1600 --export-every-steps 1000 --export " +
+                     dir.file("fixed.tmodel"));
   INFO(two.dump());
   CHECK(two["teacher_auc"].get<double>() == teacher);
   CHECK(two["auc"].get<double>() >= teacher - 0.01);
@@ -137,6 +156,14 @@ TEST_CASE("ctr_ps and ctr_fit: DeepFM over 2 PS tasks learns to within 0.01 of t
     CHECK(ps["rss_mb"].get<double>() > 1);
     CHECK(ps["updates_applied"].get<int64_t>() > 0);
   }
+
+  // Exported from the live PS tasks while training and after it: the last export is the
+  // model the chief scored.
+  CHECK(two["export"]["during_training"].get<int64_t>() >= 3);  // at 1000, 2000 and 3000
+  CHECK(two["export"]["failures"] == 0);
+  CHECK(two["export"]["final"] == true);
+  CHECK(two["export"]["rows"] == 26 * 4096);
+  check_served(dir.file("fixed.tmodel"), dir.file("data") + "/heldout.txt", two);
 
   const auto one = launch_ctr(dir, "--ps 1 --workers 1", args + " --steps-per-worker 3200");
   INFO(one.dump());
@@ -234,14 +261,7 @@ TEST_CASE("ctr_ps with a dynamic table keeps under its row cap and learns as a h
   INFO(exported.output);
   REQUIRE(exported.exit_code == 0);
   CHECK(exported.last_json["rows"] == dynamic["table_rows"]);
-  auto scored = run_program(bin + "/troupe predict --model " + dir.file("m.tmodel") + " --data " +
-                            dir.file("data") + "/heldout.tfrecord --format tfrecord 2>&1");
-  INFO(scored.output);
-  REQUIRE(scored.exit_code == 0);
-  CHECK(scored.last_json["examples"] == dynamic["eval_examples"]);
-  CHECK(scored.last_json["auc"].get<double>() == Approx(dynamic["auc"].get<double>()).margin(1e-5));
-  CHECK(scored.last_json["logloss"].get<double>() ==
-        Approx(dynamic["logloss"].get<double>()).epsilon(1e-4));
+  check_served(dir.file("m.tmodel"), dir.file("data") + "/heldout.tfrecord", dynamic);
   // Rows seen at least 3 times, in bf16: a smaller model that scores about as well.
   auto small = run_program(bin + "/troupe export --checkpoint " + dir.file("snap") + " --out " +
                            dir.file("s.tmodel") + " --min-count 3 --bf16 2>&1");
@@ -249,8 +269,9 @@ TEST_CASE("ctr_ps with a dynamic table keeps under its row cap and learns as a h
   REQUIRE(small.exit_code == 0);
   CHECK(small.last_json["rows"].get<int64_t>() < exported.last_json["rows"].get<int64_t>());
   CHECK(small.last_json["bytes"].get<int64_t>() * 2 < exported.last_json["bytes"].get<int64_t>());
-  scored = run_program(bin + "/troupe predict --model " + dir.file("s.tmodel") + " --data " +
-                       dir.file("data") + "/heldout.txt --format criteo --latency-samples 50 2>&1");
+  auto scored =
+      run_program(bin + "/troupe predict --model " + dir.file("s.tmodel") + " --data " +
+                  dir.file("data") + "/heldout.txt --format criteo --latency-samples 50 2>&1");
   INFO(scored.output);
   REQUIRE(scored.exit_code == 0);
   CHECK(scored.last_json["auc"].get<double>() > dynamic["auc"].get<double>() - 0.01);
@@ -310,8 +331,15 @@ TEST_CASE("ctr_ps trains on streams until they end: a FIFO per worker and standa
     troupe::test::FifoFeeder s0(dir.file("s-0"), {text[0]}), s1(dir.file("s-1"), {text[1]});
     REQUIRE(s0.made());
     REQUIRE(s1.made());
-    const auto chief = run("r1", 2, dir.file("s-{worker}") + model);
+    const auto chief = run("r1", 2,
+                           dir.file("s-{worker}") + model + " --export-every-steps 20 --export " +
+                               dir.file("live.tmodel"));
     check_trained(chief, 2);
+    // Exported from the live PS tasks during the stream and once it ended.
+    CHECK(chief["export"]["during_training"].get<int64_t>() >= 1);
+    CHECK(chief["export"]["final"] == true);
+    CHECK(chief["export"]["rows"] == chief["table_rows"]);
+    check_served(dir.file("live.tmodel"), dir.file("data") + "/heldout.txt", chief);
     CHECK(s0.join());
     CHECK(s1.join());
   }

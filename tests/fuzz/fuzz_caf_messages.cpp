@@ -1,5 +1,5 @@
 // Troupe's message types as CAF deserializes them from a member's BASP payload: a PS
-// request, a variable definition, a tensor, a closure.
+// request, a variable definition, a tensor, a closure, a page of table rows.
 #include <caf/all.hpp>
 
 #include "net/wire.hpp"
@@ -27,6 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   deserialize<net::WireTensor>(*sys, data, size);
   deserialize<std::vector<net::PsItem>>(*sys, data, size);
   deserialize<net::ClosureMsg>(*sys, data, size);
+  deserialize<net::RowsPage>(*sys, data, size);
   // What BASP does with a direct message's payload: any registered type, by its name.
   // CAF's own loader of its builtin config_value throws on a bad variant index (found
   // here; libcaf_core's code, not Troupe's, and behind the gate only members reach it):

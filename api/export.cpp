@@ -1,0 +1,40 @@
+#include "troupe/export.hpp"
+
+#include <chrono>
+#include <filesystem>
+
+namespace troupe {
+
+core::Expected<ExportReport> export_ctr_model(ParameterServerStrategy& strategy,
+                                              const core::CtrExportConfig& config,
+                                              const std::vector<Variable>& dense,
+                                              const Variable& table, const std::string& path,
+                                              int32_t min_count) {
+  const auto t0 = std::chrono::steady_clock::now();
+  core::CtrExport model;
+  model.config = config;
+  for (const auto& v : dense) {
+    auto value = strategy.read(v);
+    if (!value) return value.error();
+    model.dense.emplace(v.name, std::move(*value));
+  }
+  if (config.dynamic) {
+    auto rows = strategy.read_table(table, min_count);
+    if (!rows) return rows.error();
+    model.keys = std::move(rows->keys);
+    model.rows = std::move(rows->values);
+  } else {
+    auto rows = strategy.read(table);
+    if (!rows) return rows.error();
+    model.rows = std::move(*rows);
+  }
+  if (auto st = core::write_ctr_export(path, model); !st) return st.error();
+  ExportReport r;
+  r.rows = model.rows.shape()[0];
+  std::error_code ec;
+  r.bytes = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace troupe

@@ -1,0 +1,41 @@
+#pragma once
+
+// An inference model written from a running job: the chief reads the dense variables and
+// the embedding table from the PS tasks and writes a `troupe export` file
+// (core/nn/ctr_export.hpp) that troupe::Predictor and `troupe predict` load.
+//
+//   auto r = troupe::export_ctr_model(strategy, config, dense, table, "/models/ctr.tmodel");
+//
+// The file is written whole under another name and renamed into place, so a server that
+// reloads it never sees half of one. Exported while workers push, each variable (and each
+// page of a dynamic table) is as of its own read: the model is as consistent as an
+// asynchronous step's view of it, not a snapshot of one instant. Exported after join(), it
+// is exactly the trained model.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/expected.hpp"
+#include "core/nn/ctr_export.hpp"
+#include "troupe/strategy.hpp"
+
+namespace troupe {
+
+struct ExportReport {
+  int64_t rows = 0;   // table rows written
+  int64_t bytes = 0;  // of the file
+  double seconds = 0;
+};
+
+/// Exports the model `config` describes: `dense` are its parameters' variables (named as
+/// core::CtrModel::parameters() names them), `table` its embedding table (fixed or dynamic,
+/// as config.dynamic says). A dynamic table keeps only rows seen at least `min_count`
+/// times. Errors name the variable or the file; a failed write leaves the file as it was.
+core::Expected<ExportReport> export_ctr_model(ParameterServerStrategy& strategy,
+                                              const core::CtrExportConfig& config,
+                                              const std::vector<Variable>& dense,
+                                              const Variable& table, const std::string& path,
+                                              int32_t min_count = 0);
+
+}  // namespace troupe
