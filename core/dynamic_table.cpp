@@ -36,8 +36,10 @@ Status DynamicTableOptions::check() const {
     return make_error(Errc::invalid_argument, "dynamic table: " + what);
   };
   if (width < 1 || width > (int64_t{1} << 20)) return bad("width must be in [1, 2^20]");
-  if (max_rows < 0 || max_rows > (int64_t{1} << 32) - 2)
-    return bad("max_rows must be in [0, 2^32 - 2]");
+  if (max_rows < 0 || max_rows > max_table_rows)
+    return bad(
+        "max_rows must be in [0, 2^28 - 2] a shard (spread a bigger table over more "
+        "shards)");
   if (min_count < 0 || min_count > 65535) return bad("min_count must be in [0, 65535]");
   if (!(admit_probability > 0.0f && admit_probability <= 1.0f))
     return bad("admit_probability must be in (0, 1]");
@@ -90,20 +92,23 @@ size_t DynamicTable::home(int64_t key) const {
 
 int64_t DynamicTable::find(int64_t key) const {
   const size_t mask = index_.size() - 1;
-  for (size_t i = home(key);; i = (i + 1) & mask) {
-    const uint32_t s = index_[i];
-    if (s == empty) return -1;
-    if (keys_[s] == key) return s;
+  const uint64_t h = mix64(static_cast<uint64_t>(key));
+  const uint32_t tag = entry_tag(h);
+  for (size_t i = static_cast<size_t>(h >> shift_);; i = (i + 1) & mask) {
+    const uint32_t e = index_[i];
+    if (e == empty) return -1;
+    if ((e & ~slot_mask) == tag && keys_[e & slot_mask] == key) return e & slot_mask;
   }
 }
 
 void DynamicTable::index_insert(int64_t key, uint32_t slot) {
   if (static_cast<size_t>(live_ + 1) * 2 > index_.size()) grow_index();
   const size_t mask = index_.size() - 1;
-  size_t i = home(key);
+  const uint64_t h = mix64(static_cast<uint64_t>(key));
+  size_t i = static_cast<size_t>(h >> shift_);
   while (index_[i] != empty)
     i = (i + 1) & mask;
-  index_[i] = slot;
+  index_[i] = entry_tag(h) | slot;
 }
 
 void DynamicTable::grow_index() {
@@ -112,25 +117,28 @@ void DynamicTable::grow_index() {
   index_.assign(old.size() * 2, empty);
   --shift_;
   const size_t mask = index_.size() - 1;
-  for (uint32_t s : old) {
-    if (s == empty) continue;
-    size_t i = home(keys_[s]);
+  for (uint32_t e : old) {
+    if (e == empty) continue;
+    size_t i = home(keys_[e & slot_mask]);
     while (index_[i] != empty)
       i = (i + 1) & mask;
-    index_[i] = s;
+    index_[i] = e;
   }
 }
 
 void DynamicTable::index_erase(int64_t key) {
   const size_t mask = index_.size() - 1;
-  size_t i = home(key);
-  while (index_[i] != empty && keys_[index_[i]] != key)
+  const uint64_t h = mix64(static_cast<uint64_t>(key));
+  const uint32_t tag = entry_tag(h);
+  size_t i = static_cast<size_t>(h >> shift_);
+  while (index_[i] != empty &&
+         ((index_[i] & ~slot_mask) != tag || keys_[index_[i] & slot_mask] != key))
     i = (i + 1) & mask;
   if (index_[i] == empty) return;
   // Backward-shift deletion: move up every later entry of the run whose home is not
   // cyclically within (i, j], so that no probe sequence crosses a hole.
   for (size_t j = (i + 1) & mask; index_[j] != empty; j = (j + 1) & mask) {
-    const size_t k = home(keys_[index_[j]]);
+    const size_t k = home(keys_[index_[j] & slot_mask]);
     const bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
     if (stays) continue;
     index_[i] = index_[j];
@@ -183,7 +191,7 @@ void DynamicTable::remove_slot(uint32_t slot) {
 }
 
 uint32_t DynamicTable::admit(int64_t key) {
-  if (options_.max_rows > 0 && live_ >= options_.max_rows) {
+  if (live_ >= (options_.max_rows > 0 ? options_.max_rows : max_table_rows)) {
     // The least frequent, most aged of a few sampled rows makes room.
     const auto n = static_cast<uint64_t>(keys_.size());
     int64_t victim = -1;
@@ -408,9 +416,10 @@ void DynamicTable::clear_touched() {
 Status DynamicTable::insert(int64_t key, const float* data, uint32_t count, uint32_t last) {
   int64_t s = find(key);
   if (s < 0) {
-    if (options_.max_rows > 0 && live_ >= options_.max_rows)
-      return make_error(Errc::out_of_range, "dynamic table: a restored row beyond max_rows " +
-                                                std::to_string(options_.max_rows));
+    const int64_t cap = options_.max_rows > 0 ? options_.max_rows : max_table_rows;
+    if (live_ >= cap)
+      return make_error(Errc::out_of_range,
+                        "dynamic table: a restored row beyond max_rows " + std::to_string(cap));
     const int64_t admitted = counters_.admitted;
     s = admit(key);
     counters_.admitted = admitted;  // a restore, not an admission

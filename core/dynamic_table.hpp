@@ -12,13 +12,14 @@
 //
 // Storage: rows live in blocks of 4096 (value then the optimizer's slots, contiguous per
 // row), so the table grows without copying and a row's address never moves; an
-// open-addressing index (linear probing, 32-bit slot numbers, at most half full) maps keys
-// to rows; per row the key, an occurrence count and the step of its last update. Per row
-// this is key (8) + count and step (8) + index (8 to 16) bytes over the row and its slots.
-// Keys not yet admitted are counted in a blocked count-min sketch (depth x width 16-bit
-// counters; a key's `depth` counters share one 64-byte line, so a count costs one cache
-// miss; conservative update; every counter halved after `width` increments so old counts
-// fade), allocated only when min_count > 1.
+// open-addressing index (linear probing, at most half full; 32-bit entries: a slot number
+// under 4 bits of the key's hash, so a probe skips most other keys without reading them)
+// maps keys to rows, at most 2^28 - 2 of them a table (a shard); per row the key, an occurrence
+// count and the step of its last update. Per row this is key (8) + count and step (8) + index (8 to
+// 16) bytes over the row and its slots. Keys not yet admitted are counted in a blocked count-min
+// sketch (depth x width 16-bit counters; a key's `depth` counters share one 64-byte line, so a
+// count costs one cache miss; conservative update; every counter halved after `width` increments so
+// old counts fade), allocated only when min_count > 1.
 //
 // Time is the table's step: one per apply(). Eviction is incremental: each apply() examines
 // a bounded run of rows (a sweeping cursor) for expired ones, and admitting a key at the
@@ -39,9 +40,12 @@
 
 namespace troupe::core {
 
+/// The most rows one table (a shard of a sharded one) holds, with or without a cap.
+inline constexpr int64_t max_table_rows = (int64_t{1} << 28) - 2;
+
 struct DynamicTableOptions {
   int64_t width = 0;     // floats per row
-  int64_t max_rows = 0;  // hard cap on rows (0: none)
+  int64_t max_rows = 0;  // hard cap on rows (0: none but max_table_rows)
   /// A key gets a row at its min_count-th occurrence (1: at its first).
   int32_t min_count = 1;
   /// When in (0, 1): instead of counting, each occurrence admits its key with this
@@ -144,6 +148,14 @@ class DynamicTable {
  private:
   static constexpr int64_t block_shift = 12;  // 4096 rows a block
   static constexpr uint32_t empty = 0xffffffffu;
+  /// An index entry is a slot number (28 bits) under 4 bits of the key's hash, so that a
+  /// probe passes over most other keys' entries without reading their keys (a cache miss
+  /// each). Slots stay below 2^28 - 1: a shard's rows are capped there.
+  static constexpr int slot_bits = 28;
+  static constexpr uint32_t slot_mask = (1u << slot_bits) - 1;
+  static uint32_t entry_tag(uint64_t hash) {
+    return static_cast<uint32_t>(hash & 0xf) << slot_bits;
+  }
 
   float* slot_data(uint32_t slot) const {
     return blocks_[slot >> block_shift].get() + (slot & ((1u << block_shift) - 1)) * stride_;
@@ -172,7 +184,7 @@ class DynamicTable {
   std::vector<uint32_t> count_;  // per slot; 0: the slot is free
   std::vector<uint32_t> last_;   // per slot
   std::vector<uint32_t> free_;   // free slots below keys_.size()
-  std::vector<uint32_t> index_;  // slot numbers, `empty` where none
+  std::vector<uint32_t> index_;  // tag | slot number, `empty` where none
   int shift_ = 64;               // index position: the top (64 - shift_) bits of the hash
   int64_t live_ = 0;
 

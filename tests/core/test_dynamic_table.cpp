@@ -259,6 +259,11 @@ TEST_CASE("A dynamic table refuses bad options and mismatched gradients") {
   o = options(2);
   o.init.kind = Initializer::Kind::glorot_uniform;
   REQUIRE_FALSE(o.check().ok());
+  o = options(2);
+  o.max_rows = max_table_rows;  // the index's slot numbers go that far, no further
+  REQUIRE(o.check().ok());
+  o.max_rows = max_table_rows + 1;
+  REQUIRE(o.check().error().message.find("more shards") != std::string::npos);
   auto t = table(options(2));
   const std::vector<int64_t> keys{1, 2};
   REQUIRE_FALSE(t.apply(keys, grads_of({1}, 2)).ok());
