@@ -102,7 +102,7 @@ int64_t DynamicTable::find(int64_t key) const {
 }
 
 void DynamicTable::index_insert(int64_t key, uint32_t slot) {
-  if (static_cast<size_t>(live_ + 1) * 2 > index_.size()) grow_index();
+  if (static_cast<size_t>(live_ + 1) * 4 > index_.size() * 3) grow_index();
   const size_t mask = index_.size() - 1;
   const uint64_t h = mix64(static_cast<uint64_t>(key));
   size_t i = static_cast<size_t>(h >> shift_);

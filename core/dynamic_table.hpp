@@ -12,14 +12,14 @@
 //
 // Storage: rows live in blocks of 4096 (value then the optimizer's slots, contiguous per
 // row), so the table grows without copying and a row's address never moves; an
-// open-addressing index (linear probing, at most half full; 32-bit entries: a slot number
+// open-addressing index (linear probing, at most 3/4 full; 32-bit entries: a slot number
 // under 4 bits of the key's hash, so a probe skips most other keys without reading them)
 // maps keys to rows, at most 2^28 - 2 of them a table (a shard); per row the key, an occurrence
-// count and the step of its last update. Per row this is key (8) + count and step (8) + index (8 to
-// 16) bytes over the row and its slots. Keys not yet admitted are counted in a blocked count-min
-// sketch (depth x width 16-bit counters; a key's `depth` counters share one 64-byte line, so a
-// count costs one cache miss; conservative update; every counter halved after `width` increments so
-// old counts fade), allocated only when min_count > 1.
+// count and the step of its last update. Per row this is key (8) + count and step (8) + index (5.3
+// to 10.7) bytes over the row and its slots. Keys not yet admitted are counted in a blocked
+// count-min sketch (depth x width 16-bit counters; a key's `depth` counters share one 64-byte line,
+// so a count costs one cache miss; conservative update; every counter halved after `width`
+// increments so old counts fade), allocated only when min_count > 1.
 //
 // Time is the table's step: one per apply(). Eviction is incremental: each apply() examines
 // a bounded run of rows (a sweeping cursor) for expired ones, and admitting a key at the
