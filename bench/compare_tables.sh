@@ -35,35 +35,20 @@ for round in $(seq "$rounds"); do
     echo "{\"config\":\"$c\",\"run\":$line}" >>"$out"
   done
 done
-python3 - "$out" <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-med = statistics.median
-summary = {"bench": "compare_tables", "results": []}
-base = None
-for config in dict.fromkeys(r["config"] for r in rows):
-    runs = [r["run"].get("chief", {}) for r in rows if r["config"] == config]
-    ok = [c for c in runs if c.get("ok")]
-    line = {"bench": "compare_tables", "config": config, "runs": len(runs), "ok_runs": len(ok)}
-    if ok:
-        line.update({
-            "examples_per_sec_median": med(c["examples_per_sec"] for c in ok),
-            "auc_median": med(c["auc"] for c in ok),
-            "auc_all": [c["auc"] for c in ok],
-            "table_rows": ok[-1]["table_rows"],
-            "table_bytes": ok[-1]["table_bytes"],
-            "rows_admitted": ok[-1]["rows_admitted"],
-            "rows_evicted": ok[-1]["rows_evicted"],
-            "grads_dropped_unadmitted": ok[-1]["grads_dropped_unadmitted"],
-            "ps_rss_bytes_max": max(max(c["ps_rss_bytes"]) for c in ok),
-            "teacher_auc": ok[-1]["teacher_auc"]})
-        if config == "fixed":
-            base = line
-        if base:
-            line["speed_vs_fixed"] = line["examples_per_sec_median"] / base["examples_per_sec_median"]
-            line["auc_minus_fixed"] = line["auc_median"] - base["auc_median"]
-            line["bytes_vs_fixed"] = line["table_bytes"] / base["table_bytes"]
-    summary["results"].append(line)
-    print(json.dumps(line))
-print(json.dumps(summary))
+python3 - "$out" "$here" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[2])
+from table_runs import med, summarize
+
+
+def extra(config, ok, base):
+    line = {"auc_median": med(c["auc"] for c in ok), "auc_all": [c["auc"] for c in ok],
+            "teacher_auc": ok[-1]["teacher_auc"]}
+    if base:
+        line["auc_minus_fixed"] = line["auc_median"] - base["auc_median"]
+        line["bytes_vs_fixed"] = ok[-1]["table_bytes"] / base["table_bytes"]
+    return line
+
+
+summarize("compare_tables", sys.argv[1], extra)
 PY

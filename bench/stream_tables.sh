@@ -51,43 +51,25 @@ for round in $(seq "$rounds"); do
     echo "{\"config\":\"$c\",\"run\":$line}" >>"$out"
   done
 done
-python3 - "$out" <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-med = statistics.median
-summary = {"bench": "stream_tables", "results": []}
-base = None
-for config in dict.fromkeys(r["config"] for r in rows):
-    runs = [r["run"].get("chief", {}) for r in rows if r["config"] == config]
-    ok = [c for c in runs if c.get("ok")]
-    line = {"bench": "stream_tables", "config": config, "runs": len(runs), "ok_runs": len(ok)}
-    if ok:
-        line.update({
-            "examples": ok[-1]["examples"],
-            "examples_per_sec_median": med(c["examples_per_sec"] for c in ok),
-            "examples_per_sec_all": [round(c["examples_per_sec"]) for c in ok],
-            "table_rows": ok[-1]["table_rows"],
-            "rows_admitted": ok[-1]["rows_admitted"],
-            "rows_evicted": ok[-1]["rows_evicted"],
-            "ps_rss_bytes_median": med(max(c["ps_rss_bytes"]) for c in ok)})
-        if config == "dynamic":
-            # Resident growth per row, from the first sample (before training) to the end,
-            # over what a row must hold: key, value and optimizer slots (Adagrad: one).
-            ratios = []
-            for c in ok:
-                samples = c.get("ps_memory_over_time") or []
-                if not samples or c["table_rows"] <= 0:
-                    continue
-                payload = 8 + 2 * 4 * c["table_width"]
-                grown = max(c["ps_rss_bytes"]) - samples[0]["ps_rss_bytes"][0]
-                ratios.append(grown / (c["table_rows"] * payload))
-            if ratios:
-                line["rss_growth_per_row_vs_payload_median"] = med(ratios)
-        if config == "fixed":
-            base = line
-        if base and config != "fixed":
-            line["speed_vs_fixed"] = line["examples_per_sec_median"] / base["examples_per_sec_median"]
-    summary["results"].append(line)
-    print(json.dumps(line))
-print(json.dumps(summary))
+python3 - "$out" "$here" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[2])
+from table_runs import med, summarize
+
+
+def extra(config, ok, base):
+    # The dynamic table's resident growth per row, from the first sample (before training)
+    # to the end, over what a row must hold: key, value and optimizer slot (Adagrad: one).
+    ratios = []
+    for c in ok:
+        samples = c.get("ps_memory_over_time") or []
+        if config == "fixed" or not samples or c["table_rows"] <= 0:
+            continue
+        payload = 8 + 2 * 4 * c["table_width"]
+        grown = max(c["ps_rss_bytes"]) - samples[0]["ps_rss_bytes"][0]
+        ratios.append(grown / (c["table_rows"] * payload))
+    return {"rss_growth_per_row_vs_payload_median": med(ratios)} if ratios else {}
+
+
+summarize("stream_tables", sys.argv[1], extra)
 PY
