@@ -75,9 +75,10 @@ core::Status ModelCheckpoint::on_train_begin(FitState& s) {
 }
 
 core::Status ModelCheckpoint::save(FitState& s, const Logs&) {
-  Model& model = *s.model;
-  if (auto st = model.pull(); !st) return st;
-  core::Checkpoint ckpt = model.weights();
+  // The variables as the PS tasks hold them now (a dynamic table read in pages).
+  auto weights = s.model->read_weights();
+  if (!weights) return weights.error();
+  core::Checkpoint& ckpt = *weights;
   ckpt.ints["step"] = {s.step};
   ckpt.ints["epoch"] = {s.epoch};
   auto path = manager_.save(ckpt, s.step);
@@ -138,6 +139,11 @@ core::Status BackupAndRestoreCallback::on_train_begin(FitState& s) {
   if (!s.is_chief) return {};
   std::optional<TrainingState> at;
   if (s.strategy == FitStrategy::parameter_server) {
+    if (model.spec().dynamic_table)
+      return make_error(Errc::invalid_argument,
+                        "BackupAndRestore: model '" + model.spec().name +
+                            "' has a dynamic table, which a chief's backup does not hold; "
+                            "snapshot the PS tasks instead (--ps-snapshot-dir)");
     if (s.coordinator_options == nullptr)
       return make_error(Errc::invalid_argument,
                         "BackupAndRestore must be given to the model's first fit(): the "

@@ -30,6 +30,11 @@ class LocalRunner final : public Runner {
   core::Status start(FitState&, int64_t) override {
     auto& st = model_.state();
     if (!st.optimizer) return st.optimizer_error;
+    if (st.spec.dynamic_table)
+      return make_error(Errc::invalid_argument,
+                        "fit: model '" + st.spec.name +
+                            "' has a dynamic table: it lives on PS tasks (pass a "
+                            "ParameterServerStrategy)");
     return check_dataset(data_);
   }
 

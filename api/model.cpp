@@ -56,15 +56,25 @@ core::Expected<BatchStats> run_batch(Replica& r, const core::Batch& batch, bool 
     core::unique_ids(batch.ids, r.unique, r.index);
     const int64_t rows = r.table.shape().rank() == 2 ? r.table.shape()[0] : 0;
     const int64_t width = r.table_shape[1];
-    for (int64_t id : r.unique)
-      if (id < 0 || id >= rows)
-        return make_error(Errc::out_of_range, "id " + std::to_string(id) + " outside the table '" +
-                                                  std::string(ctr_table) + "' of " +
-                                                  std::to_string(rows) + " rows");
+    if (!r.dynamic)
+      for (int64_t id : r.unique)
+        if (id < 0 || id >= rows)
+          return make_error(Errc::out_of_range,
+                            "id " + std::to_string(id) + " outside the table '" +
+                                std::string(ctr_table) + "' of " + std::to_string(rows) + " rows");
     r.rows.resize(core::Shape{static_cast<int64_t>(r.unique.size()), width});
-    for (size_t i = 0; i < r.unique.size(); ++i)
-      std::copy_n(r.table.data() + r.unique[i] * width, width,
-                  r.rows.data() + static_cast<int64_t>(i) * width);
+    for (size_t i = 0; i < r.unique.size(); ++i) {
+      float* to = r.rows.data() + static_cast<int64_t>(i) * width;
+      int64_t row = r.unique[i];
+      if (r.dynamic) {  // a key without a row scores with zeros, as on the PS tasks
+        auto it = r.row_of.find(row);
+        row = it == r.row_of.end() ? -1 : it->second;
+      }
+      if (row < 0)
+        std::fill_n(to, width, 0.0f);
+      else
+        std::copy_n(r.table.data() + row * width, width, to);
+    }
     return run_ctr_batch(r, batch, r.rows, backward);
   }
   if (auto st = r.layers->check_input(batch.features.shape()); !st) return st.error();
@@ -111,7 +121,8 @@ Replica::Replica(const ModelSpec& s, bool with_table) {
   if (s.ctr) {
     ctr = std::make_unique<core::CtrModel>(*s.ctr);
     params = ctr->parameters();
-    table_shape = core::Shape{s.table_rows, s.ctr->row_width()};
+    dynamic = s.dynamic_table.has_value();
+    table_shape = core::Shape{dynamic ? 0 : s.table_rows, s.ctr->row_width()};
     table_index = static_cast<int>(params.size());
     params.push_back({ctr_table, &table, &table_grad});
   } else {
@@ -123,7 +134,8 @@ Replica::Replica(const ModelSpec& s, bool with_table) {
   const auto inits = initializers(s, params);
   for (size_t i = 0; i < params.size(); ++i) {
     if (static_cast<int>(i) == table_index) {
-      if (with_table) table = core::initialize(table_shape, inits[i]);
+      if (with_table)
+        table = dynamic ? core::Tensor(table_shape) : core::initialize(table_shape, inits[i]);
       continue;
     }
     *params[i].value = core::initialize(params[i].value->shape(), inits[i]);
@@ -355,8 +367,16 @@ core::Status Model::attach(ParameterServerStrategy& strategy) {
   const auto inits = detail::initializers(s_->spec, params);
   std::vector<Variable> vars;
   for (size_t i = 0; i < params.size(); ++i) {
-    auto v = strategy.create_variable(params[i].name, params[i].value->shape(), inits[i],
+    auto v = [&]() -> core::Expected<Variable> {
+      if (static_cast<int>(i) == s_->replica.table_index && s_->replica.dynamic) {
+        DynamicTableSpec table = *s_->spec.dynamic_table;
+        table.width = s_->replica.table_shape[1];
+        return strategy.create_dynamic_table(params[i].name, table, inits[i], s_->spec.optimizer,
+                                             s_->spec.learning_rate);
+      }
+      return strategy.create_variable(params[i].name, params[i].value->shape(), inits[i],
                                       s_->spec.optimizer, s_->spec.learning_rate);
+    }();
     if (!v) return v.error();
     vars.push_back(*v);
   }
@@ -384,31 +404,76 @@ core::Expected<ClusterCoordinator*> Model::coordinator(const CoordinatorOptions&
 
 core::Status Model::pull() {
   if (s_->strategy == nullptr) return {};
+  auto& r = s_->replica;
   std::vector<core::Tensor> values;
-  for (const auto& v : s_->variables) {
-    auto t = s_->strategy->read(v);
+  for (size_t i = 0; i < s_->variables.size(); ++i) {
+    if (r.dynamic && static_cast<int>(i) == r.table_index) continue;  // stays on the PS tasks
+    auto t = s_->strategy->read(s_->variables[i]);
     if (!t) return t.error();
     values.push_back(std::move(*t));
   }
-  return s_->replica.assign(std::move(values));
+  return r.dynamic ? r.assign_dense(std::move(values)) : r.assign(std::move(values));
 }
 
 core::Checkpoint Model::weights() {
   core::Checkpoint c;
   for (const auto& p : s_->replica.params)
     c.tensors[p.name] = p.value->to(core::Device::cpu());
+  if (s_->replica.dynamic) c.ints[ctr_table_keys] = s_->replica.table_keys;
+  return c;
+}
+
+core::Expected<core::Checkpoint> Model::read_weights() {
+  if (auto st = pull(); !st) return st.error();
+  auto& r = s_->replica;
+  if (s_->strategy == nullptr || !r.dynamic) return weights();
+  auto rows = s_->strategy->read_table(s_->variables[static_cast<size_t>(r.table_index)]);
+  if (!rows) return rows.error();
+  core::Checkpoint c;
+  for (const auto& p : r.params)
+    if (p.value != &r.table) c.tensors[p.name] = p.value->to(core::Device::cpu());
+  c.tensors[ctr_table] = std::move(rows->values);
+  c.ints[ctr_table_keys] = std::move(rows->keys);
   return c;
 }
 
 core::Status Model::set_weights(const core::Checkpoint& ckpt) {
+  auto& r = s_->replica;
   std::vector<core::Tensor> values;
-  for (const auto& name : s_->replica.names) {
+  for (const auto& name : r.names) {
     auto it = ckpt.tensors.find(name);
     if (it == ckpt.tensors.end())
       return make_error(Errc::invalid_argument, "the checkpoint has no variable '" + name + "'");
     values.push_back(it->second);
   }
-  return s_->replica.assign(std::move(values));
+  if (!r.dynamic) return r.assign(std::move(values));
+  // A dynamic table: any number of rows of the model's width, a distinct key a row.
+  core::Tensor table = std::move(values[static_cast<size_t>(r.table_index)]);
+  values.erase(values.begin() + r.table_index);
+  auto keys = ckpt.ints.find(ctr_table_keys);
+  const int64_t width = r.table_shape[1];
+  if (table.shape().rank() != 2 || table.shape()[1] != width)
+    return make_error(Errc::invalid_argument, "the checkpoint's table '" + std::string(ctr_table) +
+                                                  "' has shape " + table.shape().to_string() +
+                                                  ", the model's rows are " +
+                                                  std::to_string(width) + " wide");
+  if (keys == ckpt.ints.end() || static_cast<int64_t>(keys->second.size()) != table.shape()[0])
+    return make_error(
+        Errc::invalid_argument,
+        "the checkpoint's dynamic table has " + std::to_string(table.shape()[0]) + " rows and " +
+            (keys == ckpt.ints.end() ? std::string("no") : std::to_string(keys->second.size())) +
+            " keys ('" + ctr_table_keys + "')");
+  std::unordered_map<int64_t, int64_t> row_of;
+  row_of.reserve(keys->second.size());
+  for (size_t i = 0; i < keys->second.size(); ++i)
+    if (!row_of.emplace(keys->second[i], static_cast<int64_t>(i)).second)
+      return make_error(Errc::invalid_argument, "the checkpoint's dynamic table holds key " +
+                                                    std::to_string(keys->second[i]) + " twice");
+  if (auto st = r.assign_dense(std::move(values)); !st) return st;
+  r.table = std::move(table);
+  r.table_keys = keys->second;
+  r.row_of = std::move(row_of);
+  return {};
 }
 
 core::Expected<std::shared_ptr<const std::vector<core::Example>>> Model::eval_examples() {
@@ -431,7 +496,17 @@ core::Expected<BatchStats> Model::evaluate() {
   for (int64_t i = 0, n = eval_batches(); i < n; ++i) {
     auto batch = eval_batch(**ex, s_->spec.eval_batch_size, i);
     if (!batch) return batch.error();
-    auto stats = detail::run_batch(s_->replica, *batch, /*backward=*/false);
+    auto& r = s_->replica;
+    auto stats = [&]() -> core::Expected<BatchStats> {
+      if (s_->strategy == nullptr || !r.dynamic)
+        return detail::run_batch(r, *batch, /*backward=*/false);
+      // The batch's rows by key from the PS tasks.
+      core::unique_ids(batch->ids, r.unique, r.index);
+      auto rows =
+          s_->strategy->read_rows(s_->variables[static_cast<size_t>(r.table_index)], r.unique);
+      if (!rows) return rows.error();
+      return detail::run_ctr_batch(r, *batch, *rows, /*backward=*/false);
+    }();
     if (!stats) return stats;
     total.merge(*stats);
   }

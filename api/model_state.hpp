@@ -6,6 +6,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/loss_scale.hpp"
@@ -31,7 +32,12 @@ struct Replica {
   core::SigmoidBinaryCrossEntropy ctr_loss;
   core::Tensor table, table_grad;  // table_grad stays empty: the gradient is row_grads()
   core::Shape table_shape;
-  int table_index = -1;         // in params; -1: none
+  int table_index = -1;  // in params; -1: none
+  // A dynamic table (ModelSpec::dynamic_table): the rows of `table` are keyed, row i by
+  // table_keys[i] (row_of maps back); empty until set_weights() gives rows.
+  bool dynamic = false;
+  std::vector<int64_t> table_keys;
+  std::unordered_map<int64_t, int64_t> row_of;
   std::vector<int64_t> unique;  // the last batch's unique ids and each id's row
   std::vector<int32_t> index;
   core::Tensor rows;

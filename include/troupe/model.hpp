@@ -18,6 +18,7 @@
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/sequential.hpp"
 #include "troupe/coordinator_types.hpp"
+#include "troupe/strategy.hpp"
 
 namespace troupe {
 
@@ -53,12 +54,24 @@ struct ModelSpec {
   /// table is the variable `ctr_table` ([table_rows, config.row_width()], uniform in
   /// [-0.05, 0.05]); with a ParameterServerStrategy the workers pull and push only the
   /// rows of each batch (give the strategy a partitioner to split the table over the PS
-  /// tasks). The chief (and a one-process fit) keeps a whole copy for evaluation and
-  /// checkpoints, so fit() suits tables that fit in one process; ctr_ps shows the pattern
-  /// for bigger ones. Not for MultiWorkerMirroredStrategy (an error).
+  /// tasks). The chief (and a one-process fit) keeps a whole copy of this fixed table for
+  /// evaluation and checkpoints; a `dynamic_table` (below) stays on the PS tasks. Not for
+  /// MultiWorkerMirroredStrategy (an error).
   std::optional<core::CtrModelConfig> ctr;
   int64_t table_rows = 0;
+  /// A CTR model whose table has no fixed vocabulary (ParameterServerStrategy only): the
+  /// examples' ids are raw 64-bit keys (e.g. Criteo text read with CriteoOptions::raw_keys),
+  /// and the table is a dynamic table on the PS tasks (create_dynamic_table: admission,
+  /// eviction, `max_rows`; its width is the model's row width, table_rows is unused). The
+  /// chief never holds it whole to train or evaluate: evaluate() reads each batch's rows by
+  /// key, read_weights() (what ModelCheckpoint saves) reads it in pages. Keys without a row
+  /// score with zeros, as on the PS tasks. A one-process fit() of it is an error.
+  std::optional<DynamicTableSpec> dynamic_table;
 };
+
+/// A checkpoint's int vector holding a dynamic table's keys, a key per row of the tensor
+/// `ctr_table` (see Model::read_weights).
+inline constexpr const char* ctr_table_keys = "embedding/keys";
 
 /// The name of a CTR model's table variable.
 inline constexpr const char* ctr_table = "embedding";
@@ -146,15 +159,23 @@ class Model {
   /// The coordinator if one was made (to shut the cluster down at the end).
   ClusterCoordinator* coordinator_if_made();
 
-  /// Attached: reads the variables from the PS tasks into the local layers.
+  /// Attached: reads the variables from the PS tasks into the local layers (a dynamic
+  /// table stays on the PS tasks: only the dense variables come).
   core::Status pull();
-  /// The local layers' values, one tensor per parameter name.
+  /// The local layers' values, one tensor per parameter name (a dynamic table: the rows
+  /// set_weights() gave, their keys in ints[ctr_table_keys]).
   core::Checkpoint weights();
+  /// Attached: pull() and weights(), a dynamic table's rows read from the PS tasks in pages
+  /// (ParameterServerStrategy::read_table; the chief holds them only for the checkpoint).
+  /// Otherwise weights().
+  core::Expected<core::Checkpoint> read_weights();
   /// Sets the local layers from a checkpoint's tensors: every parameter must be there
-  /// with its shape, or it is an invalid_argument error naming it and nothing changes.
+  /// with its shape (a dynamic table: any number of rows of its width, a distinct key a
+  /// row), or it is an invalid_argument error naming it and nothing changes.
   core::Status set_weights(const core::Checkpoint& ckpt);
 
-  /// Evaluates the local layers on the evaluation examples (attached: pulls first).
+  /// Evaluates the local layers on the evaluation examples (attached: pulls first; a
+  /// dynamic table's rows are read from the PS tasks a batch at a time).
   core::Expected<BatchStats> evaluate();
   /// Evaluates through the coordinator: one "<name>/evaluate" closure per batch on the
   /// workers, each batch's result counted exactly once (a closure retried after a lost

@@ -24,6 +24,26 @@ class FailAfterEpoch : public Callback {
   int64_t epoch_;
 };
 
+// The CTR tests' fit: 2 epochs of 30 steps, validated on the workers.
+FitOptions ctr_fit_options() {
+  FitOptions o;
+  o.epochs = 2;
+  o.steps_per_epoch = 30;
+  o.validation = FitOptions::Validation::distributed;
+  o.coordinator.closure_timeout = 10s;
+  return o;
+}
+
+// Fits `model` on `dataset` and checks that validation learned the clicks' teacher.
+void fit_clicks(Model& model, ParameterServerStrategy& strategy, const Registry& reg,
+                const char* dataset, const Callbacks& callbacks, History& h) {
+  auto fitted = fit(model, strategy, {&reg, dataset}, ctr_fit_options(), callbacks);
+  REQUIRE(fitted.ok());
+  h = std::move(*fitted);
+  REQUIRE(h.epochs.back().count("val_auc") == 1);
+  CHECK(h.epochs.back().at("val_auc") > 0.72);
+}
+
 }  // namespace
 
 TEST_CASE("fit with a ParameterServerStrategy: resume, checkpoints, distributed evaluation",
@@ -111,20 +131,13 @@ TEST_CASE("fit a CTR model with its table split over two PS tasks, AUC counted o
           "[process][fit][ctr]") {
   test::LocalCluster cluster(2, 2);  // children: ps:0, ps:1, worker:0, worker:1
   const auto reg = test::make_test_registry();
-  FitOptions o;
-  o.epochs = 2;
-  o.steps_per_epoch = 30;
-  o.validation = FitOptions::Validation::distributed;
-  o.coordinator.closure_timeout = 10s;
   Model model(test::ctr_model());
   auto strategy = ParameterServerStrategy::make(cluster.chief(),
                                                 std::make_shared<core::FixedShardsPartitioner>(2));
   REQUIRE(strategy.ok());
-  auto h = fit(model, **strategy, {&reg, "clicks_repeat"}, o);
-  REQUIRE(h.ok());
-  const auto& last = h->epochs.back();
-  REQUIRE(last.count("val_auc") == 1);
-  CHECK(last.at("val_auc") > 0.72);
+  History h;
+  fit_clicks(model, **strategy, reg, "clicks_repeat", {}, h);
+  const auto& last = h.epochs.back();
   // The workers pulled and pushed rows of the table's two shards, one on each PS task.
   auto ps = (*strategy)->ps_stats();
   REQUIRE(ps.ok());
@@ -138,5 +151,80 @@ TEST_CASE("fit a CTR model with its table split over two PS tasks, AUC counted o
   CHECK(direct->examples == 1024);
   CHECK(last.at("val_auc") == Approx(direct->auc()));
   CHECK(last.at("val_loss") == Approx(direct->loss()));
+  model.coordinator_if_made()->shutdown_cluster();
+}
+
+TEST_CASE("fit a CTR model whose table is dynamic: rows by key, checkpoint and reload score alike",
+          "[process][fit][ctr][dynamic]") {
+  test::LocalCluster cluster(2, 2);  // children: ps:0, ps:1, worker:0, worker:1
+  const auto reg = test::make_test_registry();
+  test::TempDir dir;
+  const ModelSpec spec = test::ctr_keyed_model();
+
+  // In one process it is refused: the table lives on PS tasks.
+  Model alone(spec);
+  auto refused = fit(alone, {&reg, "keyed_clicks_repeat"}, ctr_fit_options());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("dynamic table") != std::string::npos);
+
+  Model model(spec);
+  auto strategy = ParameterServerStrategy::make(cluster.chief());
+  REQUIRE(strategy.ok());
+  auto checkpoint = std::make_shared<callbacks::ModelCheckpoint>(dir.file("ckpt"));
+  History h;
+  fit_clicks(model, **strategy, reg, "keyed_clicks_repeat", {checkpoint}, h);
+  const auto& last = h.epochs.back();
+  // One shard a PS task, each holding rows of the 64 keys the clicks use.
+  auto ps = (*strategy)->ps_stats();
+  REQUIRE(ps.ok());
+  REQUIRE(ps->size() == 2);
+  int64_t rows = 0;
+  for (const auto& p : *ps) {
+    CHECK(p.table_rows > 0);
+    CHECK(p.updates_applied > 0);
+    rows += p.table_rows;
+  }
+  CHECK(rows == 64);
+
+  // The chief reads each evaluation batch's rows by key: the same as the workers' scores.
+  auto direct = model.evaluate();
+  REQUIRE(direct.ok());
+  CHECK(direct->examples == 1024);
+  CHECK(last.at("val_auc") == Approx(direct->auc()));
+  CHECK(last.at("val_loss") == Approx(direct->loss()));
+
+  // The last checkpoint holds the rows with their keys; a model loaded from it (no PS
+  // tasks, as a side-car evaluator) scores the same.
+  core::CheckpointManager manager(dir.file("ckpt"), 3);
+  auto saved = manager.restore_latest();
+  REQUIRE(saved.ok());
+  const core::Checkpoint& ckpt = saved->second;
+  REQUIRE(ckpt.ints.count(ctr_table_keys) == 1);
+  CHECK(ckpt.ints.at(ctr_table_keys).size() == 64);
+  CHECK(ckpt.tensors.at(ctr_table).shape() == core::Shape{64, spec.ctr->row_width()});
+  Model loaded(spec);
+  REQUIRE(loaded.set_weights(ckpt).ok());
+  auto reloaded = loaded.evaluate();
+  REQUIRE(reloaded.ok());
+  CHECK(reloaded->loss() == Approx(direct->loss()).epsilon(1e-6));
+  CHECK(reloaded->auc() == Approx(direct->auc()).epsilon(1e-6));
+  CHECK(loaded.weights().ints.at(ctr_table_keys) == ckpt.ints.at(ctr_table_keys));
+
+  // Without a key's row, its examples score with zeros there: the loss moves.
+  core::Checkpoint fewer = ckpt;
+  fewer.ints[ctr_table_keys].pop_back();
+  auto bad = loaded.set_weights(fewer);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.find("64 rows and 63 keys") != std::string::npos);
+  fewer.ints[ctr_table_keys] = ckpt.ints.at(ctr_table_keys);
+  fewer.ints[ctr_table_keys][1] = fewer.ints[ctr_table_keys][0];
+  bad = loaded.set_weights(fewer);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.find("twice") != std::string::npos);
+  fewer.ints[ctr_table_keys][1] = 12345;  // not a key the clicks use
+  REQUIRE(loaded.set_weights(fewer).ok());
+  auto partial = loaded.evaluate();
+  REQUIRE(partial.ok());
+  CHECK(partial->loss() != Approx(direct->loss()).epsilon(1e-6));
   model.coordinator_if_made()->shutdown_cluster();
 }

@@ -99,14 +99,44 @@ inline ModelSpec ctr_model() {
   return m;
 }
 
-/// "clicks_repeat": 2048 clicks (each worker its shard), repeated, in batches of 64.
+/// clicks() with every id as a raw 64-bit key (scattered over the whole range, negative
+/// ones too), as a table without a fixed vocabulary sees them.
+inline std::vector<core::Example> keyed_clicks(int64_t n, uint64_t seed) {
+  auto out = clicks(n, seed);
+  for (auto& e : out)
+    for (auto& id : e.ids)
+      id = static_cast<int64_t>((static_cast<uint64_t>(id) + 1) * 0x9e3779b97f4a7c15ull);
+  return out;
+}
+
+/// ctr_model() over keyed_clicks(), its table a dynamic one on the PS tasks (a row per key
+/// once seen twice).
+inline ModelSpec ctr_keyed_model() {
+  ModelSpec m = ctr_model();
+  m.name = "ctr_keyed";
+  m.table_rows = 0;
+  DynamicTableSpec table;
+  table.min_count = 2;
+  m.dynamic_table = table;
+  m.eval_examples = []() -> core::Expected<std::vector<core::Example>> {
+    return keyed_clicks(1024, 99);
+  };
+  return m;
+}
+
+/// "clicks_repeat": 2048 clicks (each worker its shard), repeated, in batches of 64;
+/// "keyed_clicks_repeat": the same clicks with raw keys for ids.
 inline void add_clicks_dataset(Registry& r) {
-  r.add_dataset("clicks_repeat", [](const core::InputContext& ctx) {
-    auto ds = core::from_vector(clicks(2048, 1))
+  auto make = [](const core::InputContext& ctx, bool keyed) {
+    auto ds = core::from_vector(keyed ? keyed_clicks(2048, 1) : clicks(2048, 1))
                   .shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
                   .repeat();
     return core::to_batches(ds, 64, /*drop_remainder=*/true);
-  });
+  };
+  r.add_dataset("clicks_repeat",
+                [make](const core::InputContext& ctx) { return make(ctx, false); });
+  r.add_dataset("keyed_clicks_repeat",
+                [make](const core::InputContext& ctx) { return make(ctx, true); });
 }
 
 /// "blobs_train": 512 examples in batches of 32, in order (16 batches a pass; each worker
@@ -128,6 +158,7 @@ inline Registry make_test_registry() {
   register_model(r, blobs_model());
   add_clicks_dataset(r);
   register_model(r, ctr_model());
+  register_model(r, ctr_keyed_model());
   r.add_step("add", [](StepContext&, int a, int b) { return a + b; });
   r.add_step("whoami", [](StepContext& ctx) { return ctx.worker_index(); });
   // Pulls `var`, pushes a gradient of ones, returns the sum of what it pulled.
