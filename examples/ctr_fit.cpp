@@ -20,6 +20,7 @@
 #include "examples/command_line.hpp"
 #include "net/slurm.hpp"
 #include "serve_task.hpp"
+#include "table_flags.hpp"
 #include "troupe/troupe.hpp"
 
 namespace tc = troupe::core;
@@ -43,6 +44,7 @@ struct Settings {
   int64_t evaluator_timeout_s = 600;
   troupe::examples::DeviceFlags device;  // where each process's replica computes
   troupe::examples::WireFlag wire;       // PS tasks: the tensor channel's type
+  troupe::examples::TableFlags table;    // --table fixed|dynamic and the dynamic table's flags
 
   std::string ext() const { return format == "tfrecord" ? ".tfrecord" : ".txt"; }
   tc::RecordFormat record_format() const { return tc::parse_record_format(format).value(); }
@@ -56,11 +58,13 @@ troupe::ModelSpec model_spec(const Settings& s) {
   c.hidden = s.hidden;
   m.ctr = c;
   m.table_rows = c.fields * s.buckets;
+  if (s.table.dynamic()) m.dynamic_table = s.table.spec;
   m.optimizer = s.optimizer;
   m.learning_rate = s.lr;
   const std::string path = s.data + "/heldout" + s.ext();
   const auto format = s.record_format();
-  const tc::CriteoOptions criteo{s.buckets};
+  tc::CriteoOptions criteo{s.buckets};
+  criteo.raw_keys = s.table.dynamic();
   m.eval_examples = [path, format, criteo] { return tc::read_examples(path, format, criteo); };
   m.eval_batch_size = 4096;
   m.device = s.device.device;
@@ -74,6 +78,7 @@ troupe::Registry make_registry(const Settings& s) {
     tc::SparseInputOptions o;
     o.format = s.record_format();
     o.criteo.buckets_per_field = s.buckets;
+    o.criteo.raw_keys = s.table.dynamic();
     o.batch = static_cast<size_t>(s.batch);
     return troupe::examples::ctr_train_batches(s.data, s.ext(), ctx, o);
   });
@@ -115,6 +120,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"adagrad", "adam", "ftrl", "sgd"}));
   app.add_option("--lr", s.lr);
   app.add_option("--evaluator-timeout-s", s.evaluator_timeout_s)->check(CLI::PositiveNumber);
+  s.table.add(app);
   s.device.add(app);
   s.wire.add(app);
   if (auto end = troupe::examples::parse_command_line(app, argc, argv, "ctr_fit")) return *end;
@@ -165,6 +171,7 @@ int main(int argc, char** argv) {
     return fail(h.error());
   }
   const nlohmann::json bf16_requests = troupe::examples::ps_bf16_requests(**strategy);
+  auto ps_stats = (*strategy)->ps_stats();
   shutdown();
   const auto& last = h->epochs.back();
   auto metric = [&](const char* k) -> nlohmann::json {
@@ -191,6 +198,15 @@ int main(int argc, char** argv) {
       {"model_dir", s.model_dir},
       {"train_s", h->train_s},
       {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}};
+  out["table"] = s.table.kind;
+  if (s.table.dynamic() && ps_stats) {
+    const auto tables = troupe::examples::sum_tables(*ps_stats);
+    out["table_rows"] = tables.table_rows;
+    out["table_max_rows"] = s.table.spec.max_rows;
+    out["rows_admitted"] = tables.rows_admitted;
+    out["rows_evicted"] = tables.rows_evicted;
+    out["grads_dropped_unadmitted"] = tables.grads_dropped_unadmitted;
+  }
   troupe::examples::report_device(out, model);
   out["wire_dtype"] = troupe::net::wire_dtype_name(*wire);
   out["ps_bf16_requests"] = bf16_requests;

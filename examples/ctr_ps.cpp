@@ -35,6 +35,7 @@
 #include "examples/command_line.hpp"
 #include "net/slurm.hpp"
 #include "serve_task.hpp"
+#include "table_flags.hpp"
 #include "troupe/troupe.hpp"
 
 namespace tc = troupe::core;
@@ -52,8 +53,7 @@ struct Settings {
   int dim = 16;
   std::vector<int64_t> hidden = {400, 400, 400};
   int64_t buckets = 1 << 20;
-  std::string table = "fixed";  // or "dynamic": rows keyed by raw ids (core/dynamic_table.hpp)
-  troupe::DynamicTableSpec dynamic;
+  troupe::examples::TableFlags table;  // --table fixed|dynamic and the dynamic table's flags
   int batch = 1024;
   int steps_per_worker = 200;
   std::string optimizer = "adagrad";
@@ -83,7 +83,7 @@ struct Settings {
     tc::SparseInputOptions o;
     o.format = tc::parse_record_format(format).value();
     o.criteo.buckets_per_field = buckets;
-    o.criteo.raw_keys = table == "dynamic";
+    o.criteo.raw_keys = table.dynamic();
     o.batch = batch_size;
     o.shuffle_buffer = shuffle_buffer;
     o.seed = seed;
@@ -246,25 +246,7 @@ int main(int argc, char** argv) {
   app.add_option("--hidden", s.hidden, "widths of the DNN's hidden layers");
   app.add_option("--buckets-per-field", s.buckets, "hash buckets of each of the 26 fields")
       ->check(CLI::Range(int64_t{1}, (int64_t{1} << 56) / 26));
-  app.add_option("--table", s.table,
-                 "fixed: hashed buckets per field; dynamic: rows keyed by each value's 64-bit "
-                 "key, admitted and evicted on the PS tasks")
-      ->check(CLI::IsMember({"fixed", "dynamic"}));
-  app.add_option("--max-rows", s.dynamic.max_rows, "dynamic: cap on the table's rows (0: none)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--min-count", s.dynamic.min_count,
-                 "dynamic: occurrences (batches) before a key gets a row")
-      ->check(CLI::Range(0, 65535));
-  app.add_option("--admit-probability", s.dynamic.admit_probability,
-                 "dynamic: below 1, admit each occurrence with this probability instead")
-      ->check(CLI::Range(1e-6, 1.0));
-  app.add_option("--ttl-steps", s.dynamic.ttl_steps,
-                 "dynamic: evict rows not updated for this many pushes to their shard (0: never)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--sketch-width", s.dynamic.sketch_width,
-                 "dynamic: count-min counters per hash function (4 functions, 2 bytes each, per "
-                 "shard; 0: the shard's row cap, in [2^12, 2^20])")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  s.table.add(app);
   app.add_option("--batch", s.batch)->check(CLI::Range(1, 1 << 20));
   app.add_option("--steps-per-worker", s.steps_per_worker,
                  "steps per worker; 0: until the training data ends (a stream)")
@@ -348,7 +330,7 @@ int main(int argc, char** argv) {
   const auto config = s.model_config();
   tc::CtrExportConfig export_config;  // the model's shape, as exports hold it
   export_config.model = config;
-  export_config.dynamic = s.table == "dynamic";
+  export_config.dynamic = s.table.dynamic();
   export_config.buckets_per_field = export_config.dynamic ? 0 : s.buckets;
   if (!snapshot_dir.empty()) {
     // What `troupe export --checkpoint` needs besides the PS snapshots.
@@ -359,10 +341,10 @@ int main(int argc, char** argv) {
   }
   const tc::Initializer table_init{tc::Initializer::Kind::random_uniform, 0.05f, s.seed};
   tc::Expected<troupe::Variable> table = tc::make_error(tc::Errc::internal, "no table");
-  if (s.table == "dynamic") {
-    s.dynamic.width = config.row_width();
-    s.dynamic.shards = s.shards;
-    table = (*strategy)->create_dynamic_table(kTable, s.dynamic, table_init, s.optimizer, s.lr);
+  if (s.table.dynamic()) {
+    s.table.spec.width = config.row_width();
+    s.table.spec.shards = s.shards;
+    table = (*strategy)->create_dynamic_table(kTable, s.table.spec, table_init, s.optimizer, s.lr);
   } else {
     table = (*strategy)->create_variable(kTable, tc::Shape{s.table_rows(), config.row_width()},
                                          table_init, s.optimizer, s.lr);
@@ -479,16 +461,11 @@ int main(int argc, char** argv) {
   const double bytes_per_step =
       rows_per_step * (2 * 8 + 2 * value_bytes * width) + 2 * value_bytes * dense_params;
   nlohmann::json ps_json = nlohmann::json::array(), ps_rss = nlohmann::json::array();
-  troupe::PsTaskStats tables;  // the dynamic table's figures, summed over the PS tasks
+  // The dynamic table's figures, summed over the PS tasks.
+  const troupe::PsTaskStats tables =
+      ps_stats ? troupe::examples::sum_tables(*ps_stats) : troupe::PsTaskStats{};
   if (ps_stats)
     for (auto& p : *ps_stats) {
-      tables.table_rows += p.table_rows;
-      tables.rows_admitted += p.rows_admitted;
-      tables.rows_evicted += p.rows_evicted;
-      tables.grads_dropped_unadmitted += p.grads_dropped_unadmitted;
-      tables.table_bytes += p.table_bytes;
-      tables.snapshot_full_bytes += p.snapshot_full_bytes;
-      tables.snapshot_delta_bytes += p.snapshot_delta_bytes;
       ps_rss.push_back(p.rss_bytes);
       ps_json.push_back({{"rss_mb", static_cast<double>(p.rss_bytes) / (1 << 20)},
                          {"table_rows", p.table_rows},
@@ -503,7 +480,7 @@ int main(int argc, char** argv) {
                          {"snapshot_updates", p.snapshot_updates},
                          {"bf16_requests", p.bf16_requests}});
     }
-  const bool dynamic = s.table == "dynamic";
+  const bool dynamic = s.table.dynamic();
   // A fixed table's payload: every row's value and optimizer slots.
   const auto slots = tc::make_optimizer(s.optimizer, s.lr).value()->slot_names().size();
   const int64_t fixed_table_bytes =
@@ -520,9 +497,9 @@ int main(int argc, char** argv) {
                    {"steps", steps},
                    {"examples", examples},
                    {"examples_per_sec", static_cast<double>(examples) / train_s},
-                   {"table", s.table},
+                   {"table", s.table.kind},
                    {"table_rows", dynamic ? tables.table_rows : s.table_rows()},
-                   {"table_max_rows", dynamic ? s.dynamic.max_rows : s.table_rows()},
+                   {"table_max_rows", dynamic ? s.table.spec.max_rows : s.table_rows()},
                    {"rows_admitted", tables.rows_admitted},
                    {"rows_evicted", tables.rows_evicted},
                    {"grads_dropped_unadmitted", tables.grads_dropped_unadmitted},

@@ -283,6 +283,29 @@ TEST_CASE("ctr_ps with a dynamic table keeps under its row cap and learns as a h
   INFO(hashed.dump());
   CHECK(hashed["table_rows"] == 53248);
   CHECK(dynamic["auc"].get<double>() >= hashed["auc"].get<double>() - 0.002);
+
+  // A dynamic table under fit() (troupe::Model): the chief reads it whole only to write a
+  // checkpoint (keys and rows), and the side-car evaluator scores each checkpoint's rows as
+  // the workers scored the live table in validation.
+  auto r = run_program(bin + "/troupe launch --ps 2 --workers 2 --evaluator --run-dir " +
+                       dir.file("fit") + " -- " + bin + "/ctr_fit --data " + dir.file("data") +
+                       " --hidden 32 --table dynamic --max-rows 20000 --min-count 2 --epochs 2 "
+                       "--steps-per-epoch 200 2>/dev/null");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  troupe::test::check_all_gone(r.last_json["tasks"]);
+  const auto& fit = r.last_json["chief"];
+  CHECK(fit["table"] == "dynamic");
+  CHECK(fit["checkpoints"] == 2);
+  CHECK(fit["table_rows"].get<int64_t>() <= 20000);
+  CHECK(fit["rows_evicted"].get<int64_t>() > 0);
+  CHECK(fit["rows_evicted"] ==
+        fit["rows_admitted"].get<int64_t>() - fit["table_rows"].get<int64_t>());
+  CHECK(fit["val_auc"].get<double>() > 0.65);
+  const auto& evaluations = r.last_json["evaluator"];
+  REQUIRE(evaluations.size() == 3);  // one line per checkpoint, then the summary
+  CHECK(evaluations[1]["step"] == 400);
+  CHECK(evaluations[1]["auc"].get<double>() == Approx(fit["val_auc"].get<double>()).margin(1e-6));
 }
 
 TEST_CASE("ctr_ps trains on streams until they end: a FIFO per worker and standard input",
