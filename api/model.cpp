@@ -353,6 +353,9 @@ const core::LossScale* Model::loss_scale() const {
 ParameterServerStrategy* Model::strategy() {
   return s_->strategy;
 }
+const std::vector<Variable>& Model::variables() const {
+  return s_->variables;
+}
 ClusterCoordinator* Model::coordinator_if_made() {
   return s_->coordinator.get();
 }

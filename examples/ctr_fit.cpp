@@ -42,6 +42,8 @@ struct Settings {
   std::string optimizer = "adagrad";
   float lr = 0.2f;
   int64_t evaluator_timeout_s = 600;
+  std::string export_path;  // a `troupe export` model of the trained model, written at the end
+  int32_t export_min_count = 0;
   troupe::examples::DeviceFlags device;  // where each process's replica computes
   troupe::examples::WireFlag wire;       // PS tasks: the tensor channel's type
   troupe::examples::TableFlags table;    // --table fixed|dynamic and the dynamic table's flags
@@ -120,6 +122,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"adagrad", "adam", "ftrl", "sgd"}));
   app.add_option("--lr", s.lr);
   app.add_option("--evaluator-timeout-s", s.evaluator_timeout_s)->check(CLI::PositiveNumber);
+  app.add_option("--export", s.export_path,
+                 "after training, write the model for troupe predict / troupe::Predictor here");
+  app.add_option("--export-min-count", s.export_min_count,
+                 "dynamic: export only rows seen at least K times")
+      ->check(CLI::Range(0, 65535));
   s.table.add(app);
   s.device.add(app);
   s.wire.add(app);
@@ -171,6 +178,30 @@ int main(int argc, char** argv) {
     return fail(h.error());
   }
   const nlohmann::json bf16_requests = troupe::examples::ps_bf16_requests(**strategy);
+  nlohmann::json exported = nullptr;
+  if (!s.export_path.empty()) {
+    // The trained model from the PS tasks, as `troupe export` writes it.
+    tc::CtrExportConfig config;
+    config.model = *model.spec().ctr;
+    config.dynamic = s.table.dynamic();
+    config.buckets_per_field = config.dynamic ? 0 : s.buckets;
+    std::vector<troupe::Variable> dense;
+    troupe::Variable table;
+    for (const auto& v : model.variables()) {
+      if (v.name == troupe::ctr_table)
+        table = v;
+      else
+        dense.push_back(v);
+    }
+    auto r = troupe::export_ctr_model(**strategy, config, dense, table, s.export_path,
+                                      s.export_min_count);
+    if (!r) {
+      shutdown();
+      return fail(r.error());
+    }
+    exported = {
+        {"path", s.export_path}, {"rows", r->rows}, {"bytes", r->bytes}, {"seconds", r->seconds}};
+  }
   auto ps_stats = (*strategy)->ps_stats();
   shutdown();
   const auto& last = h->epochs.back();
@@ -199,6 +230,7 @@ int main(int argc, char** argv) {
       {"train_s", h->train_s},
       {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}};
   out["table"] = s.table.kind;
+  out["export"] = exported;
   if (s.table.dynamic() && ps_stats) {
     const auto tables = troupe::examples::sum_tables(*ps_stats);
     out["table_rows"] = tables.table_rows;

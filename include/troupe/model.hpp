@@ -154,6 +154,9 @@ class Model {
   /// Creates the model's variables on the PS tasks (once; a second strategy is an error).
   core::Status attach(ParameterServerStrategy& strategy);
   ParameterServerStrategy* strategy();
+  /// Attached: the model's variables on the PS tasks, in parameters() order (a CTR model's
+  /// table, named ctr_table, last); empty otherwise.
+  const std::vector<Variable>& variables() const;
   /// The coordinator, made with `options` on the first call; the same one afterwards.
   core::Expected<ClusterCoordinator*> coordinator(const CoordinatorOptions& options = {});
   /// The coordinator if one was made (to shut the cluster down at the end).

@@ -290,7 +290,8 @@ TEST_CASE("ctr_ps with a dynamic table keeps under its row cap and learns as a h
   auto r = run_program(bin + "/troupe launch --ps 2 --workers 2 --evaluator --run-dir " +
                        dir.file("fit") + " -- " + bin + "/ctr_fit --data " + dir.file("data") +
                        " --hidden 32 --table dynamic --max-rows 20000 --min-count 2 --epochs 2 "
-                       "--steps-per-epoch 200 2>/dev/null");
+                       "--steps-per-epoch 200 --export " +
+                       dir.file("fit.tmodel") + " 2>/dev/null");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   troupe::test::check_all_gone(r.last_json["tasks"]);
@@ -306,6 +307,17 @@ TEST_CASE("ctr_ps with a dynamic table keeps under its row cap and learns as a h
   REQUIRE(evaluations.size() == 3);  // one line per checkpoint, then the summary
   CHECK(evaluations[1]["step"] == 400);
   CHECK(evaluations[1]["auc"].get<double>() == Approx(fit["val_auc"].get<double>()).margin(1e-6));
+  // Its export, served, scores the held-out file as validation did (fit's AUC comes from
+  // 200-bucket histograms, predict's from exact ranks: the losses are the sharp check).
+  CHECK(fit["export"]["rows"] == fit["table_rows"]);
+  auto served = run_program(bin + "/troupe predict --model " + dir.file("fit.tmodel") + " --data " +
+                            dir.file("data") + "/heldout.txt 2>&1");
+  INFO(served.output);
+  REQUIRE(served.exit_code == 0);
+  CHECK(served.last_json["examples"] == 50000);
+  CHECK(served.last_json["logloss"].get<double>() ==
+        Approx(fit["val_loss"].get<double>()).epsilon(1e-5));
+  CHECK(served.last_json["auc"].get<double>() == Approx(fit["val_auc"].get<double>()).margin(2e-3));
 }
 
 TEST_CASE("ctr_ps trains on streams until they end: a FIFO per worker and standard input",
