@@ -31,15 +31,12 @@
 #include "troupe/troupe.hpp"
 
 namespace tc = troupe::core;
-using clock_type = std::chrono::steady_clock;
+using troupe::bench::clock_type;
+using troupe::bench::seconds_since;
 
 namespace {
 
 using troupe::bench::median;
-
-double seconds_since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
 
 int fail(const std::string& what) {
   std::cout << troupe::core::json_text(

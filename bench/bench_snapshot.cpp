@@ -22,14 +22,11 @@
 #include "core/json_text.hpp"
 #include "examples/command_line.hpp"
 
-using clock_type = std::chrono::steady_clock;
+using troupe::bench::clock_type;
+using troupe::bench::seconds_since;
 namespace tc = troupe::core;
 
 namespace {
-
-double seconds_since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
 
 struct Taken {
   double copy_s = 0, write_s = 0;

@@ -5,10 +5,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <vector>
 
 namespace troupe::bench {
+
+using clock_type = std::chrono::steady_clock;
+
+inline double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
 
 inline double median(std::vector<double> v) {
   if (v.empty()) return 0.0;

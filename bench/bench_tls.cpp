@@ -31,15 +31,12 @@
 #include "net/tls.hpp"
 
 using namespace troupe;
-using clock_type = std::chrono::steady_clock;
+using troupe::bench::clock_type;
+using troupe::bench::seconds_since;
 
 namespace {
 
 const std::string secret = "bench_tls: a secret of 32 bytes.";
-
-double seconds_since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
 
 // A connected, authenticated client and server over 127.0.0.1.
 struct Link {
