@@ -200,7 +200,7 @@ uint32_t DynamicTable::admit(int64_t key) {
       const auto s = static_cast<uint32_t>(rng_() % n);
       if (count_[s] == 0) continue;
       ++sampled;
-      const uint64_t sc = score(s);
+      const uint64_t sc = last_[s] == static_cast<uint32_t>(step_) ? ~uint64_t{0} : score(s);
       if (victim < 0 || sc < worst) victim = s, worst = sc;
     }
     if (victim < 0)  // a table that is nearly all holes: take the first live row
@@ -266,20 +266,60 @@ void DynamicTable::touch(uint32_t slot) {
   touched_list_.push_back(slot);
 }
 
+void DynamicTable::find_many(const int64_t* keys, size_t n, int64_t* slots) const {
+  // Three stages, each a few keys behind the one before, so that the cache misses of a big
+  // table overlap instead of queueing: the home entry is fetched, then the key of the first
+  // entry whose tag matches (the likely row), then the probe runs on memory already near.
+  constexpr size_t a = 16, b = 8;
+  thread_local std::vector<uint64_t> hashes;
+  hashes.resize(n);
+  for (size_t i = 0; i < n; ++i)
+    hashes[i] = mix64(static_cast<uint64_t>(keys[i]));
+  const size_t mask = index_.size() - 1;
+  for (size_t i = 0; i < n + a; ++i) {
+    if (i < n) __builtin_prefetch(&index_[static_cast<size_t>(hashes[i] >> shift_)]);
+    if (i >= b && i - b < n) {
+      const uint64_t h = hashes[i - b];
+      const uint32_t tag = entry_tag(h);
+      for (size_t p = static_cast<size_t>(h >> shift_);; p = (p + 1) & mask) {
+        const uint32_t e = index_[p];
+        if (e == empty) break;
+        if ((e & ~slot_mask) == tag) {
+          __builtin_prefetch(&keys_[e & slot_mask]);
+          break;
+        }
+      }
+    }
+    if (i >= a) {
+      const size_t k = i - a;
+      const uint64_t h = hashes[k];
+      const uint32_t tag = entry_tag(h);
+      int64_t found = -1;
+      for (size_t p = static_cast<size_t>(h >> shift_);; p = (p + 1) & mask) {
+        const uint32_t e = index_[p];
+        if (e == empty) break;
+        if ((e & ~slot_mask) == tag && keys_[e & slot_mask] == keys[k]) {
+          found = e & slot_mask;
+          break;
+        }
+      }
+      slots[k] = found;
+    }
+  }
+}
+
 void DynamicTable::lookup(const int64_t* keys, size_t n, float* out) const {
-  // Two passes, each touching memory a few keys ahead of its work, so that the cache misses
-  // of a big table (index entries, then rows) overlap instead of queueing.
   constexpr size_t ahead = 8;
   thread_local std::vector<int64_t> slots;
   slots.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (i + ahead < n) __builtin_prefetch(&index_[home(keys[i + ahead])]);
-    slots[i] = find(keys[i]);
-  }
+  find_many(keys, n, slots.data());
   const int64_t w = options_.width;
   for (size_t i = 0; i < n; ++i) {
-    if (i + ahead < n && slots[i + ahead] >= 0)
-      __builtin_prefetch(slot_data(static_cast<uint32_t>(slots[i + ahead])));
+    if (i + ahead < n && slots[i + ahead] >= 0) {
+      const float* r = slot_data(static_cast<uint32_t>(slots[i + ahead]));
+      __builtin_prefetch(r);
+      __builtin_prefetch(r + w - 1);
+    }
     float* o = out + static_cast<int64_t>(i) * w;
     if (slots[i] < 0)
       std::fill_n(o, w, 0.0f);
@@ -302,58 +342,105 @@ Status DynamicTable::apply(const std::vector<int64_t>& keys, ConstTensorView gra
                           std::to_string(n) + " keys of width " + std::to_string(w));
   ++step_;
   const int64_t t = ++iterations_;
-  // Repeated keys: one occurrence, gradients summed (in key order, so the sum does not
-  // depend on the order the keys came in).
-  order_.resize(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i)
-    order_[i] = {keys[i], static_cast<uint32_t>(i)};
-  std::sort(order_.begin(), order_.end());
-  merged_.resize(static_cast<size_t>(w));
+  const auto now = static_cast<uint32_t>(step_);
+  // 1. Repeated keys: one occurrence, gradients summed (in key order, so the sum does not
+  // depend on the order the keys came in). A worker sends each key once, in order: then
+  // nothing is sorted or copied.
+  unique_.clear();
+  grad_of_.clear();
+  bool sorted = true;
+  for (size_t i = 1; i < keys.size() && sorted; ++i)
+    sorted = keys[i - 1] < keys[i];
+  if (sorted) {
+    unique_.assign(keys.begin(), keys.end());
+    for (int64_t i = 0; i < n; ++i)
+      grad_of_.push_back(grads.data() + i * w);
+  } else {
+    order_.resize(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i)
+      order_[i] = {keys[i], static_cast<uint32_t>(i)};
+    std::sort(order_.begin(), order_.end());
+    size_t repeats = 0;
+    for (size_t i = 1; i < order_.size(); ++i)
+      repeats += order_[i].first == order_[i - 1].first;
+    merged_.resize(repeats * static_cast<size_t>(w));
+    float* into = merged_.data();
+    for (size_t i = 0; i < order_.size();) {
+      size_t j = i + 1;
+      while (j < order_.size() && order_[j].first == order_[i].first)
+        ++j;
+      const float* g = grads.data() + static_cast<int64_t>(order_[i].second) * w;
+      if (j - i > 1) {
+        std::copy_n(g, w, into);
+        for (size_t k = i + 1; k < j; ++k) {
+          const float* gk = grads.data() + static_cast<int64_t>(order_[k].second) * w;
+          for (int64_t e = 0; e < w; ++e)
+            into[e] += gk[e];
+        }
+        g = into;
+        into += w;
+      }
+      unique_.push_back(order_[i].first);
+      grad_of_.push_back(g);
+      i = j;
+    }
+  }
+  const size_t m = unique_.size();
+  // 2. Every key's row, the misses overlapped; a row found is marked as updated now, so
+  // that admissions below do not evict it.
+  slots_.resize(m);
+  find_many(unique_.data(), m, slots_.data());
+  // 3. Keys without a row: counted, admitted when they qualify.
+  constexpr size_t ahead = 8;
+  missing_.clear();
+  for (size_t i = 0; i < m; ++i) {
+    if (slots_[i] >= 0) {
+      const auto s = static_cast<uint32_t>(slots_[i]);
+      if (count_[s] != 0xffffffffu) ++count_[s];
+      last_[s] = now;
+    } else {
+      missing_.push_back(static_cast<uint32_t>(i));
+    }
+  }
+  const bool counting = options_.admit_probability >= 1.0f && options_.min_count > 1;
+  const int64_t evicted_before = counters_.evicted_cap;
+  for (size_t i = 0; i < missing_.size(); ++i) {
+    if (counting && i + ahead < missing_.size())
+      __builtin_prefetch(sketch_line(unique_[missing_[i + ahead]]));
+    const int64_t key = unique_[missing_[i]];
+    bool admit_now;
+    if (options_.admit_probability < 1.0f)
+      admit_now = unit(rng_()) < options_.admit_probability;
+    else
+      admit_now = !counting || occurrences(key) >= static_cast<uint32_t>(options_.min_count);
+    if (admit_now)
+      slots_[missing_[i]] = admit(key);
+    else
+      ++counters_.grads_dropped;
+  }
+  // 4. The optimizer on every row, each prefetched a few keys ahead. An admission at the
+  // cap evicts only rows not updated in this step unless every row it sampled was: then a
+  // key found above may have lost its row, and its gradient is dropped.
+  const bool check = counters_.evicted_cap != evicted_before;
   const size_t slots = slot_init_.size() / static_cast<size_t>(w);
   float* slot_ptr[8];
-  constexpr size_t ahead = 8;
-  for (size_t i = 0; i < order_.size();) {
-    const int64_t key = order_[i].first;
-    size_t j = i + 1;
-    while (j < order_.size() && order_[j].first == key)
-      ++j;
-    if (j + ahead < order_.size()) {
-      __builtin_prefetch(&index_[home(order_[j + ahead].first)]);
-      if (!sketch_.empty()) __builtin_prefetch(sketch_line(order_[j + ahead].first));
+  for (size_t i = 0; i < m; ++i) {
+    if (i + ahead < m && slots_[i + ahead] >= 0) {
+      const float* r = slot_data(static_cast<uint32_t>(slots_[i + ahead]));
+      __builtin_prefetch(r);
+      __builtin_prefetch(r + stride_ - 1);
     }
-    const float* g = grads.data() + static_cast<int64_t>(order_[i].second) * w;
-    if (j - i > 1) {
-      std::copy_n(g, w, merged_.data());
-      for (size_t k = i + 1; k < j; ++k) {
-        const float* gk = grads.data() + static_cast<int64_t>(order_[k].second) * w;
-        for (int64_t e = 0; e < w; ++e)
-          merged_[static_cast<size_t>(e)] += gk[e];
-      }
-      g = merged_.data();
+    if (slots_[i] < 0) continue;
+    const auto slot = static_cast<uint32_t>(slots_[i]);
+    if (check && (count_[slot] == 0 || keys_[slot] != unique_[i])) {
+      ++counters_.grads_dropped;
+      continue;
     }
-    i = j;
-    int64_t s = find(key);
-    if (s < 0) {
-      bool admit_now;
-      if (options_.admit_probability < 1.0f)
-        admit_now = unit(rng_()) < options_.admit_probability;
-      else
-        admit_now = options_.min_count <= 1 ||
-                    occurrences(key) >= static_cast<uint32_t>(options_.min_count);
-      if (!admit_now) {
-        ++counters_.grads_dropped;
-        continue;
-      }
-      s = admit(key);
-    } else if (count_[s] != 0xffffffffu) {
-      ++count_[s];
-    }
-    const auto slot = static_cast<uint32_t>(s);
     float* row = slot_data(slot);
     for (size_t k = 0; k < slots && k < 8; ++k)
       slot_ptr[k] = row + static_cast<int64_t>(k + 1) * w;
-    optimizer_->update_elements(row, g, slot_ptr, w, t);
-    last_[slot] = static_cast<uint32_t>(step_);
+    optimizer_->update_elements(row, grad_of_[i], slot_ptr, w, t);
+    last_[slot] = now;
     touch(slot);
     ++counters_.rows_updated;
   }

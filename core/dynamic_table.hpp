@@ -24,8 +24,12 @@
 // Time is the table's step: one per apply(). Eviction is incremental: each apply() examines
 // a bounded run of rows (a sweeping cursor) for expired ones, and admitting a key at the
 // cap evicts one row chosen among 8 sampled rows as the one with the least occurrence count
-// decayed by age (halved once per `aging_steps` of age; ties to the oldest): no pass over the
-// whole table ever runs.
+// decayed by age (halved once per `aging_steps` of age; ties to the oldest; a row its step
+// updates only if every sampled row is one): no pass over the whole table ever runs.
+//
+// apply() works in passes over the step's distinct keys, so that a big table's cache misses
+// overlap: every key's row is found first (index entry, then key, prefetched a few keys
+// ahead), then the keys without one are counted and admitted, then the rows are updated.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -112,8 +116,10 @@ class DynamicTable {
 
   /// One step: counts each key's occurrence (repeated keys once, their gradients summed),
   /// admits keys that qualify, applies the optimizer to every key with a row, drops (and
-  /// counts) the gradients of the rest, then evicts expired rows incrementally. grads is
-  /// [keys.size(), width]; a mismatch is invalid_argument and changes nothing.
+  /// counts) the gradients of the rest, then evicts expired rows incrementally. Keys in
+  /// increasing order, each once (as a worker sends them), are taken as they are; others
+  /// are sorted and merged first. grads is [keys.size(), width]; a mismatch is
+  /// invalid_argument and changes nothing.
   Status apply(const std::vector<int64_t>& keys, ConstTensorView grads);
 
   /// Every row (for a full snapshot), in storage order.
@@ -161,6 +167,9 @@ class DynamicTable {
     return blocks_[slot >> block_shift].get() + (slot & ((1u << block_shift) - 1)) * stride_;
   }
   int64_t find(int64_t key) const;  // slot or -1
+  /// find() of n keys into slots, pipelined (a few keys ahead, the next entry's memory is
+  /// already fetched).
+  void find_many(const int64_t* keys, size_t n, int64_t* slots) const;
   size_t home(int64_t key) const;
   uint32_t admit(int64_t key);  // a new row, initialised; evicts at the cap
   void remove_slot(uint32_t slot);
@@ -202,6 +211,11 @@ class DynamicTable {
   DynamicTableCounters counters_;
   std::vector<std::pair<int64_t, uint32_t>> order_;  // scratch of apply: (key, position)
   std::vector<float> merged_;                        // scratch of apply
+  // Scratch of apply: the step's distinct keys, their gradients, their slots (-1: no row),
+  // the positions of the keys without a row.
+  std::vector<int64_t> unique_, slots_;
+  std::vector<const float*> grad_of_;
+  std::vector<uint32_t> missing_;
 };
 
 /// The shard of `n` that holds `key` (a mix of the key's bits, independent of the bits a

@@ -138,7 +138,9 @@ TEST_CASE("A dynamic table's rows start from a value that depends only on the ke
 
 TEST_CASE("A dynamic table updates its rows as the same optimizer updates a fixed table") {
   // Adagrad, Adam (lazy) and FTRL on keyed rows against apply_sparse on a dense table
-  // holding the same rows: equal, repeated keys summed.
+  // holding the same rows: equal, repeated keys summed. Odd steps send each key once in
+  // increasing order (as a worker does: taken as they come), even steps repeat keys out
+  // of order (sorted and merged first).
   for (const std::string name : {"adagrad", "adam", "ftrl"}) {
     auto o = options(3);
     o.init = Initializer{Initializer::Kind::constant, 0.1f, 0};
@@ -153,10 +155,11 @@ TEST_CASE("A dynamic table updates its rows as the same optimizer updates a fixe
     std::normal_distribution<float> n01;
     for (int step = 0; step < 20; ++step) {
       std::vector<int64_t> rows{static_cast<int64_t>(step % 4), 2, static_cast<int64_t>(step % 4)};
+      if (step % 2 == 1) rows = {1, 3, 0, 2};  // keys -7, 3, 1000, 2^60
       std::vector<int64_t> keys;
       for (int64_t r : rows)
         keys.push_back(key_of[static_cast<size_t>(r)]);
-      Tensor g(Shape{3, 3});
+      Tensor g(Shape{static_cast<int64_t>(rows.size()), 3});
       for (int64_t i = 0; i < g.size(); ++i)
         g.data()[i] = n01(rng);
       REQUIRE(t.apply(keys, g).ok());
@@ -213,6 +216,36 @@ TEST_CASE("A dynamic table never holds more than max_rows and keeps its frequent
   auto refused = t.insert(-1, row.data(), 1, 0);
   REQUIRE_FALSE(refused.ok());
   REQUIRE(refused.error().message.find("max_rows") != std::string::npos);
+}
+
+TEST_CASE("A dynamic table at its cap does not evict the rows its own step updates") {
+  // 64 rows at the cap: keys 9..64 updated often, 1..8 once. A step of 4 new keys (smaller
+  // than every old one, so admitted before the old keys' rows are reached) and keys 1..8:
+  // the rarest rows are 1..8, but they are this step's, so the 4 rows made room for come
+  // from 9..64, and 1..8 get this step's gradient on top of their first.
+  auto o = options(1);
+  o.max_rows = 64;
+  auto t = table(o, "sgd", 0.5f);
+  const auto all = key_range(64, 1);
+  REQUIRE(t.apply(all, grads_of(all, 1)).ok());
+  const auto frequent = key_range(56, 9);
+  for (int i = 0; i < 4; ++i)
+    REQUIRE(t.apply(frequent, grads_of(frequent, 1)).ok());
+  const auto before = read(t, 1)[0];
+  std::vector<int64_t> keys{-4, -3, -2, -1};
+  for (int64_t k = 1; k <= 8; ++k)
+    keys.push_back(k);
+  REQUIRE(t.apply(keys, grads_of(keys, 1)).ok());
+  REQUIRE(t.rows() == 64);
+  REQUIRE(t.counters().evicted_cap == 4);
+  REQUIRE(t.counters().grads_dropped == 0);
+  for (int64_t k = -4; k <= 8; ++k)
+    REQUIRE(t.contains(k) == (k != 0));
+  REQUIRE(read(t, 1)[0] == Approx(before - 0.5f));
+  int gone = 0;
+  for (int64_t k : frequent)
+    gone += !t.contains(k);
+  REQUIRE(gone == 4);
 }
 
 TEST_CASE("A dynamic table lists the rows touched and the keys evicted since it was told") {
