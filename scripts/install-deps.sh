@@ -8,6 +8,7 @@ packages=(
   libcaf-dev            # actors and remoting (CAF 0.17.6)
   libeigen3-dev         # dense math in core/
   libdnnl-dev           # oneDNN: the CPU's matrix products, float32 and bfloat16
+  ocl-icd-opencl-dev    # oneDNN's CMake config requires OpenCL (only Recommended by libdnnl-dev)
   libmsgpack-cxx-dev    # wire codec for closure arguments
   libfmt-dev libspdlog-dev
   catch2                # unit tests (v2)
