@@ -19,7 +19,10 @@ namespace chief {
 // coordinator -> worker proxy: net::run_atom (ClosureMsg), net::dataset_atom (name; answers
 // ok, or the worker's own error), net::cancel_atom (through: the coordinator has settled
 // every closure up to that id `cancelled`), net::shutdown_atom (answers bool: acknowledged).
+// (forget, name): a dataset whose creation failed; a worker that rejoins does not build it.
 // coordinator -> PS proxy: net::shutdown_atom.
+// chief API -> coordinator: (forget, name) when the call creating dataset `name` failed on its
+//   own bound (the coordinator passes it on to every worker proxy).
 
 // worker proxy -> coordinator (the atoms are in net/wire.hpp, with every other):
 // (ready, w): up to date, takes closures.
@@ -37,6 +40,7 @@ using net::back_atom;
 using net::deadline_atom;
 using net::done_atom;
 using net::failed_atom;
+using net::forget_atom;
 using net::lost_atom;
 using net::ps_down_atom;
 using net::ps_failed_atom;

@@ -214,6 +214,11 @@ void watchdog_check(Self* self) {
   st.book->watchdog_fired();  // after the report is out: a waiter on the count may read it
 }
 
+void forget_dataset(Self* self, const std::string& name) {
+  for (const auto& v : self->state.workers)
+    self->send(v.proxy, chief::forget_atom::value, name);
+}
+
 // Every worker proxy builds the dataset (or records it, for a worker that is not there);
 // the call answers once all have, with the first worker's own error if any.
 caf::result<caf::ok_atom> create_dataset(Self* self, const std::string& name) {
@@ -227,13 +232,14 @@ caf::result<caf::ok_atom> create_dataset(Self* self, const std::string& name) {
   };
   auto tally = std::make_shared<Tally>(
       Tally{self->make_response_promise<caf::ok_atom>(), st.workers.size(), {}});
-  auto one_done = [tally, name](std::optional<core::Error> error) {
+  auto one_done = [self, tally, name](std::optional<core::Error> error) {
     if (error && !tally->failed) tally->failed = std::move(error);
     if (--tally->left > 0) return;
     if (!tally->failed) {
       tally->promise.deliver(caf::ok_atom::value);
       return;
     }
+    forget_dataset(self, name);  // failed: not the job's; a worker that rejoins skips it
     tally->promise.deliver(net::to_caf(core::make_error(
         tally->failed->code, "dataset '" + name + "': " + tally->failed->message)));
   };
@@ -311,6 +317,7 @@ caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector
         dispatch(self);
       },
       [=](net::dataset_atom, std::string& name) { return create_dataset(self, name); },
+      [=](chief::forget_atom, const std::string& name) { forget_dataset(self, name); },
       [=](net::shutdown_atom) { return shutdown_tasks(self); },
       [=](chief::ready_atom, uint64_t w) {
         auto& v = self->state.workers.at(w);

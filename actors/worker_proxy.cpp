@@ -87,6 +87,13 @@ void record_dataset(Self* self, const std::string& name) {
   if (std::find(d.begin(), d.end(), name) == d.end()) d.push_back(name);
 }
 
+// A dataset whose creation failed is not built when the worker rejoins. Its entry is
+// emptied, not erased: a preparation under way counts its steps by position.
+void forget_dataset(Self* self, const std::string& name) {
+  auto& d = self->state.datasets;
+  std::replace(d.begin(), d.end(), name, std::string());
+}
+
 void send_back(Self* self, net::ClosureMsg& c) {
   self->send(self->state.coordinator, chief::back_atom::value, self->state.index,
              std::vector<net::ClosureMsg>{std::move(c)});
@@ -171,6 +178,8 @@ void prepare(Self* self, bool rejoin, size_t step) {
                                      prepare(self, rejoin, 1);
                                    }),
               failed);
+  } else if (rejoin && step <= st.datasets.size() && st.datasets[step - 1].empty()) {
+    prepare(self, rejoin, step + 1);  // forgotten
   } else if (rejoin && step <= st.datasets.size()) {
     self->request(st.task.handle, st.config.closure_timeout, net::dataset_atom::value,
                   st.datasets[step - 1])
@@ -266,6 +275,7 @@ caf::behavior running(Self* self) {
         return build_dataset(self, name);
       },
       [=](net::cancel_atom, uint64_t through) { cancel_through(self, through); },
+      [=](chief::forget_atom, const std::string& name) { forget_dataset(self, name); },
       [=](net::shutdown_atom) { return shut_down(self, /*live=*/true); },
       [=](chief::tick_atom) {
         check_overdue(self);
@@ -291,6 +301,7 @@ caf::behavior preparing(Self* self, bool rejoin) {
         return build_dataset(self, name);
       },
       [=](net::cancel_atom, uint64_t) {},
+      [=](chief::forget_atom, const std::string& name) { forget_dataset(self, name); },
       [=](net::shutdown_atom) { return shut_down(self, /*live=*/!rejoin); },
       [=](chief::tick_atom) { tick(self); },
       [=](chief::task_down_atom, uint64_t connection) {
@@ -311,6 +322,7 @@ caf::behavior recovering(Self* self) {
         return caf::ok_atom::value;  // skipped: built when the worker rejoins
       },
       [=](net::cancel_atom, uint64_t) {},
+      [=](chief::forget_atom, const std::string& name) { forget_dataset(self, name); },
       [=](net::shutdown_atom) { return shut_down(self, /*live=*/false); },
       [=](chief::tick_atom) { tick(self); },
       [=](chief::task_down_atom, uint64_t) {},

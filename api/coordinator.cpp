@@ -1,17 +1,67 @@
+#include <map>
+#include <mutex>
+
 #include "api/impl.hpp"
 #include "net/ask.hpp"
+#include "net/gate.hpp"
 
 namespace troupe {
 
 using core::Errc;
 using core::make_error;
 
+namespace {
+
+// The worker addresses that live coordinators of this process use. The last one to go
+// closes the tunnels to a worker (with a cluster secret each costs an accepting thread and
+// one per connection), so that a process making and dropping coordinators keeps none of
+// their threads; the strategy's own links to the PS tasks stay.
+struct WorkerHolds {
+  std::mutex mu;
+  std::map<std::string, int> count;
+};
+
+WorkerHolds& worker_holds() {
+  static auto* holds = new WorkerHolds;  // never destroyed: coordinators may outlive statics
+  return *holds;
+}
+
+void hold_workers(const std::vector<std::string>& addresses) {
+  auto& h = worker_holds();
+  std::lock_guard<std::mutex> lock(h.mu);
+  for (const auto& a : addresses)
+    ++h.count[a];
+}
+
+void release_workers(const std::vector<std::string>& addresses) {
+  std::vector<std::string> unused;
+  {
+    auto& h = worker_holds();
+    std::lock_guard<std::mutex> lock(h.mu);
+    for (const auto& a : addresses)
+      if (auto it = h.count.find(a); it != h.count.end() && --it->second == 0) {
+        h.count.erase(it);
+        unused.push_back(a);
+      }
+  }
+  for (const auto& a : unused)
+    if (auto hp = net::parse_host_port(a)) net::close_tunnels_to(hp->host, hp->port);
+}
+
+}  // namespace
+
 ClusterCoordinator::ClusterCoordinator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 ClusterCoordinator::~ClusterCoordinator() {
   if (!impl_) return;
-  if (impl_->coordinator) caf::anon_send_exit(impl_->coordinator, caf::exit_reason::user_shutdown);
+  if (impl_->coordinator) {
+    // Wait until it (and its linked proxies) ended: none of them reaches a worker after.
+    caf::scoped_actor self{*impl_->strategy.impl().sys};
+    self->send_exit(impl_->coordinator, caf::exit_reason::user_shutdown);
+    self->wait_for(impl_->coordinator);
+  }
   impl_->book->abandon(make_error(Errc::cancelled, "the ClusterCoordinator was destroyed"));
+  release_workers(impl_->worker_addresses);
 }
 
 core::Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::make(
@@ -21,11 +71,22 @@ core::Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::make(
       strategy,
       options,
       std::make_shared<actors::ClosureBook>(options.incarnation, options.max_pending_closures),
+      {},
       {}});
+  for (int i = 0; i < s.spec.num_tasks("worker"); ++i)
+    impl->worker_addresses.push_back(s.spec.address({"worker", i}));
+  // Held from here: a make() that fails lets go of what it connected, as a destructor does.
+  hold_workers(impl->worker_addresses);
+  struct Release {
+    const std::vector<std::string>* addresses;
+    ~Release() {
+      if (addresses) release_workers(*addresses);
+    }
+  } release{&impl->worker_addresses};
   std::vector<actors::Endpoint> workers, ps;
   for (int i = 0; i < s.spec.num_tasks("worker"); ++i) {
     const net::TaskId task{"worker", i};
-    const std::string address = s.spec.address(task);
+    const std::string& address = impl->worker_addresses[static_cast<size_t>(i)];
     auto a = net::connect_with_retry(*s.sys, address, task.to_string(), s.options.connect_timeout);
     if (!a) return a.error();
     auto hp = net::parse_host_port(address);
@@ -39,6 +100,7 @@ core::Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::make(
   }
   impl->coordinator = actors::spawn_coordinator(*s.sys, std::move(workers), std::move(ps),
                                                 s.placements, impl->book, options);
+  release.addresses = nullptr;  // the coordinator's destructor lets go now
   return std::unique_ptr<ClusterCoordinator>(new ClusterCoordinator(std::move(impl)));
 }
 
@@ -95,7 +157,12 @@ core::Expected<PerWorkerDataset> ClusterCoordinator::create_per_worker_dataset(
       {impl_->options.closure_timeout + s.options.request_timeout,
        "dataset '" + name + "': the workers' builds"},
       [](caf::ok_atom) {}, net::dataset_atom::value, name);
-  if (!asked.ok()) return asked.error();
+  if (!asked.ok()) {
+    // Failed here on this call's bound (the coordinator forgets one that failed there): a
+    // worker that rejoins must not build it either.
+    caf::anon_send(impl_->coordinator, net::forget_atom::value, name);
+    return asked.error();
+  }
   return PerWorkerDataset{name};
 }
 

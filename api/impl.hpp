@@ -68,6 +68,7 @@ struct ClusterCoordinator::Impl {
   Options options;
   std::shared_ptr<actors::ClosureBook> book;
   caf::actor coordinator;
+  std::vector<std::string> worker_addresses;  // as the cluster spec gives them
 };
 
 }  // namespace troupe

@@ -139,7 +139,8 @@ void CafGate::serve(Socket& outside, const std::string& peer) {
 
 namespace {
 
-// Every tunnel of the process. Never destroyed: CAF may dial one until the process ends.
+// Every tunnel of the process (the registry itself never destroyed: CAF may dial a tunnel
+// until the process ends).
 struct Tunnels {
   std::mutex mu;
   std::map<std::tuple<std::string, std::string, uint16_t>, std::unique_ptr<ConnectionServer>> open;
@@ -190,6 +191,24 @@ core::Expected<uint16_t> tunnel_to(const std::string& host, uint16_t port,
   if (!server) return server.error();
   t.open.emplace(std::move(key), std::move(*server));
   return local;
+}
+
+void close_tunnels_to(const std::string& host, uint16_t port) {
+  std::vector<std::unique_ptr<ConnectionServer>> closing;
+  {
+    auto& t = tunnels();
+    std::lock_guard<std::mutex> lock(t.mu);
+    for (auto it = t.open.begin(); it != t.open.end();) {
+      if (std::get<1>(it->first) == host && std::get<2>(it->first) == port) {
+        closing.push_back(std::move(it->second));
+        it = t.open.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& server : closing)  // outside the lock: a tunnel to elsewhere may open meanwhile
+    server->stop();
 }
 
 core::Expected<HostPort> caf_route(const std::string& host, uint16_t port) {

@@ -96,10 +96,16 @@ class CafGate {
 /// The client side: a loopback port CAF dials to reach the gate at `host:port`. Each
 /// connection to it is relayed there once this process has proved `secret` and the gate
 /// has proved it back; a gate that does not is named on stderr and the connection closed.
-/// One tunnel per (secret, host, port), kept for the life of the process, so CAF's cache
-/// of connections by address keeps working.
+/// One tunnel per (secret, host, port), kept until close_tunnels_to, so CAF's cache of
+/// connections by address keeps working.
 core::Expected<uint16_t> tunnel_to(const std::string& host, uint16_t port,
                                    const std::string& secret, GateLimits limits = {});
+
+/// Closes this process's tunnels to `host:port` (whatever their secret): their listeners
+/// and every connection through them end, their threads are joined, and CAF sees its links
+/// through them close. For a process done with a peer (a ClusterCoordinator's workers);
+/// the next caf_route to that address opens a new tunnel.
+void close_tunnels_to(const std::string& host, uint16_t port);
 
 /// Where this process's CAF should connect to reach the CAF port of the task at `host:port`:
 /// through a tunnel when the job has a cluster secret (net/auth.hpp), directly when not.

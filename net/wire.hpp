@@ -387,6 +387,7 @@ using ps_up_atom = caf::atom_constant<caf::atom("psup")>;          // PS proxy: 
 using ps_failed_atom = caf::atom_constant<caf::atom("psfailed")>;  // PS proxy: gone for good
 using tick_atom = caf::atom_constant<caf::atom("tick")>;           // timers of each actor
 using rejoin_atom = caf::atom_constant<caf::atom("rejoin")>;
+using forget_atom = caf::atom_constant<caf::atom("forget")>;
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
 using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;

@@ -2,6 +2,7 @@
 // reports to the chief, and several shards of one variable on one PS task.
 #include <catch2/catch.hpp>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -89,6 +90,35 @@ TEST_CASE(
   CHECK(sum.fetch().value() == Approx(0.0 + 1 + 2 + 3 + 4));
   CHECK(c->stats().workers_lost == 0);
   c->shutdown_cluster();
+}
+
+TEST_CASE("A dataset whose creation failed or timed out is not built when a worker rejoins",
+          "[process][cluster]") {
+  // A worker that rejoins builds the job's datasets again, from the top. One whose creation
+  // failed (no such function; past the worker's 200 ms bound) is not the job's: built
+  // again it would fail again, and the worker would never rejoin.
+  test::TempDir hold;  // never released: held_ints always times out
+  test::Env hold_dir("TROUPE_TEST_HOLD_DIR", hold.path());
+  test::LocalCluster cluster(1, 1, {}, {"--dataset-timeout-ms", "200"});
+  auto resolver = cluster.chief();
+  auto strategy = ParameterServerStrategy::make(resolver);
+  REQUIRE(strategy.ok());
+  auto c = ClusterCoordinator::make(**strategy).value();
+  auto ds = c->create_per_worker_dataset("ints");
+  REQUIRE(ds.ok());
+  CHECK(c->schedule<double>("batch_sum", *ds).fetch().value() == Approx(0.0 + 1 + 2 + 3 + 4));
+  CHECK(c->create_per_worker_dataset("no_such_dataset").error().code == core::Errc::not_found);
+  CHECK(c->create_per_worker_dataset("held_ints").error().code == core::Errc::unavailable);
+
+  auto& worker = cluster.children()[1];
+  worker->kill(SIGKILL);
+  REQUIRE(worker->wait_exit(10s).has_value());
+  REQUIRE(c->wait_for_stats([](const auto& s) { return s.workers_lost == 1; }, 10s));
+  cluster.restart(1);
+  REQUIRE(worker->wait_for_stderr("ready", 10s));
+  REQUIRE(c->wait_for_stats([](const auto& s) { return s.worker_rejoins == 1; }, 10s));
+  CHECK(c->schedule<double>("batch_sum", *ds).fetch().value() == Approx(0.0 + 1 + 2 + 3 + 4));
+  CHECK(c->shutdown_cluster().ok());
 }
 
 TEST_CASE("A dynamic table's rows are pulled and pushed by key across its shards",
