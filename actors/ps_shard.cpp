@@ -266,6 +266,10 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
         return reply(
             self->state.shard().rows_page(name, from, limit, min_count));  // reads: no lock
       },
+      [=](net::defs_atom) {
+        std::shared_lock<WriterFirstLock> lock(self->state.shared->lock);
+        return self->state.shard().definitions();
+      },
       [=](net::state_atom, const std::string& name) {
         std::unique_lock<WriterFirstLock> lock(self->state.shared->lock);  // counts a miss
         return reply(self->state.shard().state(name));

@@ -345,6 +345,14 @@ PsShardState::TableTotals PsShardState::table_totals() const {
   return t;
 }
 
+std::vector<net::VariableDef> PsShardState::definitions() const {
+  std::vector<net::VariableDef> out;
+  out.reserve(vars_.size());
+  for (const auto& [name, shard] : vars_)
+    out.push_back(shard.def);
+  return out;
+}
+
 size_t PsShardState::applied_tags() const {
   size_t n = 0;
   for (const auto& [name, shard] : vars_)

@@ -122,6 +122,9 @@ class PsShardState {
   /// Closure tags held for at-most-once over every shard (bounded by the closures in
   /// flight, not by the closures ever applied).
   size_t applied_tags() const;
+  /// The definition of every shard held, in shard_key order (for a reader of a live job
+  /// that did not create its variables: troupe export --job).
+  std::vector<net::VariableDef> definitions() const;
   /// Whether the shard kept under `key` (net::shard_key) is here.
   bool has(const std::string& key) const { return vars_.count(key) > 0; }
 

@@ -1,3 +1,4 @@
+#include <map>
 #include <unordered_map>
 
 #include "actors/serve.hpp"
@@ -235,6 +236,50 @@ core::Expected<TableRows> ParameterServerStrategy::read_table(const Variable& v,
   }
   out.values = core::Tensor(core::Shape{static_cast<int64_t>(out.keys.size()), width});
   std::copy(values.begin(), values.end(), out.values.data());
+  return out;
+}
+
+core::Expected<std::vector<Variable>> ParameterServerStrategy::find_variables() {
+  Impl& m = *impl_;
+  std::map<std::string, std::vector<net::Placement>> found;  // by name, not created here
+  for (int task = 0; task < static_cast<int>(m.ps.size()); ++task) {
+    auto defs = m.ask_ps<std::vector<net::VariableDef>>(task, net::defs_atom::value);
+    if (!defs) return defs.error();
+    for (auto& d : *defs)
+      if (check_new_name(m, d.name).ok()) found[d.name].push_back({std::move(d), task});
+  }
+  std::vector<Variable> out;
+  for (auto& [name, shards] : found) {
+    std::sort(shards.begin(), shards.end(),
+              [](auto& a, auto& b) { return a.def.shard < b.def.shard; });
+    const auto shard_text = [&, n = name](int32_t k) {
+      return "variable '" + n + "' shard " + std::to_string(k);
+    };
+    for (size_t k = 0; k < shards.size(); ++k)
+      if (shards[k].def.shard != static_cast<int32_t>(k))
+        return make_error(Errc::unavailable,
+                          shard_text(static_cast<int32_t>(k)) +
+                              (shards[k].def.shard < static_cast<int32_t>(k)
+                                   ? " is held twice (ps:" + std::to_string(shards[k].ps_task) + ")"
+                                   : " is on no PS task"));
+    const auto& first = shards.front().def;
+    std::vector<int64_t> dims = first.shape;
+    if (first.dynamic) {
+      dims[0] = 0;  // the table's cap: its shards' caps added up
+      for (const auto& p : shards)
+        dims[0] += p.def.shape.empty() ? 0 : p.def.shape[0];
+    } else if (!dims.empty()) {
+      dims[0] = 0;
+      for (const auto& p : shards) {
+        if (p.def.row_offset != dims[0] || p.def.shape.size() != first.shape.size())
+          return make_error(Errc::unavailable,
+                            shard_text(p.def.shard) + " does not follow the shard before it");
+        dims[0] += p.def.shape[0];
+      }
+    }
+    out.push_back(Variable{name, core::Shape(dims), static_cast<int>(shards.size())});
+    m.placements.insert(m.placements.end(), shards.begin(), shards.end());
+  }
   return out;
 }
 

@@ -367,6 +367,7 @@ using refused_atom = caf::atom_constant<caf::atom("refused")>;
 using state_atom = caf::atom_constant<caf::atom("shardstate")>;    // PS: a shard's state
 using assign_atom = caf::atom_constant<caf::atom("assign")>;       // PS: set a shard's state
 using rows_page_atom = caf::atom_constant<caf::atom("rowspage")>;  // PS: a page of a table's rows
+using defs_atom = caf::atom_constant<caf::atom("psdefs")>;         // PS: the shards it holds
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;       // worker control: cancel
 
 // Atoms of messages local to one process, never serialised: every atom of Troupe is in
@@ -419,4 +420,5 @@ CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::net::PsItem>))
 CAF_ADD_TYPE_ID(troupe, (troupe::net::ShardState))
 CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::net::WireTensor>))
 CAF_ADD_TYPE_ID(troupe, (troupe::net::RowsPage))
+CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::net::VariableDef>))
 CAF_END_TYPE_ID_BLOCK(troupe)

@@ -115,6 +115,14 @@ class ParameterServerStrategy {
   core::Expected<TableRows> read_table(const Variable& v, int32_t min_count = 0,
                                        int64_t page_rows = 16384);
 
+  /// The variables the PS tasks hold that this strategy did not create, found from their
+  /// shards' definitions, so that read(), read_rows() and read_table() reach them: for a
+  /// process reading a job another process runs (troupe export --job). Every shard of each
+  /// must be held exactly once across the tasks: one missing (a PS task not yet restored)
+  /// or held twice is an `unavailable` error naming it.
+  ///
+  ///   auto vars = strategy->find_variables();  // then strategy->read((*vars)[0])
+  core::Expected<std::vector<Variable>> find_variables();
   /// Each PS task's counters and resident memory, in task order.
   core::Expected<std::vector<PsTaskStats>> ps_stats();
 

@@ -198,3 +198,71 @@ TEST_CASE("The chief reads a dynamic table whole in pages from its shards", "[pr
              Catch::Contains("fewer than one row"));
   c->shutdown_cluster();
 }
+
+TEST_CASE("A second process finds the variables on the PS tasks and reads them",
+          "[process][cluster]") {
+  // What troupe export --job does: a strategy that created nothing asks each PS task for
+  // its shards' definitions and reads every variable as its creator does. A PS task that
+  // comes back empty leaves a shard on no task: refused, naming it.
+  test::LocalCluster cluster(2, 1);
+  auto resolver = cluster.chief();
+  auto creator =
+      ParameterServerStrategy::make(resolver, std::make_shared<core::FixedShardsPartitioner>(2))
+          .value();
+  auto dense = creator->create_variable(
+      "w", core::Shape{5, 2}, {core::Initializer::Kind::random_uniform, 0.5f, 7}, "sgd", 0.5f);
+  REQUIRE(dense.ok());
+  REQUIRE(dense->num_shards == 2);
+  DynamicTableSpec spec;
+  spec.width = 2;
+  spec.shards = 3;
+  spec.max_rows = 30;
+  auto table = creator->create_dynamic_table(
+      "ids", spec, {core::Initializer::Kind::constant, 1.0f, 0}, "sgd", 0.5f);
+  REQUIRE(table.ok());
+  std::vector<int64_t> keys;
+  for (int64_t i = 0; i < 12; ++i)
+    keys.push_back(i * 0x0123456789abcdefll + 3);
+  auto c = ClusterCoordinator::make(*creator).value();
+  REQUIRE(c->schedule<double>("rows_step", std::string("ids"), keys).fetch().ok());
+  REQUIRE(c->join().ok());
+
+  auto reader = ParameterServerStrategy::make(resolver).value();
+  auto own = reader->create_variable("mine", core::Shape{1},
+                                     {core::Initializer::Kind::constant, 0.0f, 0}, "sgd", 0.1f);
+  REQUIRE(own.ok());
+  auto found = reader->find_variables();
+  REQUIRE(found.ok());
+  REQUIRE(found->size() == 2);  // "ids" and "w", by name; not its own "mine"
+  const Variable& t = (*found)[0];
+  const Variable& w = (*found)[1];
+  CHECK(t.name == "ids");
+  CHECK(t.num_shards == 3);
+  CHECK(t.shape == (core::Shape{30, 2}));
+  CHECK(w.name == "w");
+  CHECK(w.num_shards == 2);
+  CHECK(w.shape == (core::Shape{5, 2}));
+  const core::Tensor expected = creator->read(*dense).value();
+  const core::Tensor read = reader->read(w).value();
+  REQUIRE(read.shape() == expected.shape());
+  for (int64_t i = 0; i < read.size(); ++i)
+    CHECK(read[i] == expected[i]);
+  const auto rows = reader->read_table(t).value();
+  CHECK(std::set<int64_t>(rows.keys.begin(), rows.keys.end()) ==
+        std::set<int64_t>(keys.begin(), keys.end()));
+  CHECK(reader->read_rows(t, {keys[4]}).value()[0] == Approx(0.5f));
+  CHECK(reader->find_variables().value().empty());  // found once: they are its own now
+
+  // ps:1 restarted without snapshots holds nothing: "w" shard 1 is on no task.
+  auto& ps1 = cluster.child(1);
+  ps1->kill(SIGKILL);
+  REQUIRE(ps1->wait_exit(10s).has_value());
+  cluster.restart(1);
+  REQUIRE(cluster.child(1)->wait_for_stderr("ready", 10s));
+  auto late = ParameterServerStrategy::make(resolver).value();
+  auto missing = late->find_variables();
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().code == core::Errc::unavailable);
+  CHECK_THAT(missing.error().message, Catch::Contains("is on no PS task"));
+  c->shutdown_cluster();
+}

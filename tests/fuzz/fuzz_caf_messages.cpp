@@ -1,5 +1,6 @@
 // Troupe's message types as CAF deserializes them from a member's BASP payload: a PS
-// request, a variable definition, a tensor, a closure, a page of table rows.
+// request, a variable definition (and a PS task's list of them), a tensor, a closure, a page
+// of table rows.
 #include <caf/all.hpp>
 
 #include "net/wire.hpp"
@@ -28,6 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   deserialize<std::vector<net::PsItem>>(*sys, data, size);
   deserialize<net::ClosureMsg>(*sys, data, size);
   deserialize<net::RowsPage>(*sys, data, size);
+  deserialize<std::vector<net::VariableDef>>(*sys, data, size);  // a PS task's psdefs answer
   // What BASP does with a direct message's payload: any registered type, by its name.
   // CAF's own loader of its builtin config_value throws on a bad variant index (found
   // here; libcaf_core's code, not Troupe's, and behind the gate only members reach it):
