@@ -5,6 +5,7 @@
 // pipeline over them.
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/data/sparse_input.hpp"
+#include "core/nn/ctr_export.hpp"
 
 namespace troupe::examples {
 
@@ -117,6 +119,21 @@ inline core::Status write_text_file(const std::string& path, const std::string& 
   }
   std::filesystem::rename(tmp, path, ec);
   if (ec) return core::make_error(core::Errc::io_error, path + ": " + ec.message());
+  return {};
+}
+
+/// Writes ctr_model.json, what `troupe export` needs besides the variables: beside the PS
+/// snapshots (`snapshot_dir`, for --checkpoint; none when empty) and in the run directory
+/// under troupe launch ($TROUPE_RUN_DIR, for --job). An error names the file.
+inline core::Status write_model_description(const core::CtrExportConfig& config,
+                                            const std::string& snapshot_dir) {
+  std::vector<std::string> dirs;
+  if (!snapshot_dir.empty()) dirs.push_back(snapshot_dir);
+  if (const char* run_dir = std::getenv("TROUPE_RUN_DIR")) dirs.emplace_back(run_dir);
+  for (const auto& dir : dirs)
+    if (auto st = write_text_file(dir + "/ctr_model.json", core::ctr_export_config_text(config));
+        !st)
+      return st;
   return {};
 }
 

@@ -159,6 +159,11 @@ int main(int argc, char** argv) {
       *resolver, std::make_shared<tc::FixedShardsPartitioner>(std::max(1, num_ps)));
   if (!strategy) return fail(strategy.error());
   troupe::Model model(model_spec(s));
+  // ctr_model.json in the run directory: `troupe export --job` reads the live job with it.
+  if (auto st = troupe::examples::write_model_description(
+          s.table.export_config(*model.spec().ctr, s.buckets), "");
+      !st)
+    return fail(st.error());
   troupe::FitOptions o;
   o.epochs = s.epochs;
   o.steps_per_epoch = s.steps_per_epoch;
@@ -181,10 +186,7 @@ int main(int argc, char** argv) {
   nlohmann::json exported = nullptr;
   if (!s.export_path.empty()) {
     // The trained model from the PS tasks, as `troupe export` writes it.
-    tc::CtrExportConfig config;
-    config.model = *model.spec().ctr;
-    config.dynamic = s.table.dynamic();
-    config.buckets_per_field = config.dynamic ? 0 : s.buckets;
+    const auto config = s.table.export_config(*model.spec().ctr, s.buckets);
     std::vector<troupe::Variable> dense;
     troupe::Variable table;
     for (const auto& v : model.variables()) {

@@ -328,17 +328,9 @@ int main(int argc, char** argv) {
   if (!strategy) return fail(strategy.error());
 
   const auto config = s.model_config();
-  tc::CtrExportConfig export_config;  // the model's shape, as exports hold it
-  export_config.model = config;
-  export_config.dynamic = s.table.dynamic();
-  export_config.buckets_per_field = export_config.dynamic ? 0 : s.buckets;
-  if (!snapshot_dir.empty()) {
-    // What `troupe export --checkpoint` needs besides the PS snapshots.
-    if (auto st = troupe::examples::write_text_file(snapshot_dir + "/ctr_model.json",
-                                                    tc::ctr_export_config_text(export_config));
-        !st)
-      return fail(st.error());
-  }
+  const auto export_config = s.table.export_config(config, s.buckets);
+  if (auto st = troupe::examples::write_model_description(export_config, snapshot_dir); !st)
+    return fail(st.error());
   const tc::Initializer table_init{tc::Initializer::Kind::random_uniform, 0.05f, s.seed};
   tc::Expected<troupe::Variable> table = tc::make_error(tc::Errc::internal, "no table");
   if (s.table.dynamic()) {

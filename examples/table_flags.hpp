@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/nn/ctr_export.hpp"
 #include "troupe/strategy.hpp"
 
 namespace troupe::examples {
@@ -21,6 +22,15 @@ struct TableFlags {
   DynamicTableSpec spec;       // width and shards are the program's to set
 
   bool dynamic() const { return kind == "dynamic"; }
+
+  /// The model's shape as an export holds it (`buckets`: a fixed table's per field).
+  core::CtrExportConfig export_config(const core::CtrModelConfig& model, int64_t buckets) const {
+    core::CtrExportConfig c;
+    c.model = model;
+    c.dynamic = dynamic();
+    c.buckets_per_field = c.dynamic ? 0 : buckets;
+    return c;
+  }
 
   void add(CLI::App& app) {
     app.add_option("--table", kind,

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <thread>
 
 namespace troupe::tools {
@@ -156,20 +157,34 @@ void ChaosInjector::resume_all() {
     send(d);
 }
 
-core::Expected<std::map<std::string, pid_t>> read_task_pids(const std::string& run_dir) {
+core::Expected<std::vector<ListedTask>> read_task_listing(const std::string& run_dir) {
   const std::string path = run_dir + "/tasks.json";
   std::ifstream in(path);
   if (!in) return core::make_error(core::Errc::not_found, path + ": cannot open");
   auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!j.is_array()) return core::make_error(core::Errc::data_loss, path + ": not a JSON array");
-  std::map<std::string, pid_t> pids;
+  std::vector<ListedTask> tasks;
   for (const auto& t : j) {
-    if (!t.is_object() || !t.contains("type") || !t.contains("index") || !t.contains("pid") ||
-        !t["type"].is_string() || !t["index"].is_number_integer() || !t["pid"].is_number_integer())
-      return core::make_error(core::Errc::data_loss, path + ": a task without type, index or pid");
-    pids[t["type"].get<std::string>() + ":" + std::to_string(t["index"].get<int>())] =
-        t["pid"].get<pid_t>();
+    if (!t.is_object() || !t.contains("type") || !t.contains("index") || !t.contains("address") ||
+        !t.contains("pid") || !t["type"].is_string() || !t["index"].is_number_integer() ||
+        !t["address"].is_string() || !t["pid"].is_number_integer() ||
+        t["index"].get<int64_t>() < 0 ||
+        t["index"].get<int64_t>() > std::numeric_limits<int>::max())
+      return core::make_error(core::Errc::data_loss,
+                              path + ": a task without type, index, address or pid");
+    tasks.push_back({{t["type"].get<std::string>(), t["index"].get<int>()},
+                     t["address"].get<std::string>(),
+                     t["pid"].get<pid_t>()});
   }
+  return tasks;
+}
+
+core::Expected<std::map<std::string, pid_t>> read_task_pids(const std::string& run_dir) {
+  auto tasks = read_task_listing(run_dir);
+  if (!tasks) return tasks.error();
+  std::map<std::string, pid_t> pids;
+  for (const auto& t : *tasks)
+    pids[t.id.to_string()] = t.pid;
   return pids;
 }
 

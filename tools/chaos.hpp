@@ -86,8 +86,20 @@ class ChaosInjector {
   int injections_ = 0;
 };
 
-/// Each task's pid from a `troupe launch` run directory's tasks.json ("worker:1" -> pid),
-/// as the launcher last wrote it (it rewrites the file when it restarts a task).
+/// A task as a `troupe launch` run directory's tasks.json lists it.
+struct ListedTask {
+  net::TaskId id;
+  std::string address;
+  pid_t pid = -1;
+};
+
+/// Every task of a run directory's tasks.json, as the launcher last wrote it (it rewrites
+/// the file when it restarts a task). A missing file is `not_found`; an entry without a
+/// string type, an integer index, a string address and an integer pid is `data_loss`; both
+/// name the file.
+core::Expected<std::vector<ListedTask>> read_task_listing(const std::string& run_dir);
+
+/// Each task's pid from the listing ("worker:1" -> pid).
 core::Expected<std::map<std::string, pid_t>> read_task_pids(const std::string& run_dir);
 
 }  // namespace troupe::tools

@@ -5,14 +5,22 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <optional>
+#include <set>
 
 #include "actors/ps_shard.hpp"
 #include "core/data/guard.hpp"
 #include "core/data/sparse_input.hpp"
 #include "core/metrics.hpp"
 #include "core/nn/ctr_export.hpp"
+#include "core/nn/ctr_model.hpp"
+#include "net/auth.hpp"
+#include "net/cluster_spec.hpp"
+#include "tools/chaos.hpp"
 #include "troupe/exit_codes.hpp"
+#include "troupe/export.hpp"
 #include "troupe/predictor.hpp"
 
 namespace troupe::tools {
@@ -105,28 +113,142 @@ core::Expected<core::Tensor> assemble(const std::string& name, std::vector<Piece
   return out;
 }
 
+// The model's shape: `o.config`, or the ctr_model.json that ctr_ps and ctr_fit write into
+// the snapshot directory and the run directory.
+core::Expected<core::CtrExportConfig> model_description(const ExportOptions& o) {
+  const std::string path =
+      !o.config.empty() ? o.config : (o.job.empty() ? o.checkpoint : o.job) + "/ctr_model.json";
+  std::ifstream meta(path);
+  if (!meta)
+    return core::make_error(core::Errc::not_found,
+                            path +
+                                ": cannot open (ctr_ps writes it into --ps-snapshot-dir and, "
+                                "under troupe launch, the run directory; or give --config)");
+  const std::string text{std::istreambuf_iterator<char>(meta), std::istreambuf_iterator<char>()};
+  auto config = core::parse_ctr_export_config(text);
+  if (!config) return core::make_error(config.error().code, path + ": " + config.error().message);
+  config->bf16 = o.bf16;
+  return config;
+}
+
+// The cluster a run directory's tasks.json lists (troupe launch rewrites it on restarts),
+// checked as a TF_CONFIG is.
+core::Expected<net::ClusterSpec> job_cluster(const std::string& run_dir) {
+  auto listing = read_task_listing(run_dir);
+  if (!listing) return listing.error();
+  const auto bad = [&](const std::string& what) {
+    return core::make_error(core::Errc::invalid_argument, run_dir + "/tasks.json: " + what);
+  };
+  std::map<std::string, std::map<int, std::string>> jobs;
+  for (const auto& t : *listing)
+    jobs[t.id.type][t.id.index] = t.address;
+  if (jobs["ps"].empty()) return bad("no ps task: not a parameter-server job");
+  nlohmann::json cluster = nlohmann::json::object();
+  for (const auto& [job, tasks] : jobs) {
+    int next = 0;
+    for (const auto& [index, address] : tasks) {
+      if (index != next) return bad(job + ":" + std::to_string(next) + " is missing");
+      cluster[job].push_back(address);
+      ++next;
+    }
+  }
+  const nlohmann::json tf_config{{"cluster", cluster}, {"task", {{"type", "ps"}, {"index", 0}}}};
+  auto resolver = net::TFConfigClusterResolver::parse(tf_config.dump());
+  if (!resolver) return bad(resolver.error().message);
+  return resolver->cluster_spec();
+}
+
+// Reads the model from the job's live PS tasks and writes it; fills the JSON's figures.
+core::Status export_live(const ExportOptions& o, nlohmann::json& figures) {
+  auto spec = job_cluster(o.job);  // first: a directory that is no job's is named as such
+  if (!spec) return spec.error();
+  auto described = model_description(o);
+  if (!described) return described.error();
+  const core::CtrExportConfig& config = *described;
+  const std::string secret_file = o.job + "/cluster-secret";
+  std::error_code ec;
+  if (std::getenv(net::cluster_secret_env) == nullptr &&
+      std::getenv(net::cluster_secret_file_env) == nullptr &&
+      std::filesystem::exists(secret_file, ec))
+    ::setenv(net::cluster_secret_file_env, secret_file.c_str(), 1);
+  net::SimpleClusterResolver resolver(*spec, net::TaskId{"ps", 0});
+  StrategyOptions so;
+  so.connect_timeout = std::chrono::milliseconds(o.connect_timeout_ms);
+  auto strategy = ParameterServerStrategy::make(resolver, nullptr, so);
+  if (!strategy) return strategy.error();
+  auto variables = (*strategy)->find_variables();
+  if (!variables) return variables.error();
+  // The model's own parameters: a job may keep other variables on its PS tasks.
+  std::set<std::string> parameters;
+  for (const auto& p : core::CtrModel(config.model).parameters())
+    parameters.insert(p.name);
+  std::optional<Variable> table;
+  std::vector<Variable> dense;
+  for (const auto& v : *variables) {
+    if (v.name == o.table_variable)
+      table = v;
+    else if (parameters.count(v.name) != 0)
+      dense.push_back(v);
+  }
+  if (!table)
+    return core::make_error(core::Errc::not_found, "the job's PS tasks hold no variable '" +
+                                                       o.table_variable + "' (--table-variable)");
+  auto before = (*strategy)->ps_stats();
+  if (!before) return before.error();
+  auto r =
+      export_ctr_model(**strategy, config, dense, *table, o.out, static_cast<int32_t>(o.min_count));
+  if (!r) return r.error();
+  auto after = (*strategy)->ps_stats();
+  if (!after) return after.error();
+  int64_t updates_before = 0, updates_after = 0, shards = 0;
+  for (const auto& p : *before)
+    updates_before += p.updates_applied;
+  for (const auto& p : *after) {
+    updates_after += p.updates_applied;
+    shards += p.variables;
+  }
+  figures["table"] = config.dynamic ? "dynamic" : "fixed";
+  figures["ps_tasks"] = spec->num_tasks("ps");
+  figures["shards"] = shards;
+  figures["rows"] = r->rows;
+  // Pushes the PS tasks applied while the model was read: 0 means one instant's model.
+  figures["updates_applied"] = updates_after;
+  figures["updates_during_read"] = updates_after - updates_before;
+  return {};
+}
+
 }  // namespace
 
 nlohmann::json run_export(const ExportOptions& o, int& code) {
   const char* program = "troupe export";
   const auto t0 = clock_type::now();
-  std::ifstream meta(o.checkpoint + "/ctr_model.json");
-  if (!meta)
+  if (o.job.empty() == o.checkpoint.empty())
     return failed(program,
-                  core::make_error(core::Errc::not_found,
-                                   o.checkpoint + "/ctr_model.json: cannot open (ctr_ps writes "
-                                                  "it with --ps-snapshot-dir)"),
+                  core::make_error(core::Errc::invalid_argument,
+                                   "give either --checkpoint (PS snapshots) or --job (a running "
+                                   "job's run directory)"),
                   code);
-  const std::string text{std::istreambuf_iterator<char>(meta), std::istreambuf_iterator<char>()};
-  auto config = core::parse_ctr_export_config(text);
-  if (!config)
+  if (o.min_count < 0 || o.min_count > std::numeric_limits<int32_t>::max())
     return failed(program,
-                  core::make_error(config.error().code,
-                                   o.checkpoint + "/ctr_model.json: " + config.error().message),
-                  code);
+                  core::make_error(core::Errc::invalid_argument, "--min-count out of range"), code);
+  if (!o.job.empty()) {
+    nlohmann::json figures;
+    if (auto st = export_live(o, figures); !st) return failed(program, st.error(), code);
+    std::error_code ec;
+    code = 0;
+    nlohmann::json out{
+        {"ok", true}, {"program", program}, {"out", o.out}, {"source", "live"}, {"job", o.job}};
+    out.update(figures);
+    out.update({{"min_count", o.min_count},
+                {"rows_dtype", o.bf16 ? "bfloat16" : "float32"},
+                {"bytes", static_cast<int64_t>(std::filesystem::file_size(o.out, ec))},
+                {"seconds", std::chrono::duration<double>(clock_type::now() - t0).count()}});
+    return out;
+  }
+  auto config = model_description(o);
+  if (!config) return failed(program, config.error(), code);
   core::CtrExport model;
   model.config = *config;
-  model.config.bf16 = o.bf16;
   std::map<std::string, std::vector<Piece>> pieces;
   int tasks = 0;
   if (auto st = gather(o.checkpoint, o, model.config.model.row_width(), pieces, model, tasks); !st)
@@ -145,6 +267,7 @@ nlohmann::json run_export(const ExportOptions& o, int& code) {
   return {{"ok", true},
           {"program", program},
           {"out", o.out},
+          {"source", "snapshots"},
           {"ps_tasks", tasks},
           {"table", model.config.dynamic ? "dynamic" : "fixed"},
           {"rows", model.rows.shape()[0]},

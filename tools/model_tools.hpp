@@ -1,7 +1,7 @@
 #pragma once
 
-// troupe export and troupe predict: a servable model from a job's PS snapshots, and
-// scoring data with it.
+// troupe export and troupe predict: a servable model from a job's PS snapshots or from its
+// live PS tasks, and scoring data with it.
 
 #include <cstdint>
 #include <string>
@@ -14,6 +14,13 @@ struct ExportOptions {
   /// A PS snapshot directory as ctr_ps was given it (--ps-snapshot-dir): ctr_model.json and
   /// one ps-<task> folder a PS task, each restored as a restarted task would restore it.
   std::string checkpoint;
+  /// Or a running job's run directory (troupe launch --run-dir): its tasks.json names the PS
+  /// tasks, which are read live, with its cluster-secret unless the environment gives one.
+  std::string job;
+  /// The model's ctr_model.json; default: the one in `checkpoint` or `job`.
+  std::string config;
+  /// With `job`: how long to keep trying each PS task.
+  int64_t connect_timeout_ms = 10000;
   std::string out;
   std::string table_variable = "embedding";
   /// A dynamic table: only rows whose key occurred at least this often (0: every row).

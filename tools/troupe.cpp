@@ -1,7 +1,7 @@
 // The troupe command line.
 //   troupe serve      run this process's task from TF_CONFIG until told to shut down
 //   troupe launch     start a local cluster running a program in every task
-//   troupe export     a servable CTR model from a job's PS snapshots
+//   troupe export     a servable CTR model from a job's PS snapshots or live PS tasks
 //   troupe predict    score data with an exported model
 // Its last line of output is one JSON object.
 #include <unistd.h>
@@ -50,13 +50,23 @@ int main(int argc, char** argv) {
                    "one snapshot in N is full, the others deltas of the dynamic tables' "
                    "changed rows (1: every one full)")
       ->check(CLI::Range(1, 1 << 20));
-  auto* exporter =
-      app.add_subcommand("export", "write a servable CTR model from a job's PS snapshots");
+  auto* exporter = app.add_subcommand(
+      "export", "write a servable CTR model from a job's PS snapshots or its live PS tasks");
   troupe::tools::ExportOptions eo;
+  auto* from_snapshots = exporter->add_option(
+      "--checkpoint", eo.checkpoint,
+      "the job's --ps-snapshot-dir (ctr_model.json and a ps-N folder a PS task)");
   exporter
-      ->add_option("--checkpoint", eo.checkpoint,
-                   "the job's --ps-snapshot-dir (ctr_model.json and a ps-N folder a PS task)")
-      ->required();
+      ->add_option("--job", eo.job,
+                   "or a running job's run directory (troupe launch --run-dir): its PS tasks "
+                   "are read live, with its cluster-secret")
+      ->excludes(from_snapshots);
+  exporter->add_option("--config", eo.config,
+                       "the model's ctr_model.json (default: the one in --checkpoint or --job)");
+  exporter
+      ->add_option("--connect-timeout-ms", eo.connect_timeout_ms,
+                   "--job: how long to keep trying each PS task")
+      ->check(CLI::PositiveNumber);
   exporter->add_option("--out", eo.out, "the model file to write")->required();
   exporter->add_option("--table-variable", eo.table_variable);
   exporter

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -26,13 +27,22 @@ inline void check_all_gone(const nlohmann::json& tasks) {
   }
 }
 
-/// The last line of a file that holds a JSON object (null when there is none).
-inline nlohmann::json last_json_line(const std::string& path) {
+/// The last line of `in` that holds a JSON object (null when there is none).
+inline nlohmann::json last_json_line_in(std::istream& in) {
   std::string line, last;
-  std::ifstream in(path);
   while (std::getline(in, line))
     if (!line.empty() && line.front() == '{') last = line;
   return nlohmann::json::parse(last, nullptr, /*allow_exceptions=*/false);
+}
+
+/// The same of a file, and of a program's captured output.
+inline nlohmann::json last_json_line(const std::string& path) {
+  std::ifstream in(path);
+  return last_json_line_in(in);
+}
+inline nlohmann::json last_json_line_of(const std::string& text) {
+  std::istringstream in(text);
+  return last_json_line_in(in);
 }
 
 /// Waits (at most `timeout`) until `dir` holds a checkpoint file `prefix`*.tckpt, then

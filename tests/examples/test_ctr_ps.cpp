@@ -2,6 +2,7 @@
 // with the embedding table sharded over two PS tasks, scored against the data's teacher.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -400,6 +401,100 @@ TEST_CASE("ctr_ps trains on streams until they end: a FIFO per worker and standa
     CHECK(shared["error"].get<std::string>().find(
               "standard input: one stream cannot feed 2 workers") != std::string::npos);
   }
+}
+
+// `troupe export --job` reads a job it did not start, from its run directory: tasks.json for
+// the PS tasks, cluster-secret to join, ctr_model.json for the model's shape. One worker
+// trains on a FIFO kept open after its 40 batches, so training stops where the data stops:
+// the live export of that moment is the model the chief scores and exports at the end.
+TEST_CASE("troupe export --job reads the model from a running job's PS tasks", "[example][ctr]") {
+  using namespace std::chrono_literals;
+  troupe::test::TempDir dir;
+  generate(dir, "--rows 20000 --heldout-rows 5000 --files 1 --vocab 20000 --raw-ids");
+  const auto files = troupe::examples::ctr_train_files(dir.file("data"), ".txt");
+  REQUIRE(files.size() == 1);
+  const auto bytes = troupe::test::read_bytes(files[0]);
+  const std::string run_dir = dir.file("run");
+  auto export_job = [&](const std::string& args) {
+    return run_program(bin + "/troupe export --job " + run_dir + " " + args + " 2>&1");
+  };
+  {
+    // Before the job: no tasks.json to read, named.
+    auto none = export_job("--out " + dir.file("x.tmodel"));
+    CHECK(none.exit_code != 0);
+    CHECK(none.last_json["ok"] == false);
+    CHECK(none.last_json["error"].get<std::string>().find(run_dir + "/tasks.json") !=
+          std::string::npos);
+  }
+  std::atomic<bool> release{false};
+  troupe::test::FifoFeeder feed(
+      dir.file("stream"), {std::string(bytes.begin(), bytes.end()), ""},
+      [&](size_t) { return release.load(); }, 120s);
+  REQUIRE(feed.made());
+  troupe::test::ChildProcess launch(
+      {"/bin/sh", "-c",
+       "exec " + bin + "/troupe launch --ps 2 --workers 1 --run-dir " + run_dir + " -- " + bin +
+           "/ctr_ps --data " + dir.file("stream") +
+           " --batch 500 --hidden 16 --dim 4 --lr 0.2 --table dynamic --max-rows 30000 "
+           "--steps-per-worker 0 --heldout " +
+           dir.file("data") + "/heldout.txt --export " + dir.file("final.tmodel")},
+      {});
+  struct Release {  // on every way out: the stream ends, so the job does
+    std::atomic<bool>& flag;
+    troupe::test::FifoFeeder& feed;
+    ~Release() {
+      flag = true;
+      feed.poke();
+    }
+  } release_at_exit{release, feed};
+
+  // Read live until the 40 steps are in (each pushes once to every shard) and nothing was
+  // applied during the read.
+  nlohmann::json live;
+  const auto deadline = std::chrono::steady_clock::now() + 90s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto r = export_job("--out " + dir.file("live.tmodel"));
+    if (r.exit_code == 0 && r.last_json["updates_during_read"] == 0 &&
+        r.last_json["updates_applied"] == 40 * r.last_json["shards"].get<int64_t>()) {
+      live = r.last_json;
+      break;
+    }
+  }
+  INFO(live.dump());
+  REQUIRE(live.is_object());
+  CHECK(live["source"] == "live");
+  CHECK(live["table"] == "dynamic");
+  CHECK(live["ps_tasks"] == 2);
+  CHECK(live["rows"].get<int64_t>() > 0);
+  {
+    // A table the job does not have, and a min count filter, on the running job.
+    auto wrong = export_job("--out " + dir.file("w.tmodel") + " --table-variable nope");
+    CHECK(wrong.exit_code != 0);
+    CHECK(wrong.last_json["error"].get<std::string>().find("no variable 'nope'") !=
+          std::string::npos);
+    auto small = export_job("--out " + dir.file("s.tmodel") + " --min-count 2");
+    INFO(small.output);
+    REQUIRE(small.exit_code == 0);
+    CHECK(small.last_json["rows"].get<int64_t>() < live["rows"].get<int64_t>());
+  }
+
+  // The stream ends, the job ends: the chief's own export after join() is the same model.
+  release = true;
+  feed.poke();
+  REQUIRE(feed.join());
+  auto status = launch.wait_exit(120s);
+  REQUIRE(status.has_value());
+  const auto result = troupe::test::last_json_line_of(launch.captured_stdout());
+  INFO(result.dump());
+  REQUIRE(result.is_object());
+  troupe::test::check_all_gone(result["tasks"]);
+  const auto& chief = result["chief"];
+  REQUIRE(chief["ok"] == true);
+  CHECK(chief["steps"] == 40);
+  CHECK(chief["export"]["rows"] == live["rows"]);
+  CHECK(troupe::test::read_bytes(dir.file("live.tmodel")) ==
+        troupe::test::read_bytes(dir.file("final.tmodel")));
+  check_served(dir.file("live.tmodel"), dir.file("data") + "/heldout.txt", chief);
 }
 
 TEST_CASE("ctr_ps on a damaged TFRecord file ends with an error naming the file and record",

@@ -88,7 +88,9 @@ TEST_CASE("ChaosInjector signals the tasks' processes on time and resumes what i
   CHECK(info.si_code == CLD_CONTINUED);
 }
 
-TEST_CASE("read_task_pids reads a launch run directory and refuses a damaged one", "[chaos]") {
+TEST_CASE(
+    "read_task_pids and read_task_listing read a launch run directory and refuse a damaged one",
+    "[chaos]") {
   troupe::test::TempDir dir;
   std::ofstream(dir.file("tasks.json"))
       << R"([{"type":"chief","index":0,"address":"127.0.0.1:1","pid":41},)"
@@ -97,6 +99,11 @@ TEST_CASE("read_task_pids reads a launch run directory and refuses a damaged one
   REQUIRE(pids.ok());
   CHECK(pids->at("chief:0") == 41);
   CHECK(pids->at("worker:1") == 42);
+  auto listing = read_task_listing(dir.path());  // what troupe export --job dials
+  REQUIRE(listing.ok());
+  REQUIRE(listing->size() == 2);
+  CHECK((*listing)[1].id.to_string() == "worker:1");
+  CHECK((*listing)[1].address == "127.0.0.1:2");
   std::ofstream(dir.file("tasks.json")) << R"([{"type":"chief","index":0}])";
   auto bad = read_task_pids(dir.path());
   REQUIRE_FALSE(bad.ok());
