@@ -35,6 +35,7 @@ class LocalRunner final : public Runner {
                         "fit: model '" + st.spec.name +
                             "' has a dynamic table: it lives on PS tasks (pass a "
                             "ParameterServerStrategy)");
+    st.hold_table();  // trained here: the table and its slots in this process
     return check_dataset(data_);
   }
 

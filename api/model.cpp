@@ -53,6 +53,8 @@ core::Expected<BatchStats> run_batch(Replica& r, const core::Batch& batch, bool 
   if (batch.size() == 0) return BatchStats{};
   if (r.ctr) {
     // The rows of the batch's ids from the local table.
+    if (!r.hold_table())
+      return make_error(Errc::internal, "a worker's replica computed on a table it never holds");
     core::unique_ids(batch.ids, r.unique, r.index);
     const int64_t rows = r.table.shape().rank() == 2 ? r.table.shape()[0] : 0;
     const int64_t width = r.table_shape[1];
@@ -134,12 +136,24 @@ Replica::Replica(const ModelSpec& s, bool with_table) {
   const auto inits = initializers(s, params);
   for (size_t i = 0; i < params.size(); ++i) {
     if (static_cast<int>(i) == table_index) {
-      if (with_table)
-        table = dynamic ? core::Tensor(table_shape) : core::initialize(table_shape, inits[i]);
+      table_init = inits[i];
+      table_wanted = with_table;
+      if (dynamic) {  // rows come with their keys (set_weights)
+        table = core::Tensor(table_shape);
+        table_held = with_table;
+      }
       continue;
     }
     *params[i].value = core::initialize(params[i].value->shape(), inits[i]);
   }
+}
+
+bool Replica::hold_table(bool initialize) {
+  if (table_held || !ctr) return true;
+  if (!table_wanted) return false;
+  table = initialize ? core::initialize(table_shape, table_init) : core::Tensor(table_shape);
+  table_held = true;
+  return true;
 }
 
 std::vector<std::string> Replica::dense_names() const {
@@ -307,11 +321,20 @@ Model::State::State(ModelSpec s) : spec(std::move(s)), replica(spec) {
   auto opt = core::make_optimizer(spec.optimizer, spec.learning_rate);
   if (opt) {
     optimizer = std::move(*opt);
-    for (const auto& p : replica.params)
-      slots.push_back(optimizer->make_slots(p.value->shape()));
+    for (const auto& p : replica.params)  // a table not yet held: slots of no rows
+      slots.push_back(optimizer->make_slots(p.value == &replica.table && !replica.table_held
+                                                ? core::Shape{0, replica.table_shape[1]}
+                                                : p.value->shape()));
   } else {
     optimizer_error = opt.error();
   }
+}
+
+void Model::State::hold_table(bool initialize) {
+  if (!replica.ctr || replica.dynamic || !replica.hold_table(initialize)) return;
+  if (table_slots_held || !optimizer) return;
+  slots[static_cast<size_t>(replica.table_index)] = optimizer->make_slots(replica.table_shape);
+  table_slots_held = true;
 }
 
 core::Status Model::State::place() {
@@ -377,8 +400,10 @@ core::Status Model::attach(ParameterServerStrategy& strategy) {
         return strategy.create_dynamic_table(params[i].name, table, inits[i], s_->spec.optimizer,
                                              s_->spec.learning_rate);
       }
-      return strategy.create_variable(params[i].name, params[i].value->shape(), inits[i],
-                                      s_->spec.optimizer, s_->spec.learning_rate);
+      const bool table = static_cast<int>(i) == s_->replica.table_index;  // maybe not held
+      return strategy.create_variable(params[i].name,
+                                      table ? s_->replica.table_shape : params[i].value->shape(),
+                                      inits[i], s_->spec.optimizer, s_->spec.learning_rate);
     }();
     if (!v) return v.error();
     vars.push_back(*v);
@@ -410,31 +435,41 @@ core::Status Model::pull() {
   auto& r = s_->replica;
   std::vector<core::Tensor> values;
   for (size_t i = 0; i < s_->variables.size(); ++i) {
-    if (r.dynamic && static_cast<int>(i) == r.table_index) continue;  // stays on the PS tasks
+    if (static_cast<int>(i) == r.table_index) continue;  // a table stays on the PS tasks
     auto t = s_->strategy->read(s_->variables[i]);
     if (!t) return t.error();
     values.push_back(std::move(*t));
   }
-  return r.dynamic ? r.assign_dense(std::move(values)) : r.assign(std::move(values));
+  return r.ctr ? r.assign_dense(std::move(values)) : r.assign(std::move(values));
 }
 
 core::Checkpoint Model::weights() {
+  auto& r = s_->replica;
+  if (s_->strategy == nullptr) s_->hold_table();
   core::Checkpoint c;
-  for (const auto& p : s_->replica.params)
-    c.tensors[p.name] = p.value->to(core::Device::cpu());
-  if (s_->replica.dynamic) c.ints[ctr_table_keys] = s_->replica.table_keys;
+  for (const auto& p : r.params)
+    if (p.value != &r.table || r.table_held) c.tensors[p.name] = p.value->to(core::Device::cpu());
+  if (r.dynamic) c.ints[ctr_table_keys] = r.table_keys;
   return c;
 }
 
 core::Expected<core::Checkpoint> Model::read_weights() {
   if (auto st = pull(); !st) return st.error();
   auto& r = s_->replica;
-  if (s_->strategy == nullptr || !r.dynamic) return weights();
-  auto rows = s_->strategy->read_table(s_->variables[static_cast<size_t>(r.table_index)]);
-  if (!rows) return rows.error();
+  if (s_->strategy == nullptr || !r.ctr) return weights();
+  // The table from the PS tasks, held only for the checkpoint.
+  const Variable& table = s_->variables[static_cast<size_t>(r.table_index)];
   core::Checkpoint c;
   for (const auto& p : r.params)
     if (p.value != &r.table) c.tensors[p.name] = p.value->to(core::Device::cpu());
+  if (!r.dynamic) {
+    auto rows = s_->strategy->read(table);
+    if (!rows) return rows.error();
+    c.tensors[ctr_table] = std::move(*rows);
+    return c;
+  }
+  auto rows = s_->strategy->read_table(table);
+  if (!rows) return rows.error();
   c.tensors[ctr_table] = std::move(rows->values);
   c.ints[ctr_table_keys] = std::move(rows->keys);
   return c;
@@ -449,7 +484,16 @@ core::Status Model::set_weights(const core::Checkpoint& ckpt) {
       return make_error(Errc::invalid_argument, "the checkpoint has no variable '" + name + "'");
     values.push_back(it->second);
   }
-  if (!r.dynamic) return r.assign(std::move(values));
+  if (!r.dynamic) {
+    if (r.ctr && r.table_index >= 0 &&
+        !(values[static_cast<size_t>(r.table_index)].shape() == r.table_shape))
+      return make_error(Errc::invalid_argument,
+                        "the checkpoint's table '" + std::string(ctr_table) + "' has shape " +
+                            values[static_cast<size_t>(r.table_index)].shape().to_string() +
+                            ", the model's is " + r.table_shape.to_string());
+    s_->hold_table(/*initialize=*/false);  // about to be set whole
+    return r.assign(std::move(values));
+  }
   // A dynamic table: any number of rows of the model's width, a distinct key a row.
   core::Tensor table = std::move(values[static_cast<size_t>(r.table_index)]);
   values.erase(values.begin() + r.table_index);
@@ -501,9 +545,9 @@ core::Expected<BatchStats> Model::evaluate() {
     if (!batch) return batch.error();
     auto& r = s_->replica;
     auto stats = [&]() -> core::Expected<BatchStats> {
-      if (s_->strategy == nullptr || !r.dynamic)
+      if (s_->strategy == nullptr || !r.ctr)
         return detail::run_batch(r, *batch, /*backward=*/false);
-      // The batch's rows by key from the PS tasks.
+      // The batch's rows (by index or key) from the PS tasks: the chief holds no table.
       core::unique_ids(batch->ids, r.unique, r.index);
       auto rows =
           s_->strategy->read_rows(s_->variables[static_cast<size_t>(r.table_index)], r.unique);

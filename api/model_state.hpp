@@ -20,8 +20,11 @@ namespace troupe {
 namespace detail {
 
 /// A model's layers with their parameters and loss: the chief's copy, or a worker's.
-/// A CTR model's parameters are its dense ones followed by its table (`table_index`);
-/// a worker's replica leaves the table empty (it pulls the rows each batch needs).
+/// A CTR model's parameters are its dense ones followed by its table (`table_index`). A
+/// fixed table is allocated only when a replica computes on it itself (hold_table(): a
+/// one-process fit, a model loaded from a checkpoint); a worker's replica, and a chief's
+/// attached to a ParameterServerStrategy, leave it empty and read the rows each batch
+/// needs from the PS tasks.
 struct Replica {
   std::unique_ptr<core::Sequential> layers;  // classifiers
   std::unique_ptr<core::CtrModel> ctr;       // CTR models
@@ -32,6 +35,9 @@ struct Replica {
   core::SigmoidBinaryCrossEntropy ctr_loss;
   core::Tensor table, table_grad;  // table_grad stays empty: the gradient is row_grads()
   core::Shape table_shape;
+  core::Initializer table_init;  // a fixed table's initial values, when it is first held
+  bool table_wanted = false;     // hold_table() may allocate it (not on workers)
+  bool table_held = false;
   int table_index = -1;  // in params; -1: none
   // A dynamic table (ModelSpec::dynamic_table): the rows of `table` are keyed, row i by
   // table_keys[i] (row_of maps back); empty until set_weights() gives rows.
@@ -51,9 +57,13 @@ struct Replica {
   /// Under mixed_float16: the dynamic loss scale of this replica's steps.
   std::optional<core::LossScale> loss_scale;
 
-  /// Builds the layers and gives them the spec's initial values (the table only when
-  /// `with_table`: not on workers).
+  /// Builds the layers and gives them the spec's initial values (a fixed table's only when
+  /// first held, and never without `with_table`: workers).
   explicit Replica(const ModelSpec& spec, bool with_table = true);
+  /// A fixed table, allocated on first call and `initialize`d as ModelSpec::seed says (the
+  /// values the PS tasks start from; zeros when the caller sets it whole); false where it
+  /// may not be held (a worker's replica).
+  bool hold_table(bool initialize = true);
   /// Moves the layers to the spec's device (troupe::select_device: a worker's GPU by its
   /// local rank) and precision, once; an error names the device and what was seen.
   core::Status place(const ModelSpec& spec);
@@ -102,12 +112,16 @@ struct Model::State {
   std::unique_ptr<core::Optimizer> optimizer;
   core::Error optimizer_error;
   std::vector<core::SlotSet> slots;  // where their variables are (replica.device)
+  bool table_slots_held = false;     // a fixed table's slots: made by hold_table()
   // Attached to a ParameterServerStrategy.
   ParameterServerStrategy* strategy = nullptr;
   std::vector<Variable> variables;
   std::unique_ptr<ClusterCoordinator> coordinator;
 
   explicit State(ModelSpec s);
+  /// A fixed table held locally with its optimizer slots (a one-process fit, a model set
+  /// from a checkpoint); nothing for other models.
+  void hold_table(bool initialize = true);
   /// The replica on the spec's device, its slots with it (once; fit() and evaluate() ask).
   core::Status place();
 };

@@ -54,9 +54,11 @@ struct ModelSpec {
   /// table is the variable `ctr_table` ([table_rows, config.row_width()], uniform in
   /// [-0.05, 0.05]); with a ParameterServerStrategy the workers pull and push only the
   /// rows of each batch (give the strategy a partitioner to split the table over the PS
-  /// tasks). The chief (and a one-process fit) keeps a whole copy of this fixed table for
-  /// evaluation and checkpoints; a `dynamic_table` (below) stays on the PS tasks. Not for
-  /// MultiWorkerMirroredStrategy (an error).
+  /// tasks). Attached to a strategy, the chief never holds the table either: evaluate()
+  /// reads each batch's rows from the PS tasks and read_weights() (what ModelCheckpoint
+  /// saves) reads the table only for the checkpoint. A one-process fit, and a model set from
+  /// a checkpoint (a side-car evaluator), hold it. Not for MultiWorkerMirroredStrategy (an
+  /// error).
   std::optional<core::CtrModelConfig> ctr;
   int64_t table_rows = 0;
   /// A CTR model whose table has no fixed vocabulary (ParameterServerStrategy only): the
@@ -162,23 +164,24 @@ class Model {
   /// The coordinator if one was made (to shut the cluster down at the end).
   ClusterCoordinator* coordinator_if_made();
 
-  /// Attached: reads the variables from the PS tasks into the local layers (a dynamic
+  /// Attached: reads the variables from the PS tasks into the local layers (a CTR model's
   /// table stays on the PS tasks: only the dense variables come).
   core::Status pull();
   /// The local layers' values, one tensor per parameter name (a dynamic table: the rows
-  /// set_weights() gave, their keys in ints[ctr_table_keys]).
+  /// set_weights() gave, their keys in ints[ctr_table_keys]). Attached, a CTR model's table
+  /// is not among them: read_weights() reads it.
   core::Checkpoint weights();
-  /// Attached: pull() and weights(), a dynamic table's rows read from the PS tasks in pages
-  /// (ParameterServerStrategy::read_table; the chief holds them only for the checkpoint).
-  /// Otherwise weights().
+  /// Attached: pull() and the dense values, with a CTR model's table read from the PS tasks
+  /// (a fixed one whole, a dynamic one in pages by ParameterServerStrategy::read_table; the
+  /// chief holds it only for the checkpoint). Otherwise weights().
   core::Expected<core::Checkpoint> read_weights();
   /// Sets the local layers from a checkpoint's tensors: every parameter must be there
   /// with its shape (a dynamic table: any number of rows of its width, a distinct key a
   /// row), or it is an invalid_argument error naming it and nothing changes.
   core::Status set_weights(const core::Checkpoint& ckpt);
 
-  /// Evaluates the local layers on the evaluation examples (attached: pulls first; a
-  /// dynamic table's rows are read from the PS tasks a batch at a time).
+  /// Evaluates the local layers on the evaluation examples (attached: pulls first; a CTR
+  /// model's table rows are read from the PS tasks a batch at a time).
   core::Expected<BatchStats> evaluate();
   /// Evaluates through the coordinator: one "<name>/evaluate" closure per batch on the
   /// workers, each batch's result counted exactly once (a closure retried after a lost

@@ -3,6 +3,8 @@
 // BackupAndRestore, distributed evaluation counted exactly once when a worker dies.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "cluster_fixture.hpp"
 #include "helpers.hpp"
 #include "job/job_registry.hpp"
@@ -131,12 +133,15 @@ TEST_CASE("fit a CTR model with its table split over two PS tasks, AUC counted o
           "[process][fit][ctr]") {
   test::LocalCluster cluster(2, 2);  // children: ps:0, ps:1, worker:0, worker:1
   const auto reg = test::make_test_registry();
-  Model model(test::ctr_model());
+  test::TempDir dir;
+  const ModelSpec spec = test::ctr_model();
+  Model model(spec);
   auto strategy = ParameterServerStrategy::make(cluster.chief(),
                                                 std::make_shared<core::FixedShardsPartitioner>(2));
   REQUIRE(strategy.ok());
+  auto checkpoint = std::make_shared<callbacks::ModelCheckpoint>(dir.file("ckpt"));
   History h;
-  fit_clicks(model, **strategy, reg, "clicks_repeat", {}, h);
+  fit_clicks(model, **strategy, reg, "clicks_repeat", {checkpoint}, h);
   const auto& last = h.epochs.back();
   // The workers pulled and pushed rows of the table's two shards, one on each PS task.
   auto ps = (*strategy)->ps_stats();
@@ -145,12 +150,41 @@ TEST_CASE("fit a CTR model with its table split over two PS tasks, AUC counted o
   for (const auto& p : *ps)
     CHECK(p.updates_applied > 0);
   // Distributed validation (workers pull the rows of each evaluation batch) equals the
-  // chief's own evaluation of the same variables (it reads the whole table).
+  // chief's own evaluation of the same variables (it reads each batch's rows too).
   auto direct = model.evaluate();
   REQUIRE(direct.ok());
   CHECK(direct->examples == 1024);
   CHECK(last.at("val_auc") == Approx(direct->auc()));
   CHECK(last.at("val_loss") == Approx(direct->loss()));
+  // Through fit, evaluation and checkpoints the chief never held the table.
+  REQUIRE(model.parameters().back().name == ctr_table);
+  CHECK(model.parameters().back().value->size() <= 1);  // a default tensor, no rows
+  CHECK(model.weights().tensors.count(ctr_table) == 0);
+  // The last checkpoint holds the whole table as the PS tasks have it; a model set from it
+  // (a side-car evaluator's, no PS tasks) scores the same.
+  core::CheckpointManager manager(dir.file("ckpt"), 3);
+  auto saved = manager.restore_latest();
+  REQUIRE(saved.ok());
+  const core::Checkpoint& ckpt = saved->second;
+  REQUIRE(ckpt.tensors.count(ctr_table) == 1);
+  const auto& variables = model.variables();
+  const auto table = std::find_if(variables.begin(), variables.end(),
+                                  [](const Variable& v) { return v.name == ctr_table; });
+  REQUIRE(table != variables.end());
+  CHECK(ckpt.tensors.at(ctr_table).shape() == core::Shape{spec.table_rows, spec.ctr->row_width()});
+  const core::Tensor on_ps = (*strategy)->read(*table).value();
+  REQUIRE(on_ps.size() == ckpt.tensors.at(ctr_table).size());
+  for (int64_t i = 0; i < on_ps.size(); ++i)
+    CHECK(on_ps[i] == ckpt.tensors.at(ctr_table)[i]);
+  Model loaded(spec);
+  core::Checkpoint short_table = ckpt;
+  short_table.tensors[ctr_table] = core::Tensor(core::Shape{3, spec.ctr->row_width()});
+  CHECK_THAT(loaded.set_weights(short_table).error().message, Catch::Contains("table"));
+  REQUIRE(loaded.set_weights(ckpt).ok());
+  auto reloaded = loaded.evaluate();
+  REQUIRE(reloaded.ok());
+  CHECK(reloaded->loss() == Approx(direct->loss()).epsilon(1e-6));
+  CHECK(reloaded->auc() == Approx(direct->auc()).epsilon(1e-6));
   model.coordinator_if_made()->shutdown_cluster();
 }
 
