@@ -31,7 +31,7 @@ void shut_down_task(caf::event_based_actor* self, const Endpoint& at, bool live,
     self->request(task, shutdown_ack_timeout, net::shutdown_atom::value)
         .then([done](caf::ok_atom) { done(true); }, [done](caf::error&) { done(false); });
   };
-  if (live && at.handle) return ask(at.handle);
+  if (live && at.handle && !net::is_terminated(at.handle)) return ask(at.handle);
   reach_task(self, at, shutdown_ack_timeout, ask, [done] { done(false); });
 }
 

@@ -32,7 +32,9 @@ inline constexpr std::chrono::seconds shutdown_ack_timeout{3};
 
 /// Asks the task to stop serving and calls `done(acknowledged)` once. `live`: `at.handle` is
 /// its current connection; otherwise (a task known lost, or not connected) it is reached
-/// at its address afresh first, as it may be back without having rejoined.
+/// at its address afresh first, as it may be back without having rejoined. A live handle
+/// whose connection has dropped (a PS that stalled while nothing watched it, then went on)
+/// is reached afresh too.
 void shut_down_task(caf::event_based_actor* self, const Endpoint& at, bool live,
                     std::function<void(bool)> done);
 /// shut_down_task as a handler's answer: the promise of `acknowledged`.

@@ -266,3 +266,31 @@ TEST_CASE("A second process finds the variables on the PS tasks and reads them",
   CHECK_THAT(missing.error().message, Catch::Contains("is on no PS task"));
   c->shutdown_cluster();
 }
+
+TEST_CASE("A PS that stalled while nothing watched it is still told to shut down at the end",
+          "[process][cluster]") {
+  // Without PS recovery no proxy watches the PS task: a stall (SIGSTOP) past the heartbeat
+  // timeout drops its connection, then it goes on (SIGCONT). The end of the job reaches it
+  // afresh: it acknowledges and exits, instead of serving on until its launcher kills it.
+  test::LocalCluster cluster(1, 1);
+  auto resolver = cluster.chief();
+  auto strategy = ParameterServerStrategy::make(resolver).value();
+  REQUIRE(strategy
+              ->create_variable("v", core::Shape{2}, {core::Initializer::Kind::constant, 1.0f, 0},
+                                "sgd", 0.5f)
+              .ok());
+  auto c = ClusterCoordinator::make(*strategy).value();
+  REQUIRE(c->schedule<double>("ones_step", std::string("v")).fetch().ok());
+  auto& ps = cluster.child(0);
+  caf::scoped_actor self{*strategy->impl().sys};
+  self->monitor(strategy->impl().ps[0]);
+  ps->kill(SIGSTOP);
+  bool dropped = false;
+  self->receive([&](caf::down_msg&) { dropped = true; }, caf::after(10s) >> [] {});
+  ps->kill(SIGCONT);
+  REQUIRE(dropped);  // missed heartbeats: the chief's connection to it is gone
+  CHECK(c->shutdown_cluster().ok());
+  const auto status = ps->wait_exit(10s);
+  REQUIRE(status.has_value());
+  CHECK((WIFEXITED(*status) && WEXITSTATUS(*status) == 0));
+}
