@@ -16,6 +16,16 @@
 using namespace troupe;
 using namespace std::chrono_literals;
 
+// Under AddressSanitizer freed memory waits in its quarantine (256 MiB) instead of going
+// back: RSS grows whatever the code does. LeakSanitizer checks that run for what is kept.
+#if defined(__SANITIZE_ADDRESS__)
+#define TROUPE_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TROUPE_TEST_ASAN 1
+#endif
+#endif
+
 namespace {
 
 int threads_now() {
@@ -82,7 +92,9 @@ TEST_CASE(
                   << threads_after << " after 100; RSS +" << grown / 1024 << " KiB");
   CHECK(threads_after_first <= threads_before);
   CHECK(threads_after <= threads_before);
+#ifndef TROUPE_TEST_ASAN
   CHECK(grown < 8 * 1024 * 1024);
+#endif
   // The cluster still serves a coordinator made after all that.
   auto last = ClusterCoordinator::make(strategy);
   REQUIRE(last.ok());
