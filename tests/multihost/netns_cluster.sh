@@ -120,9 +120,24 @@ done
 
 cut_json=null
 if [ -n "$cut_task" ]; then
-  # The fault's schedule: at AT_S the task's link goes down, FOR_S later it comes back.
+  # The fault's schedule: AT_S into training the task's link goes down, FOR_S later it
+  # comes back. Training has begun once the link has carried 4 MiB (a few steps' tensors,
+  # far past start-up's handshakes): under a sanitizer start-up alone can take seconds,
+  # and a cut before the first step finds nothing in flight. Waited for (at most 120 s,
+  # or until the chief ends), then AT_S more.
   idx=0
   for t in "${tasks[@]}"; do idx=$((idx + 1)); [ "$t" = "$cut_task" ] && break; done
+  link_bytes() {
+    local rx tx
+    rx=$(ip netns exec "$sw" cat "/sys/class/net/s$idx/statistics/rx_bytes" 2>/dev/null || echo 0)
+    tx=$(ip netns exec "$sw" cat "/sys/class/net/s$idx/statistics/tx_bytes" 2>/dev/null || echo 0)
+    echo $((rx + tx))
+  }
+  for _ in $(seq 2400); do
+    [ "$(link_bytes)" -ge $((4 << 20)) ] && break
+    kill -0 "$chief_pid" 2>/dev/null || break
+    sleep 0.05
+  done
   sleep "$cut_at"
   ip -n "$sw" link set "s$idx" down
   sleep "$cut_for"
