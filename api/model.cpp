@@ -148,10 +148,10 @@ Replica::Replica(const ModelSpec& s, bool with_table) {
   }
 }
 
-bool Replica::hold_table(bool initialize) {
+bool Replica::hold_table() {
   if (table_held || !ctr) return true;
   if (!table_wanted) return false;
-  table = initialize ? core::initialize(table_shape, table_init) : core::Tensor(table_shape);
+  table = core::initialize(table_shape, table_init);
   table_held = true;
   return true;
 }
@@ -330,8 +330,8 @@ Model::State::State(ModelSpec s) : spec(std::move(s)), replica(spec) {
   }
 }
 
-void Model::State::hold_table(bool initialize) {
-  if (!replica.ctr || replica.dynamic || !replica.hold_table(initialize)) return;
+void Model::State::hold_table() {
+  if (!replica.ctr || replica.dynamic || !replica.hold_table()) return;
   if (table_slots_held || !optimizer) return;
   slots[static_cast<size_t>(replica.table_index)] = optimizer->make_slots(replica.table_shape);
   table_slots_held = true;
@@ -491,7 +491,7 @@ core::Status Model::set_weights(const core::Checkpoint& ckpt) {
                         "the checkpoint's table '" + std::string(ctr_table) + "' has shape " +
                             values[static_cast<size_t>(r.table_index)].shape().to_string() +
                             ", the model's is " + r.table_shape.to_string());
-    s_->hold_table(/*initialize=*/false);  // about to be set whole
+    s_->hold_table();  // at its initial values, should the assignment below fail
     return r.assign(std::move(values));
   }
   // A dynamic table: any number of rows of the model's width, a distinct key a row.

@@ -60,10 +60,9 @@ struct Replica {
   /// Builds the layers and gives them the spec's initial values (a fixed table's only when
   /// first held, and never without `with_table`: workers).
   explicit Replica(const ModelSpec& spec, bool with_table = true);
-  /// A fixed table, allocated on first call and `initialize`d as ModelSpec::seed says (the
-  /// values the PS tasks start from; zeros when the caller sets it whole); false where it
-  /// may not be held (a worker's replica).
-  bool hold_table(bool initialize = true);
+  /// A fixed table, allocated and initialized on first call as ModelSpec::seed says (the
+  /// values the PS tasks start from); false where it may not be held (a worker's replica).
+  bool hold_table();
   /// Moves the layers to the spec's device (troupe::select_device: a worker's GPU by its
   /// local rank) and precision, once; an error names the device and what was seen.
   core::Status place(const ModelSpec& spec);
@@ -121,7 +120,7 @@ struct Model::State {
   explicit State(ModelSpec s);
   /// A fixed table held locally with its optimizer slots (a one-process fit, a model set
   /// from a checkpoint); nothing for other models.
-  void hold_table(bool initialize = true);
+  void hold_table();
   /// The replica on the spec's device, its slots with it (once; fit() and evaluate() ask).
   core::Status place();
 };
