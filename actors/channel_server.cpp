@@ -114,8 +114,12 @@ void ChannelServer::serve(net::Socket& socket, const std::string& peer) {
     const auto op = static_cast<net::PsOp>(request->op);
     if (shared_ && options_.direct) {
       // Straight on the shards, no hop to the actor and back.
-      reply =
-          op == net::PsOp::pull || op == net::PsOp::pull_rows ? read(*request) : update(*request);
+      if (auto fresh = shared_->admit(request->epoch); !fresh)
+        reply = fresh.error();
+      else if (op == net::PsOp::pull || op == net::PsOp::pull_rows)
+        reply = read(*request);
+      else
+        reply = update(*request);
     } else {
       const core::Status answered = net::ask(
           *self, shard_, {options_.answer_timeout, "the PS shard's answer", &timed_out},

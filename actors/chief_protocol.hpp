@@ -6,6 +6,7 @@
 #include <caf/all.hpp>
 
 #include "actors/closure_book.hpp"
+#include "actors/ps_routing.hpp"
 #include "actors/task_link.hpp"
 #include "net/wire.hpp"
 
@@ -32,7 +33,9 @@ namespace chief {
 // (done, w, id): answered; a result is already settled in the book by the proxy.
 // (failed, w, closure, error): the step's own error (the coordinator fails it, or runs it
 //   again once a PS is back).
-// PS proxy -> coordinator: (ps_down, t) dispatch pauses; (ps_up, t) back, restored or not;
+// coordinator -> worker and PS proxies: (failover) the routing has a new epoch.
+// PS proxy -> coordinator: (ps_down, t) dispatch pauses, or a failover when every shard of
+//   t has a live replica elsewhere; (ps_up, t) back, restored or not;
 // (ps_failed, t, error) gone for good.
 // Each actor's own timers: tick, rejoin, deadline, resume, watchdog; (task_down,
 // connection): the proxy's down handler, in order with the state's other messages.
@@ -63,11 +66,17 @@ inline bool is_application_error(const caf::error& e) {
 
 /// Spawns the proxy of worker `index`, linked to `coordinator` (the parent). It hands the
 /// worker `placements` whenever it (re)connects.
+/// After a failover (net::failover_atom from the coordinator) it tells the worker the
+/// routing's new epoch.
 caf::actor spawn_worker_proxy(caf::event_based_actor* coordinator, size_t index, Endpoint task,
                               std::vector<net::Placement> placements,
+                              std::shared_ptr<const PsRouting> routing,
                               std::shared_ptr<ClosureBook> book, const CoordinatorConfig& config);
-/// Spawns the proxy of PS task `index`, linked to `coordinator`.
+/// Spawns the proxy of PS task `index`, linked to `coordinator`. With replicated shards it
+/// watches its task whether or not PS recovery is on; after a failover it tells its task
+/// the new epoch, or, when its task is the one lost, stops waiting for it.
 caf::actor spawn_ps_proxy(caf::event_based_actor* coordinator, size_t index, Endpoint task,
+                          std::shared_ptr<const PsRouting> routing, bool replicated,
                           std::shared_ptr<ClosureBook> book, const CoordinatorConfig& config);
 
 }  // namespace troupe::actors

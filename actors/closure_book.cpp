@@ -2,6 +2,7 @@
 // report text, and the dispatch policy: plain code, no actor.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <random>
 #include <sstream>
@@ -133,6 +134,18 @@ void ClosureBook::ps_reconnected() {
   std::lock_guard<std::mutex> lock(mu_);
   ++counters_.ps_reconnects;
   cv_.notify_all();
+}
+
+void ClosureBook::ps_failed_over(int64_t under_replicated) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++counters_.ps_failovers;
+  counters_.under_replicated_shards = under_replicated;
+  cv_.notify_all();
+}
+
+void ClosureBook::progress_gap(std::chrono::milliseconds gap) {
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_.longest_stall_ms = std::max<int64_t>(counters_.longest_stall_ms, gap.count());
 }
 
 void ClosureBook::watchdog_fired() {

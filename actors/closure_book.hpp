@@ -57,6 +57,11 @@ class ClosureBook {
   void worker_rejoined();
   void ps_restored(int64_t updates_lost);
   void ps_reconnected();
+  /// A PS task's shards failed over to their backups; `under_replicated` shards now have
+  /// fewer live replicas than placed.
+  void ps_failed_over(int64_t under_replicated);
+  /// Pending closures went `gap` without one finishing (the longest is kept).
+  void progress_gap(std::chrono::milliseconds gap);
   void watchdog_fired();
   /// PS task `task`'s snapshot figures, as last polled (PsStats).
   void ps_snapshots(size_t task, int64_t failures, int64_t age_ms);

@@ -44,8 +44,11 @@ struct CoordinatorState {
   size_t last_dispatched = 0;
   std::shared_ptr<ClosureBook> book;
   CoordinatorConfig config;
-  Clock::time_point last_progress;  // a closure finished, or work arrived with none pending
-  Clock::time_point last_report;    // the watchdog's, since last_progress
+  std::vector<net::Placement> placements;
+  std::shared_ptr<PsRouting> routing;  // shared with the strategy's reads
+  int replicas = 1;                    // of every shard, as placed
+  Clock::time_point last_progress;     // a closure finished, or work arrived with none pending
+  Clock::time_point last_report;       // the watchdog's, since last_progress
   static inline const char* name = "troupe.coordinator";
 };
 
@@ -156,7 +159,7 @@ void worker_lost(Self* self, uint64_t w, std::vector<net::ClosureMsg>& held) {
 // no PS goes down after 50 such errors in a row (then the error is the step's own).
 bool retry_unavailable(Self* self) {
   auto& st = self->state;
-  if (!st.config.ps_recovery) return false;
+  if (!st.config.ps_recovery && st.replicas < 2) return false;
   if (std::any_of(st.ps.begin(), st.ps.end(), [](const auto& p) { return p.failed; })) return false;
   if (any_ps_down(st)) return true;
   return ++st.unavailable_streak <= 50;
@@ -180,6 +183,27 @@ void step_failed(Self* self, net::ClosureMsg& c, const caf::error& err) {
   st.last_progress = Clock::now();
   st.book->fail(c.id, e);
   cancel_all(self, e);
+}
+
+// PS task t is down. With replicated shards, when every shard it holds has a live replica
+// elsewhere, the backups take over at once: the routing's epoch moves on, every PS task and
+// worker is told, and dispatch goes on (closures that failed against t run again, routed
+// to the promoted replicas). Otherwise dispatch pauses until t is restored, as without
+// replicas.
+void ps_down(Self* self, uint64_t t) {
+  auto& st = self->state;
+  if (st.replicas > 1 && st.routing->fail_over(static_cast<int32_t>(t), st.placements)) {
+    st.book->ps_failed_over(st.routing->under_replicated(st.placements, st.replicas));
+    std::cerr << "troupe: ps:" << t << " lost; its shards failed over to their backups (epoch "
+              << st.routing->epoch() << ")" << std::endl;
+    for (const auto& p : st.ps)
+      self->send(p.proxy, net::failover_atom::value);
+    for (const auto& v : st.workers)
+      self->send(v.proxy, net::failover_atom::value);
+    dispatch(self);
+    return;
+  }
+  st.ps.at(t).down = true;
 }
 
 // No closure finished for the watchdog timeout while some are pending: say what is where.
@@ -290,21 +314,26 @@ caf::result<std::vector<std::string>> shutdown_tasks(Self* self) {
 }
 
 caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector<Endpoint> ps,
-                          std::vector<net::Placement> placements, std::shared_ptr<ClosureBook> book,
+                          std::vector<net::Placement> placements,
+                          std::shared_ptr<PsRouting> routing, std::shared_ptr<ClosureBook> book,
                           CoordinatorConfig config) {
   auto& st = self->state;
   config.max_in_flight_per_worker = std::max<size_t>(1, config.max_in_flight_per_worker);
   st.config = config;
   st.book = book;
+  st.routing = routing ? std::move(routing) : std::make_shared<PsRouting>();
+  st.replicas = replica_count(placements);
+  st.placements = placements;
   for (size_t w = 0; w < workers.size(); ++w)
     st.workers.push_back(CoordinatorState::WorkerView{
-        spawn_worker_proxy(self, w, std::move(workers[w]), placements, book, config),
+        spawn_worker_proxy(self, w, std::move(workers[w]), placements, st.routing, book, config),
         true,
         false,
         {}});
   for (size_t t = 0; t < ps.size(); ++t)
     st.ps.push_back(CoordinatorState::PsView{
-        spawn_ps_proxy(self, t, std::move(ps[t]), book, config), false, false});
+        spawn_ps_proxy(self, t, std::move(ps[t]), st.routing, st.replicas > 1, book, config), false,
+        false});
   st.last_progress = Clock::now();
   st.last_report = Clock::time_point{};
   if (config.watchdog_timeout.count() > 0)
@@ -341,7 +370,10 @@ caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector
       [=](chief::done_atom, uint64_t w, uint64_t id) {
         forget(self, w, id);
         self->state.losses.erase(id);
-        self->state.last_progress = Clock::now();
+        const auto now = Clock::now();
+        self->state.book->progress_gap(
+            std::chrono::duration_cast<std::chrono::milliseconds>(now - self->state.last_progress));
+        self->state.last_progress = now;
         self->state.unavailable_streak = 0;
         dispatch(self);
       },
@@ -350,7 +382,7 @@ caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector
         step_failed(self, c, err);
         dispatch(self);
       },
-      [=](chief::ps_down_atom, uint64_t t) { self->state.ps.at(t).down = true; },
+      [=](chief::ps_down_atom, uint64_t t) { ps_down(self, t); },
       [=](chief::ps_up_atom, uint64_t t) {
         self->state.ps.at(t).down = false;
         self->state.unavailable_streak = 0;
@@ -381,9 +413,10 @@ caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector
 
 caf::actor spawn_coordinator(caf::actor_system& sys, std::vector<Endpoint> workers,
                              std::vector<Endpoint> ps, std::vector<net::Placement> placements,
-                             std::shared_ptr<ClosureBook> book, CoordinatorOptions config) {
+                             std::shared_ptr<ClosureBook> book, CoordinatorOptions config,
+                             std::shared_ptr<PsRouting> routing) {
   return sys.spawn(coordinator, std::move(workers), std::move(ps), std::move(placements),
-                   std::move(book), std::move(config));
+                   std::move(routing), std::move(book), std::move(config));
 }
 
 }  // namespace troupe::actors

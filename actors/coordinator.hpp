@@ -10,6 +10,7 @@
 #include <caf/all.hpp>
 
 #include "actors/closure_book.hpp"
+#include "actors/ps_routing.hpp"
 #include "actors/task_link.hpp"
 #include "core/runtime/coordinator_types.hpp"
 #include "net/wire.hpp"
@@ -29,12 +30,17 @@ namespace troupe::actors {
 /// (the first error wins). (dataset, name) has every worker build that dataset's iterator
 /// and answers `ok` once each has or was lost meanwhile, or the first worker's own error.
 /// With `ps_recovery`, a PS task that goes down pauses dispatch until it is back, restored
-/// from its snapshot, or fails the job with `unavailable` after the deadline. With a
+/// from its snapshot, or fails the job with `unavailable` after the deadline. With
+/// replicated shards (placements with backups), a PS task that goes down while every shard
+/// it holds has a live replica elsewhere fails over instead: `routing` (shared with the
+/// chief's own reads; null: its own) moves to a new epoch without it, every PS task and
+/// worker is told, and dispatch goes on. With a
 /// `watchdog_timeout`, a check every quarter of it reports what is in flight where when
 /// nothing has finished for that long. (shutdown) asks every task to stop serving and
 /// answers with those that did not acknowledge.
 caf::actor spawn_coordinator(caf::actor_system& sys, std::vector<Endpoint> workers,
                              std::vector<Endpoint> ps, std::vector<net::Placement> placements,
-                             std::shared_ptr<ClosureBook> book, CoordinatorOptions config);
+                             std::shared_ptr<ClosureBook> book, CoordinatorOptions config,
+                             std::shared_ptr<PsRouting> routing = nullptr);
 
 }  // namespace troupe::actors

@@ -23,6 +23,8 @@ struct PsProxyState {
   caf::actor coordinator;
   std::shared_ptr<ClosureBook> book;
   CoordinatorConfig config;
+  std::shared_ptr<const PsRouting> routing;  // the chief's
+  bool replicated = false;                   // shards have backups: watch it regardless
   /// Counts the times it went down; a reply or timer of an earlier episode is dropped.
   uint64_t episode = 0;
   int64_t process = 0;            // its process incarnation (PsStats::process); 0: not known yet
@@ -37,6 +39,7 @@ using Self = caf::stateful_actor<PsProxyState>;
 caf::behavior serving(Self* self);
 caf::behavior restoring(Self* self);
 caf::behavior failed(Self* self);
+caf::behavior replaced(Self* self);
 
 /// `f`, run only while the episode it was made in is the current one.
 template <class... Ts, class F>
@@ -91,9 +94,24 @@ void fail(Self* self, const core::Error& e) {
   self->become(failed(self));
 }
 
+// The routing has a new epoch: a live task raises its own to it, so that a worker still
+// routing by the old one is refused there too; the lost task is waited for no longer (its
+// shards are served by their backups; it rejoins nothing while this coordinator runs).
+void failover(Self* self, bool live) {
+  auto& st = self->state;
+  if (st.routing->is_lost(static_cast<int32_t>(st.index))) {
+    ++st.episode;  // its rejoin and deadline timers are dropped
+    self->become(replaced(self));
+    return;
+  }
+  if (live && st.routing->epoch() > 0)
+    self->send(st.task.handle, net::failover_atom::value, st.routing->epoch(), st.routing->lost());
+}
+
 void back(Self* self) {
   self->send(self->state.coordinator, chief::ps_up_atom::value, self->state.index);
   self->become(serving(self));
+  failover(self, /*live=*/true);
 }
 
 // It went down: look for it on its address until the deadline.
@@ -158,8 +176,10 @@ caf::behavior serving(Self* self) {
         self->delayed_send(self, self->state.config.rejoin_interval, chief::tick_atom::value);
       },
       [=](chief::task_down_atom, uint64_t episode) {
-        if (episode == self->state.episode && self->state.config.ps_recovery) go_down(self);
+        const auto& s = self->state;
+        if (episode == s.episode && (s.config.ps_recovery || s.replicated)) go_down(self);
       },
+      [=](net::failover_atom) { failover(self, /*live=*/true); },
       [=](net::shutdown_atom) { return shut_down_reply(self, self->state.task, /*live=*/true); },
       [=](chief::rejoin_atom, uint64_t) {},
       [=](chief::deadline_atom, uint64_t) {},
@@ -172,6 +192,7 @@ caf::behavior restoring(Self* self) {
         self->delayed_send(self, self->state.config.rejoin_interval, chief::tick_atom::value);
       },
       [=](chief::task_down_atom, uint64_t) {},
+      [=](net::failover_atom) { failover(self, /*live=*/false); },
       [=](net::shutdown_atom) { return shut_down_reply(self, self->state.task, /*live=*/false); },
       [=](chief::rejoin_atom, uint64_t episode) {
         if (episode == self->state.episode) try_rejoin(self);
@@ -190,6 +211,20 @@ caf::behavior failed(Self* self) {
   return {
       [=](chief::tick_atom) {},
       [=](chief::task_down_atom, uint64_t) {},
+      [=](net::failover_atom) {},
+      [=](net::shutdown_atom) { return shut_down_reply(self, self->state.task, /*live=*/false); },
+      [=](chief::rejoin_atom, uint64_t) {},
+      [=](chief::deadline_atom, uint64_t) {},
+  };
+}
+
+// Failed over: its shards are served by their backups. At the end of the job it is still
+// told to shut down (it may be alive behind a cut link), reached afresh.
+caf::behavior replaced(Self* self) {
+  return {
+      [=](chief::tick_atom) {},
+      [=](chief::task_down_atom, uint64_t) {},
+      [=](net::failover_atom) {},
       [=](net::shutdown_atom) { return shut_down_reply(self, self->state.task, /*live=*/false); },
       [=](chief::rejoin_atom, uint64_t) {},
       [=](chief::deadline_atom, uint64_t) {},
@@ -197,6 +232,7 @@ caf::behavior failed(Self* self) {
 }
 
 caf::behavior ps_proxy(Self* self, caf::actor coordinator, uint64_t index, Endpoint task,
+                       std::shared_ptr<const PsRouting> routing, bool replicated,
                        std::shared_ptr<ClosureBook> book, CoordinatorConfig config) {
   auto& st = self->state;
   st.index = index;
@@ -204,7 +240,9 @@ caf::behavior ps_proxy(Self* self, caf::actor coordinator, uint64_t index, Endpo
   st.coordinator = std::move(coordinator);
   st.book = std::move(book);
   st.config = std::move(config);
-  if (st.config.ps_recovery) watch_task(self, st.task, st.episode);
+  st.routing = std::move(routing);
+  st.replicated = replicated;
+  if (st.config.ps_recovery || st.replicated) watch_task(self, st.task, st.episode);
   self->send(self, chief::tick_atom::value);
   return serving(self);
 }
@@ -212,10 +250,11 @@ caf::behavior ps_proxy(Self* self, caf::actor coordinator, uint64_t index, Endpo
 }  // namespace
 
 caf::actor spawn_ps_proxy(caf::event_based_actor* coordinator, size_t index, Endpoint task,
+                          std::shared_ptr<const PsRouting> routing, bool replicated,
                           std::shared_ptr<ClosureBook> book, const CoordinatorConfig& config) {
   return coordinator->spawn<caf::linked>(ps_proxy, caf::actor_cast<caf::actor>(coordinator),
                                          static_cast<uint64_t>(index), std::move(task),
-                                         std::move(book), config);
+                                         std::move(routing), replicated, std::move(book), config);
 }
 
 }  // namespace troupe::actors

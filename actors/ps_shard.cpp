@@ -282,10 +282,15 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
         ++self->state.assigns;
         return caf::ok_atom::value;
       },
-      [=](net::batch_atom, net::PsRequest& request) {
+      [=](net::batch_atom, net::PsRequest& request) -> caf::result<std::vector<net::PsItem>> {
+        if (auto fresh = self->state.shared->admit(request.epoch); !fresh)
+          return net::to_caf(fresh.error());
         if (request.wire == net::WireDtype::bfloat16) ++self->state.bf16_requests;
         std::unique_lock<WriterFirstLock> lock(self->state.shared->lock);
         return reply(self->state.shard().handle(request));
+      },
+      [=](net::failover_atom, uint64_t epoch, const std::vector<int32_t>&) {
+        (void)self->state.shared->admit(epoch);  // from the chief: requests routed before it fail
       },
       [=](net::channel_atom) { return self->state.channel_port; },
       [=](net::channel_atom, int32_t port) { self->state.channel_port = port; },

@@ -30,4 +30,15 @@ void WriterFirstLock::unlock_shared() {
   pthread_rwlock_unlock(&rw_);
 }
 
+core::Status SharedShard::admit(uint64_t request_epoch) {
+  uint64_t seen = epoch.load();
+  while (request_epoch > seen && !epoch.compare_exchange_weak(seen, request_epoch)) {
+  }
+  if (request_epoch >= seen) return {};
+  return core::make_error(core::Errc::unavailable,
+                          "routed by placement epoch " + std::to_string(request_epoch) +
+                              ", but this PS task is at epoch " + std::to_string(seen) +
+                              ": a replica failed over");
+}
+
 }  // namespace troupe::actors

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "actors/ps_shard_state.hpp"
+#include "core/expected.hpp"
 
 namespace troupe::actors {
 
@@ -45,6 +46,13 @@ struct SharedShard {
   std::atomic<int64_t> pulls{0};
   std::atomic<int64_t> rejected{0};
   std::atomic<int64_t> bf16_requests{0};
+  /// The newest placement epoch this task has seen (net::PsRouting), from the chief or from
+  /// any request: a request routed by an older one is refused, so a worker that has not
+  /// heard of a failover cannot update a replica behind the promoted one's back.
+  std::atomic<uint64_t> epoch{0};
+  /// Raises the epoch to `request_epoch` if newer; an older one is an `unavailable` error
+  /// (the sender retries once it has the new placement).
+  core::Status admit(uint64_t request_epoch);
 };
 
 }  // namespace troupe::actors

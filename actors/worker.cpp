@@ -17,15 +17,24 @@ namespace troupe::actors {
 using core::Errc;
 using core::make_error;
 
-caf::behavior worker_control(caf::event_based_actor*, std::shared_ptr<CancelMark> mark) {
+caf::behavior worker_control(caf::event_based_actor*, std::shared_ptr<CancelMark> mark,
+                             std::shared_ptr<PsRouting> routing) {
   return {
       [=](net::cancel_atom, uint64_t through) { mark->raise(through); },
+      [=](net::failover_atom, uint64_t epoch, std::vector<int32_t>& lost) {
+        routing->update(epoch, std::move(lost));
+      },
   };
 }
 
 WorkerRuntime::WorkerRuntime(caf::actor_system& sys, WorkerOptions options,
-                             std::shared_ptr<const CancelMark> cancel)
-    : sys_(sys), options_(std::move(options)), self_(sys), cancel_(std::move(cancel)) {}
+                             std::shared_ptr<const CancelMark> cancel,
+                             std::shared_ptr<const PsRouting> routing)
+    : sys_(sys),
+      options_(std::move(options)),
+      self_(sys),
+      cancel_(std::move(cancel)),
+      routing_(routing ? std::move(routing) : std::make_shared<PsRouting>()) {}
 
 bool WorkerRuntime::cancelled() const {
   return cancel_ && closure_id_ != 0 && cancel_->covers(net::tag_closure(closure_id_));
@@ -141,8 +150,9 @@ core::Expected<std::vector<char>> WorkerRuntime::run(const net::ClosureMsg& clos
 
 void worker(caf::blocking_actor* self, WorkerOptions options) {
   auto mark = std::make_shared<CancelMark>();
-  auto control = self->system().spawn(worker_control, mark);
-  WorkerRuntime rt(self->system(), std::move(options), mark);
+  auto routing = std::make_shared<PsRouting>();
+  auto control = self->system().spawn(worker_control, mark, routing);
+  WorkerRuntime rt(self->system(), std::move(options), mark, routing);
   bool running = true;
   // The control actor ends with the worker, whichever way it ends.
   struct EndControl {

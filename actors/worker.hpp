@@ -11,6 +11,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/ps_routing.hpp"
 #include "core/runtime/registry.hpp"
 #include "net/channel.hpp"
 #include "net/cluster_spec.hpp"
@@ -69,15 +70,18 @@ class CancelMark {
   std::atomic<uint64_t> through_{0};
 };
 
-/// A worker's control actor: takes (cancel, through_id) while the worker is busy.
-caf::behavior worker_control(caf::event_based_actor* self, std::shared_ptr<CancelMark> mark);
+/// A worker's control actor: takes (cancel, through_id) and (failover, epoch, lost) while
+/// the worker is busy; the running step sees either at its next PS request.
+caf::behavior worker_control(caf::event_based_actor* self, std::shared_ptr<CancelMark> mark,
+                             std::shared_ptr<PsRouting> routing);
 
 /// The worker's side of a step: parameter-server access fanned out over the shards, and the
 /// worker's dataset iterators. Lives on the worker actor's thread.
 class WorkerRuntime final : public StepContext {
  public:
   WorkerRuntime(caf::actor_system& sys, WorkerOptions options,
-                std::shared_ptr<const CancelMark> cancel = nullptr);
+                std::shared_ptr<const CancelMark> cancel = nullptr,
+                std::shared_ptr<const PsRouting> routing = nullptr);
   ~WorkerRuntime() override;
   WorkerRuntime(const WorkerRuntime&) = delete;
   WorkerRuntime& operator=(const WorkerRuntime&) = delete;
@@ -123,12 +127,20 @@ class WorkerRuntime final : public StepContext {
   /// Ends the iterator of dataset `name` (after a timed-out call); the next call builds it
   /// afresh.
   void drop_iterator(const std::string& name);
-  /// One request per PS task, and where each reply item goes: (variable, shard).
+  /// One request per PS task, and where each reply item goes: (variable, shard); a
+  /// backup's items are applied there and their replies dropped (not in `slots`).
   struct Batch {
     std::map<int, net::PsRequest> requests;
     std::map<int, std::vector<std::pair<size_t, size_t>>> slots;
-    void add(int task, size_t var, size_t shard, net::PsItem item);
+    static constexpr size_t dropped = static_cast<size_t>(-1);  // a backup's item: no slot
+    void add(int task, size_t var, size_t shard, net::PsItem item, bool answer = true);
   };
+  /// The task a shard's pulls go to now; an `unavailable` error when every replica is lost.
+  core::Expected<int> serving(const net::Placement& p) const;
+  /// Adds an update of shard (var, shard) to every live replica of `p`; the primary's reply
+  /// is the caller's.
+  core::Status add_update(Batch& batch, const net::Placement& p, size_t var, size_t shard,
+                          net::PsItem item) const;
   /// Sends every task's request with `op` and the current closure tag, then collects the
   /// replies: [variable][shard] tensors, sized by `shard_counts`.
   core::Expected<std::vector<std::vector<net::WireTensor>>> exchange(
@@ -158,6 +170,7 @@ class WorkerRuntime final : public StepContext {
   };
   std::map<std::string, Iterator> iterators_;  // by dataset
   std::shared_ptr<const CancelMark> cancel_;
+  std::shared_ptr<const PsRouting> routing_;  // which replica serves each shard now
   uint64_t closure_id_ = 0;
   uint64_t settled_below_ = 0;  // the running closure's ClosureMsg::settled_below
   int64_t closures_run_ = 0;

@@ -33,6 +33,7 @@ struct WorkerProxyState {
   uint64_t index = 0;
   Endpoint task;
   std::vector<net::Placement> placements;
+  std::shared_ptr<const PsRouting> routing;  // the chief's: which replicas serve now
   caf::actor coordinator;
   std::shared_ptr<ClosureBook> book;
   CoordinatorConfig config;
@@ -160,6 +161,16 @@ caf::result<caf::ok_atom> build_dataset(Self* self, const std::string& name) {
   return promise;
 }
 
+// The worker's routing to the PS replicas is brought to the chief's (after a failover, and
+// when the worker (re)connects): through its control actor, so that a running step's next
+// request already goes to the promoted replicas.
+void tell_routing(Self* self) {
+  auto& st = self->state;
+  const uint64_t epoch = st.routing->epoch();
+  if (st.control && epoch > 0)
+    self->send(st.control, net::failover_atom::value, epoch, st.routing->lost());
+}
+
 // Brings the worker up to date, step by step: the placement (which answers with its
 // control actor), then, when it rejoins, each per-worker dataset (a rebuilt iterator
 // starts from the top; one recorded meanwhile is built too). Then it takes closures.
@@ -175,6 +186,7 @@ void prepare(Self* self, bool rejoin, size_t step) {
         .then(current<caf::actor&>(self,
                                    [=](caf::actor& control) {
                                      self->state.control = std::move(control);
+                                     tell_routing(self);
                                      prepare(self, rejoin, 1);
                                    }),
               failed);
@@ -275,6 +287,7 @@ caf::behavior running(Self* self) {
         return build_dataset(self, name);
       },
       [=](net::cancel_atom, uint64_t through) { cancel_through(self, through); },
+      [=](net::failover_atom) { tell_routing(self); },
       [=](chief::forget_atom, const std::string& name) { forget_dataset(self, name); },
       [=](net::shutdown_atom) { return shut_down(self, /*live=*/true); },
       [=](chief::tick_atom) {
@@ -301,6 +314,7 @@ caf::behavior preparing(Self* self, bool rejoin) {
         return build_dataset(self, name);
       },
       [=](net::cancel_atom, uint64_t) {},
+      [=](net::failover_atom) { tell_routing(self); },
       [=](chief::forget_atom, const std::string& name) { forget_dataset(self, name); },
       [=](net::shutdown_atom) { return shut_down(self, /*live=*/!rejoin); },
       [=](chief::tick_atom) { tick(self); },
@@ -322,6 +336,7 @@ caf::behavior recovering(Self* self) {
         return caf::ok_atom::value;  // skipped: built when the worker rejoins
       },
       [=](net::cancel_atom, uint64_t) {},
+      [=](net::failover_atom) {},  // told when it rejoins
       [=](chief::forget_atom, const std::string& name) { forget_dataset(self, name); },
       [=](net::shutdown_atom) { return shut_down(self, /*live=*/false); },
       [=](chief::tick_atom) { tick(self); },
@@ -334,11 +349,13 @@ caf::behavior recovering(Self* self) {
 
 caf::behavior worker_proxy(Self* self, caf::actor coordinator, uint64_t index, Endpoint task,
                            std::vector<net::Placement> placements,
+                           std::shared_ptr<const PsRouting> routing,
                            std::shared_ptr<ClosureBook> book, CoordinatorConfig config) {
   auto& st = self->state;
   st.index = index;
   st.task = std::move(task);
   st.placements = std::move(placements);
+  st.routing = std::move(routing);
   st.coordinator = std::move(coordinator);
   st.book = std::move(book);
   st.config = std::move(config);
@@ -352,10 +369,11 @@ caf::behavior worker_proxy(Self* self, caf::actor coordinator, uint64_t index, E
 
 caf::actor spawn_worker_proxy(caf::event_based_actor* coordinator, size_t index, Endpoint task,
                               std::vector<net::Placement> placements,
+                              std::shared_ptr<const PsRouting> routing,
                               std::shared_ptr<ClosureBook> book, const CoordinatorConfig& config) {
-  return coordinator->spawn<caf::linked>(worker_proxy, caf::actor_cast<caf::actor>(coordinator),
-                                         static_cast<uint64_t>(index), std::move(task),
-                                         std::move(placements), std::move(book), config);
+  return coordinator->spawn<caf::linked>(
+      worker_proxy, caf::actor_cast<caf::actor>(coordinator), static_cast<uint64_t>(index),
+      std::move(task), std::move(placements), std::move(routing), std::move(book), config);
 }
 
 }  // namespace troupe::actors

@@ -22,10 +22,13 @@ using core::make_error;
 core::Status WorkerRuntime::set_placements(const std::vector<net::Placement>& placements) {
   std::map<std::string, Shards> by_name;
   for (const auto& p : placements) {
-    if (p.ps_task < 0 || p.ps_task >= options_.cluster.num_tasks("ps"))
-      return make_error(Errc::invalid_argument, "placement of '" + p.def.name +
-                                                    "' on ps:" + std::to_string(p.ps_task) +
-                                                    ", which does not exist");
+    for (size_t r = 0; r <= p.backups.size(); ++r) {
+      const int32_t task = r == 0 ? p.ps_task : p.backups[r - 1];
+      if (task < 0 || task >= options_.cluster.num_tasks("ps"))
+        return make_error(Errc::invalid_argument, "placement of '" + p.def.name +
+                                                      "' on ps:" + std::to_string(task) +
+                                                      ", which does not exist");
+    }
     by_name[p.def.name].push_back(p);
   }
   for (auto& [name, shards] : by_name)
@@ -58,8 +61,11 @@ core::Expected<caf::actor> WorkerRuntime::ps(int task) {
     unreachable_until_[task] = std::chrono::steady_clock::now() + unreachable_backoff;
     return e;
   };
+  // A replica the chief failed over meanwhile is given up at once: the closure fails
+  // `unavailable` and runs again, routed to the promoted copies.
   auto a = net::connect_with_retry(sys_, options_.cluster.address(id), id.to_string(),
-                                   options_.connect_timeout);
+                                   options_.connect_timeout,
+                                   [&] { return routing_->is_lost(task) || cancelled(); });
   if (!a) return unreachable(a.error());
   // The first request doubles as a check that this is a live process: right after a PS
   // died, the address may still yield its old connection, and requests to that vanish.
@@ -75,9 +81,33 @@ core::Expected<caf::actor> WorkerRuntime::ps(int task) {
   return *a;
 }
 
-void WorkerRuntime::Batch::add(int task, size_t var, size_t shard, net::PsItem item) {
+void WorkerRuntime::Batch::add(int task, size_t var, size_t shard, net::PsItem item, bool answer) {
   requests[task].items.push_back(std::move(item));
-  slots[task].emplace_back(var, shard);
+  if (answer)
+    slots[task].emplace_back(var, shard);
+  else
+    slots[task].emplace_back(dropped, dropped);
+}
+
+core::Expected<int> WorkerRuntime::serving(const net::Placement& p) const {
+  const int32_t task = routing_->primary(p);
+  if (task < 0)
+    return make_error(Errc::unavailable,
+                      "every replica of '" + net::shard_key(p.def) + "' is lost");
+  return task;
+}
+
+core::Status WorkerRuntime::add_update(Batch& batch, const net::Placement& p, size_t var,
+                                       size_t shard, net::PsItem item) const {
+  const auto live = routing_->live(p);
+  if (live.empty())
+    return make_error(Errc::unavailable,
+                      "every replica of '" + net::shard_key(p.def) + "' is lost");
+  // The backups first, with a copy each; the primary last, with the item itself.
+  for (size_t r = 1; r < live.size(); ++r)
+    batch.add(live[r], var, shard, item, /*answer=*/false);
+  batch.add(live.front(), var, shard, std::move(item));
+  return {};
 }
 
 core::Expected<net::Socket*> WorkerRuntime::channel(int task) {
@@ -142,6 +172,7 @@ core::Expected<std::vector<std::vector<net::WireTensor>>> WorkerRuntime::exchang
     return make_error(Errc::cancelled, "closure " + std::to_string(net::tag_closure(closure_id_)) +
                                            " was cancelled");
   std::vector<InFlight> in_flight;
+  const uint64_t epoch = routing_->epoch();
   core::Status failed;
   auto fail = [&](int task, const core::Error& e) {
     if (e.code == Errc::unavailable || e.code == Errc::data_loss) forget(task);
@@ -152,6 +183,7 @@ core::Expected<std::vector<std::vector<net::WireTensor>>> WorkerRuntime::exchang
     request.tag = closure_id_;
     request.settled_below = settled_below_;
     request.wire = options_.wire_dtype;
+    request.epoch = epoch;
     auto ch = channel(task);
     if (!ch) {
       fail(task, ch.error());
@@ -200,7 +232,8 @@ core::Expected<std::vector<std::vector<net::WireTensor>>> WorkerRuntime::exchang
       continue;
     }
     for (size_t k = 0; k < slots.size(); ++k)
-      out[slots[k].first][slots[k].second] = std::move((*items)[k].tensor);
+      if (slots[k].first != Batch::dropped)
+        out[slots[k].first][slots[k].second] = std::move((*items)[k].tensor);
   }
   if (!failed.ok()) return failed.error();
   return out;
@@ -239,9 +272,11 @@ core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull(
     auto shards = shards_of(names[i]);
     if (!shards) return shards.error();
     counts.push_back((*shards)->size());
-    for (size_t k = 0; k < (*shards)->size(); ++k)
-      batch.add((**shards)[k].ps_task, i, k,
-                net::PsItem{net::shard_key((**shards)[k].def), {}, {}});
+    for (size_t k = 0; k < (*shards)->size(); ++k) {
+      auto task = serving((**shards)[k]);
+      if (!task) return task.error();
+      batch.add(*task, i, k, net::PsItem{net::shard_key((**shards)[k].def), {}, {}});
+    }
   }
   auto parts = exchange(net::PsOp::pull, batch, counts);
   if (!parts) return parts.error();
@@ -260,7 +295,10 @@ core::Expected<std::vector<std::vector<net::WireTensor>>> WorkerRuntime::send_gr
       const net::Placement& p = (**shards)[k];
       auto part = shard_part(grads[i].first, grads[i].second, p);
       if (!part) return part.error();
-      batch.add(p.ps_task, i, k, net::PsItem{net::shard_key(p.def), {}, std::move(*part)});
+      if (auto st =
+              add_update(batch, p, i, k, net::PsItem{net::shard_key(p.def), {}, std::move(*part)});
+          !st)
+        return st.error();
     }
   }
   return exchange(op, batch, counts);
@@ -288,10 +326,12 @@ core::Expected<core::Tensor> WorkerRuntime::pull_rows(const std::string& name,
   auto route = net::route_rows(name, s, rows);
   if (!route) return route.error();
   Batch batch;
-  for (size_t shard = 0; shard < s.size(); ++shard)
-    if (!route->local[shard].empty())
-      batch.add(s[shard].ps_task, 0, shard,
-                net::PsItem{net::shard_key(s[shard].def), route->local[shard], {}});
+  for (size_t shard = 0; shard < s.size(); ++shard) {
+    if (route->local[shard].empty()) continue;
+    auto task = serving(s[shard]);
+    if (!task) return task.error();
+    batch.add(*task, 0, shard, net::PsItem{net::shard_key(s[shard].def), route->local[shard], {}});
+  }
   auto parts = exchange(net::PsOp::pull_rows, batch, {s.size()});
   if (!parts) return parts.error();
   std::vector<int64_t> dims = s.front().def.shape;
@@ -326,7 +366,7 @@ core::Status WorkerRuntime::push_rows(const std::string& name, const std::vector
     for (size_t j = 0; j < route->where[shard].size(); ++j)
       std::copy_n(grads.data() + route->where[shard][j] * width, width,
                   item.tensor.data.data() + static_cast<int64_t>(j) * width);
-    batch.add(s[shard].ps_task, 0, shard, std::move(item));
+    if (auto st = add_update(batch, s[shard], 0, shard, std::move(item)); !st) return st.error();
   }
   auto acks = exchange(net::PsOp::push_rows, batch, {s.size()});
   if (!acks) return acks.error();

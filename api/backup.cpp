@@ -144,10 +144,12 @@ core::Expected<std::optional<TrainingState>> BackupAndRestore::restore() {
   // The PS tasks check slot counts and shapes against their optimizers.
   for (size_t i = 0; i < states.size(); ++i) {
     const auto& p = m.placements[i];
-    auto ok = m.ask_ps<caf::ok_atom>(p.ps_task, net::assign_atom::value, shard_key(p), states[i]);
-    if (!ok)
-      return make_error(ok.error().code, "restoring " + shard_key(p) + " on ps:" +
-                                             std::to_string(p.ps_task) + ": " + ok.error().message);
+    for (int32_t task : m.routing->live(p)) {  // every copy of a replicated shard
+      auto ok = m.ask_ps<caf::ok_atom>(task, net::assign_atom::value, shard_key(p), states[i]);
+      if (!ok)
+        return make_error(ok.error().code, "restoring " + shard_key(p) + " on ps:" +
+                                               std::to_string(task) + ": " + ok.error().message);
+    }
   }
   return std::optional<TrainingState>(TrainingState{*epoch, *step});
 }
@@ -156,14 +158,15 @@ core::Status BackupAndRestore::backup(const TrainingState& state) {
   auto& m = strategy_.impl();
   core::Checkpoint ckpt;
   for (const auto& p : m.placements) {
-    auto s = m.ask_ps<net::ShardState>(p.ps_task, net::state_atom::value, shard_key(p));
+    const int task = m.serving(p);
+    auto s = m.ask_ps<net::ShardState>(task, net::state_atom::value, shard_key(p));
     if (!s)
       return make_error(s.error().code, "backing up " + shard_key(p) + " from ps:" +
-                                            std::to_string(p.ps_task) + ": " + s.error().message);
+                                            std::to_string(task) + ": " + s.error().message);
     auto tensor = [&](const net::WireTensor& t) -> core::Expected<core::Tensor> {
       if (!t.consistent())
         return make_error(Errc::data_loss,
-                          "ps:" + std::to_string(p.ps_task) + " sent an inconsistent tensor");
+                          "ps:" + std::to_string(task) + " sent an inconsistent tensor");
       return core::Tensor::from_view(t.view());
     };
     auto value = tensor(s->value);

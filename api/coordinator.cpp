@@ -99,7 +99,7 @@ core::Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::make(
     ps.push_back({s.ps[i], hp->host, hp->port});
   }
   impl->coordinator = actors::spawn_coordinator(*s.sys, std::move(workers), std::move(ps),
-                                                s.placements, impl->book, options);
+                                                s.placements, impl->book, options, s.routing);
   release.addresses = nullptr;  // the coordinator's destructor lets go now
   return std::unique_ptr<ClusterCoordinator>(new ClusterCoordinator(std::move(impl)));
 }

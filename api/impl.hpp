@@ -11,6 +11,7 @@
 #include <caf/io/all.hpp>
 
 #include "actors/coordinator.hpp"
+#include "actors/ps_routing.hpp"
 #include "net/connect.hpp"
 #include "net/node.hpp"
 #include "net/wire.hpp"
@@ -28,7 +29,13 @@ struct ParameterServerStrategy::Impl {
   Options options;
   std::vector<caf::actor> ps;
   std::vector<net::Placement> placements;
+  /// Which replica serves each shard now: the coordinator fails over, the chief's reads
+  /// follow.
+  std::shared_ptr<actors::PsRouting> routing = std::make_shared<actors::PsRouting>();
   int next_ps = 0;  // round-robin start for the next variable
+
+  /// The PS task a shard is read from now (its first live replica); -1: none left.
+  int serving(const net::Placement& p) const { return routing->primary(p); }
   /// What must let go of this strategy's actor system before it is destroyed (a Model's
   /// coordinator), by key; run by ~ParameterServerStrategy.
   std::map<const void*, std::function<void()>> before_destroy;
@@ -38,6 +45,8 @@ struct ParameterServerStrategy::Impl {
   /// the connection was made: it connects again once and asks again.
   template <class R, class... Ts>
   core::Expected<R> ask_ps(int task, const Ts&... msg) {
+    if (task < 0 || task >= static_cast<int>(ps.size()))
+      return core::make_error(core::Errc::unavailable, "every replica of the shard is lost");
     caf::actor& handle = ps[static_cast<size_t>(task)];
     for (int attempt = net::is_terminated(handle) ? 1 : 0;; ++attempt) {
       if (attempt == 1) {

@@ -36,6 +36,11 @@ core::Expected<std::unique_ptr<ParameterServerStrategy>> ParameterServerStrategy
     return make_error(Errc::invalid_argument, "the cluster has no ps tasks");
   if (impl->spec.num_tasks("worker") == 0)
     return make_error(Errc::invalid_argument, "the cluster has no worker tasks");
+  if (options.ps_replicas < 1 || options.ps_replicas > impl->spec.num_tasks("ps"))
+    return make_error(Errc::invalid_argument,
+                      "ps_replicas " + std::to_string(options.ps_replicas) +
+                          ": each copy of a shard needs a PS task of its own (the cluster has " +
+                          std::to_string(impl->spec.num_tasks("ps")) + ")");
   impl->cfg = std::make_unique<caf::actor_system_config>();
   net::configure(*impl->cfg);
   impl->sys = std::make_unique<caf::actor_system>(*impl->cfg);
@@ -52,20 +57,50 @@ core::Expected<std::unique_ptr<ParameterServerStrategy>> ParameterServerStrategy
 
 namespace {
 
-// Creates each shard of a variable on its PS task and records where they went.
+// The backups of a shard whose primary is `primary`: the next tasks round the ring, those
+// on hosts that hold no copy yet first (a host's loss then takes one copy at most).
+std::vector<int32_t> backups_of(const ParameterServerStrategy::Impl& m, int32_t primary) {
+  const int num_ps = static_cast<int>(m.ps.size());
+  auto host = [&](int32_t t) {
+    auto hp = net::parse_host_port(m.spec.address({"ps", t}));
+    return hp ? hp->host : std::to_string(t);
+  };
+  std::vector<std::string> hosts{host(primary)};
+  std::vector<int32_t> out, later;
+  for (int k = 1; k < num_ps; ++k) {
+    const int32_t t = (primary + k) % num_ps;
+    const std::string h = host(t);
+    if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) {
+      hosts.push_back(h);
+      out.push_back(t);
+    } else {
+      later.push_back(t);
+    }
+  }
+  out.insert(out.end(), later.begin(), later.end());
+  out.resize(static_cast<size_t>(m.options.ps_replicas - 1));
+  return out;
+}
+
+// Creates each shard of a variable on its PS task and its backups, and records where they
+// went.
 core::Status place_shards(ParameterServerStrategy::Impl& m, std::vector<net::Placement> shards) {
   const int num_ps = static_cast<int>(m.ps.size());
   for (auto& p : shards) {
     p.ps_task = (m.next_ps + p.def.shard) % num_ps;
-    core::Status st;
-    (*m.self)
-        ->request(m.ps[static_cast<size_t>(p.ps_task)], m.options.request_timeout,
-                  net::create_atom::value, p.def)
-        .receive([](caf::ok_atom) {}, [&](caf::error& e) { st = net::from_caf(e); });
-    if (!st)
-      return make_error(st.error().code,
-                        "creating '" + p.def.name + "' shard " + std::to_string(p.def.shard) +
-                            " on ps:" + std::to_string(p.ps_task) + ": " + st.error().message);
+    p.backups = backups_of(m, p.ps_task);
+    for (size_t r = 0; r <= p.backups.size(); ++r) {
+      const int32_t task = r == 0 ? p.ps_task : p.backups[r - 1];
+      core::Status st;
+      (*m.self)
+          ->request(m.ps[static_cast<size_t>(task)], m.options.request_timeout,
+                    net::create_atom::value, p.def)
+          .receive([](caf::ok_atom) {}, [&](caf::error& e) { st = net::from_caf(e); });
+      if (!st)
+        return make_error(st.error().code,
+                          "creating '" + p.def.name + "' shard " + std::to_string(p.def.shard) +
+                              " on ps:" + std::to_string(task) + ": " + st.error().message);
+    }
   }
   m.next_ps = (m.next_ps + static_cast<int>(shards.size())) % num_ps;
   m.placements.insert(m.placements.end(), shards.begin(), shards.end());
@@ -161,7 +196,8 @@ core::Expected<core::Tensor> ParameterServerStrategy::read(const Variable& v) {
             [](auto& a, auto& b) { return a.def.shard < b.def.shard; });
   std::vector<net::WireTensor> parts;
   for (const auto& p : shards) {
-    auto part = m.ask_ps<net::WireTensor>(p.ps_task, net::pull_atom::value, net::shard_key(p.def));
+    auto part =
+        m.ask_ps<net::WireTensor>(m.serving(p), net::pull_atom::value, net::shard_key(p.def));
     if (!part) return part.error();
     parts.push_back(std::move(*part));
   }
@@ -185,7 +221,7 @@ core::Expected<core::Tensor> ParameterServerStrategy::read_rows(const Variable& 
   std::vector<const net::WireTensor*> answered(shards.size(), nullptr);
   for (size_t k = 0; k < shards.size(); ++k) {
     if (route->local[k].empty()) continue;
-    auto part = m.ask_ps<net::WireTensor>(shards[k].ps_task, net::pull_rows_atom::value,
+    auto part = m.ask_ps<net::WireTensor>(m.serving(shards[k]), net::pull_rows_atom::value,
                                           net::shard_key(shards[k].def), route->local[k]);
     if (!part) return part.error();
     parts[k] = std::move(*part);
@@ -214,7 +250,7 @@ core::Expected<TableRows> ParameterServerStrategy::read_table(const Variable& v,
       at;  // key -> its row in out: a key read twice keeps the later
   for (const net::Placement* p : shards) {
     for (int64_t from = 0; from >= 0;) {
-      auto page = m.ask_ps<net::RowsPage>(p->ps_task, net::rows_page_atom::value,
+      auto page = m.ask_ps<net::RowsPage>(m.serving(*p), net::rows_page_atom::value,
                                           net::shard_key(p->def), from, page_rows, min_count);
       if (!page) return page.error();
       const size_t n = page->keys.size();
@@ -249,9 +285,17 @@ core::Expected<std::vector<Variable>> ParameterServerStrategy::find_variables() 
       if (check_new_name(m, d.name).ok()) found[d.name].push_back({std::move(d), task});
   }
   std::vector<Variable> out;
-  for (auto& [name, shards] : found) {
-    std::sort(shards.begin(), shards.end(),
-              [](auto& a, auto& b) { return a.def.shard < b.def.shard; });
+  for (auto& [name, held] : found) {
+    std::stable_sort(held.begin(), held.end(),
+                     [](auto& a, auto& b) { return a.def.shard < b.def.shard; });
+    // A shard on several tasks is replicated: the first holds it, the others back it up.
+    std::vector<net::Placement> shards;
+    for (auto& p : held) {
+      if (!shards.empty() && shards.back().def.shard == p.def.shard)
+        shards.back().backups.push_back(p.ps_task);
+      else
+        shards.push_back(std::move(p));
+    }
     const auto shard_text = [&, n = name](int32_t k) {
       return "variable '" + n + "' shard " + std::to_string(k);
     };
@@ -287,6 +331,13 @@ core::Expected<std::vector<PsTaskStats>> ParameterServerStrategy::ps_stats() {
   Impl& m = *impl_;
   std::vector<PsTaskStats> out;
   for (int task = 0; task < static_cast<int>(m.ps.size()); ++task) {
+    if (m.routing->is_lost(task)) {
+      PsTaskStats lost;
+      lost.snapshot_updates = 0;
+      lost.lost = true;
+      out.push_back(lost);
+      continue;
+    }
     auto v = m.ask_ps<std::vector<int64_t>>(task, net::stats_atom::value);
     if (!v) return v.error();
     const auto s = net::PsStats::from(*v);

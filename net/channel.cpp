@@ -23,10 +23,10 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 namespace {
 
-constexpr uint32_t frame_magic = 0x32435254;  // "TRC2"
+constexpr uint32_t frame_magic = 0x33435254;  // "TRC3"
 enum FrameKind : uint8_t { request_frame = 1, reply_frame = 2, error_frame = 3 };
 
-// The fixed part of every frame (40 bytes, see docs/wire-format.md).
+// The fixed part of every frame (48 bytes, see docs/wire-format.md).
 struct Header {
   uint32_t magic = frame_magic;
   uint8_t kind = 0;
@@ -38,8 +38,9 @@ struct Header {
   uint64_t tag = 0;
   uint64_t payload_bytes = 0;
   uint64_t settled_below = 0;  // requests: PsRequest::settled_below
+  uint64_t epoch = 0;          // requests: PsRequest::epoch
 };
-static_assert(sizeof(Header) == 40, "the header is packed by layout");
+static_assert(sizeof(Header) == 48, "the header is packed by layout");
 
 std::string errno_text(int err) {
   return std::strerror(err);
@@ -363,6 +364,7 @@ core::Status send_request(const Socket& s, const PsRequest& request) {
   h.count = static_cast<uint32_t>(request.items.size());
   h.tag = request.tag;
   h.settled_below = request.settled_below;
+  h.epoch = request.epoch;
   h.wire = static_cast<uint8_t>(request.wire);
   MetaWriter m;
   std::vector<iovec> payload;
@@ -385,7 +387,8 @@ core::Expected<PsRequest> recv_request(const Socket& s, const ChannelLimits& lim
   if (h.kind != request_frame) return malformed("expected a request frame");
   auto items = read_items(s, h, meta);
   if (!items) return items.error();
-  return PsRequest{h.op, h.tag, std::move(*items), h.settled_below, static_cast<WireDtype>(h.wire)};
+  return PsRequest{
+      h.op, h.tag, std::move(*items), h.settled_below, static_cast<WireDtype>(h.wire), h.epoch};
 }
 
 core::Status send_reply(const Socket& s, const core::Expected<std::vector<PsItem>>& reply,

@@ -18,7 +18,8 @@ bool is_terminated(const caf::actor& a) {
 
 core::Expected<caf::actor> connect_with_retry(caf::actor_system& sys, const std::string& address,
                                               const std::string& task,
-                                              std::chrono::milliseconds timeout) {
+                                              std::chrono::milliseconds timeout,
+                                              const std::function<bool()>& give_up) {
   auto task_hp = parse_host_port(address);
   if (!task_hp) return task_hp.error();
   // With a cluster secret, through this process's tunnel to the task's gate.
@@ -34,6 +35,9 @@ core::Expected<caf::actor> connect_with_retry(caf::actor_system& sys, const std:
     last = a ? std::string("the previous process's connection, not yet dropped")
              : sys.render(a.error());
     const auto now = std::chrono::steady_clock::now();
+    if (give_up && give_up())
+      return core::make_error(core::Errc::unavailable,
+                              task + " at " + address + " is no longer tried (" + last + ")");
     if (now >= deadline)
       return core::make_error(core::Errc::unavailable,
                               task + " at " + address + " unreachable after " +

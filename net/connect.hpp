@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 
 #include <caf/all.hpp>
@@ -21,8 +22,11 @@ bool is_terminated(const caf::actor& a);
 /// address until it processes the proxy's down message); that counts as not connected. Blocks the
 /// calling thread, so call it from a blocking actor or the main thread, never from an event-based
 /// actor. `task` names the peer in the error.
+/// `give_up`, when set, is asked after each failed attempt: true ends the tries at once (the
+/// caller learned meanwhile that the task is gone for good, say a failed-over PS task).
 core::Expected<caf::actor> connect_with_retry(caf::actor_system& sys, const std::string& address,
                                               const std::string& task,
-                                              std::chrono::milliseconds timeout);
+                                              std::chrono::milliseconds timeout,
+                                              const std::function<bool()>& give_up = {});
 
 }  // namespace troupe::net

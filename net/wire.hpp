@@ -122,10 +122,14 @@ struct ShardState {
   int64_t iterations = 0;
 };
 
-/// Where one shard of a variable lives: its definition and the PS task holding it.
+/// Where one shard of a variable lives: its definition, the PS task holding it (its
+/// primary) and, with replicated shards (StrategyOptions::ps_replicas), the tasks holding a
+/// copy of it (its backups, in the order they take over). Placements never change during a
+/// job: a lost task is left out of them by net::PsRouting.
 struct Placement {
   VariableDef def;
   int32_t ps_task = 0;
+  std::vector<int32_t> backups;
 };
 
 /// Rows of a sharded variable (indices of the full variable) routed to the shards holding
@@ -185,6 +189,9 @@ struct PsRequest {
   /// The tensor channel's type for this request's tensors and its reply's (not carried in
   /// CAF messages, which are float32).
   WireDtype wire = WireDtype::float32;
+  /// The placement epoch the sender routed by (net::PsRouting): a PS task that knows a
+  /// newer one refuses the request (`unavailable`, retried after the new placement).
+  uint64_t epoch = 0;
 };
 
 /// The parts of a closure tag: (closure id << 16) | repetition, and the closure id is
@@ -328,7 +335,7 @@ typename Inspector::result_type inspect(Inspector& f, ShardState& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Placement& x) {
-  return f(caf::meta::type_name("troupe.placement"), x.def, x.ps_task);
+  return f(caf::meta::type_name("troupe.placement"), x.def, x.ps_task, x.backups);
 }
 
 template <class Inspector>
@@ -338,7 +345,8 @@ typename Inspector::result_type inspect(Inspector& f, PsItem& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, PsRequest& x) {
-  return f(caf::meta::type_name("troupe.ps_request"), x.op, x.tag, x.items, x.settled_below);
+  return f(caf::meta::type_name("troupe.ps_request"), x.op, x.tag, x.items, x.settled_below,
+           x.epoch);
 }
 
 template <class Inspector>
@@ -369,6 +377,8 @@ using assign_atom = caf::atom_constant<caf::atom("assign")>;       // PS: set a 
 using rows_page_atom = caf::atom_constant<caf::atom("rowspage")>;  // PS: a page of a table's rows
 using defs_atom = caf::atom_constant<caf::atom("psdefs")>;         // PS: the shards it holds
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;       // worker control: cancel
+// PS and worker control: (failover, epoch, [lost ps tasks]): the placement's new epoch.
+using failover_atom = caf::atom_constant<caf::atom("failover")>;
 
 // Atoms of messages local to one process, never serialised: every atom of Troupe is in
 // this file, so that no two messages one actor handles can share an atom by accident.
@@ -421,4 +431,5 @@ CAF_ADD_TYPE_ID(troupe, (troupe::net::ShardState))
 CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::net::WireTensor>))
 CAF_ADD_TYPE_ID(troupe, (troupe::net::RowsPage))
 CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::net::VariableDef>))
+CAF_ADD_TYPE_ID(troupe, (std::vector<int32_t>))
 CAF_END_TYPE_ID_BLOCK(troupe)

@@ -94,6 +94,14 @@ struct CoordinatorStats {
   /// far as the coordinator saw: it polls each PS's count every rejoin interval, so updates
   /// of the last interval before a failure are not counted.
   int64_t updates_lost = 0;
+  /// Times a PS task was lost and its shards' backups took over at once (replicated
+  /// shards, StrategyOptions::ps_replicas > 1): nothing lost, nothing restored.
+  int64_t ps_failovers = 0;
+  /// Shards with fewer live replicas than placed, after the last failover.
+  int64_t under_replicated_shards = 0;
+  /// The longest time closures were pending and none finished, in ms (a failover's or a
+  /// restore's stall shows here; so does the slowest step).
+  int64_t longest_stall_ms = 0;
   int64_t watchdog_reports = 0;  // times the watchdog found no progress
   /// PS snapshots that failed to be written (say, a full disk), over every PS task as last
   /// polled; the coordinator warns on stderr while they go on failing.

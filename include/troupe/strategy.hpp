@@ -41,6 +41,8 @@ struct PsTaskStats {
   int64_t snapshot_full_bytes = 0;       // the newest full snapshot's file
   int64_t snapshot_delta_bytes = 0;      // the newest delta snapshot's file (0: none)
   int64_t snapshot_updates = -1;         // updates_applied in the newest snapshot (-1: none)
+  /// Failed over (replicated shards): not asked; every figure above is 0.
+  bool lost = false;
 };
 
 /// An embedding table without a fixed vocabulary (core/dynamic_table.hpp): rows keyed by
@@ -69,6 +71,13 @@ struct StrategyOptions {
   std::chrono::milliseconds connect_timeout{30000};
   /// Bound on each request to a PS from the chief.
   std::chrono::milliseconds request_timeout{30000};
+  /// Copies of every shard, each on another PS task (on another host first, where the
+  /// cluster's addresses say so): a primary and ps_replicas - 1 backups. Workers apply each
+  /// update on every live copy before it counts as done, so when a PS task is lost its
+  /// shards' backups serve at once and nothing is lost (ClusterCoordinator fails over; see
+  /// docs/failure-semantics.md). 1: one copy, today's restore from snapshots. At most the
+  /// number of PS tasks.
+  int ps_replicas = 1;
 };
 
 /// TensorFlow's ParameterServerStrategy, on the chief: variables live on the PS tasks,

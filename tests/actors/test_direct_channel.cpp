@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -304,4 +305,59 @@ TEST_CASE("a snapshot taken while the channel applies updates holds each shard w
   caf::anon_send_exit(ps, caf::exit_reason::user_shutdown);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
+}
+
+TEST_CASE("A PS task refuses requests routed by an older placement epoch than it knows",
+          "[actors][channel][replicas]") {
+  // After a failover the chief tells every PS task the new epoch; a worker that has not
+  // heard of it yet must not update a replica behind the promoted one's back, on the
+  // channel or through the actor. A newer epoch in a request is adopted.
+  System s;
+  auto shared = std::make_shared<actors::SharedShard>();
+  actors::PsShardOptions po;
+  po.shared = shared;
+  const caf::actor ps = s.sys.spawn(actors::ps_shard, po);
+  caf::scoped_actor self{s.sys};
+  self->request(ps, 5s, net::create_atom::value, table("t", 8, 2))
+      .receive([](caf::ok_atom) {}, [&](caf::error& e) { FAIL(s.sys.render(e)); });
+  auto server = actors::ChannelServer::start(s.sys, ps, "127.0.0.1", {}, shared);
+  REQUIRE(server.ok());
+  auto member = net::connect_to("127.0.0.1", (*server)->port(), 10s);
+  REQUIRE(member.ok());
+
+  REQUIRE(ask(*member, push_rows("t#0", 1, {0}, 2)).ok());  // epoch 0 while it knows 0
+  self->send(ps, net::failover_atom::value, uint64_t{2}, std::vector<int32_t>{1});
+  // The actor handles messages in order: once it answers stats, it has the epoch.
+  self->request(ps, 5s, net::stats_atom::value)
+      .receive([](std::vector<int64_t>&) {}, [&](caf::error& e) { FAIL(s.sys.render(e)); });
+  CHECK(shared->epoch == 2);
+
+  auto stale = push_rows("t#0", 2, {0}, 2);
+  stale.epoch = 1;
+  auto refused = ask(*member, stale);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == core::Errc::unavailable);
+  CHECK_THAT(refused.error().message, Catch::Contains("epoch 1") && Catch::Contains("epoch 2"));
+  auto stale_pull = pull_rows("t#0", {0});
+  stale_pull.epoch = 1;
+  CHECK_FALSE(ask(*member, stale_pull).ok());
+  std::optional<caf::error> through_actor;
+  self->request(ps, 5s, net::batch_atom::value, stale)
+      .receive([](std::vector<net::PsItem>&) {}, [&](caf::error& e) { through_actor = e; });
+  REQUIRE(through_actor.has_value());
+  CHECK(net::from_caf(*through_actor).code == core::Errc::unavailable);
+  CHECK(shared->state.counters().updates_applied == 1);  // neither stale push landed
+
+  auto newer = push_rows("t#0", 3, {0}, 2);
+  newer.epoch = 3;
+  REQUIRE(ask(*member, newer).ok());
+  CHECK(shared->epoch == 3);
+  CHECK(shared->state.counters().updates_applied == 2);
+  auto now = pull_rows("t#0", {0});
+  now.epoch = 3;
+  auto row = ask(*member, now);
+  REQUIRE(row.ok());
+  CHECK((*row)[0].tensor.data == std::vector<float>{1.0f, 1.0f});  // 2 - 2 x 0.5
+  (*server)->stop();
+  caf::anon_send_exit(ps, caf::exit_reason::user_shutdown);
 }

@@ -294,3 +294,62 @@ TEST_CASE("A PS that stalled while nothing watched it is still told to shut down
   REQUIRE(status.has_value());
   CHECK((WIFEXITED(*status) && WEXITSTATUS(*status) == 0));
 }
+
+TEST_CASE("Replicated shards: a killed PS task fails over, each update applied once, none lost",
+          "[process][cluster][replicas]") {
+  // Two PS tasks, two copies of each of v's two shards. ps:1 is killed while closures are
+  // in flight, without snapshots and without a restart: its shards' copies on ps:0 serve
+  // at once. Every closure pushes a gradient of ones (sgd, learning rate 1) exactly once:
+  // closures that failed against ps:1 run again, and their pushes that had landed on ps:0
+  // are ignored there. So v ends at -n, not below (applied twice) nor above (lost).
+  test::LocalCluster cluster(2, 2);
+  auto resolver = cluster.chief();
+  StrategyOptions so;
+  so.ps_replicas = 2;
+  auto strategy =
+      ParameterServerStrategy::make(resolver, std::make_shared<core::FixedShardsPartitioner>(2), so)
+          .value();
+  auto v = strategy->create_variable("v", core::Shape{4, 2},
+                                     {core::Initializer::Kind::constant, 0.0f, 0}, "sgd", 1.0f);
+  REQUIRE(v.ok());
+  // Each shard's primary and backup are the two tasks, one each way.
+  const auto& placed = strategy->impl().placements;
+  REQUIRE(placed.size() == 2);
+  for (const auto& p : placed) {
+    REQUIRE(p.backups.size() == 1);
+    CHECK(p.backups[0] != p.ps_task);
+  }
+  CHECK(placed[0].ps_task != placed[1].ps_task);
+  auto c = ClusterCoordinator::make(*strategy).value();
+  constexpr int n = 400;
+  std::vector<RemoteValue<double>> results;
+  for (int i = 0; i < n; ++i)
+    results.push_back(c->schedule<double>("ones_step", std::string("v")));
+  REQUIRE(c->wait_for_stats([](const auto& s) { return s.completed >= 40; }, 60s));
+  auto& ps1 = cluster.child(1);
+  ps1->kill(SIGKILL);
+  REQUIRE(ps1->wait_exit(10s).has_value());
+  const auto joined = c->join();
+  INFO((joined.ok() ? std::string("joined") : joined.error().to_string()));
+  REQUIRE(joined.ok());
+  for (auto& r : results)
+    CHECK(r.fetch().ok());
+  const auto stats = c->stats();
+  CHECK(stats.completed == n);
+  CHECK(stats.ps_failovers == 1);
+  CHECK(stats.under_replicated_shards == 2);  // ps:1 held a copy of each shard
+  CHECK(stats.updates_lost == 0);
+  CHECK(stats.ps_restores == 0);
+  // The chief reads through the routing too: every copy it can reach says -n.
+  const core::Tensor now = strategy->read(*v).value();
+  REQUIRE(now.shape() == (core::Shape{4, 2}));
+  for (int64_t i = 0; i < now.size(); ++i)
+    CHECK(now[i] == Approx(-static_cast<float>(n)));
+  auto ps_stats = strategy->ps_stats();
+  REQUIRE(ps_stats.ok());
+  CHECK((*ps_stats)[1].lost);
+  CHECK((*ps_stats)[0].updates_applied == 2 * n);  // both shards' copies, each push once
+  const auto shutdown = c->shutdown_cluster();
+  REQUIRE_FALSE(shutdown.ok());  // ps:1 is gone: named, not waited for
+  CHECK_THAT(shutdown.error().message, Catch::Contains("ps:1"));
+}

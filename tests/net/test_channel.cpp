@@ -134,7 +134,7 @@ TEST_CASE("Every truncation of a frame is an error", "[net][channel]") {
 TEST_CASE("Lying or oversized frames are refused before allocating", "[net][channel]") {
   const auto good = encode(sample_request());
   // Header layout (docs/wire-format.md): magic@0 kind@4 op@5 count@8 meta@12 tag@16
-  // payload@24 settled_below@32, then metadata (from 40), then payload.
+  // payload@24 settled_below@32 epoch@40, then metadata (from 48), then payload.
   SECTION("garbage") {
     std::vector<char> junk(64, 'x');
     auto r = decode(junk);
@@ -171,7 +171,7 @@ TEST_CASE("Lying or oversized frames are refused before allocating", "[net][chan
   SECTION("a tensor length far beyond the payload") {
     // The first item's element count sits after its name, rows, flag, rank and dims.
     auto bytes = good;
-    const size_t meta = 40 + 4 + 3 + 4 + 3 * 8 + 1 + 4 + 2 * 8;
+    const size_t meta = 48 + 4 + 3 + 4 + 3 * 8 + 1 + 4 + 2 * 8;
     uint64_t count = 0;
     std::memcpy(&count, bytes.data() + meta, sizeof count);
     REQUIRE(count == 6);  // the offset is the element count's
@@ -215,7 +215,7 @@ TEST_CASE("A frame's claimed sizes cost memory only as their bytes arrive", "[ne
   r.items.push_back({"huge", {}, {{static_cast<int64_t>(claimed)}, {1.0f, 2.0f}}});
   auto bytes = encode(r);
   put_u64(bytes, 24, claimed * sizeof(float));
-  const size_t count_at = 40 + 4 + 4 + 4 + 1 + 4 + 8;
+  const size_t count_at = 48 + 4 + 4 + 4 + 1 + 4 + 8;
   put_u64(bytes, count_at, claimed);
   const size_t before = peak_rss();
   for (int i = 0; i < 4; ++i) {
@@ -230,7 +230,7 @@ TEST_CASE("A frame's claimed sizes cost memory only as their bytes arrive", "[ne
 
   SECTION("metadata too") {
     auto head = encode(sample_request());
-    head.resize(40);
+    head.resize(48);
     put_u32(head, 12, 16u << 20);  // 16 MiB of metadata claimed, none sent
     auto got = decode(head);
     REQUIRE_FALSE(got);

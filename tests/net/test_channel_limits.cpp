@@ -140,8 +140,8 @@ TEST_CASE("A PS's tensor channel holds requests to its memory budget and ends a 
   // (only the header is sent: the server reads no further).
   auto big = net::connect_to("127.0.0.1", port, 10s);
   REQUIRE(big.ok());
-  const std::string header = frame_bytes(push_of("w#0", 2 * floats)).substr(0, 40);
-  REQUIRE(::send(big->fd(), header.data(), header.size(), MSG_NOSIGNAL) == 40);
+  const std::string header = frame_bytes(push_of("w#0", 2 * floats)).substr(0, 48);
+  REQUIRE(::send(big->fd(), header.data(), header.size(), MSG_NOSIGNAL) == 48);
   auto refused = net::recv_reply(*big);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().code == core::Errc::invalid_argument);

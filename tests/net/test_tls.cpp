@@ -124,7 +124,7 @@ TEST_CASE("Over TLS the channel carries a push whole, and the wire shows none of
   REQUIRE(plain.got.ok());
   // Without TLS the tensor and the frame's magic are there for anyone on the path to read.
   CHECK(plain.wire.find(tensor_bytes(sent)) != std::string::npos);
-  CHECK(plain.wire.find("TRC2") != std::string::npos);
+  CHECK(plain.wire.find("TRC3") != std::string::npos);
 
   Tap tls_tap;
   const Outcome tls = push_through(tls_tap, true);
@@ -134,7 +134,7 @@ TEST_CASE("Over TLS the channel carries a push whole, and the wire shows none of
   CHECK(tls.got->items[0].name == "embedding#0");
   CHECK(tls.got->items[0].tensor.data == sent.items[0].tensor.data);
   CHECK(tls.wire.find(tensor_bytes(sent)) == std::string::npos);
-  CHECK(tls.wire.find("TRC2") == std::string::npos);
+  CHECK(tls.wire.find("TRC3") == std::string::npos);
   CHECK(tls.wire.find("embedding#0") == std::string::npos);
   CHECK(tls.wire.size() > sent.items[0].tensor.data.size() * sizeof(float));
 }
