@@ -118,6 +118,8 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", s.epochs)->check(CLI::PositiveNumber);
   app.add_option("--steps-per-epoch", s.steps_per_epoch)->check(CLI::PositiveNumber);
   app.add_option("--steps-per-execution", s.steps_per_execution)->check(CLI::Range(1, 1000));
+  int ps_replicas = 1;
+  troupe::examples::add_ps_replicas_flag(app, ps_replicas);
   app.add_option("--optimizer", s.optimizer)
       ->check(CLI::IsMember({"adagrad", "adam", "ftrl", "sgd"}));
   app.add_option("--lr", s.lr);
@@ -155,8 +157,11 @@ int main(int argc, char** argv) {
 
   const auto t_start = clock_type::now();
   const int num_ps = resolver->cluster_spec().num_tasks("ps");
+  troupe::StrategyOptions strategy_options;
+  strategy_options.ps_replicas = ps_replicas;
   auto strategy = troupe::ParameterServerStrategy::make(
-      *resolver, std::make_shared<tc::FixedShardsPartitioner>(std::max(1, num_ps)));
+      *resolver, std::make_shared<tc::FixedShardsPartitioner>(std::max(1, num_ps)),
+      strategy_options);
   if (!strategy) return fail(strategy.error());
   troupe::Model model(model_spec(s));
   // ctr_model.json in the run directory: `troupe export --job` reads the live job with it.
@@ -244,6 +249,7 @@ int main(int argc, char** argv) {
   troupe::examples::report_device(out, model);
   out["wire_dtype"] = troupe::net::wire_dtype_name(*wire);
   out["ps_bf16_requests"] = bf16_requests;
+  out.update(troupe::examples::replication_json(ps_replicas, &h->stats));
   std::cout << tc::json_text(out) << std::endl;
   return 0;
 }

@@ -262,6 +262,8 @@ int main(int argc, char** argv) {
   app.add_option("--partitioner", s.partitioner, "how the table is split over the PS tasks")
       ->check(CLI::IsMember({"fixed", "min_size", "max_size"}));
   app.add_option("--shards", s.shards, "fixed: shards per variable (0: one per PS task)");
+  int ps_replicas = 1;
+  troupe::examples::add_ps_replicas_flag(app, ps_replicas);
   app.add_option("--shard-bytes", s.shard_bytes, "min_size / max_size: bytes per shard")
       ->check(CLI::PositiveNumber);
   app.add_option("--shuffle-buffer", s.shuffle_buffer, "records shuffled before batching");
@@ -324,7 +326,9 @@ int main(int argc, char** argv) {
     partitioner = std::make_shared<tc::MinSizePartitioner>(s.shard_bytes, std::max(1, num_ps));
   else
     partitioner = std::make_shared<tc::MaxSizePartitioner>(s.shard_bytes);
-  auto strategy = troupe::ParameterServerStrategy::make(*resolver, partitioner);
+  troupe::StrategyOptions strategy_options;
+  strategy_options.ps_replicas = ps_replicas;
+  auto strategy = troupe::ParameterServerStrategy::make(*resolver, partitioner, strategy_options);
   if (!strategy) return fail(strategy.error());
 
   const auto config = s.model_config();
@@ -478,54 +482,55 @@ int main(int argc, char** argv) {
   const int64_t fixed_table_bytes =
       s.table_rows() * config.row_width() * 4 * static_cast<int64_t>(1 + slots);
   const int64_t examples = steps * s.batch;
-  std::cout << tc::json_text(nlohmann::json{
-                   {"ok", true},
-                   {"program", "ctr_ps"},
-                   {"model", s.model},
-                   {"format", s.format},
-                   {"workers", workers},
-                   {"ps", num_ps},
-                   {"batch", s.batch},
-                   {"steps", steps},
-                   {"examples", examples},
-                   {"examples_per_sec", static_cast<double>(examples) / train_s},
-                   {"table", s.table.kind},
-                   {"table_rows", dynamic ? tables.table_rows : s.table_rows()},
-                   {"table_max_rows", dynamic ? s.table.spec.max_rows : s.table_rows()},
-                   {"rows_admitted", tables.rows_admitted},
-                   {"rows_evicted", tables.rows_evicted},
-                   {"grads_dropped_unadmitted", tables.grads_dropped_unadmitted},
-                   {"table_bytes", dynamic ? tables.table_bytes : fixed_table_bytes},
-                   {"ps_rss_bytes", ps_rss},
-                   {"snapshot_full_bytes", tables.snapshot_full_bytes},
-                   {"snapshot_delta_bytes", tables.snapshot_delta_bytes},
-                   {"final_snapshot", final_snapshot},
-                   {"export", exports.json()},
-                   {"table_width", width},
-                   {"table_shards", table->num_shards},
-                   {"dense_params", dense_params},
-                   {"optimizer", s.optimizer},
-                   {"intra_op_threads", intra_op_threads},
-                   {"worker_device", s.device.device},
-                   {"precision", s.device.precision},
-                   {"wire_dtype", troupe::net::wire_dtype_name(*wire)},
-                   {"cpu_features", troupe::core::cpu_feature_names()},
-                   {"data_ended", data_ended},
-                   {"auc", or_null(scores->auc)},
-                   {"logloss", or_null(scores->logloss)},
-                   {"eval_examples", scores->examples},
-                   {"teacher_auc", teacher.auc},
-                   {"teacher_logloss", teacher.logloss},
-                   {"last_loss", last_loss},
-                   {"rows_per_step", rows_per_step},
-                   {"bytes_per_step", bytes_per_step},
-                   {"ps_tasks", ps_json},
-                   {"ps_memory_over_time", timeline.json()},
-                   {"closures_retried", stats.retried},
-                   {"workers_lost", stats.workers_lost},
-                   {"shutdown_acknowledged", shutdown.ok()},
-                   {"train_s", train_s},
-                   {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}})
-            << std::endl;
+  nlohmann::json out{
+      {"ok", true},
+      {"program", "ctr_ps"},
+      {"model", s.model},
+      {"format", s.format},
+      {"workers", workers},
+      {"ps", num_ps},
+      {"batch", s.batch},
+      {"steps", steps},
+      {"examples", examples},
+      {"examples_per_sec", static_cast<double>(examples) / train_s},
+      {"table", s.table.kind},
+      {"table_rows", dynamic ? tables.table_rows : s.table_rows()},
+      {"table_max_rows", dynamic ? s.table.spec.max_rows : s.table_rows()},
+      {"rows_admitted", tables.rows_admitted},
+      {"rows_evicted", tables.rows_evicted},
+      {"grads_dropped_unadmitted", tables.grads_dropped_unadmitted},
+      {"table_bytes", dynamic ? tables.table_bytes : fixed_table_bytes},
+      {"ps_rss_bytes", ps_rss},
+      {"snapshot_full_bytes", tables.snapshot_full_bytes},
+      {"snapshot_delta_bytes", tables.snapshot_delta_bytes},
+      {"final_snapshot", final_snapshot},
+      {"export", exports.json()},
+      {"table_width", width},
+      {"table_shards", table->num_shards},
+      {"dense_params", dense_params},
+      {"optimizer", s.optimizer},
+      {"intra_op_threads", intra_op_threads},
+      {"worker_device", s.device.device},
+      {"precision", s.device.precision},
+      {"wire_dtype", troupe::net::wire_dtype_name(*wire)},
+      {"cpu_features", troupe::core::cpu_feature_names()},
+      {"data_ended", data_ended},
+      {"auc", or_null(scores->auc)},
+      {"logloss", or_null(scores->logloss)},
+      {"eval_examples", scores->examples},
+      {"teacher_auc", teacher.auc},
+      {"teacher_logloss", teacher.logloss},
+      {"last_loss", last_loss},
+      {"rows_per_step", rows_per_step},
+      {"bytes_per_step", bytes_per_step},
+      {"ps_tasks", ps_json},
+      {"ps_memory_over_time", timeline.json()},
+      {"closures_retried", stats.retried},
+      {"workers_lost", stats.workers_lost},
+      {"shutdown_acknowledged", shutdown.ok()},
+      {"train_s", train_s},
+      {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}};
+  out.update(troupe::examples::replication_json(ps_replicas, &stats));
+  std::cout << tc::json_text(out) << std::endl;
   return 0;
 }

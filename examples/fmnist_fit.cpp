@@ -105,6 +105,8 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", s.epochs)->check(CLI::PositiveNumber);
   app.add_option("--steps-per-epoch", s.steps_per_epoch)->check(CLI::PositiveNumber);
   app.add_option("--steps-per-execution", s.steps_per_execution)->check(CLI::Range(1, 1000));
+  int ps_replicas = 1;
+  troupe::examples::add_ps_replicas_flag(app, ps_replicas);
   app.add_option("--batch", s.batch, "batch per step (mirrored: the global batch)")
       ->check(CLI::PositiveNumber);
   app.add_option("--strategy", s.strategy, "under launch: parameter_server, mirrored, or auto")
@@ -210,7 +212,9 @@ int main(int argc, char** argv) {
     replicas = std::move(*st);
     h = troupe::fit(model, *replicas, data, o, callbacks);
   } else if (distributed) {
-    auto st = troupe::ParameterServerStrategy::make(*resolver);
+    troupe::StrategyOptions so;
+    so.ps_replicas = ps_replicas;
+    auto st = troupe::ParameterServerStrategy::make(*resolver, nullptr, so);
     if (!st) return fail(st.error());
     strategy = std::move(*st);
     h = troupe::fit(model, *strategy, data, o, callbacks);
@@ -278,6 +282,7 @@ int main(int argc, char** argv) {
     out["closures_completed"] = h->stats.completed;
     out["closures_retried"] = h->stats.retried;
     out["workers_lost"] = h->stats.workers_lost;
+    out.update(troupe::examples::replication_json(ps_replicas, &h->stats));
   }
   std::cout << troupe::core::json_text(out) << std::endl;
   return 0;

@@ -143,6 +143,8 @@ int main(int argc, char** argv) {
                  "a restarted chief resumes from the newest backup (removed when training ends)");
   app.add_option("--backup-every", backup_every, "closures between backups")
       ->check(CLI::PositiveNumber);
+  int ps_replicas = 1;
+  troupe::examples::add_ps_replicas_flag(app, ps_replicas);
   std::string transport = "channel";
   app.add_option("--tensor-transport", transport,
                  "how pulls and pushes travel: the tensor channel or CAF messages")
@@ -169,7 +171,9 @@ int main(int argc, char** argv) {
   const auto t_start = clock_type::now();
   std::shared_ptr<const tc::Partitioner> partitioner;
   if (s.shards > 0) partitioner = std::make_shared<tc::FixedShardsPartitioner>(s.shards);
-  auto strategy = troupe::ParameterServerStrategy::make(*resolver, partitioner);
+  troupe::StrategyOptions strategy_options;
+  strategy_options.ps_replicas = ps_replicas;
+  auto strategy = troupe::ParameterServerStrategy::make(*resolver, partitioner, strategy_options);
   if (!strategy) return fail(strategy.error());
 
   // The chief creates the variables with the model's own shapes and initial values' kind.
@@ -271,44 +275,44 @@ int main(int argc, char** argv) {
   const auto shutdown = (*coord)->shutdown_cluster();
   if (!shutdown) std::cerr << "fmnist_ps: " << shutdown.error().message << std::endl;
   const int64_t examples = (closures - first) * examples_per_closure;
-  std::cout << troupe::core::json_text(nlohmann::json{
-                   {"ok", true},
-                   {"program", "fmnist_ps"},
-                   {"workers", workers},
-                   {"ps", (*strategy)->cluster_spec().num_tasks("ps")},
-                   {"batch", s.batch},
-                   {"steps", closures * s.steps_per_execution},
-                   {"steps_per_execution", s.steps_per_execution},
-                   {"fused", s.fused},
-                   {"tensor_transport", transport},
-                   {"examples", examples},
-                   {"examples_per_sec", examples / train_s},
-                   {"last_loss", last_loss},
-                   {"test_loss", test_loss.result()},
-                   {"test_accuracy", accuracy.result()},
-                   {"closures_scheduled", stats.scheduled},
-                   {"closures_completed", stats.completed},
-                   {"closures_retried", stats.retried},
-                   {"closures_cancelled", stats.cancelled},
-                   {"workers_lost", stats.workers_lost},
-                   {"shutdown_acknowledged", shutdown.ok()},
-                   {"tls", troupe::net::links_encrypted()},
-                   {"worker_rejoins", stats.worker_rejoins},
-                   {"ps_restores", stats.ps_restores},
-                   {"ps_reconnects", stats.ps_reconnects},
-                   {"updates_lost", stats.updates_lost},
-                   {"watchdog_reports", stats.watchdog_reports},
-                   {"snapshot_failures", stats.snapshot_failures},
-                   {"snapshot_age_ms", stats.snapshot_age_ms},
-                   {"resumed_from_step", first},
-                   {"backups", backups},
-                   {"incarnation", (*coord)->incarnation()},
-                   {"worker_device", s.device.device},
-                   {"precision", s.device.precision},
-                   {"wire_dtype", troupe::net::wire_dtype_name(*wire)},
-                   {"cpu_features", troupe::core::cpu_feature_names()},
-                   {"train_s", train_s},
-                   {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}})
-            << std::endl;
+  nlohmann::json out{
+      {"ok", true},
+      {"program", "fmnist_ps"},
+      {"workers", workers},
+      {"ps", (*strategy)->cluster_spec().num_tasks("ps")},
+      {"batch", s.batch},
+      {"steps", closures * s.steps_per_execution},
+      {"steps_per_execution", s.steps_per_execution},
+      {"fused", s.fused},
+      {"tensor_transport", transport},
+      {"examples", examples},
+      {"examples_per_sec", examples / train_s},
+      {"last_loss", last_loss},
+      {"test_loss", test_loss.result()},
+      {"test_accuracy", accuracy.result()},
+      {"closures_scheduled", stats.scheduled},
+      {"closures_completed", stats.completed},
+      {"closures_retried", stats.retried},
+      {"closures_cancelled", stats.cancelled},
+      {"workers_lost", stats.workers_lost},
+      {"shutdown_acknowledged", shutdown.ok()},
+      {"tls", troupe::net::links_encrypted()},
+      {"worker_rejoins", stats.worker_rejoins},
+      {"ps_restores", stats.ps_restores},
+      {"ps_reconnects", stats.ps_reconnects},
+      {"watchdog_reports", stats.watchdog_reports},
+      {"snapshot_failures", stats.snapshot_failures},
+      {"snapshot_age_ms", stats.snapshot_age_ms},
+      {"resumed_from_step", first},
+      {"backups", backups},
+      {"incarnation", (*coord)->incarnation()},
+      {"worker_device", s.device.device},
+      {"precision", s.device.precision},
+      {"wire_dtype", troupe::net::wire_dtype_name(*wire)},
+      {"cpu_features", troupe::core::cpu_feature_names()},
+      {"train_s", train_s},
+      {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}};
+  out.update(troupe::examples::replication_json(ps_replicas, &stats));
+  std::cout << troupe::core::json_text(out) << std::endl;
   return 0;
 }

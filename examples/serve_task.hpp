@@ -3,6 +3,8 @@
 // Serving a PS or worker task, and running the evaluator task, the same in every
 // distributed example.
 
+#include <CLI/CLI.hpp>
+
 #include "program.hpp"
 #include "troupe/troupe.hpp"
 
@@ -17,6 +19,26 @@ inline int serve_task(const std::string& program, const net::TFConfigClusterReso
   std::cout << core::json_text(nlohmann::json{{"ok", true}, {"task", resolver.task().to_string()}})
             << std::endl;
   return 0;
+}
+
+/// --ps-replicas, the same on every PS program: copies of each shard (StrategyOptions).
+inline void add_ps_replicas_flag(CLI::App& app, int& replicas) {
+  app.add_option("--ps-replicas", replicas,
+                 "copies of every variable shard, each on another PS task: a lost PS task's "
+                 "shards fail over to a copy at once and nothing is lost (1: one copy, restore "
+                 "from --ps-snapshot-dir)")
+      ->check(CLI::Range(1, 64));
+}
+
+/// A PS job's replication figures for its final JSON line (`stats` null: no coordinator).
+inline nlohmann::json replication_json(int replicas, const CoordinatorStats* stats) {
+  const CoordinatorStats none;
+  const CoordinatorStats& s = stats != nullptr ? *stats : none;
+  return nlohmann::json{{"ps_replicas", replicas},
+                        {"ps_failovers", s.ps_failovers},
+                        {"under_replicated_shards", s.under_replicated_shards},
+                        {"longest_stall_ms", s.longest_stall_ms},
+                        {"updates_lost", s.updates_lost}};
 }
 
 /// The evaluator task: follows `<model_dir>/ckpt`, evaluates each new checkpoint of a model

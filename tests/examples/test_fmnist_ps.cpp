@@ -192,6 +192,45 @@ TEST_CASE("fmnist_ps carries on when a PS is killed and restored from its snapsh
   check_all_gone(j["tasks"]);
 }
 
+// The same kill with two copies of every shard and no restart: the chief fails over to
+// ps:0's copies at once; nothing is lost, nothing restored, every closure completes once.
+TEST_CASE("fmnist_ps with --ps-replicas 2 trains on without a killed PS, losing nothing",
+          "[example][ps][chaos][replicas]") {
+  using namespace std::chrono_literals;
+  troupe::test::TempDir dir;
+  const std::string run_dir = dir.file("run"), snapshots = dir.file("snapshots");
+  const std::string out = dir.file("launch.out");
+  troupe::test::ChildProcess launch(
+      {"/bin/sh", "-c",
+       "exec " + bin + "/troupe launch --ps 2 --workers 2 --run-dir " + run_dir + " -- " + bin +
+           "/fmnist_ps --steps-per-worker 2000 --ps-replicas 2 --ps-snapshot-dir " + snapshots +
+           " --ps-snapshot-interval-ms 200 > " + out},
+      {});
+  // Its first snapshot on disk: training is under way (it snapshots after updates only).
+  troupe::test::kill_task_after_checkpoint(run_dir, snapshots + "/ps-1", "ps-", "ps:1", 60s);
+  auto status = launch.wait_exit(120s);
+  REQUIRE(status.has_value());
+  INFO(launch.captured_stderr());
+  CHECK((WIFEXITED(*status) && WEXITSTATUS(*status) == 0));
+  const auto j = troupe::test::last_json_line(out);
+  REQUIRE(j.is_object());
+  const auto& chief = j["chief"];
+  INFO(chief.dump());
+  CHECK(chief["ps_replicas"] == 2);
+  CHECK(chief["closures_completed"] == 4000);
+  CHECK(chief["closures_cancelled"] == 0);
+  CHECK(chief["ps_failovers"] == 1);
+  CHECK(chief["under_replicated_shards"] == 4);  // ps:1 held a copy of each of 4 variables
+  CHECK(chief["updates_lost"] == 0);
+  CHECK(chief["ps_restores"] == 0);
+  CHECK(chief["test_accuracy"].get<double>() >= troupe::test::async_accuracy_floor);
+  for (const auto& t : j["tasks"]) {
+    INFO(t.dump());
+    if (t["task"] != "ps:1") CHECK(t["exit"] == 0);
+  }
+  check_all_gone(j["tasks"]);
+}
+
 TEST_CASE("fmnist_ps fails clearly when a killed PS does not come back", "[example][ps][chaos]") {
   troupe::test::TempDir dir;
   auto r = run_program(bin + "/troupe launch --ps 2 --workers 2 --grace-ms 500" +
