@@ -57,6 +57,7 @@ core::Expected<ChannelServerOptions> ChannelServerOptions::from_env(std::string 
 core::Expected<std::vector<net::PsItem>> ChannelServer::read(const net::PsRequest& request) {
   if (request.wire == net::WireDtype::bfloat16)
     shared_->bf16_requests.fetch_add(1, std::memory_order_relaxed);
+  if (auto fresh = shared_->admit(request.epoch); !fresh) return fresh.error();
   core::Expected<std::vector<net::PsItem>> items = std::vector<net::PsItem>{};
   {
     std::shared_lock<WriterFirstLock> lock(shared_->lock);
@@ -75,6 +76,8 @@ core::Expected<std::vector<net::PsItem>> ChannelServer::update(net::PsRequest& r
   // Exclusively, as the actor changes the shards: one update at a time, its applied tag
   // checked and recorded with it, never inside a snapshot's copy of a shard.
   std::unique_lock<WriterFirstLock> lock(shared_->lock);
+  // Under the lock, as the actor checks it (see ps_shard.cpp's shard copy).
+  if (auto fresh = shared_->admit(request.epoch); !fresh) return fresh.error();
   return shared_->state.handle(request);
 }
 
@@ -114,12 +117,8 @@ void ChannelServer::serve(net::Socket& socket, const std::string& peer) {
     const auto op = static_cast<net::PsOp>(request->op);
     if (shared_ && options_.direct) {
       // Straight on the shards, no hop to the actor and back.
-      if (auto fresh = shared_->admit(request->epoch); !fresh)
-        reply = fresh.error();
-      else if (op == net::PsOp::pull || op == net::PsOp::pull_rows)
-        reply = read(*request);
-      else
-        reply = update(*request);
+      reply =
+          op == net::PsOp::pull || op == net::PsOp::pull_rows ? read(*request) : update(*request);
     } else {
       const core::Status answered = net::ask(
           *self, shard_, {options_.answer_timeout, "the PS shard's answer", &timed_out},

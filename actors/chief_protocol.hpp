@@ -35,7 +35,9 @@ namespace chief {
 //   again once a PS is back).
 // coordinator -> worker and PS proxies: (failover) the routing has a new epoch.
 // PS proxy -> coordinator: (ps_down, t) dispatch pauses, or a failover when every shard of
-//   t has a live replica elsewhere; (ps_up, t) back, restored or not;
+//   t has a live replica elsewhere; (ps_join, t, actor) a failed-over task answers again:
+//   it rejoins as a replica (the coordinator's rebuild, which answers (rebuilt, t, round,
+//   shards) or (rebuilt, t, round, error)); (ps_up, t) back, restored or not;
 // (ps_failed, t, error) gone for good.
 // Each actor's own timers: tick, rejoin, deadline, resume, watchdog; (task_down,
 // connection): the proxy's down handler, in order with the state's other messages.
@@ -47,8 +49,10 @@ using net::forget_atom;
 using net::lost_atom;
 using net::ps_down_atom;
 using net::ps_failed_atom;
+using net::ps_join_atom;
 using net::ps_up_atom;
 using net::ready_atom;
+using net::rebuilt_atom;
 using net::rejoin_atom;
 using net::resume_atom;
 using net::task_down_atom;

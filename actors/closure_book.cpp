@@ -143,6 +143,13 @@ void ClosureBook::ps_failed_over(int64_t under_replicated) {
   cv_.notify_all();
 }
 
+void ClosureBook::replicas_rebuilt(int64_t shards, int64_t under_replicated) {
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_.replicas_rebuilt += shards;
+  counters_.under_replicated_shards = under_replicated;
+  cv_.notify_all();
+}
+
 void ClosureBook::progress_gap(std::chrono::milliseconds gap) {
   std::lock_guard<std::mutex> lock(mu_);
   counters_.longest_stall_ms = std::max<int64_t>(counters_.longest_stall_ms, gap.count());

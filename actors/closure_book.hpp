@@ -60,6 +60,8 @@ class ClosureBook {
   /// A PS task's shards failed over to their backups; `under_replicated` shards now have
   /// fewer live replicas than placed.
   void ps_failed_over(int64_t under_replicated);
+  /// A failed-over task rejoined with copies of `shards` shards.
+  void replicas_rebuilt(int64_t shards, int64_t under_replicated);
   /// Pending closures went `gap` without one finishing (the longest is kept).
   void progress_gap(std::chrono::milliseconds gap);
   void watchdog_fired();

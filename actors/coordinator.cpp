@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "actors/chief_protocol.hpp"
+#include "net/connect.hpp"
 
 namespace troupe::actors {
 namespace {
@@ -45,10 +46,15 @@ struct CoordinatorState {
   std::shared_ptr<ClosureBook> book;
   CoordinatorConfig config;
   std::vector<net::Placement> placements;
-  std::shared_ptr<PsRouting> routing;  // shared with the strategy's reads
-  int replicas = 1;                    // of every shard, as placed
-  Clock::time_point last_progress;     // a closure finished, or work arrived with none pending
-  Clock::time_point last_report;       // the watchdog's, since last_progress
+  std::shared_ptr<PsRouting> routing;     // shared with the strategy's reads
+  int replicas = 1;                       // of every shard, as placed
+  std::vector<std::string> ps_addresses;  // "host:port" of each PS task
+  /// Failed-over tasks being given copies of their shards, by the round of their rebuild:
+  /// a rebuild's answer of an earlier round (the task was lost again meanwhile) is dropped.
+  std::map<uint64_t, uint64_t> rebuilding;
+  uint64_t rebuild_rounds = 0;
+  Clock::time_point last_progress;  // a closure finished, or work arrived with none pending
+  Clock::time_point last_report;    // the watchdog's, since last_progress
   static inline const char* name = "troupe.coordinator";
 };
 
@@ -185,6 +191,115 @@ void step_failed(Self* self, net::ClosureMsg& c, const caf::error& err) {
   cancel_all(self, e);
 }
 
+// Every PS task and worker learns the routing's new epoch (through its proxy).
+void announce(Self* self) {
+  for (const auto& p : self->state.ps)
+    self->send(p.proxy, net::failover_atom::value);
+  for (const auto& v : self->state.workers)
+    self->send(v.proxy, net::failover_atom::value);
+}
+
+// One shard copy of a rebuild: where from, and its key.
+struct CopyJob {
+  std::string key;
+  std::string source;  // "host:port" of the task serving the shard now
+  std::string source_name;
+};
+
+// The copies of a rejoining task's shards, on a thread of its own (its requests wait for
+// each other): each shard read whole from the task serving it, fenced at `epoch` (no update
+// routed without the rejoining task lands there after the copy), then installed on the
+// rejoining task, which applies what it kept meanwhile. Answers (rebuilt, t, round, shards)
+// or (rebuilt, t, round, error).
+void rebuild_copies(caf::blocking_actor* self, caf::actor coordinator, uint64_t t, uint64_t round,
+                    caf::actor task, std::vector<CopyJob> jobs, uint64_t epoch,
+                    std::chrono::milliseconds timeout) {
+  std::map<std::string, caf::actor> sources;
+  auto fail = [&](const core::Error& e) {
+    self->send(coordinator, chief::rebuilt_atom::value, t, round, net::to_caf(e));
+  };
+  for (const auto& job : jobs) {
+    auto& source = sources[job.source];
+    if (!source) {
+      auto a = net::connect_with_retry(self->system(), job.source, job.source_name, timeout);
+      if (!a) return fail(a.error());
+      source = *a;
+    }
+    std::optional<net::ShardCopy> copy;
+    core::Status st;
+    self->request(source, timeout, net::shard_copy_atom::value, job.key, epoch)
+        .receive([&](net::ShardCopy& c) { copy = std::move(c); },
+                 [&](caf::error& e) { st = net::from_caf(e); });
+    if (!copy)
+      return fail(core::make_error(
+          st.error().code,
+          "copying '" + job.key + "' from " + job.source_name + ": " + st.error().message));
+    self->request(task, timeout, net::install_atom::value, job.key, std::move(*copy))
+        .receive([](caf::ok_atom) {}, [&](caf::error& e) { st = net::from_caf(e); });
+    if (!st)
+      return fail(core::make_error(
+          st.error().code,
+          "installing '" + job.key + "' on ps:" + std::to_string(t) + ": " + st.error().message));
+  }
+  self->send(coordinator, chief::rebuilt_atom::value, t, round, static_cast<int64_t>(jobs.size()));
+}
+
+// A rebuild ended without its copies: the task is lost again (a new epoch), and its proxy
+// tries its address again.
+void rebuild_failed(Self* self, uint64_t t, const core::Error& e) {
+  auto& st = self->state;
+  st.rebuilding.erase(t);
+  std::cerr << "troupe: ps:" << t << " could not rejoin: " << e.to_string() << std::endl;
+  if (st.routing->fail_over(static_cast<int32_t>(t), st.placements)) announce(self);
+}
+
+// Failed-over PS task t answers again (restarted, or back behind a healed link): it rejoins
+// as a replica of its shards while training goes on. It makes them afresh and keeps the
+// updates it is sent; a new epoch sends it every update; then each shard is copied from
+// the task serving it and installed (rebuild_copies); a last epoch has it serve again.
+void start_rebuild(Self* self, uint64_t t, caf::actor task) {
+  auto& st = self->state;
+  if (st.rebuilding.count(t) != 0 || !st.routing->is_lost(static_cast<int32_t>(t))) return;
+  const uint64_t round = ++st.rebuild_rounds;
+  st.rebuilding[t] = round;
+  std::vector<net::VariableDef> defs;
+  for (const auto& p : st.placements) {
+    const bool holds =
+        p.ps_task == static_cast<int32_t>(t) ||
+        std::find(p.backups.begin(), p.backups.end(), static_cast<int32_t>(t)) != p.backups.end();
+    if (holds) defs.push_back(p.def);
+  }
+  const auto timeout = std::max(st.config.closure_timeout, std::chrono::milliseconds(10000));
+  self->request(task, timeout, net::rejoin_shards_atom::value, defs)
+      .then(
+          [=](caf::ok_atom) {
+            auto& s = self->state;
+            auto it = s.rebuilding.find(t);
+            if (it == s.rebuilding.end() || it->second != round) return;
+            if (!s.routing->begin_rejoin(static_cast<int32_t>(t)))
+              return rebuild_failed(self, t, core::make_error(core::Errc::internal, "not lost"));
+            announce(self);
+            std::vector<CopyJob> jobs;
+            for (const auto& p : s.placements) {
+              const auto live = s.routing->live(p);
+              if (std::find(live.begin(), live.end(), static_cast<int32_t>(t)) == live.end())
+                continue;
+              const int32_t from = s.routing->primary(p);
+              if (from < 0) continue;  // no copy serves it: nothing to catch up from
+              jobs.push_back({net::shard_key(p.def), s.ps_addresses.at(static_cast<size_t>(from)),
+                              "ps:" + std::to_string(from)});
+            }
+            self->system().spawn<caf::detached>(rebuild_copies, caf::actor_cast<caf::actor>(self),
+                                                t, round, task, std::move(jobs), s.routing->epoch(),
+                                                timeout);
+          },
+          [=](caf::error& e) {
+            auto it = self->state.rebuilding.find(t);
+            if (it == self->state.rebuilding.end() || it->second != round) return;
+            rebuild_failed(self, t, net::from_caf(e));
+          });
+}
+
 // PS task t is down. With replicated shards, when every shard it holds has a live replica
 // elsewhere, the backups take over at once: the routing's epoch moves on, every PS task and
 // worker is told, and dispatch goes on (closures that failed against t run again, routed
@@ -192,16 +307,20 @@ void step_failed(Self* self, net::ClosureMsg& c, const caf::error& err) {
 // replicas.
 void ps_down(Self* self, uint64_t t) {
   auto& st = self->state;
-  if (st.replicas > 1 && st.routing->fail_over(static_cast<int32_t>(t), st.placements)) {
-    st.book->ps_failed_over(st.routing->under_replicated(st.placements, st.replicas));
-    std::cerr << "troupe: ps:" << t << " lost; its shards failed over to their backups (epoch "
-              << st.routing->epoch() << ")" << std::endl;
-    for (const auto& p : st.ps)
-      self->send(p.proxy, net::failover_atom::value);
-    for (const auto& v : st.workers)
-      self->send(v.proxy, net::failover_atom::value);
-    dispatch(self);
-    return;
+  if (st.replicas > 1) {
+    const bool was_rejoining = st.routing->is_joining(static_cast<int32_t>(t));
+    st.rebuilding.erase(t);  // a rebuild under way answers into the void
+    if (st.routing->fail_over(static_cast<int32_t>(t), st.placements)) {
+      if (!was_rejoining)
+        st.book->ps_failed_over(st.routing->under_replicated(st.placements, st.replicas));
+      std::cerr << "troupe: ps:" << t << " lost; "
+                << (was_rejoining ? "it was rejoining" : "its shards failed over to their copies")
+                << " (epoch " << st.routing->epoch() << ")" << std::endl;
+      announce(self);
+      dispatch(self);
+      return;
+    }
+    if (st.routing->is_lost(static_cast<int32_t>(t))) return;  // lost already
   }
   st.ps.at(t).down = true;
 }
@@ -330,6 +449,8 @@ caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector
         true,
         false,
         {}});
+  for (const auto& p : ps)
+    st.ps_addresses.push_back(p.host + ":" + std::to_string(p.port));
   for (size_t t = 0; t < ps.size(); ++t)
     st.ps.push_back(CoordinatorState::PsView{
         spawn_ps_proxy(self, t, std::move(ps[t]), st.routing, st.replicas > 1, book, config), false,
@@ -383,6 +504,23 @@ caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector
         dispatch(self);
       },
       [=](chief::ps_down_atom, uint64_t t) { ps_down(self, t); },
+      [=](chief::ps_join_atom, uint64_t t, caf::actor& task) { start_rebuild(self, t, task); },
+      [=](chief::rebuilt_atom, uint64_t t, uint64_t round, int64_t shards) {
+        auto& s = self->state;
+        auto it = s.rebuilding.find(t);
+        if (it == s.rebuilding.end() || it->second != round) return;
+        s.rebuilding.erase(it);
+        if (!s.routing->finish_rejoin(static_cast<int32_t>(t))) return;
+        s.book->replicas_rebuilt(shards, s.routing->under_replicated(s.placements, s.replicas));
+        std::cerr << "troupe: ps:" << t << " rejoined with copies of its " << shards
+                  << " shards (epoch " << s.routing->epoch() << ")" << std::endl;
+        announce(self);
+      },
+      [=](chief::rebuilt_atom, uint64_t t, uint64_t round, caf::error& err) {
+        auto it = self->state.rebuilding.find(t);
+        if (it == self->state.rebuilding.end() || it->second != round) return;
+        rebuild_failed(self, t, net::from_caf(err));
+      },
       [=](chief::ps_up_atom, uint64_t t) {
         self->state.ps.at(t).down = false;
         self->state.unavailable_streak = 0;

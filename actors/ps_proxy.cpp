@@ -25,6 +25,7 @@ struct PsProxyState {
   CoordinatorConfig config;
   std::shared_ptr<const PsRouting> routing;  // the chief's
   bool replicated = false;                   // shards have backups: watch it regardless
+  enum class Mode { serving, restoring, failed, replaced, rejoining } mode = Mode::serving;
   /// Counts the times it went down; a reply or timer of an earlier episode is dropped.
   uint64_t episode = 0;
   int64_t process = 0;            // its process incarnation (PsStats::process); 0: not known yet
@@ -35,11 +36,13 @@ struct PsProxyState {
 };
 
 using Self = caf::stateful_actor<PsProxyState>;
+using Mode = PsProxyState::Mode;
 
 caf::behavior serving(Self* self);
 caf::behavior restoring(Self* self);
 caf::behavior failed(Self* self);
 caf::behavior replaced(Self* self);
+caf::behavior rejoining(Self* self);
 
 /// `f`, run only while the episode it was made in is the current one.
 template <class... Ts, class F>
@@ -91,25 +94,68 @@ void fail(Self* self, const core::Error& e) {
   ++self->state.episode;  // what was under way is dropped
   self->send(self->state.coordinator, chief::ps_failed_atom::value, self->state.index,
              net::to_caf(e));
+  self->state.mode = Mode::failed;
   self->become(failed(self));
 }
 
-// The routing has a new epoch: a live task raises its own to it, so that a worker still
-// routing by the old one is refused there too; the lost task is waited for no longer (its
-// shards are served by their backups; it rejoins nothing while this coordinator runs).
+// The routing has a new epoch. A task lost is waited for no longer as a restore (its
+// shards are served by their copies): its address is tried every rejoin interval, and
+// when a process answers there it rejoins as a replica (the coordinator gives it copies of
+// its shards while training goes on). A task that serves again is watched as before. A
+// live task raises its own epoch to the new one, so that a worker still routing by the
+// old one is refused there too.
+void try_rejoin_as_replica(Self* self);
+
 void failover(Self* self, bool live) {
   auto& st = self->state;
-  if (st.routing->is_lost(static_cast<int32_t>(st.index))) {
+  const auto index = static_cast<int32_t>(st.index);
+  if (st.routing->is_lost(index)) {
+    if (st.mode == Mode::replaced) return;
     ++st.episode;  // its rejoin and deadline timers are dropped
+    st.mode = Mode::replaced;
     self->become(replaced(self));
+    schedule(self, chief::rejoin_atom::value, st.config.rejoin_interval);
     return;
   }
-  if (live && st.routing->epoch() > 0)
-    self->send(st.task.handle, net::failover_atom::value, st.routing->epoch(), st.routing->lost());
+  if (st.mode == Mode::rejoining && !st.routing->is_joining(index)) {
+    st.mode = Mode::serving;  // rejoined: its copies are whole
+    self->become(serving(self));
+  }
+  if (live && st.mode != Mode::restoring && st.routing->epoch() > 0)
+    self->send(st.task.handle, net::failover_atom::value, st.routing->epoch(), st.routing->lost(),
+               st.routing->joining());
+}
+
+void try_rejoin_as_replica(Self* self) {
+  auto retry = current<>(
+      self, [=] { schedule(self, chief::rejoin_atom::value, self->state.config.rejoin_interval); });
+  reach_task(self, self->state.task, std::chrono::seconds(2),
+             current<caf::actor>(
+                 self,
+                 [=](caf::actor found) {
+                   auto& st = self->state;
+                   st.task.handle = std::move(found);
+                   self->request(st.task.handle, std::chrono::seconds(2), net::stats_atom::value)
+                       .then(current<std::vector<int64_t>&>(
+                                 self,
+                                 [=](std::vector<int64_t>& v) {
+                                   auto& s = self->state;
+                                   s.process = net::PsStats::from(v).process;
+                                   ++s.episode;
+                                   s.mode = Mode::rejoining;
+                                   self->monitor(s.task.handle);
+                                   self->become(rejoining(self));
+                                   self->send(s.coordinator, chief::ps_join_atom::value, s.index,
+                                              s.task.handle);
+                                 }),
+                             [=](caf::error&) { retry(); });
+                 }),
+             retry);
 }
 
 void back(Self* self) {
   self->send(self->state.coordinator, chief::ps_up_atom::value, self->state.index);
+  self->state.mode = Mode::serving;
   self->become(serving(self));
   failover(self, /*live=*/true);
 }
@@ -121,6 +167,7 @@ void go_down(Self* self) {
   self->send(st.coordinator, chief::ps_down_atom::value, st.index);
   schedule(self, chief::rejoin_atom::value, st.config.rejoin_interval);
   schedule(self, chief::deadline_atom::value, st.config.ps_restore_deadline);
+  st.mode = Mode::restoring;
   self->become(restoring(self));
 }
 
@@ -218,14 +265,45 @@ caf::behavior failed(Self* self) {
   };
 }
 
-// Failed over: its shards are served by their backups. At the end of the job it is still
-// told to shut down (it may be alive behind a cut link), reached afresh.
+// Failed over: its shards are served by their copies; its address is tried until a
+// process answers there, which then rejoins. At the end of the job it is still told to
+// shut down (it may be alive behind a cut link), reached afresh.
 caf::behavior replaced(Self* self) {
   return {
-      [=](chief::tick_atom) {},
+      [=](chief::tick_atom) {  // kept going: polls resume once it serves again
+        self->delayed_send(self, self->state.config.rejoin_interval, chief::tick_atom::value);
+      },
       [=](chief::task_down_atom, uint64_t) {},
       [=](net::failover_atom) {},
       [=](net::shutdown_atom) { return shut_down_reply(self, self->state.task, /*live=*/false); },
+      [=](chief::rejoin_atom, uint64_t episode) {
+        if (episode == self->state.episode) try_rejoin_as_replica(self);
+      },
+      [=](chief::deadline_atom, uint64_t) {},
+  };
+}
+
+// Answering again and being given copies of its shards (the coordinator's rebuild). Lost
+// again meanwhile: the coordinator fails it over again, and it is replaced once more.
+caf::behavior rejoining(Self* self) {
+  return {
+      [=](chief::tick_atom) {
+        self->delayed_send(self, self->state.config.rejoin_interval, chief::tick_atom::value);
+      },
+      [=](chief::task_down_atom, uint64_t episode) {
+        auto& st = self->state;
+        if (episode != st.episode) return;
+        self->send(st.coordinator, chief::ps_down_atom::value, st.index);
+        if (!st.routing->is_joining(static_cast<int32_t>(st.index))) {
+          // Gone before its rebuild began: it is still lost; look for it again.
+          ++st.episode;
+          st.mode = Mode::replaced;
+          self->become(replaced(self));
+          schedule(self, chief::rejoin_atom::value, st.config.rejoin_interval);
+        }
+      },
+      [=](net::failover_atom) { failover(self, /*live=*/true); },
+      [=](net::shutdown_atom) { return shut_down_reply(self, self->state.task, /*live=*/true); },
       [=](chief::rejoin_atom, uint64_t) {},
       [=](chief::deadline_atom, uint64_t) {},
   };

@@ -3,11 +3,29 @@
 #include <algorithm>
 
 namespace troupe::actors {
+namespace {
 
-std::vector<int32_t> PsRouting::live_locked(const net::Placement& p) const {
+bool holds(const std::vector<int32_t>& sorted, int32_t t) {
+  return std::binary_search(sorted.begin(), sorted.end(), t);
+}
+void add(std::vector<int32_t>& sorted, int32_t t) {
+  if (!holds(sorted, t)) sorted.insert(std::upper_bound(sorted.begin(), sorted.end(), t), t);
+}
+void remove(std::vector<int32_t>& sorted, int32_t t) {
+  sorted.erase(std::remove(sorted.begin(), sorted.end(), t), sorted.end());
+}
+void normalize(std::vector<int32_t>& v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+
+}  // namespace
+
+// The replicas that serve (neither lost nor rejoining), in placement order.
+std::vector<int32_t> PsRouting::serving_locked(const net::Placement& p) const {
   std::vector<int32_t> out;
   auto keep = [&](int32_t t) {
-    if (!std::binary_search(lost_.begin(), lost_.end(), t)) out.push_back(t);
+    if (!holds(lost_, t) && !holds(joining_, t)) out.push_back(t);
   };
   keep(p.ps_task);
   for (int32_t b : p.backups)
@@ -17,13 +35,21 @@ std::vector<int32_t> PsRouting::live_locked(const net::Placement& p) const {
 
 std::vector<int32_t> PsRouting::live(const net::Placement& p) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return live_locked(p);
+  auto out = serving_locked(p);
+  if (out.empty()) return out;  // nothing to catch up from: a rejoining copy takes nothing
+  auto rejoining = [&](int32_t t) {
+    if (holds(joining_, t)) out.push_back(t);
+  };
+  rejoining(p.ps_task);
+  for (int32_t b : p.backups)
+    rejoining(b);
+  return out;
 }
 
 int32_t PsRouting::primary(const net::Placement& p) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (lost_.empty()) return p.ps_task;
-  auto l = live_locked(p);
+  if (lost_.empty() && joining_.empty()) return p.ps_task;
+  auto l = serving_locked(p);
   return l.empty() ? -1 : l.front();
 }
 
@@ -37,29 +63,62 @@ std::vector<int32_t> PsRouting::lost() const {
   return lost_;
 }
 
-bool PsRouting::is_lost(int32_t task) const {
+std::vector<int32_t> PsRouting::joining() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return std::binary_search(lost_.begin(), lost_.end(), task);
+  return joining_;
 }
 
-bool PsRouting::update(uint64_t epoch, std::vector<int32_t> lost) {
+bool PsRouting::is_lost(int32_t task) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return holds(lost_, task);
+}
+
+bool PsRouting::is_joining(int32_t task) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return holds(joining_, task);
+}
+
+bool PsRouting::update(uint64_t epoch, std::vector<int32_t> lost, std::vector<int32_t> joining) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (epoch <= epoch_) return false;
-  std::sort(lost.begin(), lost.end());
-  lost.erase(std::unique(lost.begin(), lost.end()), lost.end());
+  normalize(lost);
+  normalize(joining);
+  for (int32_t t : lost)
+    remove(joining, t);
   epoch_ = epoch;
   lost_ = std::move(lost);
+  joining_ = std::move(joining);
   return true;
 }
 
 bool PsRouting::fail_over(int32_t task, const std::vector<net::Placement>& placements) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (std::binary_search(lost_.begin(), lost_.end(), task)) return false;
-  for (const auto& p : placements) {
-    auto l = live_locked(p);
-    if (l.size() == 1 && l.front() == task) return false;  // its last replica
+  if (holds(lost_, task)) return false;
+  if (!holds(joining_, task)) {
+    for (const auto& p : placements) {
+      auto l = serving_locked(p);
+      if (l.size() == 1 && l.front() == task) return false;  // its last serving replica
+    }
   }
-  lost_.insert(std::upper_bound(lost_.begin(), lost_.end(), task), task);
+  remove(joining_, task);
+  add(lost_, task);
+  ++epoch_;
+  return true;
+}
+
+bool PsRouting::begin_rejoin(int32_t task) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!holds(lost_, task)) return false;
+  remove(lost_, task);
+  add(joining_, task);
+  ++epoch_;
+  return true;
+}
+
+bool PsRouting::finish_rejoin(int32_t task) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!holds(joining_, task)) return false;
+  remove(joining_, task);
   ++epoch_;
   return true;
 }
@@ -69,7 +128,7 @@ int64_t PsRouting::under_replicated(const std::vector<net::Placement>& placement
   std::lock_guard<std::mutex> lock(mutex_);
   int64_t n = 0;
   for (const auto& p : placements)
-    if (static_cast<int>(live_locked(p).size()) < replicas) ++n;
+    if (static_cast<int>(serving_locked(p).size()) < replicas) ++n;
   return n;
 }
 

@@ -283,13 +283,44 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
         return caf::ok_atom::value;
       },
       [=](net::batch_atom, net::PsRequest& request) -> caf::result<std::vector<net::PsItem>> {
+        if (request.wire == net::WireDtype::bfloat16) ++self->state.bf16_requests;
+        // The epoch is checked under the lock that applies the request: a shard copy for
+        // a rejoining replica raises it under that lock, so no update routed without the
+        // replica lands after the copy.
+        std::unique_lock<WriterFirstLock> lock(self->state.shared->lock);
         if (auto fresh = self->state.shared->admit(request.epoch); !fresh)
           return net::to_caf(fresh.error());
-        if (request.wire == net::WireDtype::bfloat16) ++self->state.bf16_requests;
-        std::unique_lock<WriterFirstLock> lock(self->state.shared->lock);
         return reply(self->state.shard().handle(request));
       },
-      [=](net::failover_atom, uint64_t epoch, const std::vector<int32_t>&) {
+      [=](net::rejoin_shards_atom,
+          const std::vector<net::VariableDef>& defs) -> caf::result<caf::ok_atom> {
+        std::unique_lock<WriterFirstLock> lock(self->state.shared->lock);
+        if (auto st = self->state.shard().rejoin(defs); !st) return net::to_caf(st.error());
+        self->state.snapshotted_updates = -1;
+        ++self->state.assigns;
+        return caf::ok_atom::value;
+      },
+      [=](net::shard_copy_atom, const std::string& key,
+          uint64_t epoch) -> caf::result<net::ShardCopy> {
+        std::unique_lock<WriterFirstLock> lock(self->state.shared->lock);
+        if (auto fresh = self->state.shared->admit(epoch); !fresh)
+          return net::to_caf(fresh.error());
+        auto copy = self->state.shard().copy_shard(key);
+        if (!copy) return net::to_caf(copy.error());
+        return to_shard_copy(*copy);
+      },
+      [=](net::install_atom, const std::string& key,
+          const net::ShardCopy& c) -> caf::result<caf::ok_atom> {
+        auto copy = from_shard_copy(c);
+        if (!copy) return net::to_caf(copy.error());
+        std::unique_lock<WriterFirstLock> lock(self->state.shared->lock);
+        if (auto st = self->state.shard().install(key, *copy); !st) return net::to_caf(st.error());
+        self->state.snapshotted_updates = -1;
+        ++self->state.assigns;
+        return caf::ok_atom::value;
+      },
+      [=](net::failover_atom, uint64_t epoch, const std::vector<int32_t>&,
+          const std::vector<int32_t>&) {
         (void)self->state.shared->admit(epoch);  // from the chief: requests routed before it fail
       },
       [=](net::channel_atom) { return self->state.channel_port; },

@@ -119,7 +119,7 @@ void PsShardState::mark_copied(const std::string& name) {
 
 bool PsShardState::write_shard(const std::string& name, core::Checkpoint& c, bool delta) const {
   auto it = vars_.find(name);
-  if (it == vars_.end()) return false;
+  if (it == vars_.end() || it->second.kept) return false;  // a rejoining shard holds nothing yet
   const Shard& shard = it->second;
   const net::VariableDef& d = shard.def;
   std::vector<int64_t> def{d.shard,
@@ -199,73 +199,80 @@ core::Status PsShardState::load(const core::Checkpoint& ckpt, bool delta) {
   auto count = ckpt.ints.find("updates_applied");
   if (count == ckpt.ints.end() || count->second.size() != 1)
     return make_error(Errc::data_loss, "PS snapshot has no update count");
-  PsShardState& st = *this;
   const std::string suffix = "/def";
   for (const auto& [key, def] : ckpt.ints) {
     if (key.size() <= suffix.size() ||
         key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0)
       continue;
     const std::string name = key.substr(0, key.size() - suffix.size());  // "<var>#<shard>"
-    if (def.size() < 6) return incomplete(name, "short definition");
-    net::VariableDef d;
-    d.shard = static_cast<int32_t>(def[0]);
-    const std::string tail = "#" + std::to_string(d.shard);
-    if (name.size() <= tail.size() || name.compare(name.size() - tail.size(), tail.size(), tail))
-      return incomplete(name, "its key does not end in its shard number");
-    d.name = name.substr(0, name.size() - tail.size());
-    d.row_offset = def[1];
-    d.init_kind = static_cast<int32_t>(def[2]);
-    d.init_value = bits_float(def[3]);
-    d.seed = static_cast<uint64_t>(def[4]);
-    d.learning_rate = bits_float(def[5]);
-    d.shape.assign(def.begin() + 6, def.end());
-    auto opt = ckpt.ints.find(name + "/optimizer");
-    if (opt == ckpt.ints.end()) return incomplete(name, "no optimizer");
-    auto opt_name = core::ints_text(opt->second);
-    if (!opt_name) return incomplete(name, "bad optimizer name");
-    d.optimizer = std::move(*opt_name);
-    auto dynamic = ckpt.ints.find(name + "/dynamic");
-    if (dynamic != ckpt.ints.end()) {
-      if (dynamic->second.size() != 6) return incomplete(name, "short dynamic-table entry");
-      d.dynamic = true;
-      d.min_count = static_cast<int32_t>(dynamic->second[0]);
-      d.admit_probability = bits_float(dynamic->second[1]);
-      d.ttl_steps = dynamic->second[2];
-      d.sketch_width = dynamic->second[3];
-    }
-    // A delta carries every shard the task holds; one created since the full snapshot is
-    // made here, one already here must have the same definition (create() checks both).
-    if (auto created = st.create(d); !created) return incomplete(name, created.error().message);
-    Shard& shard = st.vars_.at(name);
-    auto applied = ckpt.ints.find(name + "/applied_tags");
-    if (applied == ckpt.ints.end()) return incomplete(name, "no applied closure tags");
-    auto tags = AppliedTags::from_ints(applied->second);
-    if (!tags) return incomplete(name, tags.error().message);
-    shard.applied = std::move(*tags);
-    if (shard.table) {
-      if (auto st2 =
-              restore_rows(ckpt, name, dynamic->second[4], dynamic->second[5], *shard.table, delta);
-          !st2)
-        return st2.error();
-      continue;
-    }
-    auto value = ckpt.tensors.find(name);
-    if (value == ckpt.tensors.end() || !(value->second.shape() == shard.value.shape()))
-      return incomplete(name, "value missing or of another shape");
-    shard.value = value->second;
-    for (size_t i = 0; i < shard.slots.slots.size(); ++i) {
-      auto slot = ckpt.tensors.find(name + "/slot" + std::to_string(i));
-      if (slot == ckpt.tensors.end() || !(slot->second.shape() == shard.slots.slots[i].shape()))
-        return incomplete(name, "slot " + std::to_string(i) + " missing or of another shape");
-      shard.slots.slots[i] = slot->second;
-    }
-    auto it = ckpt.ints.find(name + "/iterations");
-    if (it == ckpt.ints.end() || it->second.size() != 1)
-      return incomplete(name, "no iteration count");
-    shard.slots.iterations = it->second[0];
+    if (auto st = load_shard(name, def, ckpt, delta); !st) return st;
   }
+  PsShardState& st = *this;
   st.counters_.updates_applied = count->second[0];
   st.restored_from_ = count->second[0];
+  return {};
+}
+
+core::Status PsShardState::load_shard(const std::string& name, const std::vector<int64_t>& def,
+                                      const core::Checkpoint& ckpt, bool delta) {
+  PsShardState& st = *this;
+  if (def.size() < 6) return incomplete(name, "short definition");
+  net::VariableDef d;
+  d.shard = static_cast<int32_t>(def[0]);
+  const std::string tail = "#" + std::to_string(d.shard);
+  if (name.size() <= tail.size() || name.compare(name.size() - tail.size(), tail.size(), tail))
+    return incomplete(name, "its key does not end in its shard number");
+  d.name = name.substr(0, name.size() - tail.size());
+  d.row_offset = def[1];
+  d.init_kind = static_cast<int32_t>(def[2]);
+  d.init_value = bits_float(def[3]);
+  d.seed = static_cast<uint64_t>(def[4]);
+  d.learning_rate = bits_float(def[5]);
+  d.shape.assign(def.begin() + 6, def.end());
+  auto opt = ckpt.ints.find(name + "/optimizer");
+  if (opt == ckpt.ints.end()) return incomplete(name, "no optimizer");
+  auto opt_name = core::ints_text(opt->second);
+  if (!opt_name) return incomplete(name, "bad optimizer name");
+  d.optimizer = std::move(*opt_name);
+  auto dynamic = ckpt.ints.find(name + "/dynamic");
+  if (dynamic != ckpt.ints.end()) {
+    if (dynamic->second.size() != 6) return incomplete(name, "short dynamic-table entry");
+    d.dynamic = true;
+    d.min_count = static_cast<int32_t>(dynamic->second[0]);
+    d.admit_probability = bits_float(dynamic->second[1]);
+    d.ttl_steps = dynamic->second[2];
+    d.sketch_width = dynamic->second[3];
+  }
+  // A delta carries every shard the task holds; one created since the full snapshot is
+  // made here, one already here must have the same definition (create() checks both).
+  if (auto created = st.create(d); !created) return incomplete(name, created.error().message);
+  Shard& shard = st.vars_.at(name);
+  auto applied = ckpt.ints.find(name + "/applied_tags");
+  if (applied == ckpt.ints.end()) return incomplete(name, "no applied closure tags");
+  auto tags = AppliedTags::from_ints(applied->second);
+  if (!tags) return incomplete(name, tags.error().message);
+  shard.applied = std::move(*tags);
+  if (shard.table) {
+    if (auto st2 =
+            restore_rows(ckpt, name, dynamic->second[4], dynamic->second[5], *shard.table, delta);
+        !st2)
+      return st2.error();
+    return {};
+  }
+  auto value = ckpt.tensors.find(name);
+  if (value == ckpt.tensors.end() || !(value->second.shape() == shard.value.shape()))
+    return incomplete(name, "value missing or of another shape");
+  shard.value = value->second;
+  for (size_t i = 0; i < shard.slots.slots.size(); ++i) {
+    auto slot = ckpt.tensors.find(name + "/slot" + std::to_string(i));
+    if (slot == ckpt.tensors.end() || !(slot->second.shape() == shard.slots.slots[i].shape()))
+      return incomplete(name, "slot " + std::to_string(i) + " missing or of another shape");
+    shard.slots.slots[i] = slot->second;
+  }
+  auto it = ckpt.ints.find(name + "/iterations");
+  if (it == ckpt.ints.end() || it->second.size() != 1)
+    return incomplete(name, "no iteration count");
+  shard.slots.iterations = it->second[0];
   return {};
 }
 

@@ -106,6 +106,9 @@ core::Expected<const PsShardState::Shard*> PsShardState::lookup(const std::strin
   auto it = vars_.find(name);
   if (it == vars_.end())
     return make_error(Errc::not_found, "no variable '" + name + "' on this shard");
+  if (it->second.kept)
+    return make_error(Errc::unavailable,
+                      "'" + name + "' is rejoining on this task: it serves once its copy is in");
   return &it->second;
 }
 
@@ -305,7 +308,19 @@ core::Expected<std::vector<net::PsItem>> PsShardState::handle(net::PsRequest& re
     out[i].name = item.name;
     core::Expected<net::WireTensor> value = net::WireTensor{};
     core::Expected<bool> applied = true;
-    switch (static_cast<net::PsOp>(request.op)) {
+    const auto op = static_cast<net::PsOp>(request.op);
+    if (op != net::PsOp::pull && op != net::PsOp::pull_rows) {
+      auto it = vars_.find(item.name);
+      if (it != vars_.end() && it->second.kept) {
+        // Rejoining: kept for install(), acknowledged (the worker drops a copy's reply).
+        if (!item.tensor.consistent())
+          return reject(
+              make_error(Errc::invalid_argument, "inconsistent gradient for '" + item.name + "'"));
+        it->second.kept->push_back({request.op, request.tag, request.settled_below, item});
+        continue;
+      }
+    }
+    switch (op) {
       case net::PsOp::pull:
         value = pull(item.name);
         break;
@@ -349,8 +364,59 @@ std::vector<net::VariableDef> PsShardState::definitions() const {
   std::vector<net::VariableDef> out;
   out.reserve(vars_.size());
   for (const auto& [name, shard] : vars_)
-    out.push_back(shard.def);
+    if (!shard.kept) out.push_back(shard.def);  // a rejoining shard is not here yet
   return out;
+}
+
+core::Status PsShardState::rejoin(const std::vector<net::VariableDef>& defs) {
+  for (const auto& d : defs) {
+    const std::string key = net::shard_key(d);
+    if (vars_.erase(key) > 0) --counters_.variables;
+    if (auto st = create(d); !st) return st;
+    vars_.at(key).kept = std::make_unique<std::vector<Kept>>();
+  }
+  return {};
+}
+
+core::Expected<core::Checkpoint> PsShardState::copy_shard(const std::string& key) const {
+  auto s = lookup(key);
+  if (!s) return s.error();
+  core::Checkpoint c;
+  write_shard(key, c, false);
+  return c;
+}
+
+core::Status PsShardState::install(const std::string& key, const core::Checkpoint& copy) {
+  auto it = vars_.find(key);
+  if (it == vars_.end() || !it->second.kept)
+    return make_error(Errc::invalid_argument, "'" + key + "' is not rejoining on this task");
+  auto def = copy.ints.find(key + "/def");
+  if (def == copy.ints.end())
+    return make_error(Errc::data_loss, "the copy of '" + key + "' has no definition");
+  // Loaded into a fresh shard of the same definition; the rejoining one stays as it was
+  // if the copy does not fit.
+  PsShardState fresh;
+  fresh.track_deltas(track_deltas_);
+  if (auto st = fresh.create(it->second.def); !st) return st;
+  if (auto st = fresh.load_shard(key, def->second, copy, false); !st) return st;
+  auto kept = std::move(it->second.kept);
+  it->second = std::move(fresh.vars_.at(key));
+  for (auto& k : *kept) {
+    net::PsRequest r;
+    r.op = k.op;
+    r.tag = k.tag;
+    r.settled_below = k.settled_below;
+    r.items.push_back(std::move(k.item));
+    (void)handle(r);  // an update the copy applied is a duplicate by its tag
+  }
+  return {};
+}
+
+size_t PsShardState::rejoining() const {
+  size_t n = 0;
+  for (const auto& [name, shard] : vars_)
+    if (shard.kept) ++n;
+  return n;
 }
 
 size_t PsShardState::applied_tags() const {
@@ -358,6 +424,34 @@ size_t PsShardState::applied_tags() const {
   for (const auto& [name, shard] : vars_)
     n += shard.applied.size();
   return n;
+}
+
+net::ShardCopy to_shard_copy(const core::Checkpoint& c) {
+  net::ShardCopy out;
+  for (const auto& [k, v] : c.ints) {
+    out.int_keys.push_back(k);
+    out.ints.push_back(v);
+  }
+  for (const auto& [k, t] : c.tensors) {
+    out.tensor_keys.push_back(k);
+    out.tensors.push_back(net::WireTensor::from(t.view()));
+  }
+  return out;
+}
+
+core::Expected<core::Checkpoint> from_shard_copy(const net::ShardCopy& c) {
+  if (c.int_keys.size() != c.ints.size() || c.tensor_keys.size() != c.tensors.size())
+    return make_error(Errc::data_loss, "a shard copy whose keys and entries do not pair up");
+  core::Checkpoint out;
+  for (size_t i = 0; i < c.ints.size(); ++i)
+    out.ints[c.int_keys[i]] = c.ints[i];
+  for (size_t i = 0; i < c.tensors.size(); ++i) {
+    if (!c.tensors[i].consistent())
+      return make_error(Errc::data_loss,
+                        "a shard copy's tensor '" + c.tensor_keys[i] + "' is inconsistent");
+    out.tensors.insert_or_assign(c.tensor_keys[i], core::Tensor::from_view(c.tensors[i].view()));
+  }
+  return out;
 }
 
 }  // namespace troupe::actors

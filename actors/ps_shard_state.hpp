@@ -128,7 +128,28 @@ class PsShardState {
   /// Whether the shard kept under `key` (net::shard_key) is here.
   bool has(const std::string& key) const { return vars_.count(key) > 0; }
 
+  /// Rejoining as a replica of replicated shards (actors/ps_routing.hpp): each shard of
+  /// `defs` is made afresh (what this task held of it before is stale) and keeps the
+  /// updates it is sent, unapplied and acknowledged, until install() gives it a copy. Until
+  /// then it serves nothing: pulls, reads and copies of it are `unavailable`.
+  core::Status rejoin(const std::vector<net::VariableDef>& defs);
+  /// A whole shard with the closure tags it applied (snapshot_shard's entries), for a
+  /// replica that rejoins.
+  core::Expected<core::Checkpoint> copy_shard(const std::string& key) const;
+  /// Loads a rejoining shard from `copy`, then applies the updates it kept meanwhile
+  /// whose tags the copy had not applied (so each update is in it once). A copy that does
+  /// not match the shard's definition is a data_loss error and the shard stays rejoining.
+  core::Status install(const std::string& key, const core::Checkpoint& copy);
+  /// Shards rejoining, and updates they keep.
+  size_t rejoining() const;
+
  private:
+  /// An update a rejoining shard keeps until its copy arrives.
+  struct Kept {
+    uint8_t op = 0;
+    uint64_t tag = 0, settled_below = 0;
+    net::PsItem item;
+  };
   struct Shard {
     net::VariableDef def;
     core::Tensor value;                         // empty for a dynamic table's shard
@@ -136,7 +157,12 @@ class PsShardState {
     std::unique_ptr<core::Optimizer> optimizer;
     core::SlotSet slots;
     AppliedTags applied;
+    /// Set while the shard rejoins: the updates kept for install().
+    std::unique_ptr<std::vector<Kept>> kept;
   };
+  /// One shard's entries of a snapshot or delta into this state (load, install).
+  core::Status load_shard(const std::string& name, const std::vector<int64_t>& def,
+                          const core::Checkpoint& ckpt, bool delta);
 
   core::Expected<Shard*> find(const std::string& name);
   core::Expected<const Shard*> lookup(const std::string& name) const;  // find, not counted
@@ -157,5 +183,10 @@ class PsShardState {
   int64_t restored_from_ = -1;
   bool track_deltas_ = false;
 };
+
+/// A shard copy (copy_shard) for the wire, and back: a malformed one (keys and values not
+/// paired, an inconsistent tensor) is a data_loss error.
+net::ShardCopy to_shard_copy(const core::Checkpoint& c);
+core::Expected<core::Checkpoint> from_shard_copy(const net::ShardCopy& c);
 
 }  // namespace troupe::actors

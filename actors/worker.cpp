@@ -21,8 +21,9 @@ caf::behavior worker_control(caf::event_based_actor*, std::shared_ptr<CancelMark
                              std::shared_ptr<PsRouting> routing) {
   return {
       [=](net::cancel_atom, uint64_t through) { mark->raise(through); },
-      [=](net::failover_atom, uint64_t epoch, std::vector<int32_t>& lost) {
-        routing->update(epoch, std::move(lost));
+      [=](net::failover_atom, uint64_t epoch, std::vector<int32_t>& lost,
+          std::vector<int32_t>& joining) {
+        routing->update(epoch, std::move(lost), std::move(joining));
       },
   };
 }

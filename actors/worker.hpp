@@ -133,8 +133,15 @@ class WorkerRuntime final : public StepContext {
     std::map<int, net::PsRequest> requests;
     std::map<int, std::vector<std::pair<size_t, size_t>>> slots;
     static constexpr size_t dropped = static_cast<size_t>(-1);  // a backup's item: no slot
+    uint64_t epoch = 0;  // the routing's epoch when its tasks were chosen
     void add(int task, size_t var, size_t shard, net::PsItem item, bool answer = true);
   };
+  /// An empty batch, routed by the routing's epoch as of now.
+  Batch new_batch() const {
+    Batch b;
+    b.epoch = routing_->epoch();
+    return b;
+  }
   /// The task a shard's pulls go to now; an `unavailable` error when every replica is lost.
   core::Expected<int> serving(const net::Placement& p) const;
   /// Adds an update of shard (var, shard) to every live replica of `p`; the primary's reply

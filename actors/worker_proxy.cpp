@@ -168,7 +168,8 @@ void tell_routing(Self* self) {
   auto& st = self->state;
   const uint64_t epoch = st.routing->epoch();
   if (st.control && epoch > 0)
-    self->send(st.control, net::failover_atom::value, epoch, st.routing->lost());
+    self->send(st.control, net::failover_atom::value, epoch, st.routing->lost(),
+               st.routing->joining());
 }
 
 // Brings the worker up to date, step by step: the placement (which answers with its

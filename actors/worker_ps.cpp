@@ -172,11 +172,20 @@ core::Expected<std::vector<std::vector<net::WireTensor>>> WorkerRuntime::exchang
     return make_error(Errc::cancelled, "closure " + std::to_string(net::tag_closure(closure_id_)) +
                                            " was cancelled");
   std::vector<InFlight> in_flight;
-  const uint64_t epoch = routing_->epoch();
+  const uint64_t epoch = batch.epoch;
   core::Status failed;
   auto fail = [&](int task, const core::Error& e) {
     if (e.code == Errc::unavailable || e.code == Errc::data_loss) forget(task);
     if (failed.ok()) failed = core::Error{e.code, "ps:" + std::to_string(task) + ": " + e.message};
+  };
+  // Reaching a task may take a while (a lost one restarting): if the routing moved on
+  // meanwhile, a request may go where its shard no longer is, or is not yet.
+  auto still_routed = [&]() -> core::Status {
+    if (const uint64_t now = routing_->epoch(); now != epoch)
+      return make_error(Errc::unavailable, "the placement moved from epoch " +
+                                               std::to_string(epoch) + " to " +
+                                               std::to_string(now) + " during the step");
+    return {};
   };
   for (auto& [task, request] : batch.requests) {
     request.op = static_cast<uint8_t>(op);
@@ -187,6 +196,10 @@ core::Expected<std::vector<std::vector<net::WireTensor>>> WorkerRuntime::exchang
     auto ch = channel(task);
     if (!ch) {
       fail(task, ch.error());
+      break;
+    }
+    if (auto st = still_routed(); !st) {
+      fail(task, st.error());
       break;
     }
     if (*ch != nullptr) {
@@ -200,6 +213,10 @@ core::Expected<std::vector<std::vector<net::WireTensor>>> WorkerRuntime::exchang
       auto dst = ps(task);
       if (!dst) {
         fail(task, dst.error());
+        break;
+      }
+      if (auto st = still_routed(); !st) {
+        fail(task, st.error());
         break;
       }
       in_flight.push_back({task, nullptr,
@@ -266,7 +283,7 @@ core::Expected<net::WireTensor> shard_part(const std::string& name, core::ConstT
 
 core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull(
     const std::vector<std::string>& names) {
-  Batch batch;
+  Batch batch = new_batch();
   std::vector<size_t> counts;
   for (size_t i = 0; i < names.size(); ++i) {
     auto shards = shards_of(names[i]);
@@ -285,7 +302,7 @@ core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull(
 
 core::Expected<std::vector<std::vector<net::WireTensor>>> WorkerRuntime::send_gradients(
     net::PsOp op, const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) {
-  Batch batch;
+  Batch batch = new_batch();
   std::vector<size_t> counts;
   for (size_t i = 0; i < grads.size(); ++i) {
     auto shards = shards_of(grads[i].first);
@@ -325,7 +342,7 @@ core::Expected<core::Tensor> WorkerRuntime::pull_rows(const std::string& name,
   const Shards& s = **shards;
   auto route = net::route_rows(name, s, rows);
   if (!route) return route.error();
-  Batch batch;
+  Batch batch = new_batch();
   for (size_t shard = 0; shard < s.size(); ++shard) {
     if (route->local[shard].empty()) continue;
     auto task = serving(s[shard]);
@@ -355,7 +372,7 @@ core::Status WorkerRuntime::push_rows(const std::string& name, const std::vector
                       "row gradient of '" + name + "' does not match its rows");
   auto route = net::route_rows(name, s, rows);
   if (!route) return route.error();
-  Batch batch;
+  Batch batch = new_batch();
   for (size_t shard = 0; shard < s.size(); ++shard) {
     if (route->local[shard].empty()) continue;
     net::PsItem item;

@@ -36,6 +36,7 @@ inline nlohmann::json replication_json(int replicas, const CoordinatorStats* sta
   const CoordinatorStats& s = stats != nullptr ? *stats : none;
   return nlohmann::json{{"ps_replicas", replicas},
                         {"ps_failovers", s.ps_failovers},
+                        {"replicas_rebuilt", s.replicas_rebuilt},
                         {"under_replicated_shards", s.under_replicated_shards},
                         {"longest_stall_ms", s.longest_stall_ms},
                         {"updates_lost", s.updates_lost}};

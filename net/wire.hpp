@@ -122,6 +122,15 @@ struct ShardState {
   int64_t iterations = 0;
 };
 
+/// A shard's snapshot entries (a core::Checkpoint's ints and tensors: value, optimizer slots,
+/// iterations, the closure tags it applied) on the wire: what a rejoining replica is given.
+struct ShardCopy {
+  std::vector<std::string> int_keys;
+  std::vector<std::vector<int64_t>> ints;
+  std::vector<std::string> tensor_keys;
+  std::vector<WireTensor> tensors;
+};
+
 /// Where one shard of a variable lives: its definition, the PS task holding it (its
 /// primary) and, with replicated shards (StrategyOptions::ps_replicas), the tasks holding a
 /// copy of it (its backups, in the order they take over). Placements never change during a
@@ -334,6 +343,11 @@ typename Inspector::result_type inspect(Inspector& f, ShardState& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ShardCopy& x) {
+  return f(caf::meta::type_name("troupe.shard_copy"), x.int_keys, x.ints, x.tensor_keys, x.tensors);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Placement& x) {
   return f(caf::meta::type_name("troupe.placement"), x.def, x.ps_task, x.backups);
 }
@@ -377,8 +391,15 @@ using assign_atom = caf::atom_constant<caf::atom("assign")>;       // PS: set a 
 using rows_page_atom = caf::atom_constant<caf::atom("rowspage")>;  // PS: a page of a table's rows
 using defs_atom = caf::atom_constant<caf::atom("psdefs")>;         // PS: the shards it holds
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;       // worker control: cancel
-// PS and worker control: (failover, epoch, [lost ps tasks]): the placement's new epoch.
+// PS and worker control: (failover, epoch, [lost ps tasks], [rejoining ps tasks]): the
+// placement's new epoch.
 using failover_atom = caf::atom_constant<caf::atom("failover")>;
+// PS: (psrejoin, [VariableDef]) -> ok: make these shards afresh, rejoining (keep updates).
+using rejoin_shards_atom = caf::atom_constant<caf::atom("psrejoin")>;
+// PS: (shardcopy, key, epoch) -> ShardCopy: a whole shard, fenced at `epoch`.
+using shard_copy_atom = caf::atom_constant<caf::atom("shardcopy")>;
+// PS: (install, key, ShardCopy) -> ok: a rejoining shard's copy.
+using install_atom = caf::atom_constant<caf::atom("install")>;
 
 // Atoms of messages local to one process, never serialised: every atom of Troupe is in
 // this file, so that no two messages one actor handles can share an atom by accident.
@@ -403,6 +424,8 @@ using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
 using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
 using task_down_atom = caf::atom_constant<caf::atom("taskdown")>;  // a proxy's task went down
+using ps_join_atom = caf::atom_constant<caf::atom("psjoin")>;      // PS proxy: lost task answers
+using rebuilt_atom = caf::atom_constant<caf::atom("rebuilt")>;     // a rejoin's copies are in
 
 /// The CAF error category of Troupe's core::Errc codes.
 inline constexpr caf::atom_value error_category = caf::atom("troupe");
@@ -432,4 +455,5 @@ CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::net::WireTensor>))
 CAF_ADD_TYPE_ID(troupe, (troupe::net::RowsPage))
 CAF_ADD_TYPE_ID(troupe, (std::vector<troupe::net::VariableDef>))
 CAF_ADD_TYPE_ID(troupe, (std::vector<int32_t>))
+CAF_ADD_TYPE_ID(troupe, (troupe::net::ShardCopy))
 CAF_END_TYPE_ID_BLOCK(troupe)

@@ -97,7 +97,10 @@ struct CoordinatorStats {
   /// Times a PS task was lost and its shards' backups took over at once (replicated
   /// shards, StrategyOptions::ps_replicas > 1): nothing lost, nothing restored.
   int64_t ps_failovers = 0;
-  /// Shards with fewer live replicas than placed, after the last failover.
+  /// Shard copies rebuilt on failed-over tasks that came back (restarted, or behind a healed
+  /// link) and rejoined while training went on.
+  int64_t replicas_rebuilt = 0;
+  /// Shards with fewer serving copies than placed, as of the last failover or rejoin.
   int64_t under_replicated_shards = 0;
   /// The longest time closures were pending and none finished, in ms (a failover's or a
   /// restore's stall shows here; so does the slowest step).

@@ -326,7 +326,8 @@ TEST_CASE("A PS task refuses requests routed by an older placement epoch than it
   REQUIRE(member.ok());
 
   REQUIRE(ask(*member, push_rows("t#0", 1, {0}, 2)).ok());  // epoch 0 while it knows 0
-  self->send(ps, net::failover_atom::value, uint64_t{2}, std::vector<int32_t>{1});
+  self->send(ps, net::failover_atom::value, uint64_t{2}, std::vector<int32_t>{1},
+             std::vector<int32_t>{});
   // The actor handles messages in order: once it answers stats, it has the epoch.
   self->request(ps, 5s, net::stats_atom::value)
       .receive([](std::vector<int64_t>&) {}, [&](caf::error& e) { FAIL(s.sys.render(e)); });

@@ -2,10 +2,12 @@
 // reports to the chief, and several shards of one variable on one PS task.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "api/impl.hpp"
 #include "cluster_fixture.hpp"
@@ -295,6 +297,29 @@ TEST_CASE("A PS that stalled while nothing watched it is still told to shut down
   CHECK((WIFEXITED(*status) && WEXITSTATUS(*status) == 0));
 }
 
+namespace {
+
+// Two PS tasks and two workers; `v` ({4, 2}, zeros, sgd at learning rate 1) in two shards,
+// each with a copy on both PS tasks.
+std::unique_ptr<ParameterServerStrategy> two_copies(const net::ClusterResolver& resolver) {
+  StrategyOptions so;
+  so.ps_replicas = 2;
+  auto made = ParameterServerStrategy::make(resolver,
+                                            std::make_shared<core::FixedShardsPartitioner>(2), so);
+  REQUIRE(made.ok());
+  return std::move(*made);
+}
+
+struct Replicated {
+  test::LocalCluster cluster{2, 2};
+  std::unique_ptr<ParameterServerStrategy> strategy = two_copies(cluster.chief());
+  core::Expected<Variable> v = strategy->create_variable(
+      "v", core::Shape{4, 2}, {core::Initializer::Kind::constant, 0.0f, 0}, "sgd", 1.0f);
+  Replicated() { REQUIRE(v.ok()); }
+};
+
+}  // namespace
+
 TEST_CASE("Replicated shards: a killed PS task fails over, each update applied once, none lost",
           "[process][cluster][replicas]") {
   // Two PS tasks, two copies of each of v's two shards. ps:1 is killed while closures are
@@ -302,16 +327,10 @@ TEST_CASE("Replicated shards: a killed PS task fails over, each update applied o
   // at once. Every closure pushes a gradient of ones (sgd, learning rate 1) exactly once:
   // closures that failed against ps:1 run again, and their pushes that had landed on ps:0
   // are ignored there. So v ends at -n, not below (applied twice) nor above (lost).
-  test::LocalCluster cluster(2, 2);
-  auto resolver = cluster.chief();
-  StrategyOptions so;
-  so.ps_replicas = 2;
-  auto strategy =
-      ParameterServerStrategy::make(resolver, std::make_shared<core::FixedShardsPartitioner>(2), so)
-          .value();
-  auto v = strategy->create_variable("v", core::Shape{4, 2},
-                                     {core::Initializer::Kind::constant, 0.0f, 0}, "sgd", 1.0f);
-  REQUIRE(v.ok());
+  Replicated r;
+  auto& cluster = r.cluster;
+  auto& strategy = r.strategy;
+  auto& v = r.v;
   // Each shard's primary and backup are the two tasks, one each way.
   const auto& placed = strategy->impl().placements;
   REQUIRE(placed.size() == 2);
@@ -352,4 +371,75 @@ TEST_CASE("Replicated shards: a killed PS task fails over, each update applied o
   const auto shutdown = c->shutdown_cluster();
   REQUIRE_FALSE(shutdown.ok());  // ps:1 is gone: named, not waited for
   CHECK_THAT(shutdown.error().message, Catch::Contains("ps:1"));
+}
+
+TEST_CASE("Replicated shards: a restarted PS task rejoins with copies while training goes on",
+          "[process][cluster][replicas]") {
+  // ps:1 is killed and restarted empty while closures run; it rejoins as a replica (each
+  // shard copied from ps:0 and caught up with what it was sent meanwhile) until both
+  // shards have two copies again. Then ps:0 is killed: ps:1's copies serve alone. Every
+  // push of ones (sgd, learning rate 1) is applied once on what survives: v ends at -n.
+  Replicated r;
+  auto& cluster = r.cluster;
+  auto& strategy = r.strategy;
+  auto& v = r.v;
+  CoordinatorOptions co;
+  co.max_pending_closures = 64;  // closures keep coming while the copies are made
+  auto c = ClusterCoordinator::make(*strategy, co).value();
+  std::atomic<bool> stop{false};
+  std::atomic<int> scheduled{0};
+  std::thread feeder([&] {
+    while (!stop && scheduled < 100000) {
+      if (!c->schedule_no_result("ones_step", 1, std::string("v")).ok()) break;
+      ++scheduled;
+    }
+  });
+  struct Join {
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~Join() {
+      stop = true;
+      if (t.joinable()) t.join();
+    }
+  } join_feeder{stop, feeder};
+  REQUIRE(c->wait_for_stats([](const auto& s) { return s.completed >= 40; }, 60s));
+  cluster.child(1)->kill(SIGKILL);
+  REQUIRE(cluster.child(1)->wait_exit(10s).has_value());
+  REQUIRE(c->wait_for_stats([](const auto& s) { return s.ps_failovers == 1; }, 30s));
+  cluster.restart(1);
+  REQUIRE(cluster.child(1)->wait_for_stderr("ready", 10s));
+  const bool rebuilt = c->wait_for_stats(
+      [](const auto& s) { return s.replicas_rebuilt == 2 && s.under_replicated_shards == 0; }, 60s);
+  INFO("stats: rebuilt " << c->stats().replicas_rebuilt << ", under-replicated "
+                         << c->stats().under_replicated_shards);
+  REQUIRE(rebuilt);
+  const int64_t before_second = c->stats().completed;
+  if (c->stats().failed > 0) {  // say why, rather than wait for progress that cannot come
+    stop = true;
+    feeder.join();
+    FAIL("a closure failed: " << c->join().error().to_string()
+                              << "\nworker:0: " << cluster.child(2)->captured_stderr()
+                              << "\nworker:1: " << cluster.child(3)->captured_stderr());
+  }
+  REQUIRE(c->wait_for_stats([&](const auto& s) { return s.completed >= before_second + 40; },
+                            60s));  // both copies
+  cluster.child(0)->kill(SIGKILL);
+  REQUIRE(cluster.child(0)->wait_exit(10s).has_value());
+  REQUIRE(c->wait_for_stats([](const auto& s) { return s.ps_failovers == 2; }, 30s));
+  const int64_t after_second = c->stats().completed;
+  REQUIRE(c->wait_for_stats([&](const auto& s) { return s.completed >= after_second + 40; }, 60s));
+  stop = true;
+  feeder.join();
+  const auto joined = c->join();
+  INFO((joined.ok() ? std::string("joined") : joined.error().to_string()));
+  REQUIRE(joined.ok());
+  const auto stats = c->stats();
+  const int n = scheduled.load();
+  CHECK(stats.completed == n);
+  CHECK(stats.updates_lost == 0);
+  CHECK(stats.ps_restores == 0);
+  const core::Tensor now = strategy->read(*v).value();
+  for (int64_t i = 0; i < now.size(); ++i)
+    CHECK(now[i] == Approx(-static_cast<float>(n)));
+  c->shutdown_cluster();
 }

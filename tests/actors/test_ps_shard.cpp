@@ -426,3 +426,67 @@ TEST_CASE("A PS shard of a dynamic table serves rows by key and snapshots them",
   damaged([](core::Checkpoint& c) { c.ints["ids#0/dynamic"].pop_back(); });
   damaged([](core::Checkpoint& c) { c.ints["ids#0/dynamic"][1] = 0; });  // probability 0
 }
+
+namespace {
+
+// One push of `grad` to `key` under closure tag `tag`, as a batched request.
+core::Status push_batch(PsShardState& ps, uint64_t tag, const std::string& key, WireTensor grad) {
+  net::PsRequest r;
+  r.op = static_cast<uint8_t>(net::PsOp::push);
+  r.tag = tag;
+  r.items.push_back({key, {}, std::move(grad)});
+  auto out = ps.handle(r);
+  if (!out) return out.error();
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("A rejoining shard keeps updates until its copy is in, then holds each once",
+          "[ps_shard][replicas]") {
+  // The serving copy applies tag 1 alone (routed before the rejoin), tag 2 with the
+  // rejoining one, then is copied; tag 3 reaches the rejoining one before the copy is
+  // installed and the serving one after the copy was taken. Installed, the rejoining
+  // shard equals the serving one: tag 2 once (the copy had it), tag 3 once (kept).
+  PsShardState serving, back;
+  REQUIRE(serving.create(def("w", {3})).ok());
+  REQUIRE(back.create(def("w", {3})).ok());
+  REQUIRE(push_batch(back, 9, "w#0", tensor({3}, {4, 4, 4})).ok());  // stale: from before
+  REQUIRE(back.rejoin({def("w", {3})}).ok());
+  CHECK(back.rejoining() == 1);
+  CHECK(back.definitions().empty());  // not here yet for a reader of the job
+  auto pulled = back.pull("w#0");
+  REQUIRE_FALSE(pulled.ok());
+  CHECK(pulled.error().code == core::Errc::unavailable);
+  CHECK_FALSE(back.copy_shard("w#0").ok());
+
+  REQUIRE(push_batch(serving, 1, "w#0", tensor({3}, {1, 0, 0})).ok());
+  REQUIRE(push_batch(serving, 2, "w#0", tensor({3}, {0, 1, 0})).ok());
+  REQUIRE(push_batch(back, 2, "w#0", tensor({3}, {0, 1, 0})).ok());  // kept, acknowledged
+  auto copy = serving.copy_shard("w#0");
+  REQUIRE(copy.ok());
+  REQUIRE(push_batch(back, 3, "w#0", tensor({3}, {0, 0, 1})).ok());
+  REQUIRE(push_batch(serving, 3, "w#0", tensor({3}, {0, 0, 1})).ok());
+  CHECK(back.counters().updates_applied == 1);  // only the stale push from before
+
+  // Through the wire type and back, as the chief carries it.
+  auto carried = actors::from_shard_copy(actors::to_shard_copy(*copy));
+  REQUIRE(carried.ok());
+  // A copy of another shape is refused and the shard stays rejoining.
+  PsShardState other;
+  REQUIRE(other.create(def("w", {4})).ok());
+  auto wrong = back.install("w#0", other.copy_shard("w#0").value());
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(back.rejoining() == 1);
+  REQUIRE(back.install("w#0", *carried).ok());
+  CHECK(back.rejoining() == 0);
+  CHECK(back.pull("w#0")->data == serving.pull("w#0")->data);
+  CHECK(back.pull("w#0")->data == std::vector<float>{0.5f, 0.5f, 0.5f});  // 1 - 0.5 each
+  CHECK(back.counters().updates_duplicate == 1);                     // tag 2, in the copy already
+  REQUIRE(push_batch(back, 1, "w#0", tensor({3}, {1, 1, 1})).ok());  // tag 1: in the copy
+  CHECK(back.pull("w#0")->data == serving.pull("w#0")->data);
+  CHECK(back.counters().updates_duplicate == 2);
+  auto again = back.install("w#0", *carried);
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.error().code == core::Errc::invalid_argument);  // not rejoining any more
+}

@@ -30,6 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   deserialize<net::ClosureMsg>(*sys, data, size);
   deserialize<net::RowsPage>(*sys, data, size);
   deserialize<std::vector<net::VariableDef>>(*sys, data, size);  // a PS task's psdefs answer
+  deserialize<net::ShardCopy>(*sys, data, size);  // a rejoining replica's copy of a shard
   // What BASP does with a direct message's payload: any registered type, by its name.
   // CAF's own loader of its builtin config_value throws on a bad variant index (found
   // here; libcaf_core's code, not Troupe's, and behind the gate only members reach it):

@@ -6,8 +6,11 @@
 # cluster secret, optionally cuts one task's link for a while, and ends every process it
 # started (by pid) and every namespace it made, whatever happens.
 #
-# Usage: netns_cluster.sh BIN_DIR PROGRAM PS WORKERS [--cut TASK AT_S FOR_S] [--qdisc SPEC]
-#        [--tfjob NAME.NAMESPACE] [-- PROGRAM_ARGS...]
+# Usage: netns_cluster.sh BIN_DIR PROGRAM PS WORKERS [--cut TASK AT_S FOR_S]
+#        [--cut-between TASK OTHER AT_S FOR_S] [--qdisc SPEC] [--tfjob NAME.NAMESPACE]
+#        [-- PROGRAM_ARGS...]
+#   --cut-between: only TASK and OTHER stop reaching each other (a blackhole route to the
+#   other's address in each one's namespace); both keep reaching everyone else.
 #   PS = 0: a workers-only job (MultiWorkerMirroredStrategy), worker 0 the chief.
 #   --tfjob: host names and TF_CONFIG as Kubeflow's training operator writes them for a
 #   TFJob NAME in NAMESPACE ("NAME-worker-0.NAMESPACE.svc:2222", "environment": "cloud").
@@ -17,10 +20,11 @@ set -uo pipefail
 
 bin="$1" program="$2" n_ps="$3" n_workers="$4"
 shift 4
-cut_task="" cut_at=0 cut_for=0 qdisc="" tfjob=""
+cut_task="" cut_other="" cut_at=0 cut_for=0 qdisc="" tfjob=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --cut) cut_task="$2" cut_at="$3" cut_for="$4"; shift 4 ;;
+    --cut-between) cut_task="$2" cut_other="$3" cut_at="$4" cut_for="$5"; shift 5 ;;
     --qdisc) qdisc="$2"; shift 2 ;;
     --tfjob) tfjob="$2"; shift 2 ;;
     --) shift; break ;;
@@ -139,10 +143,20 @@ if [ -n "$cut_task" ]; then
     sleep 0.05
   done
   sleep "$cut_at"
-  ip -n "$sw" link set "s$idx" down
-  sleep "$cut_for"
-  ip -n "$sw" link set "s$idx" up
-  cut_json="{\"task\":\"$cut_task\",\"at_s\":$cut_at,\"for_s\":$cut_for}"
+  if [ -n "$cut_other" ]; then
+    other=0
+    for t in "${tasks[@]}"; do other=$((other + 1)); [ "$t" = "$cut_other" ] && break; done
+    ip -n "${tag}-$cut_task" route add blackhole "10.231.0.$((10 + other))/32"
+    ip -n "${tag}-$cut_other" route add blackhole "10.231.0.$((10 + idx))/32"
+    sleep "$cut_for"
+    ip -n "${tag}-$cut_task" route del blackhole "10.231.0.$((10 + other))/32"
+    ip -n "${tag}-$cut_other" route del blackhole "10.231.0.$((10 + idx))/32"
+  else
+    ip -n "$sw" link set "s$idx" down
+    sleep "$cut_for"
+    ip -n "$sw" link set "s$idx" up
+  fi
+  cut_json="{\"task\":\"$cut_task\",\"other\":\"$cut_other\",\"at_s\":$cut_at,\"for_s\":$cut_for}"
 fi
 
 # The chief ends the job, within 300 s; past that it is ended.

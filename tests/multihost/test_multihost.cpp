@@ -53,6 +53,35 @@ TEST_CASE("fmnist_ps trains across namespace hosts by name and survives a 3 s li
   CHECK(chief["worker_rejoins"].get<int>() >= 1);
 }
 
+TEST_CASE(
+    "fmnist_ps with two copies of each shard: a PS cut off from the chief alone is failed "
+    "over, rejoins when the link heals, and nothing is lost",
+    "[multihost][ps][replicas]") {
+  // Split brain: for 3 s ps-1 and the chief cannot reach each other, while the workers
+  // still reach both. The chief fails ps-1 over (heartbeats stop) and moves the epoch on:
+  // a worker that has not heard yet is refused by ps-0's copies, so no update lands on
+  // ps-1 alone and counts. When the link heals the same ps-1 process answers its address
+  // again and rejoins: its shards are made afresh and copied from ps-0.
+  auto r = run_program(script + " " + bin + " fmnist_ps 2 2 --cut-between chief-0 ps-1 1 3" +
+                       " -- --steps-per-worker 12000 --ps-replicas 2");
+  INFO(r.output);
+  if (!ran(r.last_json)) return;
+  const auto& j = r.last_json;
+  CHECK(j["ok"] == true);
+  const auto& chief = j["chief"];
+  REQUIRE(chief.is_object());
+  CHECK(chief["ok"] == true);
+  CHECK(chief["closures_scheduled"] == 24000);
+  CHECK(chief["closures_completed"] == 24000);
+  CHECK(chief["test_accuracy"].get<double>() >= troupe::test::async_accuracy_floor);
+  CHECK(chief["ps_failovers"].get<int>() >= 1);
+  CHECK(chief["updates_lost"] == 0);
+  CHECK(chief["ps_restores"] == 0);
+  CHECK(chief["workers_lost"] == 0);                 // the workers' links were never cut
+  CHECK(chief["replicas_rebuilt"].get<int>() >= 4);  // ps-1's copies of the 4 variables
+  CHECK(chief["under_replicated_shards"] == 0);
+}
+
 TEST_CASE("elastic fmnist_mirrored trains across namespace hosts over TLS, re-forming at a cut",
           "[multihost][mirrored][tls]") {
   // Every ring link in TLS (the PS test above runs without): the cut lands inside TLS
