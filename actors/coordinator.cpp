@@ -167,7 +167,8 @@ bool retry_unavailable(Self* self) {
   auto& st = self->state;
   if (!st.config.ps_recovery && st.replicas < 2) return false;
   if (std::any_of(st.ps.begin(), st.ps.end(), [](const auto& p) { return p.failed; })) return false;
-  if (any_ps_down(st)) return true;
+  // A PS down, or a replica rejoining (workers reconnect to it as it comes back).
+  if (any_ps_down(st) || !st.rebuilding.empty()) return true;
   return ++st.unavailable_streak <= 50;
 }
 
@@ -193,6 +194,7 @@ void step_failed(Self* self, net::ClosureMsg& c, const caf::error& err) {
 
 // Every PS task and worker learns the routing's new epoch (through its proxy).
 void announce(Self* self) {
+  self->state.unavailable_streak = 0;  // errors from before the change are explained by it
   for (const auto& p : self->state.ps)
     self->send(p.proxy, net::failover_atom::value);
   for (const auto& v : self->state.workers)

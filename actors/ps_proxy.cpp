@@ -4,6 +4,9 @@
 //   tried every rejoin interval until it answers again, restored from its snapshot or
 //   merely reconnected) -> serving ... or -> failed (not back by the deadline, or back
 //   without its variables).
+//   With replicated shards, a task the coordinator failed over: -> replaced (its address
+//   tried every rejoin interval) -> rejoining (a process answers there; the coordinator
+//   gives it copies of its shards) -> serving, or -> replaced again if lost meanwhile.
 //
 // The coordinator pauses dispatch while it is down (ps_down .. ps_up) and ends the job
 // when it fails (ps_failed). The counters it keeps (restores, reconnects, updates lost,

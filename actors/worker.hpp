@@ -167,7 +167,12 @@ class WorkerRuntime final : public StepContext {
   /// replaced before the PS could have ended it.
   std::map<int, std::chrono::steady_clock::time_point> channel_used_;
   /// After a failed connection to a PS, further attempts fail at once until then.
-  std::map<int, std::chrono::steady_clock::time_point> unreachable_until_;
+  /// (A new routing epoch ends the wait: the task may be the one that just rejoined.)
+  struct Backoff {
+    std::chrono::steady_clock::time_point until;
+    uint64_t epoch = 0;
+  };
+  std::map<int, Backoff> unreachable_until_;
   static constexpr std::chrono::milliseconds unreachable_backoff{200};
   /// A dataset_iterator actor and the batches it has handed over that no step took yet.
   struct Iterator {

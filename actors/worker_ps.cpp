@@ -53,12 +53,15 @@ core::Expected<caf::actor> WorkerRuntime::ps(int task) {
   }
   const net::TaskId id{"ps", task};
   const auto now = std::chrono::steady_clock::now();
-  if (auto it = unreachable_until_.find(task); it != unreachable_until_.end() && now < it->second)
+  if (auto it = unreachable_until_.find(task); it != unreachable_until_.end() &&
+                                               now < it->second.until &&
+                                               it->second.epoch == routing_->epoch())
     return make_error(Errc::unavailable, id.to_string() + " was unreachable moments ago");
   auto unreachable = [&](core::Error e) {
     // Closures queued behind this one fail at once for a moment instead of each spending
     // the connect timeout on a PS that is down.
-    unreachable_until_[task] = std::chrono::steady_clock::now() + unreachable_backoff;
+    unreachable_until_[task] = {std::chrono::steady_clock::now() + unreachable_backoff,
+                                routing_->epoch()};
     return e;
   };
   // A replica the chief failed over meanwhile is given up at once: the closure fails

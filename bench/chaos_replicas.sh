@@ -23,7 +23,7 @@ for round in $(seq "$rounds"); do
     fi
     line=$("$bin/troupe" launch --ps 2 --workers 3 --restart-failed "${chaos[@]}" -- \
       "$bin/fmnist_ps" --steps-per-worker "$steps" --ps-replicas 2 --seed "$round" 2>/dev/null |
-      tail -1)
+      tail -1 || true)
     echo "{\"bench\":\"chaos_replicas\",\"round\":$round,\"side\":\"$side\",\"run\":$line}" | tee -a "$out"
   done
 done

@@ -30,12 +30,12 @@ for round in $(seq "$rounds"); do
       [ "$config" = 2+kill ] && [ "$job" != fmnist ] && continue
       if [ "$job" = ctr ]; then
         line=$("$bin/troupe" launch --ps 2 --workers 2 "${chaos[@]}" -- "$bin/ctr_ps" \
-          --data "$data" $ctr_args --ps-replicas "$replicas" 2>/dev/null | tail -1)
+          --data "$data" $ctr_args --ps-replicas "$replicas" 2>/dev/null | tail -1 || true)
       else
         steps=2000
         [ "$config" = 2+kill ] && steps=6000
         line=$("$bin/troupe" launch --ps 2 --workers 2 "${chaos[@]}" -- "$bin/fmnist_ps" \
-          --steps-per-worker "$steps" --ps-replicas "$replicas" 2>/dev/null | tail -1)
+          --steps-per-worker "$steps" --ps-replicas "$replicas" 2>/dev/null | tail -1 || true)
       fi
       echo "{\"job\":\"$job\",\"config\":\"$config\",\"run\":$line}" >>"$out"
     done
