@@ -57,6 +57,7 @@ core::Expected<ChannelServerOptions> ChannelServerOptions::from_env(std::string 
 core::Expected<std::vector<net::PsItem>> ChannelServer::read(const net::PsRequest& request) {
   if (request.wire == net::WireDtype::bfloat16)
     shared_->bf16_requests.fetch_add(1, std::memory_order_relaxed);
+  if (auto st = shared_->leased(); !st) return st.error();
   if (auto fresh = shared_->admit(request.epoch); !fresh) return fresh.error();
   core::Expected<std::vector<net::PsItem>> items = std::vector<net::PsItem>{};
   {
@@ -77,6 +78,7 @@ core::Expected<std::vector<net::PsItem>> ChannelServer::update(net::PsRequest& r
   // checked and recorded with it, never inside a snapshot's copy of a shard.
   std::unique_lock<WriterFirstLock> lock(shared_->lock);
   // Under the lock, as the actor checks it (see ps_shard.cpp's shard copy).
+  if (auto st = shared_->leased(); !st) return st.error();
   if (auto fresh = shared_->admit(request.epoch); !fresh) return fresh.error();
   return shared_->state.handle(request);
 }

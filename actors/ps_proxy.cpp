@@ -67,6 +67,9 @@ void schedule(Self* self, Atom what, std::chrono::milliseconds after) {
 // the stats and, while snapshots fail, a warning at most every 10 s.
 void poll(Self* self) {
   auto& st = self->state;
+  if (st.replicated)
+    self->send(st.task.handle, net::lease_atom::value,
+               static_cast<int64_t>(st.config.ps_lease.count()));
   self->request(st.task.handle, st.config.rejoin_interval, net::stats_atom::value)
       .then(current<std::vector<int64_t>&>(
                 self,
@@ -291,6 +294,10 @@ caf::behavior replaced(Self* self) {
 caf::behavior rejoining(Self* self) {
   return {
       [=](chief::tick_atom) {
+        // Its lease (lapsed, if the same process is back behind a healed link) is renewed
+        // so that it takes the updates it keeps.
+        self->send(self->state.task.handle, net::lease_atom::value,
+                   static_cast<int64_t>(self->state.config.ps_lease.count()));
         self->delayed_send(self, self->state.config.rejoin_interval, chief::tick_atom::value);
       },
       [=](chief::task_down_atom, uint64_t episode) {

@@ -288,9 +288,13 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
         // a rejoining replica raises it under that lock, so no update routed without the
         // replica lands after the copy.
         std::unique_lock<WriterFirstLock> lock(self->state.shared->lock);
+        if (auto st = self->state.shared->leased(); !st) return net::to_caf(st.error());
         if (auto fresh = self->state.shared->admit(request.epoch); !fresh)
           return net::to_caf(fresh.error());
         return reply(self->state.shard().handle(request));
+      },
+      [=](net::lease_atom, int64_t ms) {
+        self->state.shared->renew(std::chrono::milliseconds(ms));
       },
       [=](net::rejoin_shards_atom,
           const std::vector<net::VariableDef>& defs) -> caf::result<caf::ok_atom> {

@@ -30,6 +30,27 @@ void WriterFirstLock::unlock_shared() {
   pthread_rwlock_unlock(&rw_);
 }
 
+namespace {
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+void SharedShard::renew(std::chrono::milliseconds lease) {
+  lease_until.store(steady_ns() + std::chrono::nanoseconds(lease).count());
+}
+
+core::Status SharedShard::leased() const {
+  const int64_t until = lease_until.load(std::memory_order_relaxed);
+  if (until == 0 || steady_ns() < until) return {};
+  return core::make_error(core::Errc::unavailable,
+                          "this PS task's lease from the chief lapsed " +
+                              std::to_string((steady_ns() - until) / 1000000) +
+                              " ms ago: it may have been failed over");
+}
+
 core::Status SharedShard::admit(uint64_t request_epoch) {
   uint64_t seen = epoch.load();
   while (request_epoch > seen && !epoch.compare_exchange_weak(seen, request_epoch)) {

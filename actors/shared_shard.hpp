@@ -12,6 +12,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 
 #include "actors/ps_shard_state.hpp"
@@ -53,6 +54,15 @@ struct SharedShard {
   /// Raises the epoch to `request_epoch` if newer; an older one is an `unavailable` error
   /// (the sender retries once it has the new placement).
   core::Status admit(uint64_t request_epoch);
+  /// The chief's lease with replicated shards (steady-clock ns; 0: none was ever given,
+  /// nothing is refused): a task cut off from the chief stops serving workers when it
+  /// lapses, before the chief, which notices only after its heartbeat timeout (longer than
+  /// the lease), promotes another copy. So no worker that has not heard of the failover
+  /// yet reads a value older than what the promoted copy acknowledged.
+  std::atomic<int64_t> lease_until{0};
+  void renew(std::chrono::milliseconds lease);
+  /// unavailable once a lease given has lapsed.
+  core::Status leased() const;
 };
 
 }  // namespace troupe::actors

@@ -400,6 +400,9 @@ using rejoin_shards_atom = caf::atom_constant<caf::atom("psrejoin")>;
 using shard_copy_atom = caf::atom_constant<caf::atom("shardcopy")>;
 // PS: (install, key, ShardCopy) -> ok: a rejoining shard's copy.
 using install_atom = caf::atom_constant<caf::atom("install")>;
+// PS: (pslease, int64 ms): the chief's word that this task serves for `ms` more (sent with
+// every poll when shards are replicated); past it the task refuses workers' requests.
+using lease_atom = caf::atom_constant<caf::atom("pslease")>;
 
 // Atoms of messages local to one process, never serialised: every atom of Troupe is in
 // this file, so that no two messages one actor handles can share an atom by accident.

@@ -63,6 +63,13 @@ struct CoordinatorOptions {
   /// `ps_restore_deadline`, join() raises `unavailable` naming it.
   bool ps_recovery = false;
   std::chrono::milliseconds ps_restore_deadline{30000};
+  /// With replicated shards, each PS task serves workers only while its lease from the
+  /// chief (renewed every `rejoin_interval`) holds: one cut off from the chief stops
+  /// serving before the chief fails it over, so a worker that has not heard of the
+  /// failover cannot read a value older than the promoted copy's. Keep it below the
+  /// heartbeat timeout (net::NodeOptions::connection_timeout, 1 s) and well above
+  /// `rejoin_interval`.
+  std::chrono::milliseconds ps_lease{750};
   /// When closures are pending and none has finished for this long, the watchdog reports
   /// what is in flight where (and again after each further period without progress).
   /// Zero turns it off.

@@ -362,3 +362,54 @@ TEST_CASE("A PS task refuses requests routed by an older placement epoch than it
   (*server)->stop();
   caf::anon_send_exit(ps, caf::exit_reason::user_shutdown);
 }
+
+TEST_CASE("A PS task whose lease from the chief lapsed refuses workers until it is renewed",
+          "[actors][channel][replicas]") {
+  // With replicated shards the chief renews each task's lease with every poll. One cut
+  // off from the chief stops serving when the lease lapses (before the chief, past its
+  // heartbeat timeout, promotes another copy): no read of a value older than the promoted
+  // copy's, no update that copy never sees. A task never given a lease refuses nothing.
+  System s;
+  auto shared = std::make_shared<actors::SharedShard>();
+  actors::PsShardOptions po;
+  po.shared = shared;
+  const caf::actor ps = s.sys.spawn(actors::ps_shard, po);
+  caf::scoped_actor self{s.sys};
+  self->request(ps, 5s, net::create_atom::value, table("t", 8, 2))
+      .receive([](caf::ok_atom) {}, [&](caf::error& e) { FAIL(s.sys.render(e)); });
+  auto server = actors::ChannelServer::start(s.sys, ps, "127.0.0.1", {}, shared);
+  REQUIRE(server.ok());
+  auto member = net::connect_to("127.0.0.1", (*server)->port(), 10s);
+  REQUIRE(member.ok());
+  REQUIRE(ask(*member, pull_rows("t#0", {0})).ok());  // no lease yet: served
+
+  self->send(ps, net::lease_atom::value, int64_t{200});
+  self->request(ps, 5s, net::stats_atom::value)  // in order behind the lease
+      .receive([](std::vector<int64_t>&) {}, [&](caf::error& e) { FAIL(s.sys.render(e)); });
+  REQUIRE(ask(*member, pull_rows("t#0", {0})).ok());  // within it
+  // The lease's own 200 ms pass (a bounded wait on the clock it is measured by).
+  for (const auto deadline = std::chrono::steady_clock::now() + 5s;
+       shared->leased().ok() && std::chrono::steady_clock::now() < deadline;)
+    std::this_thread::sleep_for(10ms);
+  REQUIRE_FALSE(shared->leased().ok());
+  auto read = ask(*member, pull_rows("t#0", {0}));
+  REQUIRE_FALSE(read.ok());
+  CHECK(read.error().code == core::Errc::unavailable);
+  CHECK_THAT(read.error().message, Catch::Contains("lease"));
+  auto push = ask(*member, push_rows("t#0", 1, {0}, 2));
+  REQUIRE_FALSE(push.ok());
+  std::optional<caf::error> through_actor;
+  self->request(ps, 5s, net::batch_atom::value, push_rows("t#0", 2, {0}, 2))
+      .receive([](std::vector<net::PsItem>&) {}, [&](caf::error& e) { through_actor = e; });
+  REQUIRE(through_actor.has_value());
+  CHECK(net::from_caf(*through_actor).code == core::Errc::unavailable);
+  CHECK(shared->state.counters().updates_applied == 0);
+
+  self->send(ps, net::lease_atom::value, int64_t{60000});  // renewed: serving again
+  self->request(ps, 5s, net::stats_atom::value)
+      .receive([](std::vector<int64_t>&) {}, [&](caf::error& e) { FAIL(s.sys.render(e)); });
+  REQUIRE(ask(*member, push_rows("t#0", 3, {0}, 2)).ok());
+  CHECK(shared->state.counters().updates_applied == 1);
+  (*server)->stop();
+  caf::anon_send_exit(ps, caf::exit_reason::user_shutdown);
+}

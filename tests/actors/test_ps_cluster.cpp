@@ -376,22 +376,33 @@ TEST_CASE("Replicated shards: a killed PS task fails over, each update applied o
 TEST_CASE("Replicated shards: a restarted PS task rejoins with copies while training goes on",
           "[process][cluster][replicas]") {
   // ps:1 is killed and restarted empty while closures run; it rejoins as a replica (each
-  // shard copied from ps:0 and caught up with what it was sent meanwhile) until both
-  // shards have two copies again. Then ps:0 is killed: ps:1's copies serve alone. Every
-  // push of ones (sgd, learning rate 1) is applied once on what survives: v ends at -n.
+  // shard copied from ps:0 and caught up with what it was sent meanwhile) until every
+  // shard has two copies again. Then ps:0 is killed: ps:1's copies serve alone. Every
+  // push of ones (sgd, learning rate 1) is applied once on what survives: v ends at -n,
+  // and each key of the dynamic table "ids" (rows made at their first push, from 1) at
+  // 1 - m, for n and m the closures of each kind.
   Replicated r;
   auto& cluster = r.cluster;
   auto& strategy = r.strategy;
   auto& v = r.v;
+  DynamicTableSpec spec;
+  spec.width = 2;
+  spec.shards = 2;
+  auto table = strategy->create_dynamic_table(
+      "ids", spec, {core::Initializer::Kind::constant, 1.0f, 0}, "sgd", 1.0f);
+  REQUIRE(table.ok());
+  const std::vector<int64_t> keys{7, 0x0123456789abcdefll, -3, 1ll << 40, 12345, 99};
   CoordinatorOptions co;
   co.max_pending_closures = 64;  // closures keep coming while the copies are made
   auto c = ClusterCoordinator::make(*strategy, co).value();
   std::atomic<bool> stop{false};
-  std::atomic<int> scheduled{0};
+  std::atomic<int> scheduled{0}, row_steps{0};
   std::thread feeder([&] {
     while (!stop && scheduled < 100000) {
       if (!c->schedule_no_result("ones_step", 1, std::string("v")).ok()) break;
       ++scheduled;
+      if (!c->schedule_no_result("rows_step", 1, std::string("ids"), keys).ok()) break;
+      ++row_steps;
     }
   });
   struct Join {
@@ -409,7 +420,7 @@ TEST_CASE("Replicated shards: a restarted PS task rejoins with copies while trai
   cluster.restart(1);
   REQUIRE(cluster.child(1)->wait_for_stderr("ready", 10s));
   const bool rebuilt = c->wait_for_stats(
-      [](const auto& s) { return s.replicas_rebuilt == 2 && s.under_replicated_shards == 0; }, 60s);
+      [](const auto& s) { return s.replicas_rebuilt == 4 && s.under_replicated_shards == 0; }, 60s);
   INFO("stats: rebuilt " << c->stats().replicas_rebuilt << ", under-replicated "
                          << c->stats().under_replicated_shards);
   REQUIRE(rebuilt);
@@ -434,12 +445,18 @@ TEST_CASE("Replicated shards: a restarted PS task rejoins with copies while trai
   INFO((joined.ok() ? std::string("joined") : joined.error().to_string()));
   REQUIRE(joined.ok());
   const auto stats = c->stats();
-  const int n = scheduled.load();
-  CHECK(stats.completed == n);
+  const int n = scheduled.load(), m = row_steps.load();
+  CHECK(stats.completed == n + m);
   CHECK(stats.updates_lost == 0);
   CHECK(stats.ps_restores == 0);
+  CHECK(stats.replicas_rebuilt == 4);  // v's two shards and the table's
   const core::Tensor now = strategy->read(*v).value();
   for (int64_t i = 0; i < now.size(); ++i)
     CHECK(now[i] == Approx(-static_cast<float>(n)));
+  const auto rows = strategy->read_table(*table).value();
+  CHECK(std::set<int64_t>(rows.keys.begin(), rows.keys.end()) ==
+        std::set<int64_t>(keys.begin(), keys.end()));
+  for (int64_t i = 0; i < rows.values.size(); ++i)
+    CHECK(rows.values[i] == Approx(1.0f - static_cast<float>(m)));
   c->shutdown_cluster();
 }
