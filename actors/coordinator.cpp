@@ -40,8 +40,9 @@ struct CoordinatorState {
   /// Closures whose worker was lost while running them, by id: one that takes down
   /// `max_closure_losses` workers fails instead of crash-looping the job.
   std::map<uint64_t, int> losses;
-  int unavailable_streak = 0;  // `unavailable` step errors in a row with no PS known down
-  bool paused = false;         // dispatch waits a rejoin interval after such an error
+  int unavailable_streak = 0;           // `unavailable` step errors in a row with no PS known down
+  Clock::time_point unavailable_since;  // the first error of the streak
+  bool paused = false;                  // dispatch waits a rejoin interval after such an error
   size_t last_dispatched = 0;
   std::shared_ptr<ClosureBook> book;
   CoordinatorConfig config;
@@ -162,14 +163,21 @@ void worker_lost(Self* self, uint64_t w, std::vector<net::ClosureMsg>& held) {
 
 // With PS recovery on, a step's `unavailable` error is a PS going down or coming back, so
 // the closure runs again once it is restored, unless a PS has already failed for good, or
-// no PS goes down after 50 such errors in a row (then the error is the step's own).
+// no PS goes down after 50 such errors in a row (then the error is the step's own). With
+// replicated shards the errors may also come before the chief sees a PS go down: a task
+// cut off from the chief refuses workers once its lease lapses, which is before the
+// heartbeat timeout tells the chief; such a streak is retried for up to
+// ps_restore_deadline, as long as a restore would be waited for.
 bool retry_unavailable(Self* self) {
   auto& st = self->state;
   if (!st.config.ps_recovery && st.replicas < 2) return false;
   if (std::any_of(st.ps.begin(), st.ps.end(), [](const auto& p) { return p.failed; })) return false;
   // A PS down, or a replica rejoining (workers reconnect to it as it comes back).
   if (any_ps_down(st) || !st.rebuilding.empty()) return true;
-  return ++st.unavailable_streak <= 50;
+  const auto now = Clock::now();
+  if (st.unavailable_streak++ == 0) st.unavailable_since = now;
+  if (st.replicas > 1) return now - st.unavailable_since < st.config.ps_restore_deadline;
+  return st.unavailable_streak <= 50;
 }
 
 void step_failed(Self* self, net::ClosureMsg& c, const caf::error& err) {

@@ -70,7 +70,7 @@ TEST_CASE(
   CHECK(j["ok"] == true);
   const auto& chief = j["chief"];
   REQUIRE(chief.is_object());
-  CHECK(chief["ok"] == true);
+  REQUIRE(chief["ok"] == true);  // the fields below are only in a successful run's line
   CHECK(chief["closures_scheduled"] == 24000);
   CHECK(chief["closures_completed"] == 24000);
   CHECK(chief["test_accuracy"].get<double>() >= troupe::test::async_accuracy_floor);
