@@ -42,8 +42,10 @@ class LocalRunner final : public Runner {
   core::Status begin_epoch(FitState& s) override {
     // Each epoch is a fresh iterator over the data (a dataset that repeats never ends; then
     // steps_per_epoch bounds the epoch). Resuming mid-epoch skips the batches done.
-    it_ = epochs_.iterate(core::InputContext{},
-                          s.steps_per_epoch > 0 ? s.step - s.epoch * s.steps_per_epoch : 0);
+    auto it = epochs_.iterate(core::InputContext{},
+                              s.steps_per_epoch > 0 ? s.step - s.epoch * s.steps_per_epoch : 0);
+    if (!it) return it.error();
+    it_ = std::move(*it);
     return {};
   }
 
@@ -53,9 +55,10 @@ class LocalRunner final : public Runner {
     auto& st = model_.state();
     int64_t ran = 0;
     for (; ran < n; ++ran) {
-      auto batch = it_->next();
-      if (!batch) break;
-      auto stats = detail::run_batch(st.replica, *batch, /*backward=*/true);
+      auto batch = epochs_.next(*it_);
+      if (!batch) return batch.error();
+      if (!*batch) break;
+      auto stats = detail::run_batch(st.replica, **batch, /*backward=*/true);
       if (!stats) return stats.error();
       if (auto ok = apply_gradients(st); !ok) return ok.error();
       train.merge(*stats);

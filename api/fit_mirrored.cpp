@@ -99,14 +99,18 @@ class MirroredRunner final : public Runner {
             const auto replicas = static_cast<size_t>(ctx.num_replicas_in_sync());
             // loss_sum, correct, examples, ended, then a failure flag per replica.
             extra_.assign(4 + replicas, 0.0f);
-            auto batch = it_->next();
+            core::Expected<std::optional<core::Batch>> batch =
+                it_ ? epochs_.next(*it_) : core::Expected<std::optional<core::Batch>>(data_error_.error());
             core::Expected<BatchStats> mine = BatchStats{};
-            if (batch) mine = detail::run_batch(st.replica, *batch, /*backward=*/true);
-            if (!batch || !mine) {
+            if (!batch)
+              mine = batch.error();
+            else if (*batch)
+              mine = detail::run_batch(st.replica, **batch, /*backward=*/true);
+            if (!batch || !*batch || !mine) {
               // Nothing to add: zero gradients, and the others learn why.
               for (auto& p : st.replica.params)
                 p.grad->fill(0.0f);
-              if (!batch) extra_[3] = 1.0f;
+              if (batch && !*batch) extra_[3] = 1.0f;
               if (!mine) {
                 local = mine.error();
                 extra_[4 + static_cast<size_t>(ctx.replica_id_in_sync_group())] = 1.0f;
@@ -238,8 +242,16 @@ class MirroredRunner final : public Runner {
       slots[i].iterations = counters_[first_iteration + i];
   }
 
+  // A dataset that cannot be built is not an error here: the next step carries it to every
+  // replica (each must still meet the others' collectives), which then all end naming it.
   void rebuild(int64_t step) {
-    it_ = epochs_.iterate(strategy_.input_context(), step - epoch_first_);
+    auto it = epochs_.iterate(strategy_.input_context(), step - epoch_first_);
+    it_.reset();
+    data_error_ = {};
+    if (it)
+      it_ = std::move(*it);
+    else
+      data_error_ = it.error();
     generation_ = strategy_.generation();
   }
 
@@ -265,6 +277,7 @@ class MirroredRunner final : public Runner {
   int64_t epoch_first_ = 0;
   uint64_t generation_ = 0;
   std::unique_ptr<core::Iterator<core::Batch>> it_;
+  core::Status data_error_;  // why it_ is null
 };
 
 }  // namespace

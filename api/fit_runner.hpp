@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "api/model_state.hpp"
+#include "core/data/guard.hpp"
 #include "troupe/fit.hpp"
 #include "troupe/registry.hpp"
 
@@ -49,18 +50,33 @@ class EpochData {
  public:
   explicit EpochData(const DatasetCreator& data) : data_(data) {}
 
-  std::unique_ptr<core::Iterator<core::Batch>> iterate(const core::InputContext& ctx,
-                                                       int64_t skip) {
-    if (!dataset_ || ctx.input_pipeline_id != ctx_.input_pipeline_id ||
-        ctx.num_input_pipelines != ctx_.num_input_pipelines ||
-        ctx.num_replicas_in_sync != ctx_.num_replicas_in_sync) {
-      dataset_.emplace((*data_.registry->dataset(data_.name))(ctx));
-      ctx_ = ctx;
-    }
-    auto it = dataset_->make_iterator();
-    for (int64_t i = 0; i < skip; ++i)
-      if (!it->next()) break;
+  /// A dataset function or iterator that throws (a data file missing or damaged: value()
+  /// of its error) is that error, naming the dataset function.
+  core::Expected<std::unique_ptr<core::Iterator<core::Batch>>> iterate(
+      const core::InputContext& ctx, int64_t skip) {
+    std::unique_ptr<core::Iterator<core::Batch>> it;
+    auto st = core::guard_user_data("dataset '" + data_.name + "'", [&] {
+      if (!dataset_ || ctx.input_pipeline_id != ctx_.input_pipeline_id ||
+          ctx.num_input_pipelines != ctx_.num_input_pipelines ||
+          ctx.num_replicas_in_sync != ctx_.num_replicas_in_sync) {
+        dataset_.reset();
+        dataset_.emplace((*data_.registry->dataset(data_.name))(ctx));
+        ctx_ = ctx;
+      }
+      it = dataset_->make_iterator();
+      for (int64_t i = 0; i < skip; ++i)
+        if (!it->next()) break;
+    });
+    if (!st) return st.error();
     return it;
+  }
+
+  /// The next batch of `it` (none: the data ended); what its iterator throws is an error.
+  core::Expected<std::optional<core::Batch>> next(core::Iterator<core::Batch>& it) {
+    std::optional<core::Batch> b;
+    auto st = core::guard_user_data("dataset '" + data_.name + "'", [&] { b = it.next(); });
+    if (!st) return st.error();
+    return b;
   }
 
  private:

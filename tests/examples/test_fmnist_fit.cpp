@@ -252,3 +252,81 @@ TEST_CASE("a mistyped option ends every program with a JSON line naming it, --he
     CHECK(help.last_json["help"] == true);
   }
 }
+
+namespace {
+
+// A Fashion-MNIST directory in `dir` built from the real one: `damage` then changes it.
+void copy_fmnist(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"})
+    std::filesystem::copy_file(std::string("/usr/share/datasets/fashion-mnist/") + f,
+                               dir + "/" + f);
+}
+
+// An unsigned-byte IDX file (not compressed) of the given shape, every byte 7.
+void write_idx(const std::string& path, const std::vector<uint32_t>& dims) {
+  std::string bytes = {0, 0, 0x08, static_cast<char>(dims.size())};
+  size_t n = 1;
+  for (uint32_t d : dims) {
+    for (int shift : {24, 16, 8, 0})
+      bytes.push_back(static_cast<char>((d >> shift) & 0xff));
+    n *= d;
+  }
+  bytes.append(n, 7);
+  troupe::test::write_bytes(path, std::vector<char>(bytes.begin(), bytes.end()));
+}
+
+// fmnist_fit ended by its own error (not a signal), with a JSON line naming `names`.
+void check_names(const troupe::test::ProgramRun& r, const std::string& names) {
+  INFO(r.output);
+  CHECK(r.exit_code > 0);
+  CHECK(r.exit_code < 128);  // 134 was SIGABRT through the shell
+  REQUIRE(r.last_json.is_object());
+  CHECK(r.last_json["ok"] == false);
+  CHECK_THAT(r.last_json["error"].get<std::string>(), Catch::Contains(names));
+}
+
+}  // namespace
+
+TEST_CASE("fmnist_fit ends with an error naming a missing, truncated or other-shape data file",
+          "[example][fit]") {
+  troupe::test::TempDir dir;
+  auto alone = [&](const std::string& data) {
+    return run_program("env -u TF_CONFIG " + bin + "/fmnist_fit --epochs 1 --steps-per-epoch 5" +
+                       " --data-dir " + data + " --model-dir " + dir.file("m") + " 2>&1");
+  };
+  check_names(alone(dir.file("nowhere")), dir.file("nowhere") + "/train-images-idx3-ubyte.gz");
+
+  const std::string truncated = dir.file("truncated");
+  copy_fmnist(truncated);
+  std::filesystem::resize_file(truncated + "/train-images-idx3-ubyte.gz", 1 << 20);
+  check_names(alone(truncated), truncated + "/train-images-idx3-ubyte.gz");
+
+  const std::string shape = dir.file("shape");
+  copy_fmnist(shape);
+  write_idx(shape + "/train-images-idx3-ubyte.gz", {10, 20, 20});
+  write_idx(shape + "/train-labels-idx1-ubyte.gz", {10});
+  check_names(alone(shape), "20x20 pixels");
+
+  // Both mirrored workers end by the error (each its own JSON line), and launch reports it.
+  auto r = run_program(bin + "/troupe launch --workers 2 --run-dir " + dir.file("run") + " -- " +
+                       bin + "/fmnist_fit --epochs 1 --steps-per-epoch 5 --data-dir " + truncated +
+                       " 2>/dev/null");
+  INFO(r.output);
+  CHECK(r.exit_code != 0);
+  REQUIRE(r.last_json.is_object());
+  troupe::test::check_all_gone(r.last_json["tasks"]);
+  // The chief's line is launch's "chief"; the other worker's is in its log.
+  for (const auto& j : {r.last_json["chief"], troupe::test::last_json_line(dir.file("run/worker-1.log"))}) {
+    INFO(j.dump());
+    REQUIRE(j.is_object());
+    CHECK(j["ok"] == false);
+    CHECK_THAT(j["error"].get<std::string>(), Catch::Contains("train-images-idx3-ubyte.gz"));
+  }
+  for (const auto& t : r.last_json["tasks"]) {
+    INFO(t.dump());
+    CHECK_FALSE(t.contains("signal"));  // each ended by its own error
+    CHECK(t["exit"].is_number());
+  }
+}
