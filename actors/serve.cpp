@@ -124,7 +124,7 @@ core::Status serve_worker(caf::actor_system& sys, const net::ClusterResolver& re
     return make_error(Errc::unavailable,
                       "task " + task.to_string() + ": " + net::from_caf(reason).message);
   if (!started.ok())
-    return make_error(Errc::unavailable,
+    return make_error(started.error().code,
                       "task " + task.to_string() + ": " + started.error().message);
   return {};
 }
@@ -145,6 +145,16 @@ core::Status serve_task(const net::ClusterResolver& resolver, const Registry& re
     return make_error(secret.error().code,
                       "task " + task.to_string() + ": " + secret.error().message);
 
+  {
+    // A port another process holds is refused now, naming it, as a permanent failure:
+    // CAF's publish() would only say that it could not open a socket.
+    uint16_t port = hp->port;
+    if (auto probe = net::listen_on(net::bind_host(hp->host), port);
+        !probe && probe.error().code == Errc::invalid_argument)
+      return make_error(Errc::invalid_argument, "task " + task.to_string() + ": its address " +
+                                                    resolver.cluster_spec().address(task) + ": " +
+                                                    probe.error().message);
+  }
   caf::actor_system_config cfg;
   net::configure(cfg, options);
   caf::actor_system sys{cfg};

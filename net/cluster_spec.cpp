@@ -1,5 +1,8 @@
 #include "net/cluster_spec.hpp"
 
+#include <arpa/inet.h>
+
+#include <cctype>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +13,7 @@
 #include "core/json_text.hpp"
 #include "core/utf8.hpp"
 #include "net/slurm.hpp"
+#include "net/socket.hpp"
 
 namespace troupe::net {
 
@@ -22,6 +26,73 @@ const std::set<std::string> known_jobs{"chief", "worker", "ps", "evaluator"};
 
 core::Error invalid(const std::string& what) {
   return make_error(Errc::invalid_argument, "TF_CONFIG: " + what);
+}
+
+// A host as TF_CONFIG may name it: an IPv6 address (bracketed in the address), an IPv4
+// address, a DNS name (letters, digits, '-' and '_' in dot-separated labels of at most 63),
+// or "*". Anything else -- "256.1.1.1", a stray newline or space -- is refused here rather
+// than resolved to nothing and listened for on every interface.
+core::Status check_host(const std::string& host, bool bracketed) {
+  auto bad = [&](const std::string& why) {
+    std::string shown;
+    for (unsigned char c : host)
+      if (c < 0x20 || c == 0x7f) {
+        char esc[8];
+        std::snprintf(esc, sizeof esc, "\\x%02x", c);
+        shown += esc;
+      } else {
+        shown.push_back(static_cast<char>(c));
+      }
+    return make_error(Errc::invalid_argument, "host '" + shown + "' " + why);
+  };
+  if (host.empty()) return bad("is empty");
+  if (bracketed) {
+    in6_addr a6{};
+    if (::inet_pton(AF_INET6, host.c_str(), &a6) != 1) return bad("is not an IPv6 address");
+    return {};
+  }
+  if (host == "*") return {};
+  if (host.size() > 253) return bad("is longer than a DNS name may be (253)");
+  bool numeric = true;
+  size_t label = 0;
+  for (size_t i = 0; i <= host.size(); ++i) {
+    if (i == host.size() || host[i] == '.') {
+      if (label == 0 && !(i == host.size() && i > 0)) return bad("has an empty label");
+      if (label > 63) return bad("has a label longer than 63 characters");
+      label = 0;
+      continue;
+    }
+    const char c = host[i];
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_')
+      return bad("holds a character no host name may");
+    if (!std::isdigit(static_cast<unsigned char>(c))) numeric = false;
+    ++label;
+  }
+  in_addr a4{};
+  if (numeric && ::inet_pton(AF_INET, host.c_str(), &a4) != 1)
+    return bad("is not an IPv4 address (four numbers of 0..255)");
+  return {};
+}
+
+// The addresses a host names, in one spelling each, for telling two tasks apart: numeric
+// addresses normalized ("[0::1]" is "::1"), "localhost" both loopback addresses, any other
+// name itself in lower case (names are not looked up here: under Kubernetes or Slurm they
+// may resolve only once every task is up).
+std::vector<std::string> spellings(const std::string& host) {
+  std::string lower;
+  for (char c : host)
+    lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  if (lower == "localhost" || lower == "localhost.") return {"127.0.0.1", "::1"};
+  char text[INET6_ADDRSTRLEN] = {};
+  in_addr a4{};
+  in6_addr a6{};
+  if (::inet_pton(AF_INET, lower.c_str(), &a4) == 1 &&
+      ::inet_ntop(AF_INET, &a4, text, sizeof text) != nullptr)
+    return {text};
+  if (::inet_pton(AF_INET6, lower.c_str(), &a6) == 1 &&
+      ::inet_ntop(AF_INET6, &a6, text, sizeof text) != nullptr)
+    return {text};
+  return {lower};
 }
 
 }  // namespace
@@ -42,6 +113,8 @@ Expected<HostPort> parse_host_port(const std::string& address) {
     hp.host = address.substr(0, colon);
     port_text = address.substr(colon + 1);
   }
+  if (auto st = check_host(hp.host, address.front() == '['); !st)
+    return make_error(Errc::invalid_argument, "address '" + address + "': " + st.error().message);
   unsigned port = 0;
   auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   if (ec != std::errc() || p != port_text.data() + port_text.size() || port == 0 || port > 65535)
@@ -55,7 +128,7 @@ ClusterSpec::ClusterSpec(std::map<std::string, std::vector<std::string>> jobs)
     : jobs_(std::move(jobs)) {}
 
 core::Status ClusterSpec::validate() const {
-  std::map<std::string, std::string> seen;  // address -> task
+  std::map<std::string, std::pair<std::string, std::string>> seen;  // -> (as given, task)
   for (const auto& [job, addresses] : jobs_) {
     if (known_jobs.count(job) == 0)
       return make_error(Errc::invalid_argument,
@@ -68,11 +141,16 @@ core::Status ClusterSpec::validate() const {
       const std::string task = job + ":" + std::to_string(i);
       auto hp = parse_host_port(addresses[i]);
       if (!hp) return make_error(Errc::invalid_argument, task + ": " + hp.error().message);
-      auto [it, fresh] = seen.emplace(addresses[i], task);
-      if (!fresh)
-        return make_error(
-            Errc::invalid_argument,
-            "address '" + addresses[i] + "' is used by both " + it->second + " and " + task);
+      // Compared as the addresses they name: "localhost:P" and "127.0.0.1:P" are one port,
+      // and two tasks given it would answer for each other.
+      for (const auto& host : spellings(hp->host)) {
+        auto [it, fresh] =
+            seen.emplace(host_port_text(host, hp->port), std::make_pair(addresses[i], task));
+        if (!fresh)
+          return make_error(Errc::invalid_argument,
+                            it->second.second + " ('" + it->second.first + "') and " + task +
+                                " ('" + addresses[i] + "') are the same address");
+      }
     }
   }
   return {};

@@ -176,9 +176,12 @@ core::Expected<Socket> listen_on(const std::string& host, uint16_t& port) {
     // The IPv6 wildcard takes IPv4 peers too.
     if (a->ai_family == AF_INET6)
       ::setsockopt(s.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-    if (::bind(s.fd(), a->ai_addr, a->ai_addrlen) != 0)
-      return core::Status(io_error("bind " + host_port_text(host, port), errno));
-    return core::Status{};
+    if (::bind(s.fd(), a->ai_addr, a->ai_addrlen) == 0) return core::Status{};
+    // Held by another process: no restart frees it, so it is not worth one.
+    if (errno == EADDRINUSE)
+      return core::Status(make_error(
+          Errc::invalid_argument, host_port_text(host, port) + " is in use by another process"));
+    return core::Status(io_error("bind " + host_port_text(host, port), errno));
   });
   if (!s) return s.error();
   if (::listen(s->fd(), 64) != 0) return io_error("listen", errno);

@@ -75,7 +75,7 @@ std::string host_port_text(const std::string& host, uint16_t port);
 
 /// A listening TCP socket on `host` (a name, a numeric IPv4 or IPv6 address; "::" and
 /// "0.0.0.0" are every address); port 0 picks a free one. The bound port is stored in
-/// `port`.
+/// `port`. A port another process holds is invalid_argument (permanent), naming it.
 core::Expected<Socket> listen_on(const std::string& host, uint16_t& port);
 /// Accepts one connection; `peer` receives "host:port" of the other end.
 core::Expected<Socket> accept_on(const Socket& listener, std::string& peer);

@@ -10,6 +10,7 @@
 
 #include "helpers.hpp"
 #include "launch_helpers.hpp"
+#include "net/socket.hpp"
 #include "process.hpp"
 #include "run_program.hpp"
 #include "tools/chaos.hpp"
@@ -386,4 +387,33 @@ TEST_CASE("bench_allreduce: ranks as real processes reduce exactly and report ev
   for (const auto& t : r.last_json["tasks"])
     CHECK(t["exit"] == 0);
   check_all_gone(r.last_json["tasks"]);
+}
+
+// A port another process holds is no passing trouble: each task given one ends at once with
+// a permanent failure naming the address (it was "unavailable", exit 138, and a restart
+// loop), with the job's secret (the gate binds it) and without (CAF binds it).
+TEST_CASE("a task whose port another process holds fails permanently, naming the address",
+          "[example][ps]") {
+  uint16_t held = 0;
+  auto holder = troupe::net::listen_on("127.0.0.1", held);
+  REQUIRE(holder.ok());
+  const std::string at = "127.0.0.1:" + std::to_string(held);
+  for (const std::string task : {"ps", "worker"})
+    for (const std::string secret : {"", "TROUPE_CLUSTER_SECRET=0123456789abcdef0123 "}) {
+      // The other tasks' ports are never dialled: this one ends before it serves.
+      const std::string tf_config =
+          R"({"cluster": {"chief": ["127.0.0.1:1"], "worker": [")" +
+          (task == "worker" ? at : std::string("127.0.0.1:2")) + R"("], "ps": [")" +
+          (task == "ps" ? at : std::string("127.0.0.1:3")) + R"("]}, "task": {"type": ")" + task +
+          R"(", "index": 0}})";
+      auto r = run_program("env " + secret + "TF_CONFIG='" + tf_config + "' " + bin +
+                           "/fmnist_ps 2>&1");
+      INFO(task << (secret.empty() ? "" : " with a secret") << ": " << r.output);
+      CHECK(r.exit_code == troupe::exit_permanent);
+      REQUIRE(r.last_json.is_object());
+      CHECK(r.last_json["retryable"] == false);
+      CHECK_THAT(r.last_json["error"].get<std::string>(),
+                 Catch::Contains(at + " is in use by another process") &&
+                     Catch::Contains(task + ":0"));
+    }
 }

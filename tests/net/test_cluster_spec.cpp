@@ -71,7 +71,37 @@ TEST_CASE("Malformed TF_CONFIG is a clear error", "[tf_config]") {
   CHECK_THAT(
       error_of(
           R"({"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:1"]}, "task": {"type": "worker"}})"),
-      Catch::Contains("used by both worker:0 and worker:1"));
+      Catch::Contains("worker:0 ('127.0.0.1:1') and worker:1 ('127.0.0.1:1') are the same"));
+  // Compared as addresses, not text: one port given to two tasks is refused however spelt.
+  CHECK_THAT(error_of(R"({"cluster": {"worker": ["localhost:7"], "ps": ["127.0.0.1:7"]},
+                          "task": {"type": "worker"}})"),
+             Catch::Contains("ps:0 ('127.0.0.1:7') and worker:0 ('localhost:7') are the same"));
+  CHECK_THAT(error_of(R"({"cluster": {"worker": ["[::1]:7", "[0:0::1]:7"]},
+                          "task": {"type": "worker"}})"),
+             Catch::Contains("are the same address"));
+  CHECK_THAT(error_of(R"({"cluster": {"worker": ["LocalHost:7", "[::1]:7"]},
+                          "task": {"type": "worker"}})"),
+             Catch::Contains("are the same address"));
+  // Distinct loopback addresses, and one host's two ports, are distinct tasks.
+  CHECK(TFConfigClusterResolver::parse(
+            R"({"cluster": {"worker": ["127.0.0.1:7", "127.0.0.2:7", "localhost:8"]},
+                "task": {"type": "worker"}})")
+            .ok());
+  // Hosts no address can be: a mistyped IPv4 address, a stray newline or space, an empty
+  // label, a bad IPv6 address. Refused here, they never make a task listen everywhere.
+  CHECK_THAT(error_of(R"({"cluster": {"worker": ["256.1.1.1:7"]}, "task": {"type": "worker"}})"),
+             Catch::Contains("host '256.1.1.1' is not an IPv4 address"));
+  CHECK_THAT(error_of(R"({"cluster": {"worker": ["1.2.3:7"]}, "task": {"type": "worker"}})"),
+             Catch::Contains("not an IPv4 address"));
+  CHECK_THAT(
+      error_of(R"({"cluster": {"worker": ["worker-0.svc\n:7"]}, "task": {"type": "worker"}})"),
+      Catch::Contains("host 'worker-0.svc\\x0a' holds a character"));
+  CHECK_THAT(error_of(R"({"cluster": {"worker": ["a b:7"]}, "task": {"type": "worker"}})"),
+             Catch::Contains("holds a character"));
+  CHECK_THAT(error_of(R"({"cluster": {"worker": ["a..b:7"]}, "task": {"type": "worker"}})"),
+             Catch::Contains("empty label"));
+  CHECK_THAT(error_of(R"({"cluster": {"worker": ["[::g]:7"]}, "task": {"type": "worker"}})"),
+             Catch::Contains("not an IPv6 address"));
   CHECK_THAT(error_of(R"({"cluster": {"worker": ["127.0.0.1"]}, "task": {"type": "worker"}})"),
              Catch::Contains("not host:port"));
   CHECK_THAT(
