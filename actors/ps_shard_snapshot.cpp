@@ -32,6 +32,13 @@ float bits_float(int64_t v) {
   return f;
 }
 
+// The first element of `t` that is NaN or infinite; -1 when every one is finite.
+int64_t first_not_finite(const core::Tensor& t) {
+  for (int64_t i = 0; i < t.size(); ++i)
+    if (!std::isfinite(t.data()[i])) return i;
+  return -1;
+}
+
 core::Error incomplete(const std::string& name, const std::string& what) {
   return make_error(Errc::data_loss, "PS snapshot of '" + name + "': " + what);
 }
@@ -60,10 +67,9 @@ core::Status restore_rows(const core::Checkpoint& ckpt, const std::string& name,
     for (int64_t key : evicted->second)
       table.erase(key);
   }
-  for (int64_t i = 0; i < r.size(); ++i)
-    if (!std::isfinite(r.data()[i]))
-      return incomplete(name,
-                        "a value that is not finite in row " + std::to_string(i / table.stride()));
+  if (auto bad = first_not_finite(r); bad >= 0)
+    return incomplete(name,
+                      "a value that is not finite in row " + std::to_string(bad / table.stride()));
   for (int64_t i = 0; i < n; ++i) {
     const int64_t count = meta->second[static_cast<size_t>(2 * i)];
     const int64_t last = meta->second[static_cast<size_t>(2 * i + 1)];
@@ -199,6 +205,9 @@ core::Status PsShardState::load(const core::Checkpoint& ckpt, bool delta) {
   auto count = ckpt.ints.find("updates_applied");
   if (count == ckpt.ints.end() || count->second.size() != 1)
     return make_error(Errc::data_loss, "PS snapshot has no update count");
+  if (count->second[0] < 0)
+    return make_error(Errc::data_loss, "PS snapshot has a negative update count (" +
+                                           std::to_string(count->second[0]) + ")");
   const std::string suffix = "/def";
   for (const auto& [key, def] : ckpt.ints) {
     if (key.size() <= suffix.size() ||
@@ -259,19 +268,33 @@ core::Status PsShardState::load_shard(const std::string& name, const std::vector
       return st2.error();
     return {};
   }
+  // Everything is checked before anything is taken: a snapshot whose checksums hold can
+  // still carry what no training writes (a NaN, a negative count), and a shard half
+  // restored from it would serve that.
   auto value = ckpt.tensors.find(name);
   if (value == ckpt.tensors.end() || !(value->second.shape() == shard.value.shape()))
     return incomplete(name, "value missing or of another shape");
-  shard.value = value->second;
+  if (auto bad = first_not_finite(value->second); bad >= 0)
+    return incomplete(name, "a value that is not finite at element " + std::to_string(bad));
+  std::vector<const core::Tensor*> slots;
   for (size_t i = 0; i < shard.slots.slots.size(); ++i) {
+    const std::string slot_name = "slot " + std::to_string(i);
     auto slot = ckpt.tensors.find(name + "/slot" + std::to_string(i));
     if (slot == ckpt.tensors.end() || !(slot->second.shape() == shard.slots.slots[i].shape()))
-      return incomplete(name, "slot " + std::to_string(i) + " missing or of another shape");
-    shard.slots.slots[i] = slot->second;
+      return incomplete(name, slot_name + " missing or of another shape");
+    if (auto bad = first_not_finite(slot->second); bad >= 0)
+      return incomplete(name, slot_name + " holds a value that is not finite at element " +
+                                  std::to_string(bad));
+    slots.push_back(&slot->second);
   }
   auto it = ckpt.ints.find(name + "/iterations");
   if (it == ckpt.ints.end() || it->second.size() != 1)
     return incomplete(name, "no iteration count");
+  if (it->second[0] < 0)
+    return incomplete(name, "a negative iteration count (" + std::to_string(it->second[0]) + ")");
+  shard.value = value->second;
+  for (size_t i = 0; i < slots.size(); ++i)
+    shard.slots.slots[i] = *slots[i];
   shard.slots.iterations = it->second[0];
   return {};
 }

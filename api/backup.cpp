@@ -82,12 +82,8 @@ core::Expected<std::optional<TrainingState>> BackupAndRestore::restore() {
   for (const auto& e : skipped)
     std::cerr << "troupe: backup skipped: " << e.message << std::endl;
   if (!latest) {
-    if (latest.error().code == Errc::not_found && skipped.empty())
-      return std::optional<TrainingState>{};
-    if (latest.error().code == Errc::not_found)
-      return make_error(Errc::data_loss, "every backup in " + directory_ +
-                                             " is damaged; the first: " + skipped.front().message);
-    return latest.error();
+    if (latest.error().code == Errc::not_found) return std::optional<TrainingState>{};
+    return latest.error();  // every backup damaged: data_loss naming the newest
   }
   std::string file = directory_;
   for (const auto& [step, path] : manager.checkpoints())

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 #include <tuple>
 
@@ -75,13 +76,20 @@ std::optional<std::string> CheckpointManager::latest() const {
 Expected<std::pair<int64_t, Checkpoint>> CheckpointManager::restore_latest(
     std::vector<Error>* skipped) const {
   auto all = checkpoints();
+  std::optional<Error> newest_damage;
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     auto ckpt = read_checkpoint(it->second);
     if (ckpt) return std::make_pair(it->first, std::move(*ckpt));
+    if (!newest_damage) newest_damage = ckpt.error();
     if (skipped) skipped->push_back(ckpt.error());
   }
-  return make_error(Errc::not_found, directory_ + ": no usable checkpoint (" +
-                                         std::to_string(all.size()) + " found)");
+  if (!newest_damage)
+    return make_error(Errc::not_found, directory_ + ": no checkpoint to restore");
+  // Saved state that cannot be read is lost data, not an empty directory: a caller that
+  // starts afresh on not_found must not do so here.
+  return make_error(Errc::data_loss, directory_ + ": none of " + std::to_string(all.size()) +
+                                         " checkpoints can be read; the newest: " +
+                                         newest_damage->message);
 }
 
 }  // namespace troupe::core

@@ -34,7 +34,8 @@ class CheckpointManager {
   /// The path of the newest checkpoint, if any.
   std::optional<std::string> latest() const;
   /// The newest checkpoint that reads cleanly and its step. Damaged newer ones are left on
-  /// disk and reported in `skipped`; not_found when there is no usable checkpoint.
+  /// disk and reported in `skipped`. not_found when there is no checkpoint at all;
+  /// data_loss, naming the newest, when there are some and none reads.
   Expected<std::pair<int64_t, Checkpoint>> restore_latest(
       std::vector<Error>* skipped = nullptr) const;
 

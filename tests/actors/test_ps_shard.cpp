@@ -114,6 +114,25 @@ TEST_CASE("A PS shard's snapshot restores values, slots, applied ids and counts"
   broken = snap;
   broken.tensors["w#0"] = core::Tensor(core::Shape{4});
   CHECK(PsShardState::from_snapshot(broken).error().code == core::Errc::data_loss);
+
+  // What no training writes, in a snapshot whose checksums would hold: a NaN or infinite
+  // value or slot, a negative count. Refused naming it, not served.
+  auto refused = [&](auto&& damage, const std::string& names) {
+    core::Checkpoint c = snap;
+    damage(c);
+    auto r = PsShardState::from_snapshot(c);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == core::Errc::data_loss);
+    CHECK_THAT(r.error().message, Catch::Contains(names));
+  };
+  refused([](core::Checkpoint& c) { c.tensors["w#0"].data()[2] = std::nanf(""); },
+          "'w#0': a value that is not finite at element 2");
+  refused([](core::Checkpoint& c) { c.tensors["emb#1/slot0"].data()[5] = INFINITY; },
+          "'emb#1': slot 0 holds a value that is not finite at element 5");
+  refused([](core::Checkpoint& c) { c.ints["emb#1/iterations"] = {-3}; },
+          "'emb#1': a negative iteration count (-3)");
+  refused([](core::Checkpoint& c) { c.ints["updates_applied"] = {-1}; },
+          "negative update count (-1)");
 }
 
 TEST_CASE("A PS shard's state can be read and assigned back, a bad one changes nothing",

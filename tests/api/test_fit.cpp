@@ -225,6 +225,36 @@ TEST_CASE("A backup of another optimizer is refused, naming both, and kept", "[f
   CHECK(core::CheckpointManager(dir.file("backup"), 0, "backup").checkpoints() == kept);
 }
 
+TEST_CASE("Every backup damaged: fit() fails with data_loss naming it and keeps the files",
+          "[fit][callbacks]") {
+  const auto reg = data_registry();
+  test::TempDir dir;
+  FitOptions o;
+  o.epochs = 2;
+  o.steps_per_epoch = 16;
+  {
+    Model first(test::blobs_model("adam", 0.01f));
+    auto backup = std::make_shared<callbacks::BackupAndRestoreCallback>(dir.file("backup"));
+    auto kill = std::make_shared<FailAt>(-1, 0, 0);  // dies after the first epoch
+    REQUIRE_FALSE(fit(first, {&reg, "blobs_train"}, o, {backup, kill}).ok());
+  }
+  const auto kept = core::CheckpointManager(dir.file("backup"), 0, "backup").checkpoints();
+  REQUIRE(kept.size() == 1);
+  auto bytes = test::read_bytes(kept[0].second);
+  bytes[bytes.size() / 2] ^= 0x10;
+  test::write_bytes(kept[0].second, bytes);
+  Model second(test::blobs_model("adam", 0.01f));
+  auto backup = std::make_shared<callbacks::BackupAndRestoreCallback>(dir.file("backup"));
+  auto h = fit(second, {&reg, "blobs_train"}, o, {backup});
+  // Not a fresh start (that is for an empty directory): the saved state was lost.
+  REQUIRE_FALSE(h.ok());
+  CHECK(h.error().code == core::Errc::data_loss);
+  CHECK_THAT(h.error().message, Catch::Contains(kept[0].second));
+  CHECK_FALSE(backup->resumed());
+  CHECK(core::CheckpointManager(dir.file("backup"), 0, "backup").checkpoints() == kept);
+  CHECK(test::read_bytes(kept[0].second) == bytes);
+}
+
 TEST_CASE("TensorBoard writes epoch and batch scalars, MetricsLog writes JSON lines",
           "[fit][callbacks][summary]") {
   const auto reg = data_registry();

@@ -128,6 +128,22 @@ TEST_CASE("CheckpointManager keeps the newest and skips damaged ones", "[checkpo
   REQUIRE(skipped.size() == 1);
   CHECK_THAT(skipped[0].message, Catch::Contains("ckpt-50"));
   CHECK(m.checkpoints().size() == 3);  // the damaged file is left for inspection
+
+  // Every one damaged: saved state was lost, which is data_loss naming the newest (not the
+  // not_found of an empty directory, on which a caller starts afresh).
+  for (const auto& [step, path] : m.checkpoints()) {
+    auto b = troupe::test::read_bytes(path);
+    b[b.size() / 2] ^= 0x40;  // not the bit flipped above, which would mend ckpt-50
+    troupe::test::write_bytes(path, b);
+  }
+  skipped.clear();
+  auto none = m.restore_latest(&skipped);
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.error().code == Errc::data_loss);
+  CHECK_THAT(none.error().message,
+             Catch::Contains("none of 3 checkpoints can be read") && Catch::Contains("ckpt-50"));
+  CHECK(skipped.size() == 3);
+  CHECK(m.checkpoints().size() == 3);
 }
 
 TEST_CASE("The temporaries of writers killed mid-write are removed, a live writer's kept",
