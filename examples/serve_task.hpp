@@ -12,8 +12,17 @@ namespace troupe::examples {
 
 /// Serves this process's PS or worker task until the chief shuts the cluster down, then
 /// prints {"ok": true, "task"}; returns the exit status.
+/// A cluster without a chief is refused at once: nothing would ever hand the task work.
 inline int serve_task(const std::string& program, const net::TFConfigClusterResolver& resolver,
                       const Registry& registry, const net::NodeOptions& node = {}) {
+  if (resolver.cluster_spec().num_tasks("chief") == 0)
+    return fail(program,
+                core::make_error(core::Errc::invalid_argument,
+                                 "task " + resolver.task().to_string() +
+                                     ": TF_CONFIG's cluster has no chief task, and " + program +
+                                     " trains with ParameterServerStrategy, whose chief gives "
+                                     "every PS and worker task its work (troupe launch adds "
+                                     "the chief with --ps N)"));
   auto st = serve(resolver, registry, node);
   if (!st) return fail(program, st.error());
   std::cout << core::json_text(nlohmann::json{{"ok", true}, {"task", resolver.task().to_string()}})

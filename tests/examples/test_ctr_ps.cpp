@@ -525,3 +525,26 @@ TEST_CASE("ctr_ps on a damaged TFRecord file ends with an error naming the file 
   CHECK(error.find(damaged + ": record ") != std::string::npos);
   CHECK(error.find("CRC mismatch") != std::string::npos);
 }
+
+// Launched with workers only, ctr_fit (a PS program) has no chief: every task says so and
+// ends (it served forever, silently).
+TEST_CASE("ctr_fit and ctr_ps without a chief end at once, saying why", "[example][ctr]") {
+  troupe::test::TempDir dir;
+  for (const std::string program : {"ctr_fit", "ctr_ps"}) {
+    auto r = run_program(bin + "/troupe launch --workers 2 --run-dir " + dir.file(program) +
+                         " -- " + bin + "/" + program + " --data " + dir.file("none") +
+                         " 2>/dev/null");
+    INFO(r.output);
+    CHECK(r.exit_code != 0);
+    REQUIRE(r.last_json.is_object());
+    troupe::test::check_all_gone(r.last_json["tasks"]);
+    const auto& lead = r.last_json["chief"];
+    REQUIRE(lead.is_object());
+    CHECK(lead["ok"] == false);
+    CHECK(lead["retryable"] == false);
+    CHECK_THAT(lead["error"].get<std::string>(),
+               Catch::Contains("task worker:0: TF_CONFIG's cluster has no chief task"));
+    const auto other = troupe::test::last_json_line(dir.file(program + "/worker-1.log"));
+    CHECK_THAT(other["error"].get<std::string>(), Catch::Contains("no chief task"));
+  }
+}
