@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -113,6 +114,12 @@ core::Expected<std::string> secret_from_env() {
   }
   const char* path = std::getenv(cluster_secret_file_env);
   if (path == nullptr || *path == '\0') return std::string();
+  // A secret any user may rewrite is anyone's: refused (a read-only one shared with others,
+  // as Kubernetes mounts a Secret by default, is the operator's choice).
+  struct stat st {};
+  if (::stat(path, &st) == 0 && (st.st_mode & S_IWOTH) != 0)
+    return make_error(Errc::invalid_argument, std::string(cluster_secret_file_env) + "=" + path +
+                                                  ": any user may write it (mode o+w)");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return make_error(Errc::invalid_argument, std::string(cluster_secret_file_env) + "=" + path +

@@ -19,6 +19,7 @@
 #include "net/auth.hpp"
 #include "net/cluster_spec.hpp"
 #include "tools/chaos.hpp"
+#include "tools/launch_plan.hpp"
 #include "troupe/exit_codes.hpp"
 #include "troupe/export.hpp"
 #include "troupe/predictor.hpp"
@@ -169,8 +170,12 @@ core::Status export_live(const ExportOptions& o, nlohmann::json& figures) {
   std::error_code ec;
   if (std::getenv(net::cluster_secret_env) == nullptr &&
       std::getenv(net::cluster_secret_file_env) == nullptr &&
-      std::filesystem::exists(secret_file, ec))
+      std::filesystem::exists(secret_file, ec)) {
+    // Trusted as launch trusts it: this user's private directory and file, nobody else's.
+    if (auto st = guard_run_dir(o.job, /*tighten=*/false); !st) return st;
+    if (auto st = guard_secret_file(secret_file); !st) return st;
     ::setenv(net::cluster_secret_file_env, secret_file.c_str(), 1);
+  }
   net::SimpleClusterResolver resolver(*spec, net::TaskId{"ps", 0});
   StrategyOptions so;
   so.connect_timeout = std::chrono::milliseconds(o.connect_timeout_ms);

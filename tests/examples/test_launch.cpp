@@ -3,9 +3,11 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "helpers.hpp"
@@ -158,4 +160,85 @@ TEST_CASE("troupe launch ends every task when interrupted", "[example][launch]")
   CHECK(WIFEXITED(*status));
   CHECK(WEXITSTATUS(*status) == 128 + SIGINT);  // as a container ended by the signal
   check_all_gone(listing);
+}
+
+namespace {
+
+mode_t mode_of(const std::string& path) {
+  struct stat st {};
+  REQUIRE(::lstat(path.c_str(), &st) == 0);
+  return st.st_mode & 07777;
+}
+
+// `command` run as user nobody (uid and gid 65534, no groups): its exit code.
+int as_nobody(const std::string& command) {
+  return run_program("setpriv --reuid=65534 --regid=65534 --clear-groups " + command +
+                     " >/dev/null 2>&1; echo \"{\\\"rc\\\": $?}\"")
+      .last_json["rc"]
+      .get<int>();
+}
+
+}  // namespace
+
+// Found from outside: another user who owned --run-dir replaced the secret file right after
+// launch wrote it and joined the job. A run directory must be this user's and private, in
+// parents nobody else can swap it out of; another local user reads nothing of a job.
+TEST_CASE("troupe launch keeps its run directory private and refuses one others control",
+          "[example][launch]") {
+  troupe::test::TempDir dir;
+  std::ofstream(dir.file("job.sh")) << "echo '{\"ok\":true}'\n";
+  auto launch = [&](const std::string& run_dir) {
+    return run_program(bin + "/troupe launch --workers 1 --run-dir " + run_dir + " -- /bin/sh " +
+                       dir.file("job.sh") + " 2>&1");
+  };
+  auto refused = [&](const std::string& run_dir, const std::string& why) {
+    auto r = launch(run_dir);
+    INFO(r.output);
+    CHECK(r.exit_code != 0);
+    REQUIRE(r.last_json.is_object());
+    CHECK(r.last_json["ok"] == false);
+    CHECK_THAT(r.last_json["error"].get<std::string>(),
+               Catch::Contains(run_dir) && Catch::Contains(why));
+    CHECK_FALSE(std::filesystem::exists(run_dir + "/cluster-secret"));
+  };
+
+  // Made by launch, or this user's and too open: private (0700) before the secret is in it.
+  for (const std::string name : {"fresh/run", "open"}) {
+    const std::string run_dir = dir.file(name);
+    if (name == "open") {
+      std::filesystem::create_directory(run_dir);
+      ::chmod(run_dir.c_str(), 0777);
+    }
+    auto r = launch(run_dir);
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK(mode_of(run_dir) == 0700);
+    CHECK(mode_of(run_dir + "/cluster-secret") == 0600);
+  }
+
+  // A link to it, and a parent anyone may write without the sticky bit.
+  std::filesystem::create_directory(dir.file("target"));
+  std::filesystem::create_directory_symlink(dir.file("target"), dir.file("link"));
+  refused(dir.file("link"), "is a symbolic link");
+  std::filesystem::create_directory(dir.file("shared"));
+  ::chmod(dir.file("shared").c_str(), 0777);
+  refused(dir.file("shared/run"), "its parent " + dir.file("shared") + " has mode 0777");
+
+  if (::geteuid() != 0) {
+    WARN("not root: the tests with another user's directory and reads as nobody are skipped");
+    return;
+  }
+  // Another user's directory, even one this user (root) may write.
+  std::filesystem::create_directory(dir.file("theirs"));
+  REQUIRE(::chown(dir.file("theirs").c_str(), 65534, 65534) == 0);
+  refused(dir.file("theirs"), "is owned by uid 65534");
+
+  // User nobody gets nothing of a job: not its secret, nor its logs, nor the listing.
+  ::chmod(dir.path().c_str(), 0755);  // the test's own directory is not what keeps it out
+  const std::string run_dir = dir.file("open");
+  REQUIRE(std::filesystem::exists(run_dir + "/worker-0.log"));
+  CHECK(as_nobody("cat " + run_dir + "/cluster-secret") != 0);
+  CHECK(as_nobody("cat " + run_dir + "/worker-0.log") != 0);
+  CHECK(as_nobody("ls " + run_dir) != 0);
+  CHECK(as_nobody("ls " + dir.path()) == 0);  // the check itself works: nobody ran
 }

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <caf/all.hpp>
@@ -114,6 +115,14 @@ TEST_CASE("The cluster secret comes from the environment, bad ones named", "[net
   std::ofstream(dir.file("secret")) << "a secret of enough bytes\n";
   test::Env e(net::cluster_secret_file_env, dir.file("secret"));
   CHECK(net::cluster_secret_from_env().value() == "a secret of enough bytes");
+  // One any user may rewrite is refused, naming it.
+  ::chmod(dir.file("secret").c_str(), 0666);
+  auto open = net::cluster_secret_from_env();
+  REQUIRE_FALSE(open.ok());
+  CHECK(open.error().message.find(dir.file("secret") + ": any user may write it") !=
+        std::string::npos);
+  ::chmod(dir.file("secret").c_str(), 0644);
+  CHECK(net::cluster_secret_from_env().ok());
   const auto fresh = net::new_cluster_secret().value();
   CHECK(fresh.size() == 64);
   CHECK(fresh != net::new_cluster_secret().value());
