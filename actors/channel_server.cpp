@@ -22,11 +22,14 @@ core::Expected<std::unique_ptr<ChannelServer>> ChannelServer::start(
   std::unique_ptr<ChannelServer> server(
       new ChannelServer(sys, std::move(shard), std::move(options), std::move(shared)));
   auto* s = server.get();
+  net::DoorOptions door;  // with the job's secret, proven before a member costs a thread
+  door.secret = s->options_.secret;
+  door.tls = net::links_encrypted();
   auto started = net::ConnectionServer::start(
       std::move(*listener), port,
       [s](net::Socket& socket, const std::string& peer) { s->serve(socket, peer); },
       [s](const std::string& peer, const std::string& why) { s->refuse(peer, why); },
-      max_connections);
+      max_connections, std::move(door));
   if (!started) return started.error();
   server->server_ = std::move(*started);
   return server;
@@ -89,11 +92,7 @@ void ChannelServer::refuse(const std::string& peer, const std::string& why) {
 }
 
 void ChannelServer::serve(net::Socket& socket, const std::string& peer) {
-  if (!options_.secret.empty()) {
-    // Before any frame: a stranger costs the handshake's bytes and one bounded wait.
-    if (auto st = net::authenticate_peer(socket, options_.secret, std::chrono::seconds(5)); !st)
-      return refuse(peer, st.error().message);
-  }
+  // With a secret, a member: the door (net::ConnectionServer) has had its proof.
   net::set_io_timeout(socket, options_.stall_timeout);
   net::ChannelLimits limits;
   limits.idle_timeout = options_.idle_timeout;

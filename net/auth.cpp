@@ -59,15 +59,18 @@ core::Status random_bytes(char* out, size_t n) {
   return {};
 }
 
-// Reads exactly n bytes, waiting at most `timeout` for each arrival.
-core::Status read_within(int fd, char* buf, size_t n, std::chrono::milliseconds timeout,
-                         const char* what) {
+// Reads exactly n bytes by `deadline`, however they are spread out: a peer sending a byte
+// now and then gains nothing.
+core::Status read_by(int fd, char* buf, size_t n, std::chrono::steady_clock::time_point deadline,
+                     std::chrono::milliseconds budget, const char* what) {
+  using namespace std::chrono;
   while (n > 0) {
+    const auto left = duration_cast<milliseconds>(deadline - steady_clock::now()).count();
     pollfd p{fd, POLLIN, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    const int ready = left <= 0 ? 0 : ::poll(&p, 1, static_cast<int>(left));
     if (ready == 0)
-      return make_error(Errc::permission_denied, std::string("no ") + what + " within " +
-                                                     std::to_string(timeout.count()) + " ms");
+      return make_error(Errc::permission_denied, std::string("no whole ") + what + " within " +
+                                                     std::to_string(budget.count()) + " ms");
     if (ready < 0) {
       if (errno == EINTR) continue;
       return make_error(Errc::io_error, std::string("poll: ") + std::strerror(errno));
@@ -156,36 +159,70 @@ core::Expected<std::string> new_cluster_secret(size_t bytes) {
   return out;
 }
 
+core::Expected<Admission> Admission::make(const std::string& secret, bool tls) {
+  Admission a;
+  a.secret_ = secret;
+  a.tls_ = tls;
+  a.nonce_s_.assign(nonce_bytes, '\0');
+  if (auto st = random_bytes(a.nonce_s_.data(), a.nonce_s_.size()); !st) return st.error();
+  a.challenge_ = std::string(magic_for(tls), magic_bytes) + a.nonce_s_;
+  a.hello_.assign(magic_bytes + nonce_bytes + 32, '\0');
+  return a;
+}
+
+Admission::Step Admission::feed(const char* data, size_t n) {
+  if (step_ != Step::more) return step_;
+  auto refuse = [&](std::string why) {
+    refusal_ = make_error(Errc::permission_denied, std::move(why));
+    return step_ = Step::refused;
+  };
+  if (n > wanted()) return refuse("sent more than its hello before the server's proof");
+  const bool had_magic = have_ >= magic_bytes;
+  std::memcpy(hello_.data() + have_, data, n);
+  have_ += n;
+  // The magic first: a peer speaking anything else is refused on its first four bytes.
+  if (!had_magic && have_ >= magic_bytes) {
+    const int mode = mode_of(hello_.data());
+    if (mode < 0) return refuse("not a Troupe handshake");
+    if ((mode == 1) != tls_) return refuse(mismatch(mode == 1, "the peer"));
+  }
+  if (wanted() > 0) return step_;
+  const std::string nonce_c = hello_.substr(magic_bytes, nonce_bytes);
+  if (!same(hello_.substr(magic_bytes + nonce_bytes),
+            proof(secret_, "troupe client", nonce_s_, nonce_c)))
+    return refuse("no proof of the cluster secret");
+  answer_ = proof(secret_, "troupe server", nonce_c, nonce_s_);
+  if (tls_) tls_key_ = proof(secret_, "troupe tls", nonce_s_, nonce_c);
+  return step_ = Step::proven;
+}
+
 core::Status authenticate_peer(Socket& s, const std::string& secret,
                                std::chrono::milliseconds timeout, bool tls) {
-  std::string nonce_s(nonce_bytes, '\0');
-  if (auto st = random_bytes(nonce_s.data(), nonce_s.size()); !st) return st;
-  if (auto st = send_bytes(s, std::string(magic_for(tls), magic_bytes) + nonce_s); !st) return st;
-  // The magic first: a peer speaking anything else is refused on its first four bytes.
-  std::string hello(magic_bytes + nonce_bytes + 32, '\0');
-  if (auto st = read_within(s.fd(), hello.data(), magic_bytes, timeout, "handshake"); !st)
-    return st;
-  const int mode = mode_of(hello.data());
-  if (mode < 0) return make_error(Errc::permission_denied, "not a Troupe handshake");
-  if ((mode == 1) != tls)
-    return make_error(Errc::permission_denied, mismatch(mode == 1, "the peer"));
-  if (auto st = read_within(s.fd(), hello.data() + magic_bytes, hello.size() - magic_bytes, timeout,
-                            "handshake");
-      !st)
-    return st;
-  const std::string nonce_c = hello.substr(magic_bytes, nonce_bytes);
-  if (!same(hello.substr(magic_bytes + nonce_bytes),
-            proof(secret, "troupe client", nonce_s, nonce_c)))
-    return make_error(Errc::permission_denied, "no proof of the cluster secret");
-  if (auto st = send_bytes(s, proof(secret, "troupe server", nonce_c, nonce_s)); !st) return st;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto a = Admission::make(secret, tls);
+  if (!a) return a.error();
+  if (auto st = send_bytes(s, a->challenge()); !st) return st;
+  std::string buf;
+  Admission::Step step = Admission::Step::more;
+  while (step == Admission::Step::more) {
+    // The magic alone first, so that a stranger is refused on it.
+    buf.assign(a->wanted() == magic_bytes + nonce_bytes + 32 ? magic_bytes : a->wanted(), '\0');
+    if (auto st = read_by(s.fd(), buf.data(), buf.size(), deadline, timeout, "handshake"); !st) return st;
+    step = a->feed(buf.data(), buf.size());
+  }
+  if (step == Admission::Step::refused) return a->refusal();
+  if (auto st = send_bytes(s, a->answer()); !st) return st;
   if (!tls) return {};
-  return start_tls(s, /*server=*/true, proof(secret, "troupe tls", nonce_s, nonce_c), timeout);
+  return start_tls(s, /*server=*/true, a->tls_key(),
+                   std::chrono::duration_cast<std::chrono::milliseconds>(
+                       deadline - std::chrono::steady_clock::now()));
 }
 
 core::Status authenticate_to(Socket& s, const std::string& secret,
                              std::chrono::milliseconds timeout, bool tls) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string challenge(magic_bytes + nonce_bytes, '\0');
-  if (auto st = read_within(s.fd(), challenge.data(), challenge.size(), timeout, "challenge"); !st)
+  if (auto st = read_by(s.fd(), challenge.data(), challenge.size(), deadline, timeout, "challenge"); !st)
     return st;
   const int mode = mode_of(challenge.data());
   if (mode < 0) return make_error(Errc::permission_denied, "the server sent no Troupe challenge");
@@ -200,13 +237,15 @@ core::Status authenticate_to(Socket& s, const std::string& secret,
   if ((mode == 1) != tls)
     return make_error(Errc::permission_denied, mismatch(mode == 1, "the server"));
   std::string answer(32, '\0');
-  if (auto st = read_within(s.fd(), answer.data(), answer.size(), timeout, "server proof"); !st)
+  if (auto st = read_by(s.fd(), answer.data(), answer.size(), deadline, timeout, "server proof"); !st)
     return make_error(Errc::permission_denied,
                       "the server did not prove the cluster secret (" + st.error().message + ")");
   if (!same(answer, proof(secret, "troupe server", nonce_c, nonce_s)))
     return make_error(Errc::permission_denied, "the server did not prove the cluster secret");
   if (!tls) return {};
-  return start_tls(s, /*server=*/false, proof(secret, "troupe tls", nonce_s, nonce_c), timeout);
+  return start_tls(s, /*server=*/false, proof(secret, "troupe tls", nonce_s, nonce_c),
+                   std::chrono::duration_cast<std::chrono::milliseconds>(
+                       deadline - std::chrono::steady_clock::now()));
 }
 
 core::Status admit_member(Socket& s, const std::string& secret, std::chrono::milliseconds timeout) {

@@ -36,12 +36,45 @@ core::Expected<std::string> cluster_secret_from_env();
 /// A fresh random secret of `bytes` bytes, hex-encoded (what `troupe launch` gives a job).
 core::Expected<std::string> new_cluster_secret(size_t bytes = 32);
 
-/// The server's side of the handshake on a just-accepted connection: each read waits at
-/// most `timeout`. A peer that does not prove the secret, or does not agree on `tls`, is
-/// `permission_denied`. With `tls` the socket then carries a TLS session.
+/// The server's side of the handshake as a state machine, for an acceptor that holds many
+/// unproven connections at once without a thread each (net/connection_server.hpp): send
+/// challenge() on accept, feed() the peer's bytes as they come (at most wanted() at a
+/// time: nothing past the hello is read), and once proven send answer(). A peer that
+/// speaks anything but Troupe is refused on its first four bytes.
+class Admission {
+ public:
+  enum class Step { more, proven, refused };
+  /// Fails only when the system has no randomness for the nonce.
+  static core::Expected<Admission> make(const std::string& secret, bool tls);
+  const std::string& challenge() const { return challenge_; }
+  /// How many more bytes the peer's hello has.
+  size_t wanted() const { return hello_.size() - have_; }
+  Step feed(const char* data, size_t n);
+  /// The server's proof, once proven.
+  const std::string& answer() const { return answer_; }
+  /// Why the peer was refused (permission_denied).
+  const core::Error& refusal() const { return refusal_; }
+  /// The TLS session's key, once proven with tls.
+  const std::string& tls_key() const { return tls_key_; }
+  bool tls() const { return tls_; }
+
+ private:
+  Admission() = default;
+  std::string secret_, nonce_s_, challenge_, hello_, answer_, tls_key_;
+  size_t have_ = 0;
+  bool tls_ = false;
+  Step step_ = Step::more;
+  core::Error refusal_;
+};
+
+/// The server's side of the handshake on a just-accepted connection, all of it within
+/// `timeout` (a total, not a wait per byte). A peer that does not prove the secret, or does
+/// not agree on `tls`, is `permission_denied`. With `tls` the socket then carries a TLS
+/// session.
 core::Status authenticate_peer(Socket& s, const std::string& secret,
                                std::chrono::milliseconds timeout, bool tls = links_encrypted());
-/// The client's side, right after connecting: the server must prove the secret too.
+/// The client's side, right after connecting, also within `timeout` in all: the server
+/// must prove the secret too.
 core::Status authenticate_to(Socket& s, const std::string& secret,
                              std::chrono::milliseconds timeout, bool tls = links_encrypted());
 

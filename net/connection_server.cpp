@@ -2,17 +2,30 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "net/auth.hpp"
+#include "net/tls.hpp"
 
 namespace troupe::net {
 
 core::Expected<std::unique_ptr<ConnectionServer>> ConnectionServer::start(
-    Socket listener, uint16_t port, Handler handler, Refused refused, size_t max_connections) {
-  std::unique_ptr<ConnectionServer> server(new ConnectionServer(
-      std::move(listener), port, std::move(handler), std::move(refused), max_connections));
+    Socket listener, uint16_t port, Handler handler, Refused refused, size_t max_connections,
+    DoorOptions door) {
+  // Never blocks the acceptor: a peer that gives up between poll() and accept() is EAGAIN.
+  const int flags = ::fcntl(listener.fd(), F_GETFL);
+  if (flags < 0 || ::fcntl(listener.fd(), F_SETFL, flags | O_NONBLOCK) != 0)
+    return core::make_error(core::Errc::io_error,
+                            "listener on port " + std::to_string(port) + ": cannot make it non-blocking");
+  std::unique_ptr<ConnectionServer> server(
+      new ConnectionServer(std::move(listener), port, std::move(handler), std::move(refused),
+                           max_connections, std::move(door)));
   if (::pipe2(server->wake_, O_CLOEXEC) != 0)
     return core::make_error(core::Errc::io_error,
                             "listener on port " + std::to_string(port) + ": cannot create a pipe");
@@ -21,12 +34,15 @@ core::Expected<std::unique_ptr<ConnectionServer>> ConnectionServer::start(
 }
 
 ConnectionServer::ConnectionServer(Socket listener, uint16_t port, Handler handler, Refused refused,
-                                   size_t max_connections)
+                                   size_t max_connections, DoorOptions door)
     : listener_(std::move(listener)),
       port_(port),
       handler_(std::move(handler)),
       refused_(std::move(refused)),
-      max_connections_(std::max<size_t>(1, max_connections)) {}
+      max_connections_(std::max<size_t>(1, max_connections)),
+      door_(std::move(door)) {
+  door_.max_unproven = std::max<size_t>(1, door_.max_unproven);
+}
 
 ConnectionServer::~ConnectionServer() {
   stop();
@@ -74,47 +90,166 @@ void ConnectionServer::drain(std::chrono::milliseconds timeout) {
   stop();
 }
 
+namespace {
+// The server whose member this thread serves (keep() takes its lock).
+thread_local ConnectionServer* serving = nullptr;
+}  // namespace
+
+Socket ConnectionServer::keep(Socket& s) {
+  if (serving == nullptr) return std::move(s);
+  std::lock_guard<std::mutex> lock(serving->mu_);
+  return std::move(s);
+}
+
+struct ConnectionServer::Unproven {
+  Socket socket;
+  std::string peer;
+  Admission admission;
+  std::chrono::steady_clock::time_point deadline;
+};
+
 void ConnectionServer::accept_loop() {
+  using clock = std::chrono::steady_clock;
+  const bool door = !door_.secret.empty();
+  std::list<Unproven> unproven;  // oldest first
+  std::vector<pollfd> fds;
+  std::vector<std::list<Unproven>::iterator> polled;
+  auto refuse = [&](const std::string& peer, const std::string& why) {
+    if (refused_) refused_(peer, why);
+  };
   for (;;) {
-    pollfd fds[2] = {{listener_.fd(), POLLIN, 0}, {wake_[0], POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) {
+    // Each unproven connection has until its deadline, counted from accept.
+    const auto now = clock::now();
+    int wait_ms = -1;
+    for (auto it = unproven.begin(); it != unproven.end();) {
+      if (it->deadline <= now) {
+        refuse(it->peer, "no whole proof of membership within " +
+                             std::to_string(door_.deadline.count()) + " ms of accept");
+        it = unproven.erase(it);
+        continue;
+      }
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(it->deadline - now).count() + 1;
+      wait_ms = wait_ms < 0 ? static_cast<int>(left) : std::min(wait_ms, static_cast<int>(left));
+      ++it;
+    }
+    fds.assign({{listener_.fd(), POLLIN, 0}, {wake_[0], POLLIN, 0}});
+    polled.clear();
+    for (auto it = unproven.begin(); it != unproven.end(); ++it) {
+      fds.push_back({it->socket.fd(), POLLIN, 0});
+      polled.push_back(it);
+    }
+    if (::poll(fds.data(), fds.size(), wait_ms) < 0) {
       if (errno == EINTR) continue;
       return;
     }
     if (fds[1].revents != 0) return;
+    // What the unproven sent, as it comes: never more than the rest of its hello.
+    for (size_t i = 2; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      auto it = polled[i - 2];
+      char buf[128];
+      const size_t want = std::min(sizeof buf, it->admission.wanted());
+      const ssize_t n = ::recv(it->socket.fd(), buf, want, MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (n <= 0) {
+        refuse(it->peer, n == 0 ? "closed during the handshake"
+                                : std::string("handshake: ") + std::strerror(errno));
+        unproven.erase(it);
+        continue;
+      }
+      const auto step = it->admission.feed(buf, static_cast<size_t>(n));
+      if (step == Admission::Step::more) continue;
+      if (step == Admission::Step::refused) {
+        refuse(it->peer, it->admission.refusal().message);
+        unproven.erase(it);
+        continue;
+      }
+      // Proven: the answer is 32 bytes on a socket that has sent 36, so it fits at once.
+      const std::string& answer = it->admission.answer();
+      if (::send(it->socket.fd(), answer.data(), answer.size(), MSG_DONTWAIT | MSG_NOSIGNAL) !=
+          static_cast<ssize_t>(answer.size())) {
+        refuse(it->peer, "cannot send the server's proof");
+        unproven.erase(it);
+        continue;
+      }
+      Socket member = std::move(it->socket);
+      std::string peer = std::move(it->peer);
+      std::string key = it->admission.tls_key();
+      unproven.erase(it);
+      if (!admit(std::move(member), std::move(peer), std::move(key))) return;
+    }
+    if (fds[0].revents == 0) continue;
     std::string peer;
     auto s = accept_on(listener_, peer);
     if (!s) continue;  // the peer gave up before we accepted it
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopped_) return;
-    // Reap connections whose peer has gone, so a reconnecting peer does not pile up threads.
-    for (auto it = connections_.begin(); it != connections_.end();) {
-      if (it->finished) {
-        it->thread.join();
-        it = connections_.erase(it);
-      } else {
-        ++it;
-      }
+    if (!door) {
+      if (!admit(std::move(*s), std::move(peer), {})) return;
+      continue;
     }
-    // Bounded: past the cap a connection is closed at once, before it costs a thread.
-    if (connections_.size() >= max_connections_) {
-      if (refused_)
-        refused_(peer, std::to_string(connections_.size()) + " connections already open");
-      continue;  // `s` closes here
+    auto a = Admission::make(door_.secret, door_.tls);
+    if (!a) {
+      refuse(peer, a.error().message);
+      continue;
     }
-    auto& c = connections_.emplace_back();
-    c.socket = std::move(*s);
-    c.peer = std::move(peer);
-    c.thread = std::thread([this, &c] {
-      handler_(c.socket, c.peer);
-      c.socket.shutdown();  // the peer sees the end now; the descriptor closes when reaped
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        c.finished = true;
-      }
-      ended_.notify_all();
-    });
+    const std::string& challenge = a->challenge();
+    if (::send(s->fd(), challenge.data(), challenge.size(), MSG_DONTWAIT | MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(challenge.size())) {
+      refuse(peer, "cannot send the challenge");
+      continue;
+    }
+    unproven.push_back(Unproven{std::move(*s), std::move(peer), std::move(*a),
+                                clock::now() + door_.deadline});
+    if (unproven.size() > door_.max_unproven) {
+      refuse(unproven.front().peer, std::to_string(door_.max_unproven) +
+                                        " unproven connections held: the oldest is dropped");
+      unproven.pop_front();
+    }
   }
+}
+
+void ConnectionServer::reap() {
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    if (it->finished) {
+      it->thread.join();
+      it = connections_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+bool ConnectionServer::admit(Socket s, std::string peer, std::string tls_key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopped_) return false;
+  // Reap members whose peer has gone, so a reconnecting peer does not pile up threads.
+  reap();
+  // Bounded: past the cap a member is closed at once, before it costs a thread.
+  if (connections_.size() >= max_connections_) {
+    if (refused_)
+      refused_(peer, std::to_string(connections_.size()) + " connections already open");
+    return true;  // `s` closes here
+  }
+  auto& c = connections_.emplace_back();
+  c.socket = std::move(s);
+  c.peer = std::move(peer);
+  c.thread = std::thread([this, &c, key = std::move(tls_key)] {
+    serving = this;
+    core::Status tls;
+    if (!key.empty()) tls = start_tls(c.socket, /*server=*/true, key, door_.deadline);
+    if (!tls.ok()) {
+      if (refused_) refused_(c.peer, tls.error().message);
+    } else {
+      handler_(c.socket, c.peer);
+    }
+    c.socket.shutdown();  // the peer sees the end now; the descriptor closes when reaped
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      c.finished = true;
+    }
+    ended_.notify_all();
+  });
+  return true;
 }
 
 }  // namespace troupe::net

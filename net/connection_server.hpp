@@ -15,25 +15,48 @@
 
 namespace troupe::net {
 
-/// A listening socket with one thread per accepted connection: what the tensor channel and
-/// the CAF port's gate (net/gate.hpp) share. At most `max_connections` are open at once;
-/// one more is closed as it arrives, before it costs a thread, and reported through
-/// `refused`. Connections whose handler returned are reaped on the next accept.
+/// Membership checked at the door (net/auth.hpp): every accepted connection proves the
+/// job's secret before it costs a thread.
+struct DoorOptions {
+  std::string secret;  // empty: no check, each connection is a member at once
+  bool tls = false;    // the link goes on in TLS (started on the member's thread)
+  /// From accept to the peer's whole proof: a peer sending a byte now and then gains
+  /// nothing, it is dropped at the deadline.
+  std::chrono::milliseconds deadline{5000};
+  /// Unproven connections held at once (apart from members): past it the oldest is
+  /// dropped, so strangers never crowd out a member, whose proof takes one round trip.
+  size_t max_unproven = 64;
+};
+
+/// A listening socket that serves each member on a thread of its own: what the tensor
+/// channel, the CAF port's gate (net/gate.hpp), the tunnels and the collective rings share.
+/// With a secret (DoorOptions) one thread, the acceptor, holds every unproven connection
+/// and drives its handshake as bytes arrive (never blocking on one); a connection becomes
+/// a member, and gets a thread, only once proven. At most `max_connections` members are
+/// open at once; one more is closed when it would start, and reported through `refused`,
+/// as is every peer that fails its proof or its deadline. Members whose handler returned
+/// are reaped on the next accept.
 class ConnectionServer {
  public:
-  /// Runs on the connection's own thread; the connection ends when it returns.
+  /// Runs on the member's own thread (after the TLS handshake, with tls); the connection
+  /// ends when it returns, unless the handler kept it (keep()).
   using Handler = std::function<void(Socket& s, const std::string& peer)>;
   /// A connection turned away: the peer ("host:port") and why.
   using Refused = std::function<void(const std::string& peer, const std::string& why)>;
 
   static core::Expected<std::unique_ptr<ConnectionServer>> start(Socket listener, uint16_t port,
                                                                  Handler handler, Refused refused,
-                                                                 size_t max_connections = 256);
+                                                                 size_t max_connections = 256,
+                                                                 DoorOptions door = {});
   ~ConnectionServer();
   ConnectionServer(const ConnectionServer&) = delete;
   ConnectionServer& operator=(const ConnectionServer&) = delete;
 
   uint16_t port() const { return port_; }
+  /// For a handler (on its member's thread) that keeps its connection past its return (a
+  /// ring's link): moves `s` out under the server's lock, so that nothing of the server
+  /// (stop() included) touches it again.
+  static Socket keep(Socket& s);
   /// Stops accepting, shuts every connection down and joins the threads. Idempotent; a
   /// handler must return once its socket is shut down.
   void stop();
@@ -50,9 +73,13 @@ class ConnectionServer {
     std::thread thread;
     std::atomic<bool> finished{false};
   };
+  struct Unproven;
   ConnectionServer(Socket listener, uint16_t port, Handler handler, Refused refused,
-                   size_t max_connections);
+                   size_t max_connections, DoorOptions door);
   void accept_loop();
+  // A member: its thread runs (TLS, then) the handler. False when stopped.
+  bool admit(Socket s, std::string peer, std::string tls_key);
+  void reap();
   // Ends accept_loop and joins it; connections already accepted go on.
   void stop_accepting();
 
@@ -61,6 +88,7 @@ class ConnectionServer {
   Handler handler_;
   Refused refused_;
   size_t max_connections_;
+  DoorOptions door_;
   int wake_[2] = {-1, -1};  // a pipe: writing to it ends accept_loop
   std::thread acceptor_;
   std::mutex mu_;

@@ -102,10 +102,15 @@ core::Expected<std::unique_ptr<CafGate>> CafGate::open(const std::string& host, 
   gate->limits_ = limits;
   gate->on_refused_ = std::move(on_refused);
   auto* g = gate.get();
+  DoorOptions door;  // each peer proves the secret before it costs a thread
+  door.secret = gate->secret_;
+  door.tls = links_encrypted();
+  door.deadline = limits.handshake_timeout;
+  door.max_unproven = limits.max_unproven;
   auto server = ConnectionServer::start(
       std::move(*listener), port, [g](Socket& s, const std::string& peer) { g->serve(s, peer); },
       [g](const std::string& peer, const std::string& why) { g->refuse(peer, why); },
-      limits.max_connections);
+      limits.max_connections, std::move(door));
   if (!server) return server.error();
   gate->server_ = std::move(*server);
   return gate;
@@ -125,8 +130,7 @@ void CafGate::refuse(const std::string& peer, const std::string& why) {
 }
 
 void CafGate::serve(Socket& outside, const std::string& peer) {
-  if (auto st = authenticate_peer(outside, secret_, limits_.handshake_timeout); !st)
-    return refuse(peer, st.error().message);
+  // A member: the door (ConnectionServer) has had its proof.
   auto inside = connect_to("127.0.0.1", target_, std::chrono::milliseconds(0));
   if (!inside) {
     std::fprintf(stderr, "troupe: CAF port %u: %s\n", static_cast<unsigned>(port()),
@@ -154,6 +158,12 @@ Tunnels& tunnels() {
 void serve_tunnel(Socket& inside, const std::string& host, uint16_t port, const std::string& secret,
                   const GateLimits& limits) {
   const std::string where = host + ":" + std::to_string(port);
+  // The tunnel proves the secret for whoever dials it: only this process's CAF may.
+  if (auto st = peer_is_this_process(inside); !st) {
+    std::fprintf(stderr, "troupe: tunnel to %s refused: %s\n", where.c_str(),
+                 st.error().message.c_str());
+    return;
+  }
   auto outside = connect_to(host, port, limits.handshake_timeout);
   if (!outside) return;  // not up (yet): CAF sees the connection close and tries again
   if (auto st = authenticate_to(*outside, secret, limits.handshake_timeout); !st) {

@@ -31,8 +31,12 @@ namespace troupe::net {
 struct GateLimits {
   /// The largest BASP payload a peer may announce; CAF's own limit is 4 GiB.
   uint32_t max_message_bytes = 1u << 30;
+  /// Members (proven peers) at once.
   size_t max_connections = 256;
+  /// The whole handshake, from accept (DoorOptions::deadline).
   std::chrono::milliseconds handshake_timeout{5000};
+  /// Unproven peers held at once; past it the oldest is dropped (DoorOptions).
+  size_t max_unproven = 64;
 };
 
 /// Follows the BASP frames of a byte stream as it passes: a 32-byte header in network

@@ -4,6 +4,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <dirent.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -191,6 +192,59 @@ core::Expected<Socket> listen_on(const std::string& host, uint16_t& port) {
     return io_error("getsockname", errno);
   port = port_of(bound);
   return s;
+}
+
+core::Status peer_is_this_process(const Socket& s) {
+  sockaddr_in mine{}, theirs{};
+  socklen_t a = sizeof mine, b = sizeof theirs;
+  if (::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&mine), &a) != 0 ||
+      ::getpeername(s.fd(), reinterpret_cast<sockaddr*>(&theirs), &b) != 0 ||
+      mine.sin_family != AF_INET || theirs.sin_family != AF_INET)
+    return make_error(Errc::permission_denied, "not an IPv4 connection");
+  const std::string peer = text_of(reinterpret_cast<const sockaddr*>(&theirs));
+  // The kernel prints an IPv4 address as the 32-bit word it stores, in hex, and the port
+  // as a number: the peer's socket has our end as its remote one.
+  char local_hex[32], remote_hex[32];
+  std::snprintf(local_hex, sizeof local_hex, "%08X:%04X", theirs.sin_addr.s_addr,
+                ntohs(theirs.sin_port));
+  std::snprintf(remote_hex, sizeof remote_hex, "%08X:%04X", mine.sin_addr.s_addr,
+                ntohs(mine.sin_port));
+  FILE* table = std::fopen("/proc/net/tcp", "re");
+  if (table == nullptr)
+    return make_error(Errc::permission_denied,
+                      "cannot read /proc/net/tcp to tell whose connection " + peer + " is");
+  unsigned long inode = 0;
+  char line[512];
+  while (inode == 0 && std::fgets(line, sizeof line, table) != nullptr) {
+    char local[64], remote[64];
+    unsigned long ino = 0;
+    // sl local rem st tx:rx tr:when retrnsmt uid timeout inode
+    if (std::sscanf(line, " %*s %63s %63s %*s %*s %*s %*s %*s %*s %lu", local, remote, &ino) ==
+            3 &&
+        std::strcmp(local, local_hex) == 0 && std::strcmp(remote, remote_hex) == 0)
+      inode = ino;
+  }
+  std::fclose(table);
+  if (inode != 0) {
+    const std::string wanted = "socket:[" + std::to_string(inode) + "]";
+    if (DIR* fds = ::opendir("/proc/self/fd")) {
+      bool ours = false;
+      char target[64];
+      while (!ours) {
+        const dirent* e = ::readdir(fds);
+        if (e == nullptr) break;
+        const std::string link = std::string("/proc/self/fd/") + e->d_name;
+        const ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+        ours = n > 0 && wanted.compare(0, wanted.size(), target, static_cast<size_t>(n)) == 0 &&
+               static_cast<size_t>(n) == wanted.size();
+      }
+      ::closedir(fds);
+      if (ours) return {};
+    }
+  }
+  return make_error(Errc::permission_denied,
+                    peer + " is another process's connection (only this process's CAF may use "
+                           "this loopback port)");
 }
 
 core::Expected<Socket> accept_on(const Socket& listener, std::string& peer) {

@@ -77,6 +77,13 @@ std::string host_port_text(const std::string& host, uint16_t port);
 /// "0.0.0.0" are every address); port 0 picks a free one. The bound port is stored in
 /// `port`. A port another process holds is invalid_argument (permanent), naming it.
 core::Expected<Socket> listen_on(const std::string& host, uint16_t& port);
+/// Whether the other end of `s`, a TCP connection over IPv4 loopback, is a socket this
+/// process holds (Linux: the kernel's table of TCP sockets, /proc/net/tcp, gives the
+/// peer's socket, and /proc/self/fd this process's). For a loopback port that only this
+/// process may use (a tunnel CAF dials): any other local process, another user's or
+/// another container's in the pod, is permission_denied, naming the peer.
+core::Status peer_is_this_process(const Socket& s);
+
 /// Accepts one connection; `peer` receives "host:port" of the other end.
 core::Expected<Socket> accept_on(const Socket& listener, std::string& peer);
 /// Connects with TCP_NODELAY to the first of `host`'s addresses that answers; every later

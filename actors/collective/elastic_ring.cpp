@@ -33,8 +33,7 @@ ElasticRing::ElasticRing(int slot, std::vector<std::string> addresses, ElasticOp
 }
 
 ElasticRing::~ElasticRing() {
-  stopping_ = true;
-  if (acceptor_.joinable()) acceptor_.join();
+  if (door_) door_->stop();
 }
 
 core::Expected<std::unique_ptr<ElasticRing>> ElasticRing::join(int slot,
@@ -51,8 +50,21 @@ core::Expected<std::unique_ptr<ElasticRing>> ElasticRing::join(int slot,
   uint16_t port = me->port;
   auto listener = net::listen_on(net::bind_host(me->host), port);
   if (!listener) return listener.error();
-  g->listener_ = std::move(*listener);
-  g->acceptor_ = std::thread([p = g.get()] { p->accept_loop(); });
+  // Many handshakes at once, each within its deadline: a slow stranger holds no door.
+  net::DoorOptions door;
+  door.secret = g->options_.ring.secret;
+  door.tls = net::links_encrypted();
+  door.max_unproven = 16;
+  auto* p = g.get();
+  auto opened = net::ConnectionServer::start(
+      std::move(*listener), port, [p](net::Socket& s, const std::string& peer) { p->take(s, peer); },
+      [p](const std::string& peer, const std::string& why) {
+        std::fprintf(stderr, "troupe elastic ring: slot %d refused a connection from %s: %s\n",
+                     p->slot_, peer.c_str(), why.c_str());
+      },
+      /*max_connections=*/4 * static_cast<size_t>(n) + 8, std::move(door));
+  if (!opened) return opened.error();
+  g->door_ = std::move(*opened);
 
   const auto wait = options.ring.connect_timeout;
   core::Expected<Membership> m = make_error(Errc::internal, "not formed");
@@ -94,41 +106,29 @@ core::Expected<std::unique_ptr<ElasticRing>> ElasticRing::join(int slot,
   return g;
 }
 
-void ElasticRing::accept_loop() {
-  while (!stopping_) {
-    pollfd p{listener_.fd(), POLLIN, 0};
-    if (::poll(&p, 1, 50) <= 0) continue;
-    std::string peer;
-    auto s = net::accept_on(listener_, peer);
-    if (!s) continue;
-    if (auto st = net::admit_member(*s, options_.ring.secret, milliseconds(2000)); !st) {
-      std::fprintf(stderr, "troupe elastic ring: slot %d refused a connection from %s: %s\n", slot_,
-                   peer.c_str(), st.error().message.c_str());
-      continue;
-    }
-    auto pending = std::make_unique<Pending>();
-    const bool ok = detail::read_within(*s, &pending->knock, sizeof(Knock), milliseconds(2000));
-    const Knock& k = pending->knock;
-    const bool valid =
-        ok && k.magic == knock_magic && k.group == options_.ring.group_id && k.slot >= 0 &&
-        k.slot < static_cast<int32_t>(addresses_.size()) && k.slot != slot_ &&
-        (k.kind == link_kind || k.kind == status_kind || (k.kind == join_kind && slot_ == 0));
-    if (!valid) {
-      std::fprintf(stderr,
-                   "troupe elastic ring: slot %d refused a connection from %s (not a member "
-                   "of this group)\n",
-                   slot_, peer.c_str());
-      continue;
-    }
-    if (k.kind == status_kind) {
-      answer_status(*s, k.step);
-      continue;
-    }
-    pending->socket = std::move(*s);
-    std::lock_guard<std::mutex> lock(mu_);
-    (k.kind == link_kind ? links_ : joins_).push_back(std::move(pending));
-    cv_.notify_all();
+void ElasticRing::take(net::Socket& s, const std::string& peer) {
+  auto pending = std::make_unique<Pending>();
+  const bool ok = detail::read_within(s, &pending->knock, sizeof(Knock), milliseconds(2000));
+  const Knock& k = pending->knock;
+  const bool valid =
+      ok && k.magic == knock_magic && k.group == options_.ring.group_id && k.slot >= 0 &&
+      k.slot < static_cast<int32_t>(addresses_.size()) && k.slot != slot_ &&
+      (k.kind == link_kind || k.kind == status_kind || (k.kind == join_kind && slot_ == 0));
+  if (!valid) {
+    std::fprintf(stderr,
+                 "troupe elastic ring: slot %d refused a connection from %s (not a member "
+                 "of this group)\n",
+                 slot_, peer.c_str());
+    return;
   }
+  if (k.kind == status_kind) {
+    answer_status(s, k.step);
+    return;
+  }
+  pending->socket = net::ConnectionServer::keep(s);  // the door's thread ends, not the link
+  std::lock_guard<std::mutex> lock(mu_);
+  (k.kind == link_kind ? links_ : joins_).push_back(std::move(pending));
+  cv_.notify_all();
 }
 
 int ElasticRing::waiting() const {

@@ -29,6 +29,7 @@
 #include "actors/collective/ring.hpp"
 #include "core/expected.hpp"
 #include "net/channel.hpp"
+#include "net/connection_server.hpp"
 
 namespace troupe::collective {
 
@@ -84,8 +85,10 @@ class ElasticRing {
 
  private:
   ElasticRing(int slot, std::vector<std::string> addresses, ElasticOptions options);
-  void accept_loop();
-  /// Answers another member's status knock (on the acceptor thread) with this slot's
+  /// One connection at the door, proven a member: reads its knock and queues it (a link,
+  /// a join), or answers it (a status knock).
+  void take(net::Socket& s, const std::string& peer);
+  /// Answers another member's status knock (on its connection's thread) with this slot's
   /// progress against the tag it asks about.
   void answer_status(net::Socket& s, int64_t tag_bytes);
   /// The stall report's every-rank part: asks each member of the current ring (at once,
@@ -109,15 +112,14 @@ class ElasticRing {
   Membership membership_;
   std::unique_ptr<Ring> ring_;
   std::shared_ptr<RingProgress> progress_ = std::make_shared<RingProgress>();
-  net::Socket listener_;
-  std::thread acceptor_;
-  std::atomic<bool> stopping_{false};
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Pending>> joins_;  // slot 0: processes knocking to join
   std::deque<std::unique_ptr<Pending>> links_;  // ring connections from left neighbours
   net::Socket control_;                         // other slots: the connection to slot 0
   std::map<int, net::Socket> controls_;         // slot 0: each member's connection
+  // Last, so that it stops (its threads touch the members above) before they go.
+  std::unique_ptr<net::ConnectionServer> door_;
 };
 
 }  // namespace troupe::collective

@@ -10,13 +10,17 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 #include "actors/collective/socket_io.hpp"
 #include "core/half.hpp"
 #include "net/auth.hpp"
 #include "net/cluster_spec.hpp"
+#include "net/connection_server.hpp"
 
 namespace troupe::collective {
 
@@ -67,36 +71,40 @@ core::Expected<std::unique_ptr<Ring>> Ring::form(int rank, std::vector<std::stri
   const int left = (rank + size - 1) % size, right = (rank + 1) % size;
   const auto deadline = clock_type::now() + options.connect_timeout;
 
-  // Accept the left neighbour on a thread while this one connects to the right.
-  core::Status accepted = make_error(Errc::unavailable, "ring: rank " + std::to_string(left) +
-                                                            " (left neighbour) did not connect");
-  std::thread acceptor([&] {
-    while (clock_type::now() < deadline) {
-      pollfd p{listener->fd(), POLLIN, 0};
-      if (::poll(&p, 1, 50) <= 0) continue;
-      std::string peer;
-      auto s = net::accept_on(*listener, peer);
-      if (!s) continue;
-      if (auto st = net::admit_member(*s, options.secret, std::chrono::milliseconds(2000)); !st) {
+  // The door takes the left neighbour (many handshakes at once, each within its deadline:
+  // a slow stranger holds nothing) while this thread connects to the right.
+  std::mutex mu;
+  std::condition_variable cv;
+  net::Socket from_left;
+  net::DoorOptions door;
+  door.secret = options.secret;
+  door.tls = net::links_encrypted();
+  door.max_unproven = 16;
+  auto opened = net::ConnectionServer::start(
+      std::move(*listener), port,
+      [&](net::Socket& s, const std::string& peer) {
+        Hello h;
+        if (!detail::read_within(s, &h, sizeof h, std::chrono::milliseconds(2000)) ||
+            h.magic != hello_magic || h.group != options.group_id ||
+            h.rank != static_cast<uint32_t>(left)) {
+          std::fprintf(stderr,
+                       "troupe ring: rank %d refused a connection from %s (not rank %d of this "
+                       "group)\n",
+                       rank, peer.c_str(), left);
+          return;
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        if (from_left.valid()) return;  // one left neighbour
+        from_left = net::ConnectionServer::keep(s);
+        cv.notify_all();
+      },
+      [rank](const std::string& peer, const std::string& why) {
         std::fprintf(stderr, "troupe ring: rank %d refused a connection from %s: %s\n", rank,
-                     peer.c_str(), st.error().message.c_str());
-        continue;
-      }
-      Hello h;
-      if (!detail::read_within(*s, &h, sizeof h, std::chrono::milliseconds(2000)) ||
-          h.magic != hello_magic || h.group != options.group_id ||
-          h.rank != static_cast<uint32_t>(left)) {
-        std::fprintf(stderr,
-                     "troupe ring: rank %d refused a connection from %s (not rank %d of this "
-                     "group)\n",
-                     rank, peer.c_str(), left);
-        continue;
-      }
-      ring->left_ = std::move(*s);
-      accepted = {};
-      return;
-    }
-  });
+                     peer.c_str(), why.c_str());
+      },
+      8, std::move(door));
+  if (!opened) return opened.error();
+  std::unique_ptr<net::ConnectionServer> door_server = std::move(*opened);
   core::Status connected;
   for (;;) {
     auto s = net::connect_to(hp[static_cast<size_t>(right)].host,
@@ -127,9 +135,16 @@ core::Expected<std::unique_ptr<Ring>> Ring::form(int rank, std::vector<std::stri
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the peer is starting
   }
-  acceptor.join();
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_until(lock, deadline, [&] { return from_left.valid(); });
+  }
+  door_server->stop();  // before the locals its threads use go
   if (!connected.ok()) return connected.error();
-  if (!accepted.ok()) return accepted.error();
+  if (!from_left.valid())
+    return make_error(Errc::unavailable, "ring: rank " + std::to_string(left) +
+                                             " (left neighbour) did not connect");
+  ring->left_ = std::move(from_left);
   return from_links(rank, size, std::move(ring->left_), std::move(ring->right_), options);
 }
 

@@ -10,9 +10,11 @@
 
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -279,6 +281,59 @@ TEST_CASE("with a cluster secret only members form a ring", "[ring][auth]") {
   auto rank1 = std::async(std::launch::async, [&] { return Ring::form(1, other, b); });
   CHECK_FALSE(Ring::form(0, other, a).ok());
   CHECK_FALSE(rank1.get().ok());
+}
+
+// Found from outside: the ring's door took one handshake at a time, waiting 2 s per byte,
+// so one stranger dripping a byte now and then kept the left neighbour out and a mirrored
+// job failed at start. Its door now holds many handshakes at once, each to a deadline.
+TEST_CASE("strangers dripping bytes at a rank's door do not keep its neighbour out",
+          "[ring][auth]") {
+  const auto addr = test::loopback_addresses(2);
+  RingOptions o;
+  o.secret = "the job's secret, 32 bytes long!";
+  o.connect_timeout = std::chrono::milliseconds(15000);
+  auto rank0 = std::async(std::launch::async, [&]() -> float {
+    auto ring = Ring::form(0, addr, o);
+    REQUIRE(ring.ok());
+    float x = 1.0f;
+    REQUIRE((*ring)->all_reduce(&x, 1, Reduction::sum, "x").ok());
+    return x;
+  });
+  // Three strangers reach rank 0's door first; each sends a Troupe magic byte by byte,
+  // one every 300 ms, and keeps dripping until the ring has formed.
+  const auto port = static_cast<uint16_t>(std::stoi(addr[0].substr(10)));
+  std::atomic<bool> formed{false};
+  std::mutex mu;
+  std::condition_variable cv;  // wakes the dripping at once when the ring has formed
+  std::vector<net::Socket> strangers;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (strangers.size() < 3 && std::chrono::steady_clock::now() < deadline) {
+    if (auto s = net::connect_to("127.0.0.1", port, std::chrono::milliseconds(1000)))
+      strangers.push_back(std::move(*s));
+    else
+      std::this_thread::yield();
+  }
+  REQUIRE(strangers.size() == 3);
+  std::thread drip([&] {
+    for (size_t i = 0; !formed; ++i) {
+      for (auto& s : strangers)
+        ::send(s.fd(), "TRA1" + i % 4, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait_for(lock, std::chrono::milliseconds(300), [&] { return formed.load(); });
+    }
+  });
+  auto ring1 = Ring::form(1, addr, o);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    formed = true;
+  }
+  cv.notify_all();
+  drip.join();
+  REQUIRE(ring1.ok());
+  float x = 1.0f;
+  REQUIRE((*ring1)->all_reduce(&x, 1, Reduction::sum, "x").ok());
+  CHECK(x == 2.0f);
+  CHECK(rank0.get() == 2.0f);
 }
 
 TEST_CASE("a rank that leaves mid-job is reported at once by its neighbours", "[ring]") {

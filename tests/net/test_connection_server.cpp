@@ -4,14 +4,18 @@
 // to get its acknowledgement out through its gate).
 #include <catch2/catch.hpp>
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <atomic>
+#include <cerrno>
+#include <filesystem>
 #include <condition_variable>
 #include <future>
 #include <mutex>
 #include <thread>
 
+#include "net/auth.hpp"
 #include "net/connection_server.hpp"
 #include "net/socket.hpp"
 
@@ -124,4 +128,137 @@ TEST_CASE("ConnectionServer drain ends a connection that outlasts it, and stop c
   // Ending again does nothing.
   rs.server->drain(100ms);
   rs.server->stop();
+}
+
+namespace {
+
+const std::string door_secret = "the job's secret, 32 bytes long!";
+
+// Threads of this process now.
+size_t threads_now() {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+
+// Whether the server closed `s` (EOF or reset) within 10 s; bytes it sent first are
+// skipped (the challenge).
+bool closed_by_server(const net::Socket& s) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  char buf[256];
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{s.fd(), POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const ssize_t r = ::recv(s.fd(), buf, sizeof buf, MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno != EAGAIN)) return true;
+  }
+  return false;
+}
+
+// Whether `s` is still open: no end (EOF, reset) among the bytes it has now.
+bool still_open(const net::Socket& s) {
+  char buf[256];
+  for (;;) {
+    const ssize_t r = ::recv(s.fd(), buf, sizeof buf, MSG_DONTWAIT);
+    if (r > 0) continue;
+    return r < 0 && errno == EAGAIN;
+  }
+}
+
+// A door (deadline `deadline`, `max_unproven` strangers held) whose members get "ok".
+struct Door {
+  uint16_t port = 0;
+  std::atomic<int> refused{0};
+  std::unique_ptr<net::ConnectionServer> server;
+  Door(std::chrono::milliseconds deadline, size_t max_unproven) {
+    auto listener = net::listen_on("127.0.0.1", port);
+    REQUIRE(listener);
+    net::DoorOptions door;
+    door.secret = door_secret;
+    door.deadline = deadline;
+    door.max_unproven = max_unproven;
+    auto s = net::ConnectionServer::start(
+        std::move(*listener), port,
+        [](net::Socket& sock, const std::string&) { net::send_all(sock, "ok", 2); },
+        [this](const std::string&, const std::string&) { ++refused; }, 4, door);
+    REQUIRE(s);
+    server = std::move(*s);
+  }
+  // A member's round trip: proof, then the handler's "ok".
+  bool member_served() {
+    auto s = net::connect_to("127.0.0.1", port, 5s);
+    if (!s || !net::authenticate_to(*s, door_secret, 5s).ok()) return false;
+    net::set_io_timeout(*s, 5s);
+    char ok[2] = {};
+    return ::recv(s->fd(), ok, 2, MSG_WAITALL) == 2 && ok[0] == 'o' && ok[1] == 'k';
+  }
+};
+
+}  // namespace
+
+// Found from outside: 256 connections sending a byte every 4 s held every slot of a PS's
+// gate and channel for minutes (each read could wait 5 s, each cost a thread), members
+// were refused and the job died. The door now drives every handshake from one thread,
+// each to a deadline counted from accept, and drops the oldest unproven past its cap.
+TEST_CASE("ConnectionServer's door: strangers cost no thread, never crowd out members",
+          "[net][connection_server][auth]") {
+  Door door(10000ms, 8);
+  REQUIRE(door.member_served());
+  const size_t threads_before = threads_now();
+
+  // 40 strangers: idle ones, ones that stop after "TRA1", ones dripping a byte at a time.
+  std::vector<net::Socket> strangers;
+  for (int i = 0; i < 40; ++i) {
+    auto s = net::connect_to("127.0.0.1", door.port, 5s);
+    REQUIRE(s);
+    if (i % 2 == 1) net::send_all(*s, "TRA1", 4);
+    strangers.push_back(std::move(*s));
+  }
+  // Held by the one acceptor thread, not a thread each (a member thread may still be
+  // ending; the 40 would be 40).
+  CHECK(threads_now() <= threads_before + 2);
+  // A member is served in the middle of them, at once: it never waits behind them.
+  CHECK(door.member_served());
+  // Past the cap of 8 the oldest went first: of the 41 unproven (the member too, until
+  // its proof) the first 33 are closed, the last 7 strangers held (their 10 s deadline is
+  // far off).
+  for (size_t i = 0; i < 33; ++i)
+    CHECK(closed_by_server(strangers[i]));
+  for (size_t i = 33; i < 40; ++i)
+    CHECK(still_open(strangers[i]));
+  CHECK(door.refused == 33);
+
+  // A stranger dripping a byte every 50 ms would take 3.4 s to send a hello: a 1 s
+  // deadline from accept ends it before, however steadily it sends.
+  Door quick(1000ms, 8);
+  auto drip = net::connect_to("127.0.0.1", quick.port, 5s);
+  REQUIRE(drip);
+  size_t sent = 0;
+  bool closed = false;
+  while (!closed && sent < 68) {
+    pollfd p{drip->fd(), POLLIN, 0};
+    if (::poll(&p, 1, 50) > 0) {
+      char buf[64];
+      const ssize_t r = ::recv(drip->fd(), buf, sizeof buf, MSG_DONTWAIT);
+      closed = r == 0 || (r < 0 && errno != EAGAIN);
+      continue;
+    }
+    if (::send(drip->fd(), "TRA1xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" + sent,
+               1, MSG_NOSIGNAL) != 1)
+      closed = true;
+    else
+      ++sent;
+  }
+  CHECK(closed);
+  CHECK(sent < 68);
+  // Garbage is refused on its first four bytes.
+  auto junk = net::connect_to("127.0.0.1", quick.port, 5s);
+  REQUIRE(junk);
+  net::send_all(*junk, "GET / HTTP/1.1\r\n", 16);
+  CHECK(closed_by_server(*junk));
+  CHECK(quick.member_served());
+  CHECK(quick.refused == 2);
 }

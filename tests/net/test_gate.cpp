@@ -4,7 +4,10 @@
 // systems); test_ps_process.cpp does the same against a `troupe serve` PS process.
 #include <catch2/catch.hpp>
 
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -172,6 +175,75 @@ TEST_CASE("A CAF gate admits members through tunnels and refuses strangers", "[n
   CHECK(echo.refused_at_least(4) == 4);
   // The member is served as before.
   CHECK(ask() == 42);
+}
+
+namespace {
+
+// Bytes a fresh connection to 127.0.0.1:`port` reads before it ends (within 10 s), made
+// in a child process (as user nobody when this is root); -1 when it never ends.
+int bytes_to_another_process(uint16_t port) {
+  int out[2];
+  REQUIRE(::pipe(out) == 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(2);
+    int n = -1;
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+      timeval tv{10, 0};
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      char buf[4096];
+      int total = 0;
+      for (;;) {
+        const ssize_t r = ::recv(fd, buf, sizeof buf, 0);
+        if (r > 0) {
+          total += static_cast<int>(r);
+          continue;
+        }
+        if (r == 0 || errno == ECONNRESET) n = total;
+        break;
+      }
+    }
+    [[maybe_unused]] ssize_t w = ::write(out[1], &n, sizeof n);
+    ::_exit(0);
+  }
+  ::close(out[1]);
+  int n = -2;
+  if (::read(out[0], &n, sizeof n) != sizeof n) n = -2;
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return n;
+}
+
+}  // namespace
+
+// Found from outside: a tunnel (the loopback port this process's CAF dials to reach a
+// gate) proved the secret for whoever dialled it, so any local process reached a PS as a
+// member. It now serves only connections whose other end is a socket of this process.
+TEST_CASE("A tunnel carries this process's connections only", "[net][gate]") {
+  GatedActor echo([]() -> caf::behavior { return {[](int32_t x) { return x + 1; }}; });
+  auto tunnel = net::tunnel_to("127.0.0.1", echo.port(), secret);
+  REQUIRE(tunnel.ok());
+  // This process: through the tunnel to CAF, which greets with its BASP handshake.
+  auto mine = net::connect_to("127.0.0.1", *tunnel, 5s);
+  REQUIRE(mine.ok());
+  net::set_io_timeout(*mine, 10s);
+  char greeting[32];
+  CHECK(::recv(mine->fd(), greeting, sizeof greeting, MSG_WAITALL) == 32);
+  // Another process (another user's, when this is root) gets nothing: closed unrelayed.
+  CHECK(bytes_to_another_process(*tunnel) == 0);
+  // A member through it still works.
+  Member m(echo.port());
+  int32_t got = 0;
+  m.self->request(m.remote, 5s, int32_t{1})
+      .receive([&](int32_t y) { got = y; }, [&](caf::error& e) { FAIL(m.sys.render(e)); });
+  CHECK(got == 2);
+  net::close_tunnels_to("127.0.0.1", echo.port());
 }
 
 TEST_CASE("Over TLS a CAF gate carries members' messages and refuses plain peers",

@@ -219,7 +219,8 @@ TEST_CASE("A peer that proves the secret and then stalls the TLS handshake is gi
   REQUIRE(server.wait_for(10s) == std::future_status::ready);
   const auto st = server.get();
   REQUIRE_FALSE(st.ok());
-  CHECK(st.error().message.find("no TLS handshake within 300 ms") != std::string::npos);
+  // Within what was left of the handshake's 300 ms once Troupe's part was done.
+  CHECK(st.error().message.find("no TLS handshake within ") != std::string::npos);
   CHECK(std::chrono::steady_clock::now() - t0 < 10s);
 }
 
