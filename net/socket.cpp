@@ -5,6 +5,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <dirent.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -17,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <vector>
 
 namespace troupe::net {
 
@@ -194,25 +198,20 @@ core::Expected<Socket> listen_on(const std::string& host, uint16_t& port) {
   return s;
 }
 
-core::Status peer_is_this_process(const Socket& s) {
-  sockaddr_in mine{}, theirs{};
-  socklen_t a = sizeof mine, b = sizeof theirs;
-  if (::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&mine), &a) != 0 ||
-      ::getpeername(s.fd(), reinterpret_cast<sockaddr*>(&theirs), &b) != 0 ||
-      mine.sin_family != AF_INET || theirs.sin_family != AF_INET)
-    return make_error(Errc::permission_denied, "not an IPv4 connection");
-  const std::string peer = text_of(reinterpret_cast<const sockaddr*>(&theirs));
+// The same from /proc/net/tcp, for where netlink is not allowed: read in one piece (a
+// table read in several may skip a line while sockets come and go).
+static unsigned long proc_tcp_inode(const sockaddr_in& src, const sockaddr_in& dst) {
   // The kernel prints an IPv4 address as the 32-bit word it stores, in hex, and the port
-  // as a number: the peer's socket has our end as its remote one.
+  // as a number.
   char local_hex[32], remote_hex[32];
-  std::snprintf(local_hex, sizeof local_hex, "%08X:%04X", theirs.sin_addr.s_addr,
-                ntohs(theirs.sin_port));
-  std::snprintf(remote_hex, sizeof remote_hex, "%08X:%04X", mine.sin_addr.s_addr,
-                ntohs(mine.sin_port));
+  std::snprintf(local_hex, sizeof local_hex, "%08X:%04X", src.sin_addr.s_addr,
+                ntohs(src.sin_port));
+  std::snprintf(remote_hex, sizeof remote_hex, "%08X:%04X", dst.sin_addr.s_addr,
+                ntohs(dst.sin_port));
   FILE* table = std::fopen("/proc/net/tcp", "re");
-  if (table == nullptr)
-    return make_error(Errc::permission_denied,
-                      "cannot read /proc/net/tcp to tell whose connection " + peer + " is");
+  if (table == nullptr) return 0;
+  std::vector<char> buffer(8 << 20);
+  std::setvbuf(table, buffer.data(), _IOFBF, buffer.size());
   unsigned long inode = 0;
   char line[512];
   while (inode == 0 && std::fgets(line, sizeof line, table) != nullptr) {
@@ -225,6 +224,65 @@ core::Status peer_is_this_process(const Socket& s) {
       inode = ino;
   }
   std::fclose(table);
+  return inode;
+}
+
+// The inode of the IPv4 TCP socket bound to `src` and connected to `dst`; 0 when the kernel
+// knows none (sock_diag's exact lookup over netlink).
+static unsigned long tcp_inode(const sockaddr_in& src, const sockaddr_in& dst) {
+  const int fd = ::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (fd < 0) return proc_tcp_inode(src, dst);  // no sock_diag here (a sandbox)
+  struct {
+    nlmsghdr header;
+    inet_diag_req_v2 req;
+  } ask{};
+  ask.header.nlmsg_len = sizeof ask;
+  ask.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  ask.header.nlmsg_flags = NLM_F_REQUEST;
+  ask.req.sdiag_family = AF_INET;
+  ask.req.sdiag_protocol = IPPROTO_TCP;
+  ask.req.idiag_states = ~0u;
+  ask.req.id.idiag_sport = src.sin_port;
+  ask.req.id.idiag_dport = dst.sin_port;
+  ask.req.id.idiag_src[0] = src.sin_addr.s_addr;
+  ask.req.id.idiag_dst[0] = dst.sin_addr.s_addr;
+  ask.req.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+  ask.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  unsigned long inode = 0;
+  if (::sendto(fd, &ask, sizeof ask, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) ==
+      static_cast<ssize_t>(sizeof ask)) {
+    alignas(nlmsghdr) char buf[8192];
+    timeval tv{2, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n > 0) {
+      auto* h = reinterpret_cast<nlmsghdr*>(buf);
+      for (int left = static_cast<int>(n); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+        if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY) break;  // NLMSG_ERROR: no such socket
+        const auto* msg = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
+        inode = msg->idiag_inode;
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  return inode;
+}
+
+core::Status peer_is_this_process(const Socket& s) {
+  sockaddr_in mine{}, theirs{};
+  socklen_t a = sizeof mine, b = sizeof theirs;
+  if (::getsockname(s.fd(), reinterpret_cast<sockaddr*>(&mine), &a) != 0 ||
+      ::getpeername(s.fd(), reinterpret_cast<sockaddr*>(&theirs), &b) != 0 ||
+      mine.sin_family != AF_INET || theirs.sin_family != AF_INET)
+    return make_error(Errc::permission_denied, "not an IPv4 connection");
+  const std::string peer = text_of(reinterpret_cast<const sockaddr*>(&theirs));
+  // The peer's socket is the one whose source is their end and destination ours: asked
+  // of the kernel exactly (sock_diag), not read from /proc/net/tcp, which can skip a line
+  // while sockets come and go (a flood of strangers is such a time).
+  const unsigned long inode = tcp_inode(theirs, mine);
   if (inode != 0) {
     const std::string wanted = "socket:[" + std::to_string(inode) + "]";
     if (DIR* fds = ::opendir("/proc/self/fd")) {

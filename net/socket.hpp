@@ -78,8 +78,8 @@ std::string host_port_text(const std::string& host, uint16_t port);
 /// `port`. A port another process holds is invalid_argument (permanent), naming it.
 core::Expected<Socket> listen_on(const std::string& host, uint16_t& port);
 /// Whether the other end of `s`, a TCP connection over IPv4 loopback, is a socket this
-/// process holds (Linux: the kernel's table of TCP sockets, /proc/net/tcp, gives the
-/// peer's socket, and /proc/self/fd this process's). For a loopback port that only this
+/// process holds (Linux: the kernel names the peer's socket, sock_diag over netlink, and
+/// /proc/self/fd lists this process's). For a loopback port that only this
 /// process may use (a tunnel CAF dials): any other local process, another user's or
 /// another container's in the pod, is permission_denied, naming the peer.
 core::Status peer_is_this_process(const Socket& s);
