@@ -25,6 +25,7 @@ core::Expected<std::unique_ptr<ChannelServer>> ChannelServer::start(
   net::DoorOptions door;  // with the job's secret, proven before a member costs a thread
   door.secret = s->options_.secret;
   door.tls = net::links_encrypted();
+  door.identity = s->options_.identity;
   auto started = net::ConnectionServer::start(
       std::move(*listener), port,
       [s](net::Socket& socket, const std::string& peer) { s->serve(socket, peer); },
@@ -87,7 +88,7 @@ core::Expected<std::vector<net::PsItem>> ChannelServer::update(net::PsRequest& r
 }
 
 void ChannelServer::refuse(const std::string& peer, const std::string& why) {
-  std::fprintf(stderr, "troupe: tensor channel: refused %s: %s\n", peer.c_str(), why.c_str());
+  log_.say("troupe: tensor channel: refused " + peer + ": " + why);
   caf::anon_send(shard_, net::refused_atom::value, false);
 }
 

@@ -27,6 +27,8 @@ struct ChannelServerOptions {
   /// is read; a peer that does not is refused, named on stderr and counted by the shard
   /// actor (`refused`). Empty: connections are not authenticated.
   std::string secret;
+  /// Who this channel is ("ps:1"): a member's proof must be for it (net/auth.hpp).
+  std::string identity;
   /// At most this many connections are open at once (each holds a thread); one more is
   /// closed as it arrives, named and counted the same way.
   size_t max_connections = 256;
@@ -99,6 +101,7 @@ class ChannelServer {
   std::shared_ptr<SharedShard> shared_;
   ChannelServerOptions options_;
   net::ByteBudget budget_;
+  net::RefusalLog log_;  // before server_: its callbacks write here until it stops
   std::unique_ptr<net::ConnectionServer> server_;
 };
 

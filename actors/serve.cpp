@@ -35,12 +35,13 @@ const char* caf_host(const net::HostPort& at) {
 
 // The gate on the task's address in front of CAF's loopback `caf_port`; none without a
 // secret. Returns the port peers dial.
-core::Expected<uint16_t> open_gate(const net::HostPort& task, const std::string& secret,
-                                   uint16_t caf_port, std::function<void()> on_refused,
+core::Expected<uint16_t> open_gate(const net::HostPort& task, const net::TaskId& id,
+                                   const std::string& secret, uint16_t caf_port,
+                                   std::function<void()> on_refused,
                                    std::unique_ptr<net::CafGate>& gate) {
   if (secret.empty()) return caf_port;
   auto g = net::CafGate::open(net::bind_host(task.host), task.port, caf_port, secret, {},
-                              std::move(on_refused));
+                              std::move(on_refused), id.to_string());
   if (!g) return g.error();
   gate = std::move(*g);
   return gate->port();
@@ -110,7 +111,7 @@ core::Status serve_worker(caf::actor_system& sys, const net::ClusterResolver& re
       std::lock_guard<std::mutex> lock(published->mu);
       caf_port = published->port;
     }
-    auto port = open_gate(hp, secret, caf_port, {}, gate);
+    auto port = open_gate(hp, task, secret, caf_port, {}, gate);
     if (!port) {
       caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
       started = make_error(port.error().code, "CAF gate: " + port.error().message);
@@ -202,6 +203,7 @@ core::Status serve_task(const net::ClusterResolver& resolver, const Registry& re
         caf::anon_send_exit(served, caf::exit_reason::user_shutdown);
         return co.error();
       }
+      co->identity = task.to_string();  // a worker's handshake must be for this PS task
       auto started =
           ChannelServer::start(sys, served, net::bind_host(hp->host), std::move(*co), shared);
       if (!started) {
@@ -226,8 +228,8 @@ core::Status serve_task(const net::ClusterResolver& resolver, const Registry& re
                                              sys.render(port.error()) + ")");
   }
   auto public_port = open_gate(
-      *hp, *secret, *port, [served] { caf::anon_send(served, net::refused_atom::value, true); },
-      gate);
+      *hp, task, *secret, *port,
+      [served] { caf::anon_send(served, net::refused_atom::value, true); }, gate);
   if (!public_port) {
     caf::anon_send_exit(served, caf::exit_reason::user_shutdown);
     return make_error(public_port.error().code, "task " + task.to_string() + ": CAF gate on " +

@@ -12,7 +12,7 @@ namespace troupe::actors {
 
 void reach_task(caf::event_based_actor* self, const Endpoint& at, std::chrono::milliseconds timeout,
                 std::function<void(caf::actor)> on_actor, std::function<void()> on_fail) {
-  auto route = net::caf_route(at.host, at.port);  // through the tunnel, with a secret
+  auto route = net::caf_route(at.host, at.port, at.name);  // through the tunnel, with a secret
   if (!route) return on_fail();
   auto mm = self->system().middleman().actor_handle();
   self->request(mm, timeout, caf::connect_atom::value, route->host, route->port)

@@ -19,6 +19,7 @@ struct Endpoint {
   caf::actor handle;
   std::string host;
   uint16_t port = 0;
+  std::string name;  // "ps:1": whom the handshake must find at host:port
 };
 
 /// Connects afresh to the task published at `at`'s address: `on_actor` gets its actor, or

@@ -143,7 +143,8 @@ core::Expected<net::Socket*> WorkerRuntime::channel(int task) {
                       id.to_string() + " tensor channel: " + socket.error().message);
   }
   if (!options_.cluster_secret.empty())
-    if (auto st = net::authenticate_to(*socket, options_.cluster_secret, options_.request_timeout);
+    if (auto st = net::authenticate_to(*socket, options_.cluster_secret, options_.request_timeout,
+                                       net::links_encrypted(), id.to_string());
         !st) {
       channels_.erase(task);
       return make_error(st.error().code, id.to_string() + " tensor channel: " + st.error().message);

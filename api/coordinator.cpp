@@ -91,12 +91,12 @@ core::Expected<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::make(
     if (!a) return a.error();
     auto hp = net::parse_host_port(address);
     if (!hp) return hp.error();
-    workers.push_back({*a, hp->host, hp->port});
+    workers.push_back({*a, hp->host, hp->port, task.to_string()});
   }
   for (size_t i = 0; i < s.ps.size(); ++i) {
     auto hp = net::parse_host_port(s.spec.address({"ps", static_cast<int>(i)}));
     if (!hp) return hp.error();
-    ps.push_back({s.ps[i], hp->host, hp->port});
+    ps.push_back({s.ps[i], hp->host, hp->port, "ps:" + std::to_string(i)});
   }
   impl->coordinator = actors::spawn_coordinator(*s.sys, std::move(workers), std::move(ps),
                                                 s.placements, impl->book, options, s.routing);

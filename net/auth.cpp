@@ -159,9 +159,11 @@ core::Expected<std::string> new_cluster_secret(size_t bytes) {
   return out;
 }
 
-core::Expected<Admission> Admission::make(const std::string& secret, bool tls) {
+core::Expected<Admission> Admission::make(const std::string& secret, bool tls,
+                                          std::string identity) {
   Admission a;
   a.secret_ = secret;
+  a.identity_ = std::move(identity);
   a.tls_ = tls;
   a.nonce_s_.assign(nonce_bytes, '\0');
   if (auto st = random_bytes(a.nonce_s_.data(), a.nonce_s_.size()); !st) return st.error();
@@ -189,17 +191,20 @@ Admission::Step Admission::feed(const char* data, size_t n) {
   if (wanted() > 0) return step_;
   const std::string nonce_c = hello_.substr(magic_bytes, nonce_bytes);
   if (!same(hello_.substr(magic_bytes + nonce_bytes),
-            proof(secret_, "troupe client", nonce_s_, nonce_c)))
-    return refuse("no proof of the cluster secret");
-  answer_ = proof(secret_, "troupe server", nonce_c, nonce_s_);
+            proof(secret_, "troupe client", nonce_s_, nonce_c + identity_)))
+    return refuse(identity_.empty() ? "no proof of the cluster secret"
+                                    : "no proof of the cluster secret for " + identity_ +
+                                          " (a stranger, or a member that dialled another task)");
+  answer_ = proof(secret_, "troupe server", nonce_c, nonce_s_ + identity_);
   if (tls_) tls_key_ = proof(secret_, "troupe tls", nonce_s_, nonce_c);
   return step_ = Step::proven;
 }
 
 core::Status authenticate_peer(Socket& s, const std::string& secret,
-                               std::chrono::milliseconds timeout, bool tls) {
+                               std::chrono::milliseconds timeout, bool tls,
+                               const std::string& identity) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto a = Admission::make(secret, tls);
+  auto a = Admission::make(secret, tls, identity);
   if (!a) return a.error();
   if (auto st = send_bytes(s, a->challenge()); !st) return st;
   std::string buf;
@@ -219,7 +224,8 @@ core::Status authenticate_peer(Socket& s, const std::string& secret,
 }
 
 core::Status authenticate_to(Socket& s, const std::string& secret,
-                             std::chrono::milliseconds timeout, bool tls) {
+                             std::chrono::milliseconds timeout, bool tls,
+                             const std::string& dialled) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string challenge(magic_bytes + nonce_bytes, '\0');
   if (auto st = read_by(s.fd(), challenge.data(), challenge.size(), deadline, timeout, "challenge"); !st)
@@ -231,7 +237,7 @@ core::Status authenticate_to(Socket& s, const std::string& secret,
   if (auto st = random_bytes(nonce_c.data(), nonce_c.size()); !st) return st;
   // Sent even when the modes differ, so that the server names the difference too.
   if (auto st = send_bytes(s, std::string(magic_for(tls), magic_bytes) + nonce_c +
-                                  proof(secret, "troupe client", nonce_s, nonce_c));
+                                  proof(secret, "troupe client", nonce_s, nonce_c + dialled));
       !st)
     return st;
   if ((mode == 1) != tls)
@@ -240,23 +246,27 @@ core::Status authenticate_to(Socket& s, const std::string& secret,
   if (auto st = read_by(s.fd(), answer.data(), answer.size(), deadline, timeout, "server proof"); !st)
     return make_error(Errc::permission_denied,
                       "the server did not prove the cluster secret (" + st.error().message + ")");
-  if (!same(answer, proof(secret, "troupe server", nonce_c, nonce_s)))
-    return make_error(Errc::permission_denied, "the server did not prove the cluster secret");
+  if (!same(answer, proof(secret, "troupe server", nonce_c, nonce_s + dialled)))
+    return make_error(Errc::permission_denied,
+                      dialled.empty() ? "the server did not prove the cluster secret"
+                                      : "the server did not prove the cluster secret as " +
+                                            dialled + " (a stranger, or another task)");
   if (!tls) return {};
   return start_tls(s, /*server=*/false, proof(secret, "troupe tls", nonce_s, nonce_c),
                    std::chrono::duration_cast<std::chrono::milliseconds>(
                        deadline - std::chrono::steady_clock::now()));
 }
 
-core::Status admit_member(Socket& s, const std::string& secret, std::chrono::milliseconds timeout) {
+core::Status admit_member(Socket& s, const std::string& secret, std::chrono::milliseconds timeout,
+                          const std::string& identity) {
   if (secret.empty()) return {};
-  return authenticate_peer(s, secret, timeout);
+  return authenticate_peer(s, secret, timeout, links_encrypted(), identity);
 }
 
 core::Status prove_membership(Socket& s, const std::string& secret,
-                              std::chrono::milliseconds timeout) {
+                              std::chrono::milliseconds timeout, const std::string& dialled) {
   if (secret.empty()) return {};
-  return authenticate_to(s, secret, timeout);
+  return authenticate_to(s, secret, timeout, links_encrypted(), dialled);
 }
 
 }  // namespace troupe::net

@@ -5,8 +5,11 @@
 // it can send a single frame, so it costs the server 68 bytes and one bounded wait.
 //
 //   server -> client  "TRA1" nonce_s (32 random bytes)
-//   client -> server  "TRA1" nonce_c  HMAC-SHA256(secret, "troupe client" nonce_s nonce_c)
-//   server -> client  HMAC-SHA256(secret, "troupe server" nonce_c nonce_s)
+//   client -> server  "TRA1" nonce_c  HMAC-SHA256(secret, "troupe client" nonce_s nonce_c who)
+//   server -> client  HMAC-SHA256(secret, "troupe server" nonce_c nonce_s who)
+//
+// `who` is the task the client dialled ("ps:1", "ring rank 2"), which the server must be:
+// the proof binds the task's identity, not only the job's.
 //
 // Nonces make every proof new (a recorded handshake replays nothing); the two labels keep
 // a server's proof from passing for a client's. With TLS (net/tls.hpp) both sides say
@@ -44,8 +47,10 @@ core::Expected<std::string> new_cluster_secret(size_t bytes = 32);
 class Admission {
  public:
   enum class Step { more, proven, refused };
-  /// Fails only when the system has no randomness for the nonce.
-  static core::Expected<Admission> make(const std::string& secret, bool tls);
+  /// Fails only when the system has no randomness for the nonce. `identity` names this
+  /// side ("ps:1"): the peer's proof must be for it, and ours says it.
+  static core::Expected<Admission> make(const std::string& secret, bool tls,
+                                        std::string identity = {});
   const std::string& challenge() const { return challenge_; }
   /// How many more bytes the peer's hello has.
   size_t wanted() const { return hello_.size() - have_; }
@@ -60,7 +65,7 @@ class Admission {
 
  private:
   Admission() = default;
-  std::string secret_, nonce_s_, challenge_, hello_, answer_, tls_key_;
+  std::string secret_, identity_, nonce_s_, challenge_, hello_, answer_, tls_key_;
   size_t have_ = 0;
   bool tls_ = false;
   Step step_ = Step::more;
@@ -72,16 +77,22 @@ class Admission {
 /// not agree on `tls`, is `permission_denied`. With `tls` the socket then carries a TLS
 /// session.
 core::Status authenticate_peer(Socket& s, const std::string& secret,
-                               std::chrono::milliseconds timeout, bool tls = links_encrypted());
+                               std::chrono::milliseconds timeout, bool tls = links_encrypted(),
+                               const std::string& identity = {});
 /// The client's side, right after connecting, also within `timeout` in all: the server
 /// must prove the secret too.
+/// `dialled` names the task meant ("ps:1"): both proofs are for it, so a peer that proves
+/// the secret but is another task (two tasks given one address, a stale address) is
+/// refused as well as a stranger. Empty on both sides: no identity bound.
 core::Status authenticate_to(Socket& s, const std::string& secret,
-                             std::chrono::milliseconds timeout, bool tls = links_encrypted());
+                             std::chrono::milliseconds timeout, bool tls = links_encrypted(),
+                             const std::string& dialled = {});
 
 /// What every link of a job does right after accepting (admit_member) or connecting
 /// (prove_membership): the handshake above with the job's secret; nothing when it is empty.
-core::Status admit_member(Socket& s, const std::string& secret, std::chrono::milliseconds timeout);
+core::Status admit_member(Socket& s, const std::string& secret, std::chrono::milliseconds timeout,
+                          const std::string& identity = {});
 core::Status prove_membership(Socket& s, const std::string& secret,
-                              std::chrono::milliseconds timeout);
+                              std::chrono::milliseconds timeout, const std::string& dialled = {});
 
 }  // namespace troupe::net

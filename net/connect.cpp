@@ -23,7 +23,7 @@ core::Expected<caf::actor> connect_with_retry(caf::actor_system& sys, const std:
   auto task_hp = parse_host_port(address);
   if (!task_hp) return task_hp.error();
   // With a cluster secret, through this process's tunnel to the task's gate.
-  auto hp = caf_route(task_hp->host, task_hp->port);
+  auto hp = caf_route(task_hp->host, task_hp->port, task);
   if (!hp)
     return core::make_error(hp.error().code, task + " at " + address + ": " + hp.error().message);
   const auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -88,6 +89,33 @@ void ConnectionServer::drain(std::chrono::milliseconds timeout) {
     });
   }
   stop();
+}
+
+void RefusalLog::say(const std::string& line) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (now - window_ >= period_) {
+    window_ = now;
+    shown_ = 0;
+  }
+  if (shown_ >= burst_) {
+    ++held_;
+    ++held_total_;
+    return;
+  }
+  ++shown_;
+  if (held_ > 0) {
+    std::fprintf(stderr, "%s (and %llu more refused, not shown)\n", line.c_str(),
+                 static_cast<unsigned long long>(held_));
+    held_ = 0;
+  } else {
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+}
+
+uint64_t RefusalLog::suppressed_total() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return held_total_;
 }
 
 namespace {
@@ -183,11 +211,17 @@ void ConnectionServer::accept_loop() {
     std::string peer;
     auto s = accept_on(listener_, peer);
     if (!s) continue;  // the peer gave up before we accepted it
+    if (door_.accept_check) {
+      if (auto st = door_.accept_check(*s); !st) {
+        refuse(peer, st.error().message);
+        continue;
+      }
+    }
     if (!door) {
       if (!admit(std::move(*s), std::move(peer), {})) return;
       continue;
     }
-    auto a = Admission::make(door_.secret, door_.tls);
+    auto a = Admission::make(door_.secret, door_.tls, door_.identity);
     if (!a) {
       refuse(peer, a.error().message);
       continue;

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <list>
 #include <memory>
@@ -15,17 +16,42 @@
 
 namespace troupe::net {
 
+/// Lines about refused peers on stderr, at most `burst` each `period`: a flood of strangers
+/// must not fill a task's log (or its disk). The first line after a cut says how many
+/// were not shown. Thread-safe.
+class RefusalLog {
+ public:
+  explicit RefusalLog(size_t burst = 20, std::chrono::seconds period = std::chrono::seconds(10))
+      : burst_(burst), period_(period) {}
+  void say(const std::string& line);
+  /// Lines not shown so far.
+  uint64_t suppressed_total() const;
+
+ private:
+  size_t burst_;
+  std::chrono::seconds period_;
+  mutable std::mutex mu_;
+  std::chrono::steady_clock::time_point window_{};
+  size_t shown_ = 0;
+  uint64_t held_ = 0, held_total_ = 0;
+};
+
 /// Membership checked at the door (net/auth.hpp): every accepted connection proves the
 /// job's secret before it costs a thread.
 struct DoorOptions {
   std::string secret;  // empty: no check, each connection is a member at once
   bool tls = false;    // the link goes on in TLS (started on the member's thread)
+  std::string identity;  // who this door is ("ps:1"): a peer's proof must be for it
   /// From accept to the peer's whole proof: a peer sending a byte now and then gains
   /// nothing, it is dropped at the deadline.
   std::chrono::milliseconds deadline{5000};
   /// Unproven connections held at once (apart from members): past it the oldest is
   /// dropped, so strangers never crowd out a member, whose proof takes one round trip.
   size_t max_unproven = 64;
+  /// Run on each accepted connection before anything else, on the acceptor's thread (so
+  /// it must not block): an error refuses it at once. For a loopback port that only this
+  /// process may use (net::peer_is_this_process).
+  std::function<core::Status(const Socket&)> accept_check;
 };
 
 /// A listening socket that serves each member on a thread of its own: what the tensor

@@ -91,7 +91,8 @@ core::Status relay(const Socket& outside, const Socket& inside, BaspFrameCheck& 
 core::Expected<std::unique_ptr<CafGate>> CafGate::open(const std::string& host, uint16_t port,
                                                        uint16_t target, std::string secret,
                                                        GateLimits limits,
-                                                       std::function<void()> on_refused) {
+                                                       std::function<void()> on_refused,
+                                                       std::string identity) {
   if (secret.empty())
     return make_error(Errc::invalid_argument, "a CAF gate needs the cluster secret");
   auto listener = listen_on(host, port);
@@ -105,6 +106,7 @@ core::Expected<std::unique_ptr<CafGate>> CafGate::open(const std::string& host, 
   DoorOptions door;  // each peer proves the secret before it costs a thread
   door.secret = gate->secret_;
   door.tls = links_encrypted();
+  door.identity = std::move(identity);
   door.deadline = limits.handshake_timeout;
   door.max_unproven = limits.max_unproven;
   auto server = ConnectionServer::start(
@@ -122,8 +124,7 @@ void CafGate::forget_on_refused() {
 }
 
 void CafGate::refuse(const std::string& peer, const std::string& why) {
-  std::fprintf(stderr, "troupe: CAF port %u: refused %s: %s\n", static_cast<unsigned>(port()),
-               peer.c_str(), why.c_str());
+  log_.say("troupe: CAF port " + std::to_string(port()) + ": refused " + peer + ": " + why);
   ++refused_;
   std::lock_guard<std::mutex> lock(on_refused_mu_);
   if (on_refused_) on_refused_();
@@ -147,7 +148,10 @@ namespace {
 // until the process ends).
 struct Tunnels {
   std::mutex mu;
-  std::map<std::tuple<std::string, std::string, uint16_t>, std::unique_ptr<ConnectionServer>> open;
+  // (secret, host, port, dialled)
+  std::map<std::tuple<std::string, std::string, uint16_t, std::string>,
+           std::unique_ptr<ConnectionServer>>
+      open;
 };
 
 Tunnels& tunnels() {
@@ -155,18 +159,19 @@ Tunnels& tunnels() {
   return *t;
 }
 
+RefusalLog& tunnel_log() {
+  static auto* log = new RefusalLog;
+  return *log;
+}
+
 void serve_tunnel(Socket& inside, const std::string& host, uint16_t port, const std::string& secret,
-                  const GateLimits& limits) {
+                  const GateLimits& limits, const std::string& dialled) {
   const std::string where = host + ":" + std::to_string(port);
-  // The tunnel proves the secret for whoever dials it: only this process's CAF may.
-  if (auto st = peer_is_this_process(inside); !st) {
-    std::fprintf(stderr, "troupe: tunnel to %s refused: %s\n", where.c_str(),
-                 st.error().message.c_str());
-    return;
-  }
   auto outside = connect_to(host, port, limits.handshake_timeout);
   if (!outside) return;  // not up (yet): CAF sees the connection close and tries again
-  if (auto st = authenticate_to(*outside, secret, limits.handshake_timeout); !st) {
+  if (auto st = authenticate_to(*outside, secret, limits.handshake_timeout, links_encrypted(),
+                                dialled);
+      !st) {
     std::fprintf(stderr, "troupe: CAF link to %s refused: %s\n", where.c_str(),
                  st.error().message.c_str());
     return;
@@ -180,24 +185,29 @@ void serve_tunnel(Socket& inside, const std::string& host, uint16_t port, const 
 }  // namespace
 
 core::Expected<uint16_t> tunnel_to(const std::string& host, uint16_t port,
-                                   const std::string& secret, GateLimits limits) {
+                                   const std::string& secret, GateLimits limits,
+                                   const std::string& dialled) {
   auto& t = tunnels();
   std::lock_guard<std::mutex> lock(t.mu);
-  auto key = std::make_tuple(secret, host, port);
+  auto key = std::make_tuple(secret, host, port, dialled);
   if (auto it = t.open.find(key); it != t.open.end()) return it->second->port();
   uint16_t local = 0;
   auto listener = listen_on("127.0.0.1", local);
   if (!listener) return listener.error();
+  // The tunnel proves the secret for whoever dials it: only this process's CAF may, which
+  // is checked as each connection is accepted, before it costs a thread.
+  DoorOptions door;
+  door.accept_check = peer_is_this_process;
   auto server = ConnectionServer::start(
       std::move(*listener), local,
-      [host, port, secret, limits](Socket& s, const std::string&) {
-        serve_tunnel(s, host, port, secret, limits);
+      [host, port, secret, limits, dialled](Socket& s, const std::string&) {
+        serve_tunnel(s, host, port, secret, limits, dialled);
       },
       [host, port](const std::string& peer, const std::string& why) {
-        std::fprintf(stderr, "troupe: tunnel to %s:%u refused %s: %s\n", host.c_str(),
-                     static_cast<unsigned>(port), peer.c_str(), why.c_str());
+        tunnel_log().say("troupe: tunnel to " + host_port_text(host, port) + " refused " + peer +
+                         ": " + why);
       },
-      limits.max_connections);
+      limits.max_connections, std::move(door));
   if (!server) return server.error();
   t.open.emplace(std::move(key), std::move(*server));
   return local;
@@ -221,11 +231,12 @@ void close_tunnels_to(const std::string& host, uint16_t port) {
     server->stop();
 }
 
-core::Expected<HostPort> caf_route(const std::string& host, uint16_t port) {
+core::Expected<HostPort> caf_route(const std::string& host, uint16_t port,
+                                   const std::string& dialled) {
   auto secret = cluster_secret_from_env();
   if (!secret) return secret.error();
   if (secret->empty()) return HostPort{host, port};
-  auto local = tunnel_to(host, port, *secret);
+  auto local = tunnel_to(host, port, *secret, {}, dialled);
   if (!local) return local.error();
   return HostPort{"127.0.0.1", *local};
 }

@@ -66,14 +66,16 @@ class BaspFrameCheck {
 core::Status relay(const Socket& outside, const Socket& inside, BaspFrameCheck& check);
 
 /// The server side: listens on `host:port` (port 0 picks one) and relays each peer that
-/// proves `secret` to 127.0.0.1:`target`. Refused peers are named on stderr, counted and
-/// reported to `on_refused`; the gate goes on serving.
+/// proves `secret`, for `identity` (the task, "ps:1"), to 127.0.0.1:`target`. Refused
+/// peers are named on stderr, counted and reported to `on_refused`; the gate goes on
+/// serving.
 class CafGate {
  public:
   static core::Expected<std::unique_ptr<CafGate>> open(const std::string& host, uint16_t port,
                                                        uint16_t target, std::string secret,
                                                        GateLimits limits = {},
-                                                       std::function<void()> on_refused = {});
+                                                       std::function<void()> on_refused = {},
+                                                       std::string identity = {});
   uint16_t port() const { return server_->port(); }
   uint64_t refused() const { return refused_; }
   void stop() { server_->stop(); }
@@ -90,6 +92,7 @@ class CafGate {
 
   uint16_t target_ = 0;
   std::string secret_;
+  RefusalLog log_;
   GateLimits limits_;
   std::mutex on_refused_mu_;
   std::function<void()> on_refused_;
@@ -100,10 +103,12 @@ class CafGate {
 /// The client side: a loopback port CAF dials to reach the gate at `host:port`. Each
 /// connection to it is relayed there once this process has proved `secret` and the gate
 /// has proved it back; a gate that does not is named on stderr and the connection closed.
-/// One tunnel per (secret, host, port), kept until close_tunnels_to, so CAF's cache of
-/// connections by address keeps working.
+/// One tunnel per (secret, host, port, dialled), kept until close_tunnels_to, so CAF's
+/// cache of connections by address keeps working. `dialled` names the task meant: the gate
+/// must prove it is that one.
 core::Expected<uint16_t> tunnel_to(const std::string& host, uint16_t port,
-                                   const std::string& secret, GateLimits limits = {});
+                                   const std::string& secret, GateLimits limits = {},
+                                   const std::string& dialled = {});
 
 /// Closes this process's tunnels to `host:port` (whatever their secret): their listeners
 /// and every connection through them end, their threads are joined, and CAF sees its links
@@ -113,6 +118,7 @@ void close_tunnels_to(const std::string& host, uint16_t port);
 
 /// Where this process's CAF should connect to reach the CAF port of the task at `host:port`:
 /// through a tunnel when the job has a cluster secret (net/auth.hpp), directly when not.
-core::Expected<HostPort> caf_route(const std::string& host, uint16_t port);
+core::Expected<HostPort> caf_route(const std::string& host, uint16_t port,
+                                   const std::string& dialled = {});
 
 }  // namespace troupe::net

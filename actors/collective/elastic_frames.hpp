@@ -17,9 +17,16 @@ namespace troupe::collective::elastic_detail {
 
 // A connection to slot `to` once it has proved the job's secret (and this slot too); a
 // failure is named on stderr and tried again like an unreachable slot.
+/// Who a slot's door is, in the handshake's proofs.
+inline std::string elastic_identity(int slot) {
+  return "elastic slot " + std::to_string(slot);
+}
+
 inline core::Expected<net::Socket> proved(net::Socket s, const std::string& secret, int me, int to,
                                           const std::string& address) {
-  if (auto st = net::prove_membership(s, secret, std::chrono::milliseconds(5000)); !st) {
+  if (auto st = net::prove_membership(s, secret, std::chrono::milliseconds(5000),
+                                      elastic_identity(to));
+      !st) {
     std::fprintf(stderr, "troupe elastic ring: slot %d: slot %d at %s: %s\n", me, to,
                  address.c_str(), st.error().message.c_str());
     return st.error();

@@ -54,13 +54,14 @@ core::Expected<std::unique_ptr<ElasticRing>> ElasticRing::join(int slot,
   net::DoorOptions door;
   door.secret = g->options_.ring.secret;
   door.tls = net::links_encrypted();
+  door.identity = elastic_identity(slot);
   door.max_unproven = 16;
   auto* p = g.get();
   auto opened = net::ConnectionServer::start(
       std::move(*listener), port, [p](net::Socket& s, const std::string& peer) { p->take(s, peer); },
       [p](const std::string& peer, const std::string& why) {
-        std::fprintf(stderr, "troupe elastic ring: slot %d refused a connection from %s: %s\n",
-                     p->slot_, peer.c_str(), why.c_str());
+        p->refusals_.say("troupe elastic ring: slot " + std::to_string(p->slot_) +
+                         " refused a connection from " + peer + ": " + why);
       },
       /*max_connections=*/4 * static_cast<size_t>(n) + 8, std::move(door));
   if (!opened) return opened.error();

@@ -118,6 +118,7 @@ class ElasticRing {
   std::deque<std::unique_ptr<Pending>> links_;  // ring connections from left neighbours
   net::Socket control_;                         // other slots: the connection to slot 0
   std::map<int, net::Socket> controls_;         // slot 0: each member's connection
+  net::RefusalLog refusals_;
   // Last, so that it stops (its threads touch the members above) before they go.
   std::unique_ptr<net::ConnectionServer> door_;
 };

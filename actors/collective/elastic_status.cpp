@@ -28,14 +28,14 @@ struct Answer {
   std::string error;
 };
 
-Answer ask_status(const std::string& address, const std::string& secret, uint64_t group, int slot,
-                  const std::string& tag) {
+Answer ask_status(const std::string& address, int to, const std::string& secret, uint64_t group,
+                  int slot, const std::string& tag) {
   Answer a;
   auto hp = net::parse_host_port(address);
   if (!hp) return {{}, {}, hp.error().message};
   auto s = net::connect_to(hp->host, hp->port, status_wait);
   if (!s) return {{}, {}, "unreachable"};
-  if (auto st = net::prove_membership(*s, secret, status_wait); !st)
+  if (auto st = net::prove_membership(*s, secret, status_wait, elastic_identity(to)); !st)
     return {{}, {}, "no answer (" + st.error().message + ")"};
   Knock k;
   k.kind = status_kind;
@@ -94,7 +94,7 @@ std::string ElasticRing::explain_stall(const std::string& tag) {
   for (int slot : slots) {
     if (slot == slot_) continue;
     answers.push_back(std::async(std::launch::async, ask_status,
-                                 addresses_[static_cast<size_t>(slot)], options_.ring.secret,
+                                 addresses_[static_cast<size_t>(slot)], slot, options_.ring.secret,
                                  options_.ring.group_id, slot_, tag));
   }
   std::string every, missing;

@@ -79,6 +79,7 @@ core::Expected<std::unique_ptr<Ring>> Ring::form(int rank, std::vector<std::stri
   net::DoorOptions door;
   door.secret = options.secret;
   door.tls = net::links_encrypted();
+  door.identity = "ring rank " + std::to_string(rank);
   door.max_unproven = 16;
   auto opened = net::ConnectionServer::start(
       std::move(*listener), port,
@@ -98,9 +99,10 @@ core::Expected<std::unique_ptr<Ring>> Ring::form(int rank, std::vector<std::stri
         from_left = net::ConnectionServer::keep(s);
         cv.notify_all();
       },
-      [rank](const std::string& peer, const std::string& why) {
-        std::fprintf(stderr, "troupe ring: rank %d refused a connection from %s: %s\n", rank,
-                     peer.c_str(), why.c_str());
+      [rank, log = std::make_shared<net::RefusalLog>()](const std::string& peer,
+                                                         const std::string& why) {
+        log->say("troupe ring: rank " + std::to_string(rank) + " refused a connection from " +
+                 peer + ": " + why);
       },
       8, std::move(door));
   if (!opened) return opened.error();
@@ -110,7 +112,8 @@ core::Expected<std::unique_ptr<Ring>> Ring::form(int rank, std::vector<std::stri
     auto s = net::connect_to(hp[static_cast<size_t>(right)].host,
                              hp[static_cast<size_t>(right)].port, std::chrono::milliseconds(0));
     if (s) {
-      if (auto st = net::prove_membership(*s, options.secret, std::chrono::milliseconds(5000));
+      if (auto st = net::prove_membership(*s, options.secret, std::chrono::milliseconds(5000),
+                                          "ring rank " + std::to_string(right));
           !st) {
         std::fprintf(stderr, "troupe ring: rank %d: rank %d at %s: %s\n", rank, right,
                      addresses[static_cast<size_t>(right)].c_str(), st.error().message.c_str());

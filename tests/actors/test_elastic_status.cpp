@@ -27,7 +27,7 @@ net::Socket knock(const std::string& address, const std::string& proof, int64_t 
   const auto port = static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
   auto s = net::connect_to("127.0.0.1", port, milliseconds(3000));
   REQUIRE(s.ok());
-  (void)net::prove_membership(*s, proof, milliseconds(3000));
+  (void)net::prove_membership(*s, proof, milliseconds(3000), elastic_identity(0));
   Knock k;
   k.kind = status_kind;
   k.group = 77;

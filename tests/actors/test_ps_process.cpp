@@ -319,7 +319,7 @@ TEST_CASE("A PS process with a cluster secret lets no stranger through its CAF p
   net::configure(cfg);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  auto tunnel = net::tunnel_to("127.0.0.1", port, secret);
+  auto tunnel = net::tunnel_to("127.0.0.1", port, secret, {}, "ps:0");
   REQUIRE(tunnel.ok());
   auto member = sys.middleman().remote_actor("127.0.0.1", *tunnel);
   REQUIRE(member);
@@ -337,7 +337,7 @@ TEST_CASE("A PS process with a cluster secret lets no stranger through its CAF p
   caf::actor_system_config stranger_cfg;
   net::configure(stranger_cfg);
   caf::actor_system stranger{stranger_cfg};
-  auto wrong = net::tunnel_to("127.0.0.1", port, "not the job's secret, also 32 b.");
+  auto wrong = net::tunnel_to("127.0.0.1", port, "not the job's secret, also 32 b.", {}, "ps:0");
   REQUIRE(wrong.ok());
   for (const auto& m : attempts) {
     for (uint16_t dial : {port, *wrong}) {

@@ -28,15 +28,18 @@ namespace {
 using Pair = test::SocketPair;
 
 // The server's and the client's verdicts of one handshake.
+// `server_is` and `client_dials` name the task each side means (empty: none).
 std::pair<core::Status, core::Status> handshake(const std::string& server_secret,
-                                                const std::string& client_secret) {
+                                                const std::string& client_secret,
+                                                const std::string& server_is = {},
+                                                const std::string& client_dials = {}) {
   Pair p;
   auto server = std::async(std::launch::async, [&] {
-    auto st = net::authenticate_peer(p.a, server_secret, 2s);
+    auto st = net::authenticate_peer(p.a, server_secret, 2s, false, server_is);
     if (!st) p.a.shutdown();  // a refused peer is hung up on
     return st;
   });
-  auto client = net::authenticate_to(p.b, client_secret, 2s);
+  auto client = net::authenticate_to(p.b, client_secret, 2s, false, client_dials);
   return {server.get(), client};
 }
 
@@ -52,6 +55,18 @@ TEST_CASE("The handshake admits members and refuses anyone without the secret", 
   REQUIRE_FALSE(server_no.ok());
   CHECK(server_no.error().code == core::Errc::permission_denied);
   CHECK_FALSE(client_no.ok());  // and the client learns it was not let in
+
+  // Found from outside: the proof said "a member", not "the task dialled", so a worker that
+  // reached another task at its address (two tasks given one port) was let in. Both proofs
+  // now name the task dialled: ps:0 refuses a member that meant ps:1, and that member
+  // would refuse ps:0's answer.
+  auto [as_ps0, for_ps0] = handshake(secret, secret, "ps:0", "ps:0");
+  CHECK(as_ps0.ok());
+  CHECK(for_ps0.ok());
+  auto [ps0, meant_ps1] = handshake(secret, secret, "ps:0", "ps:1");
+  REQUIRE_FALSE(ps0.ok());
+  CHECK_THAT(ps0.error().message, Catch::Contains("no proof of the cluster secret for ps:0"));
+  CHECK_FALSE(meant_ps1.ok());
 
   // A stranger that speaks the channel's protocol without the handshake: refused on its
   // first bytes, nothing read past them.

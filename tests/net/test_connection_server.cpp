@@ -4,17 +4,20 @@
 // to get its acknowledgement out through its gate).
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 
 #include <atomic>
 #include <cerrno>
 #include <filesystem>
+#include <fstream>
 #include <condition_variable>
 #include <future>
 #include <mutex>
 #include <thread>
 
+#include "helpers.hpp"
 #include "net/auth.hpp"
 #include "net/connection_server.hpp"
 #include "net/socket.hpp"
@@ -261,4 +264,30 @@ TEST_CASE("ConnectionServer's door: strangers cost no thread, never crowd out me
   CHECK(closed_by_server(*junk));
   CHECK(quick.member_served());
   CHECK(quick.refused == 2);
+}
+
+// A flood of strangers wrote 24 000 refusal lines into one PS's log in 20 s: the lines are
+// now cut to a burst per period, the next one shown saying how many were held back.
+TEST_CASE("RefusalLog shows a burst of lines per period and counts the rest",
+          "[net][connection_server]") {
+  test::TempDir dir;
+  const std::string path = dir.file("stderr");
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  const int file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE(file >= 0);
+  ::dup2(file, 2);
+  net::RefusalLog log(3, std::chrono::seconds(3600));
+  for (int i = 0; i < 10; ++i)
+    log.say("refused " + std::to_string(i));
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  ::close(file);
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(line);
+  CHECK(lines == std::vector<std::string>{"refused 0", "refused 1", "refused 2"});
+  CHECK(log.suppressed_total() == 7);
 }

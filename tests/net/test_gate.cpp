@@ -13,6 +13,7 @@
 #include <caf/io/all.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <condition_variable>
 #include <functional>
@@ -175,6 +176,34 @@ TEST_CASE("A CAF gate admits members through tunnels and refuses strangers", "[n
   CHECK(echo.refused_at_least(4) == 4);
   // The member is served as before.
   CHECK(ask() == 42);
+}
+
+// A member's CAF that dials ps:0 but finds another task there (two tasks given one
+// address; a stale address after a move) is refused: the gate proves which task it is.
+TEST_CASE("A CAF gate proves which task it is: a member dialling another task is refused",
+          "[net][gate]") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{(net::configure(cfg), cfg)};
+  auto actor = sys.spawn([]() -> caf::behavior { return {[](int32_t x) { return x + 1; }}; });
+  auto caf_port = caf::io::publish(actor, 0, "127.0.0.1", true);
+  REQUIRE(caf_port);
+  std::atomic<int> refused{0};
+  auto gate = net::CafGate::open("127.0.0.1", 0, *caf_port, secret, {}, [&] { ++refused; },
+                                 "ps:0");
+  REQUIRE(gate.ok());
+  caf::actor_system_config member_cfg;
+  caf::actor_system member{(net::configure(member_cfg), member_cfg)};
+  auto meant_ps1 = net::tunnel_to("127.0.0.1", (*gate)->port(), secret, {}, "ps:1");
+  REQUIRE(meant_ps1.ok());
+  CHECK_FALSE(member.middleman().remote_actor("127.0.0.1", *meant_ps1));
+  auto meant_ps0 = net::tunnel_to("127.0.0.1", (*gate)->port(), secret, {}, "ps:0");
+  REQUIRE(meant_ps0.ok());
+  CHECK(member.middleman().remote_actor("127.0.0.1", *meant_ps0));
+  CHECK(refused >= 1);
+  (*gate)->forget_on_refused();
+  (*gate)->stop();
+  net::close_tunnels_to("127.0.0.1", (*gate)->port());
+  caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
 }
 
 namespace {
