@@ -283,8 +283,8 @@ core::Status PsShardState::load_shard(const std::string& name, const std::vector
     if (slot == ckpt.tensors.end() || !(slot->second.shape() == shard.slots.slots[i].shape()))
       return incomplete(name, slot_name + " missing or of another shape");
     if (auto bad = first_not_finite(slot->second); bad >= 0)
-      return incomplete(name, slot_name + " holds a value that is not finite at element " +
-                                  std::to_string(bad));
+      return incomplete(
+          name, slot_name + " holds a value that is not finite at element " + std::to_string(bad));
     slots.push_back(&slot->second);
   }
   auto it = ckpt.ints.find(name + "/iterations");

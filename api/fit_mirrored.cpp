@@ -100,7 +100,8 @@ class MirroredRunner final : public Runner {
             // loss_sum, correct, examples, ended, then a failure flag per replica.
             extra_.assign(4 + replicas, 0.0f);
             core::Expected<std::optional<core::Batch>> batch =
-                it_ ? epochs_.next(*it_) : core::Expected<std::optional<core::Batch>>(data_error_.error());
+                it_ ? epochs_.next(*it_)
+                    : core::Expected<std::optional<core::Batch>>(data_error_.error());
             core::Expected<BatchStats> mine = BatchStats{};
             if (!batch)
               mine = batch.error();

@@ -212,7 +212,8 @@ core::Status authenticate_peer(Socket& s, const std::string& secret,
   while (step == Admission::Step::more) {
     // The magic alone first, so that a stranger is refused on it.
     buf.assign(a->wanted() == magic_bytes + nonce_bytes + 32 ? magic_bytes : a->wanted(), '\0');
-    if (auto st = read_by(s.fd(), buf.data(), buf.size(), deadline, timeout, "handshake"); !st) return st;
+    if (auto st = read_by(s.fd(), buf.data(), buf.size(), deadline, timeout, "handshake"); !st)
+      return st;
     step = a->feed(buf.data(), buf.size());
   }
   if (step == Admission::Step::refused) return a->refusal();
@@ -228,7 +229,8 @@ core::Status authenticate_to(Socket& s, const std::string& secret,
                              const std::string& dialled) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string challenge(magic_bytes + nonce_bytes, '\0');
-  if (auto st = read_by(s.fd(), challenge.data(), challenge.size(), deadline, timeout, "challenge"); !st)
+  if (auto st = read_by(s.fd(), challenge.data(), challenge.size(), deadline, timeout, "challenge");
+      !st)
     return st;
   const int mode = mode_of(challenge.data());
   if (mode < 0) return make_error(Errc::permission_denied, "the server sent no Troupe challenge");
@@ -243,7 +245,8 @@ core::Status authenticate_to(Socket& s, const std::string& secret,
   if ((mode == 1) != tls)
     return make_error(Errc::permission_denied, mismatch(mode == 1, "the server"));
   std::string answer(32, '\0');
-  if (auto st = read_by(s.fd(), answer.data(), answer.size(), deadline, timeout, "server proof"); !st)
+  if (auto st = read_by(s.fd(), answer.data(), answer.size(), deadline, timeout, "server proof");
+      !st)
     return make_error(Errc::permission_denied,
                       "the server did not prove the cluster secret (" + st.error().message + ")");
   if (!same(answer, proof(secret, "troupe server", nonce_c, nonce_s + dialled)))

@@ -147,9 +147,9 @@ core::Status ClusterSpec::validate() const {
         auto [it, fresh] =
             seen.emplace(host_port_text(host, hp->port), std::make_pair(addresses[i], task));
         if (!fresh)
-          return make_error(Errc::invalid_argument,
-                            it->second.second + " ('" + it->second.first + "') and " + task +
-                                " ('" + addresses[i] + "') are the same address");
+          return make_error(Errc::invalid_argument, it->second.second + " ('" + it->second.first +
+                                                        "') and " + task + " ('" + addresses[i] +
+                                                        "') are the same address");
       }
     }
   }

@@ -22,8 +22,8 @@ core::Expected<std::unique_ptr<ConnectionServer>> ConnectionServer::start(
   // Never blocks the acceptor: a peer that gives up between poll() and accept() is EAGAIN.
   const int flags = ::fcntl(listener.fd(), F_GETFL);
   if (flags < 0 || ::fcntl(listener.fd(), F_SETFL, flags | O_NONBLOCK) != 0)
-    return core::make_error(core::Errc::io_error,
-                            "listener on port " + std::to_string(port) + ": cannot make it non-blocking");
+    return core::make_error(core::Errc::io_error, "listener on port " + std::to_string(port) +
+                                                      ": cannot make it non-blocking");
   std::unique_ptr<ConnectionServer> server(
       new ConnectionServer(std::move(listener), port, std::move(handler), std::move(refused),
                            max_connections, std::move(door)));
@@ -232,8 +232,8 @@ void ConnectionServer::accept_loop() {
       refuse(peer, "cannot send the challenge");
       continue;
     }
-    unproven.push_back(Unproven{std::move(*s), std::move(peer), std::move(*a),
-                                clock::now() + door_.deadline});
+    unproven.push_back(
+        Unproven{std::move(*s), std::move(peer), std::move(*a), clock::now() + door_.deadline});
     if (unproven.size() > door_.max_unproven) {
       refuse(unproven.front().peer, std::to_string(door_.max_unproven) +
                                         " unproven connections held: the oldest is dropped");
@@ -260,8 +260,7 @@ bool ConnectionServer::admit(Socket s, std::string peer, std::string tls_key) {
   reap();
   // Bounded: past the cap a member is closed at once, before it costs a thread.
   if (connections_.size() >= max_connections_) {
-    if (refused_)
-      refused_(peer, std::to_string(connections_.size()) + " connections already open");
+    if (refused_) refused_(peer, std::to_string(connections_.size()) + " connections already open");
     return true;  // `s` closes here
   }
   auto& c = connections_.emplace_back();

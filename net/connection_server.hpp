@@ -39,8 +39,8 @@ class RefusalLog {
 /// Membership checked at the door (net/auth.hpp): every accepted connection proves the
 /// job's secret before it costs a thread.
 struct DoorOptions {
-  std::string secret;  // empty: no check, each connection is a member at once
-  bool tls = false;    // the link goes on in TLS (started on the member's thread)
+  std::string secret;    // empty: no check, each connection is a member at once
+  bool tls = false;      // the link goes on in TLS (started on the member's thread)
   std::string identity;  // who this door is ("ps:1"): a peer's proof must be for it
   /// From accept to the peer's whole proof: a peer sending a byte now and then gains
   /// nothing, it is dropped at the deadline.

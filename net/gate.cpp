@@ -169,8 +169,8 @@ void serve_tunnel(Socket& inside, const std::string& host, uint16_t port, const 
   const std::string where = host + ":" + std::to_string(port);
   auto outside = connect_to(host, port, limits.handshake_timeout);
   if (!outside) return;  // not up (yet): CAF sees the connection close and tries again
-  if (auto st = authenticate_to(*outside, secret, limits.handshake_timeout, links_encrypted(),
-                                dialled);
+  if (auto st =
+          authenticate_to(*outside, secret, limits.handshake_timeout, links_encrypted(), dialled);
       !st) {
     std::fprintf(stderr, "troupe: CAF link to %s refused: %s\n", where.c_str(),
                  st.error().message.c_str());

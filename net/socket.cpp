@@ -1,13 +1,13 @@
 #include "net/socket.hpp"
 
 #include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <dirent.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -184,8 +184,8 @@ core::Expected<Socket> listen_on(const std::string& host, uint16_t& port) {
     if (::bind(s.fd(), a->ai_addr, a->ai_addrlen) == 0) return core::Status{};
     // Held by another process: no restart frees it, so it is not worth one.
     if (errno == EADDRINUSE)
-      return core::Status(make_error(
-          Errc::invalid_argument, host_port_text(host, port) + " is in use by another process"));
+      return core::Status(make_error(Errc::invalid_argument,
+                                     host_port_text(host, port) + " is in use by another process"));
     return core::Status(io_error("bind " + host_port_text(host, port), errno));
   });
   if (!s) return s.error();
@@ -204,8 +204,7 @@ static unsigned long proc_tcp_inode(const sockaddr_in& src, const sockaddr_in& d
   // The kernel prints an IPv4 address as the 32-bit word it stores, in hex, and the port
   // as a number.
   char local_hex[32], remote_hex[32];
-  std::snprintf(local_hex, sizeof local_hex, "%08X:%04X", src.sin_addr.s_addr,
-                ntohs(src.sin_port));
+  std::snprintf(local_hex, sizeof local_hex, "%08X:%04X", src.sin_addr.s_addr, ntohs(src.sin_port));
   std::snprintf(remote_hex, sizeof remote_hex, "%08X:%04X", dst.sin_addr.s_addr,
                 ntohs(dst.sin_port));
   FILE* table = std::fopen("/proc/net/tcp", "re");
@@ -218,8 +217,7 @@ static unsigned long proc_tcp_inode(const sockaddr_in& src, const sockaddr_in& d
     char local[64], remote[64];
     unsigned long ino = 0;
     // sl local rem st tx:rx tr:when retrnsmt uid timeout inode
-    if (std::sscanf(line, " %*s %63s %63s %*s %*s %*s %*s %*s %*s %lu", local, remote, &ino) ==
-            3 &&
+    if (std::sscanf(line, " %*s %63s %63s %*s %*s %*s %*s %*s %*s %lu", local, remote, &ino) == 3 &&
         std::strcmp(local, local_hex) == 0 && std::strcmp(remote, remote_hex) == 0)
       inode = ino;
   }
@@ -301,8 +299,9 @@ core::Status peer_is_this_process(const Socket& s) {
     }
   }
   return make_error(Errc::permission_denied,
-                    peer + " is another process's connection (only this process's CAF may use "
-                           "this loopback port)");
+                    peer +
+                        " is another process's connection (only this process's CAF may use "
+                        "this loopback port)");
 }
 
 core::Expected<Socket> accept_on(const Socket& listener, std::string& peer) {

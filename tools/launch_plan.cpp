@@ -61,8 +61,7 @@ core::Expected<bool> make_secret(const std::string& run_dir, EnvUndo& undo) {
   std::error_code ec;
   std::filesystem::remove(path, ec);  // an earlier job's: the directory is this user's alone
   // O_EXCL|O_NOFOLLOW: a file or link put there meanwhile is refused, never written through.
-  const int fd =
-      ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   const bool written = fd >= 0 && ::write(fd, secret->data(), secret->size()) ==
                                       static_cast<ssize_t>(secret->size());
   if (fd >= 0) ::close(fd);
@@ -72,8 +71,7 @@ core::Expected<bool> make_secret(const std::string& run_dir, EnvUndo& undo) {
   if (auto st = guard_secret_file(path); !st) return st.error();
   std::ifstream in(path, std::ios::binary);
   const std::string back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (back != *secret)
-    return refuse(path + ": the cluster secret changed after it was written");
+  if (back != *secret) return refuse(path + ": the cluster secret changed after it was written");
   ::setenv(net::cluster_secret_file_env, path.c_str(), 1);
   undo.names.push_back(net::cluster_secret_file_env);
   return true;
@@ -104,8 +102,8 @@ core::Status guard_run_dir(const std::string& dir, bool tighten) {
     const bool made_private = fd >= 0 && ::fchmod(fd, 0700) == 0;
     if (fd >= 0) ::close(fd);
     if (!made_private)
-      return refuse("run directory " + dir + ": cannot make it private (mode 0700): " +
-                    std::strerror(errno));
+      return refuse("run directory " + dir +
+                    ": cannot make it private (mode 0700): " + std::strerror(errno));
   }
   std::error_code ec;
   const fs::path real = fs::canonical(dir, ec);
@@ -114,9 +112,8 @@ core::Status guard_run_dir(const std::string& dir, bool tighten) {
     struct stat up {};
     if (::stat(p.c_str(), &up) != 0) return refuse(p.string() + ": " + std::strerror(errno));
     if (up.st_uid != me && up.st_uid != 0)
-      return refuse("run directory " + dir + ": its parent " + p.string() +
-                    " is owned by uid " + std::to_string(up.st_uid) +
-                    ", who could put another directory in its place");
+      return refuse("run directory " + dir + ": its parent " + p.string() + " is owned by uid " +
+                    std::to_string(up.st_uid) + ", who could put another directory in its place");
     if ((up.st_mode & 022) != 0 && (up.st_mode & S_ISVTX) == 0)
       return refuse("run directory " + dir + ": its parent " + p.string() + " has mode " +
                     octal(up.st_mode) +

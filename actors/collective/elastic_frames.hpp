@@ -24,8 +24,8 @@ inline std::string elastic_identity(int slot) {
 
 inline core::Expected<net::Socket> proved(net::Socket s, const std::string& secret, int me, int to,
                                           const std::string& address) {
-  if (auto st = net::prove_membership(s, secret, std::chrono::milliseconds(5000),
-                                      elastic_identity(to));
+  if (auto st =
+          net::prove_membership(s, secret, std::chrono::milliseconds(5000), elastic_identity(to));
       !st) {
     std::fprintf(stderr, "troupe elastic ring: slot %d: slot %d at %s: %s\n", me, to,
                  address.c_str(), st.error().message.c_str());

@@ -58,7 +58,8 @@ core::Expected<std::unique_ptr<ElasticRing>> ElasticRing::join(int slot,
   door.max_unproven = 16;
   auto* p = g.get();
   auto opened = net::ConnectionServer::start(
-      std::move(*listener), port, [p](net::Socket& s, const std::string& peer) { p->take(s, peer); },
+      std::move(*listener), port,
+      [p](net::Socket& s, const std::string& peer) { p->take(s, peer); },
       [p](const std::string& peer, const std::string& why) {
         p->refusals_.say("troupe elastic ring: slot " + std::to_string(p->slot_) +
                          " refused a connection from " + peer + ": " + why);

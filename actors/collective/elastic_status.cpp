@@ -1,6 +1,6 @@
 // The stall report's every-rank part. A rank whose collective runs past its timeout sees
-// only its left neighbour; here it asks every member of the ring, at its door (the
-// door answers on the knock's own thread, whatever the member's own thread is doing), whether it has
+// only its left neighbour; here it asks every member of the ring, at its door (answered on
+// the knock's own thread, whatever the member's own thread is doing), whether it has
 // submitted the collective and what it is doing, and names every rank that has not.
 #include <future>
 #include <string>

@@ -100,7 +100,7 @@ core::Expected<std::unique_ptr<Ring>> Ring::form(int rank, std::vector<std::stri
         cv.notify_all();
       },
       [rank, log = std::make_shared<net::RefusalLog>()](const std::string& peer,
-                                                         const std::string& why) {
+                                                        const std::string& why) {
         log->say("troupe ring: rank " + std::to_string(rank) + " refused a connection from " +
                  peer + ": " + why);
       },
@@ -145,8 +145,8 @@ core::Expected<std::unique_ptr<Ring>> Ring::form(int rank, std::vector<std::stri
   door_server->stop();  // before the locals its threads use go
   if (!connected.ok()) return connected.error();
   if (!from_left.valid())
-    return make_error(Errc::unavailable, "ring: rank " + std::to_string(left) +
-                                             " (left neighbour) did not connect");
+    return make_error(Errc::unavailable,
+                      "ring: rank " + std::to_string(left) + " (left neighbour) did not connect");
   ring->left_ = std::move(from_left);
   return from_links(rank, size, std::move(ring->left_), std::move(ring->right_), options);
 }

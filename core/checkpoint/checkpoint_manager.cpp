@@ -83,13 +83,12 @@ Expected<std::pair<int64_t, Checkpoint>> CheckpointManager::restore_latest(
     if (!newest_damage) newest_damage = ckpt.error();
     if (skipped) skipped->push_back(ckpt.error());
   }
-  if (!newest_damage)
-    return make_error(Errc::not_found, directory_ + ": no checkpoint to restore");
+  if (!newest_damage) return make_error(Errc::not_found, directory_ + ": no checkpoint to restore");
   // Saved state that cannot be read is lost data, not an empty directory: a caller that
   // starts afresh on not_found must not do so here.
-  return make_error(Errc::data_loss, directory_ + ": none of " + std::to_string(all.size()) +
-                                         " checkpoints can be read; the newest: " +
-                                         newest_damage->message);
+  return make_error(Errc::data_loss,
+                    directory_ + ": none of " + std::to_string(all.size()) +
+                        " checkpoints can be read; the newest: " + newest_damage->message);
 }
 
 }  // namespace troupe::core

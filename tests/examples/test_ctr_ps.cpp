@@ -531,9 +531,9 @@ TEST_CASE("ctr_ps on a damaged TFRecord file ends with an error naming the file 
 TEST_CASE("ctr_fit and ctr_ps without a chief end at once, saying why", "[example][ctr]") {
   troupe::test::TempDir dir;
   for (const std::string program : {"ctr_fit", "ctr_ps"}) {
-    auto r = run_program(bin + "/troupe launch --workers 2 --run-dir " + dir.file(program) +
-                         " -- " + bin + "/" + program + " --data " + dir.file("none") +
-                         " 2>/dev/null");
+    auto r =
+        run_program(bin + "/troupe launch --workers 2 --run-dir " + dir.file(program) + " -- " +
+                    bin + "/" + program + " --data " + dir.file("none") + " 2>/dev/null");
     INFO(r.output);
     CHECK(r.exit_code != 0);
     REQUIRE(r.last_json.is_object());

@@ -318,7 +318,8 @@ TEST_CASE("fmnist_fit ends with an error naming a missing, truncated or other-sh
   REQUIRE(r.last_json.is_object());
   troupe::test::check_all_gone(r.last_json["tasks"]);
   // The chief's line is launch's "chief"; the other worker's is in its log.
-  for (const auto& j : {r.last_json["chief"], troupe::test::last_json_line(dir.file("run/worker-1.log"))}) {
+  for (const auto& j :
+       {r.last_json["chief"], troupe::test::last_json_line(dir.file("run/worker-1.log"))}) {
     INFO(j.dump());
     REQUIRE(j.is_object());
     CHECK(j["ok"] == false);

@@ -401,19 +401,19 @@ TEST_CASE("a task whose port another process holds fails permanently, naming the
   for (const std::string task : {"ps", "worker"})
     for (const std::string secret : {"", "TROUPE_CLUSTER_SECRET=0123456789abcdef0123 "}) {
       // The other tasks' ports are never dialled: this one ends before it serves.
-      const std::string tf_config =
-          R"({"cluster": {"chief": ["127.0.0.1:1"], "worker": [")" +
-          (task == "worker" ? at : std::string("127.0.0.1:2")) + R"("], "ps": [")" +
-          (task == "ps" ? at : std::string("127.0.0.1:3")) + R"("]}, "task": {"type": ")" + task +
-          R"(", "index": 0}})";
-      auto r = run_program("env " + secret + "TF_CONFIG='" + tf_config + "' " + bin +
-                           "/fmnist_ps 2>&1");
+      const std::string tf_config = R"({"cluster": {"chief": ["127.0.0.1:1"], "worker": [")" +
+                                    (task == "worker" ? at : std::string("127.0.0.1:2")) +
+                                    R"("], "ps": [")" +
+                                    (task == "ps" ? at : std::string("127.0.0.1:3")) +
+                                    R"("]}, "task": {"type": ")" + task + R"(", "index": 0}})";
+      auto r =
+          run_program("env " + secret + "TF_CONFIG='" + tf_config + "' " + bin + "/fmnist_ps 2>&1");
       INFO(task << (secret.empty() ? "" : " with a secret") << ": " << r.output);
       CHECK(r.exit_code == troupe::exit_permanent);
       REQUIRE(r.last_json.is_object());
       CHECK(r.last_json["retryable"] == false);
-      CHECK_THAT(r.last_json["error"].get<std::string>(),
-                 Catch::Contains(at + " is in use by another process") &&
-                     Catch::Contains(task + ":0"));
+      CHECK_THAT(
+          r.last_json["error"].get<std::string>(),
+          Catch::Contains(at + " is in use by another process") && Catch::Contains(task + ":0"));
     }
 }

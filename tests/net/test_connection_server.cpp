@@ -10,9 +10,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
-#include <condition_variable>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -249,8 +249,9 @@ TEST_CASE("ConnectionServer's door: strangers cost no thread, never crowd out me
       closed = r == 0 || (r < 0 && errno != EAGAIN);
       continue;
     }
-    if (::send(drip->fd(), "TRA1xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" + sent,
-               1, MSG_NOSIGNAL) != 1)
+    if (::send(drip->fd(),
+               "TRA1xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" + sent, 1,
+               MSG_NOSIGNAL) != 1)
       closed = true;
     else
       ++sent;

@@ -13,8 +13,8 @@
 #include <caf/io/all.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -188,8 +188,8 @@ TEST_CASE("A CAF gate proves which task it is: a member dialling another task is
   auto caf_port = caf::io::publish(actor, 0, "127.0.0.1", true);
   REQUIRE(caf_port);
   std::atomic<int> refused{0};
-  auto gate = net::CafGate::open("127.0.0.1", 0, *caf_port, secret, {}, [&] { ++refused; },
-                                 "ps:0");
+  auto gate = net::CafGate::open(
+      "127.0.0.1", 0, *caf_port, secret, {}, [&] { ++refused; }, "ps:0");
   REQUIRE(gate.ok());
   caf::actor_system_config member_cfg;
   caf::actor_system member{(net::configure(member_cfg), member_cfg)};
