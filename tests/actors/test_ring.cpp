@@ -239,6 +239,19 @@ TEST_CASE("a stranger connecting to a rank is refused and the ring still forms",
   stranger.join();
 }
 
+namespace {
+
+// Rank `rank` of a ring of 2 on `addr`: forms it and sums 1 with the other's 1.
+float sum_of_ones(int rank, const std::vector<std::string>& addr, const RingOptions& o) {
+  auto ring = Ring::form(rank, addr, o);
+  REQUIRE(ring.ok());
+  float x = 1.0f;
+  REQUIRE((*ring)->all_reduce(&x, 1, Reduction::sum, "x").ok());
+  return x;
+}
+
+}  // namespace
+
 TEST_CASE("with a cluster secret only members form a ring", "[ring][auth]") {
   const auto addr = test::loopback_addresses(2);
   RingOptions o;
@@ -246,13 +259,7 @@ TEST_CASE("with a cluster secret only members form a ring", "[ring][auth]") {
   o.connect_timeout = std::chrono::milliseconds(10000);
   // Rank 0 starts alone; an impostor that knows its port but not the secret knocks first
   // and is refused; then rank 1 comes and the ring forms.
-  auto rank0 = std::async(std::launch::async, [&]() -> float {
-    auto ring = Ring::form(0, addr, o);
-    REQUIRE(ring.ok());
-    float x = 1.0f;
-    REQUIRE((*ring)->all_reduce(&x, 1, Reduction::sum, "x").ok());
-    return x;
-  });
+  auto rank0 = std::async(std::launch::async, [&] { return sum_of_ones(0, addr, o); });
   core::Status impostor = core::make_error(core::Errc::unavailable, "rank 0 never listened");
   const auto port = static_cast<uint16_t>(std::stoi(addr[0].substr(10)));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -266,11 +273,7 @@ TEST_CASE("with a cluster secret only members form a ring", "[ring][auth]") {
   }
   REQUIRE_FALSE(impostor.ok());
   CHECK(impostor.error().code == core::Errc::permission_denied);
-  auto ring1 = Ring::form(1, addr, o);
-  REQUIRE(ring1.ok());
-  float x = 1.0f;
-  REQUIRE((*ring1)->all_reduce(&x, 1, Reduction::sum, "x").ok());
-  CHECK(x == 2.0f);
+  CHECK(sum_of_ones(1, addr, o) == 2.0f);
   CHECK(rank0.get() == 2.0f);
 
   // Ranks holding different secrets never form one: each refuses the other.
@@ -292,13 +295,7 @@ TEST_CASE("strangers dripping bytes at a rank's door do not keep its neighbour o
   RingOptions o;
   o.secret = "the job's secret, 32 bytes long!";
   o.connect_timeout = std::chrono::milliseconds(15000);
-  auto rank0 = std::async(std::launch::async, [&]() -> float {
-    auto ring = Ring::form(0, addr, o);
-    REQUIRE(ring.ok());
-    float x = 1.0f;
-    REQUIRE((*ring)->all_reduce(&x, 1, Reduction::sum, "x").ok());
-    return x;
-  });
+  auto rank0 = std::async(std::launch::async, [&] { return sum_of_ones(0, addr, o); });
   // Three strangers reach rank 0's door first; each sends a Troupe magic byte by byte,
   // one every 300 ms, and keeps dripping until the ring has formed.
   const auto port = static_cast<uint16_t>(std::stoi(addr[0].substr(10)));

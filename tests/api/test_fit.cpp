@@ -199,20 +199,30 @@ TEST_CASE("BackupAndRestore resumes a killed run where its backup was, to the sa
   CHECK(core::CheckpointManager(dir.file("backup"), 0, "backup").checkpoints().empty());
 }
 
+namespace {
+
+// The backup an adam run left in dir/backup when it died after its first epoch.
+std::vector<std::pair<int64_t, std::string>> backup_of_a_killed_run(const Registry& reg,
+                                                                    const test::TempDir& dir,
+                                                                    const FitOptions& o) {
+  Model first(test::blobs_model("adam", 0.01f));
+  auto backup = std::make_shared<callbacks::BackupAndRestoreCallback>(dir.file("backup"));
+  auto kill = std::make_shared<FailAt>(-1, 0, 0);  // dies after the first epoch
+  REQUIRE_FALSE(fit(first, {&reg, "blobs_train"}, o, {backup, kill}).ok());
+  auto kept = core::CheckpointManager(dir.file("backup"), 0, "backup").checkpoints();
+  REQUIRE(kept.size() == 1);
+  return kept;
+}
+
+}  // namespace
+
 TEST_CASE("A backup of another optimizer is refused, naming both, and kept", "[fit][callbacks]") {
   const auto reg = data_registry();
   test::TempDir dir;
   FitOptions o;
   o.epochs = 2;
   o.steps_per_epoch = 16;
-  {
-    Model first(test::blobs_model("adam", 0.01f));
-    auto backup = std::make_shared<callbacks::BackupAndRestoreCallback>(dir.file("backup"));
-    auto kill = std::make_shared<FailAt>(-1, 0, 0);  // dies after the first epoch
-    REQUIRE_FALSE(fit(first, {&reg, "blobs_train"}, o, {backup, kill}).ok());
-  }
-  const auto kept = core::CheckpointManager(dir.file("backup"), 0, "backup").checkpoints();
-  REQUIRE(kept.size() == 1);
+  const auto kept = backup_of_a_killed_run(reg, dir, o);
   Model second(test::blobs_model("sgd", 0.1f));
   auto backup = std::make_shared<callbacks::BackupAndRestoreCallback>(dir.file("backup"));
   auto h = fit(second, {&reg, "blobs_train"}, o, {backup});
@@ -232,14 +242,7 @@ TEST_CASE("Every backup damaged: fit() fails with data_loss naming it and keeps 
   FitOptions o;
   o.epochs = 2;
   o.steps_per_epoch = 16;
-  {
-    Model first(test::blobs_model("adam", 0.01f));
-    auto backup = std::make_shared<callbacks::BackupAndRestoreCallback>(dir.file("backup"));
-    auto kill = std::make_shared<FailAt>(-1, 0, 0);  // dies after the first epoch
-    REQUIRE_FALSE(fit(first, {&reg, "blobs_train"}, o, {backup, kill}).ok());
-  }
-  const auto kept = core::CheckpointManager(dir.file("backup"), 0, "backup").checkpoints();
-  REQUIRE(kept.size() == 1);
+  const auto kept = backup_of_a_killed_run(reg, dir, o);
   auto bytes = test::read_bytes(kept[0].second);
   bytes[bytes.size() / 2] ^= 0x10;
   test::write_bytes(kept[0].second, bytes);
