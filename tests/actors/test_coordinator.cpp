@@ -92,7 +92,7 @@ struct Fixture : test::ActorFixture {
     std::vector<Endpoint> workers;
     for (size_t w = 0; w < n; ++w) {
       fakes.push_back(sys->spawn(fake_worker, log, "w" + std::to_string(w)));
-      workers.push_back({fakes.back(), "127.0.0.1", 1});
+      workers.push_back({fakes.back(), "127.0.0.1", 1, "worker:" + std::to_string(w)});
     }
     options.rejoin_interval = 50ms;
     coordinator = spawn_coordinator(*sys, std::move(workers), {}, {}, book, options);
@@ -238,8 +238,8 @@ TEST_CASE(
   auto book = std::make_shared<ClosureBook>(1);
   CoordinatorOptions options;
   options.rejoin_interval = 50ms;
-  auto coordinator =
-      spawn_coordinator(*chief.sys, {{*handle, "127.0.0.1", *port}}, {}, {}, book, options);
+  auto coordinator = spawn_coordinator(*chief.sys, {{*handle, "127.0.0.1", *port, "worker:0"}}, {},
+                                       {}, book, options);
   struct End {
     caf::actor a;
     ~End() { caf::anon_send_exit(a, caf::exit_reason::user_shutdown); }

@@ -376,8 +376,10 @@ TEST_CASE("ctr_ps trains on streams until they end: a FIFO per worker and standa
     CHECK(chief["export"]["final"] == true);
     CHECK(chief["export"]["rows"] == chief["table_rows"]);
     check_served(dir.file("live.tmodel"), dir.file("data") + "/heldout.txt", chief);
-    CHECK(s0.join());
-    CHECK(s1.join());
+    // The run ends with the first stream to end: that one was read whole, the other may be
+    // left part-way (its writer then fails, as the reader is gone). Seen in CI.
+    const bool whole0 = s0.join(), whole1 = s1.join();
+    CHECK((whole0 || whole1));
   }
   {
     // The launcher's standard input is the one worker's (a FIFO here, so that the test
