@@ -290,9 +290,8 @@ core::Status peer_is_this_process(const Socket& s) {
         const dirent* e = ::readdir(fds);
         if (e == nullptr) break;
         const std::string link = std::string("/proc/self/fd/") + e->d_name;
-        const ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
-        ours = n > 0 && wanted.compare(0, wanted.size(), target, static_cast<size_t>(n)) == 0 &&
-               static_cast<size_t>(n) == wanted.size();
+        const ssize_t n = ::readlink(link.c_str(), target, sizeof target);
+        ours = n > 0 && std::string(target, static_cast<size_t>(n)) == wanted;
       }
       ::closedir(fds);
       if (ours) return {};
