@@ -10,6 +10,7 @@
 #include "actors/supervisor.hpp"
 #include "actors/worker.hpp"
 #include "net/auth.hpp"
+#include "net/caf_door.hpp"
 #include "net/gate.hpp"
 
 namespace troupe::actors {
@@ -19,29 +20,39 @@ using core::make_error;
 
 namespace {
 
-// With the job's cluster secret, CAF listens on a loopback port (picked on the first
-// start, kept on restarts) behind a gate on the task's address (net/gate.hpp); without
-// one, on the address itself.
-net::HostPort caf_listen_address(const net::HostPort& task, const std::string& secret,
-                                 uint16_t previous) {
-  if (secret.empty()) return {net::bind_host(task.host), task.port};
-  return {"127.0.0.1", previous};
-}
-
 // CAF's publish() binds every address for a null host.
 const char* caf_host(const net::HostPort& at) {
   return at.host == "::" || at.host == "0.0.0.0" ? nullptr : at.host.c_str();
 }
 
-// The gate on the task's address in front of CAF's loopback `caf_port`; none without a
-// secret. Returns the port peers dial.
+// Without the job's cluster secret, CAF itself listens on the task's address. With one it
+// listens nowhere: `door` hands it the connections the gate admits (net/caf_door.hpp).
+core::Expected<uint16_t> publish_task(caf::actor_system& sys, const caf::actor& a,
+                                      const net::HostPort& task, net::CafDoor* door) {
+  if (door) {
+    door->serve(a);
+    return task.port;
+  }
+  const net::HostPort at{net::bind_host(task.host), task.port};
+  // reuse_addr: a restarted task must re-bind its port at once, not after TIME_WAIT.
+  auto port = caf::io::publish(a, at.port, caf_host(at), /*reuse_addr=*/true);
+  if (!port)
+    return make_error(Errc::unavailable, "cannot publish on " +
+                                             net::host_port_text(at.host, at.port) + " (" +
+                                             sys.render(port.error()) + ")");
+  return *port;
+}
+
+// The gate on the task's address in front of CAF's `door`; none without a secret (then
+// CAF's own port, `caf_port`, is the task's). Returns the port peers dial.
 core::Expected<uint16_t> open_gate(const net::HostPort& task, const net::TaskId& id,
-                                   const std::string& secret, uint16_t caf_port,
+                                   const std::string& secret, net::CafDoor* door, uint16_t caf_port,
                                    std::function<void()> on_refused,
                                    std::unique_ptr<net::CafGate>& gate) {
-  if (secret.empty()) return caf_port;
-  auto g = net::CafGate::open(net::bind_host(task.host), task.port, caf_port, secret, {},
-                              std::move(on_refused), id.to_string());
+  if (!door) return caf_port;
+  auto g = net::CafGate::open(
+      net::bind_host(task.host), task.port, [door] { return door->connect(); }, secret, {},
+      std::move(on_refused), id.to_string());
   if (!g) return g.error();
   gate = std::move(*g);
   return gate->port();
@@ -56,6 +67,7 @@ core::Expected<uint16_t> open_gate(const net::HostPort& task, const net::TaskId&
 core::Status serve_worker(caf::actor_system& sys, const net::ClusterResolver& resolver,
                           const Registry& registry, const net::NodeOptions& options,
                           const net::HostPort& hp, const std::string& secret,
+                          const std::shared_ptr<net::CafDoor>& door,
                           const std::function<void(const std::string&)>& on_ready,
                           std::unique_ptr<net::CafGate>& gate) {
   const net::TaskId& task = resolver.task();
@@ -76,18 +88,14 @@ core::Status serve_worker(caf::actor_system& sys, const net::ClusterResolver& re
   ChildSpec spec;
   spec.name = task.to_string();
   spec.restart = RestartPolicy::transient;  // its shutdown at the end of the job is final
-  spec.start = [wo, published, hp, secret](caf::actor_system& s) -> core::Expected<caf::actor> {
+  spec.start = [wo, published, hp, door](caf::actor_system& s) -> core::Expected<caf::actor> {
     std::lock_guard<std::mutex> lock(published->mu);
     if (published->actor) caf::io::unpublish(published->actor, published->port);
     auto a = s.spawn(worker, wo);
-    const auto at = caf_listen_address(hp, secret, published->port);
-    // reuse_addr: a restarted task must re-bind its port at once, not after TIME_WAIT.
-    auto port = caf::io::publish(a, at.port, caf_host(at), /*reuse_addr=*/true);
+    auto port = publish_task(s, a, hp, door.get());
     if (!port) {
       caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-      return make_error(Errc::unavailable, "cannot publish on " +
-                                               net::host_port_text(at.host, at.port) + " (" +
-                                               s.render(port.error()) + ")");
+      return port.error();
     }
     published->actor = a;
     published->port = *port;
@@ -111,7 +119,7 @@ core::Status serve_worker(caf::actor_system& sys, const net::ClusterResolver& re
       std::lock_guard<std::mutex> lock(published->mu);
       caf_port = published->port;
     }
-    auto port = open_gate(hp, task, secret, caf_port, {}, gate);
+    auto port = open_gate(hp, task, secret, door.get(), caf_port, {}, gate);
     if (!port) {
       caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
       started = make_error(port.error().code, "CAF gate: " + port.error().message);
@@ -159,14 +167,18 @@ core::Status serve_task(const net::ClusterResolver& resolver, const Registry& re
   caf::actor_system_config cfg;
   net::configure(cfg, options);
   caf::actor_system sys{cfg};
+  // With a secret, CAF listens nowhere: the gate hands it each member through this door.
+  auto door = secret->empty() ? nullptr : std::make_shared<net::CafDoor>(sys, hp->port);
   // Before the actor system ends (this runs first, however serve_task returns), the gate
-  // stops reporting refusals to the PS shard.
+  // stops reaching into it: no more connections, no refusals reported to the PS shard.
   struct Detach {
     std::unique_ptr<net::CafGate>& gate;
+    net::CafDoor* door;
     ~Detach() {
-      if (gate) gate->forget_on_refused();
+      if (gate) gate->forget_caf();
+      if (door) door->close();
     }
-  } detach{gate};
+  } detach{gate, door.get()};
   caf::actor served;
   std::unique_ptr<ChannelServer> channel;
   if (task.type == "ps") {
@@ -216,19 +228,15 @@ core::Status serve_task(const net::ClusterResolver& resolver, const Registry& re
       caf::anon_send(served, net::channel_atom::value, static_cast<int32_t>(channel->port()));
     }
   } else {
-    return serve_worker(sys, resolver, registry, options, *hp, *secret, on_ready, gate);
+    return serve_worker(sys, resolver, registry, options, *hp, *secret, door, on_ready, gate);
   }
-  const auto at = caf_listen_address(*hp, *secret, 0);
-  // reuse_addr: a restarted task must re-bind its port at once, not after TIME_WAIT.
-  auto port = caf::io::publish(served, at.port, caf_host(at), /*reuse_addr=*/true);
+  auto port = publish_task(sys, served, *hp, door.get());
   if (!port) {
     caf::anon_send_exit(served, caf::exit_reason::user_shutdown);
-    return make_error(Errc::unavailable, "task " + task.to_string() + ": cannot publish on " +
-                                             net::host_port_text(at.host, at.port) + " (" +
-                                             sys.render(port.error()) + ")");
+    return make_error(port.error().code, "task " + task.to_string() + ": " + port.error().message);
   }
   auto public_port = open_gate(
-      *hp, task, *secret, *port,
+      *hp, task, *secret, door.get(), *port,
       [served] { caf::anon_send(served, net::refused_atom::value, true); }, gate);
   if (!public_port) {
     caf::anon_send_exit(served, caf::exit_reason::user_shutdown);

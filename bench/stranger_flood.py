@@ -8,8 +8,9 @@ connections to each: a third idle, a third dripping a byte every 4 s, a third se
 the pressure stays. Ports are looked up again every few seconds (a restarted task, an
 elastic re-forming). Each task's threads and resident memory are sampled every second.
 
-A port that greets a stranger with BASP (CAF's own loopback port behind the gate, which
-the door does not cover: docs/failure-semantics.md) is left alone and counted.
+A port that greets a stranger with BASP is left alone and counted: behind a gate CAF
+listens nowhere (net/caf_door.hpp), so under a cluster secret there should be none;
+before, each task's CAF had its own loopback port.
 
 Ends with one JSON line: ports by kind, connections opened and closed by the tasks, and
 per task its threads and RSS before the flood and at most during it.

@@ -89,7 +89,7 @@ core::Status relay(const Socket& outside, const Socket& inside, BaspFrameCheck& 
 }
 
 core::Expected<std::unique_ptr<CafGate>> CafGate::open(const std::string& host, uint16_t port,
-                                                       uint16_t target, std::string secret,
+                                                       CafInside inside, std::string secret,
                                                        GateLimits limits,
                                                        std::function<void()> on_refused,
                                                        std::string identity) {
@@ -98,7 +98,7 @@ core::Expected<std::unique_ptr<CafGate>> CafGate::open(const std::string& host, 
   auto listener = listen_on(host, port);
   if (!listener) return listener.error();
   std::unique_ptr<CafGate> gate(new CafGate);
-  gate->target_ = target;
+  gate->inside_ = std::move(inside);
   gate->secret_ = std::move(secret);
   gate->limits_ = limits;
   gate->on_refused_ = std::move(on_refused);
@@ -118,21 +118,26 @@ core::Expected<std::unique_ptr<CafGate>> CafGate::open(const std::string& host, 
   return gate;
 }
 
-void CafGate::forget_on_refused() {
-  std::lock_guard<std::mutex> lock(on_refused_mu_);
+void CafGate::forget_caf() {
+  std::lock_guard<std::mutex> lock(caf_mu_);
+  inside_ = nullptr;
   on_refused_ = nullptr;
 }
 
 void CafGate::refuse(const std::string& peer, const std::string& why) {
   log_.say("troupe: CAF port " + std::to_string(port()) + ": refused " + peer + ": " + why);
   ++refused_;
-  std::lock_guard<std::mutex> lock(on_refused_mu_);
+  std::lock_guard<std::mutex> lock(caf_mu_);
   if (on_refused_) on_refused_();
 }
 
 void CafGate::serve(Socket& outside, const std::string& peer) {
   // A member: the door (ConnectionServer) has had its proof.
-  auto inside = connect_to("127.0.0.1", target_, std::chrono::milliseconds(0));
+  core::Expected<Socket> inside = make_error(Errc::unavailable, "the task is ending");
+  {
+    std::lock_guard<std::mutex> lock(caf_mu_);
+    if (inside_) inside = inside_();
+  }
   if (!inside) {
     std::fprintf(stderr, "troupe: CAF port %u: %s\n", static_cast<unsigned>(port()),
                  inside.error().message.c_str());

@@ -1,13 +1,15 @@
 #pragma once
 
-// The gate in front of a node's CAF port. CAF 0.17 serves BASP to whoever connects and
+// The gate in front of a node's CAF. CAF 0.17 serves BASP to whoever connects and
 // allocates whatever a header announces (up to 4 GiB), so with a cluster secret CAF
-// listens on the loopback interface only and a gate takes the task's address: each peer
-// proves the secret (net/auth.hpp) before one byte reaches CAF, and every BASP frame it
-// then sends is checked as it passes. A peer reaches the gate through a tunnel: a loopback
-// port its own CAF dials, relayed to the gate after this side proves the secret too.
+// listens nowhere and a gate takes the task's address: each peer proves the secret
+// (net/auth.hpp) before one byte reaches CAF, and every BASP frame it then sends is
+// checked as it passes; the gate hands each member a socket pair into CAF
+// (net/caf_door.hpp). A peer reaches the gate through a tunnel: a loopback port its own
+// CAF dials, which serves only sockets of its own process, relayed to the gate after this
+// side proves the secret too.
 //
-//   CAF (client) -> 127.0.0.1:tunnel -> [handshake] -> host:port gate -> 127.0.0.1:CAF port
+//   CAF (client) -> 127.0.0.1:tunnel -> [handshake] -> host:port gate -> socket pair -> CAF
 //
 // Connections stay CAF's: heartbeats, timeouts and node-down detection pass through, and
 // either end closing closes the other.
@@ -65,14 +67,17 @@ class BaspFrameCheck {
 /// error is the check's refusal, or none when a side simply closed.
 core::Status relay(const Socket& outside, const Socket& inside, BaspFrameCheck& check);
 
+/// A new connection to this process's CAF (CafDoor::connect).
+using CafInside = std::function<core::Expected<Socket>()>;
+
 /// The server side: listens on `host:port` (port 0 picks one) and relays each peer that
-/// proves `secret`, for `identity` (the task, "ps:1"), to 127.0.0.1:`target`. Refused
-/// peers are named on stderr, counted and reported to `on_refused`; the gate goes on
-/// serving.
+/// proves `secret`, for `identity` (the task, "ps:1"), to a connection `inside` makes.
+/// Refused peers are named on stderr, counted and reported to `on_refused`; the gate goes
+/// on serving.
 class CafGate {
  public:
   static core::Expected<std::unique_ptr<CafGate>> open(const std::string& host, uint16_t port,
-                                                       uint16_t target, std::string secret,
+                                                       CafInside inside, std::string secret,
                                                        GateLimits limits = {},
                                                        std::function<void()> on_refused = {},
                                                        std::string identity = {});
@@ -82,19 +87,20 @@ class CafGate {
   /// Stops accepting and lets each relay run until CAF closes its side (it writes what it
   /// still holds first), for up to `timeout`; then stop().
   void drain(std::chrono::milliseconds timeout) { server_->drain(timeout); }
-  /// No more calls of `on_refused` once this returns: what it reaches may be gone.
-  void forget_on_refused();
+  /// No more calls of `inside` or `on_refused` once this returns: what they reach may be
+  /// gone (a member admitted later is closed at once).
+  void forget_caf();
 
  private:
   CafGate() = default;
   void refuse(const std::string& peer, const std::string& why);
   void serve(Socket& outside, const std::string& peer);
 
-  uint16_t target_ = 0;
   std::string secret_;
   RefusalLog log_;
   GateLimits limits_;
-  std::mutex on_refused_mu_;
+  std::mutex caf_mu_;  // guards inside_ and on_refused_
+  CafInside inside_;
   std::function<void()> on_refused_;
   std::atomic<uint64_t> refused_{0};
   std::unique_ptr<ConnectionServer> server_;

@@ -5,10 +5,14 @@
 // condition on what the child wrote, and its pidfd), and killed by pid when the test ends, whatever
 // happens.
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>  // the tests read wait statuses (WIFEXITED ...)
 #include <unistd.h>
 
@@ -16,8 +20,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -144,5 +152,92 @@ class ChildProcess {
   bool err_closed_ = false;
   std::thread reader_;
 };
+
+/// The TCP ports process `pid` listens on, at any address: its sockets (/proc/PID/fd)
+/// among the listening ones of this network namespace (/proc/net/tcp and tcp6).
+inline std::set<uint16_t> listening_ports(pid_t pid) {
+  std::set<std::string> inodes;
+  std::error_code ec;
+  const std::string fd_dir = "/proc/" + std::to_string(pid) + "/fd";
+  for (const auto& e : std::filesystem::directory_iterator(fd_dir, ec)) {
+    const std::string link = std::filesystem::read_symlink(e.path(), ec).string();
+    if (!ec && link.rfind("socket:[", 0) == 0) inodes.insert(link.substr(8, link.size() - 9));
+  }
+  std::set<uint16_t> ports;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string slot, local, remote, state, queues, timer, retr, uid, timeout, inode;
+      f >> slot >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> inode;
+      if (state != "0A" || !inodes.count(inode)) continue;  // 0A: LISTEN
+      ports.insert(
+          static_cast<uint16_t>(std::stoul(local.substr(local.find(':') + 1), nullptr, 16)));
+    }
+  }
+  return ports;
+}
+
+/// What a process of another local user (nobody, uid and gid 65534, when this is root)
+/// reads from a fresh connection to 127.0.0.1:`port`, saying nothing itself, until the
+/// other end closes it or `wait` passes.
+struct StrangerRead {
+  bool connected = false;
+  bool closed = false;  // by the other end, within `wait`
+  std::string bytes;
+};
+inline StrangerRead read_as_another_user(uint16_t port, std::chrono::milliseconds wait) {
+  int out[2];
+  if (::pipe(out) != 0) return {};
+  const pid_t pid = ::fork();
+  if (pid == 0) {  // the child: only calls that are safe after a fork of a threaded process
+    ::close(out[0]);
+    if (::geteuid() == 0 &&
+        (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0))
+      ::_exit(2);
+    char state = 0;  // 0 not connected, 1 open at the end, 2 closed by the other end
+    char buf[4096];
+    ssize_t total = 0;
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+      state = 1;
+      timeval tv{static_cast<time_t>(wait.count() / 1000),
+                 static_cast<suseconds_t>((wait.count() % 1000) * 1000)};
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      while (total < static_cast<ssize_t>(sizeof buf)) {
+        const ssize_t r = ::recv(fd, buf + total, sizeof buf - static_cast<size_t>(total), 0);
+        if (r > 0) {
+          total += r;
+          continue;
+        }
+        if (r == 0 || errno == ECONNRESET) state = 2;
+        break;
+      }
+    }
+    (void)!::write(out[1], &state, 1);
+    (void)!::write(out[1], buf, static_cast<size_t>(total));
+    ::_exit(0);
+  }
+  ::close(out[1]);
+  StrangerRead got;
+  char state = 0;
+  if (pid > 0 && ::read(out[0], &state, 1) == 1) {
+    got.connected = state != 0;
+    got.closed = state == 2;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;)
+      got.bytes.append(buf, static_cast<size_t>(n));
+  }
+  ::close(out[0]);
+  int status = 0;
+  if (pid > 0) ::waitpid(pid, &status, 0);
+  return got;
+}
 
 }  // namespace troupe::test

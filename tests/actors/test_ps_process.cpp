@@ -379,6 +379,63 @@ TEST_CASE("A PS process with a cluster secret lets no stranger through its CAF p
   CHECK(WEXITSTATUS(*status) == 0);
 }
 
+// Found from outside: behind each gate CAF listened on a loopback port of its own, and any
+// local process (another user; a container of the same pod, which shares loopback) spoke
+// BASP to it as a member would: read a PS, pushed into it, made it allocate 4 GiB. With a
+// cluster secret a task now listens only behind its doors (CAF gets each admitted member
+// through a socket pair): a process of another user, at every port a PS and a worker task
+// listen on, gets the door's challenge and nothing else.
+TEST_CASE("With a cluster secret a task listens only behind its doors: another user gets nothing",
+          "[process][ps][gate]") {
+  const std::string secret = "the job's secret, 32 bytes long!";
+  const auto addresses = test::loopback_addresses(2);
+  net::ClusterSpec spec({{"ps", {addresses[0]}}, {"worker", {addresses[1]}}});
+  const std::string secret_env = std::string(net::cluster_secret_env) + "=" + secret;
+  test::ChildProcess ps(
+      {TROUPE_BIN_DIR "/troupe", "serve"},
+      {"TF_CONFIG=" + net::TFConfigClusterResolver::render(spec, {"ps", 0}), secret_env});
+  test::ChildProcess worker(
+      {TROUPE_BIN_DIR "/troupe", "serve"},
+      {"TF_CONFIG=" + net::TFConfigClusterResolver::render(spec, {"worker", 0}), secret_env});
+  REQUIRE(ps.wait_for_stderr("ready ps:0", 10s));
+  REQUIRE(worker.wait_for_stderr("ready worker:0", 10s));
+
+  for (auto* task : {&ps, &worker}) {
+    const auto ports = test::listening_ports(task->pid());
+    const uint16_t own = task == &ps ? net::parse_host_port(addresses[0])->port
+                                     : net::parse_host_port(addresses[1])->port;
+    CHECK(ports.count(own) == 1);
+    CHECK(ports.size() == (task == &ps ? 2u : 1u));  // a PS has its tensor channel too
+    for (uint16_t port : ports) {
+      INFO("port " << port << " of " << (task == &ps ? "ps:0" : "worker:0"));
+      // A stranger who says nothing gets the 36-byte challenge (TRA1, a nonce) and no more.
+      const auto got = test::read_as_another_user(port, 1500ms);
+      CHECK(got.connected);
+      CHECK(got.bytes.size() == 36);
+      CHECK(got.bytes.substr(0, 4) == "TRA1");
+    }
+  }
+
+  // Members still reach both through their gates.
+  caf::actor_system_config cfg;
+  net::configure(cfg);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto reach = [&](const std::string& address, const std::string& who) {
+    auto hp = net::parse_host_port(address);
+    auto tunnel = net::tunnel_to(hp->host, hp->port, secret, {}, who);
+    REQUIRE(tunnel.ok());
+    auto found = sys.middleman().remote_actor("127.0.0.1", *tunnel);
+    REQUIRE(found);
+    return *found;
+  };
+  reach(addresses[1], "worker:0");
+  auto member = reach(addresses[0], "ps:0");
+  CHECK(ask<std::vector<int64_t>>(self, member, net::stats_atom::value));
+  caf::anon_send(member, net::shutdown_atom::value);
+  REQUIRE(ps.wait_exit(10s).has_value());
+}
+
 TEST_CASE("A PS killed between delta snapshots comes back with the rows of its last one",
           "[process][ps][restore][delta]") {
   const uint16_t port = test::free_loopback_port();

@@ -6,7 +6,6 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <caf/all.hpp>
@@ -22,9 +21,11 @@
 #include <thread>
 
 #include "net/auth.hpp"
+#include "net/caf_door.hpp"
 #include "net/channel.hpp"
 #include "net/gate.hpp"
 #include "net/node.hpp"
+#include "process.hpp"
 
 using namespace troupe;
 using namespace std::chrono_literals;
@@ -57,24 +58,27 @@ bool closed_by_peer(const net::Socket& s, std::chrono::milliseconds timeout) {
   }
 }
 
-// CAF on loopback only, serving `behavior`, and a gate taking the address peers dial.
+// CAF listening nowhere, serving `behavior` through a door, and a gate taking the address
+// peers dial.
 struct GatedActor {
   caf::actor_system_config cfg;
   caf::actor_system sys{(net::configure(cfg), cfg)};
   caf::actor actor;
+  net::CafDoor door{sys, 1};
   std::mutex mu;  // before the gate: its callback reaches them until it stops
   std::condition_variable refusal;
   uint64_t refusals = 0;
   std::unique_ptr<net::CafGate> gate;
   explicit GatedActor(std::function<caf::behavior()> behavior) {
     actor = sys.spawn(std::move(behavior));
-    auto caf_port = caf::io::publish(actor, 0, "127.0.0.1", true);
-    REQUIRE(caf_port);
-    auto opened = net::CafGate::open("127.0.0.1", 0, *caf_port, secret, {}, [this] {
-      std::lock_guard<std::mutex> lock(mu);
-      ++refusals;
-      refusal.notify_all();
-    });
+    door.serve(actor);
+    auto opened = net::CafGate::open(
+        "127.0.0.1", 0, [this] { return door.connect(); }, secret, {},
+        [this] {
+          std::lock_guard<std::mutex> lock(mu);
+          ++refusals;
+          refusal.notify_all();
+        });
     REQUIRE(opened.ok());
     gate = std::move(*opened);
   }
@@ -185,11 +189,11 @@ TEST_CASE("A CAF gate proves which task it is: a member dialling another task is
   caf::actor_system_config cfg;
   caf::actor_system sys{(net::configure(cfg), cfg)};
   auto actor = sys.spawn([]() -> caf::behavior { return {[](int32_t x) { return x + 1; }}; });
-  auto caf_port = caf::io::publish(actor, 0, "127.0.0.1", true);
-  REQUIRE(caf_port);
+  net::CafDoor door(sys, 1);
+  door.serve(actor);
   std::atomic<int> refused{0};
   auto gate = net::CafGate::open(
-      "127.0.0.1", 0, *caf_port, secret, {}, [&] { ++refused; }, "ps:0");
+      "127.0.0.1", 0, [&] { return door.connect(); }, secret, {}, [&] { ++refused; }, "ps:0");
   REQUIRE(gate.ok());
   caf::actor_system_config member_cfg;
   caf::actor_system member{(net::configure(member_cfg), member_cfg)};
@@ -200,56 +204,11 @@ TEST_CASE("A CAF gate proves which task it is: a member dialling another task is
   REQUIRE(meant_ps0.ok());
   CHECK(member.middleman().remote_actor("127.0.0.1", *meant_ps0));
   CHECK(refused >= 1);
-  (*gate)->forget_on_refused();
+  (*gate)->forget_caf();
   (*gate)->stop();
   net::close_tunnels_to("127.0.0.1", (*gate)->port());
   caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
 }
-
-namespace {
-
-// Bytes a fresh connection to 127.0.0.1:`port` reads before it ends (within 10 s), made
-// in a child process (as user nobody when this is root); -1 when it never ends.
-int bytes_to_another_process(uint16_t port) {
-  int out[2];
-  REQUIRE(::pipe(out) == 0);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(2);
-    int n = -1;
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-      timeval tv{10, 0};
-      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-      char buf[4096];
-      int total = 0;
-      for (;;) {
-        const ssize_t r = ::recv(fd, buf, sizeof buf, 0);
-        if (r > 0) {
-          total += static_cast<int>(r);
-          continue;
-        }
-        if (r == 0 || errno == ECONNRESET) n = total;
-        break;
-      }
-    }
-    [[maybe_unused]] ssize_t w = ::write(out[1], &n, sizeof n);
-    ::_exit(0);
-  }
-  ::close(out[1]);
-  int n = -2;
-  if (::read(out[0], &n, sizeof n) != sizeof n) n = -2;
-  ::close(out[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return n;
-}
-
-}  // namespace
 
 // Found from outside: a tunnel (the loopback port this process's CAF dials to reach a
 // gate) proved the secret for whoever dialled it, so any local process reached a PS as a
@@ -265,7 +224,10 @@ TEST_CASE("A tunnel carries this process's connections only", "[net][gate]") {
   char greeting[32];
   CHECK(::recv(mine->fd(), greeting, sizeof greeting, MSG_WAITALL) == 32);
   // Another process (another user's, when this is root) gets nothing: closed unrelayed.
-  CHECK(bytes_to_another_process(*tunnel) == 0);
+  const auto stranger = test::read_as_another_user(*tunnel, 10s);
+  CHECK(stranger.connected);
+  CHECK(stranger.closed);
+  CHECK(stranger.bytes.empty());
   // A member through it still works.
   Member m(echo.port());
   int32_t got = 0;
