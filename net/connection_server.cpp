@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <system_error>
 #include <vector>
 
 #include "net/auth.hpp"
@@ -30,7 +31,7 @@ core::Expected<std::unique_ptr<ConnectionServer>> ConnectionServer::start(
   if (::pipe2(server->wake_, O_CLOEXEC) != 0)
     return core::make_error(core::Errc::io_error,
                             "listener on port " + std::to_string(port) + ": cannot create a pipe");
-  server->acceptor_ = std::thread([s = server.get()] { s->accept_loop(); });
+  server->acceptor_ = std::thread([s = server.get()] { s->supervise(); });
   return server;
 }
 
@@ -136,6 +137,35 @@ struct ConnectionServer::Unproven {
   std::chrono::steady_clock::time_point deadline;
 };
 
+void ConnectionServer::trouble(const std::string& what) {
+  trouble_log_.say("troupe: port " + std::to_string(port_) + ": " + what);
+}
+
+void ConnectionServer::supervise() {
+  using clock = std::chrono::steady_clock;
+  auto backoff = std::chrono::milliseconds(50);
+  for (;;) {
+    const auto started = clock::now();
+    std::string why;
+    try {
+      accept_loop();
+      return;  // stopped
+    } catch (const std::exception& e) {
+      why = e.what();
+    } catch (...) {
+      why = "an unknown exception";
+    }
+    // The unproven connections it held are gone with it (they may dial again); members
+    // are untouched. A loop that ran a while before it failed starts again soon.
+    if (clock::now() - started > std::chrono::seconds(10)) backoff = std::chrono::milliseconds(50);
+    trouble("its acceptor failed (" + why + "); started again in " +
+            std::to_string(backoff.count()) + " ms");
+    pollfd wake{wake_[0], POLLIN, 0};
+    if (::poll(&wake, 1, static_cast<int>(backoff.count())) > 0) return;  // stopped meanwhile
+    backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(5));
+  }
+}
+
 void ConnectionServer::accept_loop() {
   using clock = std::chrono::steady_clock;
   const bool door = !door_.secret.empty();
@@ -145,10 +175,18 @@ void ConnectionServer::accept_loop() {
   auto refuse = [&](const std::string& peer, const std::string& why) {
     if (refused_) refused_(peer, why);
   };
+  // Out of descriptors or memory, the listener is left alone until then: still readable,
+  // it would have the loop spin.
+  clock::time_point accept_paused_until{};
   for (;;) {
     // Each unproven connection has until its deadline, counted from accept.
     const auto now = clock::now();
     int wait_ms = -1;
+    const bool accepting = now >= accept_paused_until;
+    if (!accepting)
+      wait_ms = static_cast<int>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(accept_paused_until - now).count() +
+          1);
     for (auto it = unproven.begin(); it != unproven.end();) {
       if (it->deadline <= now) {
         refuse(it->peer, "no whole proof of membership within " +
@@ -161,7 +199,7 @@ void ConnectionServer::accept_loop() {
       wait_ms = wait_ms < 0 ? static_cast<int>(left) : std::min(wait_ms, static_cast<int>(left));
       ++it;
     }
-    fds.assign({{listener_.fd(), POLLIN, 0}, {wake_[0], POLLIN, 0}});
+    fds.assign({{accepting ? listener_.fd() : -1, POLLIN, 0}, {wake_[0], POLLIN, 0}});
     polled.clear();
     for (auto it = unproven.begin(); it != unproven.end(); ++it) {
       fds.push_back({it->socket.fd(), POLLIN, 0});
@@ -169,7 +207,7 @@ void ConnectionServer::accept_loop() {
     }
     if (::poll(fds.data(), fds.size(), wait_ms) < 0) {
       if (errno == EINTR) continue;
-      return;
+      throw std::system_error(errno, std::generic_category(), "poll");
     }
     if (fds[1].revents != 0) return;
     // What the unproven sent, as it comes: never more than the rest of its hello.
@@ -210,7 +248,13 @@ void ConnectionServer::accept_loop() {
     if (fds[0].revents == 0) continue;
     std::string peer;
     auto s = accept_on(listener_, peer);
-    if (!s) continue;  // the peer gave up before we accepted it
+    if (!s) {
+      if (s.error().code == core::Errc::io_error) {  // not the peer's doing: wait
+        trouble(s.error().message + ": not accepting for 100 ms");
+        accept_paused_until = clock::now() + std::chrono::milliseconds(100);
+      }
+      continue;  // else the peer gave up before we accepted it
+    }
     if (door_.accept_check) {
       if (auto st = door_.accept_check(*s); !st) {
         refuse(peer, st.error().message);
@@ -266,23 +310,36 @@ bool ConnectionServer::admit(Socket s, std::string peer, std::string tls_key) {
   auto& c = connections_.emplace_back();
   c.socket = std::move(s);
   c.peer = std::move(peer);
-  c.thread = std::thread([this, &c, key = std::move(tls_key)] {
-    serving = this;
-    core::Status tls;
-    if (!key.empty()) tls = start_tls(c.socket, /*server=*/true, key, door_.deadline);
-    if (!tls.ok()) {
-      if (refused_) refused_(c.peer, tls.error().message);
-    } else {
-      handler_(c.socket, c.peer);
-    }
-    c.socket.shutdown();  // the peer sees the end now; the descriptor closes when reaped
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      c.finished = true;
-    }
-    ended_.notify_all();
-  });
+  try {
+    c.thread = std::thread([this, &c, key = std::move(tls_key)] { serve_member(c, key); });
+  } catch (const std::system_error& e) {  // out of threads: this member is closed, not the door
+    trouble("no thread for " + c.peer + " (" + e.what() + "): closed");
+    connections_.pop_back();
+  }
   return true;
+}
+
+void ConnectionServer::serve_member(Connection& c, const std::string& key) {
+  serving = this;
+  core::Status tls;
+  if (!key.empty()) tls = start_tls(c.socket, /*server=*/true, key, door_.deadline);
+  if (!tls.ok()) {
+    if (refused_) refused_(c.peer, tls.error().message);
+  } else {
+    try {
+      handler_(c.socket, c.peer);
+    } catch (const std::exception& e) {
+      trouble("serving " + c.peer + " failed (" + e.what() + "): closed");
+    } catch (...) {
+      trouble("serving " + c.peer + " failed (an unknown exception): closed");
+    }
+  }
+  c.socket.shutdown();  // the peer sees the end now; the descriptor closes when reaped
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    c.finished = true;
+  }
+  ended_.notify_all();
 }
 
 }  // namespace troupe::net

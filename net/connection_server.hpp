@@ -62,6 +62,12 @@ struct DoorOptions {
 /// open at once; one more is closed when it would start, and reported through `refused`,
 /// as is every peer that fails its proof or its deadline. Members whose handler returned
 /// are reaped on the next accept.
+///
+/// Supervised, so that no failure stops a door or the process behind it: the acceptor is
+/// started again (after 50 ms, doubling to 5 s while it keeps failing) when it throws or
+/// its poll fails; out of descriptors or memory, it stops accepting for 100 ms instead of
+/// spinning; a member whose thread cannot be made, or whose handler throws, is closed.
+/// Each is named on stderr (at most 5 lines per 10 s).
 class ConnectionServer {
  public:
   /// Runs on the member's own thread (after the TLS handshake, with tls); the connection
@@ -102,9 +108,16 @@ class ConnectionServer {
   struct Unproven;
   ConnectionServer(Socket listener, uint16_t port, Handler handler, Refused refused,
                    size_t max_connections, DoorOptions door);
+  // Runs accept_loop, and again after it failed, until stopped.
+  void supervise();
+  // Returns once stopped; throws (std::system_error for poll) on failure.
   void accept_loop();
+  // A line on stderr about this server's own trouble (not a peer's refusal).
+  void trouble(const std::string& what);
   // A member: its thread runs (TLS, then) the handler. False when stopped.
   bool admit(Socket s, std::string peer, std::string tls_key);
+  // The member's thread: TLS (with a key), then the handler.
+  void serve_member(Connection& c, const std::string& tls_key);
   void reap();
   // Ends accept_loop and joins it; connections already accepted go on.
   void stop_accepting();
@@ -116,6 +129,7 @@ class ConnectionServer {
   size_t max_connections_;
   DoorOptions door_;
   int wake_[2] = {-1, -1};  // a pipe: writing to it ends accept_loop
+  RefusalLog trouble_log_{5, std::chrono::seconds(10)};
   std::thread acceptor_;
   std::mutex mu_;
   std::condition_variable ended_;  // a handler returned

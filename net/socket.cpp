@@ -310,7 +310,14 @@ core::Expected<Socket> accept_on(const Socket& listener, std::string& peer) {
   do {
     fd = ::accept4(listener.fd(), reinterpret_cast<sockaddr*>(&a), &len, SOCK_CLOEXEC);
   } while (fd < 0 && errno == EINTR);
-  if (fd < 0) return io_error("accept", errno);
+  if (fd < 0) {
+    const int err = errno;
+    // The process or system out of descriptors or memory: io_error, so that an acceptor
+    // can tell it from one peer's trouble and wait before it tries again.
+    if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM)
+      return make_error(Errc::io_error, std::string("accept: ") + std::strerror(err));
+    return io_error("accept", err);
+  }
   Socket s(fd);
   peer = text_of(reinterpret_cast<const sockaddr*>(&a));
   if (auto st = set_nodelay(fd); !st) return st.error();

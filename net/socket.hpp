@@ -85,6 +85,8 @@ core::Expected<Socket> listen_on(const std::string& host, uint16_t& port);
 core::Status peer_is_this_process(const Socket& s);
 
 /// Accepts one connection; `peer` receives "host:port" of the other end.
+/// An io_error when the process or system is out of descriptors or memory (no peer's
+/// fault: try again later), unavailable for one peer's trouble.
 core::Expected<Socket> accept_on(const Socket& listener, std::string& peer);
 /// Connects with TCP_NODELAY to the first of `host`'s addresses that answers; every later
 /// read or write on the socket gives up after `io_timeout` (0: never), and so does the

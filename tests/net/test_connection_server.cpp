@@ -5,7 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -15,6 +17,8 @@
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include "helpers.hpp"
@@ -269,26 +273,154 @@ TEST_CASE("ConnectionServer's door: strangers cost no thread, never crowd out me
 
 // A flood of strangers wrote 24 000 refusal lines into one PS's log in 20 s: the lines are
 // now cut to a burst per period, the next one shown saying how many were held back.
+namespace {
+
+// What this process writes to stderr (fd 2) while it lives, into a file of `dir`; read
+// through a descriptor opened at the start (the test may leave none free later).
+class StderrCapture {
+ public:
+  explicit StderrCapture(const test::TempDir& dir) {
+    const std::string path = dir.file("stderr");
+    std::fflush(stderr);
+    saved_ = ::dup(2);
+    const int file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    REQUIRE(file >= 0);
+    ::dup2(file, 2);
+    ::close(file);
+    reader_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(reader_ >= 0);
+  }
+  ~StderrCapture() {
+    restore();
+    ::close(reader_);
+  }
+  void restore() {
+    if (saved_ < 0) return;
+    std::fflush(stderr);
+    ::dup2(saved_, 2);
+    ::close(saved_);
+    saved_ = -1;
+  }
+  std::string text() const {
+    std::fflush(stderr);
+    std::string out;
+    char buf[4096];
+    for (ssize_t n; (n = ::pread(reader_, buf, sizeof buf, static_cast<off_t>(out.size()))) > 0;)
+      out.append(buf, static_cast<size_t>(n));
+    return out;
+  }
+  /// Waits (at most 10 s) for `part` to appear.
+  bool wait_for(const std::string& part) const {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (text().find(part) == std::string::npos) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(20ms);  // a file has nothing to wait on
+    }
+    return true;
+  }
+
+ private:
+  int saved_ = -1;
+  int reader_ = -1;
+};
+
+}  // namespace
+
 TEST_CASE("RefusalLog shows a burst of lines per period and counts the rest",
           "[net][connection_server]") {
   test::TempDir dir;
-  const std::string path = dir.file("stderr");
-  std::fflush(stderr);
-  const int saved = ::dup(2);
-  const int file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  REQUIRE(file >= 0);
-  ::dup2(file, 2);
+  StderrCapture err(dir);
   net::RefusalLog log(3, std::chrono::seconds(3600));
   for (int i = 0; i < 10; ++i)
     log.say("refused " + std::to_string(i));
-  std::fflush(stderr);
-  ::dup2(saved, 2);
-  ::close(saved);
-  ::close(file);
-  std::ifstream in(path);
+  err.restore();
+  std::istringstream in(err.text());
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);)
     lines.push_back(line);
   CHECK(lines == std::vector<std::string>{"refused 0", "refused 1", "refused 2"});
   CHECK(log.suppressed_total() == 7);
+}
+
+// A door's acceptor thread was not supervised: an exception on it (a check that throws, a
+// thread that cannot be made) ended the process, a poll error ended the door silently,
+// and a process out of descriptors spun on a listener it could not accept from. Now each
+// is named on stderr and the door goes on serving.
+TEST_CASE("ConnectionServer is supervised: a failing acceptor or handler stops no door",
+          "[net][connection_server]") {
+  test::TempDir dir;
+  StderrCapture err(dir);
+  std::atomic<int> checks{0}, served{0};
+  uint16_t port = 0;
+  auto listener = net::listen_on("127.0.0.1", port);
+  REQUIRE(listener);
+  net::DoorOptions door;
+  door.accept_check = [&](const net::Socket&) -> core::Status {
+    if (checks++ == 0) throw std::runtime_error("the check broke");
+    return {};
+  };
+  auto server = net::ConnectionServer::start(
+      std::move(*listener), port,
+      [&](net::Socket& sock, const std::string&) {
+        if (served++ == 0) throw std::runtime_error("the handler broke");
+        net::send_all(sock, "ok", 2);
+      },
+      {}, 4, door);
+  REQUIRE(server);
+  auto dial = [&] {
+    auto s = net::connect_to("127.0.0.1", port, 5s);
+    REQUIRE(s);
+    return std::move(*s);
+  };
+  auto answered = [&](const net::Socket& s) {
+    net::set_io_timeout(s, 10s);
+    char ok[2] = {};
+    return ::recv(s.fd(), ok, 2, MSG_WAITALL) == 2 && ok[0] == 'o';
+  };
+  // The check throws: that connection is closed, the acceptor started again.
+  auto first = dial();
+  CHECK(closed_by_server(first));
+  CHECK(err.wait_for("its acceptor failed (the check broke); started again in 50 ms"));
+  // The handler throws: that member is closed, the next one served.
+  auto second = dial();
+  CHECK(closed_by_server(second));
+  CHECK(err.wait_for("failed (the handler broke): closed"));
+  auto third = dial();
+  CHECK(answered(third));
+
+  // Out of descriptors: the door waits instead of spinning, and accepts once there are
+  // some again. (The limit is lowered to what is open now plus a few, and filled.)
+  rlimit saved{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  size_t open_now = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)e;
+    ++open_now;
+  }
+  rlimit low = saved;
+  low.rlim_cur = open_now + 16;
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+  std::vector<int> filler;
+  for (int fd; (fd = ::dup(0)) >= 0;)
+    filler.push_back(fd);
+  REQUIRE(errno == EMFILE);
+  ::close(filler.back());  // one for the client's own socket
+  filler.pop_back();
+  // The client's socket takes the one left (no name lookup: that might open a file).
+  net::Socket fourth(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  REQUIRE(fourth.valid());
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  // Queued by the kernel; the server cannot accept it yet.
+  REQUIRE(::connect(fourth.fd(), reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
+  CHECK(err.wait_for("accept: Too many open files: not accepting for 100 ms"));
+  for (int fd : filler)
+    ::close(fd);
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &saved) == 0);
+  CHECK(answered(fourth));
+  err.restore();
+  INFO(err.text());
+  CHECK(served == 3);
 }
