@@ -3,28 +3,33 @@
 # address on a private bridge (inside a namespace of its own too: nothing outside the
 # test's namespaces is touched or reached) and the tasks' host names in an /etc/hosts of
 # its own. Runs PROGRAM in every task with TF_CONFIG naming the tasks by host name and a
-# cluster secret, optionally cuts one task's link for a while, and ends every process it
+# cluster secret, optionally cuts tasks' links for a while, and ends every process it
 # started (by pid) and every namespace it made, whatever happens.
 #
-# Usage: netns_cluster.sh BIN_DIR PROGRAM PS WORKERS [--cut TASK AT_S FOR_S]
-#        [--cut-between TASK OTHER AT_S FOR_S] [--qdisc SPEC] [--tfjob NAME.NAMESPACE]
+# Usage: netns_cluster.sh BIN_DIR PROGRAM PS WORKERS [--cut TASK AT_S FOR_S]...
+#        [--cut-between TASK OTHER AT_S FOR_S]... [--qdisc SPEC] [--tfjob NAME.NAMESPACE]
 #        [-- PROGRAM_ARGS...]
+#   --cut: TASK's whole link goes down AT_S seconds into training, for FOR_S seconds.
 #   --cut-between: only TASK and OTHER stop reaching each other (a blackhole route to the
 #   other's address in each one's namespace); both keep reaching everyone else.
+#   Either may be given several times: the cuts run in turn, each AT_S counted from the
+#   start of training (a cut due while the one before lasts starts when it ends).
 #   PS = 0: a workers-only job (MultiWorkerMirroredStrategy), worker 0 the chief.
 #   --tfjob: host names and TF_CONFIG as Kubeflow's training operator writes them for a
 #   TFJob NAME in NAMESPACE ("NAME-worker-0.NAMESPACE.svc:2222", "environment": "cloud").
-# Prints the chief's JSON line wrapped as {"ok", "chief": {...}, "cut": ...} as its last
-# line; {"skipped": why} when this machine cannot make namespaces (not root, no iproute2).
+# Prints the chief's JSON line wrapped as {"ok", "chief": {...}, "cut": the first cut,
+# "cuts": [every cut]} as its last line; {"skipped": why} when this machine cannot make namespaces (not root, no iproute2).
 set -uo pipefail
 
 bin="$1" program="$2" n_ps="$3" n_workers="$4"
 shift 4
-cut_task="" cut_other="" cut_at=0 cut_for=0 qdisc="" tfjob=""
+declare -a cut_tasks=() cut_others=() cut_ats=() cut_fors=()
+qdisc="" tfjob=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --cut) cut_task="$2" cut_at="$3" cut_for="$4"; shift 4 ;;
-    --cut-between) cut_task="$2" cut_other="$3" cut_at="$4" cut_for="$5"; shift 5 ;;
+    --cut) cut_tasks+=("$2") cut_others+=("") cut_ats+=("$3") cut_fors+=("$4"); shift 4 ;;
+    --cut-between)
+      cut_tasks+=("$2") cut_others+=("$3") cut_ats+=("$4") cut_fors+=("$5"); shift 5 ;;
     --qdisc) qdisc="$2"; shift 2 ;;
     --tfjob) tfjob="$2"; shift 2 ;;
     --) shift; break ;;
@@ -122,19 +127,24 @@ for t in "${tasks[@]}"; do
   [ "$t" = "$chief_task" ] && chief_pid=$!
 done
 
-cut_json=null
-if [ -n "$cut_task" ]; then
-  # The fault's schedule: AT_S into training the task's link goes down, FOR_S later it
-  # comes back. Training has begun once the link has carried 4 MiB (a few steps' tensors,
-  # far past start-up's handshakes): under a sanitizer start-up alone can take seconds,
-  # and a cut before the first step finds nothing in flight. Waited for (at most 120 s,
-  # or until the chief ends), then AT_S more.
-  idx=0
-  for t in "${tasks[@]}"; do idx=$((idx + 1)); [ "$t" = "$cut_task" ] && break; done
+cut_json=null cuts_json="[]"
+# A task's place in "${tasks[@]}", from 1: its switch port s<N>, its address 10.231.0.<10+N>.
+place() {
+  local i=0 t
+  for t in "${tasks[@]}"; do i=$((i + 1)); [ "$t" = "$1" ] && break; done
+  echo "$i"
+}
+if [ ${#cut_tasks[@]} -gt 0 ]; then
+  # The faults' schedule: AT_S into training a task's link goes down, FOR_S later it
+  # comes back. Training has begun once the first cut task's link has carried 4 MiB (a
+  # few steps' tensors, far past start-up's handshakes): under a sanitizer start-up alone
+  # can take seconds, and a cut before the first step finds nothing in flight. Waited for
+  # (at most 120 s, or until the chief ends); the cuts count from then.
+  first=$(place "${cut_tasks[0]}")
   link_bytes() {
     local rx tx
-    rx=$(ip netns exec "$sw" cat "/sys/class/net/s$idx/statistics/rx_bytes" 2>/dev/null || echo 0)
-    tx=$(ip netns exec "$sw" cat "/sys/class/net/s$idx/statistics/tx_bytes" 2>/dev/null || echo 0)
+    rx=$(ip netns exec "$sw" cat "/sys/class/net/s$first/statistics/rx_bytes" 2>/dev/null || echo 0)
+    tx=$(ip netns exec "$sw" cat "/sys/class/net/s$first/statistics/tx_bytes" 2>/dev/null || echo 0)
     echo $((rx + tx))
   }
   for _ in $(seq 2400); do
@@ -142,21 +152,31 @@ if [ -n "$cut_task" ]; then
     kill -0 "$chief_pid" 2>/dev/null || break
     sleep 0.05
   done
-  sleep "$cut_at"
-  if [ -n "$cut_other" ]; then
-    other=0
-    for t in "${tasks[@]}"; do other=$((other + 1)); [ "$t" = "$cut_other" ] && break; done
-    ip -n "${tag}-$cut_task" route add blackhole "10.231.0.$((10 + other))/32"
-    ip -n "${tag}-$cut_other" route add blackhole "10.231.0.$((10 + idx))/32"
-    sleep "$cut_for"
-    ip -n "${tag}-$cut_task" route del blackhole "10.231.0.$((10 + other))/32"
-    ip -n "${tag}-$cut_other" route del blackhole "10.231.0.$((10 + idx))/32"
-  else
-    ip -n "$sw" link set "s$idx" down
-    sleep "$cut_for"
-    ip -n "$sw" link set "s$idx" up
-  fi
-  cut_json="{\"task\":\"$cut_task\",\"other\":\"$cut_other\",\"at_s\":$cut_at,\"for_s\":$cut_for}"
+  started_ms=$(date +%s%3N)
+  cuts_json=""
+  for k in "${!cut_tasks[@]}"; do
+    task="${cut_tasks[$k]}" other="${cut_others[$k]}" at="${cut_ats[$k]}" for_s="${cut_fors[$k]}"
+    wait_ms=$((started_ms + $(awk -v s="$at" 'BEGIN { printf "%d", s * 1000 }') - $(date +%s%3N)))
+    [ "$wait_ms" -gt 0 ] && sleep "$(awk -v m="$wait_ms" 'BEGIN { printf "%.3f", m / 1000 }')"
+    kill -0 "$chief_pid" 2>/dev/null || break  # the job ended first
+    idx=$(place "$task")
+    if [ -n "$other" ]; then
+      o=$(place "$other")
+      ip -n "${tag}-$task" route add blackhole "10.231.0.$((10 + o))/32"
+      ip -n "${tag}-$other" route add blackhole "10.231.0.$((10 + idx))/32"
+      sleep "$for_s"
+      ip -n "${tag}-$task" route del blackhole "10.231.0.$((10 + o))/32"
+      ip -n "${tag}-$other" route del blackhole "10.231.0.$((10 + idx))/32"
+    else
+      ip -n "$sw" link set "s$idx" down
+      sleep "$for_s"
+      ip -n "$sw" link set "s$idx" up
+    fi
+    one="{\"task\":\"$task\",\"other\":\"$other\",\"at_s\":$at,\"for_s\":$for_s}"
+    [ "$cut_json" = null ] && cut_json=$one
+    cuts_json="${cuts_json:+$cuts_json,}$one"
+  done
+  cuts_json="[$cuts_json]"
 fi
 
 # The chief ends the job, within 300 s; past that it is ended.
@@ -173,4 +193,4 @@ for t in "${tasks[@]}"; do
   [ "$t" = "$chief_task" ] && continue
   grep -h "refused\|troupe:" "$run_dir/$t.log" | head -5 >&2
 done
-echo "{\"ok\":$([ "$chief_rc" = 0 ] && echo true || echo false),\"chief_exit\":$chief_rc,\"tasks\":${#tasks[@]},\"cut\":$cut_json,\"chief\":$chief_json}"
+echo "{\"ok\":$([ "$chief_rc" = 0 ] && echo true || echo false),\"chief_exit\":$chief_rc,\"tasks\":${#tasks[@]},\"cut\":$cut_json,\"cuts\":$cuts_json,\"chief\":$chief_json}"
