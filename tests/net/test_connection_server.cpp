@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/inotify.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
@@ -289,10 +290,14 @@ class StderrCapture {
     ::close(file);
     reader_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     REQUIRE(reader_ >= 0);
+    written_ = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    REQUIRE(written_ >= 0);
+    REQUIRE(::inotify_add_watch(written_, path.c_str(), IN_MODIFY) >= 0);
   }
   ~StderrCapture() {
     restore();
     ::close(reader_);
+    ::close(written_);
   }
   void restore() {
     if (saved_ < 0) return;
@@ -309,12 +314,19 @@ class StderrCapture {
       out.append(buf, static_cast<size_t>(n));
     return out;
   }
-  /// Waits (at most 10 s) for `part` to appear.
+  /// Waits (at most 10 s) for `part` to appear: woken by each write to the file.
   bool wait_for(const std::string& part) const {
     const auto deadline = std::chrono::steady_clock::now() + 10s;
     while (text().find(part) == std::string::npos) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      std::this_thread::sleep_for(20ms);  // a file has nothing to wait on
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{written_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) > 0) {
+        char events[4096];
+        while (::read(written_, events, sizeof events) > 0) {
+        }
+      }
     }
     return true;
   }
@@ -322,6 +334,7 @@ class StderrCapture {
  private:
   int saved_ = -1;
   int reader_ = -1;
+  int written_ = -1;  // inotify: the file was written
 };
 
 }  // namespace
