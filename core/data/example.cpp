@@ -4,6 +4,12 @@
 
 namespace troupe::core {
 
+const Column* Batch::column(const std::string& name) const {
+  for (const Column& c : columns)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
 Batch collate(const std::vector<Example>& examples) {
   Batch b;
   const auto n = static_cast<int64_t>(examples.size());

@@ -1,8 +1,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "core/data/columns.hpp"
 #include "core/tensor.hpp"
 
 namespace troupe::core {
@@ -17,7 +19,9 @@ struct Example {
 };
 
 /// A batch of examples: dense features stacked into [n, d]; sparse features in CSR form
-/// (row_splits has n + 1 entries); labels as floats and as class indices.
+/// (row_splits has n + 1 entries); labels as floats and as class indices. A batch for a
+/// model with named inputs (core/data/named_input.hpp) has only `columns`, one per input
+/// and label, each of shape [n, ...].
 struct Batch {
   Tensor features;
   std::vector<float> labels;
@@ -25,8 +29,17 @@ struct Batch {
   std::vector<int64_t> ids;
   std::vector<float> values;
   std::vector<int64_t> row_splits;
+  std::vector<Column> columns;
 
-  int64_t size() const { return static_cast<int64_t>(labels.size()); }
+  /// Examples in the batch: labels.size(), or for a batch of columns only, the first
+  /// column's first dimension.
+  int64_t size() const {
+    if (!labels.empty() || columns.empty()) return static_cast<int64_t>(labels.size());
+    const Shape& s = columns.front().shape;
+    return s.rank() == 0 ? 0 : s[0];
+  }
+  /// The column of that name; null when the batch has none.
+  const Column* column(const std::string& name) const;
 };
 
 /// Stacks examples into a batch. Dense features must have one width across the batch.
