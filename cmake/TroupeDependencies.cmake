@@ -25,3 +25,10 @@ add_library(CAF::io UNKNOWN IMPORTED)
 set_target_properties(CAF::io PROPERTIES
   IMPORTED_LOCATION "${CAF_IO_LIBRARY}"
   INTERFACE_LINK_LIBRARIES CAF::core)
+
+# Keras .keras files (core/keras): libzip reads and writes the zip, HDF5's C library the
+# weights inside it. Through pkg-config: Debian's libzip CMake config names zipcmp and
+# friends, which libzip-dev does not install; FindHDF5 links static libpthread/libdl.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(TROUPE_LIBZIP REQUIRED IMPORTED_TARGET libzip)  # PkgConfig::TROUPE_LIBZIP
+pkg_check_modules(TROUPE_HDF5 REQUIRED IMPORTED_TARGET hdf5)      # PkgConfig::TROUPE_HDF5 (serial)

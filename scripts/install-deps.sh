@@ -22,6 +22,8 @@ packages=(
   clang libclang-rt-dev # make fuzz: libFuzzer and the sanitizers' runtimes for clang
   slurmctld slurmd slurm-client munge  # the Slurm test runs a private Slurm (srun)
   python3-yaml          # the TFJob test reads the manifests of deploy/
+  libzip-dev libhdf5-dev  # Keras .keras files (core/keras): the zip and the HDF5 weights in it
+  python3-venv          # the Keras test fixtures' virtual environment (scripts/keras-venv.sh)
 )
 
 missing=()

@@ -15,6 +15,7 @@
 #include "core/checkpoint/checkpoint.hpp"
 #include "core/data/record_io.hpp"
 #include "core/data/tf_example.hpp"
+#include "core/keras/keras_file.hpp"
 #include "core/nn/ctr_export.hpp"
 #include "core/runtime/codec.hpp"
 #include "fuzz_seeds.hpp"
@@ -160,6 +161,21 @@ int main(int argc, char** argv) {
     auto v = encode_value(std::make_tuple(std::vector<float>{1, 2}, std::vector<int64_t>{3}));
     return std::string(v.begin(), v.end());
   }());
+
+  // A small .keras file: a layer's kernel, an optimizer's step count, an asset.
+  core::keras::KerasFile keras;
+  keras.config = {{"class_name", "Sequential"},
+                  {"config", {{"name", "s"}, {"layers", nlohmann::json::array()}}}};
+  keras.metadata = {{"keras_version", "3.15.1"}};
+  keras.weights["layers/dense/vars/0"] = core::Tensor(core::Shape{2, 2}, {1, 2, 3, 4});
+  keras.weights["optimizer/vars/0"] =
+      core::Tensor(core::Shape{}, core::DType::int64, core::Device::cpu());
+  keras.weight_groups = {
+      {"layers/dense/vars", "dense"}, {"optimizer/vars", "adam"}, {"vars", "s"}};
+  keras.assets["assets/layers/string_lookup/vocabulary.txt"] = "[UNK]\na\nb";
+  auto keras_bytes = core::keras::write_keras_bytes(keras, "seed.keras");
+  if (!keras_bytes) return 1;
+  put("fuzz_keras", "model.keras", *keras_bytes);
 
   caf::actor_system_config cfg;
   cfg.add_message_types<caf::id_block::troupe>();
