@@ -4,6 +4,8 @@
 
 #include <array>
 #include <atomic>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "core/cpu/cpu_backend.hpp"
@@ -51,6 +53,120 @@ DeviceMemory Backend::allocate_host(size_t bytes) {
 
 void Backend::deallocate_host(void* p) {
   std::free(p);
+}
+
+namespace {
+
+[[noreturn]] void missing_kernel(const Backend& b, const char* kernel) {
+  std::fprintf(stderr, "invariant broken: backend '%s' has no kernel %s\n", b.name().c_str(),
+               kernel);
+  std::abort();
+}
+
+}  // namespace
+
+// Every backend overrides the layer graph's kernels; these are reached only by a backend
+// that forgot one.
+void Backend::activation_forward(ActFn, ConstTensorView, TensorView) {
+  missing_kernel(*this, "activation_forward");
+}
+void Backend::activation_backward(ActFn, ConstTensorView, ConstTensorView, ConstTensorView,
+                                  TensorView) {
+  missing_kernel(*this, "activation_backward");
+}
+void Backend::axpby(float, ConstTensorView, float, TensorView) {
+  missing_kernel(*this, "axpby");
+}
+void Backend::multiply(ConstTensorView, ConstTensorView, TensorView, bool) {
+  missing_kernel(*this, "multiply");
+}
+void Backend::copy_columns(ConstTensorView, TensorView, int64_t, bool) {
+  missing_kernel(*this, "copy_columns");
+}
+void Backend::take_columns(ConstTensorView, int64_t, TensorView) {
+  missing_kernel(*this, "take_columns");
+}
+void Backend::reduce_middle(Reduce, ConstTensorView, TensorView) {
+  missing_kernel(*this, "reduce_middle");
+}
+void Backend::reduce_middle_backward(Reduce, ConstTensorView, ConstTensorView, ConstTensorView,
+                                     TensorView) {
+  missing_kernel(*this, "reduce_middle_backward");
+}
+void Backend::row_dot(ConstTensorView, ConstTensorView, TensorView) {
+  missing_kernel(*this, "row_dot");
+}
+void Backend::scale_rows(ConstTensorView, ConstTensorView, TensorView, bool) {
+  missing_kernel(*this, "scale_rows");
+}
+void Backend::column_sums(ConstTensorView, TensorView, bool) {
+  missing_kernel(*this, "column_sums");
+}
+void Backend::moments(ConstTensorView, TensorView, TensorView) {
+  missing_kernel(*this, "moments");
+}
+void Backend::batch_norm_forward(ConstTensorView, ConstTensorView, ConstTensorView,
+                                 ConstTensorView, ConstTensorView, float, TensorView) {
+  missing_kernel(*this, "batch_norm_forward");
+}
+void Backend::batch_norm_backward(ConstTensorView, ConstTensorView, ConstTensorView,
+                                  ConstTensorView, float, bool, ConstTensorView, TensorView,
+                                  TensorView, TensorView) {
+  missing_kernel(*this, "batch_norm_backward");
+}
+void Backend::layer_norm_forward(ConstTensorView, ConstTensorView, ConstTensorView, float,
+                                 TensorView, TensorView, TensorView) {
+  missing_kernel(*this, "layer_norm_forward");
+}
+void Backend::layer_norm_backward(ConstTensorView, ConstTensorView, ConstTensorView,
+                                  ConstTensorView, ConstTensorView, TensorView, TensorView,
+                                  TensorView) {
+  missing_kernel(*this, "layer_norm_backward");
+}
+void Backend::conv2d_forward(const Conv2dGeometry&, ConstTensorView, ConstTensorView,
+                             ConstTensorView, TensorView, std::unique_ptr<Workspace>&, Precision) {
+  missing_kernel(*this, "conv2d_forward (geometry)");
+}
+void Backend::conv2d_backward(const Conv2dGeometry&, ConstTensorView, ConstTensorView,
+                              ConstTensorView, TensorView, TensorView, TensorView,
+                              std::unique_ptr<Workspace>&, Precision) {
+  missing_kernel(*this, "conv2d_backward (geometry)");
+}
+void Backend::pool2d_forward(PoolKind, const Pool2dGeometry&, ConstTensorView, TensorView) {
+  missing_kernel(*this, "pool2d_forward");
+}
+void Backend::pool2d_backward(PoolKind, const Pool2dGeometry&, ConstTensorView, ConstTensorView,
+                              ConstTensorView, TensorView) {
+  missing_kernel(*this, "pool2d_backward");
+}
+void Backend::dropout_forward(ConstTensorView, TensorView, float, uint64_t) {
+  missing_kernel(*this, "dropout_forward");
+}
+void Backend::dropout_backward(ConstTensorView, TensorView, float, uint64_t) {
+  missing_kernel(*this, "dropout_backward");
+}
+void Backend::fm_forward(ConstTensorView, TensorView) {
+  missing_kernel(*this, "fm_forward");
+}
+void Backend::fm_backward(ConstTensorView, ConstTensorView, TensorView) {
+  missing_kernel(*this, "fm_backward");
+}
+void Backend::gather_index(ConstTensorView, ConstTensorView, TensorView) {
+  missing_kernel(*this, "gather_index");
+}
+void Backend::scatter_add_index(ConstTensorView, ConstTensorView, TensorView) {
+  missing_kernel(*this, "scatter_add_index");
+}
+double Backend::loss(LossKind, ConstTensorView, ConstTensorView, TensorView, float) {
+  missing_kernel(*this, "loss");
+}
+
+float OptimizerConfig::learning_rate_at(int64_t t) const {
+  if (decay_steps <= 0) return learning_rate;
+  // As keras.optimizers.schedules.ExponentialDecay(step = the updates before this one).
+  double p = static_cast<double>(t - 1) / static_cast<double>(decay_steps);
+  if (staircase) p = std::floor(p);
+  return static_cast<float>(learning_rate * std::pow(static_cast<double>(decay_rate), p));
 }
 
 int OptimizerConfig::num_slots() const {

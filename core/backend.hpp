@@ -22,12 +22,14 @@
 #include "core/device.hpp"
 #include "core/device_memory.hpp"
 #include "core/expected.hpp"
+#include "core/layer_ops.hpp"
 #include "core/tensor.hpp"
 
 namespace troupe::core {
 
 /// What one optimizer does per element, as data (core/optimizer.hpp makes it; device
-/// backends apply it with the same formulas as the CPU's Optimizer::update).
+/// backends apply it with the same formulas as the CPU's Optimizer::update). A plain value:
+/// it travels to parameter servers inside messages.
 struct OptimizerConfig {
   enum class Kind : uint8_t { sgd, momentum, adagrad, adam, rmsprop, ftrl };
   Kind kind = Kind::sgd;
@@ -38,7 +40,20 @@ struct OptimizerConfig {
   float rho = 0.9f;                                        // rmsprop
   float initial_accumulator = 0.1f;                        // adagrad, ftrl
   float l1 = 0.0f, l2 = 0.0f, beta = 0.0f, power = -0.5f;  // ftrl
+  float l2_shrinkage = 0.0f;                               // ftrl
+  /// Keras 3's decoupled weight decay, for every kind (AdamW is adam with it): before each
+  /// update, w -= w * weight_decay * lr, lr being the update's learning rate.
+  float weight_decay = 0.0f;
+  /// Keras's ExponentialDecay of the learning rate (decay_steps 0: none): update t (1-based)
+  /// uses learning_rate * decay_rate^((t - 1) / decay_steps), the exponent floored under
+  /// staircase.
+  int64_t decay_steps = 0;
+  float decay_rate = 1.0f;
+  bool staircase = false;
+
   int num_slots() const;
+  /// The learning rate of update t (1-based), after the decay schedule.
+  float learning_rate_at(int64_t t) const;
 };
 
 /// Per-layer state a backend keeps between a forward and its backward (the CPU's im2col
@@ -196,6 +211,101 @@ class Backend {
 
   virtual void ctr_forward(const CtrArgs& a) = 0;
   virtual void ctr_backward(const CtrArgs& a, const CtrGradArgs& g) = 0;
+
+  // ---- Kernels of the layer graph (core/graph, core/layers; parameters in
+  // core/layer_ops.hpp). Generic ones: a layer is a composition of them. float32 views on
+  // this device, row-major; int32 index views on this device too. Each backend overrides
+  // every one (the base's version is an invariant break naming the kernel and backend).
+
+  /// y = f(x) element-wise (softmax: over the last axis); x and y may be the same tensor.
+  virtual void activation_forward(ActFn f, ConstTensorView x, TensorView y);
+  /// dx = d(f)/dx * dy, from x or y = f(x) (act_fn_uses_output says which is read; the
+  /// other may be empty); dx may be x or dy (each element is read before it is written).
+  virtual void activation_backward(ActFn f, ConstTensorView x, ConstTensorView y,
+                                   ConstTensorView dy, TensorView dx);
+  /// y = a x + b y, element-wise over views of equal size (b = 0: y is not read).
+  virtual void axpby(float a, ConstTensorView x, float b, TensorView y);
+  /// y = x1 * x2 element-wise (accumulate: y += x1 * x2); equal sizes.
+  virtual void multiply(ConstTensorView x1, ConstTensorView x2, TensorView y, bool accumulate);
+  /// Columns [offset, offset + c) of dst [r, C] = src [r, c] (accumulate: +=): a
+  /// concatenation's forward, and the gradient of a split.
+  virtual void copy_columns(ConstTensorView src, TensorView dst, int64_t offset, bool accumulate);
+  /// dst [r, c] = columns [offset, offset + c) of src [r, C]: a concatenation's backward.
+  virtual void take_columns(ConstTensorView src, int64_t offset, TensorView dst);
+  /// y [a, c] = op over the middle axis of x [a, m, c].
+  virtual void reduce_middle(Reduce op, ConstTensorView x, TensorView y);
+  /// dx [a, m, c] from dy [a, c] (max: all of it to the first maximal element of each
+  /// column, found by comparing x with y).
+  virtual void reduce_middle_backward(Reduce op, ConstTensorView x, ConstTensorView y,
+                                      ConstTensorView dy, TensorView dx);
+  /// y [r] = sum over j of x1[r, j] x2[r, j].
+  virtual void row_dot(ConstTensorView x1, ConstTensorView x2, TensorView y);
+  /// y [r, c] = x [r, c] * s [r] (accumulate: y +=).
+  virtual void scale_rows(ConstTensorView x, ConstTensorView s, TensorView y, bool accumulate);
+  /// y [c] = the sums of the columns of x [r, c] (accumulate: y +=).
+  virtual void column_sums(ConstTensorView x, TensorView y, bool accumulate);
+
+  /// Batch statistics of x [r, c] per column (channels last): mean and biased variance.
+  virtual void moments(ConstTensorView x, TensorView mean, TensorView var);
+  /// y = gamma (x - mean) / sqrt(var + epsilon) + beta per column; gamma or beta may be
+  /// empty (Keras's scale=False, center=False).
+  virtual void batch_norm_forward(ConstTensorView x, ConstTensorView mean, ConstTensorView var,
+                                  ConstTensorView gamma, ConstTensorView beta, float epsilon,
+                                  TensorView y);
+  /// Its backward: with batch_stats, mean and var were x's own (training: their gradient
+  /// flows into dx); without, they were constants (the moving statistics). dgamma, dbeta
+  /// (empty when not wanted) are overwritten.
+  virtual void batch_norm_backward(ConstTensorView x, ConstTensorView mean, ConstTensorView var,
+                                   ConstTensorView gamma, float epsilon, bool batch_stats,
+                                   ConstTensorView dy, TensorView dx, TensorView dgamma,
+                                   TensorView dbeta);
+  /// Per row of x [r, c]: y = gamma (x - mean_r) * rstd_r + beta, keeping mean [r] and
+  /// rstd [r] = 1 / sqrt(var_r + epsilon) for the backward pass; gamma, beta may be empty.
+  virtual void layer_norm_forward(ConstTensorView x, ConstTensorView gamma, ConstTensorView beta,
+                                  float epsilon, TensorView y, TensorView mean, TensorView rstd);
+  virtual void layer_norm_backward(ConstTensorView x, ConstTensorView gamma, ConstTensorView mean,
+                                   ConstTensorView rstd, ConstTensorView dy, TensorView dx,
+                                   TensorView dgamma, TensorView dbeta);
+
+  /// Convolution with strides, dilation and padding, NHWC: x [n, h, w, c], w [kh, kw, c, f]
+  /// (Keras' layout), b [f] (may be empty: use_bias=False), y [n, oh, ow, f].
+  virtual void conv2d_forward(const Conv2dGeometry& g, ConstTensorView x, ConstTensorView w,
+                              ConstTensorView b, TensorView y, std::unique_ptr<Workspace>& ws,
+                              Precision p);
+  /// dw, db (empty: none), dx (empty: not wanted) from dy; its own arguments, never a
+  /// forward's cached copies.
+  virtual void conv2d_backward(const Conv2dGeometry& g, ConstTensorView x, ConstTensorView w,
+                               ConstTensorView dy, TensorView dw, TensorView db, TensorView dx,
+                               std::unique_ptr<Workspace>& ws, Precision p);
+  /// Pooling, NHWC: x [n, h, w, c] -> y [n, oh, ow, c].
+  virtual void pool2d_forward(PoolKind k, const Pool2dGeometry& g, ConstTensorView x,
+                              TensorView y);
+  virtual void pool2d_backward(PoolKind k, const Pool2dGeometry& g, ConstTensorView x,
+                               ConstTensorView y, ConstTensorView dy, TensorView dx);
+
+  /// Inverted dropout: y = x / (1 - rate) where element i is kept, 0 elsewhere; element i
+  /// is kept when kernels::dropout_keep(seed, i, rate) says so (the same on every backend).
+  virtual void dropout_forward(ConstTensorView x, TensorView y, float rate, uint64_t seed);
+  /// dx = dy masked and scaled as the forward with the same seed did.
+  virtual void dropout_backward(ConstTensorView dy, TensorView dx, float rate, uint64_t seed);
+
+  /// Factorization machine over x [b, F, k]: y [b, 1] = 1/2 sum_k ((sum_f x)^2 - sum_f x^2).
+  virtual void fm_forward(ConstTensorView x, TensorView y);
+  virtual void fm_backward(ConstTensorView x, ConstTensorView dy, TensorView dx);
+
+  /// y [n, d] = rows [u, d] at index [n] (int32, each < u).
+  virtual void gather_index(ConstTensorView rows, ConstTensorView index, TensorView y);
+  /// grads [u, d] = the sum of dy's rows [n, d] by index (grads overwritten).
+  virtual void scatter_add_index(ConstTensorView dy, ConstTensorView index, TensorView grads);
+
+  /// A loss of predictions [n, ...] against labels (for the sparse kinds int32 class
+  /// indices, one per row of the last axis; else float32 of the predictions' shape): the
+  /// mean over examples of each example's loss (mean squared error: the mean over its
+  /// elements; predictions [n, t, c]: the mean over the n t rows, as Keras's
+  /// "sum_over_batch_size") is returned, and d(mean)/d(pred) times grad_scale is written
+  /// into grad (of pred's shape). Class indices are checked in range by the caller.
+  virtual double loss(LossKind k, ConstTensorView pred, ConstTensorView labels, TensorView grad,
+                      float grad_scale);
 };
 
 /// The devices of one kind this process can use (gpu/ provides CUDA's).

@@ -95,6 +95,68 @@ class CudaBackend final : public core::Backend {
   void ctr_forward(const core::CtrArgs& a) override;
   void ctr_backward(const core::CtrArgs& a, const core::CtrGradArgs& g) override;
 
+  // layer graph: basic (gpu/cuda_layer_ops.cpp)
+  void activation_forward(core::ActFn f, core::ConstTensorView x, core::TensorView y) override;
+  void activation_backward(core::ActFn f, core::ConstTensorView x, core::ConstTensorView y,
+                           core::ConstTensorView dy, core::TensorView dx) override;
+  void axpby(float a, core::ConstTensorView x, float b, core::TensorView y) override;
+  void multiply(core::ConstTensorView x1, core::ConstTensorView x2, core::TensorView y,
+                bool accumulate) override;
+  void copy_columns(core::ConstTensorView src, core::TensorView dst, int64_t offset,
+                    bool accumulate) override;
+  void take_columns(core::ConstTensorView src, int64_t offset, core::TensorView dst) override;
+  void reduce_middle(core::Reduce op, core::ConstTensorView x, core::TensorView y) override;
+  void reduce_middle_backward(core::Reduce op, core::ConstTensorView x, core::ConstTensorView y,
+                              core::ConstTensorView dy, core::TensorView dx) override;
+  void row_dot(core::ConstTensorView x1, core::ConstTensorView x2, core::TensorView y) override;
+  void scale_rows(core::ConstTensorView x, core::ConstTensorView s, core::TensorView y,
+                  bool accumulate) override;
+  void column_sums(core::ConstTensorView x, core::TensorView y, bool accumulate) override;
+  void moments(core::ConstTensorView x, core::TensorView mean, core::TensorView var) override;
+  void batch_norm_forward(core::ConstTensorView x, core::ConstTensorView mean,
+                          core::ConstTensorView var, core::ConstTensorView gamma,
+                          core::ConstTensorView beta, float epsilon, core::TensorView y) override;
+  void batch_norm_backward(core::ConstTensorView x, core::ConstTensorView mean,
+                           core::ConstTensorView var, core::ConstTensorView gamma, float epsilon,
+                           bool batch_stats, core::ConstTensorView dy, core::TensorView dx,
+                           core::TensorView dgamma, core::TensorView dbeta) override;
+  void layer_norm_forward(core::ConstTensorView x, core::ConstTensorView gamma,
+                          core::ConstTensorView beta, float epsilon, core::TensorView y,
+                          core::TensorView mean, core::TensorView rstd) override;
+  void layer_norm_backward(core::ConstTensorView x, core::ConstTensorView gamma,
+                           core::ConstTensorView mean, core::ConstTensorView rstd,
+                           core::ConstTensorView dy, core::TensorView dx, core::TensorView dgamma,
+                           core::TensorView dbeta) override;
+  void dropout_forward(core::ConstTensorView x, core::TensorView y, float rate,
+                       uint64_t seed) override;
+  void dropout_backward(core::ConstTensorView dy, core::TensorView dx, float rate,
+                        uint64_t seed) override;
+
+  // layer graph: compile()'s losses (gpu/cuda_loss.cpp)
+  double loss(core::LossKind k, core::ConstTensorView pred, core::ConstTensorView labels,
+              core::TensorView grad, float grad_scale) override;
+
+  // layer graph: sparse (gpu/cuda_conv.cpp, gpu/cuda_sparse.cpp)
+  void conv2d_forward(const core::Conv2dGeometry& g, core::ConstTensorView x,
+                      core::ConstTensorView w, core::ConstTensorView b, core::TensorView y,
+                      std::unique_ptr<core::Workspace>& ws, core::Precision p) override;
+  void conv2d_backward(const core::Conv2dGeometry& g, core::ConstTensorView x,
+                       core::ConstTensorView w, core::ConstTensorView dy, core::TensorView dw,
+                       core::TensorView db, core::TensorView dx,
+                       std::unique_ptr<core::Workspace>& ws, core::Precision p) override;
+  void pool2d_forward(core::PoolKind k, const core::Pool2dGeometry& g, core::ConstTensorView x,
+                      core::TensorView y) override;
+  void pool2d_backward(core::PoolKind k, const core::Pool2dGeometry& g, core::ConstTensorView x,
+                       core::ConstTensorView y, core::ConstTensorView dy,
+                       core::TensorView dx) override;
+  void fm_forward(core::ConstTensorView x, core::TensorView y) override;
+  void fm_backward(core::ConstTensorView x, core::ConstTensorView dy,
+                   core::TensorView dx) override;
+  void gather_index(core::ConstTensorView rows, core::ConstTensorView index,
+                    core::TensorView y) override;
+  void scatter_add_index(core::ConstTensorView dy, core::ConstTensorView index,
+                         core::TensorView grads) override;
+
   /// Records a failed call (the first one is kept); true when `e` is a failure.
   bool failed(cudaError_t e, const char* call, const char* file, int line);
   bool failed(cublasStatus_t s, const char* call, const char* file, int line);

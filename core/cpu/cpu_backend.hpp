@@ -68,6 +68,56 @@ class CpuBackend final : public Backend {
 
   void ctr_forward(const CtrArgs& a) override;
   void ctr_backward(const CtrArgs& a, const CtrGradArgs& g) override;
+
+  // layer graph: basic (core/cpu/layer_kernels.cpp, core/cpu/norm_kernels.cpp)
+  void activation_forward(ActFn f, ConstTensorView x, TensorView y) override;
+  void activation_backward(ActFn f, ConstTensorView x, ConstTensorView y, ConstTensorView dy,
+                           TensorView dx) override;
+  void axpby(float a, ConstTensorView x, float b, TensorView y) override;
+  void multiply(ConstTensorView x1, ConstTensorView x2, TensorView y, bool accumulate) override;
+  void copy_columns(ConstTensorView src, TensorView dst, int64_t offset, bool accumulate) override;
+  void take_columns(ConstTensorView src, int64_t offset, TensorView dst) override;
+  void reduce_middle(Reduce op, ConstTensorView x, TensorView y) override;
+  void reduce_middle_backward(Reduce op, ConstTensorView x, ConstTensorView y, ConstTensorView dy,
+                              TensorView dx) override;
+  void row_dot(ConstTensorView x1, ConstTensorView x2, TensorView y) override;
+  void scale_rows(ConstTensorView x, ConstTensorView s, TensorView y, bool accumulate) override;
+  void column_sums(ConstTensorView x, TensorView y, bool accumulate) override;
+  void moments(ConstTensorView x, TensorView mean, TensorView var) override;
+  void batch_norm_forward(ConstTensorView x, ConstTensorView mean, ConstTensorView var,
+                          ConstTensorView gamma, ConstTensorView beta, float epsilon,
+                          TensorView y) override;
+  void batch_norm_backward(ConstTensorView x, ConstTensorView mean, ConstTensorView var,
+                           ConstTensorView gamma, float epsilon, bool batch_stats,
+                           ConstTensorView dy, TensorView dx, TensorView dgamma,
+                           TensorView dbeta) override;
+  void layer_norm_forward(ConstTensorView x, ConstTensorView gamma, ConstTensorView beta,
+                          float epsilon, TensorView y, TensorView mean, TensorView rstd) override;
+  void layer_norm_backward(ConstTensorView x, ConstTensorView gamma, ConstTensorView mean,
+                           ConstTensorView rstd, ConstTensorView dy, TensorView dx,
+                           TensorView dgamma, TensorView dbeta) override;
+  void dropout_forward(ConstTensorView x, TensorView y, float rate, uint64_t seed) override;
+  void dropout_backward(ConstTensorView dy, TensorView dx, float rate, uint64_t seed) override;
+
+  // layer graph: compile()'s losses (core/cpu/loss_kernels.cpp)
+  double loss(LossKind k, ConstTensorView pred, ConstTensorView labels, TensorView grad,
+              float grad_scale) override;
+
+  // layer graph: sparse (core/cpu/conv_pool.cpp, core/cpu/sparse_kernels.cpp)
+  void conv2d_forward(const Conv2dGeometry& g, ConstTensorView x, ConstTensorView w,
+                      ConstTensorView b, TensorView y, std::unique_ptr<Workspace>& ws,
+                      Precision p) override;
+  void conv2d_backward(const Conv2dGeometry& g, ConstTensorView x, ConstTensorView w,
+                       ConstTensorView dy, TensorView dw, TensorView db, TensorView dx,
+                       std::unique_ptr<Workspace>& ws, Precision p) override;
+  void pool2d_forward(PoolKind k, const Pool2dGeometry& g, ConstTensorView x,
+                      TensorView y) override;
+  void pool2d_backward(PoolKind k, const Pool2dGeometry& g, ConstTensorView x, ConstTensorView y,
+                       ConstTensorView dy, TensorView dx) override;
+  void fm_forward(ConstTensorView x, TensorView y) override;
+  void fm_backward(ConstTensorView x, ConstTensorView dy, TensorView dx) override;
+  void gather_index(ConstTensorView rows, ConstTensorView index, TensorView y) override;
+  void scatter_add_index(ConstTensorView dy, ConstTensorView index, TensorView grads) override;
 };
 
 /// FLOPs of every matrix product the CPU backend has computed in this process (2 m n k

@@ -1,8 +1,8 @@
-// The CPU's matrix products: Dense and Conv2D (one GEMM over im2col patches), forward and
-// backward, split over the intra-op threads. On oneDNN (core/cpu/gemm.hpp) where the build
-// has it: float32, and mixed_bfloat16 as bfloat16 operands with float32 accumulation where
-// the CPU has AVX512_BF16; otherwise Eigen, the low-precision policies as its rounding
-// reference.
+// The CPU's matrix products: Dense (and Conv2D's, one product over im2col patches in
+// core/cpu/conv_pool.cpp), forward and backward, split over the intra-op threads. On
+// oneDNN (core/cpu/gemm.hpp) where the build has it: float32, and mixed_bfloat16 as
+// bfloat16 operands with float32 accumulation where the CPU has AVX512_BF16; otherwise
+// Eigen, the low-precision policies as its rounding reference.
 #include <algorithm>
 #include <atomic>
 #include <mutex>
@@ -199,15 +199,6 @@ void relu_gradient(ConstTensorView y, ConstTensorView dy, float* dz32, uint16_t*
       db.data()[c] += sums[static_cast<size_t>(c)];
 }
 
-struct ConvWorkspace final : Workspace {
-  Tensor patches, dpatches;
-};
-
-ConvWorkspace& conv_workspace(std::unique_ptr<Workspace>& ws) {
-  if (!ws) ws = std::make_unique<ConvWorkspace>();
-  return static_cast<ConvWorkspace&>(*ws);
-}
-
 }  // namespace
 
 uint64_t cpu_product_flops() {
@@ -299,82 +290,6 @@ void CpuBackend::dense_relu_backward(ConstTensorView x, ConstTensorView w, Const
   }
   relu_backward(y, dy, dz);
   dense_backward(x, w, dz, dw, db, dx, p);
-}
-
-void CpuBackend::conv2d_forward(ConstTensorView x, ConstTensorView w_in, ConstTensorView b,
-                                TensorView y, std::unique_ptr<Workspace>& ws, Precision p) {
-  auto& cw = conv_workspace(ws);
-  const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], c = x.shape()[3];
-  const int64_t k = w_in.shape()[0], filters = w_in.shape()[3];
-  const int64_t oh = h - k + 1, ow = wd - k + 1, kdim = k * k * c;
-  count(n * oh * ow, filters, kdim);
-  cw.patches.resize(Shape{n * oh * ow, kdim});
-  float* pp = cw.patches.data();
-  for (int64_t bi = 0; bi < n; ++bi)
-    for (int64_t i = 0; i < oh; ++i)
-      for (int64_t j = 0; j < ow; ++j)
-        for (int64_t ki = 0; ki < k; ++ki) {
-          // One kernel row: k * c contiguous input values.
-          const float* src = x.data() + ((bi * h + i + ki) * wd + j) * c;
-          pp = std::copy_n(src, k * c, pp);
-        }
-  if (auto t = fast_type(p)) {
-    if (fast_product(*t, n * oh * ow, filters, kdim,
-                     operand(cw.patches.view(), kdim, false, *t, Pass::forward),
-                     operand(w_in, filters, false, *t, Pass::forward), y.data(), b.data()))
-      return;
-  }
-  // The patches are a copy already: rounded in place.
-  round_operands(cw.patches.data(), static_cast<size_t>(cw.patches.size()), p);
-  const ConstTensorView w = rounded_operand(w_in, p, operands().w);
-  auto ym = y.reshaped(Shape{n * oh * ow, filters}).matrix();
-  ym.noalias() = cw.patches.matrix() * w.reshaped(Shape{kdim, filters}).matrix();
-  ym.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(b.data(), filters);
-}
-
-void CpuBackend::conv2d_backward(ConstTensorView x, ConstTensorView w_in, ConstTensorView dy,
-                                 TensorView dw, TensorView db, TensorView dx,
-                                 std::unique_ptr<Workspace>& ws, Precision p) {
-  auto& cw = conv_workspace(ws);
-  const int64_t n = x.shape()[0], h = x.shape()[1], wd = x.shape()[2], c = x.shape()[3];
-  const int64_t k = w_in.shape()[0], filters = w_in.shape()[3];
-  const int64_t oh = h - k + 1, ow = wd - k + 1, kdim = k * k * c;
-  const int64_t rows = n * oh * ow;
-  count(kdim, filters, rows);
-  if (!dx.empty()) count(rows, kdim, filters);
-  const auto g32 = dy.reshaped(Shape{rows, filters}).matrix();
-  Eigen::Map<Eigen::RowVectorXf>(db.data(), filters) = g32.colwise().sum();
-  if (!dx.empty()) cw.dpatches.resize(cw.patches.shape());
-  bool done = false;
-  if (auto t = fast_type(p)) {
-    const cpu::GemmOperand g = gradient(dy, filters, *t);
-    done = fast_product(*t, kdim, filters, rows,
-                        operand(cw.patches.view(), kdim, true, *t, Pass::backward), g, dw.data(),
-                        nullptr) &&
-           (dx.empty() || fast_product(*t, rows, kdim, filters, g,
-                                       operand(w_in, filters, true, *t, Pass::backward),
-                                       cw.dpatches.data(), nullptr));
-  }
-  if (!done) {
-    auto& ops = operands();
-    const ConstTensorView w = rounded_operand(w_in, p, ops.w);
-    const auto g = rounded_operand(dy, p, ops.dy).reshaped(Shape{rows, filters}).matrix();
-    dw.reshaped(Shape{kdim, filters}).matrix().noalias() = cw.patches.matrix().transpose() * g;
-    if (!dx.empty())
-      cw.dpatches.matrix().noalias() = g * w.reshaped(Shape{kdim, filters}).matrix().transpose();
-  }
-  if (dx.empty()) return;
-  std::fill_n(dx.data(), dx.size(), 0.0f);
-  const float* pp = cw.dpatches.data();
-  for (int64_t bi = 0; bi < n; ++bi)
-    for (int64_t i = 0; i < oh; ++i)
-      for (int64_t j = 0; j < ow; ++j)
-        for (int64_t ki = 0; ki < k; ++ki) {
-          float* dst = dx.data() + ((bi * h + i + ki) * wd + j) * c;
-          for (int64_t e = 0; e < k * c; ++e)
-            dst[e] += pp[e];
-          pp += k * c;
-        }
 }
 
 }  // namespace troupe::core

@@ -29,8 +29,8 @@ TROUPE_HD inline void softmax_cross_entropy(int64_t i, const float* logits, cons
   }
   const int32_t y = labels[i];
   g[y] -= inv_n_scale;
-  const float py = p[y] > 1e-30f ? p[y] : 1e-30f;
-  atomic_add(loss_sum, -static_cast<double>(logf(py)));
+  // -log_softmax, as Keras computes it: exact where the probability underflows.
+  atomic_add(loss_sum, -static_cast<double>((z[y] - m) - logf(sum)));
 }
 
 /// Sigmoid binary cross-entropy of example i, in the overflow-free form.

@@ -9,11 +9,14 @@ namespace troupe::gpu::kernels {
 
 enum class OptimizerKind : int { sgd, momentum, adagrad, adam, rmsprop, ftrl };
 
-/// One update's constants (core::OptimizerConfig, and Adam's bias-corrected rate, which
-/// depends on the step and is computed on the host in double as the CPU does).
+/// One update's constants (core::OptimizerConfig with the learning rate of this update, and
+/// Adam's bias-corrected rate, which depends on the step and is computed on the host in
+/// double as the CPU does).
 struct OptimizerStep {
   OptimizerKind kind = OptimizerKind::sgd;
   float lr = 0.01f;
+  float weight_decay = 0.0f;
+  float l2_shrinkage = 0.0f;
   float momentum = 0.0f;
   bool nesterov = false;
   float beta_1 = 0.9f, beta_2 = 0.999f, epsilon = 1e-7f, rho = 0.9f;
@@ -29,6 +32,8 @@ TROUPE_HD inline float ftrl_root(float a, float power) {
 TROUPE_HD inline void optimizer_update(const OptimizerStep& c, int64_t i, int64_t gi, float* w,
                                        const float* g, float* s0, float* s1) {
   const float gv = g[gi];
+  // Keras 3's decoupled weight decay comes before the update (FTRL reads the decayed w).
+  if (c.weight_decay != 0.0f) w[i] -= w[i] * c.weight_decay * c.lr;
   switch (c.kind) {
     case OptimizerKind::sgd:
       w[i] -= c.lr * gv;
@@ -42,33 +47,34 @@ TROUPE_HD inline void optimizer_update(const OptimizerStep& c, int64_t i, int64_
     case OptimizerKind::adagrad: {
       const float acc = s0[i] + gv * gv;
       s0[i] = acc;
-      w[i] -= c.lr * gv / (sqrtf(acc) + c.epsilon);
+      w[i] -= c.lr * gv / sqrtf(acc + c.epsilon);
       return;
     }
     case OptimizerKind::adam: {
-      const float m = c.beta_1 * s0[i] + (1.0f - c.beta_1) * gv;
-      const float v = c.beta_2 * s1[i] + (1.0f - c.beta_2) * (gv * gv);
+      const float m = s0[i] + (gv - s0[i]) * (1.0f - c.beta_1);
+      const float v = s1[i] + (gv * gv - s1[i]) * (1.0f - c.beta_2);
       s0[i] = m;
       s1[i] = v;
-      w[i] -= c.adam_lr_t * m / (sqrtf(v) + c.epsilon);
+      w[i] -= m * c.adam_lr_t / (sqrtf(v) + c.epsilon);
       return;
     }
     case OptimizerKind::rmsprop: {
       const float ms = c.rho * s0[i] + (1.0f - c.rho) * (gv * gv);
       s0[i] = ms;
       if (c.momentum > 0.0f) {
-        const float mom = c.momentum * s1[i] + c.lr * gv / (sqrtf(ms) + c.epsilon);
+        const float mom = c.momentum * s1[i] + c.lr * gv / sqrtf(ms + c.epsilon);
         s1[i] = mom;
         w[i] -= mom;
       } else {
-        w[i] -= c.lr * gv / (sqrtf(ms) + c.epsilon);
+        w[i] -= c.lr * gv / sqrtf(ms + c.epsilon);
       }
       return;
     }
     case OptimizerKind::ftrl: {
       const float acc = s0[i], acc_new = acc + gv * gv;
       const float root_new = ftrl_root(acc_new, c.power);
-      const float lin = s1[i] + gv - (root_new - ftrl_root(acc, c.power)) / c.lr * w[i];
+      const float shrunk = c.l2_shrinkage != 0.0f ? gv + 2.0f * c.l2_shrinkage * w[i] : gv;
+      const float lin = s1[i] + shrunk - (root_new - ftrl_root(acc, c.power)) / c.lr * w[i];
       s1[i] = lin;
       const float quadratic = (root_new + c.beta) / c.lr + 2.0f * c.l2;
       const float sign = lin > 0.0f ? 1.0f : (lin < 0.0f ? -1.0f : 0.0f);

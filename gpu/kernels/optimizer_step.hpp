@@ -36,7 +36,9 @@ inline OptimizerStep optimizer_step(const core::OptimizerConfig& c, int64_t t) {
       s.kind = OptimizerKind::ftrl;
       break;
   }
-  s.lr = c.learning_rate;
+  s.lr = c.learning_rate_at(t);
+  s.weight_decay = c.weight_decay;
+  s.l2_shrinkage = c.l2_shrinkage;
   s.momentum = c.momentum;
   s.nesterov = c.nesterov;
   s.beta_1 = c.beta_1;
@@ -49,7 +51,7 @@ inline OptimizerStep optimizer_step(const core::OptimizerConfig& c, int64_t t) {
   s.power = c.power;
   // Adam's bias-corrected rate, in double on the host, as core::Adam computes it.
   const double td = static_cast<double>(t);
-  s.adam_lr_t = static_cast<float>(c.learning_rate * std::sqrt(1.0 - std::pow(c.beta_2, td)) /
+  s.adam_lr_t = static_cast<float>(s.lr * std::sqrt(1.0 - std::pow(c.beta_2, td)) /
                                    (1.0 - std::pow(c.beta_1, td)));
   return s;
 }

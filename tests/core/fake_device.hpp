@@ -152,6 +152,120 @@ class HostBackedBackend final : public core::Backend {
     cpu_.ctr_backward(h(a), d);
   }
 
+  // layer graph: basic
+  void activation_forward(core::ActFn f, core::ConstTensorView x, core::TensorView y) override {
+    cpu_.activation_forward(f, h(x), h(y));
+  }
+  void activation_backward(core::ActFn f, core::ConstTensorView x, core::ConstTensorView y,
+                           core::ConstTensorView dy, core::TensorView dx) override {
+    cpu_.activation_backward(f, h(x), h(y), h(dy), h(dx));
+  }
+  void axpby(float a, core::ConstTensorView x, float b, core::TensorView y) override {
+    cpu_.axpby(a, h(x), b, h(y));
+  }
+  void multiply(core::ConstTensorView x1, core::ConstTensorView x2, core::TensorView y,
+                bool accumulate) override {
+    cpu_.multiply(h(x1), h(x2), h(y), accumulate);
+  }
+  void copy_columns(core::ConstTensorView src, core::TensorView dst, int64_t offset,
+                    bool accumulate) override {
+    cpu_.copy_columns(h(src), h(dst), offset, accumulate);
+  }
+  void take_columns(core::ConstTensorView src, int64_t offset, core::TensorView dst) override {
+    cpu_.take_columns(h(src), offset, h(dst));
+  }
+  void reduce_middle(core::Reduce op, core::ConstTensorView x, core::TensorView y) override {
+    cpu_.reduce_middle(op, h(x), h(y));
+  }
+  void reduce_middle_backward(core::Reduce op, core::ConstTensorView x, core::ConstTensorView y,
+                              core::ConstTensorView dy, core::TensorView dx) override {
+    cpu_.reduce_middle_backward(op, h(x), h(y), h(dy), h(dx));
+  }
+  void row_dot(core::ConstTensorView x1, core::ConstTensorView x2, core::TensorView y) override {
+    cpu_.row_dot(h(x1), h(x2), h(y));
+  }
+  void scale_rows(core::ConstTensorView x, core::ConstTensorView s, core::TensorView y,
+                  bool accumulate) override {
+    cpu_.scale_rows(h(x), h(s), h(y), accumulate);
+  }
+  void column_sums(core::ConstTensorView x, core::TensorView y, bool accumulate) override {
+    cpu_.column_sums(h(x), h(y), accumulate);
+  }
+  void moments(core::ConstTensorView x, core::TensorView mean, core::TensorView var) override {
+    cpu_.moments(h(x), h(mean), h(var));
+  }
+  void batch_norm_forward(core::ConstTensorView x, core::ConstTensorView mean,
+                          core::ConstTensorView var, core::ConstTensorView gamma,
+                          core::ConstTensorView beta, float epsilon, core::TensorView y) override {
+    cpu_.batch_norm_forward(h(x), h(mean), h(var), h(gamma), h(beta), epsilon, h(y));
+  }
+  void batch_norm_backward(core::ConstTensorView x, core::ConstTensorView mean,
+                           core::ConstTensorView var, core::ConstTensorView gamma, float epsilon,
+                           bool batch_stats, core::ConstTensorView dy, core::TensorView dx,
+                           core::TensorView dgamma, core::TensorView dbeta) override {
+    cpu_.batch_norm_backward(h(x), h(mean), h(var), h(gamma), epsilon, batch_stats, h(dy), h(dx),
+                             h(dgamma), h(dbeta));
+  }
+  void layer_norm_forward(core::ConstTensorView x, core::ConstTensorView gamma,
+                          core::ConstTensorView beta, float epsilon, core::TensorView y,
+                          core::TensorView mean, core::TensorView rstd) override {
+    cpu_.layer_norm_forward(h(x), h(gamma), h(beta), epsilon, h(y), h(mean), h(rstd));
+  }
+  void layer_norm_backward(core::ConstTensorView x, core::ConstTensorView gamma,
+                           core::ConstTensorView mean, core::ConstTensorView rstd,
+                           core::ConstTensorView dy, core::TensorView dx, core::TensorView dgamma,
+                           core::TensorView dbeta) override {
+    cpu_.layer_norm_backward(h(x), h(gamma), h(mean), h(rstd), h(dy), h(dx), h(dgamma), h(dbeta));
+  }
+  void dropout_forward(core::ConstTensorView x, core::TensorView y, float rate,
+                       uint64_t seed) override {
+    cpu_.dropout_forward(h(x), h(y), rate, seed);
+  }
+  void dropout_backward(core::ConstTensorView dy, core::TensorView dx, float rate,
+                        uint64_t seed) override {
+    cpu_.dropout_backward(h(dy), h(dx), rate, seed);
+  }
+  double loss(core::LossKind k, core::ConstTensorView pred, core::ConstTensorView labels,
+              core::TensorView grad, float grad_scale) override {
+    return cpu_.loss(k, h(pred), h(labels), h(grad), grad_scale);
+  }
+  // layer graph: sparse
+  void conv2d_forward(const core::Conv2dGeometry& g, core::ConstTensorView x,
+                      core::ConstTensorView w, core::ConstTensorView b, core::TensorView y,
+                      std::unique_ptr<core::Workspace>& ws, core::Precision p) override {
+    cpu_.conv2d_forward(g, h(x), h(w), h(b), h(y), ws, p);
+  }
+  void conv2d_backward(const core::Conv2dGeometry& g, core::ConstTensorView x,
+                       core::ConstTensorView w, core::ConstTensorView dy, core::TensorView dw,
+                       core::TensorView db, core::TensorView dx,
+                       std::unique_ptr<core::Workspace>& ws, core::Precision p) override {
+    cpu_.conv2d_backward(g, h(x), h(w), h(dy), h(dw), h(db), h(dx), ws, p);
+  }
+  void pool2d_forward(core::PoolKind k, const core::Pool2dGeometry& g, core::ConstTensorView x,
+                      core::TensorView y) override {
+    cpu_.pool2d_forward(k, g, h(x), h(y));
+  }
+  void pool2d_backward(core::PoolKind k, const core::Pool2dGeometry& g, core::ConstTensorView x,
+                       core::ConstTensorView y, core::ConstTensorView dy,
+                       core::TensorView dx) override {
+    cpu_.pool2d_backward(k, g, h(x), h(y), h(dy), h(dx));
+  }
+  void fm_forward(core::ConstTensorView x, core::TensorView y) override {
+    cpu_.fm_forward(h(x), h(y));
+  }
+  void fm_backward(core::ConstTensorView x, core::ConstTensorView dy,
+                   core::TensorView dx) override {
+    cpu_.fm_backward(h(x), h(dy), h(dx));
+  }
+  void gather_index(core::ConstTensorView rows, core::ConstTensorView index,
+                    core::TensorView y) override {
+    cpu_.gather_index(h(rows), h(index), h(y));
+  }
+  void scatter_add_index(core::ConstTensorView dy, core::ConstTensorView index,
+                         core::TensorView grads) override {
+    cpu_.scatter_add_index(h(dy), h(index), h(grads));
+  }
+
   std::atomic<int64_t> allocations{0};
   std::atomic<int64_t> transfers{0};  // copies between the host and this device
 

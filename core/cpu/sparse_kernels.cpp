@@ -1,0 +1,74 @@
+// The CPU's kernels of the layer graph's sparse layers: an embedding call's gather of its
+// rows by index and the scatter of their gradients back (Embedding), and the
+// factorization machine's pairwise term (FactorizationMachine). Per-element arithmetic is
+// core/kernels/'s, shared with the CUDA backend; large work is split over the intra-op
+// threads in contiguous chunks that write disjoint memory, so results do not depend on
+// the number of threads.
+#include <algorithm>
+#include <cstring>
+
+#include "core/cpu/cpu_backend.hpp"
+#include "core/kernels/fm.hpp"
+#include "core/parallel.hpp"
+
+namespace troupe::core {
+
+namespace {
+
+constexpr int64_t kGrain = int64_t{1} << 14;  // elements per chunk at least
+
+int64_t rows_per_chunk(int64_t width) {
+  return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, width));
+}
+
+}  // namespace
+
+void CpuBackend::gather_index(ConstTensorView rows, ConstTensorView index, TensorView y) {
+  const int64_t n = index.size(), d = rows.shape()[rows.shape().rank() - 1];
+  TROUPE_ASSERT(y.size() == n * d, "gather_index: y is not [index, width]");
+  const int32_t* at = index.data_as<int32_t>();
+  parallel_for(n, rows_per_chunk(d), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      std::memcpy(y.data() + i * d, rows.data() + static_cast<int64_t>(at[i]) * d,
+                  static_cast<size_t>(d) * sizeof(float));
+  });
+}
+
+void CpuBackend::scatter_add_index(ConstTensorView dy, ConstTensorView index, TensorView grads) {
+  const int64_t n = index.size(), d = grads.shape()[grads.shape().rank() - 1];
+  const int64_t u = grads.size() / std::max<int64_t>(1, d);
+  TROUPE_ASSERT(dy.size() == n * d, "scatter_add_index: dy is not [index, width]");
+  const int32_t* at = index.data_as<int32_t>();
+  // Ids repeat, so rows are shared between examples: split by columns instead, every chunk
+  // adding its columns of every example in order (the sums do not depend on the split).
+  const int64_t column_grain = std::max<int64_t>(8, kGrain / std::max<int64_t>(1, n));
+  parallel_for(d, column_grain, [&](int64_t j0, int64_t j1) {
+    const int64_t width = j1 - j0;
+    for (int64_t r = 0; r < u; ++r)
+      std::fill_n(grads.data() + r * d + j0, width, 0.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* __restrict src = dy.data() + i * d + j0;
+      float* __restrict dst = grads.data() + static_cast<int64_t>(at[i]) * d + j0;
+      for (int64_t j = 0; j < width; ++j)
+        dst[j] += src[j];
+    }
+  });
+}
+
+void CpuBackend::fm_forward(ConstTensorView x, TensorView y) {
+  const int64_t b = x.shape()[0], fields = x.shape()[1], k = x.shape()[2];
+  parallel_for(b, rows_per_chunk(fields * k), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      kernels::fm_forward(i, fields, k, x.data(), y.data());
+  });
+}
+
+void CpuBackend::fm_backward(ConstTensorView x, ConstTensorView dy, TensorView dx) {
+  const int64_t b = x.shape()[0], fields = x.shape()[1], k = x.shape()[2];
+  parallel_for(b, rows_per_chunk(fields * k), [&](int64_t i0, int64_t i1) {
+    for (int64_t t = i0 * k; t < i1 * k; ++t)
+      kernels::fm_backward(t, fields, k, x.data(), dy.data(), dx.data());
+  });
+}
+
+}  // namespace troupe::core

@@ -1,0 +1,440 @@
+#include "core/graph/graph.hpp"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "core/nn/ctr_model.hpp"
+
+namespace troupe::core::graph {
+
+namespace {
+
+constexpr size_t npos = static_cast<size_t>(-1);
+
+// A per-call seed from the step's: two dropout calls of one step draw different masks.
+uint64_t call_seed(uint64_t step_seed, size_t node) {
+  uint64_t z = step_seed + 0x9e3779b97f4a7c15ULL * (node + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  return z ^ (z >> 27);
+}
+
+std::string names_of(const Batch& batch) {
+  std::string out;
+  for (const auto& c : batch.columns)
+    out += (out.empty() ? "" : ", ") + c.name;
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+int Graph::add_input(std::string name, TensorSpec spec) {
+  const int id = static_cast<int>(specs_.size());
+  specs_.push_back(spec);
+  producer_.push_back(-1);
+  inputs_.push_back({std::move(name), std::move(spec), id});
+  planned_ = false;
+  return id;
+}
+
+Expected<std::vector<int>> Graph::call(std::shared_ptr<Layer> layer,
+                                       const std::vector<int>& inputs) {
+  std::vector<TensorSpec> in;
+  for (int id : inputs) {
+    if (id < 0 || id >= static_cast<int>(specs_.size()))
+      return layer->error("called on a tensor the graph does not have");
+    in.push_back(specs_[static_cast<size_t>(id)]);
+  }
+  if (layer->on_host())
+    for (int id : inputs) {
+      const int p = producer_[static_cast<size_t>(id)];
+      if (spec(id).kind == ColumnKind::floats || (p >= 0 && !nodes_[static_cast<size_t>(p)].host))
+        return layer->error(
+            "takes ids or strings straight from the model's inputs or other lookups, got " +
+            spec(id).to_string());
+    }
+  const bool first_call =
+      std::find(layers_.begin(), layers_.end(), layer) == layers_.end();
+  auto out = layer->build(in);
+  if (!out) return out.error();
+  Node node;
+  node.layer = layer;
+  node.inputs = inputs;
+  node.host = layer->on_host();
+  for (const auto& s : *out) {
+    node.outputs.push_back(static_cast<int>(specs_.size()));
+    specs_.push_back(s);
+    producer_.push_back(static_cast<int>(nodes_.size()));
+  }
+  node.state = layer->make_state();
+  if (first_call) {
+    first_weight_.push_back(weights_.size());
+    layers_.push_back(layer);
+    for (size_t i = 0; i < layer->weights().size(); ++i)
+      weights_.push_back({layer.get(), i, layer->name() + "/" + layer->weights()[i].name});
+  }
+  for (const auto& w : layer->weights())
+    if (w.table) {
+      if (node.inputs.size() != 1 || spec(node.inputs[0]).kind != ColumnKind::ints)
+        return layer->error("an embedding takes one input of integer ids, got " +
+                            (node.inputs.empty() ? std::string("none") : spec(inputs[0]).to_string()));
+      node.table = 0;  // numbered in plan_backward()
+    }
+  auto ids = node.outputs;
+  nodes_.push_back(std::move(node));
+  planned_ = false;
+  return ids;
+}
+
+Status Graph::set_outputs(const std::vector<int>& tensors, std::vector<std::string> names) {
+  if (tensors.size() != names.size() || tensors.empty())
+    return make_error(Errc::invalid_argument, "a model needs one name per output");
+  outputs_.clear();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const int t = tensors[i];
+    if (t < 0 || t >= static_cast<int>(specs_.size()))
+      return make_error(Errc::invalid_argument, "output '" + names[i] + "' is not in the graph");
+    if (spec(t).kind != ColumnKind::floats)
+      return make_error(Errc::invalid_argument, "output '" + names[i] + "' is " +
+                                                    spec(t).to_string() +
+                                                    ": a model's outputs are float tensors");
+    outputs_.push_back({std::move(names[i]), spec(t), t});
+  }
+  plan_backward();  // the graph is complete: gradient(w) exists from now on
+  return {};
+}
+
+Layer* Graph::layer(const std::string& name) const {
+  for (const auto& l : layers_)
+    if (l->name() == name) return l.get();
+  return nullptr;
+}
+
+bool Graph::trains(const WeightRef& w) const {
+  return w.layer->trainable() && w.weight().trainable;
+}
+
+int64_t Graph::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& w : weights_)
+    n += w.weight().shape.num_elements();
+  return n;
+}
+
+Status Graph::to(Device device, Precision precision) {
+  for (const auto& l : layers_)
+    if (auto st = l->to(device, precision); !st) return st;
+  device_ = device;
+  precision_ = precision;
+  // What the last step held lives on the old device: dropped, made afresh by the next.
+  values_.clear();
+  fed_.clear();
+  for (auto& t : tables_)
+    t = TableUse{t.weight, {}, {}, {}};
+  for (auto* v : {&grads_, &scratch_grads_, &tensor_grads_, &zeros_})
+    for (auto& g : *v)
+      g = Tensor();
+  for (auto& n : nodes_) {
+    n.state = n.layer->make_state();
+    n.call = Call{};
+    n.index = Tensor();
+  }
+  forwarded_ = false;
+  return {};
+}
+
+void Graph::plan_backward() {
+  // Tables: one use per table weight, in weights() order.
+  table_of_weight_.assign(weights_.size(), npos);
+  tables_.clear();
+  for (size_t w = 0; w < weights_.size(); ++w)
+    if (weights_[w].weight().table) {
+      table_of_weight_[w] = tables_.size();
+      tables_.push_back({w, {}, {}, {}});
+    }
+  for (auto& n : nodes_) {
+    if (n.table < 0) continue;
+    const size_t first = first_weight_[static_cast<size_t>(
+        std::find(layers_.begin(), layers_.end(), n.layer) - layers_.begin())];
+    for (size_t i = 0; i < n.layer->weights().size(); ++i)
+      if (n.layer->weights()[i].table) n.table = static_cast<int>(table_of_weight_[first + i]);
+  }
+  // A tensor needs a gradient when it depends on a trained weight.
+  needs_grad_.assign(specs_.size(), false);
+  for (auto& n : nodes_) {
+    bool trained = false;
+    if (!n.host) {
+      const auto li = static_cast<size_t>(
+          std::find(layers_.begin(), layers_.end(), n.layer) - layers_.begin());
+      for (size_t i = 0; i < n.layer->weights().size(); ++i)
+        trained = trained || trains(weights_[first_weight_[li] + i]);
+      for (int in : n.inputs)
+        trained = trained || needs_grad_[static_cast<size_t>(in)];
+    }
+    n.wants_grad = trained;
+    for (int out : n.outputs)
+      needs_grad_[static_cast<size_t>(out)] = trained && spec(out).kind == ColumnKind::floats;
+  }
+  grads_.resize(weights_.size());
+  scratch_grads_.resize(weights_.size());
+  tensor_grads_.resize(specs_.size());
+  zeros_.resize(specs_.size());
+  planned_ = true;
+}
+
+Status Graph::feed(const Batch& batch) {
+  if (!planned_) plan_backward();
+  forwarded_ = false;
+  batch_ = batch.size();
+  values_.assign(specs_.size(), Ref{});
+  fed_.resize(inputs_.size() * 2);
+  fed_strings_.resize(inputs_.size());
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const auto& in = inputs_[i];
+    const Column* c = batch.column(in.name);
+    if (c == nullptr)
+      return make_error(Errc::invalid_argument, "the model's input '" + in.name +
+                                                    "' is not in the data (it has " +
+                                                    names_of(batch) + ")");
+    const Shape shape = in.spec.with_batch(batch_);
+    if (c->shape.num_elements() != shape.num_elements())
+      return make_error(Errc::invalid_argument,
+                        "input '" + in.name + "': the data gives " + c->shape.to_string() +
+                            " for a batch of " + std::to_string(batch_) + ", the model takes " +
+                            in.spec.to_string() + " per example");
+    Ref r;
+    r.kind = in.spec.kind;
+    r.shape = shape;
+    Tensor& host = fed_[2 * i];
+    switch (in.spec.kind) {
+      case ColumnKind::floats: {
+        if (c->kind == ColumnKind::strings)
+          return make_error(Errc::invalid_argument,
+                            "input '" + in.name + "' takes numbers, the data gives strings");
+        host.resize(shape);
+        if (c->kind == ColumnKind::floats)
+          std::copy(c->floats.begin(), c->floats.end(), host.data());
+        else
+          std::transform(c->ints.begin(), c->ints.end(), host.data(),
+                         [](int64_t v) { return static_cast<float>(v); });
+        r.tensor = on(device_, host, fed_[2 * i + 1]);
+        break;
+      }
+      case ColumnKind::ints: {
+        if (c->kind == ColumnKind::strings)
+          return make_error(Errc::invalid_argument,
+                            "input '" + in.name + "' takes integer ids, the data gives strings");
+        if (host.dtype() != DType::int64) host = Tensor(shape, DType::int64, Device::cpu());
+        host.resize(shape);
+        auto* to = host.data_as<int64_t>();
+        if (c->kind == ColumnKind::ints) {
+          std::copy(c->ints.begin(), c->ints.end(), to);
+        } else {
+          for (size_t k = 0; k < c->floats.size(); ++k) {
+            const float v = c->floats[k];
+            if (v != static_cast<float>(static_cast<int64_t>(v)))
+              return make_error(Errc::invalid_argument,
+                                "input '" + in.name + "' takes integer ids, the data gives " +
+                                    std::to_string(v));
+            to[k] = static_cast<int64_t>(v);
+          }
+        }
+        r.tensor = host;
+        break;
+      }
+      case ColumnKind::strings:
+        if (c->kind != ColumnKind::strings)
+          return make_error(Errc::invalid_argument,
+                            "input '" + in.name + "' takes strings, the data gives numbers");
+        fed_strings_[i] = c->strings;
+        r.strings = &fed_strings_[i];
+        break;
+    }
+    values_[static_cast<size_t>(in.tensor)] = r;
+  }
+  // The host part: lookups and hashing, in order.
+  for (size_t k = 0; k < nodes_.size(); ++k) {
+    Node& n = nodes_[k];
+    if (!n.host) continue;
+    n.call.inputs.clear();
+    for (int in : n.inputs)
+      n.call.inputs.push_back(values_[static_cast<size_t>(in)]);
+    n.call.training = false;
+    n.call.state = n.state.get();
+    if (auto st = n.layer->forward(n.call); !st) return st;
+    for (size_t o = 0; o < n.outputs.size(); ++o)
+      values_[static_cast<size_t>(n.outputs[o])] = n.call.outputs[o];
+  }
+  return collect_tables();
+}
+
+Status Graph::collect_tables() {
+  for (auto& t : tables_)
+    t.ids.clear();
+  // Every call's ids, then each table's unique ones and each call's index into them.
+  std::vector<std::vector<int64_t>> all(tables_.size());
+  for (auto& n : nodes_) {
+    if (n.table < 0) continue;
+    const Ref& ids = values_[static_cast<size_t>(n.inputs[0])];
+    auto& into = all[static_cast<size_t>(n.table)];
+    into.insert(into.end(), ids.ints(), ids.ints() + ids.tensor.size());
+  }
+  std::vector<int32_t> index;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    const Weight& w = weights_[tables_[t].weight].weight();
+    unique_ids(all[t], tables_[t].ids, index);
+    if (!w.keyed)
+      for (int64_t id : tables_[t].ids)
+        if (id < 0 || id >= w.shape[0])
+          return weights_[tables_[t].weight].layer->error(
+              "id " + std::to_string(id) + " is outside its table of " +
+              std::to_string(w.shape[0]) + " rows");
+    // Split the index back by call, in node order.
+    size_t at = 0;
+    for (auto& n : nodes_) {
+      if (n.table != static_cast<int>(t)) continue;
+      const auto count = static_cast<size_t>(values_[static_cast<size_t>(n.inputs[0])].tensor.size());
+      n.host_index.assign(index.begin() + static_cast<std::ptrdiff_t>(at),
+                          index.begin() + static_cast<std::ptrdiff_t>(at + count));
+      at += count;
+      Tensor host(Shape{static_cast<int64_t>(count)}, DType::int32, Device::cpu());
+      std::copy(n.host_index.begin(), n.host_index.end(), host.data_as<int32_t>());
+      n.index = host.device() == device_ ? std::move(host) : host.to(device_);
+    }
+  }
+  return {};
+}
+
+Status Graph::forward(bool training, uint64_t seed) {
+  std::vector<Tensor> staged(tables_.size());
+  std::vector<ConstTensorView> rows(tables_.size());
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    const Weight& w = weights_[tables_[t].weight].weight();
+    const auto& r = tables_[t].rows;
+    const int64_t width = w.shape[w.shape.rank() - 1];
+    if (r.shape() != Shape{static_cast<int64_t>(tables_[t].ids.size()), width})
+      return make_error(Errc::internal, "table '" + weights_[tables_[t].weight].path + "' given " +
+                                            r.shape().to_string() + " rows for " +
+                                            std::to_string(tables_[t].ids.size()) + " ids");
+    if (r.device() != device_) tables_[t].rows = r.to(device_);
+    rows[t] = tables_[t].rows;
+  }
+  for (size_t k = 0; k < nodes_.size(); ++k) {
+    Node& n = nodes_[k];
+    if (n.host) continue;
+    n.call.inputs.clear();
+    for (int in : n.inputs)
+      n.call.inputs.push_back(values_[static_cast<size_t>(in)]);
+    n.call.training = training;
+    n.call.seed = call_seed(seed, k);
+    n.call.state = n.state.get();
+    if (n.table >= 0) {
+      n.call.rows = rows[static_cast<size_t>(n.table)];
+      n.call.index = n.index;
+    }
+    if (auto st = n.layer->forward(n.call); !st) return st;
+    TROUPE_ASSERT(n.call.outputs.size() == n.outputs.size(), "a layer gave another output count");
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      const int id = n.outputs[o];
+      TROUPE_ASSERT(n.call.outputs[o].shape == spec(id).with_batch(batch_),
+                    "a layer's output has another shape than it built");
+      values_[static_cast<size_t>(id)] = n.call.outputs[o];
+    }
+  }
+  forwarded_ = true;
+  return {};
+}
+
+ConstTensorView Graph::output(size_t i) const {
+  TROUPE_ASSERT(forwarded_ && i < outputs_.size(), "output() before forward() or out of range");
+  return values_[static_cast<size_t>(outputs_[i].tensor)].tensor;
+}
+
+void Graph::backward(const std::vector<ConstTensorView>& doutputs) {
+  TROUPE_ASSERT(forwarded_ && doutputs.size() == outputs_.size(), "backward() needs a forward()");
+  Backend& be = *backend_for(device_).value();
+  dvalues_.assign(specs_.size(), ConstTensorView{});
+  // Where a tensor's gradient has more than one part, they are summed in tensor_grads_.
+  std::vector<bool> summed(specs_.size(), false);
+  auto accumulate = [&](int id, ConstTensorView g) {
+    auto& d = dvalues_[static_cast<size_t>(id)];
+    if (d.empty()) {
+      d = g;
+      return;
+    }
+    Tensor& sum = tensor_grads_[static_cast<size_t>(id)];
+    if (!summed[static_cast<size_t>(id)]) {
+      if (sum.device() != device_) sum = Tensor(d.shape(), DType::float32, device_);
+      sum.resize(d.shape());
+      copy(d, sum);
+      summed[static_cast<size_t>(id)] = true;
+    }
+    be.add(g, sum);
+    d = sum;
+  };
+  for (size_t i = 0; i < outputs_.size(); ++i)
+    if (!doutputs[i].empty()) accumulate(outputs_[i].tensor, doutputs[i]);
+
+  std::vector<bool> written(weights_.size(), false);
+  for (size_t k = nodes_.size(); k-- > 0;) {
+    Node& n = nodes_[k];
+    if (n.host || !n.wants_grad) continue;
+    Call& c = n.call;
+    c.doutputs.clear();
+    for (int out : n.outputs) {
+      auto d = dvalues_[static_cast<size_t>(out)];
+      if (d.empty()) {  // no gradient reached this output: zeros
+        Tensor& z = zeros_[static_cast<size_t>(out)];
+        const Shape s = spec(out).with_batch(batch_);
+        if (z.device() != device_ || z.shape() != s) {
+          z = Tensor(s, DType::float32, device_);
+        }
+        d = z;
+      }
+      c.doutputs.push_back(d);
+    }
+    c.want_dinputs.clear();
+    for (int in : n.inputs)
+      c.want_dinputs.push_back(needs_grad_[static_cast<size_t>(in)]);
+    c.dinputs.assign(n.inputs.size(), ConstTensorView{});
+    const auto li = static_cast<size_t>(
+        std::find(layers_.begin(), layers_.end(), n.layer) - layers_.begin());
+    const size_t first = first_weight_[li];
+    c.dweights.assign(n.layer->weights().size(), nullptr);
+    for (size_t i = 0; i < c.dweights.size(); ++i) {
+      const size_t w = first + i;
+      if (!trains(weights_[w])) continue;
+      const size_t t = table_of_weight_[w];
+      Tensor& target = t != npos ? tables_[t].row_grads : grads_[w];
+      c.dweights[i] = written[w] ? &scratch_grads_[w] : &target;
+    }
+    c.state = n.state.get();
+    n.layer->backward(c);
+    for (size_t i = 0; i < c.dweights.size(); ++i) {
+      const size_t w = first + i;
+      if (c.dweights[i] == nullptr) continue;
+      if (written[w]) {
+        const size_t t = table_of_weight_[w];
+        be.add(scratch_grads_[w], t != npos ? tables_[t].row_grads : grads_[w]);
+      }
+      written[w] = true;
+    }
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (c.want_dinputs[i]) {
+        TROUPE_ASSERT(!c.dinputs[i].empty(), "a layer left a wanted input gradient empty");
+        accumulate(n.inputs[i], c.dinputs[i]);
+      }
+  }
+  // A trained weight no call reached (a layer off every output's path) gets zeros.
+  for (size_t w = 0; w < weights_.size(); ++w) {
+    if (written[w] || !trains(weights_[w])) continue;
+    const size_t t = table_of_weight_[w];
+    Tensor& g = t != npos ? tables_[t].row_grads : grads_[w];
+    const Weight& wt = weights_[w].weight();
+    const Shape s = t != npos ? Shape{static_cast<int64_t>(tables_[t].ids.size()),
+                                      wt.shape[wt.shape.rank() - 1]}
+                              : wt.shape;
+    g = Tensor(s, DType::float32, device_);
+  }
+}
+
+}  // namespace troupe::core::graph

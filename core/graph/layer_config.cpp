@@ -1,0 +1,240 @@
+#include "core/graph/layer_config.hpp"
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+namespace troupe::core::graph {
+
+using nlohmann::json;
+
+LayerConfig::LayerConfig(std::string class_name, const json& config,
+                         const std::map<std::string, std::string>* assets)
+    : class_name_(std::move(class_name)),
+      config_(std::make_unique<json>(config.is_object() ? config : json::object())),
+      assets_(assets) {
+  if (auto* n = find("name"); n != nullptr && n->is_string()) name_ = n->get<std::string>();
+  if (auto* t = find("trainable"); t != nullptr && t->is_boolean()) trainable_ = t->get<bool>();
+}
+
+LayerConfig::~LayerConfig() = default;
+
+const json* LayerConfig::find(const std::string& key) {
+  read_.insert(key);
+  auto it = config_->find(key);
+  if (it == config_->end()) return nullptr;
+  return &*it;
+}
+
+bool LayerConfig::has(const std::string& key) const {
+  auto it = config_->find(key);
+  return it != config_->end() && !it->is_null();
+}
+
+const json& LayerConfig::raw(const std::string& key) {
+  static const json null;
+  const json* v = find(key);
+  return v == nullptr ? null : *v;
+}
+
+Error LayerConfig::error(const std::string& key, const std::string& what) const {
+  std::string value;
+  auto it = config_->find(key);
+  if (it != config_->end()) {
+    value = it->dump();
+    if (value.size() > 80) value = value.substr(0, 77) + "...";
+    value = " = " + value;
+  }
+  return make_error(Errc::invalid_argument, "layer '" + name_ + "' (" + class_name_ +
+                                                "): argument '" + key + "'" + value + ": " + what);
+}
+
+Expected<int64_t> LayerConfig::integer(const std::string& key) {
+  const json* v = find(key);
+  if (v == nullptr || v->is_null()) return error(key, "is required");
+  if (v->is_number_integer()) return v->get<int64_t>();
+  if (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>())
+    return static_cast<int64_t>(v->get<double>());
+  return error(key, "must be an integer");
+}
+
+Expected<int64_t> LayerConfig::integer(const std::string& key, int64_t fallback) {
+  if (!has(key)) {
+    read_.insert(key);
+    return fallback;
+  }
+  return integer(key);
+}
+
+Expected<double> LayerConfig::number(const std::string& key, double fallback) {
+  const json* v = find(key);
+  if (v == nullptr || v->is_null()) return fallback;
+  if (v->is_number()) return v->get<double>();
+  return error(key, "must be a number");
+}
+
+Expected<bool> LayerConfig::boolean(const std::string& key, bool fallback) {
+  const json* v = find(key);
+  if (v == nullptr || v->is_null()) return fallback;
+  if (v->is_boolean()) return v->get<bool>();
+  return error(key, "must be true or false");
+}
+
+Expected<std::string> LayerConfig::string(const std::string& key, const std::string& fallback) {
+  const json* v = find(key);
+  if (v == nullptr || v->is_null()) return fallback;
+  if (v->is_string()) return v->get<std::string>();
+  return error(key, "must be a string");
+}
+
+Expected<std::vector<int64_t>> LayerConfig::integers(const std::string& key, size_t count,
+                                                     std::vector<int64_t> fallback) {
+  const json* v = find(key);
+  if (v == nullptr || v->is_null()) {
+    if (fallback.empty()) return error(key, "is required");
+    return fallback;
+  }
+  if (v->is_number_integer()) return std::vector<int64_t>(count, v->get<int64_t>());
+  if (!v->is_array()) return error(key, "must be an integer or a list of integers");
+  std::vector<int64_t> out;
+  for (const auto& e : *v) {
+    if (!e.is_number_integer()) return error(key, "must be a list of integers");
+    out.push_back(e.get<int64_t>());
+  }
+  if (count != 0 && out.size() != count)
+    return error(key, "must have " + std::to_string(count) + " values");
+  return out;
+}
+
+Expected<std::optional<std::vector<int64_t>>> LayerConfig::optional_integers(
+    const std::string& key) {
+  const json* v = find(key);
+  if (v == nullptr || v->is_null()) return std::optional<std::vector<int64_t>>();
+  auto ints = integers(key, 0);
+  if (!ints) return ints.error();
+  return std::optional<std::vector<int64_t>>(std::move(*ints));
+}
+
+Expected<ActFn> LayerConfig::activation(const std::string& key, const std::string& fallback) {
+  const json* v = find(key);
+  std::string name = fallback;
+  if (v != nullptr && !v->is_null()) {
+    if (v->is_string()) {
+      name = v->get<std::string>();
+    } else if (v->is_object() && v->contains("config") && (*v)["config"].is_string()) {
+      name = (*v)["config"].get<std::string>();  // {"class_name": "function", "config": "relu"}
+    } else {
+      return error(key, "must name an activation");
+    }
+  }
+  auto fn = parse_act_fn(name);
+  if (!fn) return error(key, fn.error().message);
+  return *fn;
+}
+
+Expected<Initializer> LayerConfig::initializer(const std::string& key, Initializer fallback) {
+  const json* v = find(key);
+  if (v == nullptr || v->is_null()) return fallback;
+  std::string kind;
+  json args = json::object();
+  if (v->is_string()) {
+    kind = v->get<std::string>();
+  } else if (v->is_object() && v->contains("class_name") && (*v)["class_name"].is_string()) {
+    kind = (*v)["class_name"].get<std::string>();
+    if (v->contains("config") && (*v)["config"].is_object()) args = (*v)["config"];
+  } else {
+    return error(key, "must be an initializer");
+  }
+  uint64_t seed = fallback.seed;
+  if (args.contains("seed") && args["seed"].is_number_integer())
+    seed = args["seed"].get<uint64_t>();
+  auto num = [&](const char* k, double d) {
+    return args.contains(k) && args[k].is_number() ? args[k].get<double>() : d;
+  };
+  using K = Initializer::Kind;
+  if (kind == "GlorotUniform" || kind == "glorot_uniform") return Initializer{K::glorot_uniform, 0.0f, seed};
+  if (kind == "Zeros" || kind == "zeros") return Initializer{K::zeros, 0.0f, seed};
+  if (kind == "Ones" || kind == "ones") return Initializer{K::constant, 1.0f, seed};
+  if (kind == "Constant" || kind == "constant")
+    return Initializer{K::constant, static_cast<float>(num("value", 0.0)), seed};
+  if (kind == "RandomUniform" || kind == "random_uniform" || kind == "uniform") {
+    const double lo = num("minval", -0.05), hi = num("maxval", 0.05);
+    if (lo != -hi) return error(key, "RandomUniform needs minval = -maxval in Troupe");
+    return Initializer{K::random_uniform, static_cast<float>(hi), seed};
+  }
+  if (kind == "RandomNormal" || kind == "random_normal" || kind == "normal") {
+    if (num("mean", 0.0) != 0.0) return error(key, "RandomNormal needs mean 0 in Troupe");
+    return Initializer{K::random_normal, static_cast<float>(num("stddev", 0.05)), seed};
+  }
+  return error(key, "initializer '" + kind +
+                        "' is not supported (Troupe has GlorotUniform, Zeros, Ones, Constant, "
+                        "RandomUniform, RandomNormal); a .keras file with weights needs none");
+}
+
+uint64_t LayerConfig::seed_for(const std::string& weight) const {
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a
+  for (char ch : name_ + "/" + weight) {
+    h ^= static_cast<unsigned char>(ch);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+Expected<std::vector<std::string>> LayerConfig::vocabulary(const std::string& key) {
+  const json* v = find(key);
+  std::vector<std::string> out;
+  if (v == nullptr || v->is_null()) return out;
+  if (v->is_array()) {
+    for (const auto& e : *v) {
+      if (e.is_string())
+        out.push_back(e.get<std::string>());
+      else if (e.is_number_integer())
+        out.push_back(std::to_string(e.get<int64_t>()));
+      else
+        return error(key, "must be a list of strings or integers");
+    }
+    return out;
+  }
+  if (v->is_string()) {
+    const auto path = v->get<std::string>();
+    if (assets_ != nullptr) {
+      for (const auto& [name, bytes] : *assets_) {
+        if (name != path && (name.size() < path.size() ||
+                             name.compare(name.size() - path.size(), path.size(), path) != 0))
+          continue;
+        size_t start = 0;
+        while (start < bytes.size()) {
+          size_t end = bytes.find('\n', start);
+          if (end == std::string::npos) end = bytes.size();
+          out.push_back(bytes.substr(start, end - start));
+          start = end + 1;
+        }
+        return out;
+      }
+    }
+    return error(key, "names a vocabulary file the model file does not hold");
+  }
+  return error(key, "must be a list or a file name");
+}
+
+Status LayerConfig::allow(const std::string& key, const std::vector<std::string>& allowed) {
+  const json* v = find(key);
+  if (v == nullptr || v->is_null()) return {};
+  for (const auto& a : allowed) {
+    const json want = json::parse(a, nullptr, false);
+    if (*v == want) return {};
+    if (v->is_number() && want.is_number() && v->get<double>() == want.get<double>()) return {};
+  }
+  std::string list;
+  for (const auto& a : allowed)
+    list += (list.empty() ? "" : ", ") + a;
+  return error(key, "Troupe supports only " + list);
+}
+
+Status LayerConfig::finish() {
+  for (auto it = config_->begin(); it != config_->end(); ++it)
+    if (read_.count(it.key()) == 0) return error(it.key(), "is not supported by Troupe");
+  return {};
+}
+
+}  // namespace troupe::core::graph

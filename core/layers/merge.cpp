@@ -1,0 +1,140 @@
+// Keras's element-wise merges of inputs of one shape: Add, Subtract (exactly two inputs),
+// Multiply and Average. Keras would broadcast inputs of other shapes; Troupe takes equal
+// shapes only and names the layer otherwise. (Maximum and Minimum: merge_extremum.cpp.)
+
+#include "core/layers/layers.hpp"
+
+namespace troupe::core::graph {
+
+namespace {
+
+enum class MergeOp { add, subtract, multiply, average };
+
+const char* class_of(MergeOp op) {
+  switch (op) {
+    case MergeOp::add:
+      return "Add";
+    case MergeOp::subtract:
+      return "Subtract";
+    case MergeOp::multiply:
+      return "Multiply";
+    case MergeOp::average:
+      return "Average";
+  }
+  return "?";
+}
+
+struct MergeState final : CallState {
+  Tensor y;
+  std::vector<Tensor> dx;
+};
+
+class Merge final : public Layer {
+ public:
+  Merge(std::string name, MergeOp op) : Layer(class_of(op), std::move(name)), op_(op) {}
+
+  Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {
+    if (op_ == MergeOp::subtract ? in.size() != 2 : in.empty())
+      return error(op_ == MergeOp::subtract ? "takes exactly two inputs"
+                                            : "takes a list of at least one input");
+    for (const auto& s : in)
+      if (s.kind != ColumnKind::floats || s != in[0]) {
+        std::string got;
+        for (const auto& t : in)
+          got += (got.empty() ? "" : ", ") + t.to_string();
+        return error("takes float inputs of one shape (Troupe does not broadcast), got " + got);
+      }
+    return std::vector<TensorSpec>{in[0]};
+  }
+
+  std::unique_ptr<CallState> make_state() const override { return std::make_unique<MergeState>(); }
+
+  Status forward(Call& c) override {
+    auto& s = static_cast<MergeState&>(*c.state);
+    const Shape& shape = c.inputs[0].shape;
+    TensorView y = place(s.y, shape);
+    const auto n = c.inputs.size();
+    if (op_ == MergeOp::multiply) {
+      if (n == 1) backend().axpby(1.0f, c.inputs[0].tensor, 0.0f, y);
+      for (size_t i = 1; i < n; ++i)
+        backend().multiply(i == 1 ? c.inputs[0].tensor : ConstTensorView(y), c.inputs[i].tensor, y,
+                           false);
+    } else {
+      // Keras sums in input order ((x0 + x1) + x2 ...), then Average divides.
+      backend().axpby(1.0f, c.inputs[0].tensor, 0.0f, y);
+      for (size_t i = 1; i < n; ++i)
+        backend().axpby(op_ == MergeOp::subtract ? -1.0f : 1.0f, c.inputs[i].tensor, 1.0f, y);
+      if (op_ == MergeOp::average && n > 1)
+        backend().axpby(1.0f / static_cast<float>(n), y, 0.0f, y);
+    }
+    c.outputs = {Ref{ColumnKind::floats, y, nullptr, shape}};
+    return {};
+  }
+
+  void backward(Call& c) override {
+    auto& s = static_cast<MergeState&>(*c.state);
+    const ConstTensorView dy = c.doutputs[0];
+    const size_t n = c.inputs.size();
+    s.dx.resize(n);
+    switch (op_) {
+      case MergeOp::add:
+        for (size_t i = 0; i < n; ++i)
+          if (c.want_dinputs[i]) c.dinputs[i] = dy;
+        break;
+      case MergeOp::subtract:
+        if (c.want_dinputs[0]) c.dinputs[0] = dy;
+        if (c.want_dinputs[1]) {
+          backend().axpby(-1.0f, dy, 0.0f, place(s.dx[1], dy.shape()));
+          c.dinputs[1] = s.dx[1];
+        }
+        break;
+      case MergeOp::average: {
+        // Every input's gradient is dy / n: one buffer for all.
+        TensorView d = place(s.dx[0], dy.shape());
+        backend().axpby(1.0f / static_cast<float>(n), dy, 0.0f, d);
+        for (size_t i = 0; i < n; ++i)
+          if (c.want_dinputs[i]) c.dinputs[i] = d;
+        break;
+      }
+      case MergeOp::multiply:
+        // d/dx_i = dy times the product of the other inputs.
+        for (size_t i = 0; i < n; ++i) {
+          if (!c.want_dinputs[i]) continue;
+          TensorView d = place(s.dx[i], dy.shape());
+          if (n == 1) backend().axpby(1.0f, dy, 0.0f, d);
+          bool first = true;
+          for (size_t j = 0; j < n; ++j) {
+            if (j == i) continue;
+            backend().multiply(first ? dy : ConstTensorView(d), c.inputs[j].tensor, d, false);
+            first = false;
+          }
+          c.dinputs[i] = d;
+        }
+        break;
+    }
+  }
+
+ private:
+  MergeOp op_;
+};
+
+Expected<std::unique_ptr<Layer>> make_merge(LayerConfig& c, MergeOp op) {
+  return std::unique_ptr<Layer>(std::make_unique<Merge>(c.name(), op));
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Layer>> make_add(LayerConfig& c) {
+  return make_merge(c, MergeOp::add);
+}
+Expected<std::unique_ptr<Layer>> make_subtract(LayerConfig& c) {
+  return make_merge(c, MergeOp::subtract);
+}
+Expected<std::unique_ptr<Layer>> make_multiply(LayerConfig& c) {
+  return make_merge(c, MergeOp::multiply);
+}
+Expected<std::unique_ptr<Layer>> make_average(LayerConfig& c) {
+  return make_merge(c, MergeOp::average);
+}
+
+}  // namespace troupe::core::graph

@@ -1,0 +1,109 @@
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "core/layers/layers.hpp"
+
+namespace troupe::core::graph {
+
+namespace {
+
+struct Entry {
+  const char* class_name;
+  LayerFactory make;
+  /// Its outputs are integer ids (Hashing): Keras gives it an int dtype policy.
+  bool ids = false;
+};
+
+// Every layer Troupe has, by Keras class name (custom layers by their registered name).
+constexpr Entry kLayers[] = {
+    {"Dense", make_dense},
+    {"Activation", make_activation},
+    // layer graph: basic
+    {"Flatten", make_flatten},
+    {"Reshape", make_reshape},
+    {"Identity", make_identity},
+    {"Concatenate", make_concatenate},
+    {"Add", make_add},
+    {"Subtract", make_subtract},
+    {"Multiply", make_multiply},
+    {"Average", make_average},
+    {"Maximum", make_maximum},
+    {"Minimum", make_minimum},
+    {"Dot", make_dot},
+    {"Dropout", make_dropout},
+    {"BatchNormalization", make_batch_normalization},
+    {"LayerNormalization", make_layer_normalization},
+    {"GlobalAveragePooling1D", make_global_average_pooling1d},
+    {"GlobalMaxPooling1D", make_global_max_pooling1d},
+    {"Rescaling", make_rescaling},
+    // layer graph: sparse
+    {"Conv2D", make_conv2d},
+    {"MaxPooling2D", make_max_pooling2d},
+    {"AveragePooling2D", make_average_pooling2d},
+    {"GlobalAveragePooling2D", make_global_average_pooling2d},
+    {"Embedding", make_embedding},
+    {"Hashing", make_hashing, /*ids=*/true},
+    {"IntegerLookup", make_integer_lookup},
+    {"StringLookup", make_string_lookup},
+    {"Cross", make_cross},
+    {"FactorizationMachine", make_factorization_machine},
+};
+
+// Keras's dtype policies a float layer may carry: float32 computes as written; the mixed
+// policies compute as the job's --precision says.
+Status check_dtype(LayerConfig& c, bool ids) {
+  const auto& d = c.raw("dtype");
+  std::string name;
+  if (d.is_null()) return {};
+  if (d.is_string())
+    name = d.get<std::string>();
+  else if (d.is_object() && d.contains("config") && d["config"].is_object() &&
+           d["config"].contains("name") && d["config"]["name"].is_string())
+    name = d["config"]["name"].get<std::string>();
+  if (name == "float32" || name == "mixed_float16" || name == "mixed_bfloat16") return {};
+  if (ids && (name == "int64" || name == "int32")) return {};  // ids are int64 on the host
+  return c.error("dtype", "Troupe computes float32 (or the job's --precision)");
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Layer>> make_layer(const std::string& class_name,
+                                            const nlohmann::json& config,
+                                            const std::map<std::string, std::string>* assets) {
+  const Entry* found = nullptr;
+  for (const auto& e : kLayers)
+    if (class_name == e.class_name) found = &e;
+  if (found == nullptr) {  // a registered custom class: "package>Name"
+    const auto gt = class_name.rfind('>');
+    if (gt != std::string::npos)
+      for (const auto& e : kLayers)
+        if (class_name.compare(gt + 1, std::string::npos, e.class_name) == 0) found = &e;
+  }
+  LayerConfig c(class_name, config, assets);
+  if (found == nullptr) {
+    std::string known;
+    for (const auto& k : layer_classes())
+      known += (known.empty() ? "" : ", ") + k;
+    return make_error(Errc::invalid_argument, "layer '" + c.name() + "' (" + class_name +
+                                                  "): Troupe has no layer of this class (it has " +
+                                                  known + ")");
+  }
+  if (auto st = check_dtype(c, found->ids); !st) return st.error();
+  c.raw("trainable");
+  auto layer = found->make(c);
+  if (!layer) return layer;
+  if (auto st = c.finish(); !st) return st.error();
+  (*layer)->set_trainable(c.trainable());
+  return layer;
+}
+
+std::vector<std::string> layer_classes() {
+  std::vector<std::string> out;
+  for (const auto& e : kLayers)
+    out.emplace_back(e.class_name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace troupe::core::graph

@@ -1,0 +1,158 @@
+// The CUDA backend's sparse-layer kernels on a GPU against the CPU backend on the same
+// inputs: cuDNN's convolutions with strides, dilation and (uneven) padding, poolings, the
+// factorization machine and an embedding call's gather and scatter. Without a GPU the
+// cases say so and skip. Tolerances as tests/gpu/test_cuda_backend.cpp's: float32 products
+// 1e-4, tf32 2e-3, element-wise 1e-5, atomics 1e-5.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "core/backend.hpp"
+#include "core/cpu/cpu_backend.hpp"
+#include "gpu/cuda.hpp"
+#include "gpu/cuda_devices.hpp"
+#include "helpers.hpp"
+
+using namespace troupe;
+using core::Device;
+using core::Precision;
+using core::Shape;
+using core::Tensor;
+using troupe::test::random_tensor;
+
+namespace {
+
+const Device gpu0 = Device::cuda(0);
+core::CpuBackend cpu;
+
+bool have_gpu() {
+  gpu::register_cuda_devices();
+  if (gpu::device_count() > 0) return true;
+  WARN("no GPU: skipped (run tests/gpu on a machine with one)");
+  return false;
+}
+
+core::Backend& cuda() {
+  return *core::backend_for(gpu0).value();
+}
+
+Tensor on_gpu(const Shape& s) {
+  return Tensor(s, core::DType::float32, gpu0);
+}
+
+void close(const Tensor& device_result, const Tensor& cpu_result, float rel,
+           const std::string& what) {
+  REQUIRE(cuda().synchronize().ok());
+  const Tensor a = device_result.to(Device::cpu());
+  REQUIRE(a.size() == cpu_result.size());
+  for (int64_t i = 0; i < a.size(); ++i) {
+    const float tol = rel * std::max(1.0f, std::max(std::fabs(a[i]), std::fabs(cpu_result[i])));
+    if (!(std::fabs(a[i] - cpu_result[i]) <= tol))
+      FAIL(what << ": element " << i << " is " << a[i] << " on the GPU and " << cpu_result[i]
+                << " on the CPU");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("CUDA Conv2D with strides, dilation and uneven padding matches the CPU's", "[gpu]") {
+  if (!have_gpu()) return;
+  auto& be = cuda();
+  struct Case {
+    int64_t h, w, kh, kw, stride, dilation;
+    bool same, bias;
+  };
+  for (const Case& cs : {Case{9, 8, 3, 3, 2, 1, true, true}, Case{8, 8, 2, 2, 1, 1, true, false},
+                         Case{10, 9, 3, 2, 1, 2, false, true}, Case{7, 7, 4, 3, 3, 1, true, true}}) {
+    for (Precision p : {Precision::float32, Precision::tf32, Precision::mixed_bfloat16}) {
+      DYNAMIC_SECTION(cs.h << "x" << cs.w << " kernel " << cs.kh << "x" << cs.kw << " stride "
+                           << cs.stride << " dilation " << cs.dilation << " "
+                           << core::precision_name(p)) {
+        const int64_t n = 3, c = 4, f = 5;
+        core::Conv2dGeometry g;
+        g.stride_h = g.stride_w = cs.stride;
+        g.dilation_h = g.dilation_w = cs.dilation;
+        const int64_t eh = (cs.kh - 1) * cs.dilation + 1, ew = (cs.kw - 1) * cs.dilation + 1;
+        if (cs.same) {
+          core::same_padding(cs.h, eh, cs.stride, g.pad_top, g.pad_bottom);
+          core::same_padding(cs.w, ew, cs.stride, g.pad_left, g.pad_right);
+        }
+        const int64_t oh = core::window_output_size(cs.h, eh, cs.stride, cs.same);
+        const int64_t ow = core::window_output_size(cs.w, ew, cs.stride, cs.same);
+        const Tensor x = random_tensor(Shape{n, cs.h, cs.w, c}, 1);
+        const Tensor w = random_tensor(Shape{cs.kh, cs.kw, c, f}, 2);
+        const Tensor b = cs.bias ? random_tensor(Shape{f}, 3) : Tensor();
+        const Tensor dy = random_tensor(Shape{n, oh, ow, f}, 4);
+        std::unique_ptr<core::Workspace> wc, wg;
+        Tensor y(dy.shape()), dw(w.shape()), db(Shape{f}), dx(x.shape());
+        cpu.conv2d_forward(g, x, w, b, y, wc, p);
+        cpu.conv2d_backward(g, x, w, dy, dw, cs.bias ? core::TensorView(db) : core::TensorView(),
+                            dx, wc, p);
+        const Tensor xd = x.to(gpu0), wd = w.to(gpu0), dyd = dy.to(gpu0);
+        const Tensor bd = cs.bias ? b.to(gpu0) : Tensor();
+        Tensor yd = on_gpu(y.shape()), dwd = on_gpu(w.shape()), dbd = on_gpu(Shape{f}),
+               dxd = on_gpu(x.shape());
+        be.conv2d_forward(g, xd, wd, bd, yd, wg, p);
+        be.conv2d_backward(g, xd, wd, dyd, dwd, cs.bias ? core::TensorView(dbd) : core::TensorView(),
+                           dxd, wg, p);
+        const float tol = p == Precision::float32 ? 1e-4f : (p == Precision::tf32 ? 2e-3f : 1e-3f);
+        close(yd, y, tol, "y");
+        close(dwd, dw, tol, "dW");
+        if (cs.bias) close(dbd, db, 1e-4f, "db");
+        close(dxd, dx, tol, "dx");
+      }
+    }
+  }
+}
+
+TEST_CASE("CUDA pooling, FM and embedding gathers match the CPU's", "[gpu]") {
+  if (!have_gpu()) return;
+  auto& be = cuda();
+  const Tensor x = random_tensor(Shape{3, 7, 6, 4}, 5);
+  for (core::PoolKind kind : {core::PoolKind::max, core::PoolKind::average}) {
+    core::Pool2dGeometry g;
+    g.pool_h = 3;
+    g.pool_w = 2;
+    g.stride_h = 2;
+    g.stride_w = 1;
+    core::same_padding(7, 3, 2, g.pad_top, g.pad_bottom);
+    core::same_padding(6, 2, 1, g.pad_left, g.pad_right);
+    const Shape ys{3, 4, 6, 4};
+    const Tensor dy = random_tensor(ys, 6);
+    Tensor y(ys), dx(x.shape());
+    cpu.pool2d_forward(kind, g, x, y);
+    cpu.pool2d_backward(kind, g, x, y, dy, dx);
+    const Tensor xd = x.to(gpu0), dyd = dy.to(gpu0);
+    Tensor yd = on_gpu(ys), dxd = on_gpu(x.shape());
+    be.pool2d_forward(kind, g, xd, yd);
+    be.pool2d_backward(kind, g, xd, yd, dyd, dxd);
+    close(yd, y, 1e-6f, "pool y");
+    close(dxd, dx, 1e-5f, "pool dx");
+  }
+  const Tensor e = random_tensor(Shape{50, 6, 8}, 7), dfm = random_tensor(Shape{50, 1}, 8);
+  Tensor fy(Shape{50, 1}), fdx(e.shape());
+  cpu.fm_forward(e, fy);
+  cpu.fm_backward(e, dfm, fdx);
+  Tensor fyd = on_gpu(fy.shape()), fdxd = on_gpu(e.shape());
+  const Tensor ed = e.to(gpu0), dfmd = dfm.to(gpu0);
+  be.fm_forward(ed, fyd);
+  be.fm_backward(ed, dfmd, fdxd);
+  close(fyd, fy, 1e-5f, "fm y");
+  close(fdxd, fdx, 1e-5f, "fm dx");
+
+  std::vector<int32_t> index(40);
+  for (size_t i = 0; i < index.size(); ++i)
+    index[i] = static_cast<int32_t>((i * 7) % 9);
+  Tensor ix(Shape{40}, core::DType::int32, Device::cpu());
+  std::copy(index.begin(), index.end(), ix.data_as<int32_t>());
+  const Tensor rows = random_tensor(Shape{9, 16}, 9), dy = random_tensor(Shape{40, 16}, 10);
+  Tensor y(Shape{40, 16}), grads(Shape{9, 16});
+  cpu.gather_index(rows, ix, y);
+  cpu.scatter_add_index(dy, ix, grads);
+  const Tensor rowsd = rows.to(gpu0), ixd = ix.to(gpu0), dyd = dy.to(gpu0);
+  Tensor yd = on_gpu(y.shape()), gradsd = on_gpu(grads.shape());
+  be.gather_index(rowsd, ixd, yd);
+  be.scatter_add_index(dyd, ixd, gradsd);
+  close(yd, y, 0.0f, "gathered rows");
+  close(gradsd, grads, 1e-5f, "row grads");
+}
