@@ -15,6 +15,43 @@ constexpr size_t max_slots = 4;
 
 }  // namespace
 
+void Optimizer::set_learning_rate_decay(int64_t steps, float rate, bool staircase) {
+  decay_steps_ = steps;
+  decay_rate_ = rate;
+  staircase_ = staircase;
+}
+
+float Optimizer::learning_rate_at(int64_t t) const {
+  if (decay_steps_ <= 0) return learning_rate_;
+  OptimizerConfig c;
+  c.learning_rate = learning_rate_;
+  c.decay_steps = decay_steps_;
+  c.decay_rate = decay_rate_;
+  c.staircase = staircase_;
+  return c.learning_rate_at(t);
+}
+
+OptimizerConfig Optimizer::config() const {
+  OptimizerConfig c = kind_config();
+  c.learning_rate = learning_rate_;
+  c.weight_decay = weight_decay_;
+  c.decay_steps = decay_steps_;
+  c.decay_rate = decay_rate_;
+  c.staircase = staircase_;
+  return c;
+}
+
+void Optimizer::update_elements(float* w, const float* g, float* const* slots, int64_t n,
+                                int64_t t) {
+  const float lr = learning_rate_at(t);
+  // Keras decays before the update step, which (FTRL) reads the decayed value.
+  if (weight_decay_ != 0.0f) {
+    ArrayMap wa(w, n);
+    wa -= wa * weight_decay_ * lr;
+  }
+  update(w, g, slots, n, lr, t);
+}
+
 SlotSet Optimizer::make_slots(const Shape& shape, Device device) const {
   SlotSet s;
   const auto names = slot_names();
@@ -56,7 +93,7 @@ Status Optimizer::apply_dense(TensorView var, ConstTensorView grad, SlotSet& slo
     slot_ptrs[i] = slots.slots[i].data();
   }
   ++slots.iterations;
-  update(var.data(), grad.data(), slot_ptrs, var.size(), slots.iterations);
+  update_elements(var.data(), grad.data(), slot_ptrs, var.size(), slots.iterations);
   return {};
 }
 
@@ -127,20 +164,20 @@ Status Optimizer::apply_sparse(TensorView var, const std::vector<int64_t>& rows,
     const int64_t at = unique_rows[u] * width;
     for (size_t i = 0; i < slots.slots.size(); ++i)
       slot_ptrs[i] = slots.slots[i].data() + at;
-    update(var.data() + at, merged_.data() + static_cast<int64_t>(u) * width, slot_ptrs, width,
-           slots.iterations);
+    update_elements(var.data() + at, merged_.data() + static_cast<int64_t>(u) * width, slot_ptrs,
+                    width, slots.iterations);
   }
   return {};
 }
 
-void SGD::update(float* w, const float* g, float* const*, int64_t n, int64_t) {
-  ArrayMap(w, n) -= learning_rate() * ConstArrayMap(g, n);
+void SGD::update(float* w, const float* g, float* const*, int64_t n, float lr, int64_t) {
+  ArrayMap(w, n) -= lr * ConstArrayMap(g, n);
 }
 
-void Momentum::update(float* w, const float* g, float* const* slots, int64_t n, int64_t) {
+void Momentum::update(float* w, const float* g, float* const* slots, int64_t n, float lr,
+                      int64_t) {
   ArrayMap wa(w, n), v(slots[0], n);
   ConstArrayMap ga(g, n);
-  const float lr = learning_rate();
   v = momentum_ * v - lr * ga;
   if (nesterov_) {
     wa += momentum_ * v - lr * ga;
@@ -149,22 +186,25 @@ void Momentum::update(float* w, const float* g, float* const* slots, int64_t n, 
   }
 }
 
-void Adagrad::update(float* w, const float* g, float* const* slots, int64_t n, int64_t) {
+void Adagrad::update(float* w, const float* g, float* const* slots, int64_t n, float lr,
+                     int64_t) {
   ArrayMap wa(w, n), acc(slots[0], n);
   ConstArrayMap ga(g, n);
   acc += ga.square();
-  wa -= learning_rate() * ga / (acc.sqrt() + epsilon_);
+  wa -= lr * ga / (acc + epsilon_).sqrt();
 }
 
-void Adam::update(float* w, const float* g, float* const* slots, int64_t n, int64_t t) {
+void Adam::update(float* w, const float* g, float* const* slots, int64_t n, float lr,
+                  int64_t t) {
   ArrayMap wa(w, n), m(slots[0], n), v(slots[1], n);
   ConstArrayMap ga(g, n);
   const double td = static_cast<double>(t);
-  const auto lr_t = static_cast<float>(learning_rate() * std::sqrt(1.0 - std::pow(beta_2_, td)) /
+  const auto lr_t = static_cast<float>(lr * std::sqrt(1.0 - std::pow(beta_2_, td)) /
                                        (1.0 - std::pow(beta_1_, td)));
-  m = beta_1_ * m + (1.0f - beta_1_) * ga;
-  v = beta_2_ * v + (1.0f - beta_2_) * ga.square();
-  wa -= lr_t * m / (v.sqrt() + epsilon_);
+  // Keras's order of operations: m += (g - m)(1 - b1), v += (g^2 - v)(1 - b2).
+  m += (ga - m) * (1.0f - beta_1_);
+  v += (ga.square() - v) * (1.0f - beta_2_);
+  wa -= m * lr_t / (v.sqrt() + epsilon_);
 }
 
 std::vector<std::string> RMSprop::slot_names() const {
@@ -172,93 +212,93 @@ std::vector<std::string> RMSprop::slot_names() const {
   return {"rms"};
 }
 
-void RMSprop::update(float* w, const float* g, float* const* slots, int64_t n, int64_t) {
+void RMSprop::update(float* w, const float* g, float* const* slots, int64_t n, float lr,
+                     int64_t) {
   ArrayMap wa(w, n), ms(slots[0], n);
   ConstArrayMap ga(g, n);
   ms = rho_ * ms + (1.0f - rho_) * ga.square();
   if (momentum_ > 0.0f) {
     ArrayMap mom(slots[1], n);
-    mom = momentum_ * mom + learning_rate() * ga / (ms.sqrt() + epsilon_);
+    mom = momentum_ * mom + lr * ga / (ms + epsilon_).sqrt();
     wa -= mom;
   } else {
-    wa -= learning_rate() * ga / (ms.sqrt() + epsilon_);
+    wa -= lr * ga / (ms + epsilon_).sqrt();
   }
 }
 
-void Ftrl::update(float* w, const float* g, float* const* slots, int64_t n, int64_t) {
+void Ftrl::update(float* w, const float* g, float* const* slots, int64_t n, float lr, int64_t) {
   ArrayMap wa(w, n), acc(slots[0], n), lin(slots[1], n);
   ConstArrayMap ga(g, n);
-  const float lr = learning_rate();
   const Eigen::ArrayXf acc_new = acc + ga.square();
   // n^(-p): square roots in the usual case, pow otherwise.
   const auto root = [&](const Eigen::ArrayXf& a) -> Eigen::ArrayXf {
     return power_ == -0.5f ? a.sqrt().eval() : a.pow(-power_).eval();
   };
   const Eigen::ArrayXf root_new = root(acc_new);
-  lin += ga - (root_new - root(acc)) / lr * wa;
+  if (l2_shrinkage_ != 0.0f)
+    lin += ga + 2.0f * l2_shrinkage_ * wa - (root_new - root(acc)) / lr * wa;
+  else
+    lin += ga - (root_new - root(acc)) / lr * wa;
   const Eigen::ArrayXf quadratic = (root_new + beta_) / lr + 2.0f * l2_;
   wa = (lin.abs() <= l1_).select(0.0f, (lin.sign() * l1_ - lin) / quadratic);
   acc = acc_new;
 }
 
-OptimizerConfig SGD::config() const {
+OptimizerConfig SGD::kind_config() const {
   OptimizerConfig c;
   c.kind = OptimizerConfig::Kind::sgd;
-  c.learning_rate = learning_rate();
   return c;
 }
 
-OptimizerConfig Momentum::config() const {
+OptimizerConfig Momentum::kind_config() const {
   OptimizerConfig c;
   c.kind = OptimizerConfig::Kind::momentum;
-  c.learning_rate = learning_rate();
   c.momentum = momentum_;
   c.nesterov = nesterov_;
   return c;
 }
 
-OptimizerConfig Adagrad::config() const {
+OptimizerConfig Adagrad::kind_config() const {
   OptimizerConfig c;
   c.kind = OptimizerConfig::Kind::adagrad;
-  c.learning_rate = learning_rate();
   c.initial_accumulator = initial_;
   c.epsilon = epsilon_;
   return c;
 }
 
-OptimizerConfig Adam::config() const {
+OptimizerConfig Adam::kind_config() const {
   OptimizerConfig c;
   c.kind = OptimizerConfig::Kind::adam;
-  c.learning_rate = learning_rate();
   c.beta_1 = beta_1_;
   c.beta_2 = beta_2_;
   c.epsilon = epsilon_;
   return c;
 }
 
-OptimizerConfig RMSprop::config() const {
+OptimizerConfig RMSprop::kind_config() const {
   OptimizerConfig c;
   c.kind = OptimizerConfig::Kind::rmsprop;
-  c.learning_rate = learning_rate();
   c.rho = rho_;
   c.momentum = momentum_;
   c.epsilon = epsilon_;
   return c;
 }
 
-OptimizerConfig Ftrl::config() const {
+OptimizerConfig Ftrl::kind_config() const {
   OptimizerConfig c;
   c.kind = OptimizerConfig::Kind::ftrl;
-  c.learning_rate = learning_rate();
   c.power = power_;
   c.initial_accumulator = initial_;
   c.l1 = l1_;
   c.l2 = l2_;
   c.beta = beta_;
+  c.l2_shrinkage = l2_shrinkage_;
   return c;
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c) {
+namespace {
+
+std::unique_ptr<Optimizer> make_kind(const OptimizerConfig& c) {
   using Kind = OptimizerConfig::Kind;
   switch (c.kind) {
     case Kind::sgd:
@@ -273,9 +313,18 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c) {
       return std::make_unique<RMSprop>(c.learning_rate, c.rho, c.momentum, c.epsilon);
     case Kind::ftrl:
       return std::make_unique<Ftrl>(c.learning_rate, c.power, c.initial_accumulator, c.l1, c.l2,
-                                    c.beta);
+                                    c.beta, c.l2_shrinkage);
   }
   return std::make_unique<SGD>(c.learning_rate);
+}
+
+}  // namespace
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c) {
+  auto opt = make_kind(c);
+  opt->set_weight_decay(c.weight_decay);
+  opt->set_learning_rate_decay(c.decay_steps, c.decay_rate, c.staircase);
+  return opt;
 }
 
 Expected<std::unique_ptr<Optimizer>> make_optimizer(const std::string& name, float lr) {
@@ -290,6 +339,10 @@ Expected<std::unique_ptr<Optimizer>> make_optimizer(const std::string& name, flo
     opt = std::make_unique<Adagrad>(lr);
   else if (name == "adam")
     opt = std::make_unique<Adam>(lr);
+  else if (name == "adamw") {
+    opt = std::make_unique<Adam>(lr);
+    opt->set_weight_decay(0.004f);  // keras.optimizers.AdamW's default
+  }
   else if (name == "rmsprop")
     opt = std::make_unique<RMSprop>(lr);
   else if (name == "ftrl")
@@ -297,7 +350,7 @@ Expected<std::unique_ptr<Optimizer>> make_optimizer(const std::string& name, flo
   else
     return make_error(Errc::invalid_argument,
                       "unknown optimizer '" + name +
-                          "' (known: sgd, momentum, nesterov, adagrad, adam, rmsprop, ftrl)");
+                          "' (known: sgd, momentum, nesterov, adagrad, adam, adamw, rmsprop, ftrl)");
   return Expected<std::unique_ptr<Optimizer>>(std::move(opt));
 }
 

@@ -12,12 +12,14 @@ double CpuBackend::softmax_cross_entropy(ConstTensorView logits, ConstTensorView
   const int32_t* y = labels.data_as<int32_t>();
   auto p = probs.matrix();
   const auto z = logits.matrix();
-  p = (z.colwise() - z.rowwise().maxCoeff()).array().exp().matrix();
+  const Eigen::VectorXf maxes = z.rowwise().maxCoeff();
+  p = (z.colwise() - maxes).array().exp().matrix();
   const Eigen::VectorXf sums = p.rowwise().sum();
   double loss = 0.0;
   for (int64_t i = 0; i < n; ++i) {
     p.row(i) /= sums[i];
-    loss -= std::log(std::max(p(i, y[i]), 1e-30f));
+    // -log_softmax, as Keras computes it: exact where the probability underflows.
+    loss -= (z(i, y[i]) - maxes[i]) - std::log(sums[i]);
   }
   const float inv_n = n > 0 ? 1.0f / static_cast<float>(n) : 0.0f;
   auto g = grad.matrix();

@@ -34,10 +34,12 @@ Ref reference(const std::string& name, double lr) {
               w += 0.9 * s[0] - lr * g;
             },
             {0.0}};
+  // Adagrad and RMSprop as Keras 3 has them: epsilon inside the square root (Keras 2 and
+  // TensorFlow's kernels added it outside, as this reference once did).
   if (name == "adagrad")
     return {[lr](double& w, double g, auto& s, int) {
               s[0] += g * g;
-              w -= lr * g / (std::sqrt(s[0]) + 1e-7);
+              w -= lr * g / std::sqrt(s[0] + 1e-7);
             },
             {0.1}};
   if (name == "adam")
@@ -59,7 +61,7 @@ Ref reference(const std::string& name, double lr) {
   // rmsprop
   return {[lr](double& w, double g, auto& s, int) {
             s[0] = 0.9 * s[0] + 0.1 * g * g;
-            w -= lr * g / (std::sqrt(s[0]) + 1e-7);
+            w -= lr * g / std::sqrt(s[0] + 1e-7);
           },
           {0.0}};
 }
