@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "actors/chief_protocol.hpp"
+#include "core/runtime/registry.hpp"
 #include "net/connect.hpp"
 
 namespace troupe::actors {
@@ -394,7 +395,8 @@ caf::result<caf::ok_atom> create_dataset(Self* self, const std::string& name) {
     }
     forget_dataset(self, name);  // failed: not the job's; a worker that rejoins skips it
     tally->promise.deliver(net::to_caf(core::make_error(
-        tally->failed->code, "dataset '" + name + "': " + tally->failed->message)));
+        tally->failed->code,
+        "dataset '" + split_dataset_request(name).first + "': " + tally->failed->message)));
   };
   // A proxy answers within closure_timeout (its bound on the worker's build).
   const auto bound = st.config.closure_timeout * 2 + std::chrono::seconds(1);

@@ -16,7 +16,7 @@ void dataset_iterator(caf::blocking_actor* self, DatasetIteratorOptions options)
     if (auto st = core::guard_user_data("dataset '" + options.name + "'", fn); !st)
       failed = st.error();
   };
-  guarded([&] { it = options.fn(options.context).make_iterator(); });
+  guarded([&] { it = options.fn(options.context, options.args).make_iterator(); });
   // Makes one batch (or notes the end, or the failure).
   auto produce = [&] {
     guarded([&] {

@@ -22,6 +22,7 @@ struct BatchMsg {
 struct DatasetIteratorOptions {
   std::string name;  // the registered dataset function, for errors
   Registry::DatasetFn fn;
+  std::vector<char> args;  // what the dataset's creation carried
   core::InputContext context;
   /// Batches made ahead of the requests (prefetch depth; 0: only on request).
   size_t prefetch = 0;

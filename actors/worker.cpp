@@ -41,13 +41,21 @@ bool WorkerRuntime::cancelled() const {
   return cancel_ && closure_id_ != 0 && cancel_->covers(net::tag_closure(closure_id_));
 }
 
-core::Status WorkerRuntime::build_dataset(const std::string& name) {
+core::Status WorkerRuntime::build_dataset(const std::string& request) {
+  auto [name, args] = split_dataset_request(request);
+  if (args.empty()) {  // rebuilt by name (after a timed-out call): with the arguments it had
+    if (auto it = requests_.find(name); it != requests_.end())
+      std::tie(name, args) = split_dataset_request(it->second);
+  } else {
+    requests_[name] = request;
+  }
   const auto* fn = options_.registry->dataset(name);
   if (fn == nullptr)
     return make_error(Errc::not_found, "no dataset function '" + name + "' registered");
   DatasetIteratorOptions o;
   o.name = name;
   o.fn = *fn;
+  o.args = std::move(args);
   o.context.num_input_pipelines = std::max(1, options_.cluster.num_tasks("worker"));
   o.context.input_pipeline_id = options_.index;
   o.context.num_replicas_in_sync = 1;

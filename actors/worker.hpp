@@ -88,9 +88,10 @@ class WorkerRuntime final : public StepContext {
 
   /// Installs the variable placement the coordinator sends before the first closure.
   core::Status set_placements(const std::vector<net::Placement>& placements);
-  /// Builds (or rebuilds) this worker's iterator of the registered dataset `name`: a
-  /// dataset_iterator actor, prefetching.
-  core::Status build_dataset(const std::string& name);
+  /// Builds (or rebuilds) this worker's iterator of a registered dataset: a
+  /// dataset_iterator actor, prefetching. `request` is the dataset's name, or its creation
+  /// with arguments (troupe::dataset_request), which are kept for rebuilding it by name.
+  core::Status build_dataset(const std::string& request);
   /// Runs one closure: looks up its step by name and calls it. Exceptions thrown by user
   /// code become `internal` errors; nothing escapes.
   core::Expected<std::vector<char>> run(const net::ClosureMsg& closure);
@@ -181,6 +182,7 @@ class WorkerRuntime final : public StepContext {
     bool ended = false;
   };
   std::map<std::string, Iterator> iterators_;  // by dataset
+  std::map<std::string, std::string> requests_;  // by dataset: its creation, with arguments
   std::shared_ptr<const CancelMark> cancel_;
   std::shared_ptr<const PsRouting> routing_;  // which replica serves each shard now
   uint64_t closure_id_ = 0;

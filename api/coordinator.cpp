@@ -144,7 +144,11 @@ bool ClusterCoordinator::wait_for_stats(const std::function<bool(const Stats&)>&
 }
 
 core::Expected<PerWorkerDataset> ClusterCoordinator::create_per_worker_dataset(
-    const std::string& name) const {
+    const std::string& name, const std::vector<char>& args) const {
+  if (name.find(dataset_args_separator) != std::string::npos)
+    return core::make_error(core::Errc::invalid_argument,
+                            "a dataset name may not hold the character 0x1f");
+  const std::string request = dataset_request(name, args);
   // As in TensorFlow, each worker builds its iterator now, not inside the first step. The
   // coordinator records the dataset (a worker that rejoins later rebuilds it), has every
   // worker build it, and answers once each has or was lost meanwhile (that one builds it
@@ -156,11 +160,11 @@ core::Expected<PerWorkerDataset> ClusterCoordinator::create_per_worker_dataset(
       **s.self, impl_->coordinator,
       {impl_->options.closure_timeout + s.options.request_timeout,
        "dataset '" + name + "': the workers' builds"},
-      [](caf::ok_atom) {}, net::dataset_atom::value, name);
+      [](caf::ok_atom) {}, net::dataset_atom::value, request);
   if (!asked.ok()) {
     // Failed here on this call's bound (the coordinator forgets one that failed there): a
     // worker that rejoins must not build it either.
-    caf::anon_send(impl_->coordinator, net::forget_atom::value, name);
+    caf::anon_send(impl_->coordinator, net::forget_atom::value, request);
     return asked.error();
   }
   return PerWorkerDataset{name};

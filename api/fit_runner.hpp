@@ -60,7 +60,7 @@ class EpochData {
           ctx.num_input_pipelines != ctx_.num_input_pipelines ||
           ctx.num_replicas_in_sync != ctx_.num_replicas_in_sync) {
         dataset_.reset();
-        dataset_.emplace((*data_.registry->dataset(data_.name))(ctx));
+        dataset_.emplace((*data_.registry->dataset(data_.name))(ctx, data_.args));
         ctx_ = ctx;
       }
       it = dataset_->make_iterator();
@@ -88,6 +88,21 @@ class EpochData {
 /// The optimizer's update of every parameter from its gradient.
 inline core::Status apply_gradients(Model::State& st) {
   if (!st.replica.finish_scaled_step()) return {};  // float16 overflow: skipped, scale halved
+  if (auto& g = st.replica.graph) {
+    // A Keras model: dense weights whole, each table by the rows its batch used; the
+    // non-trainable ones were moved by their layers.
+    for (size_t w = 0; w < st.replica.params.size(); ++w) {
+      if (!g->trains[w]) continue;
+      auto& p = st.replica.params[w];
+      const int t = g->table_of(w);
+      core::Status ok =
+          t < 0 ? st.optimizer->apply_dense(*p.value, *p.grad, st.slots[w])
+                : st.optimizer->apply_sparse(*p.value, g->tables()[static_cast<size_t>(t)].ids,
+                                             g->host_gradient(w), st.slots[w]);
+      if (!ok) return ok;
+    }
+    return {};
+  }
   for (size_t i = 0; i < st.replica.params.size(); ++i) {
     auto& p = st.replica.params[i];
     if (static_cast<int>(i) == st.replica.table_index) {  // a CTR table (host): the batch's rows

@@ -31,14 +31,28 @@ class Registry {
  public:
   using Step =
       std::function<core::Expected<std::vector<char>>(StepContext&, const std::vector<char>&)>;
-  using DatasetFn = std::function<core::Dataset<core::Batch>(const core::InputContext&)>;
+  /// A dataset function: a worker's input context, and the arguments the dataset's
+  /// creation carried (ClusterCoordinator::create_per_worker_dataset; empty for
+  /// add_dataset's functions).
+  using DatasetFn = std::function<core::Dataset<core::Batch>(const core::InputContext&,
+                                                             const std::vector<char>&)>;
 
   /// Registers `fn(StepContext&, Args...) -> R` (R may be void or core::Expected<T>).
   template <class F>
   void add_step(const std::string& name, F fn) {
     add_typed(name, std::function(std::move(fn)));
   }
-  void add_dataset(const std::string& name, DatasetFn fn) { datasets_[name] = std::move(fn); }
+  void add_dataset(const std::string& name,
+                   std::function<core::Dataset<core::Batch>(const core::InputContext&)> fn) {
+    datasets_[name] = [fn = std::move(fn)](const core::InputContext& ctx,
+                                           const std::vector<char>&) { return fn(ctx); };
+  }
+  /// A dataset function that takes its arguments from the chief (a model and the
+  /// description of its data travel to every worker this way, and again to a worker that
+  /// rejoins).
+  void add_dataset_with_args(const std::string& name, DatasetFn fn) {
+    datasets_[name] = std::move(fn);
+  }
 
   const Step* step(const std::string& name) const {
     auto it = steps_.find(name);
@@ -78,5 +92,25 @@ class Registry {
   std::map<std::string, Step> steps_;
   std::map<std::string, DatasetFn> datasets_;
 };
+
+/// What a per-worker dataset's creation carries to each worker: its name and its arguments
+/// in one string, which the chief records and replays to a worker that rejoins without
+/// reading it (the name alone without arguments; else the name, a unit separator 0x1f, and
+/// the argument bytes). Steps name the dataset by its name alone.
+inline constexpr char dataset_args_separator = '\x1f';
+inline std::string dataset_request(const std::string& name, const std::vector<char>& args) {
+  if (args.empty()) return name;
+  std::string r = name;
+  r.push_back(dataset_args_separator);
+  r.append(args.begin(), args.end());
+  return r;
+}
+/// The name of a request and its arguments.
+inline std::pair<std::string, std::vector<char>> split_dataset_request(const std::string& request) {
+  const auto at = request.find(dataset_args_separator);
+  if (at == std::string::npos) return {request, {}};
+  return {request.substr(0, at), std::vector<char>(request.begin() + static_cast<std::ptrdiff_t>(at) + 1,
+                                                   request.end())};
+}
 
 }  // namespace troupe

@@ -78,8 +78,10 @@ class ClusterCoordinator {
 
   /// A per-worker dataset: every worker builds its own iterator of the registered dataset
   /// function now (with its InputContext); pass the result to schedule(). A name no
-  /// worker knows is a not_found error.
-  core::Expected<PerWorkerDataset> create_per_worker_dataset(const std::string& name) const;
+  /// worker knows is a not_found error. `args` go to a function registered with
+  /// Registry::add_dataset_with_args on each worker, and again to a worker that rejoins.
+  core::Expected<PerWorkerDataset> create_per_worker_dataset(
+      const std::string& name, const std::vector<char>& args = {}) const;
 
   /// Tells every worker and PS task to stop serving (end of job) and waits for each to
   /// acknowledge (3 s each; 3 s more to reach one lost or not connected yet). An error

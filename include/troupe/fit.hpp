@@ -24,6 +24,9 @@ using Logs = std::map<std::string, double>;
 struct DatasetCreator {
   const Registry* registry = nullptr;
   std::string name;
+  /// Arguments for a dataset function registered with Registry::add_dataset_with_args,
+  /// sent to every worker with the dataset's creation.
+  std::vector<char> args{};
 };
 
 struct FitOptions {

@@ -46,7 +46,7 @@ TEST_CASE("A dataset_iterator hands over its worker's shard in order, then the e
   o.name = "numbers";
   o.context.num_input_pipelines = 2;
   o.context.input_pipeline_id = 1;
-  o.fn = [](const core::InputContext& ctx) {
+  o.fn = [](const core::InputContext& ctx, const std::vector<char>&) {
     return core::to_batches(numbers(20).shard(ctx.num_input_pipelines, ctx.input_pipeline_id), 3,
                             /*drop_remainder=*/false);
   };
@@ -76,7 +76,7 @@ TEST_CASE("A dataset_iterator makes batches ahead up to its prefetch depth only"
   auto made = std::make_shared<std::atomic<int>>(0);
   actors::DatasetIteratorOptions o;
   o.name = "counted";
-  o.fn = [made](const core::InputContext&) {
+  o.fn = [made](const core::InputContext&, const std::vector<char>&) {
     return core::to_batches(numbers(100).repeat().map([made](core::Example e) {
       ++*made;
       return e;
@@ -106,7 +106,7 @@ TEST_CASE("A failing dataset function is an error naming the dataset", "[dataset
   Fixture f;
   actors::DatasetIteratorOptions o;
   o.name = "broken";
-  o.fn = [](const core::InputContext&) -> core::Dataset<core::Batch> {
+  o.fn = [](const core::InputContext&, const std::vector<char>&) -> core::Dataset<core::Batch> {
     throw std::runtime_error("no such file: /nowhere/train.idx");
   };
   auto it = f.sys->spawn<caf::detached>(actors::dataset_iterator, o);
