@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/optimizer_config.hpp"
 #include "core/partitioner.hpp"
 
 namespace troupe::actors {
@@ -74,7 +75,7 @@ core::Status PsShardState::create(const net::VariableDef& def) {
       def.init_kind > static_cast<int32_t>(core::Initializer::Kind::random_normal))
     return reject(
         make_error(Errc::invalid_argument, "variable '" + def.name + "': unknown initializer"));
-  auto opt = core::make_optimizer(def.optimizer, def.learning_rate);
+  auto opt = core::make_optimizer_from(def.optimizer, def.learning_rate);
   if (!opt) return reject(opt.error());
   Shard s;
   s.def = def;

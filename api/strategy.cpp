@@ -3,6 +3,7 @@
 
 #include "actors/serve.hpp"
 #include "api/impl.hpp"
+#include "core/optimizer_config.hpp"
 #include "troupe/troupe.hpp"
 
 namespace troupe {
@@ -184,6 +185,54 @@ core::Expected<Variable> ParameterServerStrategy::create_dynamic_table(const std
   }
   if (auto st = place_shards(m, std::move(placed)); !st) return st.error();
   return Variable{name, core::Shape{spec.max_rows, spec.width}, shards};
+}
+
+core::Expected<Variable> ParameterServerStrategy::create_variable(
+    const std::string& name, core::Shape shape, core::Initializer init,
+    const core::OptimizerConfig& optimizer) {
+  return create_variable(name, shape, init, core::optimizer_text(optimizer),
+                         optimizer.learning_rate);
+}
+
+core::Expected<Variable> ParameterServerStrategy::create_dynamic_table(
+    const std::string& name, const DynamicTableSpec& spec, core::Initializer init,
+    const core::OptimizerConfig& optimizer) {
+  return create_dynamic_table(name, spec, init, core::optimizer_text(optimizer),
+                              optimizer.learning_rate);
+}
+
+core::Status ParameterServerStrategy::assign(const Variable& v, core::ConstTensorView value) {
+  Impl& m = *impl_;
+  if (value.shape() != v.shape)
+    return make_error(Errc::invalid_argument, "assigning " + value.shape().to_string() +
+                                                  " to variable '" + v.name + "' of shape " +
+                                                  v.shape.to_string());
+  bool found = false;
+  for (const auto& p : m.placements) {
+    if (p.def.name != v.name) continue;
+    if (p.def.dynamic)
+      return make_error(Errc::invalid_argument,
+                        "variable '" + v.name + "' is a dynamic table: its rows come by key");
+    found = true;
+    const core::Shape shard_shape(p.def.shape);
+    const core::ConstTensorView part =
+        shard_shape.rank() == 0 ? value
+                                : value.rows(p.def.row_offset, p.def.row_offset + shard_shape[0]);
+    auto opt = core::make_optimizer_from(p.def.optimizer, p.def.learning_rate);
+    if (!opt) return opt.error();
+    net::ShardState state;
+    state.value = net::WireTensor::from(part);
+    for (const auto& slot : (*opt)->make_slots(shard_shape).slots)
+      state.slots.push_back(net::WireTensor::from(slot));
+    for (int32_t task : m.routing->live(p)) {
+      auto ok = m.ask_ps<caf::ok_atom>(task, net::assign_atom::value, net::shard_key(p.def), state);
+      if (!ok)
+        return make_error(ok.error().code, "setting " + net::shard_key(p.def) + " on ps:" +
+                                               std::to_string(task) + ": " + ok.error().message);
+    }
+  }
+  if (!found) return make_error(Errc::not_found, "no variable '" + v.name + "'");
+  return {};
 }
 
 core::Expected<core::Tensor> ParameterServerStrategy::read(const Variable& v) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend.hpp"
 #include "core/expected.hpp"
 #include "core/partitioner.hpp"
 #include "net/cluster_spec.hpp"
@@ -102,6 +103,15 @@ class ParameterServerStrategy {
   core::Expected<Variable> create_variable(const std::string& name, core::Shape shape,
                                            core::Initializer init, const std::string& optimizer,
                                            float learning_rate);
+  /// The same with an optimizer's whole configuration (a Keras model's, with its
+  /// hyper-parameters); it travels to the PS tasks as text (core/optimizer_config.hpp).
+  core::Expected<Variable> create_variable(const std::string& name, core::Shape shape,
+                                           core::Initializer init,
+                                           const core::OptimizerConfig& optimizer);
+  /// Sets a variable's value from the chief (a Keras file's weights): each shard its rows,
+  /// on every copy of it, with its optimizer state afresh (iteration 0). A value of another
+  /// shape is an invalid_argument error naming the variable.
+  core::Status assign(const Variable& v, core::ConstTensorView value);
   /// A dynamic table (see DynamicTableSpec), its shards placed round-robin over the PS
   /// tasks. Workers pull and push its rows by key (StepContext::pull_rows / push_rows with
   /// keys for rows); read_rows reads them. A step of a shard's table is one push to it: its
@@ -110,6 +120,10 @@ class ParameterServerStrategy {
                                                 const DynamicTableSpec& spec,
                                                 core::Initializer init,
                                                 const std::string& optimizer, float learning_rate);
+  core::Expected<Variable> create_dynamic_table(const std::string& name,
+                                                const DynamicTableSpec& spec,
+                                                core::Initializer init,
+                                                const core::OptimizerConfig& optimizer);
   /// Reads a variable's current value from its shards (for evaluation and checkpoints).
   core::Expected<core::Tensor> read(const Variable& v);
   /// Rows of a variable (indices of the full variable) from the shards holding them, for
