@@ -17,7 +17,7 @@ SAN_TESTS ?=
 SAN_SKIP ?= tutorial CNN
 SAN_CONFIGURE = cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER=clang++ -DTROUPE_FUZZ=ON -DTROUPE_SANITIZE=address,undefined \
-  -DTROUPE_WITH_CUDA=OFF
+  -DTROUPE_WITH_CUDA=OFF -DTROUPE_KERAS_VENV=$(CURDIR)/$(BUILD)/keras-venv
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   LSAN_OPTIONS=suppressions=$(CURDIR)/cmake/lsan-suppressions.txt
 

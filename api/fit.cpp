@@ -23,6 +23,15 @@ double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
 }
 
+// What Keras's logs hold for these stats: a Keras model's compiled names, else loss,
+// accuracy and (CTR models) auc; with `prefix` ("val_").
+Logs stats_logs(Model& model, const BatchStats& stats, const std::string& prefix = "") {
+  if (const auto& g = model.state().replica.graph) return detail::graph_logs(*g, stats, prefix);
+  Logs logs{{prefix + "loss", stats.loss()}, {prefix + "accuracy", stats.accuracy()}};
+  if (stats.has_auc()) logs[prefix + "auc"] = stats.auc();
+  return logs;
+}
+
 class LocalRunner final : public Runner {
  public:
   LocalRunner(Model& model, const DatasetCreator& data) : model_(model), data_(data) {}
@@ -30,6 +39,10 @@ class LocalRunner final : public Runner {
   core::Status start(FitState&, int64_t) override {
     auto& st = model_.state();
     if (!st.optimizer) return st.optimizer_error;
+    if (!st.spec.keras_options.dynamic_tables.empty())
+      return make_error(Errc::invalid_argument,
+                        "fit: a Keras model with dynamic tables trains on PS tasks (pass a "
+                        "ParameterServerStrategy)");
     if (st.spec.dynamic_table)
       return make_error(Errc::invalid_argument,
                         "fit: model '" + st.spec.name +
@@ -90,7 +103,7 @@ class PsRunner final : public Runner {
     auto c = model_.coordinator(copt_);
     if (!c) return c.error();
     coord_ = *c;
-    auto ds = coord_->create_per_worker_dataset(data_.name);
+    auto ds = coord_->create_per_worker_dataset(data_.name, data_.args);
     if (!ds) return ds.error();
     ds_ = *ds;
     return {};
@@ -241,8 +254,7 @@ core::Expected<History> run_fit(Model& model, const MakeRunner& make_runner, Fit
         return c->batch_interval() > 0 && s.step % c->batch_interval() == 0;
       };
       if (*ran > 0 && std::any_of(callbacks.begin(), callbacks.end(), wants_call)) {
-        Logs batch_logs{{"loss", stretch.loss()}, {"accuracy", stretch.accuracy()}};
-        if (stretch.has_auc()) batch_logs["auc"] = stretch.auc();
+        const Logs batch_logs = stats_logs(model, stretch);
         core::Status called;
         for (const auto& c : callbacks)
           if (wants_call(c) && called.ok()) called = c->on_train_batch_end(s, batch_logs);
@@ -260,19 +272,16 @@ core::Expected<History> run_fit(Model& model, const MakeRunner& make_runner, Fit
                         "fit: the dataset gave no batch in epoch " + std::to_string(s.epoch + 1));
     examples_total += epoch_examples;
     const double epoch_s = seconds_since(t_epoch);
-    logs = {{"loss", train.loss()},
-            {"accuracy", train.accuracy()},
-            {"examples_per_sec", epoch_s > 0 ? static_cast<double>(epoch_examples) / epoch_s : 0.0},
-            {"epoch_s", epoch_s}};
-    if (train.has_auc()) logs["auc"] = train.auc();
+    logs = stats_logs(model, train);
+    logs["examples_per_sec"] = epoch_s > 0 ? static_cast<double>(epoch_examples) / epoch_s : 0.0;
+    logs["epoch_s"] = epoch_s;
     const bool last = s.epoch + 1 == options.epochs;
     if (options.validation != FitOptions::Validation::none &&
         (last || (s.epoch + 1) % options.validation_freq == 0)) {
       auto val = runner->validate(s);
       if (!val) return val.error();
-      logs["val_loss"] = val->loss();
-      logs["val_accuracy"] = val->accuracy();
-      if (val->has_auc()) logs["val_auc"] = val->auc();
+      for (const auto& [k, v] : stats_logs(model, *val, "val_"))
+        logs[k] = v;
     }
     if (auto st =
             runner->agree(s, each(callbacks, [&](Callback& c) { return c.on_epoch_end(s, logs); }));
@@ -332,6 +341,10 @@ core::Expected<History> fit(Model& model, MultiWorkerMirroredStrategy& strategy,
                       "fit: model '" + model.spec().name +
                           "' is a CTR model: its table is trained with a "
                           "ParameterServerStrategy (or in one process), not mirrored");
+  if (model.state().replica.graph)
+    return make_error(Errc::invalid_argument,
+                      "fit: a Keras model trains with a ParameterServerStrategy or in one "
+                      "process; MultiWorkerMirroredStrategy does not take one yet");
   return run_fit(
       model,
       [&](const CoordinatorOptions&) {

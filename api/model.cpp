@@ -51,6 +51,13 @@ std::vector<core::Initializer> initializers(const ModelSpec& spec,
 
 core::Expected<BatchStats> run_batch(Replica& r, const core::Batch& batch, bool backward) {
   if (batch.size() == 0) return BatchStats{};
+  if (r.graph) {
+    auto& g = *r.graph;
+    return g.run(
+        batch, backward,
+        [&](size_t t, const std::vector<int64_t>& ids) { return held_rows(g, t, ids); },
+        r.loss_scale ? r.loss_scale->scale() : 1.0f);
+  }
   if (r.ctr) {
     // The rows of the batch's ids from the local table.
     if (!r.hold_table())
@@ -120,6 +127,23 @@ core::Expected<BatchStats> run_ctr_batch(Replica& r, const core::Batch& batch,
 }
 
 Replica::Replica(const ModelSpec& s, bool with_table) {
+  if (s.keras) {
+    // Initial values: the file's weights, or the layers' initializers (a table's, when it
+    // is first held).
+    auto g = GraphReplica::make(*s.keras, s.keras_options);
+    if (!g) {
+      status = g.error();
+      return;
+    }
+    graph = std::move(*g);
+    auto& ws = graph->graph().weights();
+    for (size_t w = 0; w < ws.size(); ++w) {
+      params.push_back({graph->names[w], &ws[w].weight().value, &graph->graph().gradient(w)});
+      names.push_back(graph->names[w]);
+    }
+    table_wanted = with_table;
+    return;
+  }
   if (s.ctr) {
     ctr = std::make_unique<core::CtrModel>(*s.ctr);
     params = ctr->parameters();
@@ -149,6 +173,14 @@ Replica::Replica(const ModelSpec& s, bool with_table) {
 }
 
 bool Replica::hold_table() {
+  if (graph) {
+    if (!table_wanted) return false;
+    for (const auto& ref : graph->graph().weights()) {
+      auto& w = ref.weight();
+      if (w.table && !w.keyed && w.value.shape() != w.shape) w.value = core::initialize(w.shape, w.init);
+    }
+    return true;
+  }
   if (table_held || !ctr) return true;
   if (!table_wanted) return false;
   table = core::initialize(table_shape, table_init);
@@ -169,7 +201,10 @@ core::Status Replica::place(const ModelSpec& spec) {
   if (!d) return d.error();
   auto p = select_precision(spec.precision, *d);
   if (!p) return p.error();
-  if (layers) {
+  if (graph) {
+    if (auto st = graph->graph().to(*d, *p); !st) return st;
+    graph->device = *d;
+  } else if (layers) {
     if (auto st = layers->to(*d, *p); !st) return st;
   } else if (ctr) {
     if (auto st = ctr->to(*d, *p); !st) return st;
@@ -214,6 +249,13 @@ bool Replica::finish_scaled_step() {
   for (size_t i = 0; i < params.size(); ++i)
     if (static_cast<int>(i) != table_index) grads.push_back(*params[i].grad);
   if (ctr) grads.push_back(ctr->row_grads());
+  if (graph) {
+    grads.clear();
+    for (size_t w = 0; w < params.size(); ++w)
+      if (graph->trains[w] && !graph->table[w]) grads.push_back(*params[w].grad);
+    for (auto& t : graph->tables())
+      grads.push_back(t.row_grads);
+  }
   auto backend = core::backend_for(device);
   return backend && core::unscale_gradients(*loss_scale, **backend, grads);
 }
@@ -230,6 +272,19 @@ core::Expected<std::shared_ptr<const std::vector<core::Example>>> EvalData::get(
   if (!loaded) return loaded.error();
   examples = std::make_shared<const std::vector<core::Example>>(std::move(*loaded));
   return examples;
+}
+
+core::Expected<std::shared_ptr<const std::vector<core::Batch>>> EvalData::get_batches(
+    const ModelSpec& spec) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (batches) return batches;
+  if (!spec.eval_batches)
+    return make_error(Errc::invalid_argument,
+                      "model '" + spec.name + "' has no validation data (ModelSpec::eval_batches)");
+  auto loaded = spec.eval_batches();
+  if (!loaded) return loaded.error();
+  batches = std::make_shared<const std::vector<core::Batch>>(std::move(*loaded));
+  return batches;
 }
 
 }  // namespace detail
@@ -312,12 +367,41 @@ void register_model(Registry& registry, const ModelSpec& spec) {
                     });
 }
 
-Model::Model(ModelSpec spec) : s_(std::make_unique<State>(std::move(spec))) {}
+namespace {
+
+// A Keras model's steps are the generic ones every worker registers (register_keras).
+ModelSpec named(ModelSpec spec) {
+  if (spec.keras) spec.name = "keras";
+  return spec;
+}
+
+}  // namespace
+
+Model::Model(ModelSpec spec) : s_(std::make_unique<State>(named(std::move(spec)))) {}
 Model::~Model() {
   if (s_->strategy != nullptr) s_->strategy->impl().before_destroy.erase(this);
 }
 
 Model::State::State(ModelSpec s) : spec(std::move(s)), replica(spec) {
+  if (!replica.status) {
+    optimizer_error = replica.status.error();
+    return;
+  }
+  if (replica.graph) {
+    // The compiled optimizer; slots for the trainable weights (a table's once it is held).
+    optimizer = core::make_optimizer(replica.graph->objective->config().optimizer);
+    const auto& ws = replica.graph->graph().weights();
+    for (size_t w = 0; w < ws.size(); ++w) {
+      const auto& weight = ws[w].weight();
+      if (!replica.graph->trains[w])
+        slots.emplace_back();
+      else if (weight.table && weight.value.shape() != weight.shape)
+        slots.push_back(optimizer->make_slots(core::Shape{0, weight.shape[1]}));
+      else
+        slots.push_back(optimizer->make_slots(weight.shape));
+    }
+    return;
+  }
   auto opt = core::make_optimizer(spec.optimizer, spec.learning_rate);
   if (opt) {
     optimizer = std::move(*opt);
@@ -331,6 +415,17 @@ Model::State::State(ModelSpec s) : spec(std::move(s)), replica(spec) {
 }
 
 void Model::State::hold_table() {
+  if (replica.graph) {
+    if (!replica.hold_table() || !optimizer) return;
+    const auto& ws = replica.graph->graph().weights();
+    for (size_t w = 0; w < ws.size(); ++w) {
+      const auto& weight = ws[w].weight();
+      if (weight.table && replica.graph->trains[w] && !slots[w].slots.empty() &&
+          slots[w].slots[0].shape() != weight.shape)
+        slots[w] = optimizer->make_slots(weight.shape);
+    }
+    return;
+  }
   if (!replica.ctr || replica.dynamic || !replica.hold_table()) return;
   if (table_slots_held || !optimizer) return;
   slots[static_cast<size_t>(replica.table_index)] = optimizer->make_slots(replica.table_shape);
@@ -383,12 +478,65 @@ ClusterCoordinator* Model::coordinator_if_made() {
   return s_->coordinator.get();
 }
 
+namespace {
+
+// A Keras model's variables on the PS tasks: each trainable weight with the compiled
+// optimizer (a table sharded by the partitioner, or a dynamic table), each non-trainable
+// one (a BatchNormalization's moving statistics) with SGD at rate 1, so that the changes
+// workers push move it. Values this process holds (the file's weights) are set there.
+core::Expected<std::vector<Variable>> create_graph_variables(const ModelSpec& spec,
+                                                             detail::GraphReplica& g,
+                                                             ParameterServerStrategy& strategy) {
+  const auto& ws = g.graph().weights();
+  const auto& optimizer = g.objective->config().optimizer;
+  std::vector<Variable> vars;
+  for (size_t w = 0; w < ws.size(); ++w) {
+    const auto& weight = ws[w].weight();
+    const bool held = weight.value.shape() == weight.shape;
+    core::Expected<Variable> v = [&]() -> core::Expected<Variable> {
+      if (weight.table && weight.keyed) {
+        DynamicTableSpec t = spec.keras_options.dynamic_tables.at(ws[w].layer->name());
+        t.width = weight.shape[1];
+        return strategy.create_dynamic_table(g.names[w], t, weight.init, optimizer);
+      }
+      if (!g.trains[w]) {
+        core::OptimizerConfig moves;  // w -= 1 * (before - after): the worker's change
+        moves.kind = core::OptimizerConfig::Kind::sgd;
+        moves.learning_rate = 1.0f;
+        return strategy.create_variable(g.names[w], weight.shape, weight.init, moves);
+      }
+      return strategy.create_variable(g.names[w], weight.shape, weight.init, optimizer);
+    }();
+    if (!v) return v.error();
+    if (held && !weight.keyed) {
+      const core::Tensor value = weight.value.to(core::Device::cpu());
+      if (auto st = strategy.assign(*v, value); !st) return st.error();
+    }
+    vars.push_back(*v);
+  }
+  return vars;
+}
+
+}  // namespace
+
 core::Status Model::attach(ParameterServerStrategy& strategy) {
   if (s_->strategy == &strategy) return {};
   if (s_->strategy != nullptr)
     return make_error(Errc::invalid_argument,
                       "model '" + s_->spec.name + "' is attached to another strategy");
   if (!s_->optimizer) return s_->optimizer_error;
+  if (s_->replica.graph) {
+    auto vars = create_graph_variables(s_->spec, *s_->replica.graph, strategy);
+    if (!vars) return vars.error();
+    s_->strategy = &strategy;
+    s_->variables = std::move(*vars);
+    strategy.impl().before_destroy[this] = [s = s_.get()] {
+      s->coordinator.reset();
+      s->strategy = nullptr;
+      s->variables.clear();
+    };
+    return {};
+  }
   auto& params = s_->replica.params;
   const auto inits = detail::initializers(s_->spec, params);
   std::vector<Variable> vars;
@@ -433,6 +581,15 @@ core::Expected<ClusterCoordinator*> Model::coordinator(const CoordinatorOptions&
 core::Status Model::pull() {
   if (s_->strategy == nullptr) return {};
   auto& r = s_->replica;
+  if (r.graph) {  // the dense weights; tables stay on the PS tasks
+    for (size_t w = 0; w < s_->variables.size(); ++w) {
+      if (r.graph->table[w]) continue;
+      auto t = s_->strategy->read(s_->variables[w]);
+      if (!t) return t.error();
+      r.params[w].value->set(*t);
+    }
+    return {};
+  }
   std::vector<core::Tensor> values;
   for (size_t i = 0; i < s_->variables.size(); ++i) {
     if (static_cast<int>(i) == r.table_index) continue;  // a table stays on the PS tasks
@@ -447,6 +604,21 @@ core::Checkpoint Model::weights() {
   auto& r = s_->replica;
   if (s_->strategy == nullptr) s_->hold_table();
   core::Checkpoint c;
+  if (r.graph) {
+    for (size_t w = 0; w < r.params.size(); ++w) {
+      const auto& weight = r.graph->graph().weights()[w].weight();
+      if (weight.value.shape() != weight.shape && !weight.keyed) continue;  // a table not held
+      c.tensors[r.names[w]] = weight.value.to(core::Device::cpu());
+      auto keys = r.graph->row_of.find(w);
+      if (keys != r.graph->row_of.end()) {
+        std::vector<int64_t> order(keys->second.size());
+        for (const auto& [key, row] : keys->second)
+          order[static_cast<size_t>(row)] = key;
+        c.ints[r.names[w] + "/keys"] = std::move(order);
+      }
+    }
+    return c;
+  }
   for (const auto& p : r.params)
     if (p.value != &r.table || r.table_held) c.tensors[p.name] = p.value->to(core::Device::cpu());
   if (r.dynamic) c.ints[ctr_table_keys] = r.table_keys;
@@ -456,6 +628,24 @@ core::Checkpoint Model::weights() {
 core::Expected<core::Checkpoint> Model::read_weights() {
   if (auto st = pull(); !st) return st.error();
   auto& r = s_->replica;
+  if (r.graph && s_->strategy != nullptr) {
+    core::Checkpoint c;
+    for (size_t w = 0; w < r.params.size(); ++w) {
+      if (!r.graph->table[w]) {
+        c.tensors[r.names[w]] = r.params[w].value->to(core::Device::cpu());
+      } else if (!r.graph->keyed[w]) {
+        auto rows = s_->strategy->read(s_->variables[w]);
+        if (!rows) return rows.error();
+        c.tensors[r.names[w]] = std::move(*rows);
+      } else {  // a dynamic table: its rows with their keys, a key a row
+        auto rows = s_->strategy->read_table(s_->variables[w]);
+        if (!rows) return rows.error();
+        c.tensors[r.names[w]] = std::move(rows->values);
+        c.ints[r.names[w] + "/keys"] = std::move(rows->keys);
+      }
+    }
+    return c;
+  }
   if (s_->strategy == nullptr || !r.ctr) return weights();
   // The table from the PS tasks, held only for the checkpoint.
   const Variable& table = s_->variables[static_cast<size_t>(r.table_index)];
@@ -477,6 +667,47 @@ core::Expected<core::Checkpoint> Model::read_weights() {
 
 core::Status Model::set_weights(const core::Checkpoint& ckpt) {
   auto& r = s_->replica;
+  if (r.graph) {
+    // Checked whole first: nothing changes unless every weight fits.
+    const auto& ws = r.graph->graph().weights();
+    std::vector<std::unordered_map<int64_t, int64_t>> keyed(ws.size());
+    for (size_t w = 0; w < ws.size(); ++w) {
+      auto it = ckpt.tensors.find(r.names[w]);
+      if (it == ckpt.tensors.end())
+        return make_error(Errc::invalid_argument, "the checkpoint has no variable '" + r.names[w] + "'");
+      const auto& shape = ws[w].weight().shape;
+      if (!r.graph->keyed[w]) {
+        if (it->second.shape() != shape)
+          return make_error(Errc::invalid_argument,
+                            "the checkpoint's '" + r.names[w] + "' has shape " +
+                                it->second.shape().to_string() + ", the model's is " +
+                                shape.to_string());
+        continue;
+      }
+      auto keys = ckpt.ints.find(r.names[w] + "/keys");
+      if (it->second.shape().rank() != 2 || it->second.shape()[1] != shape[1] ||
+          keys == ckpt.ints.end() ||
+          static_cast<int64_t>(keys->second.size()) != it->second.shape()[0])
+        return make_error(Errc::invalid_argument, "the checkpoint's dynamic table '" + r.names[w] +
+                                                      "' does not have a key per row of width " +
+                                                      std::to_string(shape[1]));
+      for (size_t i = 0; i < keys->second.size(); ++i)
+        if (!keyed[w].emplace(keys->second[i], static_cast<int64_t>(i)).second)
+          return make_error(Errc::invalid_argument, "the checkpoint's dynamic table '" +
+                                                        r.names[w] + "' holds a key twice");
+    }
+    for (size_t w = 0; w < ws.size(); ++w) {
+      auto& weight = ws[w].weight();
+      const auto& t = ckpt.tensors.at(r.names[w]);
+      if (weight.table || weight.value.device() == t.device())
+        weight.value = t;
+      else
+        weight.value.set(t);
+      if (r.graph->keyed[w]) r.graph->row_of[w] = std::move(keyed[w]);
+    }
+    s_->hold_table();  // the tables' optimizer slots, now that they are held
+    return {};
+  }
   std::vector<core::Tensor> values;
   for (const auto& name : r.names) {
     auto it = ckpt.tensors.find(name);
@@ -536,6 +767,22 @@ int64_t Model::eval_batches() {
 
 core::Expected<BatchStats> Model::evaluate() {
   if (auto st = s_->place(); !st) return st.error();
+  if (auto& g = s_->replica.graph) {
+    auto batches = s_->eval.get_batches(s_->spec);
+    if (!batches) return batches.error();
+    if (auto st = pull(); !st) return st.error();
+    BatchStats total;
+    for (const auto& batch : **batches) {
+      auto stats = g->run(batch, /*train=*/false, [&](size_t t, const std::vector<int64_t>& ids) {
+        if (s_->strategy == nullptr) return detail::held_rows(*g, t, ids);
+        // The batch's rows (by index or key) from the PS tasks: the chief holds no table.
+        return s_->strategy->read_rows(s_->variables[g->tables()[t].weight], ids);
+      });
+      if (!stats) return stats;
+      total.merge(*stats);
+    }
+    return total;
+  }
   auto ex = eval_examples();
   if (!ex) return ex.error();
   if (auto st = pull(); !st) return st.error();
@@ -561,6 +808,10 @@ core::Expected<BatchStats> Model::evaluate() {
 }
 
 core::Expected<BatchStats> Model::evaluate_distributed() {
+  if (s_->replica.graph)
+    return make_error(Errc::invalid_argument,
+                      "distributed validation of a Keras model is not supported yet: the "
+                      "chief validates it (FitOptions::Validation::direct)");
   auto coord = coordinator();
   if (!coord) return coord.error();
   auto ex = eval_examples();  // the chief counts the batches; workers load their own copy

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "api/graph_replica.hpp"
 #include "core/loss_scale.hpp"
 #include "core/nn/losses.hpp"
 #include "core/optimizer.hpp"
@@ -28,6 +29,12 @@ namespace detail {
 struct Replica {
   std::unique_ptr<core::Sequential> layers;  // classifiers
   std::unique_ptr<core::CtrModel> ctr;       // CTR models
+  /// Keras models: the graph, its weights as params (tables included: a table's gradient
+  /// is its rows' in graph->tables(), and it is held only where this process computes on
+  /// it), its compiled objective.
+  std::unique_ptr<GraphReplica> graph;
+  /// Why the model could not be made (a Keras file Troupe cannot train); ok otherwise.
+  core::Status status;
   std::vector<core::Parameter> params;
   std::vector<std::string> names;
   core::SoftmaxCrossEntropy loss;
@@ -82,8 +89,9 @@ struct Replica {
 };
 
 /// Forward (and backward) of one batch: its loss and accuracy counts (and, for CTR models,
-/// the AUC histograms). A loss that is not finite is an invalid_argument error. CTR models
-/// gather the batch's rows from the replica's table.
+/// the AUC histograms; for Keras models, their compiled metrics). A loss that is not finite
+/// is an invalid_argument error. CTR and Keras models gather the batch's rows from the
+/// replica's tables.
 core::Expected<BatchStats> run_batch(Replica& replica, const core::Batch& batch, bool backward);
 /// A CTR model's batch on rows pulled from elsewhere: `rows` holds the rows of
 /// replica.unique (set by core::unique_ids on the batch's ids), in that order.
@@ -98,8 +106,11 @@ std::vector<core::Initializer> initializers(const ModelSpec& spec,
 struct EvalData {
   std::mutex mu;
   std::shared_ptr<const std::vector<core::Example>> examples;
+  std::shared_ptr<const std::vector<core::Batch>> batches;  // a Keras model's
   core::Expected<std::shared_ptr<const std::vector<core::Example>>> get(const ModelSpec& spec);
+  core::Expected<std::shared_ptr<const std::vector<core::Batch>>> get_batches(const ModelSpec& spec);
 };
+
 
 }  // namespace detail
 

@@ -4,7 +4,8 @@
 #   target_link_libraries(my_job PRIVATE Troupe::api)
 include(CMakePackageConfigHelpers)
 
-set(_troupe_targets troupe_flags troupe_core troupe_net troupe_actors troupe_api)
+set(_troupe_targets troupe_flags troupe_core troupe_graph troupe_keras troupe_keras_model
+                    troupe_net troupe_actors troupe_api)
 if(TARGET troupe_gpu)
   list(APPEND _troupe_targets troupe_gpu troupe_gpu_kernels)
 endif()

@@ -284,9 +284,10 @@ nlohmann::json run_export(const ExportOptions& o, int& code) {
 
 nlohmann::json run_predict(const PredictOptions& o, int& code) {
   const char* program = "troupe predict";
+  if (is_keras_model(o.model)) return run_keras_predict(o, code);
   auto predictor = Predictor::load(o.model);
   if (!predictor) return failed(program, predictor.error(), code);
-  auto format = core::parse_record_format(o.format);
+  auto format = core::parse_record_format(o.format.empty() ? "criteo" : o.format);
   if (!format) return failed(program, format.error(), code);
   core::SparseInputOptions in;
   in.format = *format;

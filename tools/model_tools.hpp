@@ -34,14 +34,23 @@ nlohmann::json run_export(const ExportOptions& options, int& code);
 struct PredictOptions {
   std::string model;
   std::string data;  // a file, or a stream ("-", a FIFO)
-  std::string format = "criteo";
+  std::string format;  // CTR models: criteo by default; Keras models: by the files' names
   int64_t batch = 256;
   /// Examples scored one at a time first, for latency percentiles (0: none).
   int64_t latency_samples = 0;
+  /// A Keras model: write every output's predictions here (JSON: by output name, its shape
+  /// and values).
+  std::string predictions;
 };
 
 /// Scores the data: examples, AUC and log loss against its labels, examples/s; with
 /// latency_samples, batch-1 latency p50/p99.
 nlohmann::json run_predict(const PredictOptions& options, int& code);
+
+/// Whether `path` is a Keras model file (a .keras zip, or a .json model description).
+bool is_keras_model(const std::string& path);
+/// run_predict for a Keras model: its compiled metrics where the data has its labels
+/// (tfrecord, criteo, csv or idx data by the model's input names), examples/s, latency.
+nlohmann::json run_keras_predict(const PredictOptions& options, int& code);
 
 }  // namespace troupe::tools

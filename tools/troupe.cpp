@@ -3,6 +3,7 @@
 //   troupe launch     start a local cluster running a program in every task
 //   troupe export     a servable CTR model from a job's PS snapshots or live PS tasks
 //   troupe predict    score data with an exported model
+//   troupe train      train a Keras model file, in one process or as every task of a job
 // Its last line of output is one JSON object.
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "examples/command_line.hpp"
 #include "tools/launch.hpp"
 #include "tools/model_tools.hpp"
+#include "tools/train.hpp"
 #include "troupe/registry.hpp"
 
 namespace {
@@ -76,16 +78,23 @@ int main(int argc, char** argv) {
   exporter->add_flag("--bf16", eo.bf16, "the table's rows in bfloat16 (half the bytes)");
   auto* predict = app.add_subcommand("predict", "score data with an exported model");
   troupe::tools::PredictOptions po;
-  predict->add_option("--model", po.model, "a file troupe export wrote")->required();
+  predict->add_option("--model", po.model, "a file troupe export wrote, or a Keras model (.keras)")
+      ->required();
+  predict->add_option("--predictions", po.predictions,
+                      "a Keras model: write every output's predictions here (JSON)");
   predict->add_option("--data", po.data, "a data file, or - (standard input) or a FIFO")
       ->required();
   predict->add_option("--format", po.format)
-      ->check(CLI::IsMember({"criteo", "libsvm", "tfrecord"}));
+      ->check(CLI::IsMember({"criteo", "libsvm", "tfrecord", "csv", "idx"}));
   predict->add_option("--batch", po.batch)->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   predict
       ->add_option("--latency-samples", po.latency_samples,
                    "first score this many examples one at a time: latency p50/p99 at batch 1")
       ->check(CLI::NonNegativeNumber);
+  auto* train = app.add_subcommand(
+      "train", "train a Keras model file (.keras): in one process, or in every task of a job");
+  troupe::tools::TrainOptions to;
+  troupe::tools::add_train_options(*train, to);
   auto* launch = app.add_subcommand("launch", "run PROGRAM as a local cluster on this machine");
   troupe::tools::LaunchOptions lo;
   launch
@@ -154,6 +163,8 @@ int main(int argc, char** argv) {
     auto result = troupe::tools::launch(lo, code);
     return finish(result, code);
   }
+
+  if (train->parsed()) return troupe::tools::run_train(std::move(to));
 
   if (exporter->parsed()) {
     int code = 1;

@@ -13,11 +13,13 @@
 #include "core/data/example.hpp"
 #include "core/device.hpp"
 #include "core/expected.hpp"
+#include "core/graph/metric_state.hpp"
 #include "core/loss_scale.hpp"
 #include "core/metrics.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/sequential.hpp"
 #include "troupe/coordinator_types.hpp"
+#include "troupe/keras.hpp"
 #include "troupe/strategy.hpp"
 
 namespace troupe {
@@ -69,6 +71,16 @@ struct ModelSpec {
   /// key, read_weights() (what ModelCheckpoint saves) reads it in pages. Keys without a row
   /// score with zeros, as on the PS tasks. A one-process fit() of it is an error.
   std::optional<DynamicTableSpec> dynamic_table;
+  /// A Keras model (troupe/keras.hpp) instead of `build` or `ctr`: its layers, initial
+  /// weights, loss, metrics and optimizer from the file (`optimizer` and `learning_rate`
+  /// above are not used). Every variable lives on the PS tasks under a
+  /// ParameterServerStrategy: each Embedding's table sharded by the strategy's partitioner
+  /// and read and updated by the rows a batch uses, the other weights whole.
+  std::shared_ptr<const KerasSource> keras;
+  KerasOptions keras_options;
+  /// A Keras model's validation batches (named columns), loaded once on the chief when
+  /// evaluate() first runs.
+  std::function<core::Expected<std::vector<core::Batch>>()> eval_batches;
 };
 
 /// A checkpoint's int vector holding a dynamic table's keys, a key per row of the tensor
@@ -88,6 +100,9 @@ struct BatchStats {
   /// CTR models: the AUC's histograms of predicted probabilities (core::AUC's buckets),
   /// positives and negatives; empty for classifiers.
   std::vector<int64_t> auc_pos, auc_neg;
+  /// Keras models: the state of each compiled History value (loss_sum / examples is then
+  /// the weighted loss); empty for the others.
+  core::graph::MetricStates metrics;
 
   BatchStats() = default;
   BatchStats(double loss_sum_, int64_t correct_, int64_t examples_, int64_t batches_)
@@ -100,6 +115,10 @@ struct BatchStats {
     batches += o.batches;
     add(auc_pos, o.auc_pos);
     add(auc_neg, o.auc_neg);
+    if (metrics.values.empty())
+      metrics = o.metrics;
+    else if (!o.metrics.values.empty())
+      (void)metrics.merge(o.metrics);  // one model's states: the same kinds in one order
   }
   /// Counts of `times` batches like this one (a closure's last step standing for all).
   void scale(int64_t times) {
@@ -110,6 +129,14 @@ struct BatchStats {
       c *= times;
     for (auto& c : auc_neg)
       c *= times;
+    for (auto& m : metrics.values) {
+      m.total *= static_cast<double>(times);
+      m.count *= times;
+      for (auto& c : m.positives)
+        c *= times;
+      for (auto& c : m.negatives)
+        c *= times;
+    }
   }
   bool has_auc() const { return auc_pos.size() >= 2 && auc_pos.size() == auc_neg.size(); }
   double auc() const { return has_auc() ? core::AUC::from_counts(auc_pos, auc_neg).result() : 0.0; }
@@ -117,7 +144,7 @@ struct BatchStats {
   double accuracy() const {
     return examples == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(examples);
   }
-  MSGPACK_DEFINE(loss_sum, correct, examples, batches, auc_pos, auc_neg);
+  MSGPACK_DEFINE(loss_sum, correct, examples, batches, auc_pos, auc_neg, metrics);
 
  private:
   static void add(std::vector<int64_t>& to, const std::vector<int64_t>& from) {

@@ -1,0 +1,82 @@
+#pragma once
+
+// A Keras model's replica in one process (not public): its layer graph with its weights,
+// its compiled objective, and a step on a batch whose tables' rows come from wherever the
+// caller keeps them (a table held here, the PS tasks). Model::State and the workers' steps
+// are built on it (api/model.cpp, api/keras_steps.cpp).
+
+#include <functional>
+#include <map>
+#include <unordered_map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/graph/objective.hpp"
+#include "core/keras/model_file.hpp"
+#include "troupe/keras.hpp"
+#include "troupe/fit.hpp"
+#include "troupe/model.hpp"
+
+namespace troupe::detail {
+
+struct GraphReplica {
+  core::keras::LoadedModel loaded;
+  std::unique_ptr<core::graph::Objective> objective;
+  /// Per graph weight (Graph::weights() order): its variable's name (its path,
+  /// "dense/kernel"), whether it is an embedding table, a dynamic one, and whether it gets
+  /// gradients (trainable) or is updated by the layer itself (a BatchNormalization's
+  /// moving statistics).
+  std::vector<std::string> names;
+  std::vector<bool> table, keyed, trains;
+  /// The values of the non-trainable weights before a step, to push their change.
+  std::vector<core::Tensor> before;
+  std::vector<core::Tensor> host;  // gradients and changes copied to the host
+  /// A dynamic table held here (set from a checkpoint): the row of each key, per weight.
+  std::map<size_t, std::unordered_map<int64_t, int64_t>> row_of;
+  core::Device device;
+  uint64_t seed = 1;
+  uint64_t steps = 0;
+
+  core::graph::Graph& graph() { return *loaded.model.graph; }
+
+  /// Reads the model from `source` and compiles it (options.compile_json, or the file's
+  /// compile_config): an error names the file and what is not supported.
+  static core::Expected<std::unique_ptr<GraphReplica>> make(const KerasSource& source,
+                                                            const KerasOptions& options);
+
+  /// The rows of table `t` (in graph tables() order) for ids `ids`, on any device.
+  using RowsFn =
+      std::function<core::Expected<core::Tensor>(size_t t, const std::vector<int64_t>& ids)>;
+
+  /// One batch: fed, its tables' rows fetched, forward, the objective (with the backward
+  /// pass when `train`, the gradients times `loss_scale`). The batch's loss, examples and
+  /// metric states are returned.
+  core::Expected<BatchStats> run(const core::Batch& batch, bool train, const RowsFn& rows,
+                                 float loss_scale = 1.0f);
+
+  /// For a non-trainable weight w: its value before the last run() minus its value now (a
+  /// BatchNormalization's moving statistics moved by the step), on the host. A PS holds
+  /// such a variable with SGD at rate 1, so pushing this moves it by the same amount.
+  core::ConstTensorView change(size_t w);
+  /// Weight w's gradient on the host (a table's: its rows', for tables()[t].ids).
+  core::ConstTensorView host_gradient(size_t w);
+
+  /// The graph's table uses of the last run (ids and row gradients).
+  std::vector<core::graph::TableUse>& tables() { return graph().tables(); }
+  /// The index in tables() of weight w, or -1.
+  int table_of(size_t w) const;
+};
+
+/// A Keras model's rows of table t for `ids` from the tables this replica holds (a key
+/// without a row, in a dynamic table set from a checkpoint, reads as zeros); an error where
+/// the table is not held here.
+core::Expected<core::Tensor> held_rows(GraphReplica& g, size_t t, const std::vector<int64_t>& ids);
+
+/// The model's data: its inputs, then its outputs' label columns (keras_feature_specs).
+std::vector<core::FeatureSpec> feature_specs(const GraphReplica& r);
+
+/// Keras's History values of `stats` (the model's compiled names), with `prefix` ("val_").
+Logs graph_logs(const GraphReplica& r, const BatchStats& stats, const std::string& prefix = "");
+
+}  // namespace troupe::detail

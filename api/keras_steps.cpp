@@ -1,0 +1,217 @@
+// The generic steps every worker of a Keras job runs. The chief sends each worker the job
+// (the model file's bytes and the description of its data) as the arguments of the per-worker
+// dataset "keras"; building that dataset installs the model in the worker's process (and
+// again on a worker that rejoins: the coordinator replays it), so the step "keras/train"
+// finds it. A worker holds one installed model: a later job's replaces it.
+
+#include <mutex>
+
+#include "api/graph_replica.hpp"
+#include "core/data/named_input.hpp"
+#include "troupe/devices.hpp"
+#include "troupe/keras.hpp"
+#include "troupe/registry.hpp"
+
+namespace troupe {
+
+using core::Errc;
+using core::make_error;
+
+namespace {
+
+// The job's wire form: msgpack of plain fields.
+struct WireTable {
+  std::string layer;
+  int64_t max_rows = 0;
+  int32_t shards = 0, min_count = 1;
+  float admit_probability = 1.0f;
+  int64_t ttl_steps = 0, sketch_width = 0;
+  MSGPACK_DEFINE(layer, max_rows, shards, min_count, admit_probability, ttl_steps, sketch_width);
+};
+
+struct WireJob {
+  std::string name, sha256;
+  std::vector<char> bytes;
+  std::vector<std::pair<std::string, std::string>> labels;
+  std::vector<WireTable> tables;
+  std::string compile_json;
+  uint64_t seed = 1;
+  std::vector<std::string> files;
+  std::string format;
+  uint64_t batch = 32;
+  uint64_t shuffle_buffer = 0;
+  uint64_t data_seed = 1;
+  std::string csv_delimiter = ",";
+  std::string device = "cpu", precision = "float32";
+  MSGPACK_DEFINE(name, sha256, bytes, labels, tables, compile_json, seed, files, format, batch,
+                 shuffle_buffer, data_seed, csv_delimiter, device, precision);
+};
+
+// The model this worker process trains, installed by the "keras" dataset.
+struct Installed {
+  std::mutex mu;
+  std::string sha256;
+  std::shared_ptr<detail::GraphReplica> replica;
+  KerasJob job;
+};
+
+Installed& installed() {
+  static Installed i;
+  return i;
+}
+
+core::Status place(detail::GraphReplica& r, const KerasJob& job) {
+  auto d = select_device(job.device);
+  if (!d) return d.error();
+  auto p = select_precision(job.precision, *d);
+  if (!p) return p.error();
+  if (auto st = r.graph().to(*d, *p); !st) return st;
+  r.device = *d;
+  return {};
+}
+
+}  // namespace
+
+std::vector<char> encode_keras_job(const KerasJob& job) {
+  WireJob w;
+  w.name = job.source->name;
+  w.sha256 = job.source->sha256;
+  w.bytes.assign(job.source->bytes.begin(), job.source->bytes.end());
+  for (const auto& [k, v] : job.options.labels)
+    w.labels.emplace_back(k, v);
+  for (const auto& [layer, t] : job.options.dynamic_tables)
+    w.tables.push_back({layer, t.max_rows, t.shards, t.min_count, t.admit_probability,
+                        t.ttl_steps, t.sketch_width});
+  w.compile_json = job.options.compile_json;
+  w.seed = job.options.seed;
+  w.files = job.files;
+  w.format = core::data_format_name(job.data.format);
+  w.batch = job.data.batch;
+  w.shuffle_buffer = job.data.shuffle_buffer;
+  w.data_seed = job.data.seed;
+  w.csv_delimiter = std::string(1, job.data.csv_delimiter);
+  w.device = job.device;
+  w.precision = job.precision;
+  return encode_value(w);
+}
+
+core::Expected<KerasJob> decode_keras_job(const std::vector<char>& bytes) {
+  auto w = decode<WireJob>(bytes);
+  if (!w) return make_error(Errc::invalid_argument, "a Keras job: " + w.error().message);
+  auto source = std::make_shared<KerasSource>();
+  source->name = w->name;
+  source->sha256 = w->sha256;
+  source->bytes.assign(w->bytes.begin(), w->bytes.end());
+  KerasJob job;
+  job.source = std::move(source);
+  for (const auto& [k, v] : w->labels)
+    job.options.labels[k] = v;
+  for (const auto& t : w->tables) {
+    DynamicTableSpec s;
+    s.max_rows = t.max_rows;
+    s.shards = t.shards;
+    s.min_count = t.min_count;
+    s.admit_probability = t.admit_probability;
+    s.ttl_steps = t.ttl_steps;
+    s.sketch_width = t.sketch_width;
+    job.options.dynamic_tables[t.layer] = s;
+  }
+  job.options.compile_json = w->compile_json;
+  job.options.seed = w->seed;
+  job.files = w->files;
+  auto format = core::parse_data_format(w->format);
+  if (!format) return format.error();
+  job.data.format = *format;
+  job.data.batch = static_cast<size_t>(w->batch);
+  job.data.shuffle_buffer = static_cast<size_t>(w->shuffle_buffer);
+  job.data.seed = w->data_seed;
+  job.data.csv_delimiter = w->csv_delimiter.empty() ? ',' : w->csv_delimiter[0];
+  job.device = w->device;
+  job.precision = w->precision;
+  return job;
+}
+
+void register_keras(Registry& registry) {
+  registry.add_dataset_with_args(
+      "keras", [](const core::InputContext& ctx, const std::vector<char>& args) {
+        auto job = decode_keras_job(args).value();  // thrown: the dataset's error, named
+        auto& in = installed();
+        std::shared_ptr<detail::GraphReplica> replica;
+        {
+          std::lock_guard<std::mutex> lock(in.mu);
+          if (in.sha256 == job.source->sha256 && in.replica) replica = in.replica;
+        }
+        if (!replica) {
+          auto made = detail::GraphReplica::make(*job.source, job.options);
+          replica = std::shared_ptr<detail::GraphReplica>(std::move(made.value()));
+          if (auto st = place(*replica, job); !st) throw core::BadExpectedAccess(st.error());
+        }
+        auto specs = detail::feature_specs(*replica);
+        {
+          std::lock_guard<std::mutex> lock(in.mu);
+          in.sha256 = job.source->sha256;
+          in.replica = replica;
+          in.job = job;
+        }
+        core::NamedInputOptions o = job.data;
+        o.features = std::move(specs);
+        return core::named_input(job.files, ctx, o);
+      });
+  registry.add_step(
+      "keras/train",
+      [](StepContext& ctx, PerWorkerDataset ds) -> core::Expected<BatchStats> {
+        auto batch = ctx.next_batch(ds);  // first: building the dataset installs the model
+        if (!batch) return batch.error();
+        if (!*batch)
+          return make_error(Errc::out_of_range, "per-worker dataset '" + ds.name + "' ended");
+        std::shared_ptr<detail::GraphReplica> r;
+        {
+          std::lock_guard<std::mutex> lock(installed().mu);
+          r = installed().replica;
+        }
+        if (!r)
+          return make_error(Errc::internal, "no Keras model installed on worker " +
+                                                std::to_string(ctx.worker_index()));
+        // The dense variables whole (trainable or not), the tables' rows of this batch.
+        std::vector<std::string> dense;
+        std::vector<size_t> dense_w;
+        for (size_t w = 0; w < r->names.size(); ++w)
+          if (!r->table[w]) {
+            dense.push_back(r->names[w]);
+            dense_w.push_back(w);
+          }
+        auto values = ctx.pull(dense);
+        if (!values) return values.error();
+        auto& weights = r->graph().weights();
+        for (size_t i = 0; i < dense_w.size(); ++i) {
+          auto& w = weights[dense_w[i]].weight();
+          if ((*values)[i].shape() != w.shape)
+            return make_error(Errc::internal, "variable '" + dense[i] + "' has shape " +
+                                                  (*values)[i].shape().to_string());
+          w.value.set((*values)[i]);
+        }
+        std::vector<std::string> table_names;
+        for (size_t w = 0; w < r->names.size(); ++w)
+          if (r->table[w]) table_names.push_back(r->names[w]);
+        auto stats = r->run(**batch, /*train=*/true,
+                            [&](size_t t, const std::vector<int64_t>& ids) {
+                              return ctx.pull_rows(table_names[t], ids);
+                            });
+        if (!stats) return stats;
+        std::vector<std::pair<std::string, core::ConstTensorView>> grads;
+        for (size_t w : dense_w)
+          grads.emplace_back(r->names[w], r->trains[w] ? r->host_gradient(w) : r->change(w));
+        if (auto st = ctx.push(grads); !st) return st.error();
+        size_t t = 0;
+        for (size_t w = 0; w < r->names.size(); ++w) {
+          if (!r->table[w]) continue;
+          const auto& use = r->tables()[t++];
+          if (!r->trains[w] || use.ids.empty()) continue;
+          if (auto st = ctx.push_rows(r->names[w], use.ids, r->host_gradient(w)); !st)
+            return st.error();
+        }
+        return stats;
+      });
+}
+
+}  // namespace troupe

@@ -1,0 +1,65 @@
+#pragma once
+
+// A Keras model file as Troupe trains it: the layer graph of its architecture with the
+// file's weights, its compile settings, and what it takes to write the trained model back
+// as a .keras file that Keras loads. Reads a .keras zip, or the JSON of model.to_json()
+// (Keras 3 or tf_keras 2: architecture only, the weights from the layers' initializers).
+//
+//   auto m = keras::load_model("m.keras");        // errors name the file and the part
+//   m->model.graph->forward(...);                  // core/graph/graph.hpp
+//   keras::save_model("trained.keras", *m, values); // the trained values, by weight path
+
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/expected.hpp"
+#include "core/graph/keras_model.hpp"
+#include "core/keras/keras_file.hpp"
+
+namespace troupe::core::keras {
+
+struct LoadedModel {
+  std::string source;  // the file's name, for errors
+  graph::KerasModel model;
+  /// The model description (config.json's object, or the to_json() JSON).
+  nlohmann::json config;
+  /// Its compile settings (config.json's "compile_config"), null when it has none.
+  nlohmann::json compile_config;
+  /// Whether the weights came from the file (a .keras file) or from initializers (JSON).
+  bool weights_from_file = false;
+  /// Keras 3's form: the model can be written back as a .keras file.
+  bool keras3 = false;
+  /// The .keras file as read (metadata, weight groups, assets), its datasets dropped once
+  /// given to the graph.
+  KerasFile file;
+};
+
+/// Reads a model from a .keras file's bytes or a to_json() document, whichever `bytes`
+/// holds; `name` stands for the file in errors.
+Expected<LoadedModel> load_model_bytes(const std::string& bytes, const std::string& name);
+Expected<LoadedModel> load_model(const std::string& path);
+
+/// Sets every weight of the model's graph from `file`'s datasets ("<layer path>/vars/<i>"),
+/// tables included (held on the host): a missing dataset, or one of another shape, is an
+/// invalid_argument error naming the layer, the weight and the file.
+Status set_weights_from(graph::KerasModel& model, const KerasFile& file, const std::string& name);
+
+/// The datasets of a weights file holding `values` (by graph weight path, "dense/kernel"),
+/// at the paths Keras reads them from; a weight of the graph missing from `values` is an
+/// error naming it.
+Expected<std::map<std::string, Tensor>> keras_datasets(const graph::KerasModel& model,
+                                                       const std::map<std::string, Tensor>& values);
+
+/// Writes a .keras file of `m`'s architecture, compile settings and assets with the weights
+/// `values` (by graph weight path; see keras_datasets), atomically. Only a model read in
+/// Keras 3's form can be written (a tf_keras 2 JSON is refused, naming why).
+Status save_model(const std::string& path, const LoadedModel& m,
+                  const std::map<std::string, Tensor>& values);
+
+/// The current values of every weight of a graph that holds them all, by path (tables
+/// included, on the host).
+std::map<std::string, Tensor> graph_values(const graph::Graph& graph);
+
+}  // namespace troupe::core::keras

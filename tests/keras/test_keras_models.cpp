@@ -1,0 +1,183 @@
+// `troupe train` and `troupe predict` on the Keras models a team brings
+// (tests/keras/model_fixtures.py): each trains in one process and learns (its held-out loss
+// falls below the untrained model's), and Keras itself loads the trained file and predicts
+// what Troupe predicts on the same inputs (1e-5, tests/keras/check_predictions.py). One
+// trains as a job of 2 PS tasks and 2 workers with a worker killed; bad inputs are errors
+// named before training, and no output is written.
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "run_program.hpp"
+
+namespace fs = std::filesystem;
+using troupe::test::run_program;
+
+namespace {
+
+const std::string bin = TROUPE_BIN_DIR;
+const std::string fixtures = TROUPE_KERAS_FIXTURES;
+const std::string python = TROUPE_KERAS_PYTHON;
+const std::string scripts = TROUPE_SOURCE_DIR "/tests/keras";
+
+struct Fixture {
+  std::string dir;
+  nlohmann::json info;
+};
+
+Fixture fixture(const std::string& name) {
+  Fixture f{fixtures + "/models/" + name, nullptr};
+  std::ifstream in(f.dir + "/info.json");
+  INFO("fixture " << f.dir);
+  REQUIRE(in.good());
+  f.info = nlohmann::json::parse(in);
+  return f;
+}
+
+std::string temp_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("troupe-keras-" + name + "-" +
+                                                  std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d.string();
+}
+
+// troupe predict's metrics on the held-out file, and its predictions written to `out`.
+nlohmann::json predict(const std::string& model, const Fixture& f, const std::string& out) {
+  auto r = run_program(bin + "/troupe predict --model " + model + " --data " + f.dir +
+                       "/test.tfrecord --batch 100 --predictions " + out + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  return r.last_json;
+}
+
+// Trains `name` in one process, then checks it learned and that Keras agrees with Troupe.
+void train_and_check(const std::string& name) {
+  const auto f = fixture(name);
+  const std::string tmp = temp_dir(name);
+  const std::string metric = f.info["metric"];
+  const auto before = predict(f.dir + "/model.keras", f, tmp + "/before.json");
+  auto r = run_program(bin + "/troupe train --model " + f.dir + "/model.keras --data " + f.dir +
+                       "/train.tfrecord --batch 32 --steps " + std::to_string(f.info["steps"].get<int>()) +
+                       " --validation " + f.dir + "/test.tfrecord --out " + tmp +
+                       "/trained.keras 2>&1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.last_json["ok"] == true);
+  CHECK(r.last_json["steps"] == f.info["steps"]);
+  const auto after = predict(tmp + "/trained.keras", f, tmp + "/after.json");
+  INFO("before " << before.dump() << "\nafter " << after.dump());
+  CHECK(after["loss"].get<double>() < before["loss"].get<double>());
+  // The validation run and troupe predict score the same examples with the same weights.
+  CHECK(std::abs(r.last_json["val_loss"].get<double>() - after["loss"].get<double>()) < 1e-4);
+  CHECK(after.contains(metric));
+  auto check = run_program("KERAS_BACKEND=" + f.info["backend"].get<std::string>() + " " +
+                           python + " " + scripts + "/check_predictions.py " + tmp +
+                           "/trained.keras " + f.dir + "/test_inputs.npz " + tmp +
+                           "/after.json 2>&1");
+  INFO(check.output);
+  CHECK(check.exit_code == 0);
+  CHECK(check.last_json["ok"] == true);
+  fs::remove_all(tmp);
+}
+
+}  // namespace
+
+TEST_CASE("The TensorFlow PS tutorial's model (StringLookup, Embedding, Dense) trains",
+          "[keras][models]") {
+  train_and_check("ps_tutorial");
+}
+
+TEST_CASE("The MultiWorkerMirroredStrategy tutorial's CNN trains", "[keras][models]") {
+  train_and_check("mwms_cnn");
+}
+
+TEST_CASE("DeepFM as a graph (Embedding, FactorizationMachine, MLP) trains", "[keras][models]") {
+  train_and_check("deepfm");
+}
+
+TEST_CASE("Wide&Deep with a multi-hot history trains", "[keras][models]") {
+  train_and_check("wide_deep");
+}
+
+TEST_CASE("DCN-v2 (TFRS Cross, full and low rank) trains", "[keras][models]") {
+  train_and_check("dcn_v2");
+}
+
+TEST_CASE("A two-output CTR+CVR model with BatchNormalization and Dropout trains",
+          "[keras][models]") {
+  train_and_check("two_output");
+}
+
+TEST_CASE("A Keras model trains as a job of 2 PS tasks and 2 workers, surviving a killed worker",
+          "[keras][models][cluster]") {
+  const auto f = fixture("deepfm");
+  const std::string tmp = temp_dir("cluster");
+  auto r = run_program(bin + "/troupe launch --ps 2 --workers 2 --restart-failed --chaos "
+                       "kill:worker:1@1s --run-dir " + tmp + "/run -- " + bin +
+                       "/troupe train --model " + f.dir + "/model.keras --data " + f.dir +
+                       "/train.tfrecord --batch 32 --epochs 10 --steps 1000 --validation " +
+                       f.dir + "/test.tfrecord --out " + tmp + "/trained.keras 2>&1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto& chief = r.last_json["chief"];
+  CHECK(chief["ok"] == true);
+  CHECK(chief["steps"] == 10000);
+  CHECK(chief["workers_lost"].get<int>() >= 1);
+  CHECK(chief["worker_rejoins"].get<int>() >= 1);
+  CHECK(r.last_json["injections"] == 1);
+  // What the PS tasks hold at the end is what Keras loads and predicts with.
+  const auto after = predict(tmp + "/trained.keras", f, tmp + "/after.json");
+  CHECK(std::abs(chief["val_auc"].get<double>() - after["auc"].get<double>()) < 1e-6);
+  CHECK(after["auc"].get<double>() > 0.6);
+  auto check = run_program(python + " " + scripts + "/check_predictions.py " + tmp +
+                           "/trained.keras " + f.dir + "/test_inputs.npz " + tmp +
+                           "/after.json 2>&1");
+  INFO(check.output);
+  CHECK(check.exit_code == 0);
+  fs::remove_all(tmp);
+}
+
+TEST_CASE("What Troupe cannot train is an error naming it, before training, writing nothing",
+          "[keras][models][errors]") {
+  const std::string tmp = temp_dir("errors");
+  const auto deepfm = fixture("deepfm");
+  auto train = [&](const std::string& model, const std::string& data) {
+    return run_program(bin + "/troupe train --model " + model + " --data " + data +
+                       " --steps 5 --out " + tmp + "/trained.keras 2>&1");
+  };
+  auto refused = [&](const troupe::test::ProgramRun& r, const std::string& what) {
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(r.last_json["ok"] == false);
+    CHECK_THAT(r.last_json["error"].get<std::string>(), Catch::Contains(what));
+    CHECK_FALSE(fs::exists(tmp + "/trained.keras"));
+    CHECK(r.output.find("step ") == std::string::npos);  // no training step ran
+  };
+  SECTION("an unsupported layer") {
+    const auto f = fixture("unsupported");
+    refused(train(f.dir + "/model.keras", f.dir + "/train.tfrecord"), "layer 'lstm' (LSTM)");
+  }
+  SECTION("a damaged .keras file") {
+    std::ifstream in(deepfm.dir + "/model.keras", std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(tmp + "/half.keras", std::ios::binary).write(bytes.data(),
+                                                                static_cast<std::streamsize>(bytes.size() / 2));
+    refused(train(tmp + "/half.keras", deepfm.dir + "/train.tfrecord"), "half.keras");
+  }
+  SECTION("an input the data does not have") {
+    const auto other = fixture("wide_deep");
+    refused(train(deepfm.dir + "/model.keras", other.dir + "/train.tfrecord"), "'cat'");
+  }
+  SECTION("an input of another shape") {
+    const auto other = fixture("dcn_v2");  // cat has 6 ids an example, DeepFM takes 8
+    refused(train(deepfm.dir + "/model.keras", other.dir + "/train.tfrecord"), "cat");
+  }
+  fs::remove_all(tmp);
+}
