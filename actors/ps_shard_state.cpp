@@ -72,7 +72,7 @@ core::Status PsShardState::create(const net::VariableDef& def) {
     elements *= d;
   }
   if (def.init_kind < 0 ||
-      def.init_kind > static_cast<int32_t>(core::Initializer::Kind::random_normal))
+      def.init_kind > static_cast<int32_t>(core::Initializer::Kind::truncated_normal))
     return reject(
         make_error(Errc::invalid_argument, "variable '" + def.name + "': unknown initializer"));
   auto opt = core::make_optimizer_from(def.optimizer, def.learning_rate);

@@ -341,10 +341,7 @@ core::Expected<History> fit(Model& model, MultiWorkerMirroredStrategy& strategy,
                       "fit: model '" + model.spec().name +
                           "' is a CTR model: its table is trained with a "
                           "ParameterServerStrategy (or in one process), not mirrored");
-  if (model.state().replica.graph)
-    return make_error(Errc::invalid_argument,
-                      "fit: a Keras model trains with a ParameterServerStrategy or in one "
-                      "process; MultiWorkerMirroredStrategy does not take one yet");
+
   return run_fit(
       model,
       [&](const CoordinatorOptions&) {

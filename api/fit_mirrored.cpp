@@ -40,6 +40,25 @@ class MirroredRunner final : public Runner {
     auto& st = model_.state();
     if (!st.optimizer) return st.optimizer_error;
     if (auto ok = check_dataset(data_); !ok) return ok;
+    if (auto& g = st.replica.graph) {
+      // A Keras model: every replica holds its tables whole (mirrored), their gradients
+      // made dense to be all-reduced.
+      if (!st.spec.keras_options.dynamic_tables.empty())
+        return make_error(Errc::invalid_argument,
+                          "fit: a dynamic table lives on PS tasks, not mirrored");
+      st.hold_table();
+      // Every replica sends buffers of the same sizes, also one whose first batch failed.
+      for (size_t w = 0; w < st.replica.params.size(); ++w)
+        if (g->trains[w] && !g->table[w] && st.replica.params[w].grad->shape() != st.replica.params[w].value->shape())
+          *st.replica.params[w].grad = core::Tensor(st.replica.params[w].value->shape(), core::DType::float32,
+                                                    st.replica.params[w].value->device());
+      dense_table_grads_.assign(st.replica.params.size(), core::Tensor());
+      for (size_t w = 0; w < st.replica.params.size(); ++w)
+        if (g->table[w] && g->trains[w])
+          dense_table_grads_[w] = core::Tensor(st.replica.params[w].value->shape());
+      g->objective->reset_states();
+      metric_layout_ = g->objective->states();
+    }
     batch_interval_ = batch_interval;
     // Mirrored: the layers, the optimizer's slots, and the counters that say where
     // training stands (as int64 bit patterns, which the broadcast copies unchanged).
@@ -110,7 +129,7 @@ class MirroredRunner final : public Runner {
             if (!batch || !*batch || !mine) {
               // Nothing to add: zero gradients, and the others learn why.
               for (auto& p : st.replica.params)
-                p.grad->fill(0.0f);
+                if (p.grad->shape() == p.value->shape()) p.grad->fill(0.0f);  // a table's: none
               if (batch && !*batch) extra_[3] = 1.0f;
               if (!mine) {
                 local = mine.error();
@@ -122,8 +141,11 @@ class MirroredRunner final : public Runner {
               extra_[2] = static_cast<float>(mine->examples);
             }
             std::vector<collective::Buffer> buffers;
-            for (auto& p : st.replica.params)
-              buffers.push_back(buffer_of(*p.grad));
+            if (st.replica.graph)
+              graph_buffers(mine.ok() && batch && *batch, buffers);
+            else
+              for (auto& p : st.replica.params)
+                buffers.push_back(buffer_of(*p.grad));
             const collective::Buffer metrics{extra_.data(), extra_.size()};
             const auto wire = strategy_.gradient_wire();
             if (st.replica.device.is_cpu() && wire == core::DType::float32) {
@@ -148,7 +170,15 @@ class MirroredRunner final : public Runner {
             stats.correct = std::llround(static_cast<double>(extra_[1]) * replicas);
             stats.examples = std::llround(static_cast<double>(extra_[2]) * replicas);
             stats.batches = 1;
-            if (auto ok = apply_gradients(st); !ok) return ok;
+            if (st.replica.graph) {
+              // The compiled metrics' states, summed over the replicas.
+              if (auto ok = sum_metrics(ctx, mine.ok() ? mine->metrics : metric_layout_,
+                                        stats.metrics);
+                  !ok)
+                return ok;
+            }
+            if (auto ok = apply_gradients(st, st.replica.graph != nullptr, &dense_table_grads_); !ok)
+              return ok;
             save_iterations();
             return {};
           },
@@ -225,6 +255,61 @@ class MirroredRunner final : public Runner {
   void finish(History& h) override { h.mirrored = strategy_.stats(); }
 
  private:
+  // A Keras model's buffers to all-reduce (mean): the trainable weights' gradients (a
+  // table's made dense: zeros but for the rows its batch used), and the values of the
+  // non-trainable ones (a BatchNormalization's moving statistics, averaged across the
+  // workers as TensorFlow's mirrored variables are).
+  void graph_buffers(bool stepped, std::vector<collective::Buffer>& buffers) {
+    auto& st = model_.state();
+    auto& g = *st.replica.graph;
+    for (size_t w = 0; w < st.replica.params.size(); ++w) {
+      auto& p = st.replica.params[w];
+      if (!g.trains[w]) {
+        buffers.push_back(buffer_of(*p.value));
+      } else if (g.table[w]) {
+        auto& dense = dense_table_grads_[w];
+        dense.fill(0.0f);
+        const int t = g.table_of(w);
+        if (stepped) {
+          const auto& use = g.tables()[static_cast<size_t>(t)];
+          const core::ConstTensorView rows = g.host_gradient(w);
+          const int64_t width = dense.shape()[1];
+          for (size_t r = 0; r < use.ids.size(); ++r)
+            std::copy_n(rows.data() + static_cast<int64_t>(r) * width, width,
+                        dense.data() + use.ids[r] * width);
+        }
+        buffers.push_back(buffer_of(dense));
+      } else {
+        buffers.push_back(buffer_of(*p.grad));
+      }
+    }
+  }
+
+  // Sums every replica's metric states into `out` (their layout is the objective's).
+  core::Status sum_metrics(ReplicaContext& ctx, const core::graph::MetricStates& mine,
+                           core::graph::MetricStates& out) {
+    std::vector<float> flat;
+    for (const auto& m : mine.values) {
+      flat.push_back(static_cast<float>(m.total));
+      flat.push_back(static_cast<float>(m.count));
+      flat.insert(flat.end(), m.positives.begin(), m.positives.end());
+      flat.insert(flat.end(), m.negatives.begin(), m.negatives.end());
+    }
+    if (auto ok = ctx.all_reduce(ReduceOp::sum, {{flat.data(), flat.size()}}); !ok) return ok;
+    out = metric_layout_;
+    size_t at = 0;
+    for (auto& m : out.values) {
+      m.total = flat[at++];
+      m.count = std::llround(flat[at++]);
+      for (auto& c : m.positives)
+        c = std::llround(flat[at++]);
+      for (auto& c : m.negatives)
+        c = std::llround(flat[at++]);
+    }
+    return {};
+  }
+
+
   static constexpr size_t offset_at = 0;  // global step - the strategy's step
   static constexpr size_t epoch_at = 1;
   static constexpr size_t interval_at = 2;      // the chief's batch-level interval
@@ -275,6 +360,8 @@ class MirroredRunner final : public Runner {
   int64_t batch_interval_ = 0;
   std::vector<int64_t> counters_;
   std::vector<float> extra_;
+  std::vector<core::Tensor> dense_table_grads_;  // a Keras model's, per weight
+  core::graph::MetricStates metric_layout_;       // its metric states, zero
   int64_t epoch_first_ = 0;
   uint64_t generation_ = 0;
   std::unique_ptr<core::Iterator<core::Batch>> it_;

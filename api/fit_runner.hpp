@@ -86,7 +86,11 @@ class EpochData {
 };
 
 /// The optimizer's update of every parameter from its gradient.
-inline core::Status apply_gradients(Model::State& st) {
+/// Applies the last batch's gradients with the model's optimizer. A Keras model's tables
+/// take their batch's rows, or, with `dense_tables` (mirrored: all-reduced dense), their
+/// dense gradients in `dense_grads` (per weight).
+inline core::Status apply_gradients(Model::State& st, bool dense_tables = false,
+                                    std::vector<core::Tensor>* dense_grads = nullptr) {
   if (!st.replica.finish_scaled_step()) return {};  // float16 overflow: skipped, scale halved
   if (auto& g = st.replica.graph) {
     // A Keras model: dense weights whole, each table by the rows its batch used; the
@@ -97,8 +101,10 @@ inline core::Status apply_gradients(Model::State& st) {
       const int t = g->table_of(w);
       core::Status ok =
           t < 0 ? st.optimizer->apply_dense(*p.value, *p.grad, st.slots[w])
-                : st.optimizer->apply_sparse(*p.value, g->tables()[static_cast<size_t>(t)].ids,
-                                             g->host_gradient(w), st.slots[w]);
+          : dense_tables
+              ? st.optimizer->apply_dense(*p.value, (*dense_grads)[w], st.slots[w])
+              : st.optimizer->apply_sparse(*p.value, g->tables()[static_cast<size_t>(t)].ids,
+                                           g->host_gradient(w), st.slots[w]);
       if (!ok) return ok;
     }
     return {};

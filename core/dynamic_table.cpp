@@ -53,9 +53,11 @@ Status DynamicTableOptions::check() const {
     case Initializer::Kind::constant:
     case Initializer::Kind::random_uniform:
     case Initializer::Kind::random_normal:
+    case Initializer::Kind::truncated_normal:
       break;
     default:
-      return bad("rows are initialised with zeros, constant, random_uniform or random_normal");
+      return bad("rows are initialised with zeros, constant, random_uniform or (truncated) "
+                 "random_normal");
   }
   return {};
 }
@@ -159,10 +161,15 @@ void DynamicTable::init_row(int64_t key, float* row) const {
       case Initializer::Kind::random_uniform:
         row[j] = (2.0f * unit(state = mix64(state)) - 1.0f) * init.value;
         break;
-      case Initializer::Kind::random_normal: {
-        const float u1 = std::max(unit(state = mix64(state)), 1e-7f);
-        const float u2 = unit(state = mix64(state));
-        row[j] = init.value * std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853f * u2);
+      case Initializer::Kind::random_normal:
+      case Initializer::Kind::truncated_normal: {
+        float x = 0.0f;
+        do {  // truncated: beyond 2 deviations drawn again
+          const float u1 = std::max(unit(state = mix64(state)), 1e-7f);
+          const float u2 = unit(state = mix64(state));
+          x = std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853f * u2);
+        } while (init.kind == Initializer::Kind::truncated_normal && std::fabs(x) > 2.0f);
+        row[j] = init.value * x;
         break;
       }
       default:

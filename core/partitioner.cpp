@@ -142,6 +142,17 @@ Tensor initialize(const Shape& shape, const Initializer& init) {
         t[i] = dist(rng);
       break;
     }
+    case Initializer::Kind::truncated_normal: {
+      std::mt19937_64 rng(init.seed);
+      std::normal_distribution<float> dist(0.0f, 1.0f);
+      for (int64_t i = 0; i < t.size(); ++i) {
+        float x = dist(rng);
+        while (std::fabs(x) > 2.0f)
+          x = dist(rng);
+        t[i] = x * init.value;
+      }
+      break;
+    }
   }
   return t;
 }

@@ -78,10 +78,11 @@ struct Initializer {
     constant,
     glorot_uniform,
     random_uniform,
-    random_normal
+    random_normal,
+    truncated_normal  // Keras's TruncatedNormal: normal draws beyond 2 deviations drawn again
   } kind = Kind::zeros;
   // constant: the value; random_uniform: the limit (values in [-value, value]);
-  // random_normal: the standard deviation
+  // random_normal, truncated_normal: the standard deviation
   float value = 0.0f;
   uint64_t seed = 0;
 };

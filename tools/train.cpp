@@ -142,6 +142,9 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--compile", o.compile,
                  "a compile_config as JSON (Keras's form) instead of the file's");
   examples::add_ps_replicas_flag(app, o.ps_replicas);
+  app.add_flag("--elastic", o.elastic,
+               "MultiWorkerMirroredStrategy (a job without PS tasks): a lost worker is left "
+               "behind and taken back when it returns, instead of ending the job");
 }
 
 int run_train(TrainOptions o) {
@@ -156,6 +159,7 @@ int run_train(TrainOptions o) {
   // A job's task under TF_CONFIG (troupe launch, TFJob) or a Slurm step; else one process.
   const bool cluster = std::getenv("TF_CONFIG") != nullptr || std::getenv("SLURM_PROCID") != nullptr;
   std::optional<net::TFConfigClusterResolver> resolver;
+  bool mirrored = false;
   Registry registry;
   register_keras(registry);
   if (cluster) {
@@ -163,8 +167,12 @@ int run_train(TrainOptions o) {
     if (!r) return fail(r.error());
     resolver = std::move(*r);
     const std::string role = resolver->task().type;
-    if (role == "ps" || role == "worker") return examples::serve_task(kProgram, *resolver, registry);
-    if (role != "chief")
+    // With PS tasks, ParameterServerStrategy: its PS tasks and workers serve. Without,
+    // MultiWorkerMirroredStrategy: every worker trains a replica (worker 0 the chief).
+    mirrored = resolver->cluster_spec().num_tasks("ps") == 0;
+    if (!mirrored && (role == "ps" || role == "worker"))
+      return examples::serve_task(kProgram, *resolver, registry);
+    if (role != "chief" && !(mirrored && role == "worker"))
       return fail(make_error(Errc::invalid_argument, "troupe train has no " + role + " task"));
   }
 
@@ -180,7 +188,7 @@ int run_train(TrainOptions o) {
     if (!v) return fail(v.error());
     validation = std::move(*v);
   }
-  if (cluster && o.steps == 0)
+  if (cluster && !mirrored && o.steps == 0)
     return fail(make_error(Errc::invalid_argument,
                            "--steps (per epoch) is required in a cluster: each worker's data "
                            "repeats, so an epoch is a number of steps"));
@@ -240,7 +248,7 @@ int run_train(TrainOptions o) {
   std::string model_dir = o.model_dir;
   if (model_dir.empty())
     if (const char* run_dir = std::getenv("TROUPE_RUN_DIR")) model_dir = std::string(run_dir) + "/model";
-  if (!model_dir.empty() && cluster)
+  if (!model_dir.empty() && cluster && !mirrored)
     callbacks.push_back(std::make_shared<cb::BackupAndRestoreCallback>(model_dir + "/backup"));
   callbacks.push_back(std::make_shared<cb::ProgressDisplay>());
 
@@ -248,14 +256,26 @@ int run_train(TrainOptions o) {
                      {"format", format_name}, {"batch", o.batch}};
   core::Expected<History> h = make_error(Errc::internal, "not run");
   std::unique_ptr<ParameterServerStrategy> strategy;
+  std::unique_ptr<MultiWorkerMirroredStrategy> mirror;
+  bool writes = true;  // this process writes --out (a mirrored job's chief only)
+  Registry local;
+  local.add_dataset("train", [&](const core::InputContext& ctx) {
+    // --steps bounds each epoch of data that repeats (Keras's steps_per_epoch over a
+    // repeated dataset); without it an epoch is one pass (over this replica's shard).
+    return core::named_input(*files, ctx, input_options(o, *format, specs, o.steps > 0 ? -1 : 1));
+  });
   if (!cluster) {
-    Registry local;
-    local.add_dataset("train", [&](const core::InputContext& ctx) {
-      // --steps bounds each epoch of data that repeats (Keras's steps_per_epoch over a
-      // repeated dataset); without it an epoch is one pass.
-      return core::named_input(*files, ctx, input_options(o, *format, specs, o.steps > 0 ? -1 : 1));
-    });
     h = fit(model, DatasetCreator{&local, "train", {}}, fo, callbacks);
+  } else if (mirrored) {
+    MirroredOptions mo;
+    mo.elastic = o.elastic;
+    auto s = MultiWorkerMirroredStrategy::make(*resolver, mo);
+    if (!s) return fail(s.error());
+    mirror = std::move(*s);
+    writes = mirror->is_chief();
+    h = fit(model, *mirror, DatasetCreator{&local, "train", {}}, fo, callbacks);
+    out["workers"] = resolver->cluster_spec().num_tasks("worker");
+    out["strategy"] = "mirrored";
   } else {
     const int num_ps = resolver->cluster_spec().num_tasks("ps");
     StrategyOptions so;
@@ -288,12 +308,14 @@ int run_train(TrainOptions o) {
   const nlohmann::json history = history_json(*h, o.batch);
   for (const auto& [k, v] : history.items())
     out[k] = v;
-  if (cluster) {
+  if (mirrored) {
+    out["workers_lost"] = h->mirrored.workers_lost;
+  } else if (cluster) {
     out["workers_lost"] = h->stats.workers_lost;
     out["closures_retried"] = h->stats.retried;
     out["worker_rejoins"] = h->stats.worker_rejoins;
   }
-  if (!o.out.empty()) {
+  if (!o.out.empty() && writes) {
     if (auto st = write_trained(model, o.out); !st) {
       shutdown();
       return fail(st.error());

@@ -1,10 +1,11 @@
 #pragma once
 
 // `troupe train`: a Keras model file as a Troupe job. In one process without TF_CONFIG, or
-// as the program of every task under `troupe launch`, Slurm or TFJob: the PS and worker
-// tasks serve the generic Keras steps (the model reaches them from the chief, as data), the
-// chief reads the model and the data's description, trains with a
-// ParameterServerStrategy, and writes the trained model as a .keras file Keras loads.
+// as the program of every task under `troupe launch`, Slurm or TFJob. With PS tasks
+// (ParameterServerStrategy) the PS and worker tasks serve the generic Keras steps (the model
+// reaches them from the chief, as data) and the chief trains; without them
+// (MultiWorkerMirroredStrategy) every worker trains a replica. The chief writes the trained
+// model as a .keras file Keras loads.
 
 #include <cstdint>
 #include <string>
@@ -35,6 +36,7 @@ struct TrainOptions {
   uint64_t seed = 1;
   int ps_replicas = 1;
   int steps_per_execution = 1;
+  bool elastic = false;            // mirrored: re-form without a lost worker
   std::string compile;             // a compile_config (JSON) instead of the file's
 };
 

@@ -344,9 +344,15 @@ class Builder {
     std::string registered = cls;
     if (l.contains("registered_name") && l["registered_name"].is_string())
       registered = l["registered_name"].get<std::string>();
-    auto layer = make_layer(registered, c, assets_);
+    const std::string name = c.value("name", std::string());
+    auto path = paths_.find(name);
+    // An adapted lookup layer keeps its vocabulary among the file's assets, at its place.
+    json config = c;
+    if ((cls == "StringLookup" || cls == "IntegerLookup") && config.value("vocabulary", json()).is_null() &&
+        path != paths_.end())
+      config["vocabulary"] = path->second + "/vocabulary.txt";
+    auto layer = make_layer(registered, config, assets_);
     if (!layer) return layer;
-    auto path = paths_.find((*layer)->name());
     if (path != paths_.end()) m_.weights_path[(*layer)->name()] = path->second;
     return layer;
   }
@@ -375,7 +381,22 @@ class Builder {
   }
 
  public:
-  void paths_for(const json& layers, bool sequential) { name_paths(layers, sequential); }
+  void paths_for(const json& layers, bool sequential,
+                 const std::map<std::string, std::string>* groups) {
+    name_paths(layers, sequential);
+    if (groups == nullptr) return;
+    // A file says where it keeps each layer: the group whose "name" attribute is the
+    // layer's (Keras numbers groups by class in its own order; the names say which is which).
+    const std::string tail = "/vars";
+    for (const auto& [group, layer] : *groups) {
+      if (group.rfind("layers/", 0) != 0 || group.size() <= tail.size() ||
+          group.compare(group.size() - tail.size(), tail.size(), tail) != 0)
+        continue;
+      const std::string path = group.substr(0, group.size() - tail.size());
+      if (path.find('/', 7) != std::string::npos) continue;  // a nested object's
+      if (paths_.count(layer) > 0) paths_[layer] = path;
+    }
+  }
 
  private:
   KerasModel& m_;
@@ -388,7 +409,8 @@ class Builder {
 }  // namespace
 
 Expected<KerasModel> build_keras_model(const json& model,
-                                       const std::map<std::string, std::string>* assets) {
+                                       const std::map<std::string, std::string>* assets,
+                                       const std::map<std::string, std::string>* groups) {
   if (!model.is_object() || !model.contains("class_name") || !model.contains("config"))
     return model_error("not a Keras model description (no class_name and config)");
   KerasModel m;
@@ -399,10 +421,10 @@ Expected<KerasModel> build_keras_model(const json& model,
   Builder b(m, assets);
   Status st;
   if (m.class_name == "Sequential") {
-    b.paths_for(config.value("layers", json::array()), /*sequential=*/true);
+    b.paths_for(config.value("layers", json::array()), /*sequential=*/true, groups);
     st = b.sequential(config);
   } else if (m.class_name == "Functional" || m.class_name == "Model") {
-    b.paths_for(config.value("layers", json::array()), /*sequential=*/false);
+    b.paths_for(config.value("layers", json::array()), /*sequential=*/false, groups);
     st = b.functional(config);
   }
   else

@@ -32,8 +32,11 @@ struct KerasModel {
 
 /// Builds the graph of a model config: the object with "class_name" and "config" (what
 /// config.json and to_json() hold). `assets`: the .keras file's other entries (lookup
-/// layers' vocabularies), or null.
+/// layers' vocabularies), or null. `groups`: its weights file's groups with their "name"
+/// attributes (keras::KerasFile::weight_groups), which say where each layer's variables
+/// and assets are; without them the places are Keras's naming of model.layers in order.
 Expected<KerasModel> build_keras_model(const nlohmann::json& model,
-                                       const std::map<std::string, std::string>* assets = nullptr);
+                                       const std::map<std::string, std::string>* assets = nullptr,
+                                       const std::map<std::string, std::string>* groups = nullptr);
 
 }  // namespace troupe::core::graph

@@ -166,9 +166,14 @@ Expected<Initializer> LayerConfig::initializer(const std::string& key, Initializ
     if (num("mean", 0.0) != 0.0) return error(key, "RandomNormal needs mean 0 in Troupe");
     return Initializer{K::random_normal, static_cast<float>(num("stddev", 0.05)), seed};
   }
+  if (kind == "TruncatedNormal" || kind == "truncated_normal") {
+    if (num("mean", 0.0) != 0.0) return error(key, "TruncatedNormal needs mean 0 in Troupe");
+    return Initializer{K::truncated_normal, static_cast<float>(num("stddev", 0.05)), seed};
+  }
   return error(key, "initializer '" + kind +
                         "' is not supported (Troupe has GlorotUniform, Zeros, Ones, Constant, "
-                        "RandomUniform, RandomNormal); a .keras file with weights needs none");
+                        "RandomUniform, RandomNormal, TruncatedNormal); a .keras file with "
+                        "weights needs none");
 }
 
 uint64_t LayerConfig::seed_for(const std::string& weight) const {

@@ -25,7 +25,7 @@ bool keras3_form(const json& j) {
 Expected<LoadedModel> from_config(LoadedModel m, const json& config) {
   m.config = config;
   if (config.contains("compile_config")) m.compile_config = config["compile_config"];
-  auto built = graph::build_keras_model(config, &m.file.assets);
+  auto built = graph::build_keras_model(config, &m.file.assets, &m.file.weight_groups);
   if (!built) return make_error(built.error().code, m.source + ": " + built.error().message);
   m.model = std::move(*built);
   return m;
@@ -45,18 +45,6 @@ Expected<LoadedModel> load_model_bytes(const std::string& bytes, const std::stri
     const json config = m.file.config;
     auto loaded = from_config(std::move(m), config);
     if (!loaded) return loaded;
-    // Where this file keeps each layer: the group whose "name" attribute is the layer's
-    // (Keras numbers groups by class in its own order; the names say which is which).
-    for (const auto& [group, layer] : loaded->file.weight_groups) {
-      const std::string tail = "/vars";
-      if (group.rfind("layers/", 0) != 0 || group.size() <= tail.size() ||
-          group.compare(group.size() - tail.size(), tail.size(), tail) != 0)
-        continue;
-      const std::string path = group.substr(0, group.size() - tail.size());
-      if (path.find('/', 7) != std::string::npos) continue;  // a nested object's
-      auto it = loaded->model.weights_path.find(layer);
-      if (it != loaded->model.weights_path.end()) it->second = path;
-    }
     if (auto st = set_weights_from(loaded->model, loaded->file, name); !st) return st.error();
     loaded->file.weights.clear();  // given to the graph
     return loaded;

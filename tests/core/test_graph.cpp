@@ -224,3 +224,30 @@ TEST_CASE("Keras configs Troupe cannot train are errors naming the part", "[grap
   REQUIRE_FALSE(dangling.ok());
   CHECK_THAT(dangling.error().message, Catch::Contains("layer 'd'"));
 }
+
+TEST_CASE("Initializers from Keras configs: TruncatedNormal stays within two deviations",
+          "[graph]") {
+  auto d = make("Dense", R"({"name": "d", "units": 64, "kernel_initializer":
+      {"class_name": "TruncatedNormal", "config": {"mean": 0.0, "stddev": 0.1, "seed": 3}}})");
+  Graph g;
+  const int x = g.add_input("x", {ColumnKind::floats, {64}});
+  REQUIRE(g.call(d, {x}).ok());
+  const Tensor& k = d->weights()[0].value;
+  double sum = 0, squares = 0;
+  float widest = 0;
+  for (int64_t i = 0; i < k.size(); ++i) {
+    sum += k[i];
+    squares += static_cast<double>(k[i]) * k[i];
+    widest = std::max(widest, std::fabs(k[i]));
+  }
+  const double mean = sum / static_cast<double>(k.size());
+  const double sd = std::sqrt(squares / static_cast<double>(k.size()) - mean * mean);
+  CHECK(widest <= 0.2f);
+  CHECK(std::fabs(mean) < 0.01);
+  // A normal truncated at 2 deviations has a deviation of 0.88 of the normal's.
+  CHECK(sd == Approx(0.088).epsilon(0.1));
+  auto shifted = make_layer("Dense", nlohmann::json::parse(R"({"name": "e", "units": 2,
+      "kernel_initializer": {"class_name": "TruncatedNormal", "config": {"mean": 1.0}}})"));
+  REQUIRE_FALSE(shifted.ok());
+  CHECK_THAT(shifted.error().message, Catch::Contains("kernel_initializer"));
+}

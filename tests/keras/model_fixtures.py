@@ -3,6 +3,7 @@
 
 For each model NAME, under <outdir>/models/NAME/:
   model.keras         the compiled, untrained model (Keras 3 on JAX, fixed seeds)
+  model.json          its model.to_json(): the architecture alone
   train.tfrecord      its training examples (tf.train.Example, features by input name)
   test.tfrecord       held-out examples
   test_inputs.npz     the same held-out examples' inputs, as numpy (for Keras's predict)
@@ -43,6 +44,8 @@ def _write(outdir, name, model, train, test, inputs, info):
     d = os.path.join(outdir, "models", name)
     os.makedirs(d, exist_ok=True)
     model.save(os.path.join(d, "model.keras"))
+    with open(os.path.join(d, "model.json"), "w") as f:  # the architecture alone
+        f.write(model.to_json())
     tfrecord.write(os.path.join(d, "train.tfrecord"), train)
     tfrecord.write(os.path.join(d, "test.tfrecord"), test)
     # Strings as a numpy string array (an object array needs pickle to load).
@@ -71,8 +74,11 @@ def model_ps_tutorial(outdir):
     rng = _rng(11)
     vocab = ["avenger", "ironman", "batman", "hulk", "spiderman", "kingkong", "wonder_woman"]
     x = keras.Input((3,), dtype="string", name="features")
-    ids = layers.StringLookup(vocabulary=vocab, name="feature_lookup")(x)
-    emb = layers.Embedding(len(vocab) + 1, 16, name="embedding")(ids)
+    # Adapted, as the tutorial's is: its vocabulary goes among the .keras file's assets.
+    lookup = layers.StringLookup(name="feature_lookup")
+    lookup.adapt(vocab)
+    ids = lookup(x)
+    emb = layers.Embedding(lookup.vocabulary_size(), 16, name="embedding")(ids)
     pooled = layers.GlobalAveragePooling1D()(emb)
     y = layers.Dense(1, activation="sigmoid", name="dense")(pooled)
     model = keras.Model(x, y)

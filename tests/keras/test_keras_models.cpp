@@ -115,6 +115,28 @@ TEST_CASE("A two-output CTR+CVR model with BatchNormalization and Dropout trains
   train_and_check("two_output");
 }
 
+TEST_CASE("A model's to_json() trains from its layers' initializers and goes back to Keras",
+          "[keras][models]") {
+  // No weights and no compile settings in the JSON: those of the .keras file's compile().
+  const auto f = fixture("wide_deep");
+  const std::string tmp = temp_dir("json");
+  auto r = run_program(bin + "/troupe train --model " + f.dir + "/model.json --data " + f.dir +
+                       "/train.tfrecord --batch 32 --steps 200 --validation " + f.dir +
+                       "/test.tfrecord --out " + tmp + "/trained.keras --compile '" +
+                       R"({"optimizer": {"class_name": "Adagrad", "config": {"learning_rate": 0.1}},)" +
+                       R"( "loss": "binary_crossentropy", "metrics": ["auc"]}')" + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.last_json["val_auc"].get<double>() > 0.6);
+  const auto after = predict(tmp + "/trained.keras", f, tmp + "/after.json");
+  auto check = run_program(python + " " + scripts + "/check_predictions.py " + tmp +
+                           "/trained.keras " + f.dir + "/test_inputs.npz " + tmp +
+                           "/after.json 2>&1");
+  INFO(check.output);
+  CHECK(check.exit_code == 0);
+  fs::remove_all(tmp);
+}
+
 TEST_CASE("A Keras model trains as a job of 2 PS tasks and 2 workers, surviving a killed worker",
           "[keras][models][cluster]") {
   const auto f = fixture("deepfm");
@@ -136,6 +158,31 @@ TEST_CASE("A Keras model trains as a job of 2 PS tasks and 2 workers, surviving 
   const auto after = predict(tmp + "/trained.keras", f, tmp + "/after.json");
   CHECK(std::abs(chief["val_auc"].get<double>() - after["auc"].get<double>()) < 1e-6);
   CHECK(after["auc"].get<double>() > 0.6);
+  auto check = run_program(python + " " + scripts + "/check_predictions.py " + tmp +
+                           "/trained.keras " + f.dir + "/test_inputs.npz " + tmp +
+                           "/after.json 2>&1");
+  INFO(check.output);
+  CHECK(check.exit_code == 0);
+  fs::remove_all(tmp);
+}
+
+TEST_CASE("A Keras model trains as MultiWorkerMirroredStrategy's replicas on 2 workers",
+          "[keras][models][cluster][mirrored]") {
+  const auto f = fixture("two_output");  // BatchNormalization's statistics averaged
+  const std::string tmp = temp_dir("mirrored");
+  auto r = run_program(bin + "/troupe launch --workers 2 --run-dir " + tmp + "/run -- " + bin +
+                       "/troupe train --model " + f.dir + "/model.keras --data " + f.dir +
+                       "/train.tfrecord --batch 32 --epochs 2 --validation " + f.dir +
+                       "/test.tfrecord --out " + tmp + "/trained.keras 2>&1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto& chief = r.last_json["chief"];
+  CHECK(chief["strategy"] == "mirrored");
+  // Each replica read half of the examples each epoch: 8192 / 2 / 32 steps.
+  CHECK(chief["steps"] == 2 * 8192 / 2 / 32);
+  const auto after = predict(tmp + "/trained.keras", f, tmp + "/after.json");
+  CHECK(std::abs(chief["val_ctr_auc"].get<double>() - after["ctr_auc"].get<double>()) < 1e-6);
+  CHECK(after["ctr_auc"].get<double>() > 0.7);
   auto check = run_program(python + " " + scripts + "/check_predictions.py " + tmp +
                            "/trained.keras " + f.dir + "/test_inputs.npz " + tmp +
                            "/after.json 2>&1");
