@@ -50,34 +50,44 @@ struct ReferenceOptions {
   bool fake_device = true;
 };
 
-/// Builds fixture `name` (layers/<name>.json under the fixture directory) and compares
-/// Troupe's outputs with Keras's.
-inline void check_against_keras(const std::string& name, const ReferenceOptions& o = {}) {
+/// Reference fixture `name`'s document (layers/<name>.json under the fixture directory).
+inline nlohmann::json reference_fixture(const std::string& name) {
   const std::string path = std::string(TROUPE_KERAS_FIXTURES) + "/layers/" + name + ".json";
   std::ifstream in(path);
   INFO("fixture " << path);
   REQUIRE(in.good());
-  const auto doc = nlohmann::json::parse(in);
-  auto run = [&](bool on_device) {
-    auto model = core::graph::build_keras_model(doc["model"]);
-    INFO((model ? std::string() : model.error().message));
-    REQUIRE(model.ok());
-    auto& g = *model->graph;
-    for (const auto& layer : g.layers()) {
-      if (!doc["weights"].contains(layer->name())) continue;
-      const auto& ws = doc["weights"][layer->name()];
-      REQUIRE(ws.size() == layer->weights().size());
-      for (size_t i = 0; i < ws.size(); ++i) {
-        auto c = column_from("w", ws[i]);
-        auto& w = layer->weights()[i];
-        INFO(layer->name() << "/" << w.name << " " << c.shape.to_string() << " vs "
-                           << w.shape.to_string());
-        REQUIRE(c.shape.num_elements() == w.shape.num_elements());
-        std::vector<float> values = c.floats;
-        if (c.kind == core::ColumnKind::ints) values.assign(c.ints.begin(), c.ints.end());
-        w.value = core::Tensor(w.shape, values);
-      }
+  return nlohmann::json::parse(in);
+}
+
+/// The fixture's model built as a graph, its layers holding the fixture's weights.
+inline core::graph::KerasModel reference_model(const nlohmann::json& doc) {
+  auto model = core::graph::build_keras_model(doc["model"]);
+  INFO((model ? std::string() : model.error().message));
+  REQUIRE(model.ok());
+  for (const auto& layer : model->graph->layers()) {
+    if (!doc["weights"].contains(layer->name())) continue;
+    const auto& ws = doc["weights"][layer->name()];
+    REQUIRE(ws.size() == layer->weights().size());
+    for (size_t i = 0; i < ws.size(); ++i) {
+      auto c = column_from("w", ws[i]);
+      auto& w = layer->weights()[i];
+      INFO(layer->name() << "/" << w.name << " " << c.shape.to_string() << " vs "
+                         << w.shape.to_string());
+      REQUIRE(c.shape.num_elements() == w.shape.num_elements());
+      std::vector<float> values = c.floats;
+      if (c.kind == core::ColumnKind::ints) values.assign(c.ints.begin(), c.ints.end());
+      w.value = core::Tensor(w.shape, values);
     }
+  }
+  return std::move(*model);
+}
+
+/// Builds fixture `name` and compares Troupe's outputs with Keras's.
+inline void check_against_keras(const std::string& name, const ReferenceOptions& o = {}) {
+  const auto doc = reference_fixture(name);
+  auto run = [&](bool on_device) {
+    auto model = reference_model(doc);
+    auto& g = *model.graph;
     if (on_device) REQUIRE(g.to(core::Device::cuda(0)).ok());
     core::Batch batch;
     for (const auto& [k, v] : doc["inputs"].items())

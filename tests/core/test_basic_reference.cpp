@@ -61,25 +61,10 @@ void check_close(ConstTensorView got_view, const nlohmann::json& want, const std
 
 TEST_CASE("Keras reference: BatchNormalization in training, and its moving statistics",
           "[keras][basic]") {
-  const std::string path =
-      std::string(TROUPE_KERAS_FIXTURES) + "/layers/basic_batchnorm_training.json";
-  std::ifstream in(path);
-  INFO("fixture " << path);
-  REQUIRE(in.good());
-  const auto doc = nlohmann::json::parse(in);
+  const auto doc = troupe::test::reference_fixture("basic_batchnorm_training");
   auto run = [&](bool on_device) {
-    auto model = graph::build_keras_model(doc["model"]);
-    REQUIRE(model.ok());
-    auto& g = *model->graph;
-    for (const auto& layer : g.layers()) {
-      if (!doc["weights"].contains(layer->name())) continue;
-      const auto& ws = doc["weights"][layer->name()];
-      REQUIRE(ws.size() == layer->weights().size());
-      for (size_t i = 0; i < ws.size(); ++i) {
-        auto& w = layer->weights()[i];
-        w.value = Tensor(w.shape, column_from("w", ws[i]).floats);
-      }
-    }
+    auto model = troupe::test::reference_model(doc);
+    auto& g = *model.graph;
     if (on_device) REQUIRE(g.to(Device::cuda(0)).ok());
     Batch batch;
     for (const auto& [k, v] : doc["inputs"].items())

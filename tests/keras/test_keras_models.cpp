@@ -57,6 +57,17 @@ nlohmann::json predict(const std::string& model, const Fixture& f, const std::st
   return r.last_json;
 }
 
+// Keras itself loads `trained` and predicts on the fixture's held-out inputs what Troupe's
+// `predictions` file holds.
+void check_with_keras(const std::string& trained, const Fixture& f, const std::string& predictions) {
+  auto check = run_program("KERAS_BACKEND=" + f.info["backend"].get<std::string>() + " " +
+                           python + " " + scripts + "/check_predictions.py " + trained + " " +
+                           f.dir + "/test_inputs.npz " + predictions + " 2>&1");
+  INFO(check.output);
+  CHECK(check.exit_code == 0);
+  CHECK(check.last_json["ok"] == true);
+}
+
 // Trains `name` in one process, then checks it learned and that Keras agrees with Troupe.
 void train_and_check(const std::string& name) {
   const auto f = fixture(name);
@@ -77,13 +88,7 @@ void train_and_check(const std::string& name) {
   // The validation run and troupe predict score the same examples with the same weights.
   CHECK(std::abs(r.last_json["val_loss"].get<double>() - after["loss"].get<double>()) < 1e-4);
   CHECK(after.contains(metric));
-  auto check = run_program("KERAS_BACKEND=" + f.info["backend"].get<std::string>() + " " +
-                           python + " " + scripts + "/check_predictions.py " + tmp +
-                           "/trained.keras " + f.dir + "/test_inputs.npz " + tmp +
-                           "/after.json 2>&1");
-  INFO(check.output);
-  CHECK(check.exit_code == 0);
-  CHECK(check.last_json["ok"] == true);
+  check_with_keras(tmp + "/trained.keras", f, tmp + "/after.json");
   fs::remove_all(tmp);
 }
 
@@ -129,11 +134,7 @@ TEST_CASE("A model's to_json() trains from its layers' initializers and goes bac
   REQUIRE(r.exit_code == 0);
   CHECK(r.last_json["val_auc"].get<double>() > 0.6);
   const auto after = predict(tmp + "/trained.keras", f, tmp + "/after.json");
-  auto check = run_program(python + " " + scripts + "/check_predictions.py " + tmp +
-                           "/trained.keras " + f.dir + "/test_inputs.npz " + tmp +
-                           "/after.json 2>&1");
-  INFO(check.output);
-  CHECK(check.exit_code == 0);
+  check_with_keras(tmp + "/trained.keras", f, tmp + "/after.json");
   fs::remove_all(tmp);
 }
 
@@ -158,11 +159,7 @@ TEST_CASE("A Keras model trains as a job of 2 PS tasks and 2 workers, surviving 
   const auto after = predict(tmp + "/trained.keras", f, tmp + "/after.json");
   CHECK(std::abs(chief["val_auc"].get<double>() - after["auc"].get<double>()) < 1e-6);
   CHECK(after["auc"].get<double>() > 0.6);
-  auto check = run_program(python + " " + scripts + "/check_predictions.py " + tmp +
-                           "/trained.keras " + f.dir + "/test_inputs.npz " + tmp +
-                           "/after.json 2>&1");
-  INFO(check.output);
-  CHECK(check.exit_code == 0);
+  check_with_keras(tmp + "/trained.keras", f, tmp + "/after.json");
   fs::remove_all(tmp);
 }
 
@@ -183,11 +180,7 @@ TEST_CASE("A Keras model trains as MultiWorkerMirroredStrategy's replicas on 2 w
   const auto after = predict(tmp + "/trained.keras", f, tmp + "/after.json");
   CHECK(std::abs(chief["val_ctr_auc"].get<double>() - after["ctr_auc"].get<double>()) < 1e-6);
   CHECK(after["ctr_auc"].get<double>() > 0.7);
-  auto check = run_program(python + " " + scripts + "/check_predictions.py " + tmp +
-                           "/trained.keras " + f.dir + "/test_inputs.npz " + tmp +
-                           "/after.json 2>&1");
-  INFO(check.output);
-  CHECK(check.exit_code == 0);
+  check_with_keras(tmp + "/trained.keras", f, tmp + "/after.json");
   fs::remove_all(tmp);
 }
 
