@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/model_state.hpp"
 #include "core/checkpoint/checkpoint_manager.hpp"
 #include "core/json_text.hpp"
 #include "core/summary/event_writer.hpp"
@@ -91,6 +92,10 @@ core::Expected<SidecarResult> run_sidecar_evaluator(Model& model, const SidecarE
                           {"epoch", epoch},        {"test_accuracy", stats->accuracy()},
                           {"loss", stats->loss()}, {"examples", stats->examples}};
       if (stats->has_auc()) line["auc"] = stats->auc();
+      std::map<std::string, double> logs;
+      if (const auto& g = model.state().replica.graph) logs = detail::graph_logs(*g, *stats);
+      for (const auto& [k, v] : logs)  // a Keras model: its History names
+        line[k] = v;
       out << core::json_text(line) << std::endl;
       if (events) {
         if (auto st = events->add_scalar("evaluation_loss_vs_iterations",
@@ -115,6 +120,7 @@ core::Expected<SidecarResult> run_sidecar_evaluator(Model& model, const SidecarE
       ++r.evaluations;
       r.last_step = step;
       r.last = *stats;
+      r.last_logs = std::move(logs);
       idle_since = std::chrono::steady_clock::now();
       if (o.max_evaluations > 0 && r.evaluations >= o.max_evaluations) return r;
       continue;

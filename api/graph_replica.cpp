@@ -98,11 +98,18 @@ core::Expected<std::unique_ptr<GraphReplica>> GraphReplica::make(const KerasSour
   const auto& ws = g.weights();
   r->before.resize(ws.size());
   r->host.resize(ws.size());
-  for (const auto& w : ws) {
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const auto& w = ws[i];
     r->names.push_back(w.path);
     r->table.push_back(w.weight().table);
     r->keyed.push_back(w.weight().keyed);
     r->trains.push_back(g.trains(w));
+    if (w.weight().table) {
+      r->table_names.push_back(w.path);
+    } else {
+      r->dense.push_back(i);
+      r->dense_names.push_back(w.path);
+    }
   }
   return r;
 }

@@ -29,6 +29,10 @@ struct GraphReplica {
   /// moving statistics).
   std::vector<std::string> names;
   std::vector<bool> table, keyed, trains;
+  /// The weights that are not tables (what a worker pulls and pushes whole) and their
+  /// names, and the tables' names in tables() order.
+  std::vector<size_t> dense;
+  std::vector<std::string> dense_names, table_names;
   /// The values of the non-trainable weights before a step, to push their change.
   std::vector<core::Tensor> before;
   std::vector<core::Tensor> host;  // gradients and changes copied to the host

@@ -173,33 +173,27 @@ void register_keras(Registry& registry) {
           return make_error(Errc::internal, "no Keras model installed on worker " +
                                                 std::to_string(ctx.worker_index()));
         // The dense variables whole (trainable or not), the tables' rows of this batch.
-        std::vector<std::string> dense;
-        std::vector<size_t> dense_w;
-        for (size_t w = 0; w < r->names.size(); ++w)
-          if (!r->table[w]) {
-            dense.push_back(r->names[w]);
-            dense_w.push_back(w);
-          }
-        auto values = ctx.pull(dense);
+        auto values = ctx.pull(r->dense_names);
         if (!values) return values.error();
         auto& weights = r->graph().weights();
-        for (size_t i = 0; i < dense_w.size(); ++i) {
-          auto& w = weights[dense_w[i]].weight();
-          if ((*values)[i].shape() != w.shape)
-            return make_error(Errc::internal, "variable '" + dense[i] + "' has shape " +
-                                                  (*values)[i].shape().to_string());
-          w.value.set((*values)[i]);
+        for (size_t i = 0; i < r->dense.size(); ++i) {
+          auto& w = weights[r->dense[i]].weight();
+          auto& v = (*values)[i];
+          if (v.shape() != w.shape)
+            return make_error(Errc::internal, "variable '" + r->dense_names[i] + "' has shape " +
+                                                  v.shape().to_string());
+          if (w.value.device() == v.device())
+            w.value = std::move(v);  // the pulled tensor itself, no copy
+          else
+            w.value.set(v);
         }
-        std::vector<std::string> table_names;
-        for (size_t w = 0; w < r->names.size(); ++w)
-          if (r->table[w]) table_names.push_back(r->names[w]);
         auto stats = r->run(**batch, /*train=*/true,
                             [&](size_t t, const std::vector<int64_t>& ids) {
-                              return ctx.pull_rows(table_names[t], ids);
+                              return ctx.pull_rows(r->table_names[t], ids);
                             });
         if (!stats) return stats;
         std::vector<std::pair<std::string, core::ConstTensorView>> grads;
-        for (size_t w : dense_w)
+        for (size_t w : r->dense)
           grads.emplace_back(r->names[w], r->trains[w] ? r->host_gradient(w) : r->change(w));
         if (auto st = ctx.push(grads); !st) return st.error();
         size_t t = 0;

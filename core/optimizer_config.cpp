@@ -54,7 +54,10 @@ Expected<OptimizerConfig> parse_optimizer_text(const std::string& text) {
   if (!j.is_object()) return bad("not a JSON object");
   OptimizerConfig c;
   bool kind_found = false;
-  for (const auto& [key, v] : j.items()) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    // Named, not bound: C++17 lambdas cannot capture a structured binding.
+    const std::string& key = it.key();
+    const json& v = it.value();
     auto number = [&](float& to) -> Status {
       if (!v.is_number() || !std::isfinite(v.get<double>())) return bad("'" + key + "' must be a number");
       to = v.get<float>();

@@ -73,6 +73,8 @@ inline int run_evaluator_task(const std::string& program, const ModelSpec& spec,
                      {"test_accuracy", r->last.accuracy()},
                      {"loss", r->last.loss()}};
   if (r->last.has_auc()) out["auc"] = r->last.auc();
+  for (const auto& [k, v] : r->last_logs)  // a Keras model's History names
+    out[k] = v;
   for (const auto& [k, v] : extra.items())
     out[k] = v;
   std::cout << core::json_text(out) << std::endl;

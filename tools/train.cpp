@@ -142,6 +142,9 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--compile", o.compile,
                  "a compile_config as JSON (Keras's form) instead of the file's");
   examples::add_ps_replicas_flag(app, o.ps_replicas);
+  app.add_option("--evaluator-timeout-s", o.evaluator_timeout_s,
+                 "the evaluator task: how long it waits for a new checkpoint before it ends")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--elastic", o.elastic,
                "MultiWorkerMirroredStrategy (a job without PS tasks): a lost worker is left "
                "behind and taken back when it returns, instead of ending the job");
@@ -160,6 +163,7 @@ int run_train(TrainOptions o) {
   const bool cluster = std::getenv("TF_CONFIG") != nullptr || std::getenv("SLURM_PROCID") != nullptr;
   std::optional<net::TFConfigClusterResolver> resolver;
   bool mirrored = false;
+  bool evaluator = false;  // the side-car evaluator task: follows the chief's checkpoints
   Registry registry;
   register_keras(registry);
   if (cluster) {
@@ -172,15 +176,20 @@ int run_train(TrainOptions o) {
     mirrored = resolver->cluster_spec().num_tasks("ps") == 0;
     if (!mirrored && (role == "ps" || role == "worker"))
       return examples::serve_task(kProgram, *resolver, registry);
-    if (role != "chief" && !(mirrored && role == "worker"))
+    if (role == "evaluator") evaluator = true;
+    if (role != "chief" && role != "evaluator" && !(mirrored && role == "worker"))
       return fail(make_error(Errc::invalid_argument, "troupe train has no " + role + " task"));
   }
 
-  if (o.data.empty()) return fail(make_error(Errc::invalid_argument, "--data is required"));
-  auto format = data_format_of(o.format, o.data);
+  if (o.data.empty() && !evaluator)
+    return fail(make_error(Errc::invalid_argument, "--data is required"));
+  if (evaluator && o.validation.empty())
+    return fail(make_error(Errc::invalid_argument,
+                           "the evaluator task scores --validation files: give them"));
+  auto format = data_format_of(o.format, evaluator ? o.validation : o.data);
   if (!format) return fail(format.error());
   const std::string format_name = core::data_format_name(*format);
-  auto files = expand_data_files(o.data, format_name, false);
+  auto files = expand_data_files(evaluator ? o.validation : o.data, format_name, evaluator);
   if (!files) return fail(files.error());
   std::vector<std::string> validation;
   if (!o.validation.empty()) {
@@ -238,6 +247,16 @@ int run_train(TrainOptions o) {
       return core::read_named_batches(validation, options);
     };
 
+  std::string model_dir = o.model_dir;
+  if (model_dir.empty())
+    if (const char* run_dir = std::getenv("TROUPE_RUN_DIR")) model_dir = std::string(run_dir) + "/model";
+  if (evaluator) {
+    if (model_dir.empty())
+      return fail(make_error(Errc::invalid_argument, "--model-dir is needed outside troupe launch"));
+    return examples::run_evaluator_task(kProgram, model.state().spec, model_dir,
+                                        o.evaluator_timeout_s);
+  }
+
   FitOptions fo;
   fo.epochs = o.epochs;
   fo.steps_per_epoch = o.steps;
@@ -245,11 +264,11 @@ int run_train(TrainOptions o) {
   fo.validation = validation.empty() ? FitOptions::Validation::none : FitOptions::Validation::direct;
   Callbacks callbacks;
   namespace cb = callbacks;
-  std::string model_dir = o.model_dir;
-  if (model_dir.empty())
-    if (const char* run_dir = std::getenv("TROUPE_RUN_DIR")) model_dir = std::string(run_dir) + "/model";
-  if (!model_dir.empty() && cluster && !mirrored)
+  if (!model_dir.empty() && cluster && !mirrored) {
     callbacks.push_back(std::make_shared<cb::BackupAndRestoreCallback>(model_dir + "/backup"));
+    // What a side-car evaluator task follows: a checkpoint of the weights every epoch.
+    callbacks.push_back(std::make_shared<cb::ModelCheckpoint>(model_dir + "/ckpt"));
+  }
   callbacks.push_back(std::make_shared<cb::ProgressDisplay>());
 
   nlohmann::json out{{"ok", true}, {"program", kProgram}, {"model", o.model},

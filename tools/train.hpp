@@ -37,6 +37,7 @@ struct TrainOptions {
   int ps_replicas = 1;
   int steps_per_execution = 1;
   bool elastic = false;            // mirrored: re-form without a lost worker
+  int64_t evaluator_timeout_s = 600;  // the evaluator task: idle this long after the last checkpoint
   std::string compile;             // a compile_config (JSON) instead of the file's
 };
 

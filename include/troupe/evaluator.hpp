@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <iosfwd>
 #include <string>
 
@@ -35,6 +36,9 @@ struct SidecarResult {
   int64_t skipped = 0;  // checkpoints gone or unreadable when their turn came
   int64_t last_step = -1;
   BatchStats last;
+  /// The last evaluation's values by name: a Keras model's compiled History names ("loss",
+  /// "auc", "ctr_auc", ...); empty for the other models.
+  std::map<std::string, double> last_logs;
 };
 
 /// TensorFlow's SidecarEvaluator: follows a checkpoint directory, restores the newest

@@ -138,12 +138,13 @@ TEST_CASE("A model's to_json() trains from its layers' initializers and goes bac
   fs::remove_all(tmp);
 }
 
-TEST_CASE("A Keras model trains as a job of 2 PS tasks and 2 workers, surviving a killed worker",
+TEST_CASE("A Keras model trains as a job of 2 PS tasks, 2 workers and an evaluator, surviving a "
+          "killed worker",
           "[keras][models][cluster]") {
   const auto f = fixture("deepfm");
   const std::string tmp = temp_dir("cluster");
-  auto r = run_program(bin + "/troupe launch --ps 2 --workers 2 --restart-failed --chaos "
-                       "kill:worker:1@1s --run-dir " + tmp + "/run -- " + bin +
+  auto r = run_program(bin + "/troupe launch --ps 2 --workers 2 --evaluator --restart-failed "
+                       "--chaos kill:worker:1@1s --run-dir " + tmp + "/run -- " + bin +
                        "/troupe train --model " + f.dir + "/model.keras --data " + f.dir +
                        "/train.tfrecord --batch 32 --epochs 10 --steps 1000 --validation " +
                        f.dir + "/test.tfrecord --out " + tmp + "/trained.keras 2>&1");
@@ -159,6 +160,14 @@ TEST_CASE("A Keras model trains as a job of 2 PS tasks and 2 workers, surviving 
   const auto after = predict(tmp + "/trained.keras", f, tmp + "/after.json");
   CHECK(std::abs(chief["val_auc"].get<double>() - after["auc"].get<double>()) < 1e-6);
   CHECK(after["auc"].get<double>() > 0.6);
+  // The side-car evaluator followed the chief's checkpoints (one an epoch; it may skip some
+  // when they come faster than it scores) and scored the last one as the chief did.
+  const auto& evaluations = r.last_json["evaluator"];
+  REQUIRE(evaluations.size() >= 2);
+  const auto& summary = evaluations.back();
+  CHECK(summary["evaluations"].get<int>() >= 1);
+  CHECK(summary["last_step"] == 10000);
+  CHECK(summary["auc"].get<double>() == Approx(chief["val_auc"].get<double>()).margin(1e-9));
   check_with_keras(tmp + "/trained.keras", f, tmp + "/after.json");
   fs::remove_all(tmp);
 }
