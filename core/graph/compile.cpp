@@ -1,4 +1,5 @@
 #include "core/graph/compile.hpp"
+#include "core/graph/json_guard.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -170,8 +171,10 @@ std::vector<std::string> CompileConfig::history_names() const {
   return names;
 }
 
-Expected<CompileConfig> parse_compile_config(const json& config, const Graph& graph,
-                                             const CompileOptions& options) {
+namespace {
+
+Expected<CompileConfig> parse_compile_unguarded(const json& config, const Graph& graph,
+                                                const CompileOptions& options) {
   if (!config.is_object()) return config_error("is not an object");
   CompileConfig cc;
   KerasArgs top("the model", config);
@@ -270,6 +273,14 @@ Expected<CompileConfig> parse_compile_config(const json& config, const Graph& gr
       }
   }
   return cc;
+}
+
+}  // namespace
+
+Expected<CompileConfig> parse_compile_config(const json& config, const Graph& graph,
+                                             const CompileOptions& options) {
+  return guard_json("compile_config",
+                    [&] { return parse_compile_unguarded(config, graph, options); });
 }
 
 }  // namespace troupe::core::graph

@@ -1,4 +1,5 @@
 #include "core/graph/keras_model.hpp"
+#include "core/graph/json_guard.hpp"
 
 #include <cctype>
 #include <set>
@@ -45,7 +46,7 @@ Status collect_keras3(const json& v, std::vector<History>& out) {
     return {};
   }
   if (v.is_object() && v.value("class_name", "") == "__keras_tensor__") {
-    auto h = parse_history(v["config"]["keras_history"]);
+    auto h = parse_history(member(member(v, "config"), "keras_history"));
     if (!h) return h.error();
     out.push_back(*h);
     return {};
@@ -144,7 +145,8 @@ Expected<TensorSpec> input_spec(const std::string& name, const json& config) {
   else if (dtype == "string")
     s.kind = ColumnKind::strings;
   else
-    return model_error("input '" + name + "' has dtype '" + dtype + "', which Troupe does not read");
+    return model_error("input '" + name + "' has dtype '" + dtype +
+                       "', which Troupe does not read");
   if (config.contains("sparse") && config["sparse"].is_boolean() && config["sparse"].get<bool>())
     return model_error("input '" + name + "' is sparse, which Troupe does not support");
   if (config.contains("ragged") && config["ragged"].is_boolean() && config["ragged"].get<bool>())
@@ -200,7 +202,8 @@ class Builder {
 
   Status sequential(const json& config) {
     const json& layers = config.value("layers", json::array());
-    if (!layers.is_array() || layers.empty()) return model_error("a Sequential model without layers");
+    if (!layers.is_array() || layers.empty())
+      return model_error("a Sequential model without layers");
     size_t first = 0;
     int x = -1;
     const json& l0 = layers[0];
@@ -236,7 +239,8 @@ class Builder {
       last = (*layer)->name();
       auto out = m_.graph->call(std::move(*layer), {x});
       if (!out) return out.error();
-      if (out->size() != 1) return model_error("layer '" + last + "' in a Sequential model has several outputs");
+      if (out->size() != 1)
+        return model_error("layer '" + last + "' in a Sequential model has several outputs");
       x = (*out)[0];
     }
     if (last.empty()) return model_error("a Sequential model with only an InputLayer");
@@ -245,7 +249,8 @@ class Builder {
 
   Status functional(const json& config) {
     const json& layers = config.value("layers", json::array());
-    if (!layers.is_array() || layers.empty()) return model_error("a Functional model without layers");
+    if (!layers.is_array() || layers.empty())
+      return model_error("a Functional model without layers");
     // Inputs first: every InputLayer, typed as its consumers read it.
     std::set<std::string> id_inputs;
     for (const auto& l : layers)
@@ -262,7 +267,8 @@ class Builder {
       const std::string name = l.value("name", c.value("name", ""));
       auto spec = input_spec(name, c);
       if (!spec) return spec.error();
-      if (spec->kind == ColumnKind::floats && id_inputs.count(name) > 0) spec->kind = ColumnKind::ints;
+      if (spec->kind == ColumnKind::floats && id_inputs.count(name) > 0)
+        spec->kind = ColumnKind::ints;
       tensors_[{name, 0}] = {m_.graph->add_input(name, *spec)};
     }
     // Then every call, in order, deferring those whose inputs are not made yet.
@@ -280,8 +286,9 @@ class Builder {
     while (!pending.empty()) {
       std::vector<Pending> later;
       for (const auto& p : pending) {
-        const std::string name = p.layer->value("name", (*p.layer)["config"].value("name", ""));
-        auto ins = node_inputs(name, (*p.layer)["inbound_nodes"][p.node]);
+        const std::string name =
+            p.layer->value("name", p.layer->value("config", json::object()).value("name", ""));
+        auto ins = node_inputs(name, member(*p.layer, "inbound_nodes")[p.node]);
         if (!ins) return ins.error();
         std::vector<int> ids;
         bool ready = true;
@@ -348,8 +355,8 @@ class Builder {
     auto path = paths_.find(name);
     // An adapted lookup layer keeps its vocabulary among the file's assets, at its place.
     json config = c;
-    if ((cls == "StringLookup" || cls == "IntegerLookup") && config.value("vocabulary", json()).is_null() &&
-        path != paths_.end())
+    if ((cls == "StringLookup" || cls == "IntegerLookup") &&
+        config.value("vocabulary", json()).is_null() && path != paths_.end())
       config["vocabulary"] = path->second + "/vocabulary.txt";
     auto layer = make_layer(registered, config, assets_);
     if (!layer) return layer;
@@ -408,9 +415,11 @@ class Builder {
 
 }  // namespace
 
-Expected<KerasModel> build_keras_model(const json& model,
-                                       const std::map<std::string, std::string>* assets,
-                                       const std::map<std::string, std::string>* groups) {
+namespace {
+
+Expected<KerasModel> build_unguarded(const json& model,
+                                     const std::map<std::string, std::string>* assets,
+                                     const std::map<std::string, std::string>* groups) {
   if (!model.is_object() || !model.contains("class_name") || !model.contains("config"))
     return model_error("not a Keras model description (no class_name and config)");
   KerasModel m;
@@ -426,13 +435,20 @@ Expected<KerasModel> build_keras_model(const json& model,
   } else if (m.class_name == "Functional" || m.class_name == "Model") {
     b.paths_for(config.value("layers", json::array()), /*sequential=*/false, groups);
     st = b.functional(config);
-  }
-  else
+  } else
     return model_error("model class '" + m.class_name +
                        "' is not supported (Troupe reads Sequential and Functional models; a "
                        "subclassed model has no graph to read)");
   if (!st) return st.error();
   return m;
+}
+
+}  // namespace
+
+Expected<KerasModel> build_keras_model(const json& model,
+                                       const std::map<std::string, std::string>* assets,
+                                       const std::map<std::string, std::string>* groups) {
+  return guard_json("model config", [&] { return build_unguarded(model, assets, groups); });
 }
 
 }  // namespace troupe::core::graph

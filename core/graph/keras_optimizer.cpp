@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/graph/compile.hpp"
+#include "core/graph/json_guard.hpp"
 #include "core/graph/keras_objects.hpp"
 
 namespace troupe::core::graph {
@@ -153,8 +154,10 @@ Expected<OptimizerConfig> parse_object(const std::string& cls, const json& confi
 
 }  // namespace
 
-Expected<OptimizerConfig> parse_keras_optimizer(const json& optimizer,
-                                                std::optional<LossScaleOptions>* loss_scale) {
+namespace {
+
+Expected<OptimizerConfig> parse_optimizer_unguarded(const json& optimizer,
+                                                    std::optional<LossScaleOptions>* loss_scale) {
   if (optimizer.is_string()) {  // optimizers.get("adam"): the class with its defaults
     const std::string name = optimizer.get<std::string>();
     const KerasOptimizer* o = find_optimizer(name, true);
@@ -180,6 +183,13 @@ Expected<OptimizerConfig> parse_keras_optimizer(const json& optimizer,
   if (auto st = a.finish(); !st) return st.error();
   if (loss_scale != nullptr) *loss_scale = ls;
   return parse_keras_optimizer(*inner, nullptr);
+}
+
+}  // namespace
+
+Expected<OptimizerConfig> parse_keras_optimizer(const json& optimizer,
+                                                std::optional<LossScaleOptions>* loss_scale) {
+  return guard_json("optimizer", [&] { return parse_optimizer_unguarded(optimizer, loss_scale); });
 }
 
 }  // namespace troupe::core::graph

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/graph/json_guard.hpp"
 #include "core/layers/layers.hpp"
 
 namespace troupe::core::graph {
@@ -68,9 +69,11 @@ Status check_dtype(LayerConfig& c, bool ids) {
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_layer(const std::string& class_name,
-                                            const nlohmann::json& config,
-                                            const std::map<std::string, std::string>* assets) {
+namespace {
+
+Expected<std::unique_ptr<Layer>> make_layer_unguarded(
+    const std::string& class_name, const nlohmann::json& config,
+    const std::map<std::string, std::string>* assets) {
   const Entry* found = nullptr;
   for (const auto& e : kLayers)
     if (class_name == e.class_name) found = &e;
@@ -96,6 +99,15 @@ Expected<std::unique_ptr<Layer>> make_layer(const std::string& class_name,
   if (auto st = c.finish(); !st) return st.error();
   (*layer)->set_trainable(c.trainable());
   return layer;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Layer>> make_layer(const std::string& class_name,
+                                            const nlohmann::json& config,
+                                            const std::map<std::string, std::string>* assets) {
+  return guard_json("layer config",
+                    [&] { return make_layer_unguarded(class_name, config, assets); });
 }
 
 std::vector<std::string> layer_classes() {

@@ -13,6 +13,7 @@
 
 #include "actors/ps_shard_state.hpp"
 #include "core/checkpoint/checkpoint.hpp"
+#include "core/data/columns.hpp"
 #include "core/data/record_io.hpp"
 #include "core/data/tf_example.hpp"
 #include "core/keras/keras_file.hpp"
@@ -170,12 +171,46 @@ int main(int argc, char** argv) {
   keras.weights["layers/dense/vars/0"] = core::Tensor(core::Shape{2, 2}, {1, 2, 3, 4});
   keras.weights["optimizer/vars/0"] =
       core::Tensor(core::Shape{}, core::DType::int64, core::Device::cpu());
-  keras.weight_groups = {
-      {"layers/dense/vars", "dense"}, {"optimizer/vars", "adam"}, {"vars", "s"}};
+  keras.weight_groups = {{"layers/dense/vars", "dense"}, {"optimizer/vars", "adam"}, {"vars", "s"}};
   keras.assets["assets/layers/string_lookup/vocabulary.txt"] = "[UNK]\na\nb";
   auto keras_bytes = core::keras::write_keras_bytes(keras, "seed.keras");
   if (!keras_bytes) return 1;
   put("fuzz_keras", "model.keras", *keras_bytes);
+
+  // A Functional model of two inputs, a shared layer, an Embedding and a compile_config.
+  put("fuzz_keras_model", "functional.json", R"({"class_name": "Functional", "config": {
+    "name": "m", "layers": [
+      {"class_name": "InputLayer", "name": "a", "config": {"batch_shape": [null, 3], "name": "a"}},
+      {"class_name": "InputLayer", "name": "ids", "config": {"batch_shape": [null, 2], "dtype": "int64", "name": "ids"}},
+      {"class_name": "Embedding", "name": "emb", "config": {"name": "emb", "input_dim": 10, "output_dim": 3},
+       "inbound_nodes": [[["ids", 0, 0, {}]]]},
+      {"class_name": "GlobalAveragePooling1D", "name": "pool", "config": {"name": "pool"},
+       "inbound_nodes": [[["emb", 0, 0, {}]]]},
+      {"class_name": "Dense", "name": "shared", "config": {"name": "shared", "units": 3},
+       "inbound_nodes": [[["a", 0, 0, {}]], [["pool", 0, 0, {}]]]},
+      {"class_name": "Add", "name": "add", "config": {"name": "add"},
+       "inbound_nodes": [[["shared", 0, 0, {}], ["shared", 1, 0, {}]]]},
+      {"class_name": "Dense", "name": "out", "config": {"name": "out", "units": 1, "activation": "sigmoid"},
+       "inbound_nodes": [[["add", 0, 0, {}]]]}],
+    "input_layers": [["a", 0, 0], ["ids", 0, 0]], "output_layers": [["out", 0, 0]]},
+    "compile_config": {"optimizer": {"class_name": "Adam", "config": {"learning_rate": 0.001}},
+                       "loss": "binary_crossentropy", "metrics": ["auc"]}})");
+  // An Example of the fuzz target's specs (ids [3], x, word, label), then CSV and Criteo text.
+  {
+    std::vector<core::FeatureSpec> s = {{"ids", core::ColumnKind::ints, {3}},
+                                        {"x", core::ColumnKind::floats, {}},
+                                        {"word", core::ColumnKind::strings, {}},
+                                        {"label", core::ColumnKind::floats, {}}};
+    auto columns = core::make_columns(s, 1);
+    columns[0].ints = {1, 2, 3};
+    columns[1].floats = {0.5f};
+    columns[2].strings = {"w"};
+    columns[3].floats = {1.0f};
+    core::finish_columns(columns, s, 1);
+    put("fuzz_named_input", "example", std::string(1, '\0') + core::encode_tf_example(columns, 0));
+  }
+  put("fuzz_named_input", "csv", "\x01ids,x,word,label\n1,0.5,\"a, b\",1\n");
+  put("fuzz_named_input", "criteo", std::string("\x02") + "1\t5\t\t3\tab12\tcd34\n");
 
   caf::actor_system_config cfg;
   cfg.add_message_types<caf::id_block::troupe>();

@@ -1,0 +1,41 @@
+// A model's description (config.json, or model.to_json()) made into a layer graph, and its
+// compile_config read against it: every layer factory's reading of its arguments, the
+// builder's reading of nodes, inputs and outputs, and compile()'s losses, metrics and
+// optimizer. Whatever the JSON says, an error or a graph, never a crash; graphs that build
+// run one step on zeros.
+#include <nlohmann/json.hpp>
+
+#include "core/graph/compile.hpp"
+#include "core/graph/keras_model.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace troupe::core;
+  const auto doc = nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return 0;
+  auto model = graph::build_keras_model(doc);
+  if (!model) return 0;
+  auto& g = *model->graph;
+  // Small graphs only: a fuzzed Dense(units=1e9) is refused by its size, not allocated.
+  if (g.num_parameters() > (int64_t{1} << 20)) return 0;
+  if (doc.contains("compile_config")) (void)graph::parse_compile_config(doc["compile_config"], g);
+  Batch batch;
+  for (const auto& in : g.inputs()) {
+    if (in.spec.per_example() > 4096) return 0;
+    Column c;
+    c.name = in.name;
+    c.kind = in.spec.kind;
+    c.shape = in.spec.with_batch(2);
+    const auto n = static_cast<size_t>(c.shape.num_elements());
+    if (c.kind == ColumnKind::floats) c.floats.assign(n, 0.0f);
+    if (c.kind == ColumnKind::ints) c.ints.assign(n, 0);
+    if (c.kind == ColumnKind::strings) c.strings.assign(n, "a");
+    batch.columns.push_back(std::move(c));
+  }
+  if (!g.feed(batch)) return 0;
+  for (auto& t : g.tables()) {
+    const auto& w = g.weights()[t.weight].weight();
+    t.rows = Tensor(Shape{static_cast<int64_t>(t.ids.size()), w.shape[w.shape.rank() - 1]});
+  }
+  (void)g.forward(/*training=*/true, 1);
+  return 0;
+}
