@@ -265,7 +265,10 @@ int run_train(TrainOptions o) {
   Callbacks callbacks;
   namespace cb = callbacks;
   if (!model_dir.empty() && cluster && !mirrored) {
-    callbacks.push_back(std::make_shared<cb::BackupAndRestoreCallback>(model_dir + "/backup"));
+    // A chief's backup holds every variable but dynamic tables (the PS tasks' snapshots do):
+    // a job with one resumes from PS snapshots (troupe serve --ps-snapshot-dir), not here.
+    if (o.dynamic_tables.empty())
+      callbacks.push_back(std::make_shared<cb::BackupAndRestoreCallback>(model_dir + "/backup"));
     // What a side-car evaluator task follows: a checkpoint of the weights every epoch.
     callbacks.push_back(std::make_shared<cb::ModelCheckpoint>(model_dir + "/ckpt"));
   }

@@ -172,6 +172,31 @@ TEST_CASE("A Keras model trains as a job of 2 PS tasks, 2 workers and an evaluat
   fs::remove_all(tmp);
 }
 
+TEST_CASE("An Embedding made a dynamic table trains on the PS tasks by raw keys",
+          "[keras][models][cluster]") {
+  const auto f = fixture("deepfm");
+  const std::string tmp = temp_dir("dynamic");
+  auto run = [&](const std::string& extra) {
+    return run_program(bin + "/troupe launch --ps 2 --workers 2 --run-dir " + tmp + "/run" + extra +
+                       " -- " + bin + "/troupe train --model " + f.dir + "/model.keras --data " +
+                       f.dir + "/train.tfrecord --batch 32 --steps 300 --validation " + f.dir +
+                       "/test.tfrecord --dynamic-table embedding --dynamic-max-rows 100000 2>&1");
+  };
+  auto r = run("");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto& chief = r.last_json["chief"];
+  CHECK(chief["ok"] == true);
+  CHECK(chief["val_auc"].get<double>() > 0.6);
+  // A dynamic table has no fixed vocabulary: a Keras Embedding cannot hold it.
+  auto out = run_program(bin + "/troupe train --model " + f.dir + "/model.keras --data " + f.dir +
+                         "/train.tfrecord --steps 10 --dynamic-table embedding --out " + tmp +
+                         "/t.keras 2>&1");
+  CHECK(out.exit_code == 1);
+  CHECK_THAT(out.last_json["error"].get<std::string>(), Catch::Contains("dynamic table"));
+  fs::remove_all(tmp);
+}
+
 TEST_CASE("A Keras model trains as MultiWorkerMirroredStrategy's replicas on 2 workers",
           "[keras][models][cluster][mirrored]") {
   const auto f = fixture("two_output");  // BatchNormalization's statistics averaged
