@@ -101,8 +101,7 @@ void check_values(const Tensor& got, const std::vector<float>& want) {
 }
 
 // A host layer (Hashing, a lookup) run on one input; its int64 output.
-std::vector<int64_t> run_host(const std::string& cls, const std::string& config,
-                              const Column& in) {
+std::vector<int64_t> run_host(const std::string& cls, const std::string& config, const Column& in) {
   auto layer = make(cls, config);
   REQUIRE(layer->on_host());
   auto out = layer->build({TensorSpec{in.kind, {}}});
@@ -264,17 +263,18 @@ TEST_CASE("StringLookup assigns Keras's indices", "[sparse][lookup]") {
         std::vector<int64_t>{1, 2, 0, 0, 3, 1});
   // A mask token: 0; OOV 1; the vocabulary from 2.
   CHECK(run_host("StringLookup",
-                 R"({"name": "s", "vocabulary": ["a", "b", "c"], "mask_token": ""})", words) ==
-        std::vector<int64_t>{2, 3, 1, 0, 4, 2});
+                 R"({"name": "s", "vocabulary": ["a", "b", "c"], "mask_token": ""})",
+                 words) == std::vector<int64_t>{2, 3, 1, 0, 4, 2});
   // Special tokens leading the vocabulary (as an asset file holds them) are not tokens.
   CHECK(run_host("StringLookup",
                  R"({"name": "s", "vocabulary": ["", "[UNK]", "a", "b", "c"], "mask_token": "",
                      "vocabulary_size": 5})",
                  words) == std::vector<int64_t>{2, 3, 1, 0, 4, 2});
   // Two OOV indices: by Fingerprint64 of the token (with a salt: SipHash), after the mask.
-  const auto two = run_host(
-      "StringLookup", R"({"name": "s", "vocabulary": ["a"], "num_oov_indices": 2, "mask_token": ""})",
-      string_column("x", Shape{3}, {"zz", "", "a"}));
+  const auto two =
+      run_host("StringLookup",
+               R"({"name": "s", "vocabulary": ["a"], "num_oov_indices": 2, "mask_token": ""})",
+               string_column("x", Shape{3}, {"zz", "", "a"}));
   CHECK(two == std::vector<int64_t>{1 + static_cast<int64_t>(fingerprint64("zz") % 2), 0, 3});
   const auto salted = run_host(
       "StringLookup", R"({"name": "s", "vocabulary": ["a"], "num_oov_indices": 5, "salt": [3, 4]})",
@@ -305,11 +305,11 @@ TEST_CASE("Lookups refuse bad vocabularies and unsupported modes, naming them",
           "[sparse][lookup]") {
   CHECK_THAT(refusal("StringLookup", R"({"name": "s", "vocabulary": ["a", "b", "a"]})"),
              Catch::Contains("argument 'vocabulary'") && Catch::Contains("repeats 'a'"));
-  CHECK_THAT(refusal("StringLookup",
-                     R"({"name": "s", "vocabulary": ["a", ""], "mask_token": ""})"),
+  CHECK_THAT(refusal("StringLookup", R"({"name": "s", "vocabulary": ["a", ""], "mask_token": ""})"),
              Catch::Contains("mask token"));
-  CHECK_THAT(refusal("StringLookup", R"({"name": "s", "vocabulary": ["a"], "output_mode": "one_hot"})"),
-             Catch::Contains("argument 'output_mode'"));
+  CHECK_THAT(
+      refusal("StringLookup", R"({"name": "s", "vocabulary": ["a"], "output_mode": "one_hot"})"),
+      Catch::Contains("argument 'output_mode'"));
   CHECK_THAT(refusal("StringLookup", R"({"name": "s", "vocabulary": ["a"], "invert": true})"),
              Catch::Contains("argument 'invert'"));
   CHECK_THAT(refusal("StringLookup", R"({"name": "s", "vocabulary": null})"),
@@ -323,8 +323,9 @@ TEST_CASE("Lookups refuse bad vocabularies and unsupported modes, naming them",
   CHECK_THAT(refusal("IntegerLookup", R"({"name": "i", "vocabulary": [1], "num_oov_indices": 2,
                                           "salt": 5})"),
              Catch::Contains("argument 'salt'"));
-  const auto e = host_error("StringLookup", R"({"name": "s", "vocabulary": ["a"], "num_oov_indices": 0})",
-                            string_column("x", Shape{2}, {"a", "nope"}));
+  const auto e =
+      host_error("StringLookup", R"({"name": "s", "vocabulary": ["a"], "num_oov_indices": 0})",
+                 string_column("x", Shape{2}, {"a", "nope"}));
   CHECK_THAT(e.message, Catch::Contains("layer 's' (StringLookup)") && Catch::Contains("'nope'"));
 }
 
@@ -351,11 +352,13 @@ TEST_CASE("Embedding gathers its table's rows and sums their gradients", "[spars
   check_values(g.tables()[0].row_grads, {7, 8, 1, 2, 3 + 5, 4 + 6});
 }
 
-TEST_CASE("Embedding gradients check numerically, from ids and from lookups", "[sparse][gradcheck]") {
+TEST_CASE("Embedding gradients check numerically, from ids and from lookups",
+          "[sparse][gradcheck]") {
   SECTION("ids [batch]") {
     GraphCase c;
     const int x = c.graph.add_input("ids", {ColumnKind::ints, {}});
-    auto y = c.graph.call(make("Embedding", R"({"name": "e", "input_dim": 5, "output_dim": 3})"), {x});
+    auto y =
+        c.graph.call(make("Embedding", R"({"name": "e", "input_dim": 5, "output_dim": 3})"), {x});
     REQUIRE(y.ok());
     auto z = c.graph.call(make("Dense", R"({"name": "d", "units": 2})"), *y);
     REQUIRE(c.graph.set_outputs(*z, {"d"}).ok());
@@ -367,11 +370,13 @@ TEST_CASE("Embedding gradients check numerically, from ids and from lookups", "[
     const int s = c.graph.add_input("colour", {ColumnKind::strings, {2}});
     auto h = c.graph.call(make("Hashing", R"({"name": "h", "num_bins": 7})"), {s});
     REQUIRE(h.ok());
-    auto l = c.graph.call(
-        make("StringLookup", R"({"name": "l", "vocabulary": ["red", "blue"]})"), {s});
+    auto l =
+        c.graph.call(make("StringLookup", R"({"name": "l", "vocabulary": ["red", "blue"]})"), {s});
     REQUIRE(l.ok());
-    auto e1 = c.graph.call(make("Embedding", R"({"name": "e1", "input_dim": 7, "output_dim": 2})"), *h);
-    auto e2 = c.graph.call(make("Embedding", R"({"name": "e2", "input_dim": 3, "output_dim": 2})"), *l);
+    auto e1 =
+        c.graph.call(make("Embedding", R"({"name": "e1", "input_dim": 7, "output_dim": 2})"), *h);
+    auto e2 =
+        c.graph.call(make("Embedding", R"({"name": "e2", "input_dim": 3, "output_dim": 2})"), *l);
     REQUIRE(e1.ok());
     REQUIRE(e2.ok());
     REQUIRE(c.graph.set_outputs({(*e1)[0], (*e2)[0]}, {"e1", "e2"}).ok());
@@ -381,8 +386,9 @@ TEST_CASE("Embedding gradients check numerically, from ids and from lookups", "[
 
 TEST_CASE("Embedding refuses mask_zero and other unsupported arguments, naming them",
           "[sparse][embedding]") {
-  CHECK_THAT(refusal("Embedding", R"({"name": "e", "input_dim": 4, "output_dim": 2, "mask_zero": true})"),
-             Catch::Contains("argument 'mask_zero'"));
+  CHECK_THAT(
+      refusal("Embedding", R"({"name": "e", "input_dim": 4, "output_dim": 2, "mask_zero": true})"),
+      Catch::Contains("argument 'mask_zero'"));
   CHECK_THAT(refusal("Embedding", R"({"name": "e", "input_dim": 4, "output_dim": 2,
                                       "embeddings_regularizer": {"class_name": "L2"}})"),
              Catch::Contains("argument 'embeddings_regularizer'"));
@@ -396,8 +402,8 @@ TEST_CASE("Conv2D computes valid, same-with-strides and dilated windows", "[spar
   // x = 1..9 in a 3x3 image of one channel; a 2x2 kernel of ones and a bias of 0.5.
   const Column x = float_column("x", Shape{1, 3, 3, 1}, iota(9));
   const TensorSpec spec{ColumnKind::floats, {3, 3, 1}};
-  const std::vector<std::pair<std::string, std::vector<float>>> w = {
-      {"c/kernel", {1, 1, 1, 1}}, {"c/bias", {0.5f}}};
+  const std::vector<std::pair<std::string, std::vector<float>>> w = {{"c/kernel", {1, 1, 1, 1}},
+                                                                     {"c/bias", {0.5f}}};
   check_values(run_one("Conv2D", R"({"name": "c", "filters": 1, "kernel_size": 2})", spec, x, w),
                {12.5f, 16.5f, 24.5f, 28.5f});
   // "same", stride 2: one row and column of padding at the bottom and right.
@@ -413,7 +419,8 @@ TEST_CASE("Conv2D computes valid, same-with-strides and dilated windows", "[spar
                {20.5f});
   // "same", stride 1, 3x3: padding one on every side; the centre sees all nine.
   const auto same = run_one(
-      "Conv2D", R"({"name": "c", "filters": 1, "kernel_size": 3, "padding": "same", "use_bias": false})",
+      "Conv2D",
+      R"({"name": "c", "filters": 1, "kernel_size": 3, "padding": "same", "use_bias": false})",
       spec, x, {{"c/kernel", std::vector<float>(9, 1.0f)}});
   check_values(same, {12, 21, 16, 27, 45, 33, 24, 39, 28});
 }
@@ -445,8 +452,9 @@ TEST_CASE("Conv2D refuses what Troupe does not implement, naming it", "[sparse][
   CHECK_THAT(refusal("Conv2D", R"({"name": "c", "filters": 2, "kernel_size": 3,
                                    "data_format": "channels_first"})"),
              Catch::Contains("argument 'data_format'"));
-  CHECK_THAT(refusal("Conv2D", R"({"name": "c", "filters": 2, "kernel_size": 3, "padding": "causal"})"),
-             Catch::Contains("argument 'padding'"));
+  CHECK_THAT(
+      refusal("Conv2D", R"({"name": "c", "filters": 2, "kernel_size": 3, "padding": "causal"})"),
+      Catch::Contains("argument 'padding'"));
   CHECK_THAT(refusal("Conv2D", R"({"name": "c", "filters": 2, "kernel_size": 3, "strides": 2,
                                    "dilation_rate": 2})"),
              Catch::Contains("argument 'dilation_rate'"));
@@ -461,28 +469,30 @@ TEST_CASE("Conv2D refuses what Troupe does not implement, naming it", "[sparse][
 
 // ---- Pooling ----------------------------------------------------------------------------
 
-TEST_CASE("Max and average pooling: windows clip at the edges; means exclude padding",
+TEST_CASE("Max and average pooling: windows clip at the edges, means exclude padding",
           "[sparse][pool]") {
   const Column x = float_column("x", Shape{1, 3, 3, 1}, iota(9));
   const TensorSpec spec{ColumnKind::floats, {3, 3, 1}};
-  check_values(run_one("MaxPooling2D", R"({"name": "p", "pool_size": 2, "padding": "same"})", spec, x),
-               {5, 6, 8, 9});
   check_values(
-      run_one("AveragePooling2D", R"({"name": "p", "pool_size": [2, 2], "padding": "same"})", spec, x),
-      {3, 4.5f, 7.5f, 9});
+      run_one("MaxPooling2D", R"({"name": "p", "pool_size": 2, "padding": "same"})", spec, x),
+      {5, 6, 8, 9});
+  check_values(run_one("AveragePooling2D",
+                       R"({"name": "p", "pool_size": [2, 2], "padding": "same"})", spec, x),
+               {3, 4.5f, 7.5f, 9});
   check_values(run_one("MaxPooling2D", R"({"name": "p", "pool_size": 2, "strides": 1})", spec, x),
                {5, 6, 8, 9});
-  check_values(run_one("AveragePooling2D", R"({"name": "p", "pool_size": 2, "strides": [1, 1]})",
-                       spec, x),
-               {3, 4, 6, 7});
+  check_values(
+      run_one("AveragePooling2D", R"({"name": "p", "pool_size": 2, "strides": [1, 1]})", spec, x),
+      {3, 4, 6, 7});
   // Two channels pool separately.
-  check_values(run_one("MaxPooling2D", R"({"name": "p", "pool_size": [1, 2]})",
-                       {ColumnKind::floats, {1, 2, 2}},
-                       float_column("x", Shape{1, 1, 2, 2}, {1, 8, 5, 2})),
-               {5, 8});
-  check_values(run_one("GlobalAveragePooling2D", R"({"name": "g"})", {ColumnKind::floats, {2, 2, 2}},
-                       float_column("x", Shape{1, 2, 2, 2}, iota(8))),
-               {4, 5});
+  check_values(
+      run_one("MaxPooling2D", R"({"name": "p", "pool_size": [1, 2]})",
+              {ColumnKind::floats, {1, 2, 2}}, float_column("x", Shape{1, 1, 2, 2}, {1, 8, 5, 2})),
+      {5, 8});
+  check_values(
+      run_one("GlobalAveragePooling2D", R"({"name": "g"})", {ColumnKind::floats, {2, 2, 2}},
+              float_column("x", Shape{1, 2, 2, 2}, iota(8))),
+      {4, 5});
 }
 
 TEST_CASE("Pooling gradients check numerically", "[sparse][pool][gradcheck]") {
@@ -592,8 +602,9 @@ TEST_CASE("Cross refuses a preactivation and bad arguments, naming them", "[spar
              Catch::Contains("argument 'diag_scale'"));
   CHECK_THAT(refusal("Cross", R"({"name": "c", "projection_dim": 0})"),
              Catch::Contains("argument 'projection_dim'"));
-  CHECK_THAT(refusal("Custom>Cross", R"({"name": "c", "kernel_regularizer": {"class_name": "L2"}})"),
-             Catch::Contains("argument 'kernel_regularizer'"));
+  CHECK_THAT(
+      refusal("Custom>Cross", R"({"name": "c", "kernel_regularizer": {"class_name": "L2"}})"),
+      Catch::Contains("argument 'kernel_regularizer'"));
   Graph g;
   const int a = g.add_input("a", {ColumnKind::floats, {3}});
   const int b = g.add_input("b", {ColumnKind::floats, {4}});
@@ -606,10 +617,10 @@ TEST_CASE("Cross refuses a preactivation and bad arguments, naming them", "[spar
 
 TEST_CASE("FactorizationMachine sums the pairwise products of its fields", "[sparse][fm]") {
   // Fields [1, 2] and [3, 4]: <f0, f1> = 11; fields [1, 0], [0, 1], [2, 2]: 0 + 2 + 2 = 4.
-  check_values(run_one("troupe>FactorizationMachine", R"({"name": "fm"})",
-                       {ColumnKind::floats, {2, 2}},
-                       float_column("x", Shape{1, 2, 2}, {1, 2, 3, 4})),
-               {11});
+  check_values(
+      run_one("troupe>FactorizationMachine", R"({"name": "fm"})", {ColumnKind::floats, {2, 2}},
+              float_column("x", Shape{1, 2, 2}, {1, 2, 3, 4})),
+      {11});
   check_values(run_one("FactorizationMachine", R"({"name": "fm"})", {ColumnKind::floats, {3, 2}},
                        float_column("x", Shape{1, 3, 2}, {1, 0, 0, 1, 2, 2})),
                {4});
@@ -623,7 +634,8 @@ TEST_CASE("FactorizationMachine gradients check numerically, as DeepFM uses it",
   // through the FM's backward pass.
   GraphCase c;
   const int ids = c.graph.add_input("ids", {ColumnKind::ints, {4}});
-  auto e = c.graph.call(make("Embedding", R"({"name": "e", "input_dim": 5, "output_dim": 3})"), {ids});
+  auto e =
+      c.graph.call(make("Embedding", R"({"name": "e", "input_dim": 5, "output_dim": 3})"), {ids});
   REQUIRE(e.ok());
   auto fm = c.graph.call(make("FactorizationMachine", R"({"name": "fm"})"), *e);
   REQUIRE(fm.ok());

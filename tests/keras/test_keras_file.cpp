@@ -121,8 +121,8 @@ TEST_CASE("A Sequential MLP saved by Keras reads with its config, weights and la
 }
 
 TEST_CASE(
-    "A Functional model with a shared layer reads; compiled but never fit, its optimizer has no "
-    "slots") {
+    "A Functional model with a shared layer reads, and compiled but never fit its optimizer has "
+    "no slots") {
   auto f = read_keras(fixture("two_tower.keras"));
   REQUIRE(f.ok());
   CHECK(f->config["class_name"] == "Functional");
