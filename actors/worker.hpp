@@ -181,7 +181,7 @@ class WorkerRuntime final : public StepContext {
     std::deque<core::Batch> buffered;
     bool ended = false;
   };
-  std::map<std::string, Iterator> iterators_;  // by dataset
+  std::map<std::string, Iterator> iterators_;    // by dataset
   std::map<std::string, std::string> requests_;  // by dataset: its creation, with arguments
   std::shared_ptr<const CancelMark> cancel_;
   std::shared_ptr<const PsRouting> routing_;  // which replica serves each shard now

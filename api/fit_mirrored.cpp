@@ -49,9 +49,11 @@ class MirroredRunner final : public Runner {
       st.hold_table();
       // Every replica sends buffers of the same sizes, also one whose first batch failed.
       for (size_t w = 0; w < st.replica.params.size(); ++w)
-        if (g->trains[w] && !g->table[w] && st.replica.params[w].grad->shape() != st.replica.params[w].value->shape())
-          *st.replica.params[w].grad = core::Tensor(st.replica.params[w].value->shape(), core::DType::float32,
-                                                    st.replica.params[w].value->device());
+        if (g->trains[w] && !g->table[w] &&
+            st.replica.params[w].grad->shape() != st.replica.params[w].value->shape())
+          *st.replica.params[w].grad =
+              core::Tensor(st.replica.params[w].value->shape(), core::DType::float32,
+                           st.replica.params[w].value->device());
       dense_table_grads_.assign(st.replica.params.size(), core::Tensor());
       for (size_t w = 0; w < st.replica.params.size(); ++w)
         if (g->table[w] && g->trains[w])
@@ -172,12 +174,13 @@ class MirroredRunner final : public Runner {
             stats.batches = 1;
             if (st.replica.graph) {
               // The compiled metrics' states, summed over the replicas.
-              if (auto ok = sum_metrics(ctx, mine.ok() ? mine->metrics : metric_layout_,
-                                        stats.metrics);
+              if (auto ok =
+                      sum_metrics(ctx, mine.ok() ? mine->metrics : metric_layout_, stats.metrics);
                   !ok)
                 return ok;
             }
-            if (auto ok = apply_gradients(st, st.replica.graph != nullptr, &dense_table_grads_); !ok)
+            if (auto ok = apply_gradients(st, st.replica.graph != nullptr, &dense_table_grads_);
+                !ok)
               return ok;
             save_iterations();
             return {};
@@ -309,7 +312,6 @@ class MirroredRunner final : public Runner {
     return {};
   }
 
-
   static constexpr size_t offset_at = 0;  // global step - the strategy's step
   static constexpr size_t epoch_at = 1;
   static constexpr size_t interval_at = 2;      // the chief's batch-level interval
@@ -361,7 +363,7 @@ class MirroredRunner final : public Runner {
   std::vector<int64_t> counters_;
   std::vector<float> extra_;
   std::vector<core::Tensor> dense_table_grads_;  // a Keras model's, per weight
-  core::graph::MetricStates metric_layout_;       // its metric states, zero
+  core::graph::MetricStates metric_layout_;      // its metric states, zero
   int64_t epoch_first_ = 0;
   uint64_t generation_ = 0;
   std::unique_ptr<core::Iterator<core::Batch>> it_;

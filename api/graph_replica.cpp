@@ -51,8 +51,8 @@ core::Status set_labels(core::graph::Objective& o, const core::graph::Graph& g,
     for (const auto& out : g.outputs())
       found = found || out.name == output;
     if (!found)
-      return make_error(Errc::invalid_argument, "--label names output '" + output +
-                                                    "', which the model does not have");
+      return make_error(Errc::invalid_argument,
+                        "--label names output '" + output + "', which the model does not have");
     if (auto st = o.set_label_column(output, column); !st) return st;
   }
   return {};
@@ -76,8 +76,9 @@ core::Expected<std::unique_ptr<GraphReplica>> GraphReplica::make(const KerasSour
   }
   if (compile.is_null())
     return make_error(Errc::invalid_argument,
-                      source.name + ": the model was saved without compile(): no loss to train "
-                                    "(compile it in Keras before saving, or give --compile)");
+                      source.name +
+                          ": the model was saved without compile(): no loss to train "
+                          "(compile it in Keras before saving, or give --compile)");
   auto cc = core::graph::parse_compile_config(compile, g);
   if (!cc) return make_error(cc.error().code, source.name + ": " + cc.error().message);
   r->objective = std::make_unique<core::graph::Objective>(std::move(*cc), g);
@@ -92,8 +93,8 @@ core::Expected<std::unique_ptr<GraphReplica>> GraphReplica::make(const KerasSour
           has_table = true;
         }
     if (!has_table)
-      return make_error(Errc::invalid_argument, "dynamic table '" + layer +
-                                                    "': the model has no Embedding of that name");
+      return make_error(Errc::invalid_argument,
+                        "dynamic table '" + layer + "': the model has no Embedding of that name");
   }
   const auto& ws = g.weights();
   r->before.resize(ws.size());
@@ -157,8 +158,7 @@ core::ConstTensorView GraphReplica::change(size_t w) {
 
 core::ConstTensorView GraphReplica::host_gradient(size_t w) {
   const int t = table_of(w);
-  const core::Tensor& g =
-      t >= 0 ? tables()[static_cast<size_t>(t)].row_grads : graph().gradient(w);
+  const core::Tensor& g = t >= 0 ? tables()[static_cast<size_t>(t)].row_grads : graph().gradient(w);
   return core::on(core::Device::cpu(), g, host[w]);
 }
 
@@ -202,8 +202,7 @@ std::vector<core::FeatureSpec> feature_specs(const GraphReplica& r) {
   const auto& cc = r.objective->config();
   for (size_t i = 0; i < g.outputs().size(); ++i) {
     const auto& out = g.outputs()[i];
-    const bool classes =
-        cc.outputs[i].loss && core::loss_takes_classes(cc.outputs[i].loss->kind);
+    const bool classes = cc.outputs[i].loss && core::loss_takes_classes(cc.outputs[i].loss->kind);
     core::FeatureSpec s{r.objective->label_column(i), core::ColumnKind::floats, out.spec.shape};
     if (classes) {
       s.kind = core::ColumnKind::ints;

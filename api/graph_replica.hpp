@@ -7,15 +7,15 @@
 
 #include <functional>
 #include <map>
-#include <unordered_map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/graph/objective.hpp"
 #include "core/keras/model_file.hpp"
-#include "troupe/keras.hpp"
 #include "troupe/fit.hpp"
+#include "troupe/keras.hpp"
 #include "troupe/model.hpp"
 
 namespace troupe::detail {

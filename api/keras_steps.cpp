@@ -80,8 +80,8 @@ std::vector<char> encode_keras_job(const KerasJob& job) {
   for (const auto& [k, v] : job.options.labels)
     w.labels.emplace_back(k, v);
   for (const auto& [layer, t] : job.options.dynamic_tables)
-    w.tables.push_back({layer, t.max_rows, t.shards, t.min_count, t.admit_probability,
-                        t.ttl_steps, t.sketch_width});
+    w.tables.push_back({layer, t.max_rows, t.shards, t.min_count, t.admit_probability, t.ttl_steps,
+                        t.sketch_width});
   w.compile_json = job.options.compile_json;
   w.seed = job.options.seed;
   w.files = job.files;
@@ -158,8 +158,7 @@ void register_keras(Registry& registry) {
         return core::named_input(job.files, ctx, o);
       });
   registry.add_step(
-      "keras/train",
-      [](StepContext& ctx, PerWorkerDataset ds) -> core::Expected<BatchStats> {
+      "keras/train", [](StepContext& ctx, PerWorkerDataset ds) -> core::Expected<BatchStats> {
         auto batch = ctx.next_batch(ds);  // first: building the dataset installs the model
         if (!batch) return batch.error();
         if (!*batch)
@@ -187,10 +186,10 @@ void register_keras(Registry& registry) {
           else
             w.value.set(v);
         }
-        auto stats = r->run(**batch, /*train=*/true,
-                            [&](size_t t, const std::vector<int64_t>& ids) {
-                              return ctx.pull_rows(r->table_names[t], ids);
-                            });
+        auto stats =
+            r->run(**batch, /*train=*/true, [&](size_t t, const std::vector<int64_t>& ids) {
+              return ctx.pull_rows(r->table_names[t], ids);
+            });
         if (!stats) return stats;
         std::vector<std::pair<std::string, core::ConstTensorView>> grads;
         for (size_t w : r->dense)

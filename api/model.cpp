@@ -177,7 +177,8 @@ bool Replica::hold_table() {
     if (!table_wanted) return false;
     for (const auto& ref : graph->graph().weights()) {
       auto& w = ref.weight();
-      if (w.table && !w.keyed && w.value.shape() != w.shape) w.value = core::initialize(w.shape, w.init);
+      if (w.table && !w.keyed && w.value.shape() != w.shape)
+        w.value = core::initialize(w.shape, w.init);
     }
     return true;
   }
@@ -674,14 +675,15 @@ core::Status Model::set_weights(const core::Checkpoint& ckpt) {
     for (size_t w = 0; w < ws.size(); ++w) {
       auto it = ckpt.tensors.find(r.names[w]);
       if (it == ckpt.tensors.end())
-        return make_error(Errc::invalid_argument, "the checkpoint has no variable '" + r.names[w] + "'");
+        return make_error(Errc::invalid_argument,
+                          "the checkpoint has no variable '" + r.names[w] + "'");
       const auto& shape = ws[w].weight().shape;
       if (!r.graph->keyed[w]) {
         if (it->second.shape() != shape)
-          return make_error(Errc::invalid_argument,
-                            "the checkpoint's '" + r.names[w] + "' has shape " +
-                                it->second.shape().to_string() + ", the model's is " +
-                                shape.to_string());
+          return make_error(Errc::invalid_argument, "the checkpoint's '" + r.names[w] +
+                                                        "' has shape " +
+                                                        it->second.shape().to_string() +
+                                                        ", the model's is " + shape.to_string());
         continue;
       }
       auto keys = ckpt.ints.find(r.names[w] + "/keys");

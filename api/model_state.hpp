@@ -108,9 +108,9 @@ struct EvalData {
   std::shared_ptr<const std::vector<core::Example>> examples;
   std::shared_ptr<const std::vector<core::Batch>> batches;  // a Keras model's
   core::Expected<std::shared_ptr<const std::vector<core::Example>>> get(const ModelSpec& spec);
-  core::Expected<std::shared_ptr<const std::vector<core::Batch>>> get_batches(const ModelSpec& spec);
+  core::Expected<std::shared_ptr<const std::vector<core::Batch>>> get_batches(
+      const ModelSpec& spec);
 };
-
 
 }  // namespace detail
 

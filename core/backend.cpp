@@ -105,8 +105,8 @@ void Backend::column_sums(ConstTensorView, TensorView, bool) {
 void Backend::moments(ConstTensorView, TensorView, TensorView) {
   missing_kernel(*this, "moments");
 }
-void Backend::batch_norm_forward(ConstTensorView, ConstTensorView, ConstTensorView,
-                                 ConstTensorView, ConstTensorView, float, TensorView) {
+void Backend::batch_norm_forward(ConstTensorView, ConstTensorView, ConstTensorView, ConstTensorView,
+                                 ConstTensorView, float, TensorView) {
   missing_kernel(*this, "batch_norm_forward");
 }
 void Backend::batch_norm_backward(ConstTensorView, ConstTensorView, ConstTensorView,

@@ -278,8 +278,7 @@ class Backend {
                                ConstTensorView dy, TensorView dw, TensorView db, TensorView dx,
                                std::unique_ptr<Workspace>& ws, Precision p);
   /// Pooling, NHWC: x [n, h, w, c] -> y [n, oh, ow, c].
-  virtual void pool2d_forward(PoolKind k, const Pool2dGeometry& g, ConstTensorView x,
-                              TensorView y);
+  virtual void pool2d_forward(PoolKind k, const Pool2dGeometry& g, ConstTensorView x, TensorView y);
   virtual void pool2d_backward(PoolKind k, const Pool2dGeometry& g, ConstTensorView x,
                                ConstTensorView y, ConstTensorView dy, TensorView dx);
 

@@ -56,8 +56,9 @@ Status DynamicTableOptions::check() const {
     case Initializer::Kind::truncated_normal:
       break;
     default:
-      return bad("rows are initialised with zeros, constant, random_uniform or (truncated) "
-                 "random_normal");
+      return bad(
+          "rows are initialised with zeros, constant, random_uniform or (truncated) "
+          "random_normal");
   }
   return {};
 }

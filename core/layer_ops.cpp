@@ -8,12 +8,18 @@ namespace {
 
 // Keras's names, the first of each function being the one it writes back.
 constexpr std::pair<const char*, ActFn> kActivations[] = {
-    {"linear", ActFn::linear},     {"relu", ActFn::relu},
-    {"sigmoid", ActFn::sigmoid},   {"tanh", ActFn::tanh},
-    {"softmax", ActFn::softmax},   {"gelu", ActFn::gelu},
-    {"silu", ActFn::silu},         {"swish", ActFn::silu},
-    {"softplus", ActFn::softplus}, {"elu", ActFn::elu},
-    {"selu", ActFn::selu},         {"leaky_relu", ActFn::leaky_relu},
+    {"linear", ActFn::linear},
+    {"relu", ActFn::relu},
+    {"sigmoid", ActFn::sigmoid},
+    {"tanh", ActFn::tanh},
+    {"softmax", ActFn::softmax},
+    {"gelu", ActFn::gelu},
+    {"silu", ActFn::silu},
+    {"swish", ActFn::silu},
+    {"softplus", ActFn::softplus},
+    {"elu", ActFn::elu},
+    {"selu", ActFn::selu},
+    {"leaky_relu", ActFn::leaky_relu},
     {"exponential", ActFn::exponential},
 };
 

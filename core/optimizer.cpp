@@ -174,8 +174,7 @@ void SGD::update(float* w, const float* g, float* const*, int64_t n, float lr, i
   ArrayMap(w, n) -= lr * ConstArrayMap(g, n);
 }
 
-void Momentum::update(float* w, const float* g, float* const* slots, int64_t n, float lr,
-                      int64_t) {
+void Momentum::update(float* w, const float* g, float* const* slots, int64_t n, float lr, int64_t) {
   ArrayMap wa(w, n), v(slots[0], n);
   ConstArrayMap ga(g, n);
   v = momentum_ * v - lr * ga;
@@ -186,16 +185,14 @@ void Momentum::update(float* w, const float* g, float* const* slots, int64_t n, 
   }
 }
 
-void Adagrad::update(float* w, const float* g, float* const* slots, int64_t n, float lr,
-                     int64_t) {
+void Adagrad::update(float* w, const float* g, float* const* slots, int64_t n, float lr, int64_t) {
   ArrayMap wa(w, n), acc(slots[0], n);
   ConstArrayMap ga(g, n);
   acc += ga.square();
   wa -= lr * ga / (acc + epsilon_).sqrt();
 }
 
-void Adam::update(float* w, const float* g, float* const* slots, int64_t n, float lr,
-                  int64_t t) {
+void Adam::update(float* w, const float* g, float* const* slots, int64_t n, float lr, int64_t t) {
   ArrayMap wa(w, n), m(slots[0], n), v(slots[1], n);
   ConstArrayMap ga(g, n);
   const double td = static_cast<double>(t);
@@ -212,8 +209,7 @@ std::vector<std::string> RMSprop::slot_names() const {
   return {"rms"};
 }
 
-void RMSprop::update(float* w, const float* g, float* const* slots, int64_t n, float lr,
-                     int64_t) {
+void RMSprop::update(float* w, const float* g, float* const* slots, int64_t n, float lr, int64_t) {
   ArrayMap wa(w, n), ms(slots[0], n);
   ConstArrayMap ga(g, n);
   ms = rho_ * ms + (1.0f - rho_) * ga.square();
@@ -342,15 +338,15 @@ Expected<std::unique_ptr<Optimizer>> make_optimizer(const std::string& name, flo
   else if (name == "adamw") {
     opt = std::make_unique<Adam>(lr);
     opt->set_weight_decay(0.004f);  // keras.optimizers.AdamW's default
-  }
-  else if (name == "rmsprop")
+  } else if (name == "rmsprop")
     opt = std::make_unique<RMSprop>(lr);
   else if (name == "ftrl")
     opt = std::make_unique<Ftrl>(lr);
   else
-    return make_error(Errc::invalid_argument,
-                      "unknown optimizer '" + name +
-                          "' (known: sgd, momentum, nesterov, adagrad, adam, adamw, rmsprop, ftrl)");
+    return make_error(
+        Errc::invalid_argument,
+        "unknown optimizer '" + name +
+            "' (known: sgd, momentum, nesterov, adagrad, adam, adamw, rmsprop, ftrl)");
   return Expected<std::unique_ptr<Optimizer>>(std::move(opt));
 }
 

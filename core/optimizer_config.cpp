@@ -12,8 +12,8 @@ using Kind = OptimizerConfig::Kind;
 namespace {
 
 constexpr std::pair<const char*, Kind> kKinds[] = {
-    {"sgd", Kind::sgd},         {"momentum", Kind::momentum}, {"adagrad", Kind::adagrad},
-    {"adam", Kind::adam},       {"rmsprop", Kind::rmsprop},   {"ftrl", Kind::ftrl},
+    {"sgd", Kind::sgd},   {"momentum", Kind::momentum}, {"adagrad", Kind::adagrad},
+    {"adam", Kind::adam}, {"rmsprop", Kind::rmsprop},   {"ftrl", Kind::ftrl},
 };
 
 }  // namespace
@@ -59,7 +59,8 @@ Expected<OptimizerConfig> parse_optimizer_text(const std::string& text) {
     const std::string& key = it.key();
     const json& v = it.value();
     auto number = [&](float& to) -> Status {
-      if (!v.is_number() || !std::isfinite(v.get<double>())) return bad("'" + key + "' must be a number");
+      if (!v.is_number() || !std::isfinite(v.get<double>()))
+        return bad("'" + key + "' must be a number");
       to = v.get<float>();
       return {};
     };

@@ -150,8 +150,7 @@ class CudaBackend final : public core::Backend {
                        core::ConstTensorView y, core::ConstTensorView dy,
                        core::TensorView dx) override;
   void fm_forward(core::ConstTensorView x, core::TensorView y) override;
-  void fm_backward(core::ConstTensorView x, core::ConstTensorView dy,
-                   core::TensorView dx) override;
+  void fm_backward(core::ConstTensorView x, core::ConstTensorView dy, core::TensorView dx) override;
   void gather_index(core::ConstTensorView rows, core::ConstTensorView index,
                     core::TensorView y) override;
   void scatter_add_index(core::ConstTensorView dy, core::ConstTensorView index,

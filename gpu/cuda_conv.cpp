@@ -34,9 +34,11 @@ using ConvKey = std::array<int64_t, 18>;
 
 ConvKey key_of(const core::Conv2dGeometry& g, core::ConstTensorView x, core::ConstTensorView w,
                const core::Shape& y, core::Precision p) {
-  return {x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], w.shape()[0],
-          w.shape()[1], w.shape()[3], y[1],         y[2],         g.stride_h,
-          g.stride_w,   g.dilation_h, g.dilation_w, g.pad_top,    g.pad_bottom,
+  return {x.shape()[0], x.shape()[1], x.shape()[2],
+          x.shape()[3], w.shape()[0], w.shape()[1],
+          w.shape()[3], y[1],         y[2],
+          g.stride_h,   g.stride_w,   g.dilation_h,
+          g.dilation_w, g.pad_top,    g.pad_bottom,
           g.pad_left,   g.pad_right,  static_cast<int64_t>(p)};
 }
 
@@ -144,19 +146,21 @@ static bool prepare(CudaBackend& be, cudnnHandle_t h, CudnnConv& cw, const core:
       return false;
   // cuDNN's output shape must be the layer's.
   int out_n = 0, oc = 0, oh = 0, ow = 0;
-  if (bad(cudnnGetConvolution2dForwardOutputDim(cw.conv[kForward], cw.x, cw.w, &out_n, &oc, &oh, &ow),
+  if (bad(cudnnGetConvolution2dForwardOutputDim(cw.conv[kForward], cw.x, cw.w, &out_n, &oc, &oh,
+                                                &ow),
           "cudnnGetConvolution2dForwardOutputDim"))
     return false;
   if (out_n != n || oc != f || oh != y[1] || ow != y[2])
-    return !bad(CUDNN_STATUS_BAD_PARAM, "cudnnGetConvolution2dForwardOutputDim (not the layer's "
-                                        "output shape)");
+    return !bad(CUDNN_STATUS_BAD_PARAM,
+                "cudnnGetConvolution2dForwardOutputDim (not the layer's "
+                "output shape)");
   constexpr int kAsk = 8;
   int got = 0;
   cudnnConvolutionFwdAlgoPerf_t fwd[kAsk];
   cudnnConvolutionBwdFilterAlgoPerf_t bf[kAsk];
   cudnnConvolutionBwdDataAlgoPerf_t bd[kAsk];
-  if (bad(cudnnGetConvolutionForwardAlgorithm_v7(h, cw.x, cw.w, cw.conv[kForward], cw.y, kAsk,
-                                                 &got, fwd),
+  if (bad(cudnnGetConvolutionForwardAlgorithm_v7(h, cw.x, cw.w, cw.conv[kForward], cw.y, kAsk, &got,
+                                                 fwd),
           "cudnnGetConvolutionForwardAlgorithm_v7"))
     return false;
   const auto* fa = first_usable(fwd, got, p);
@@ -301,11 +305,11 @@ void CudaBackend::conv2d_backward(const core::Conv2dGeometry& g, core::ConstTens
     on(cw.dx_padded, device(), cw.pad.n * cw.pad.ph * cw.pad.pw * cw.pad.c);
     into = cw.dx_padded.data();
   }
-  TROUPE_GPU_TRY(cudnnConvolutionBackwardData(dnn_, &one, cw.w, wsrc, cw.y, g16,
-                                              cw.conv[kBackwardData], cw.bwd_data,
-                                              cw.workspace.data(), cw.workspace.bytes(), &zero,
-                                              cw.x, into));
-  if (cw.padded) TROUPE_GPU_TRY(launch::crop_image(stream_, cw.pad, cw.dx_padded.data(), dx.data()));
+  TROUPE_GPU_TRY(cudnnConvolutionBackwardData(
+      dnn_, &one, cw.w, wsrc, cw.y, g16, cw.conv[kBackwardData], cw.bwd_data, cw.workspace.data(),
+      cw.workspace.bytes(), &zero, cw.x, into));
+  if (cw.padded)
+    TROUPE_GPU_TRY(launch::crop_image(stream_, cw.pad, cw.dx_padded.data(), dx.data()));
 }
 
 // The stride-1 'valid' convolution of core/nn/conv2d.hpp: the same with the default geometry.

@@ -44,8 +44,8 @@ void CudaBackend::pool2d_backward(core::PoolKind k, const core::Pool2dGeometry& 
 }
 
 void CudaBackend::fm_forward(core::ConstTensorView x, core::TensorView y) {
-  TROUPE_GPU_KERNEL(launch::fm_forward(stream_, x.data(), y.data(), x.shape()[0], x.shape()[1],
-                                       x.shape()[2]));
+  TROUPE_GPU_KERNEL(
+      launch::fm_forward(stream_, x.data(), y.data(), x.shape()[0], x.shape()[1], x.shape()[2]));
 }
 
 void CudaBackend::fm_backward(core::ConstTensorView x, core::ConstTensorView dy,

@@ -19,7 +19,8 @@ core::Expected<std::vector<std::string>> expand_data_files(const std::vector<std
   for (const auto& p : paths) {
     std::error_code ec;
     if (!fs::is_directory(p, ec)) {
-      if (!fs::exists(p, ec)) return make_error(Errc::not_found, "data file '" + p + "' does not exist");
+      if (!fs::exists(p, ec))
+        return make_error(Errc::not_found, "data file '" + p + "' does not exist");
       files.push_back(p);
       continue;
     }
@@ -32,7 +33,8 @@ core::Expected<std::vector<std::string>> expand_data_files(const std::vector<std
     }
     if (ec) return make_error(Errc::io_error, "data directory '" + p + "': " + ec.message());
     std::sort(found.begin(), found.end());
-    if (found.empty()) return make_error(Errc::not_found, "data directory '" + p + "' has no files");
+    if (found.empty())
+      return make_error(Errc::not_found, "data directory '" + p + "' has no files");
     files.insert(files.end(), found.begin(), found.end());
   }
   return files;

@@ -66,8 +66,8 @@ nlohmann::json run_keras_predict(const PredictOptions& o, int& code) {
     auto names = core::feature_names(files->front(), *format);
     if (!names) return predict_failed(names.error(), code);
     for (size_t i = inputs; i < specs.size(); ++i)
-      with_labels = with_labels &&
-                    std::find(names->begin(), names->end(), specs[i].name) != names->end();
+      with_labels =
+          with_labels && std::find(names->begin(), names->end(), specs[i].name) != names->end();
   }
   if (!with_labels) specs.resize(inputs);
   core::NamedInputOptions in;
@@ -127,12 +127,10 @@ nlohmann::json run_keras_predict(const PredictOptions& o, int& code) {
     }
   });
   if (!status) return predict_failed(status.error(), code);
-  nlohmann::json out{{"ok", true},
-                     {"program", "troupe predict"},
-                     {"model", o.model},
-                     {"data", o.data},
-                     {"examples", examples},
-                     {"examples_per_sec", predict_s > 0 ? examples / predict_s : 0.0}};
+  nlohmann::json out{
+      {"ok", true},           {"program", "troupe predict"},
+      {"model", o.model},     {"data", o.data},
+      {"examples", examples}, {"examples_per_sec", predict_s > 0 ? examples / predict_s : 0.0}};
   if (with_labels)
     for (const auto& [k, v] : detail::graph_logs(r, total))
       out[k] = v;
@@ -145,7 +143,9 @@ nlohmann::json run_keras_predict(const PredictOptions& o, int& code) {
     }
     std::ofstream f(o.predictions);
     f << p.dump() << "\n";
-    if (!f) return predict_failed(core::make_error(core::Errc::io_error, "cannot write " + o.predictions), code);
+    if (!f)
+      return predict_failed(core::make_error(core::Errc::io_error, "cannot write " + o.predictions),
+                            code);
     out["predictions"] = o.predictions;
   }
   if (!latency_us.empty()) {

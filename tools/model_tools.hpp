@@ -33,7 +33,7 @@ nlohmann::json run_export(const ExportOptions& options, int& code);
 
 struct PredictOptions {
   std::string model;
-  std::string data;  // a file, or a stream ("-", a FIFO)
+  std::string data;    // a file, or a stream ("-", a FIFO)
   std::string format;  // CTR models: criteo by default; Keras models: by the files' names
   int64_t batch = 256;
   /// Examples scored one at a time first, for latency percentiles (0: none).

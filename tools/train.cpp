@@ -100,9 +100,9 @@ core::Status write_trained(Model& model, const std::string& out) {
   auto& g = *model.state().replica.graph;
   for (size_t w = 0; w < g.keyed.size(); ++w)
     if (g.keyed[w])
-      return make_error(Errc::invalid_argument,
-                        "--out: '" + g.names[w] +
-                            "' is a dynamic table, which a Keras Embedding cannot hold");
+      return make_error(
+          Errc::invalid_argument,
+          "--out: '" + g.names[w] + "' is a dynamic table, which a Keras Embedding cannot hold");
   auto ckpt = model.read_weights();
   if (!ckpt) return ckpt.error();
   return core::keras::save_model(out, g.loaded, ckpt->tensors);
@@ -160,7 +160,8 @@ int run_train(TrainOptions o) {
 
   // Workers and PS tasks serve the generic Keras steps: the model reaches them as data.
   // A job's task under TF_CONFIG (troupe launch, TFJob) or a Slurm step; else one process.
-  const bool cluster = std::getenv("TF_CONFIG") != nullptr || std::getenv("SLURM_PROCID") != nullptr;
+  const bool cluster =
+      std::getenv("TF_CONFIG") != nullptr || std::getenv("SLURM_PROCID") != nullptr;
   std::optional<net::TFConfigClusterResolver> resolver;
   bool mirrored = false;
   bool evaluator = false;  // the side-car evaluator task: follows the chief's checkpoints
@@ -220,9 +221,9 @@ int run_train(TrainOptions o) {
         std::string have;
         for (const auto& n : *names)
           have += (have.empty() ? "" : ", ") + n;
-        return fail(make_error(Errc::invalid_argument,
-                               "the model reads '" + s.name + "', which " + f +
-                                   " does not have (it has " + have + ")"));
+        return fail(make_error(Errc::invalid_argument, "the model reads '" + s.name + "', which " +
+                                                           f + " does not have (it has " + have +
+                                                           ")"));
       }
   }
   // The first example read as the model wants it: a feature of another kind or length is
@@ -249,10 +250,12 @@ int run_train(TrainOptions o) {
 
   std::string model_dir = o.model_dir;
   if (model_dir.empty())
-    if (const char* run_dir = std::getenv("TROUPE_RUN_DIR")) model_dir = std::string(run_dir) + "/model";
+    if (const char* run_dir = std::getenv("TROUPE_RUN_DIR"))
+      model_dir = std::string(run_dir) + "/model";
   if (evaluator) {
     if (model_dir.empty())
-      return fail(make_error(Errc::invalid_argument, "--model-dir is needed outside troupe launch"));
+      return fail(
+          make_error(Errc::invalid_argument, "--model-dir is needed outside troupe launch"));
     return examples::run_evaluator_task(kProgram, model.state().spec, model_dir,
                                         o.evaluator_timeout_s);
   }
@@ -261,7 +264,8 @@ int run_train(TrainOptions o) {
   fo.epochs = o.epochs;
   fo.steps_per_epoch = o.steps;
   fo.steps_per_execution = o.steps_per_execution;
-  fo.validation = validation.empty() ? FitOptions::Validation::none : FitOptions::Validation::direct;
+  fo.validation =
+      validation.empty() ? FitOptions::Validation::none : FitOptions::Validation::direct;
   Callbacks callbacks;
   namespace cb = callbacks;
   if (!model_dir.empty() && cluster && !mirrored) {
@@ -274,8 +278,11 @@ int run_train(TrainOptions o) {
   }
   callbacks.push_back(std::make_shared<cb::ProgressDisplay>());
 
-  nlohmann::json out{{"ok", true}, {"program", kProgram}, {"model", o.model},
-                     {"format", format_name}, {"batch", o.batch}};
+  nlohmann::json out{{"ok", true},
+                     {"program", kProgram},
+                     {"model", o.model},
+                     {"format", format_name},
+                     {"batch", o.batch}};
   core::Expected<History> h = make_error(Errc::internal, "not run");
   std::unique_ptr<ParameterServerStrategy> strategy;
   std::unique_ptr<MultiWorkerMirroredStrategy> mirror;
@@ -345,7 +352,8 @@ int run_train(TrainOptions o) {
     out["out"] = o.out;
   }
   shutdown();
-  out["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  out["seconds"] =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   std::cout << core::json_text(out) << std::endl;
   return 0;
 }

@@ -18,27 +18,28 @@ class App;
 namespace troupe::tools {
 
 struct TrainOptions {
-  std::string model;               // a .keras file, or a to_json() document
-  std::vector<std::string> data;   // files, or a directory (every file in it)
-  std::string format;              // tfrecord | criteo | idx | csv; default by the files' names
-  std::vector<std::string> labels; // "COLUMN" (one output) or "OUTPUT=COLUMN"
+  std::string model;                // a .keras file, or a to_json() document
+  std::vector<std::string> data;    // files, or a directory (every file in it)
+  std::string format;               // tfrecord | criteo | idx | csv; default by the files' names
+  std::vector<std::string> labels;  // "COLUMN" (one output) or "OUTPUT=COLUMN"
   int64_t batch = 32;
   int64_t epochs = 1;
-  int64_t steps = 0;               // per epoch; 0: one pass (one process only)
+  int64_t steps = 0;  // per epoch; 0: one pass (one process only)
   std::vector<std::string> validation;
   std::string device = "cpu";
   std::string precision = "float32";
-  std::string out;                 // the trained model (.keras)
-  std::string model_dir;           // checkpoints and the backup (default: the run directory)
+  std::string out;        // the trained model (.keras)
+  std::string model_dir;  // checkpoints and the backup (default: the run directory)
   std::vector<std::string> dynamic_tables;  // Embedding layers kept as dynamic tables
   int64_t dynamic_max_rows = 0;
   int64_t shuffle = 0;
   uint64_t seed = 1;
   int ps_replicas = 1;
   int steps_per_execution = 1;
-  bool elastic = false;            // mirrored: re-form without a lost worker
-  int64_t evaluator_timeout_s = 600;  // the evaluator task: idle this long after the last checkpoint
-  std::string compile;             // a compile_config (JSON) instead of the file's
+  bool elastic = false;  // mirrored: re-form without a lost worker
+  int64_t evaluator_timeout_s =
+      600;              // the evaluator task: idle this long after the last checkpoint
+  std::string compile;  // a compile_config (JSON) instead of the file's
 };
 
 /// Adds the subcommand's options to `app`.

@@ -15,7 +15,7 @@ namespace troupe::core {
 
 namespace {
 
-constexpr int64_t kPatchRowGrain = 64;     // output pixels per intra-op chunk at least
+constexpr int64_t kPatchRowGrain = 64;  // output pixels per intra-op chunk at least
 constexpr int64_t kPoolElementGrain = 1 << 14;
 
 struct ConvShape {
@@ -49,8 +49,8 @@ TensorView scratch(Tensor& t, const Shape& shape) {
 }
 
 // Patch rows [r0, r1) of x.
-void im2col(const Conv2dGeometry& g, const ConvShape& s, const float* x, float* patches,
-            int64_t r0, int64_t r1) {
+void im2col(const Conv2dGeometry& g, const ConvShape& s, const float* x, float* patches, int64_t r0,
+            int64_t r1) {
   const int64_t row_values = s.kw * s.c;
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t j = r % s.ow, i = (r / s.ow) % s.oh, b = r / (s.ow * s.oh);
@@ -113,9 +113,9 @@ void make_patches(const Conv2dGeometry& g, const ConvShape& s, ConstTensorView x
 }
 
 kernels::Pool2dShape pool_shape(ConstTensorView x, const Shape& y) {
-  TROUPE_ASSERT(x.shape().rank() == 4 && y.rank() == 4 && x.shape()[0] == y[0] &&
-                    x.shape()[3] == y[3],
-                "pool2d: x [n, h, w, c] and y [n, oh, ow, c] do not fit");
+  TROUPE_ASSERT(
+      x.shape().rank() == 4 && y.rank() == 4 && x.shape()[0] == y[0] && x.shape()[3] == y[3],
+      "pool2d: x [n, h, w, c] and y [n, oh, ow, c] do not fit");
   return {x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], y[1], y[2]};
 }
 
@@ -128,8 +128,8 @@ void CpuBackend::conv2d_forward(const Conv2dGeometry& g, ConstTensorView x, Cons
   const ConvShape s = conv_shape(x, w, y.shape());
   make_patches(g, s, x, cw.patches);
   if (b.empty() && cw.zero_bias.size() != s.f) cw.zero_bias = Tensor(Shape{s.f});
-  dense_forward(cw.patches, w.reshaped(Shape{s.kdim(), s.f}), b.empty() ? ConstTensorView(cw.zero_bias) : b,
-                y.reshaped(Shape{s.rows(), s.f}), p);
+  dense_forward(cw.patches, w.reshaped(Shape{s.kdim(), s.f}),
+                b.empty() ? ConstTensorView(cw.zero_bias) : b, y.reshaped(Shape{s.rows(), s.f}), p);
 }
 
 void CpuBackend::conv2d_backward(const Conv2dGeometry& g, ConstTensorView x, ConstTensorView w,
@@ -182,8 +182,7 @@ void CpuBackend::pool2d_backward(PoolKind k, const Pool2dGeometry& g, ConstTenso
                [&](int64_t b0, int64_t b1) {
                  std::fill_n(dx.data() + b0 * image_in, (b1 - b0) * image_in, 0.0f);
                  for (int64_t o = b0 * image_out; o < b1 * image_out; ++o)
-                   kernels::pool2d_backward(o, s, g, max, x.data(), y.data(), dy.data(),
-                                            dx.data());
+                   kernels::pool2d_backward(o, s, g, max, x.data(), y.data(), dy.data(), dx.data());
                });
 }
 

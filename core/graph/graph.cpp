@@ -52,8 +52,7 @@ Expected<std::vector<int>> Graph::call(std::shared_ptr<Layer> layer,
             "takes ids or strings straight from the model's inputs or other lookups, got " +
             spec(id).to_string());
     }
-  const bool first_call =
-      std::find(layers_.begin(), layers_.end(), layer) == layers_.end();
+  const bool first_call = std::find(layers_.begin(), layers_.end(), layer) == layers_.end();
   auto out = layer->build(in);
   if (!out) return out.error();
   Node node;
@@ -75,8 +74,9 @@ Expected<std::vector<int>> Graph::call(std::shared_ptr<Layer> layer,
   for (const auto& w : layer->weights())
     if (w.table) {
       if (node.inputs.size() != 1 || spec(node.inputs[0]).kind != ColumnKind::ints)
-        return layer->error("an embedding takes one input of integer ids, got " +
-                            (node.inputs.empty() ? std::string("none") : spec(inputs[0]).to_string()));
+        return layer->error(
+            "an embedding takes one input of integer ids, got " +
+            (node.inputs.empty() ? std::string("none") : spec(inputs[0]).to_string()));
       node.table = 0;  // numbered in plan_backward()
     }
   auto ids = node.outputs;
@@ -163,8 +163,8 @@ void Graph::plan_backward() {
   for (auto& n : nodes_) {
     bool trained = false;
     if (!n.host) {
-      const auto li = static_cast<size_t>(
-          std::find(layers_.begin(), layers_.end(), n.layer) - layers_.begin());
+      const auto li =
+          static_cast<size_t>(std::find(layers_.begin(), layers_.end(), n.layer) - layers_.begin());
       for (size_t i = 0; i < n.layer->weights().size(); ++i)
         trained = trained || trains(weights_[first_weight_[li] + i]);
       for (int in : n.inputs)
@@ -197,10 +197,10 @@ Status Graph::feed(const Batch& batch) {
                                                     names_of(batch) + ")");
     const Shape shape = in.spec.with_batch(batch_);
     if (c->shape.num_elements() != shape.num_elements())
-      return make_error(Errc::invalid_argument,
-                        "input '" + in.name + "': the data gives " + c->shape.to_string() +
-                            " for a batch of " + std::to_string(batch_) + ", the model takes " +
-                            in.spec.to_string() + " per example");
+      return make_error(Errc::invalid_argument, "input '" + in.name + "': the data gives " +
+                                                    c->shape.to_string() + " for a batch of " +
+                                                    std::to_string(batch_) + ", the model takes " +
+                                                    in.spec.to_string() + " per example");
     Ref r;
     r.kind = in.spec.kind;
     r.shape = shape;
@@ -232,9 +232,9 @@ Status Graph::feed(const Batch& batch) {
           for (size_t k = 0; k < c->floats.size(); ++k) {
             const float v = c->floats[k];
             if (v != static_cast<float>(static_cast<int64_t>(v)))
-              return make_error(Errc::invalid_argument,
-                                "input '" + in.name + "' takes integer ids, the data gives " +
-                                    std::to_string(v));
+              return make_error(
+                  Errc::invalid_argument,
+                  "input '" + in.name + "' takes integer ids, the data gives " + std::to_string(v));
             to[k] = static_cast<int64_t>(v);
           }
         }
@@ -285,14 +285,15 @@ Status Graph::collect_tables() {
     if (!w.keyed)
       for (int64_t id : tables_[t].ids)
         if (id < 0 || id >= w.shape[0])
-          return weights_[tables_[t].weight].layer->error(
-              "id " + std::to_string(id) + " is outside its table of " +
-              std::to_string(w.shape[0]) + " rows");
+          return weights_[tables_[t].weight].layer->error("id " + std::to_string(id) +
+                                                          " is outside its table of " +
+                                                          std::to_string(w.shape[0]) + " rows");
     // Split the index back by call, in node order.
     size_t at = 0;
     for (auto& n : nodes_) {
       if (n.table != static_cast<int>(t)) continue;
-      const auto count = static_cast<size_t>(values_[static_cast<size_t>(n.inputs[0])].tensor.size());
+      const auto count =
+          static_cast<size_t>(values_[static_cast<size_t>(n.inputs[0])].tensor.size());
       n.host_index.assign(index.begin() + static_cast<std::ptrdiff_t>(at),
                           index.begin() + static_cast<std::ptrdiff_t>(at + count));
       at += count;
@@ -396,8 +397,8 @@ void Graph::backward(const std::vector<ConstTensorView>& doutputs) {
     for (int in : n.inputs)
       c.want_dinputs.push_back(needs_grad_[static_cast<size_t>(in)]);
     c.dinputs.assign(n.inputs.size(), ConstTensorView{});
-    const auto li = static_cast<size_t>(
-        std::find(layers_.begin(), layers_.end(), n.layer) - layers_.begin());
+    const auto li =
+        static_cast<size_t>(std::find(layers_.begin(), layers_.end(), n.layer) - layers_.begin());
     const size_t first = first_weight_[li];
     c.dweights.assign(n.layer->weights().size(), nullptr);
     for (size_t i = 0; i < c.dweights.size(); ++i) {

@@ -141,17 +141,17 @@ class Graph {
 
   // Step state.
   int64_t batch_ = 0;
-  std::vector<Ref> values_;                  // per tensor
-  std::vector<Tensor> fed_;                  // per input: its float/int data
+  std::vector<Ref> values_;  // per tensor
+  std::vector<Tensor> fed_;  // per input: its float/int data
   std::vector<std::vector<std::string>> fed_strings_;
   std::vector<TableUse> tables_;
-  std::vector<size_t> table_of_weight_;      // weights_ index -> tables_ index (or npos)
-  std::vector<Tensor> grads_;                // per weight
-  std::vector<Tensor> scratch_grads_;        // per weight: a shared layer's later calls
-  std::vector<Tensor> tensor_grads_;         // per tensor: sums where a tensor fans out
-  std::vector<ConstTensorView> dvalues_;     // per tensor, during backward
-  std::vector<bool> needs_grad_;             // per tensor
-  std::vector<Tensor> zeros_;                // per tensor: for outputs no gradient reached
+  std::vector<size_t> table_of_weight_;   // weights_ index -> tables_ index (or npos)
+  std::vector<Tensor> grads_;             // per weight
+  std::vector<Tensor> scratch_grads_;     // per weight: a shared layer's later calls
+  std::vector<Tensor> tensor_grads_;      // per tensor: sums where a tensor fans out
+  std::vector<ConstTensorView> dvalues_;  // per tensor, during backward
+  std::vector<bool> needs_grad_;          // per tensor
+  std::vector<Tensor> zeros_;             // per tensor: for outputs no gradient reached
   bool planned_ = false;
   bool forwarded_ = false;
 };

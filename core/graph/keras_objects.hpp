@@ -17,85 +17,16 @@
 
 #include "core/expected.hpp"
 #include "core/graph/compile.hpp"
+#include "core/graph/config_args.hpp"
 
 namespace troupe::core::graph::detail {
 
-class KerasArgs {
+/// A serialized object's config read as ConfigArgs reads it, its errors named
+/// "compile_config: <what>".
+class KerasArgs final : public ConfigArgs {
  public:
-  /// `what` names the object in errors: "loss 'BinaryCrossentropy' of output 'click'".
-  KerasArgs(std::string what, const nlohmann::json& config)
-      : what_(std::move(what)), config_(config.is_object() ? config : nlohmann::json::object()) {}
-
-  /// The value of `key`, null when absent or null; marks it read.
-  const nlohmann::json* get(const std::string& key) {
-    read_.insert(key);
-    auto it = config_.find(key);
-    return it == config_.end() || it->is_null() ? nullptr : &*it;
-  }
-  /// Reads `key` and ignores it (a name, or an argument that only matters with another).
-  void ignore(const std::string& key) { read_.insert(key); }
-
-  Expected<double> number(const std::string& key, double fallback) {
-    const nlohmann::json* v = get(key);
-    if (v == nullptr) return fallback;
-    if (!v->is_number()) return error(key, "must be a number");
-    return v->get<double>();
-  }
-  Expected<bool> boolean(const std::string& key, bool fallback) {
-    const nlohmann::json* v = get(key);
-    if (v == nullptr) return fallback;
-    if (!v->is_boolean()) return error(key, "must be true or false");
-    return v->get<bool>();
-  }
-  Expected<int64_t> integer(const std::string& key, int64_t fallback) {
-    const nlohmann::json* v = get(key);
-    if (v == nullptr) return fallback;
-    if (v->is_number_integer()) return v->get<int64_t>();
-    if (v->is_number_float() &&
-        v->get<double>() == static_cast<double>(static_cast<int64_t>(v->get<double>())))
-      return static_cast<int64_t>(v->get<double>());
-    return error(key, "must be an integer");
-  }
-  /// Accepts `key` only absent, null, or equal to one of `allowed` (JSON values; numbers
-  /// compare by value, so 0 and 0.0 are one).
-  Status allow(const std::string& key, const std::vector<nlohmann::json>& allowed) {
-    const nlohmann::json* v = get(key);
-    if (v == nullptr) return {};
-    for (const auto& a : allowed)
-      if (*v == a || (v->is_number() && a.is_number() && v->get<double>() == a.get<double>()))
-        return {};
-    std::string known;
-    for (const auto& a : allowed)
-      known += (known.empty() ? "" : " or ") + a.dump();
-    return error(key, known.empty() ? "is not supported by Troupe (only its default, null)"
-                                    : "is not supported by Troupe (only " + known + ")");
-  }
-  Status allow_null(const std::string& key) { return allow(key, {}); }
-
-  /// Every argument not read is an error naming it.
-  Status finish() const {
-    for (auto it = config_.begin(); it != config_.end(); ++it)
-      if (read_.count(it.key()) == 0) return error(it.key(), "is not an argument Troupe knows");
-    return {};
-  }
-
-  /// "<what>: argument 'key' = <value>: <message>" as an invalid_argument error.
-  Error error(const std::string& key, const std::string& message) const {
-    std::string value;
-    auto it = config_.find(key);
-    if (it != config_.end()) {
-      value = it->dump();
-      if (value.size() > 80) value = value.substr(0, 77) + "...";
-      value = " = " + value;
-    }
-    return make_error(Errc::invalid_argument, "compile_config: " + what_ + ": argument '" + key +
-                                                  "'" + value + " " + message);
-  }
-
- private:
-  std::string what_;
-  nlohmann::json config_;
-  std::set<std::string> read_;
+  KerasArgs(const std::string& what, const nlohmann::json& config)
+      : ConfigArgs("compile_config: " + what, config) {}
 };
 
 /// A serialized Keras object: {"class_name": ..., "config": ...} (with "module" and

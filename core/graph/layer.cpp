@@ -46,8 +46,7 @@ Status Layer::to(Device device, Precision precision) {
 }
 
 Error Layer::error(const std::string& what) const {
-  return make_error(Errc::invalid_argument,
-                    "layer '" + name_ + "' (" + class_name_ + "): " + what);
+  return make_error(Errc::invalid_argument, "layer '" + name_ + "' (" + class_name_ + "): " + what);
 }
 
 Weight& Layer::add_weight(std::string name, Shape shape, Initializer init, bool trainable) {

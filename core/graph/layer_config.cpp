@@ -8,115 +8,29 @@ namespace troupe::core::graph {
 
 using nlohmann::json;
 
+namespace {
+
+std::string layer_name(const json& config) {
+  if (!config.is_object()) return "";
+  auto n = config.find("name");
+  return n != config.end() && n->is_string() ? n->get<std::string>() : "";
+}
+
+}  // namespace
+
 LayerConfig::LayerConfig(std::string class_name, const json& config,
                          const std::map<std::string, std::string>* assets)
-    : class_name_(std::move(class_name)),
-      config_(std::make_unique<json>(config.is_object() ? config : json::object())),
+    : ConfigArgs("layer '" + layer_name(config) + "' (" + class_name + ")", config),
+      class_name_(std::move(class_name)),
+      name_(layer_name(config)),
       assets_(assets) {
-  if (auto* n = find("name"); n != nullptr && n->is_string()) name_ = n->get<std::string>();
-  if (auto* t = find("trainable"); t != nullptr && t->is_boolean()) trainable_ = t->get<bool>();
-}
-
-LayerConfig::~LayerConfig() = default;
-
-const json* LayerConfig::find(const std::string& key) {
-  read_.insert(key);
-  auto it = config_->find(key);
-  if (it == config_->end()) return nullptr;
-  return &*it;
-}
-
-bool LayerConfig::has(const std::string& key) const {
-  auto it = config_->find(key);
-  return it != config_->end() && !it->is_null();
-}
-
-const json& LayerConfig::raw(const std::string& key) {
-  static const json null;
-  const json* v = find(key);
-  return v == nullptr ? null : *v;
-}
-
-Error LayerConfig::error(const std::string& key, const std::string& what) const {
-  std::string value;
-  auto it = config_->find(key);
-  if (it != config_->end()) {
-    value = it->dump();
-    if (value.size() > 80) value = value.substr(0, 77) + "...";
-    value = " = " + value;
-  }
-  return make_error(Errc::invalid_argument, "layer '" + name_ + "' (" + class_name_ +
-                                                "): argument '" + key + "'" + value + ": " + what);
-}
-
-Expected<int64_t> LayerConfig::integer(const std::string& key) {
-  const json* v = find(key);
-  if (v == nullptr || v->is_null()) return error(key, "is required");
-  if (v->is_number_integer()) return v->get<int64_t>();
-  if (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>())
-    return static_cast<int64_t>(v->get<double>());
-  return error(key, "must be an integer");
-}
-
-Expected<int64_t> LayerConfig::integer(const std::string& key, int64_t fallback) {
-  if (!has(key)) {
-    read_.insert(key);
-    return fallback;
-  }
-  return integer(key);
-}
-
-Expected<double> LayerConfig::number(const std::string& key, double fallback) {
-  const json* v = find(key);
-  if (v == nullptr || v->is_null()) return fallback;
-  if (v->is_number()) return v->get<double>();
-  return error(key, "must be a number");
-}
-
-Expected<bool> LayerConfig::boolean(const std::string& key, bool fallback) {
-  const json* v = find(key);
-  if (v == nullptr || v->is_null()) return fallback;
-  if (v->is_boolean()) return v->get<bool>();
-  return error(key, "must be true or false");
-}
-
-Expected<std::string> LayerConfig::string(const std::string& key, const std::string& fallback) {
-  const json* v = find(key);
-  if (v == nullptr || v->is_null()) return fallback;
-  if (v->is_string()) return v->get<std::string>();
-  return error(key, "must be a string");
-}
-
-Expected<std::vector<int64_t>> LayerConfig::integers(const std::string& key, size_t count,
-                                                     std::vector<int64_t> fallback) {
-  const json* v = find(key);
-  if (v == nullptr || v->is_null()) {
-    if (fallback.empty()) return error(key, "is required");
-    return fallback;
-  }
-  if (v->is_number_integer()) return std::vector<int64_t>(count, v->get<int64_t>());
-  if (!v->is_array()) return error(key, "must be an integer or a list of integers");
-  std::vector<int64_t> out;
-  for (const auto& e : *v) {
-    if (!e.is_number_integer()) return error(key, "must be a list of integers");
-    out.push_back(e.get<int64_t>());
-  }
-  if (count != 0 && out.size() != count)
-    return error(key, "must have " + std::to_string(count) + " values");
-  return out;
-}
-
-Expected<std::optional<std::vector<int64_t>>> LayerConfig::optional_integers(
-    const std::string& key) {
-  const json* v = find(key);
-  if (v == nullptr || v->is_null()) return std::optional<std::vector<int64_t>>();
-  auto ints = integers(key, 0);
-  if (!ints) return ints.error();
-  return std::optional<std::vector<int64_t>>(std::move(*ints));
+  ignore("name");
+  if (const json* t = get("trainable"); t != nullptr && t->is_boolean())
+    trainable_ = t->get<bool>();
 }
 
 Expected<ActFn> LayerConfig::activation(const std::string& key, const std::string& fallback) {
-  const json* v = find(key);
+  const json* v = get(key);
   std::string name = fallback;
   if (v != nullptr && !v->is_null()) {
     if (v->is_string()) {
@@ -133,7 +47,7 @@ Expected<ActFn> LayerConfig::activation(const std::string& key, const std::strin
 }
 
 Expected<Initializer> LayerConfig::initializer(const std::string& key, Initializer fallback) {
-  const json* v = find(key);
+  const json* v = get(key);
   if (v == nullptr || v->is_null()) return fallback;
   std::string kind;
   json args = json::object();
@@ -152,7 +66,8 @@ Expected<Initializer> LayerConfig::initializer(const std::string& key, Initializ
     return args.contains(k) && args[k].is_number() ? args[k].get<double>() : d;
   };
   using K = Initializer::Kind;
-  if (kind == "GlorotUniform" || kind == "glorot_uniform") return Initializer{K::glorot_uniform, 0.0f, seed};
+  if (kind == "GlorotUniform" || kind == "glorot_uniform")
+    return Initializer{K::glorot_uniform, 0.0f, seed};
   if (kind == "Zeros" || kind == "zeros") return Initializer{K::zeros, 0.0f, seed};
   if (kind == "Ones" || kind == "ones") return Initializer{K::constant, 1.0f, seed};
   if (kind == "Constant" || kind == "constant")
@@ -186,7 +101,7 @@ uint64_t LayerConfig::seed_for(const std::string& weight) const {
 }
 
 Expected<std::vector<std::string>> LayerConfig::vocabulary(const std::string& key) {
-  const json* v = find(key);
+  const json* v = get(key);
   std::vector<std::string> out;
   if (v == nullptr || v->is_null()) return out;
   if (v->is_array()) {
@@ -220,26 +135,6 @@ Expected<std::vector<std::string>> LayerConfig::vocabulary(const std::string& ke
     return error(key, "names a vocabulary file the model file does not hold");
   }
   return error(key, "must be a list or a file name");
-}
-
-Status LayerConfig::allow(const std::string& key, const std::vector<std::string>& allowed) {
-  const json* v = find(key);
-  if (v == nullptr || v->is_null()) return {};
-  for (const auto& a : allowed) {
-    const json want = json::parse(a, nullptr, false);
-    if (*v == want) return {};
-    if (v->is_number() && want.is_number() && v->get<double>() == want.get<double>()) return {};
-  }
-  std::string list;
-  for (const auto& a : allowed)
-    list += (list.empty() ? "" : ", ") + a;
-  return error(key, "Troupe supports only " + list);
-}
-
-Status LayerConfig::finish() {
-  for (auto it = config_->begin(); it != config_->end(); ++it)
-    if (read_.count(it.key()) == 0) return error(it.key(), "is not supported by Troupe");
-  return {};
 }
 
 }  // namespace troupe::core::graph

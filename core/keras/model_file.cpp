@@ -102,16 +102,18 @@ Status set_weights_from(graph::KerasModel& model, const KerasFile& file, const s
   return {};
 }
 
-Expected<std::map<std::string, Tensor>> keras_datasets(const graph::KerasModel& model,
-                                                       const std::map<std::string, Tensor>& values) {
+Expected<std::map<std::string, Tensor>> keras_datasets(
+    const graph::KerasModel& model, const std::map<std::string, Tensor>& values) {
   std::map<std::string, Tensor> out;
   for (const auto& ref : model.graph->weights()) {
     auto v = values.find(ref.path);
     if (v == values.end())
-      return make_error(Errc::invalid_argument, "no value for the model's weight '" + ref.path + "'");
+      return make_error(Errc::invalid_argument,
+                        "no value for the model's weight '" + ref.path + "'");
     if (v->second.shape() != ref.weight().shape)
       return make_error(Errc::invalid_argument, "the value of '" + ref.path + "' has shape " +
-                                                    v->second.shape().to_string() + ", the model's is " +
+                                                    v->second.shape().to_string() +
+                                                    ", the model's is " +
                                                     ref.weight().shape.to_string());
     out[model.weights_path.at(ref.layer->name()) + "/vars/" + std::to_string(ref.index)] =
         v->second.to(Device::cpu());
@@ -123,8 +125,9 @@ Status save_model(const std::string& path, const LoadedModel& m,
                   const std::map<std::string, Tensor>& values) {
   if (!m.keras3)
     return make_error(Errc::invalid_argument,
-                      m.source + ": a tf_keras 2 model description cannot be written as a "
-                                 "Keras 3 .keras file; save the model with Keras 3 first");
+                      m.source +
+                          ": a tf_keras 2 model description cannot be written as a "
+                          "Keras 3 .keras file; save the model with Keras 3 first");
   auto datasets = keras_datasets(m.model, values);
   if (!datasets) return datasets.error();
   KerasFile out = m.file;

@@ -19,8 +19,8 @@ TROUPE_HD inline void gather_index(int64_t i, int64_t d, const float* rows, cons
 }
 
 /// Adds element i of dy [n, d] into grads [u, d] (zeroed by the caller).
-TROUPE_HD inline void scatter_add_index(int64_t i, int64_t d, const float* dy,
-                                        const int32_t* index, float* grads) {
+TROUPE_HD inline void scatter_add_index(int64_t i, int64_t d, const float* dy, const int32_t* index,
+                                        float* grads) {
   atomic_add(grads + static_cast<int64_t>(index[i / d]) * d + i % d, dy[i]);
 }
 

@@ -15,8 +15,7 @@ class Activation final : public Layer {
   Activation(std::string name, ActFn f) : Layer("Activation", std::move(name)), f_(f) {}
 
   Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {
-    if (in.size() != 1 || in[0].kind != ColumnKind::floats)
-      return error("takes one float input");
+    if (in.size() != 1 || in[0].kind != ColumnKind::floats) return error("takes one float input");
     return in;
   }
   std::unique_ptr<CallState> make_state() const override {

@@ -159,9 +159,9 @@ Expected<std::unique_ptr<Layer>> make_batch_normalization(LayerConfig& c) {
   for (const char* k : {"beta_regularizer", "gamma_regularizer", "beta_constraint",
                         "gamma_constraint", "renorm_clipping"})
     if (auto st = c.allow_null(k); !st) return st.error();
-  if (auto st = c.allow("renorm", {"false"}); !st) return st.error();
+  if (auto st = c.allow("renorm", {false}); !st) return st.error();
   // Across replicas, the batch statistics would be the global batch's: not supported.
-  if (auto st = c.allow("synchronized", {"false"}); !st) return st.error();
+  if (auto st = c.allow("synchronized", {false}); !st) return st.error();
   c.raw("renorm_momentum");  // matters only with renorm, refused above
   return std::unique_ptr<Layer>(std::make_unique<BatchNormalization>(c.name(), a));
 }

@@ -17,9 +17,9 @@ struct Conv2dState final : CallState {
 
 class Conv2D final : public Layer {
  public:
-  Conv2D(std::string name, int64_t filters, std::vector<int64_t> kernel, std::vector<int64_t> strides,
-         std::vector<int64_t> dilation, bool same, ActFn act, bool use_bias, Initializer kernel_init,
-         Initializer bias_init)
+  Conv2D(std::string name, int64_t filters, std::vector<int64_t> kernel,
+         std::vector<int64_t> strides, std::vector<int64_t> dilation, bool same, ActFn act,
+         bool use_bias, Initializer kernel_init, Initializer bias_init)
       : Layer("Conv2D", std::move(name)),
         filters_(filters),
         kernel_(std::move(kernel)),
@@ -53,9 +53,7 @@ class Conv2D final : public Layer {
     return std::vector<TensorSpec>{{ColumnKind::floats, {oh, ow, filters_}}};
   }
 
-  std::unique_ptr<CallState> make_state() const override {
-    return std::make_unique<Conv2dState>();
-  }
+  std::unique_ptr<CallState> make_state() const override { return std::make_unique<Conv2dState>(); }
 
   Status forward(Call& c) override {
     auto& s = static_cast<Conv2dState&>(*c.state);
@@ -151,14 +149,14 @@ Expected<std::unique_ptr<Layer>> make_conv2d(LayerConfig& c) {
   if (!padding) return padding.error();
   if (*padding != "valid" && *padding != "same")
     return c.error("padding", "Troupe supports \"valid\" and \"same\"");
-  if (auto st = c.allow("data_format", {"\"channels_last\""}); !st) return st.error();
-  if (auto st = c.allow("groups", {"1"}); !st) return st.error();
+  if (auto st = c.allow("data_format", {"channels_last"}); !st) return st.error();
+  if (auto st = c.allow("groups", {1}); !st) return st.error();
   auto act = c.activation("activation");
   if (!act) return act.error();
   auto use_bias = c.boolean("use_bias", true);
   if (!use_bias) return use_bias.error();
-  auto kernel_init = c.initializer(
-      "kernel_initializer", {Initializer::Kind::glorot_uniform, 0.0f, c.seed_for("kernel")});
+  auto kernel_init = c.initializer("kernel_initializer",
+                                   {Initializer::Kind::glorot_uniform, 0.0f, c.seed_for("kernel")});
   if (!kernel_init) return kernel_init.error();
   auto bias_init = c.initializer("bias_initializer", {Initializer::Kind::zeros, 0.0f, 0});
   if (!bias_init) return bias_init.error();

@@ -168,7 +168,7 @@ Expected<std::unique_ptr<Layer>> make_cross(LayerConfig& c) {
   auto use_bias = c.boolean("use_bias", true);
   if (!use_bias) return use_bias.error();
   // The activation of the product before the multiplication with x0: only none.
-  if (auto st = c.allow("preactivation", {"null", "\"linear\""}); !st) return st.error();
+  if (auto st = c.allow("preactivation", {"linear"}); !st) return st.error();
   auto kernel = c.initializer("kernel_initializer",
                               {Initializer::Kind::glorot_uniform, 0.0f, c.seed_for("kernel")});
   if (!kernel) return kernel.error();
@@ -178,8 +178,8 @@ Expected<std::unique_ptr<Layer>> make_cross(LayerConfig& c) {
     if (auto st = c.allow_null(k); !st) return st.error();
   // Casting float inputs to the compute dtype: Troupe's layers compute in float32 anyway.
   if (auto autocast = c.boolean("autocast", true); !autocast) return autocast.error();
-  return std::unique_ptr<Layer>(std::make_unique<Cross>(
-      c.name(), p, static_cast<float>(*diag), *use_bias, *kernel, *bias));
+  return std::unique_ptr<Layer>(
+      std::make_unique<Cross>(c.name(), p, static_cast<float>(*diag), *use_bias, *kernel, *bias));
 }
 
 }  // namespace troupe::core::graph

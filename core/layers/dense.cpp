@@ -116,8 +116,8 @@ Expected<std::unique_ptr<Layer>> make_dense(LayerConfig& c) {
   if (!act) return act.error();
   auto use_bias = c.boolean("use_bias", true);
   if (!use_bias) return use_bias.error();
-  auto kernel = c.initializer(
-      "kernel_initializer", {Initializer::Kind::glorot_uniform, 0.0f, c.seed_for("kernel")});
+  auto kernel = c.initializer("kernel_initializer",
+                              {Initializer::Kind::glorot_uniform, 0.0f, c.seed_for("kernel")});
   if (!kernel) return kernel.error();
   auto bias = c.initializer("bias_initializer", {Initializer::Kind::zeros, 0.0f, 0});
   if (!bias) return bias.error();

@@ -65,7 +65,7 @@ Expected<std::unique_ptr<Layer>> make_dot(LayerConfig& c) {
   if (axes.is_array() && axes.size() == 2 && feature(axes[0]) && feature(axes[1])) ok = true;
   if (!ok)
     return c.error("axes", "Troupe's Dot takes 2-D inputs and axes=1 or -1 (the feature axis)");
-  if (auto st = c.allow("normalize", {"false"}); !st) return st.error();
+  if (auto st = c.allow("normalize", {false}); !st) return st.error();
   return std::unique_ptr<Layer>(std::make_unique<Dot>(c.name()));
 }
 

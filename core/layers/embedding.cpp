@@ -70,7 +70,7 @@ Expected<std::unique_ptr<Layer>> make_embedding(LayerConfig& c) {
   auto init = c.initializer("embeddings_initializer",
                             {Initializer::Kind::random_uniform, 0.05f, c.seed_for("embeddings")});
   if (!init) return init.error();
-  if (auto st = c.allow("mask_zero", {"false"}); !st) return st.error();
+  if (auto st = c.allow("mask_zero", {false}); !st) return st.error();
   for (const char* k : {"embeddings_regularizer", "activity_regularizer", "embeddings_constraint",
                         "lora_rank", "quantization_config"})
     if (auto st = c.allow_null(k); !st) return st.error();

@@ -22,8 +22,8 @@ class GlobalAveragePooling2D final : public Layer {
       return error("takes one float input [height, width, channels], got " +
                    (in.empty() ? std::string("none") : in[0].to_string()));
     const int64_t c = in[0].shape[2];
-    TensorSpec out{ColumnKind::floats, keepdims_ ? std::vector<int64_t>{1, 1, c}
-                                                 : std::vector<int64_t>{c}};
+    TensorSpec out{ColumnKind::floats,
+                   keepdims_ ? std::vector<int64_t>{1, 1, c} : std::vector<int64_t>{c}};
     return std::vector<TensorSpec>{out};
   }
   std::unique_ptr<CallState> make_state() const override {
@@ -58,7 +58,7 @@ class GlobalAveragePooling2D final : public Layer {
 }  // namespace
 
 Expected<std::unique_ptr<Layer>> make_global_average_pooling2d(LayerConfig& c) {
-  if (auto st = c.allow("data_format", {"\"channels_last\""}); !st) return st.error();
+  if (auto st = c.allow("data_format", {"channels_last"}); !st) return st.error();
   auto keepdims = c.boolean("keepdims", false);
   if (!keepdims) return keepdims.error();
   return std::unique_ptr<Layer>(std::make_unique<GlobalAveragePooling2D>(c.name(), *keepdims));

@@ -97,8 +97,8 @@ Expected<std::unique_ptr<Layer>> make_hashing(LayerConfig& c) {
     return c.error("mask_value", "must be null, a string or an integer");
   auto salt = read_salt(c, "salt");
   if (!salt) return salt.error();
-  if (auto st = c.allow("output_mode", {"\"int\""}); !st) return st.error();
-  if (auto st = c.allow("sparse", {"false"}); !st) return st.error();
+  if (auto st = c.allow("output_mode", {"int"}); !st) return st.error();
+  if (auto st = c.allow("sparse", {false}); !st) return st.error();
   return std::unique_ptr<Layer>(std::make_unique<Hashing>(c.name(), *bins, mask, *salt));
 }
 

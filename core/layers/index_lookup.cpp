@@ -46,9 +46,7 @@ class IndexLookup final : public Layer {
                    (in.empty() ? std::string("none") : in[0].to_string()));
     return std::vector<TensorSpec>{{ColumnKind::ints, in[0].shape}};
   }
-  std::unique_ptr<CallState> make_state() const override {
-    return std::make_unique<LookupState>();
-  }
+  std::unique_ptr<CallState> make_state() const override { return std::make_unique<LookupState>(); }
 
   Status forward(Call& c) override {
     const Ref& in = c.inputs[0];
@@ -99,7 +97,8 @@ class IndexLookup final : public Layer {
       return error("'" + token + "' is not in the vocabulary and num_oov_indices is 0");
     if (o_.num_oov_indices == 1) return oov_start_;
     const auto bins = static_cast<uint64_t>(o_.num_oov_indices);
-    const uint64_t h = o_.salt ? siphash64((*o_.salt)[0], (*o_.salt)[1], token) : fingerprint64(token);
+    const uint64_t h =
+        o_.salt ? siphash64((*o_.salt)[0], (*o_.salt)[1], token) : fingerprint64(token);
     return oov_start_ + static_cast<int64_t>(h % bins);
   }
 
@@ -121,11 +120,10 @@ Tensor& host_ints(Tensor& t, const Shape& shape) {
 }
 
 Expected<std::unique_ptr<Layer>> make_index_lookup(const std::string& class_name,
-                                                   const std::string& name,
-                                                   IndexLookupOptions o) {
+                                                   const std::string& name, IndexLookupOptions o) {
   auto fail = [&](const std::string& key, const std::string& what) {
-    return make_error(Errc::invalid_argument, "layer '" + name + "' (" + class_name +
-                                                  "): argument '" + key + "': " + what);
+    return make_error(Errc::invalid_argument,
+                      "layer '" + name + "' (" + class_name + "): argument '" + key + "': " + what);
   };
   if (o.vocabulary.empty())
     return fail("vocabulary",
@@ -139,8 +137,7 @@ Expected<std::unique_ptr<Layer>> make_index_lookup(const std::string& class_name
   for (int64_t i = 0; i < o.num_oov_indices; ++i)
     special.push_back(o.oov_token);
   std::vector<std::string> tokens = o.vocabulary;
-  if (tokens.size() >= special.size() &&
-      std::equal(special.begin(), special.end(), tokens.begin()))
+  if (tokens.size() >= special.size() && std::equal(special.begin(), special.end(), tokens.begin()))
     tokens.erase(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(special.size()));
   std::set<std::string> seen;
   std::string repeated;
@@ -163,8 +160,7 @@ Expected<std::unique_ptr<Layer>> make_index_lookup(const std::string& class_name
   return std::unique_ptr<Layer>(std::move(layer));
 }
 
-Expected<std::optional<std::array<uint64_t, 2>>> read_salt(LayerConfig& c,
-                                                          const std::string& key) {
+Expected<std::optional<std::array<uint64_t, 2>>> read_salt(LayerConfig& c, const std::string& key) {
   using Salt = std::optional<std::array<uint64_t, 2>>;
   const auto& v = c.raw(key);
   auto word = [](const nlohmann::json& e) {
@@ -200,9 +196,9 @@ Status read_index_lookup(LayerConfig& c, IndexLookupOptions& o) {
     (std::string(key) == "max_tokens" ? o.max_tokens : o.vocabulary_size) = *v;
   }
   if (o.max_tokens && *o.max_tokens <= 1) return c.error("max_tokens", "must be more than 1");
-  if (auto st = c.allow("output_mode", {"\"int\""}); !st) return st;
-  if (auto st = c.allow("invert", {"false"}); !st) return st;
-  if (auto st = c.allow("sparse", {"false"}); !st) return st;
+  if (auto st = c.allow("output_mode", {"int"}); !st) return st;
+  if (auto st = c.allow("invert", {false}); !st) return st;
+  if (auto st = c.allow("sparse", {false}); !st) return st;
   if (auto st = c.allow_null("idf_weights"); !st) return st;
   // Pads only the "one_hot", "multi_hot", "count" and "tf_idf" outputs; "int" is unchanged.
   if (auto pad = c.boolean("pad_to_max_tokens", false); !pad) return pad.error();

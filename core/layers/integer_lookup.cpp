@@ -40,7 +40,7 @@ Expected<std::unique_ptr<Layer>> make_integer_lookup(LayerConfig& c) {
   auto oov = c.integer("oov_token", -1);
   if (!oov) return oov.error();
   o.oov_token = decimal(*oov);
-  if (auto st = c.allow("vocabulary_dtype", {"\"int64\""}); !st) return st.error();
+  if (auto st = c.allow("vocabulary_dtype", {"int64"}); !st) return st.error();
   auto vocabulary = c.vocabulary("vocabulary");
   if (!vocabulary) return vocabulary.error();
   for (auto& token : *vocabulary) {

@@ -116,7 +116,7 @@ Expected<std::unique_ptr<Layer>> make_layer_normalization(LayerConfig& c) {
   for (const char* k :
        {"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint"})
     if (auto st = c.allow_null(k); !st) return st.error();
-  if (auto st = c.allow("rms_scaling", {"false"}); !st) return st.error();
+  if (auto st = c.allow("rms_scaling", {false}); !st) return st.error();
   return std::unique_ptr<Layer>(std::make_unique<LayerNormalization>(
       c.name(), axis, static_cast<float>(*epsilon), *center, *scale, *beta, *gamma));
 }

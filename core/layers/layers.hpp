@@ -26,9 +26,9 @@ using LayerFactory = Expected<std::unique_ptr<Layer>> (*)(LayerConfig&);
 /// part after '>' when the whole name is not known) from its config. An unknown class, or
 /// an argument or dtype Troupe does not support, is an invalid_argument error naming the
 /// layer, its class and the argument. `assets`: the .keras file's other entries.
-Expected<std::unique_ptr<Layer>> make_layer(const std::string& class_name,
-                                            const nlohmann::json& config,
-                                            const std::map<std::string, std::string>* assets = nullptr);
+Expected<std::unique_ptr<Layer>> make_layer(
+    const std::string& class_name, const nlohmann::json& config,
+    const std::map<std::string, std::string>* assets = nullptr);
 /// The class names make_layer knows, sorted.
 std::vector<std::string> layer_classes();
 

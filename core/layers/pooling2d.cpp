@@ -36,9 +36,7 @@ class Pooling2D final : public Layer {
                    ") does not fit in " + in[0].to_string());
     return std::vector<TensorSpec>{{ColumnKind::floats, {oh, ow, in[0].shape[2]}}};
   }
-  std::unique_ptr<CallState> make_state() const override {
-    return std::make_unique<Pool2dState>();
-  }
+  std::unique_ptr<CallState> make_state() const override { return std::make_unique<Pool2dState>(); }
 
   Status forward(Call& c) override {
     auto& s = static_cast<Pool2dState&>(*c.state);
@@ -57,8 +55,8 @@ class Pooling2D final : public Layer {
     auto& s = static_cast<Pool2dState&>(*c.state);
     const Shape& xs = c.inputs[0].shape;
     place(s.dx, xs);
-    backend().pool2d_backward(kind_, geometry(xs[1], xs[2]), c.inputs[0].tensor, s.y,
-                              c.doutputs[0], s.dx);
+    backend().pool2d_backward(kind_, geometry(xs[1], xs[2]), c.inputs[0].tensor, s.y, c.doutputs[0],
+                              s.dx);
     c.dinputs[0] = s.dx;
   }
 
@@ -93,7 +91,7 @@ Expected<std::unique_ptr<Layer>> make_pooling2d(LayerConfig& c, const char* clas
   if (!padding) return padding.error();
   if (*padding != "valid" && *padding != "same")
     return c.error("padding", "Troupe supports \"valid\" and \"same\"");
-  if (auto st = c.allow("data_format", {"\"channels_last\""}); !st) return st.error();
+  if (auto st = c.allow("data_format", {"channels_last"}); !st) return st.error();
   return std::unique_ptr<Layer>(std::make_unique<Pooling2D>(
       class_name, c.name(), kind, std::move(*pool), std::move(*strides), *padding == "same"));
 }

@@ -72,8 +72,8 @@ uint64_t hash_17_to_32(Bytes s, uint64_t len) {
   const uint64_t mul = kK2 + len * 2;
   const uint64_t a = word64(s) * kK1, b = word64(s + 8);
   const uint64_t c = word64(s + len - 8) * mul, d = word64(s + len - 16) * kK2;
-  return mix(rotate_right(a + b, 43) + rotate_right(c, 30) + d,
-             a + rotate_right(b + kK2, 18) + c, mul);
+  return mix(rotate_right(a + b, 43) + rotate_right(c, 30) + d, a + rotate_right(b + kK2, 18) + c,
+             mul);
 }
 
 uint64_t hash_33_to_64(Bytes s, uint64_t len) {
@@ -134,8 +134,8 @@ uint64_t hash_long(Bytes s, uint64_t len) {
   v = fold32(s, v.second * mul, x + w.first);
   w = fold32(s + 32, z + w.second, y + word64(s + 16));
   std::swap(z, x);
-  return mix(mix(v.first, w.first, mul) + shift_mix(y) * kK0 + z,
-             mix(v.second, w.second, mul) + x, mul);
+  return mix(mix(v.first, w.first, mul) + shift_mix(y) * kK0 + z, mix(v.second, w.second, mul) + x,
+             mul);
 }
 
 // SipHash's state and its ARX round.

@@ -19,8 +19,8 @@ Expected<std::unique_ptr<Layer>> make_string_lookup(LayerConfig& c) {
   if (!oov) return oov.error();
   o.oov_token = *oov;
   // Tokens are compared as the bytes the data holds, which utf-8 leaves as they are.
-  if (auto st = c.allow("encoding", {"\"utf-8\""}); !st) return st.error();
-  if (auto st = c.allow("vocabulary_dtype", {"\"string\""}); !st) return st.error();
+  if (auto st = c.allow("encoding", {"utf-8"}); !st) return st.error();
+  if (auto st = c.allow("vocabulary_dtype", {"string"}); !st) return st.error();
   auto vocabulary = c.vocabulary("vocabulary");
   if (!vocabulary) return vocabulary.error();
   o.vocabulary = std::move(*vocabulary);

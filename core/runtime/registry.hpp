@@ -109,8 +109,8 @@ inline std::string dataset_request(const std::string& name, const std::vector<ch
 inline std::pair<std::string, std::vector<char>> split_dataset_request(const std::string& request) {
   const auto at = request.find(dataset_args_separator);
   if (at == std::string::npos) return {request, {}};
-  return {request.substr(0, at), std::vector<char>(request.begin() + static_cast<std::ptrdiff_t>(at) + 1,
-                                                   request.end())};
+  return {request.substr(0, at),
+          std::vector<char>(request.begin() + static_cast<std::ptrdiff_t>(at) + 1, request.end())};
 }
 
 }  // namespace troupe

@@ -19,8 +19,8 @@ cudaError_t pool2d_forward(cudaStream_t s, const ck::Pool2dShape& shape,
 }
 
 cudaError_t pool2d_backward(cudaStream_t s, const ck::Pool2dShape& shape,
-                            const core::Pool2dGeometry& g, bool max, const float* x,
-                            const float* y, const float* dy, float* dx) {
+                            const core::Pool2dGeometry& g, bool max, const float* x, const float* y,
+                            const float* dy, float* dx) {
   const ck::Pool2dShape sh = shape;
   const core::Pool2dGeometry geo = g;
   return run(s, sh.n * sh.oh * sh.ow * sh.c,

@@ -30,8 +30,13 @@ inline SplitPadding split_padding(const core::Conv2dGeometry& g, int64_t n, int6
   SplitPadding s;
   s.even_h = g.pad_top < g.pad_bottom ? g.pad_top : g.pad_bottom;
   s.even_w = g.pad_left < g.pad_right ? g.pad_left : g.pad_right;
-  s.pad = {n, h, w, c, h + g.pad_top + g.pad_bottom - 2 * s.even_h,
-           w + g.pad_left + g.pad_right - 2 * s.even_w, g.pad_top - s.even_h,
+  s.pad = {n,
+           h,
+           w,
+           c,
+           h + g.pad_top + g.pad_bottom - 2 * s.even_h,
+           w + g.pad_left + g.pad_right - 2 * s.even_w,
+           g.pad_top - s.even_h,
            g.pad_left - s.even_w};
   return s;
 }
@@ -44,8 +49,8 @@ TROUPE_HD inline void pad_image(int64_t i, const PadShape& s, const float* x, fl
   t /= s.pw;
   const int64_t r = t % s.ph - s.top;
   const int64_t b = t / s.ph;
-  padded[i] = r >= 0 && r < s.h && q >= 0 && q < s.w ? x[((b * s.h + r) * s.w + q) * s.c + ch]
-                                                     : 0.0f;
+  padded[i] =
+      r >= 0 && r < s.h && q >= 0 && q < s.w ? x[((b * s.h + r) * s.w + q) * s.c + ch] : 0.0f;
 }
 
 /// Element i of x [n, h, w, c]: its element of the padded image.

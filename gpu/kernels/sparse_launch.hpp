@@ -18,8 +18,8 @@ cudaError_t pool2d_forward(cudaStream_t s, const core::kernels::Pool2dShape& sha
                            const core::Pool2dGeometry& g, bool max, const float* x, float* y);
 /// dx must be zeroed first (windows add into it).
 cudaError_t pool2d_backward(cudaStream_t s, const core::kernels::Pool2dShape& shape,
-                            const core::Pool2dGeometry& g, bool max, const float* x,
-                            const float* y, const float* dy, float* dx);
+                            const core::Pool2dGeometry& g, bool max, const float* x, const float* y,
+                            const float* dy, float* dx);
 cudaError_t fm_forward(cudaStream_t s, const float* x, float* y, int64_t b, int64_t fields,
                        int64_t k);
 cudaError_t fm_backward(cudaStream_t s, const float* x, const float* dy, float* dx, int64_t b,

@@ -3,8 +3,8 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <iosfwd>
+#include <map>
 #include <string>
 
 #include "core/expected.hpp"

@@ -176,8 +176,8 @@ inline void check_gradients_here(GraphCase& c, const CheckOptions& o) {
       const float x = rows[i];
       const double numeric = (loss_at(x + o.eps) - loss_at(x - o.eps)) / (2.0 * o.eps);
       t.rows = rows;
-      check_close(analytic[i], numeric, g.weights()[t.weight].path + " row grads[" +
-                                            std::to_string(i) + "]", o);
+      check_close(analytic[i], numeric,
+                  g.weights()[t.weight].path + " row grads[" + std::to_string(i) + "]", o);
     }
   }
 }
@@ -196,7 +196,9 @@ inline int with_dense_in_front(GraphCase& c, int x, const std::string& name) {
 /// Runs check_gradients_here on the CPU, then moves the graph to a fake CUDA device and
 /// runs it again there.
 inline void check_gradients(GraphCase& c, const CheckOptions& o = {}) {
-  SECTION("cpu") { check_gradients_here(c, o); }
+  SECTION("cpu") {
+    check_gradients_here(c, o);
+  }
   SECTION("fake device") {
     FakeCuda fake(1);
     // Whatever happens in the check, the graph leaves the fake device before it goes.

@@ -19,10 +19,10 @@ struct Fixture {
 
 inline const std::vector<Fixture>& fixtures() {
   static const std::vector<Fixture> all = {
-    // Dense(3, softmax) "probs": compile(optimizer="adamw",
-    // loss=keras.losses.categorical_crossentropy, metrics=[keras.metrics.categorical_accuracy])
-    {"functions",
-     R"({"optimizer": {"module": "keras.optimizers", "class_name": "AdamW",
+      // Dense(3, softmax) "probs": compile(optimizer="adamw",
+      // loss=keras.losses.categorical_crossentropy, metrics=[keras.metrics.categorical_accuracy])
+      {"functions",
+       R"({"optimizer": {"module": "keras.optimizers", "class_name": "AdamW",
        "config": {"name": "adam_w", "learning_rate": 0.0010000000474974513,
        "weight_decay": 0.004, "clipnorm": null, "global_clipnorm": null, "clipvalue": null,
        "use_ema": false, "ema_momentum": 0.99, "ema_overwrite_frequency": null,
@@ -34,11 +34,11 @@ inline const std::vector<Fixture>& fixtures() {
        "config": "categorical_accuracy", "registered_name": "function"}],
        "weighted_metrics": null, "run_eagerly": false, "steps_per_execution": 1,
        "jit_compile": true})",
-     {"categorical_accuracy", "loss"}},
-    // two outputs: compile(optimizer="ftrl", loss=[None, "categorical_crossentropy"],
-    // metrics=["accuracy", "accuracy"])
-    {"list_with_none",
-     R"({"optimizer": {"module": "keras.optimizers", "class_name": "Ftrl",
+       {"categorical_accuracy", "loss"}},
+      // two outputs: compile(optimizer="ftrl", loss=[None, "categorical_crossentropy"],
+      // metrics=["accuracy", "accuracy"])
+      {"list_with_none",
+       R"({"optimizer": {"module": "keras.optimizers", "class_name": "Ftrl",
        "config": {"name": "ftrl", "learning_rate": 0.0010000000474974513, "weight_decay": null,
        "clipnorm": null, "global_clipnorm": null, "clipvalue": null, "use_ema": false,
        "ema_momentum": 0.99, "ema_overwrite_frequency": null, "loss_scale_factor": null,
@@ -48,11 +48,11 @@ inline const std::vector<Fixture>& fixtures() {
        "beta": 0.0}, "registered_name": null}, "loss": [null, "categorical_crossentropy"],
        "loss_weights": null, "metrics": ["accuracy", "accuracy"], "weighted_metrics": null,
        "run_eagerly": false, "steps_per_execution": 1, "jit_compile": true})",
-     {"click_accuracy", "kind_accuracy", "loss"}},
-    // Dense(3, softmax) "probs": compile(optimizer="adam", loss={"probs":
-    // "categorical_crossentropy"}, metrics={"probs": ["accuracy"]})
-    {"loss_dict_single",
-     R"({"optimizer": {"module": "keras.optimizers", "class_name": "Adam",
+       {"click_accuracy", "kind_accuracy", "loss"}},
+      // Dense(3, softmax) "probs": compile(optimizer="adam", loss={"probs":
+      // "categorical_crossentropy"}, metrics={"probs": ["accuracy"]})
+      {"loss_dict_single",
+       R"({"optimizer": {"module": "keras.optimizers", "class_name": "Adam",
        "config": {"name": "adam_1", "learning_rate": 0.0010000000474974513, "weight_decay": null,
        "clipnorm": null, "global_clipnorm": null, "clipvalue": null, "use_ema": false,
        "ema_momentum": 0.99, "ema_overwrite_frequency": null, "loss_scale_factor": null,
@@ -61,11 +61,11 @@ inline const std::vector<Fixture>& fixtures() {
        "loss": {"probs": "categorical_crossentropy"}, "loss_weights": null,
        "metrics": {"probs": ["accuracy"]}, "weighted_metrics": null, "run_eagerly": false,
        "steps_per_execution": 1, "jit_compile": true})",
-     {"accuracy", "loss"}},
-    // two outputs: compile(optimizer="adagrad", loss={"click": "binary_crossentropy", "kind":
-    // None}, metrics=[["accuracy"], None])
-    {"loss_only_one_output",
-     R"({"optimizer": {"module": "keras.optimizers", "class_name": "Adagrad",
+       {"accuracy", "loss"}},
+      // two outputs: compile(optimizer="adagrad", loss={"click": "binary_crossentropy", "kind":
+      // None}, metrics=[["accuracy"], None])
+      {"loss_only_one_output",
+       R"({"optimizer": {"module": "keras.optimizers", "class_name": "Adagrad",
        "config": {"name": "adagrad", "learning_rate": 0.0010000000474974513,
        "weight_decay": null, "clipnorm": null, "global_clipnorm": null, "clipvalue": null,
        "use_ema": false, "ema_momentum": 0.99, "ema_overwrite_frequency": null,
@@ -74,13 +74,13 @@ inline const std::vector<Fixture>& fixtures() {
        "loss": {"click": "binary_crossentropy", "kind": null}, "loss_weights": null,
        "metrics": [["accuracy"], null], "weighted_metrics": null, "run_eagerly": false,
        "steps_per_execution": 1, "jit_compile": true})",
-     {"click_accuracy", "loss"}},
-    // two outputs (dict): compile(optimizer=SGD(0.1, momentum=0.9, nesterov=True), loss={"click":
-    // "binary_crossentropy", "kind": SparseCategoricalCrossentropy(from_logits=True)},
-    // loss_weights={"click": 1.0, "kind": 0.5}, metrics={"click": ["accuracy",
-    // AUC(num_thresholds=100)], "kind": ["acc"]})
-    {"multi_dict",
-     R"({"optimizer": {"module": "keras.optimizers", "class_name": "SGD",
+       {"click_accuracy", "loss"}},
+      // two outputs (dict): compile(optimizer=SGD(0.1, momentum=0.9, nesterov=True), loss={"click":
+      // "binary_crossentropy", "kind": SparseCategoricalCrossentropy(from_logits=True)},
+      // loss_weights={"click": 1.0, "kind": 0.5}, metrics={"click": ["accuracy",
+      // AUC(num_thresholds=100)], "kind": ["acc"]})
+      {"multi_dict",
+       R"({"optimizer": {"module": "keras.optimizers", "class_name": "SGD",
        "config": {"name": "sgd", "learning_rate": 0.10000000149011612, "weight_decay": null,
        "clipnorm": null, "global_clipnorm": null, "clipvalue": null, "use_ema": false,
        "ema_momentum": 0.99, "ema_overwrite_frequency": null, "loss_scale_factor": null,
@@ -96,13 +96,13 @@ inline const std::vector<Fixture>& fixtures() {
        "label_weights": null, "from_logits": false}, "registered_name": null}], "kind": ["acc"]},
        "weighted_metrics": null, "run_eagerly": false, "steps_per_execution": 1,
        "jit_compile": true})",
-     {"click_accuracy", "click_auc", "click_loss", "kind_acc", "kind_loss", "loss"}},
-    // two outputs: compile(optimizer="rmsprop", loss=["binary_crossentropy",
-    // "sparse_categorical_crossentropy"], loss_weights=[2.0, 1.0], metrics=[["accuracy",
-    // "auc"], ["accuracy", "sparse_categorical_accuracy"]], weighted_metrics=[["accuracy"],
-    // []])
-    {"multi_list",
-     R"({"optimizer": {"module": "keras.optimizers", "class_name": "RMSprop",
+       {"click_accuracy", "click_auc", "click_loss", "kind_acc", "kind_loss", "loss"}},
+      // two outputs: compile(optimizer="rmsprop", loss=["binary_crossentropy",
+      // "sparse_categorical_crossentropy"], loss_weights=[2.0, 1.0], metrics=[["accuracy",
+      // "auc"], ["accuracy", "sparse_categorical_accuracy"]], weighted_metrics=[["accuracy"],
+      // []])
+      {"multi_list",
+       R"({"optimizer": {"module": "keras.optimizers", "class_name": "RMSprop",
        "config": {"name": "rm_sprop", "learning_rate": 0.0010000000474974513,
        "weight_decay": null, "clipnorm": null, "global_clipnorm": null, "clipvalue": null,
        "use_ema": false, "ema_momentum": 0.99, "ema_overwrite_frequency": null,
@@ -112,12 +112,12 @@ inline const std::vector<Fixture>& fixtures() {
        1.0], "metrics": [["accuracy", "auc"], ["accuracy", "sparse_categorical_accuracy"]],
        "weighted_metrics": [["accuracy"], []], "run_eagerly": false, "steps_per_execution": 1,
        "jit_compile": true})",
-     {"click_accuracy", "click_auc", "click_loss", "click_weighted_accuracy", "kind_accuracy",
-      "kind_loss", "kind_sparse_categorical_accuracy", "loss"}},
-    // two outputs: compile(optimizer="sgd", loss="mse", metrics={"click": "mse", "kind": ["mae",
-    // "mse"]})
-    {"one_loss_two_outputs",
-     R"({"optimizer": {"module": "keras.optimizers", "class_name": "SGD",
+       {"click_accuracy", "click_auc", "click_loss", "click_weighted_accuracy", "kind_accuracy",
+        "kind_loss", "kind_sparse_categorical_accuracy", "loss"}},
+      // two outputs: compile(optimizer="sgd", loss="mse", metrics={"click": "mse", "kind": ["mae",
+      // "mse"]})
+      {"one_loss_two_outputs",
+       R"({"optimizer": {"module": "keras.optimizers", "class_name": "SGD",
        "config": {"name": "sgd_1", "learning_rate": 0.009999999776482582, "weight_decay": null,
        "clipnorm": null, "global_clipnorm": null, "clipvalue": null, "use_ema": false,
        "ema_momentum": 0.99, "ema_overwrite_frequency": null, "loss_scale_factor": null,
@@ -125,11 +125,11 @@ inline const std::vector<Fixture>& fixtures() {
        "registered_name": null}, "loss": "mse", "loss_weights": null, "metrics": {"click": "mse",
        "kind": ["mae", "mse"]}, "weighted_metrics": null, "run_eagerly": false,
        "steps_per_execution": 1, "jit_compile": true})",
-     {"click_loss", "click_mse", "kind_loss", "kind_mae", "kind_mse", "loss"}},
-    // Input x (4,) -> Dense(1, sigmoid) "score"; compile(optimizer="adam",
-    // loss="binary_crossentropy", metrics=["accuracy", "auc"])
-    {"single",
-     R"({"optimizer": {"module": "keras.optimizers", "class_name": "Adam",
+       {"click_loss", "click_mse", "kind_loss", "kind_mae", "kind_mse", "loss"}},
+      // Input x (4,) -> Dense(1, sigmoid) "score"; compile(optimizer="adam",
+      // loss="binary_crossentropy", metrics=["accuracy", "auc"])
+      {"single",
+       R"({"optimizer": {"module": "keras.optimizers", "class_name": "Adam",
        "config": {"name": "adam", "learning_rate": 0.0010000000474974513, "weight_decay": null,
        "clipnorm": null, "global_clipnorm": null, "clipvalue": null, "use_ema": false,
        "ema_momentum": 0.99, "ema_overwrite_frequency": null, "loss_scale_factor": null,
@@ -137,12 +137,12 @@ inline const std::vector<Fixture>& fixtures() {
        "amsgrad": false}, "registered_name": null}, "loss": "binary_crossentropy",
        "loss_weights": null, "metrics": ["accuracy", "auc"], "weighted_metrics": null,
        "run_eagerly": false, "steps_per_execution": 1, "jit_compile": true})",
-     {"accuracy", "auc", "loss"}},
-    // Dense(1, sigmoid) "probs": compile(optimizer=SGD(weight_decay=0.01, clipnorm=1.0),
-    // loss="crossentropy", metrics=["accuracy", BinaryAccuracy(threshold=0.3),
-    // "binary_accuracy", AUC(num_thresholds=50, from_logits=True)])
-    {"single_ce",
-     R"({"optimizer": {"module": "keras.optimizers", "class_name": "SGD",
+       {"accuracy", "auc", "loss"}},
+      // Dense(1, sigmoid) "probs": compile(optimizer=SGD(weight_decay=0.01, clipnorm=1.0),
+      // loss="crossentropy", metrics=["accuracy", BinaryAccuracy(threshold=0.3),
+      // "binary_accuracy", AUC(num_thresholds=50, from_logits=True)])
+      {"single_ce",
+       R"({"optimizer": {"module": "keras.optimizers", "class_name": "SGD",
        "config": {"name": "sgd", "learning_rate": 0.009999999776482582, "weight_decay": 0.01,
        "clipnorm": 1.0, "global_clipnorm": null, "clipvalue": null, "use_ema": false,
        "ema_momentum": 0.99, "ema_overwrite_frequency": null, "loss_scale_factor": null,
@@ -156,13 +156,13 @@ inline const std::vector<Fixture>& fixtures() {
        "num_labels": null, "label_weights": null, "from_logits": true},
        "registered_name": null}], "weighted_metrics": null, "run_eagerly": false,
        "steps_per_execution": 1, "jit_compile": true})",
-     {"accuracy", "auc", "binary_accuracy", "binary_accuracy_1", "loss"}},
-    // Dense(3, softmax) "probs": compile(optimizer=RMSprop(0.01, momentum=0.5),
-    // loss=CategoricalCrossentropy(), metrics=[CategoricalAccuracy(), "acc",
-    // AUC(name="my_auc"), "mse", "MeanSquaredError", MeanSquaredError()],
-    // weighted_metrics=["acc"], loss_weights=[0.5])
-    {"single_objects",
-     R"({"optimizer": {"module": "keras.optimizers", "class_name": "RMSprop",
+       {"accuracy", "auc", "binary_accuracy", "binary_accuracy_1", "loss"}},
+      // Dense(3, softmax) "probs": compile(optimizer=RMSprop(0.01, momentum=0.5),
+      // loss=CategoricalCrossentropy(), metrics=[CategoricalAccuracy(), "acc",
+      // AUC(name="my_auc"), "mse", "MeanSquaredError", MeanSquaredError()],
+      // weighted_metrics=["acc"], loss_weights=[0.5])
+      {"single_objects",
+       R"({"optimizer": {"module": "keras.optimizers", "class_name": "RMSprop",
        "config": {"name": "rm_sprop", "learning_rate": 0.009999999776482582,
        "weight_decay": null, "clipnorm": null, "global_clipnorm": null, "clipvalue": null,
        "use_ema": false, "ema_momentum": 0.99, "ema_overwrite_frequency": null,
@@ -181,13 +181,13 @@ inline const std::vector<Fixture>& fixtures() {
        "class_name": "MeanSquaredError", "config": {"name": "mean_squared_error",
        "dtype": "float32"}, "registered_name": null}], "weighted_metrics": ["acc"],
        "run_eagerly": false, "steps_per_execution": 1, "jit_compile": true})",
-     {"MeanSquaredError", "acc", "categorical_accuracy", "loss", "mean_squared_error", "mse",
-      "my_auc", "weighted_acc"}},
-    // Dense(3, softmax) "probs": compile(optimizer=Adam(ExponentialDecay(0.1, 10, 0.5)),
-    // loss="sparse_categorical_crossentropy", metrics=["accuracy",
-    // "sparse_categorical_accuracy"])
-    {"single_sparse",
-     R"({"optimizer": {"module": "keras.optimizers", "class_name": "Adam",
+       {"MeanSquaredError", "acc", "categorical_accuracy", "loss", "mean_squared_error", "mse",
+        "my_auc", "weighted_acc"}},
+      // Dense(3, softmax) "probs": compile(optimizer=Adam(ExponentialDecay(0.1, 10, 0.5)),
+      // loss="sparse_categorical_crossentropy", metrics=["accuracy",
+      // "sparse_categorical_accuracy"])
+      {"single_sparse",
+       R"({"optimizer": {"module": "keras.optimizers", "class_name": "Adam",
        "config": {"name": "adam", "learning_rate": {"module": "keras.optimizers.schedules",
        "class_name": "ExponentialDecay", "config": {"initial_learning_rate": 0.1,
        "decay_steps": 10, "decay_rate": 0.5, "staircase": false, "name": "ExponentialDecay"},
@@ -199,7 +199,7 @@ inline const std::vector<Fixture>& fixtures() {
        "loss_weights": null, "metrics": ["accuracy", "sparse_categorical_accuracy"],
        "weighted_metrics": null, "run_eagerly": false, "steps_per_execution": 1,
        "jit_compile": true})",
-     {"accuracy", "loss", "sparse_categorical_accuracy"}},
+       {"accuracy", "loss", "sparse_categorical_accuracy"}},
   };
   return all;
 }

@@ -130,16 +130,18 @@ TEST_CASE("Layer configs: unknown classes and unsupported arguments are named", 
       "Dense", nlohmann::json::parse(
                    R"({"name": "d", "units": 2, "kernel_regularizer": {"class_name": "L2"}})"));
   REQUIRE_FALSE(reg.ok());
-  CHECK_THAT(reg.error().message, Catch::Contains("layer 'd' (Dense): argument 'kernel_regularizer'"));
+  CHECK_THAT(reg.error().message,
+             Catch::Contains("layer 'd' (Dense): argument 'kernel_regularizer'"));
   auto extra = make_layer("Dense", nlohmann::json::parse(R"({"name": "d", "units": 2, "foo": 1})"));
   REQUIRE_FALSE(extra.ok());
   CHECK_THAT(extra.error().message, Catch::Contains("argument 'foo' = 1: is not supported"));
-  auto act = make_layer("Dense",
-                        nlohmann::json::parse(R"({"name": "d", "units": 2, "activation": "mish"})"));
+  auto act = make_layer(
+      "Dense", nlohmann::json::parse(R"({"name": "d", "units": 2, "activation": "mish"})"));
   REQUIRE_FALSE(act.ok());
-  CHECK_THAT(act.error().message, Catch::Contains("argument 'activation'") && Catch::Contains("mish"));
-  auto dtype = make_layer("Dense",
-                          nlohmann::json::parse(R"({"name": "d", "units": 2, "dtype": "float64"})"));
+  CHECK_THAT(act.error().message,
+             Catch::Contains("argument 'activation'") && Catch::Contains("mish"));
+  auto dtype = make_layer(
+      "Dense", nlohmann::json::parse(R"({"name": "d", "units": 2, "dtype": "float64"})"));
   REQUIRE_FALSE(dtype.ok());
   CHECK_THAT(dtype.error().message, Catch::Contains("argument 'dtype'"));
 }
@@ -215,8 +217,10 @@ TEST_CASE("Keras configs Troupe cannot train are errors naming the part", "[grap
     "layers": [{"class_name": "InputLayer", "config": {"batch_shape": [null, null], "name": "seq"}},
                {"class_name": "Dense", "config": {"name": "d", "units": 1}}]}})"));
   REQUIRE_FALSE(var.ok());
-  CHECK_THAT(var.error().message, Catch::Contains("input 'seq'") && Catch::Contains("fixed shapes"));
-  auto dangling = build_keras_model(nlohmann::json::parse(R"({"class_name": "Functional", "config": {
+  CHECK_THAT(var.error().message,
+             Catch::Contains("input 'seq'") && Catch::Contains("fixed shapes"));
+  auto dangling =
+      build_keras_model(nlohmann::json::parse(R"({"class_name": "Functional", "config": {
     "layers": [{"class_name": "InputLayer", "name": "a", "config": {"batch_shape": [null, 2], "name": "a"}},
                {"class_name": "Dense", "name": "d", "config": {"name": "d", "units": 1},
                 "inbound_nodes": [[["ghost", 0, 0, {}]]]}],

@@ -94,9 +94,11 @@ TEST_CASE("Cross (DCN-v2, full and low rank) matches its Keras definition",
 }
 
 TEST_CASE("Hashing gives Keras's bins exactly", "[sparse][keras_reference][tensorflow]") {
-  for (const char* name : {"hash_strings", "hash_ints", "hash_mask", "hash_int_mask",
-                           "hash_salted", "hash_int_salted"})
-    DYNAMIC_SECTION(name) { check_host_layer(name); }
+  for (const char* name : {"hash_strings", "hash_ints", "hash_mask", "hash_int_mask", "hash_salted",
+                           "hash_int_salted"})
+    DYNAMIC_SECTION(name) {
+      check_host_layer(name);
+    }
 }
 
 TEST_CASE("StringLookup and IntegerLookup give Keras's indices exactly",
@@ -104,7 +106,9 @@ TEST_CASE("StringLookup and IntegerLookup give Keras's indices exactly",
   for (const char* name :
        {"string_lookup", "string_lookup_mask_oov3", "string_lookup_salted", "string_lookup_file",
         "integer_lookup", "integer_lookup_mask_floormod", "integer_lookup_farmhash"})
-    DYNAMIC_SECTION(name) { check_host_layer(name); }
+    DYNAMIC_SECTION(name) {
+      check_host_layer(name);
+    }
 }
 
 TEST_CASE("A model of string and integer inputs through lookups and embeddings matches Keras",

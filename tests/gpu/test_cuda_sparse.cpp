@@ -62,8 +62,9 @@ TEST_CASE("CUDA Conv2D with strides, dilation and uneven padding matches the CPU
     int64_t h, w, kh, kw, stride, dilation;
     bool same, bias;
   };
-  for (const Case& cs : {Case{9, 8, 3, 3, 2, 1, true, true}, Case{8, 8, 2, 2, 1, 1, true, false},
-                         Case{10, 9, 3, 2, 1, 2, false, true}, Case{7, 7, 4, 3, 3, 1, true, true}}) {
+  for (const Case& cs :
+       {Case{9, 8, 3, 3, 2, 1, true, true}, Case{8, 8, 2, 2, 1, 1, true, false},
+        Case{10, 9, 3, 2, 1, 2, false, true}, Case{7, 7, 4, 3, 3, 1, true, true}}) {
     for (Precision p : {Precision::float32, Precision::tf32, Precision::mixed_bfloat16}) {
       DYNAMIC_SECTION(cs.h << "x" << cs.w << " kernel " << cs.kh << "x" << cs.kw << " stride "
                            << cs.stride << " dilation " << cs.dilation << " "
@@ -93,8 +94,8 @@ TEST_CASE("CUDA Conv2D with strides, dilation and uneven padding matches the CPU
         Tensor yd = on_gpu(y.shape()), dwd = on_gpu(w.shape()), dbd = on_gpu(Shape{f}),
                dxd = on_gpu(x.shape());
         be.conv2d_forward(g, xd, wd, bd, yd, wg, p);
-        be.conv2d_backward(g, xd, wd, dyd, dwd, cs.bias ? core::TensorView(dbd) : core::TensorView(),
-                           dxd, wg, p);
+        be.conv2d_backward(g, xd, wd, dyd, dwd,
+                           cs.bias ? core::TensorView(dbd) : core::TensorView(), dxd, wg, p);
         const float tol = p == Precision::float32 ? 1e-4f : (p == Precision::tf32 ? 2e-3f : 1e-3f);
         close(yd, y, tol, "y");
         close(dwd, dw, tol, "dW");

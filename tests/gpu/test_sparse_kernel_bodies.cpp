@@ -46,11 +46,14 @@ TEST_CASE("The embedding scatter body sums repeated ids as the CPU does", "[gpu_
   const Tensor dy = random_tensor(Shape{6, 5}, 1);
   Tensor want(Shape{3, 5}), got(Shape{3, 5});
   cpu.scatter_add_index(dy, ix, want);
-  run(dy.size(), [&](int64_t i) { core::kernels::scatter_add_index(i, 5, dy.data(), index.data(), got.data()); });
+  run(dy.size(), [&](int64_t i) {
+    core::kernels::scatter_add_index(i, 5, dy.data(), index.data(), got.data());
+  });
   close(got, want, 1e-6f, "row grads");
   Tensor rows = random_tensor(Shape{3, 5}, 2), y(Shape{6, 5}), y_cpu(Shape{6, 5});
   cpu.gather_index(rows, ix, y_cpu);
-  run(y.size(), [&](int64_t i) { core::kernels::gather_index(i, 5, rows.data(), index.data(), y.data()); });
+  run(y.size(),
+      [&](int64_t i) { core::kernels::gather_index(i, 5, rows.data(), index.data(), y.data()); });
   close(y, y_cpu, 0.0f, "gathered rows");
 }
 
@@ -68,7 +71,8 @@ TEST_CASE("An uneven padding as a padded copy convolves as the padding itself",
       g.stride_h = g.stride_w = cs.stride;
       core::same_padding(cs.h, cs.kh, cs.stride, g.pad_top, g.pad_bottom);
       core::same_padding(cs.w, cs.kw, cs.stride, g.pad_left, g.pad_right);
-      const int64_t oh = (cs.h + cs.stride - 1) / cs.stride, ow = (cs.w + cs.stride - 1) / cs.stride;
+      const int64_t oh = (cs.h + cs.stride - 1) / cs.stride,
+                    ow = (cs.w + cs.stride - 1) / cs.stride;
       const Tensor x = random_tensor(Shape{n, cs.h, cs.w, c}, 3);
       const Tensor w = random_tensor(Shape{cs.kh, cs.kw, c, f}, 4);
       const Tensor b = random_tensor(Shape{f}, 5), dy = random_tensor(Shape{n, oh, ow, f}, 6);

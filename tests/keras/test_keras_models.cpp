@@ -41,8 +41,8 @@ Fixture fixture(const std::string& name) {
 }
 
 std::string temp_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("troupe-keras-" + name + "-" +
-                                                  std::to_string(::getpid()));
+  const fs::path d =
+      fs::temp_directory_path() / ("troupe-keras-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d.string();
@@ -59,10 +59,11 @@ nlohmann::json predict(const std::string& model, const Fixture& f, const std::st
 
 // Keras itself loads `trained` and predicts on the fixture's held-out inputs what Troupe's
 // `predictions` file holds.
-void check_with_keras(const std::string& trained, const Fixture& f, const std::string& predictions) {
-  auto check = run_program("KERAS_BACKEND=" + f.info["backend"].get<std::string>() + " " +
-                           python + " " + scripts + "/check_predictions.py " + trained + " " +
-                           f.dir + "/test_inputs.npz " + predictions + " 2>&1");
+void check_with_keras(const std::string& trained, const Fixture& f,
+                      const std::string& predictions) {
+  auto check = run_program("KERAS_BACKEND=" + f.info["backend"].get<std::string>() + " " + python +
+                           " " + scripts + "/check_predictions.py " + trained + " " + f.dir +
+                           "/test_inputs.npz " + predictions + " 2>&1");
   INFO(check.output);
   CHECK(check.exit_code == 0);
   CHECK(check.last_json["ok"] == true);
@@ -75,9 +76,9 @@ void train_and_check(const std::string& name) {
   const std::string metric = f.info["metric"];
   const auto before = predict(f.dir + "/model.keras", f, tmp + "/before.json");
   auto r = run_program(bin + "/troupe train --model " + f.dir + "/model.keras --data " + f.dir +
-                       "/train.tfrecord --batch 32 --steps " + std::to_string(f.info["steps"].get<int>()) +
-                       " --validation " + f.dir + "/test.tfrecord --out " + tmp +
-                       "/trained.keras 2>&1");
+                       "/train.tfrecord --batch 32 --steps " +
+                       std::to_string(f.info["steps"].get<int>()) + " --validation " + f.dir +
+                       "/test.tfrecord --out " + tmp + "/trained.keras 2>&1");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   REQUIRE(r.last_json["ok"] == true);
@@ -125,11 +126,12 @@ TEST_CASE("A model's to_json() trains from its layers' initializers and goes bac
   // No weights and no compile settings in the JSON: those of the .keras file's compile().
   const auto f = fixture("wide_deep");
   const std::string tmp = temp_dir("json");
-  auto r = run_program(bin + "/troupe train --model " + f.dir + "/model.json --data " + f.dir +
-                       "/train.tfrecord --batch 32 --steps 200 --validation " + f.dir +
-                       "/test.tfrecord --out " + tmp + "/trained.keras --compile '" +
-                       R"({"optimizer": {"class_name": "Adagrad", "config": {"learning_rate": 0.1}},)" +
-                       R"( "loss": "binary_crossentropy", "metrics": ["auc"]}')" + " 2>&1");
+  auto r =
+      run_program(bin + "/troupe train --model " + f.dir + "/model.json --data " + f.dir +
+                  "/train.tfrecord --batch 32 --steps 200 --validation " + f.dir +
+                  "/test.tfrecord --out " + tmp + "/trained.keras --compile '" +
+                  R"({"optimizer": {"class_name": "Adagrad", "config": {"learning_rate": 0.1}},)" +
+                  R"( "loss": "binary_crossentropy", "metrics": ["auc"]}')" + " 2>&1");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(r.last_json["val_auc"].get<double>() > 0.6);
@@ -138,16 +140,19 @@ TEST_CASE("A model's to_json() trains from its layers' initializers and goes bac
   fs::remove_all(tmp);
 }
 
-TEST_CASE("A Keras model trains as a job of 2 PS tasks, 2 workers and an evaluator, surviving a "
-          "killed worker",
-          "[keras][models][cluster]") {
+TEST_CASE(
+    "A Keras model trains as a job of 2 PS tasks, 2 workers and an evaluator, surviving a "
+    "killed worker",
+    "[keras][models][cluster]") {
   const auto f = fixture("deepfm");
   const std::string tmp = temp_dir("cluster");
-  auto r = run_program(bin + "/troupe launch --ps 2 --workers 2 --evaluator --restart-failed "
-                       "--chaos kill:worker:1@1s --run-dir " + tmp + "/run -- " + bin +
-                       "/troupe train --model " + f.dir + "/model.keras --data " + f.dir +
-                       "/train.tfrecord --batch 32 --epochs 10 --steps 1000 --validation " +
-                       f.dir + "/test.tfrecord --out " + tmp + "/trained.keras 2>&1");
+  auto r = run_program(bin +
+                       "/troupe launch --ps 2 --workers 2 --evaluator --restart-failed "
+                       "--chaos kill:worker:1@1s --run-dir " +
+                       tmp + "/run -- " + bin + "/troupe train --model " + f.dir +
+                       "/model.keras --data " + f.dir +
+                       "/train.tfrecord --batch 32 --epochs 10 --steps 1000 --validation " + f.dir +
+                       "/test.tfrecord --out " + tmp + "/trained.keras 2>&1");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   const auto& chief = r.last_json["chief"];
@@ -241,8 +246,8 @@ TEST_CASE("What Troupe cannot train is an error naming it, before training, writ
   SECTION("a damaged .keras file") {
     std::ifstream in(deepfm.dir + "/model.keras", std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::ofstream(tmp + "/half.keras", std::ios::binary).write(bytes.data(),
-                                                                static_cast<std::streamsize>(bytes.size() / 2));
+    std::ofstream(tmp + "/half.keras", std::ios::binary)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
     refused(train(tmp + "/half.keras", deepfm.dir + "/train.tfrecord"), "half.keras");
   }
   SECTION("an input the data does not have") {
