@@ -17,52 +17,16 @@
 # (first order + FM + DNN on concat(embeddings, dense)), sigmoid cross-entropy, as ctr_ps.
 # Timing: examples_per_sec = steps * workers * batch / (join() - first schedule()); the window
 # includes tracing (trace_s). The held-out file is scored on the chief (AUC from ranks).
-# Threads: intra-op 1, inter-op 2 (1 deadlocks PSS), TFPEER_INTRA / TFPEER_INTER override.
+# Processes and threads: bench/tf_cluster.py.
 import argparse
 import json
 import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 
 from ctr_metrics import auc_of, logloss_of, teacher_of
+from tf_cluster import INTER, INTRA, run_cluster, serve, threads_config
 
 FIELDS, DENSE = 26, 13
-INTRA = int(os.environ.get("TFPEER_INTRA", "1"))
-INTER = int(os.environ.get("TFPEER_INTER", "2"))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def parent_death_kills_me():
-    import ctypes
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def threads_config(tf):
-    tf.config.threading.set_intra_op_parallelism_threads(INTRA)
-    tf.config.threading.set_inter_op_parallelism_threads(INTER)
-
-
-def serve(args):
-    import tensorflow as tf
-    threads_config(tf)
-    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=INTRA,
-                                      inter_op_parallelism_threads=INTER)
-    tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
-                         task_index=resolver.task_id, protocol="grpc", config=config,
-                         start=True).join()
-
-
 def chief(args, spec, procs):
     import numpy as np
     import tensorflow as tf
@@ -219,32 +183,10 @@ def main():
     ap.add_argument("--precision", default="float32", choices=["float32", "mixed_bfloat16"])
     args = ap.parse_args()
     if args.role != "chief":
-        serve(args)
+        serve()
         return
-    spec = {"chief": ["127.0.0.1:%d" % free_port()],
-            "ps": ["127.0.0.1:%d" % free_port() for _ in range(args.ps)],
-            "worker": ["127.0.0.1:%d" % free_port() for _ in range(args.workers)]}
-    env = dict(os.environ, TF_NUM_INTRAOP_THREADS=str(INTRA), TF_NUM_INTEROP_THREADS=str(INTER),
-               TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-               CUDA_VISIBLE_DEVICES="")
-    procs = []
-    for typ in ("ps", "worker"):
-        for i in range(len(spec[typ])):
-            e = dict(env, TF_CONFIG=json.dumps({"cluster": spec, "task": {"type": typ, "index": i}}))
-            procs.append(subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), "--role", typ, "--data", args.data],
-                env=e, stdin=subprocess.DEVNULL, preexec_fn=parent_death_kills_me))
-    os.environ.update(env)
-    os.environ["TF_CONFIG"] = json.dumps({"cluster": spec, "task": {"type": "chief", "index": 0}})
-    try:
-        chief(args, spec, procs)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()  # by the pid this script started
-            p.wait()
-    sys.stdout.flush()
-    os._exit(0)  # skip TF's exit-time cleanup against the stopped servers
+    run_cluster(__file__, ["--data", args.data], args.ps, args.workers,
+                lambda spec, procs: chief(args, spec, procs))
 
 
 if __name__ == "__main__":
