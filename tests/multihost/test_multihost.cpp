@@ -3,11 +3,14 @@
 // host name on a private bridge, runs the program in each, cuts one task's link for 3 s, and ends
 // every process and namespace it made. Needs root (network namespaces); elsewhere the script says
 // it skipped, and so do these tests.
+#include <filesystem>
+
 #include <catch2/catch.hpp>
 
 #include "helpers.hpp"
 #include "run_program.hpp"
 
+namespace fs = std::filesystem;
 using troupe::test::run_program;
 
 namespace {
@@ -17,6 +20,8 @@ const std::string slurm = TROUPE_SOURCE_DIR "/tests/slurm/local_slurm.sh";
 const std::string bin = TROUPE_BIN_DIR;
 const std::string manifest_reader = TROUPE_SOURCE_DIR "/tests/multihost/tfjob_manifest.py";
 const std::string deploy = TROUPE_SOURCE_DIR "/deploy/";
+// The TensorFlow PS tutorial's model as a .keras file (tests/keras/model_fixtures.py).
+const std::string keras_model = TROUPE_KERAS_FIXTURES "/models/ps_tutorial";
 
 // The script's result; false (with a warning) where this machine cannot make namespaces.
 bool ran(const nlohmann::json& j) {
@@ -26,6 +31,26 @@ bool ran(const nlohmann::json& j) {
     return false;
   }
   return true;
+}
+
+// What `troupe predict` gives for a .keras file on the fixture's held-out file.
+nlohmann::json predict(const std::string& model) {
+  auto r = run_program(bin + "/troupe predict --model " + model + " --data " + keras_model +
+                       "/test.tfrecord --batch 100 2>&1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  return r.last_json;
+}
+
+// The model a job wrote learned (its held-out loss below the untrained file's), and it is
+// the model the chief validated: troupe predict scores it as the chief's last validation.
+void check_trained(const nlohmann::json& chief, const std::string& trained) {
+  const auto before = predict(keras_model + "/model.keras");
+  const auto after = predict(trained);
+  INFO("before " << before.dump() << "\nafter " << after.dump());
+  CHECK(after["loss"].get<double>() < before["loss"].get<double>());
+  CHECK(std::abs(chief["val_loss"].get<double>() - after["loss"].get<double>()) < 1e-4);
+  CHECK(chief["val_accuracy"].get<double>() == Approx(after["accuracy"].get<double>()));
 }
 
 }  // namespace
@@ -161,4 +186,62 @@ TEST_CASE("deploy/'s TFJob manifests train across hosts named and configured as 
     CHECK(chief["ok"] == true);
     CHECK(chief["test_accuracy"].get<double>() >= troupe::test::async_accuracy_floor);
   }
+}
+
+// A user's Keras model through the same cluster engines: every task runs the one generic
+// binary (`troupe train`) and gets the model from the chief; what it writes is what the PS
+// tasks held at the end.
+TEST_CASE("srun -n 5 troupe train trains a .keras model under a real local Slurm",
+          "[slurm][ps][keras]") {
+  troupe::test::TempDir out;
+  auto r = run_program(slurm + " " + bin + " 5 troupe train --model " + keras_model +
+                       "/model.keras --data " + keras_model + "/train.tfrecord --batch 32 " +
+                       "--steps 300 --validation " + keras_model + "/test.tfrecord --out " +
+                       out.path() + "/trained.keras");
+  INFO(r.output);
+  if (!ran(r.last_json)) return;
+  const auto& j = r.last_json;
+  CHECK(j["srun_exit"] == 0);
+  const auto& chief = j["chief"];
+  REQUIRE(chief.is_object());
+  CHECK(chief["ok"] == true);
+  CHECK(chief["ps"] == 2);
+  CHECK(chief["workers"] == 2);
+  CHECK(chief["steps"] == 300);
+  check_trained(chief, out.path() + "/trained.keras");
+}
+
+TEST_CASE("deploy/tfjob-keras.yaml trains a user's .keras file across hosts named as the "
+          "operator does",
+          "[multihost][k8s][keras]") {
+  troupe::test::TempDir state;
+  // The job's volume holds the model and its data, as the manifest's header asks.
+  const fs::path dir = fs::path(state.path()) / "keras";
+  fs::create_directories(dir);
+  for (const char* file : {"model.keras", "train.tfrecord", "test.tfrecord"})
+    fs::copy_file(fs::path(keras_model) / file, dir / file);
+  auto plan = run_program("python3 " + manifest_reader + " " + deploy + "tfjob-keras.yaml " +
+                          state.path());
+  INFO(plan.output);
+  REQUIRE(plan.exit_code == 0);
+  const auto& p = plan.last_json;
+  REQUIRE(p["ok"] == true);
+  CHECK(p["program"] == "troupe");
+  std::string args;
+  for (const auto& a : p["args"])
+    args += " '" + a.get<std::string>() + "'";
+  auto r = run_program(script + " " + bin + " troupe " + std::to_string(p["ps"].get<int>()) +
+                       " " + std::to_string(p["workers"].get<int>()) + " --tfjob " +
+                       p["name"].get<std::string>() + "." + p["namespace"].get<std::string>() +
+                       " --" + args);
+  INFO(r.output);
+  if (!ran(r.last_json)) return;
+  const auto& j = r.last_json;
+  CHECK(j["ok"] == true);
+  CHECK(j["chief_exit"] == 0);
+  const auto& chief = j["chief"];
+  REQUIRE(chief.is_object());
+  CHECK(chief["ok"] == true);
+  CHECK(chief["steps"] == 900);  // 3 epochs of 300
+  check_trained(chief, (dir / "trained.keras").string());
 }
