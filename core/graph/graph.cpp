@@ -278,10 +278,21 @@ Status Graph::collect_tables() {
     auto& into = all[static_cast<size_t>(n.table)];
     into.insert(into.end(), ids.ints(), ids.ints() + ids.tensor.size());
   }
-  std::vector<int32_t> index;
+  // Tables read by the same ids (a DeepFM's factor and linear Embeddings of one input)
+  // share one deduplication: their unique ids and index are those of the first.
+  std::vector<std::vector<int32_t>> indices(tables_.size());
   for (size_t t = 0; t < tables_.size(); ++t) {
     const Weight& w = weights_[tables_[t].weight].weight();
-    unique_ids(all[t], tables_[t].ids, index);
+    std::vector<int32_t>& index = indices[t];
+    size_t same = 0;
+    while (same < t && all[same] != all[t])
+      ++same;
+    if (same < t) {
+      tables_[t].ids = tables_[same].ids;
+      index = indices[same];
+    } else {
+      unique_ids(all[t], tables_[t].ids, index);
+    }
     if (!w.keyed)
       for (int64_t id : tables_[t].ids)
         if (id < 0 || id >= w.shape[0])

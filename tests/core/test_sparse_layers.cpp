@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -380,6 +381,37 @@ TEST_CASE("Embedding gradients check numerically, from ids and from lookups",
     REQUIRE(e1.ok());
     REQUIRE(e2.ok());
     REQUIRE(c.graph.set_outputs({(*e1)[0], (*e2)[0]}, {"e1", "e2"}).ok());
+    check_gradients(c);
+  }
+  SECTION("two tables of one input share its deduplication, a third has its own") {
+    // A DeepFM's factor and linear tables: the ids are deduplicated once for both.
+    GraphCase c;
+    c.id_range = 4;
+    c.batch = 5;
+    const int x = c.graph.add_input("ids", {ColumnKind::ints, {3}});
+    const int other = c.graph.add_input("other", {ColumnKind::ints, {2}});
+    auto v = c.graph.call(make("Embedding", R"({"name": "v", "input_dim": 4, "output_dim": 3})"),
+                          {x});
+    auto w = c.graph.call(make("Embedding", R"({"name": "w", "input_dim": 4, "output_dim": 1})"),
+                          {x});
+    auto u = c.graph.call(make("Embedding", R"({"name": "u", "input_dim": 4, "output_dim": 2})"),
+                          {other});
+    REQUIRE(v.ok());
+    REQUIRE(w.ok());
+    REQUIRE(u.ok());
+    REQUIRE(c.graph.set_outputs({(*v)[0], (*w)[0], (*u)[0]}, {"v", "w", "u"}).ok());
+    REQUIRE(c.graph.feed(troupe::test::random_batch(c)).ok());
+    const auto& tables = c.graph.tables();
+    REQUIRE(tables.size() == 3);
+    CHECK(tables[0].ids == tables[1].ids);
+    // Each table's ids are the unique ids of its own input.
+    const Batch b = troupe::test::random_batch(c);
+    for (size_t t : {size_t{0}, size_t{2}}) {
+      const auto& col = b.column(t == 0 ? "ids" : "other")->ints;
+      std::set<int64_t> want(col.begin(), col.end());
+      CHECK(std::set<int64_t>(tables[t].ids.begin(), tables[t].ids.end()) == want);
+      CHECK(tables[t].ids.size() == want.size());
+    }
     check_gradients(c);
   }
 }
