@@ -104,10 +104,10 @@ class WorkerRuntime final : public StepContext {
       const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) override;
   core::Expected<std::vector<core::Tensor>> push_pull(
       const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) override;
-  core::Expected<core::Tensor> pull_rows(const std::string& name,
-                                         const std::vector<int64_t>& rows) override;
-  core::Status push_rows(const std::string& name, const std::vector<int64_t>& rows,
-                         core::ConstTensorView grads) override;
+  using StepContext::pull_rows;
+  using StepContext::push_rows;
+  core::Expected<std::vector<core::Tensor>> pull_rows(const std::vector<RowsOf>& vars) override;
+  core::Status push_rows(const std::vector<RowsOf>& vars) override;
   core::Expected<std::optional<core::Batch>> next_batch(const PerWorkerDataset& ds) override;
 
   int64_t closures_run() const { return closures_run_; }

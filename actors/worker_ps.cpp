@@ -339,57 +339,76 @@ core::Expected<std::vector<core::Tensor>> WorkerRuntime::push_pull(
   return concat_all(*parts);
 }
 
-core::Expected<core::Tensor> WorkerRuntime::pull_rows(const std::string& name,
-                                                      const std::vector<int64_t>& rows) {
-  auto shards = shards_of(name);
-  if (!shards) return shards.error();
-  const Shards& s = **shards;
-  auto route = net::route_rows(name, s, rows);
-  if (!route) return route.error();
+core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull_rows(
+    const std::vector<RowsOf>& vars) {
   Batch batch = new_batch();
-  for (size_t shard = 0; shard < s.size(); ++shard) {
-    if (route->local[shard].empty()) continue;
-    auto task = serving(s[shard]);
-    if (!task) return task.error();
-    batch.add(*task, 0, shard, net::PsItem{net::shard_key(s[shard].def), route->local[shard], {}});
+  std::vector<const Shards*> shards(vars.size());
+  std::vector<net::RowRoute> routes;
+  std::vector<size_t> counts;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    auto found = shards_of(vars[i].name);
+    if (!found) return found.error();
+    const Shards& s = **found;
+    shards[i] = &s;
+    auto route = net::route_rows(vars[i].name, s, *vars[i].rows);
+    if (!route) return route.error();
+    for (size_t shard = 0; shard < s.size(); ++shard) {
+      if (route->local[shard].empty()) continue;
+      auto task = serving(s[shard]);
+      if (!task) return task.error();
+      batch.add(*task, i, shard, net::PsItem{net::shard_key(s[shard].def), route->local[shard], {}});
+    }
+    routes.push_back(std::move(*route));
+    counts.push_back(s.size());
   }
-  auto parts = exchange(net::PsOp::pull_rows, batch, {s.size()});
+  auto parts = exchange(net::PsOp::pull_rows, batch, counts);
   if (!parts) return parts.error();
-  std::vector<int64_t> dims = s.front().def.shape;
-  dims[0] = static_cast<int64_t>(rows.size());
-  core::Tensor out{core::Shape(dims)};
-  std::vector<const net::WireTensor*> answered;
-  for (const auto& part : (*parts)[0])
-    answered.push_back(&part);
-  if (auto st = net::gather_routed(name, *route, answered, out); !st) return st.error();
+  std::vector<core::Tensor> out;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    std::vector<int64_t> dims = shards[i]->front().def.shape;
+    dims[0] = static_cast<int64_t>(vars[i].rows->size());
+    core::Tensor rows{core::Shape(dims)};
+    std::vector<const net::WireTensor*> answered;
+    for (const auto& part : (*parts)[i])
+      answered.push_back(&part);
+    if (auto st = net::gather_routed(vars[i].name, routes[i], answered, rows); !st)
+      return st.error();
+    out.push_back(std::move(rows));
+  }
   return out;
 }
 
-core::Status WorkerRuntime::push_rows(const std::string& name, const std::vector<int64_t>& rows,
-                                      core::ConstTensorView grads) {
-  auto shards = shards_of(name);
-  if (!shards) return shards.error();
-  const Shards& s = **shards;
-  const int64_t width = grads.shape().row_size();
-  if (grads.shape().rank() < 1 || grads.shape()[0] != static_cast<int64_t>(rows.size()))
-    return make_error(Errc::invalid_argument,
-                      "row gradient of '" + name + "' does not match its rows");
-  auto route = net::route_rows(name, s, rows);
-  if (!route) return route.error();
+core::Status WorkerRuntime::push_rows(const std::vector<RowsOf>& vars) {
   Batch batch = new_batch();
-  for (size_t shard = 0; shard < s.size(); ++shard) {
-    if (route->local[shard].empty()) continue;
-    net::PsItem item;
-    item.name = net::shard_key(s[shard].def);
-    item.rows = std::move(route->local[shard]);
-    item.tensor.dims = {static_cast<int64_t>(item.rows.size()), width};
-    item.tensor.data.resize(item.rows.size() * static_cast<size_t>(width));
-    for (size_t j = 0; j < route->where[shard].size(); ++j)
-      std::copy_n(grads.data() + route->where[shard][j] * width, width,
-                  item.tensor.data.data() + static_cast<int64_t>(j) * width);
-    if (auto st = add_update(batch, s[shard], 0, shard, std::move(item)); !st) return st.error();
+  std::vector<size_t> counts;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    const std::string& name = vars[i].name;
+    const std::vector<int64_t>& rows = *vars[i].rows;
+    const core::ConstTensorView grads = vars[i].grads;
+    auto found = shards_of(name);
+    if (!found) return found.error();
+    const Shards& s = **found;
+    const int64_t width = grads.shape().row_size();
+    if (grads.shape().rank() < 1 || grads.shape()[0] != static_cast<int64_t>(rows.size()))
+      return make_error(Errc::invalid_argument,
+                        "row gradient of '" + name + "' does not match its rows");
+    auto route = net::route_rows(name, s, rows);
+    if (!route) return route.error();
+    for (size_t shard = 0; shard < s.size(); ++shard) {
+      if (route->local[shard].empty()) continue;
+      net::PsItem item;
+      item.name = net::shard_key(s[shard].def);
+      item.rows = std::move(route->local[shard]);
+      item.tensor.dims = {static_cast<int64_t>(item.rows.size()), width};
+      item.tensor.data.resize(item.rows.size() * static_cast<size_t>(width));
+      for (size_t j = 0; j < route->where[shard].size(); ++j)
+        std::copy_n(grads.data() + route->where[shard][j] * width, width,
+                    item.tensor.data.data() + static_cast<int64_t>(j) * width);
+      if (auto st = add_update(batch, s[shard], i, shard, std::move(item)); !st) return st.error();
+    }
+    counts.push_back(s.size());
   }
-  auto acks = exchange(net::PsOp::push_rows, batch, {s.size()});
+  auto acks = exchange(net::PsOp::push_rows, batch, counts);
   if (!acks) return acks.error();
   return {};
 }

@@ -128,10 +128,14 @@ core::Expected<BatchStats> GraphReplica::run(const core::Batch& batch, bool trai
   auto& g = graph();
   if (auto st = g.feed(batch); !st) return st.error();
   auto& uses = g.tables();
-  for (size_t t = 0; t < uses.size(); ++t) {
-    auto got = rows(t, uses[t].ids);
+  if (!uses.empty()) {
+    auto got = rows(uses);
     if (!got) return got.error();
-    uses[t].rows = std::move(*got);
+    if (got->size() != uses.size())
+      return make_error(Errc::internal, "rows of " + std::to_string(got->size()) + " tables for " +
+                                            std::to_string(uses.size()));
+    for (size_t t = 0; t < uses.size(); ++t)
+      uses[t].rows = std::move((*got)[t]);
   }
   const auto& ws = g.weights();
   if (train)
@@ -160,6 +164,25 @@ core::ConstTensorView GraphReplica::host_gradient(size_t w) {
   const int t = table_of(w);
   const core::Tensor& g = t >= 0 ? tables()[static_cast<size_t>(t)].row_grads : graph().gradient(w);
   return core::on(core::Device::cpu(), g, host[w]);
+}
+
+GraphReplica::RowsFn GraphReplica::each_table(
+    std::function<core::Expected<core::Tensor>(size_t t, const std::vector<int64_t>& ids)> rows) {
+  return [rows = std::move(rows)](const std::vector<core::graph::TableUse>& tables)
+             -> core::Expected<std::vector<core::Tensor>> {
+    std::vector<core::Tensor> out;
+    for (size_t t = 0; t < tables.size(); ++t) {
+      auto got = rows(t, tables[t].ids);
+      if (!got) return got.error();
+      out.push_back(std::move(*got));
+    }
+    return out;
+  };
+}
+
+GraphReplica::RowsFn held_tables(GraphReplica& g) {
+  return GraphReplica::each_table(
+      [&g](size_t t, const std::vector<int64_t>& ids) { return held_rows(g, t, ids); });
 }
 
 core::Expected<core::Tensor> held_rows(GraphReplica& g, size_t t, const std::vector<int64_t>& ids) {

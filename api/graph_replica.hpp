@@ -49,9 +49,13 @@ struct GraphReplica {
   static core::Expected<std::unique_ptr<GraphReplica>> make(const KerasSource& source,
                                                             const KerasOptions& options);
 
-  /// The rows of table `t` (in graph tables() order) for ids `ids`, on any device.
-  using RowsFn =
-      std::function<core::Expected<core::Tensor>(size_t t, const std::vector<int64_t>& ids)>;
+  /// The rows of every table the batch reads, one tensor per table in graph tables() order
+  /// for its `ids`, on any device (all at once: a PS job fetches them in one round trip).
+  using RowsFn = std::function<core::Expected<std::vector<core::Tensor>>(
+      const std::vector<core::graph::TableUse>& tables)>;
+  /// A RowsFn that asks `rows(t, ids)` table by table.
+  static RowsFn each_table(
+      std::function<core::Expected<core::Tensor>(size_t t, const std::vector<int64_t>& ids)> rows);
 
   /// One batch: fed, its tables' rows fetched, forward, the objective (with the backward
   /// pass when `train`, the gradients times `loss_scale`). The batch's loss, examples and
@@ -76,6 +80,8 @@ struct GraphReplica {
 /// without a row, in a dynamic table set from a checkpoint, reads as zeros); an error where
 /// the table is not held here.
 core::Expected<core::Tensor> held_rows(GraphReplica& g, size_t t, const std::vector<int64_t>& ids);
+/// held_rows for every table.
+GraphReplica::RowsFn held_tables(GraphReplica& g);
 
 /// The model's data: its inputs, then its outputs' label columns (keras_feature_specs).
 std::vector<core::FeatureSpec> feature_specs(const GraphReplica& r);

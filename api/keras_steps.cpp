@@ -186,23 +186,29 @@ void register_keras(Registry& registry) {
           else
             w.value.set(v);
         }
-        auto stats =
-            r->run(**batch, /*train=*/true, [&](size_t t, const std::vector<int64_t>& ids) {
-              return ctx.pull_rows(r->table_names[t], ids);
-            });
+        // Every table's rows in one round trip per PS task, and their gradients likewise.
+        auto stats = r->run(**batch, /*train=*/true,
+                            [&](const std::vector<core::graph::TableUse>& uses) {
+                              std::vector<StepContext::RowsOf> want;
+                              for (size_t t = 0; t < uses.size(); ++t)
+                                want.push_back({r->table_names[t], &uses[t].ids, {}});
+                              return ctx.pull_rows(want);
+                            });
         if (!stats) return stats;
         std::vector<std::pair<std::string, core::ConstTensorView>> grads;
         for (size_t w : r->dense)
           grads.emplace_back(r->names[w], r->trains[w] ? r->host_gradient(w) : r->change(w));
         if (auto st = ctx.push(grads); !st) return st.error();
+        std::vector<StepContext::RowsOf> row_grads;
         size_t t = 0;
         for (size_t w = 0; w < r->names.size(); ++w) {
           if (!r->table[w]) continue;
           const auto& use = r->tables()[t++];
           if (!r->trains[w] || use.ids.empty()) continue;
-          if (auto st = ctx.push_rows(r->names[w], use.ids, r->host_gradient(w)); !st)
-            return st.error();
+          row_grads.push_back({r->names[w], &use.ids, r->host_gradient(w)});
         }
+        if (!row_grads.empty())
+          if (auto st = ctx.push_rows(row_grads); !st) return st.error();
         return stats;
       });
 }

@@ -53,10 +53,7 @@ core::Expected<BatchStats> run_batch(Replica& r, const core::Batch& batch, bool 
   if (batch.size() == 0) return BatchStats{};
   if (r.graph) {
     auto& g = *r.graph;
-    return g.run(
-        batch, backward,
-        [&](size_t t, const std::vector<int64_t>& ids) { return held_rows(g, t, ids); },
-        r.loss_scale ? r.loss_scale->scale() : 1.0f);
+    return g.run(batch, backward, held_tables(g), r.loss_scale ? r.loss_scale->scale() : 1.0f);
   }
   if (r.ctr) {
     // The rows of the batch's ids from the local table.
@@ -775,11 +772,14 @@ core::Expected<BatchStats> Model::evaluate() {
     if (auto st = pull(); !st) return st.error();
     BatchStats total;
     for (const auto& batch : **batches) {
-      auto stats = g->run(batch, /*train=*/false, [&](size_t t, const std::vector<int64_t>& ids) {
-        if (s_->strategy == nullptr) return detail::held_rows(*g, t, ids);
-        // The batch's rows (by index or key) from the PS tasks: the chief holds no table.
-        return s_->strategy->read_rows(s_->variables[g->tables()[t].weight], ids);
-      });
+      auto stats = g->run(batch, /*train=*/false,
+                          detail::GraphReplica::each_table([&](size_t t, const std::vector<int64_t>& ids) {
+                            if (s_->strategy == nullptr) return detail::held_rows(*g, t, ids);
+                            // The batch's rows (by index or key) from the PS tasks: the chief
+                            // holds no table.
+                            return s_->strategy->read_rows(s_->variables[g->tables()[t].weight],
+                                                           ids);
+                          }));
       if (!stats) return stats;
       total.merge(*stats);
     }

@@ -76,9 +76,7 @@ nlohmann::json run_keras_predict(const PredictOptions& o, int& code) {
   in.batch = static_cast<size_t>(o.batch);
   in.drop_remainder = false;
   in.epochs = 1;
-  const detail::GraphReplica::RowsFn rows = [&](size_t t, const std::vector<int64_t>& ids) {
-    return detail::held_rows(r, t, ids);
-  };
+  const detail::GraphReplica::RowsFn rows = detail::held_tables(r);
   const auto& outputs = r.graph().outputs();
   std::vector<std::vector<float>> values(outputs.size());
   BatchStats total;

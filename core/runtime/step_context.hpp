@@ -45,11 +45,30 @@ class StepContext {
   virtual core::Expected<std::vector<core::Tensor>> push_pull(
       const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) = 0;
   /// Rows of a variable (indices of the full variable), gathered from their shards.
-  virtual core::Expected<core::Tensor> pull_rows(const std::string& name,
-                                                 const std::vector<int64_t>& rows) = 0;
+  core::Expected<core::Tensor> pull_rows(const std::string& name,
+                                         const std::vector<int64_t>& rows) {
+    auto got = pull_rows(std::vector<RowsOf>{{name, &rows, {}}});
+    if (!got) return got.error();
+    return std::move(got->front());
+  }
   /// Pushes gradients of rows (indices of the full variable, [rows, width] values).
-  virtual core::Status push_rows(const std::string& name, const std::vector<int64_t>& rows,
-                                 core::ConstTensorView grads) = 0;
+  core::Status push_rows(const std::string& name, const std::vector<int64_t>& rows,
+                         core::ConstTensorView grads) {
+    return push_rows(std::vector<RowsOf>{{name, &rows, grads}});
+  }
+
+  /// Rows of a variable: its name, the row indices (not owned) and, for a push, their
+  /// gradients ([rows, width]).
+  struct RowsOf {
+    std::string name;
+    const std::vector<int64_t>* rows = nullptr;
+    core::ConstTensorView grads;
+  };
+  /// The rows of several variables at once (one tensor each, in order): one request per
+  /// PS task that holds any of them, all in flight together.
+  virtual core::Expected<std::vector<core::Tensor>> pull_rows(const std::vector<RowsOf>& vars) = 0;
+  /// Pushes the row gradients of several variables at once, one request per PS task.
+  virtual core::Status push_rows(const std::vector<RowsOf>& vars) = 0;
 
   /// The next batch of this worker's iterator of `ds`; nullopt at its end.
   virtual core::Expected<std::optional<core::Batch>> next_batch(const PerWorkerDataset& ds) = 0;
