@@ -435,8 +435,8 @@ caf::result<std::vector<std::string>> shutdown_tasks(Self* self) {
     std::sort(tally->silent.begin(), tally->silent.end());
     tally->promise.deliver(std::move(tally->silent));
   };
-  // Reaching a task afresh, then its acknowledgement, each within shutdown_ack_timeout.
-  const auto bound = shutdown_ack_timeout * 2 + std::chrono::seconds(1);
+  // Each proxy answers within shutdown_bound (shut_down_task's own bounds).
+  const auto bound = shutdown_bound + std::chrono::seconds(1);
   for (const auto& [name, proxy] : tasks)
     self->request(proxy, bound, net::shutdown_atom::value)
         .then([one_done, name = name](bool acknowledged) { one_done(name, acknowledged); },

@@ -27,12 +27,24 @@ void reach_task(caf::event_based_actor* self, const Endpoint& at, std::chrono::m
 
 void shut_down_task(caf::event_based_actor* self, const Endpoint& at, bool live,
                     std::function<void(bool)> done) {
-  auto ask = [self, done](const caf::actor& task) {
+  auto ask = [self](const caf::actor& task, std::function<void(bool)> answered) {
     self->request(task, shutdown_ack_timeout, net::shutdown_atom::value)
-        .then([done](caf::ok_atom) { done(true); }, [done](caf::error&) { done(false); });
+        .then([answered](caf::ok_atom) { answered(true); },
+              [answered](caf::error&) { answered(false); });
   };
-  if (live && at.handle && !net::is_terminated(at.handle)) return ask(at.handle);
-  reach_task(self, at, shutdown_ack_timeout, ask, [done] { done(false); });
+  auto afresh = [self, at, done, ask] {
+    reach_task(
+        self, at, shutdown_ack_timeout, [done, ask](caf::actor task) { ask(task, done); },
+        [done] { done(false); });
+  };
+  if (!live || !at.handle || net::is_terminated(at.handle)) return afresh();
+  // A handle that looks live may be a connection CAF has not yet noticed is gone (a task
+  // that stalled past its heartbeats and went on): without an answer there, the task is
+  // reached afresh, so that it is told rather than left serving.
+  ask(at.handle, [done, afresh](bool acknowledged) {
+    if (acknowledged) return done(true);
+    afresh();
+  });
 }
 
 void watch_task(caf::event_based_actor* self, const Endpoint& task, const uint64_t& counter) {

@@ -30,12 +30,16 @@ void reach_task(caf::event_based_actor* self, const Endpoint& at, std::chrono::m
 
 /// How long a shutdown waits for each step: reaching a task afresh, then its acknowledgement.
 inline constexpr std::chrono::seconds shutdown_ack_timeout{3};
+/// The longest shut_down_task takes: an ask on the live handle, then reaching the task
+/// afresh and asking again.
+inline constexpr std::chrono::seconds shutdown_bound{3 * shutdown_ack_timeout};
 
-/// Asks the task to stop serving and calls `done(acknowledged)` once. `live`: `at.handle` is
-/// its current connection; otherwise (a task known lost, or not connected) it is reached
-/// at its address afresh first, as it may be back without having rejoined. A live handle
-/// whose connection has dropped (a PS that stalled while nothing watched it, then went on)
-/// is reached afresh too.
+/// Asks the task to stop serving and calls `done(acknowledged)` once, within
+/// shutdown_bound. `live`: `at.handle` is its current connection; otherwise (a task known
+/// lost, or not connected) it is reached at its address afresh first, as it may be back
+/// without having rejoined. A live handle whose connection has dropped (a PS that stalled
+/// while nothing watched it, then went on), or that gives no acknowledgement, is followed
+/// by a try afresh.
 void shut_down_task(caf::event_based_actor* self, const Endpoint& at, bool live,
                     std::function<void(bool)> done);
 /// shut_down_task as a handler's answer: the promise of `acknowledged`.
