@@ -1,14 +1,14 @@
 // The CPU's kernels of the layer graph's sparse layers: an embedding call's gather of its
 // rows by index and the scatter of their gradients back (Embedding), and the
-// factorization machine's pairwise term (FactorizationMachine). Per-element arithmetic is
-// core/kernels/'s, shared with the CUDA backend; large work is split over the intra-op
-// threads in contiguous chunks that write disjoint memory, so results do not depend on
-// the number of threads.
+// factorization machine's pairwise term (FactorizationMachine), the same arithmetic as
+// core/kernels/'s per-element forms that the CUDA backend runs; large work is split over the
+// intra-op threads in contiguous chunks that write disjoint memory, so results do not depend on the
+// number of threads.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/cpu/cpu_backend.hpp"
-#include "core/kernels/fm.hpp"
 #include "core/parallel.hpp"
 
 namespace troupe::core {
@@ -28,9 +28,20 @@ void CpuBackend::gather_index(ConstTensorView rows, ConstTensorView index, Tenso
   TROUPE_ASSERT(y.size() == n * d, "gather_index: y is not [index, width]");
   const int32_t* at = index.data_as<int32_t>();
   parallel_for(n, rows_per_chunk(d), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
-      std::memcpy(y.data() + i * d, rows.data() + static_cast<int64_t>(at[i]) * d,
-                  static_cast<size_t>(d) * sizeof(float));
+    if (d > 32) {
+      for (int64_t i = i0; i < i1; ++i)
+        std::memcpy(y.data() + i * d, rows.data() + static_cast<int64_t>(at[i]) * d,
+                    static_cast<size_t>(d) * sizeof(float));
+      return;
+    }
+    // Narrow rows (a linear term's 1, a factor's 8): a call to memcpy a row costs more
+    // than the copy.
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* __restrict src = rows.data() + static_cast<int64_t>(at[i]) * d;
+      float* __restrict dst = y.data() + i * d;
+      for (int64_t j = 0; j < d; ++j)
+        dst[j] = src[j];
+    }
   });
 }
 
@@ -55,19 +66,49 @@ void CpuBackend::scatter_add_index(ConstTensorView dy, ConstTensorView index, Te
   });
 }
 
+// The factorization machine's sums run along the factor axis k, which is contiguous: one
+// pass over an example's fields adds every factor's column at once. Each column's sum is
+// still taken over the fields in order, and the columns' terms added in order, as
+// kernels::fm_forward and fm_backward (the CUDA kernels) take them.
 void CpuBackend::fm_forward(ConstTensorView x, TensorView y) {
   const int64_t b = x.shape()[0], fields = x.shape()[1], k = x.shape()[2];
   parallel_for(b, rows_per_chunk(fields * k), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
-      kernels::fm_forward(i, fields, k, x.data(), y.data());
+    std::vector<float> sum(static_cast<size_t>(k)), squares(static_cast<size_t>(k));
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* xb = x.data() + i * fields * k;
+      std::fill(sum.begin(), sum.end(), 0.0f);
+      std::fill(squares.begin(), squares.end(), 0.0f);
+      for (int64_t f = 0; f < fields; ++f) {
+        const float* __restrict v = xb + f * k;
+        for (int64_t j = 0; j < k; ++j) {
+          sum[j] += v[j];
+          squares[j] += v[j] * v[j];
+        }
+      }
+      float out = 0.0f;
+      for (int64_t j = 0; j < k; ++j)
+        out += sum[j] * sum[j] - squares[j];
+      y.data()[i] = 0.5f * out;
+    }
   });
 }
 
 void CpuBackend::fm_backward(ConstTensorView x, ConstTensorView dy, TensorView dx) {
   const int64_t b = x.shape()[0], fields = x.shape()[1], k = x.shape()[2];
   parallel_for(b, rows_per_chunk(fields * k), [&](int64_t i0, int64_t i1) {
-    for (int64_t t = i0 * k; t < i1 * k; ++t)
-      kernels::fm_backward(t, fields, k, x.data(), dy.data(), dx.data());
+    std::vector<float> sum(static_cast<size_t>(k));
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* xb = x.data() + i * fields * k;
+      float* dxb = dx.data() + i * fields * k;
+      std::fill(sum.begin(), sum.end(), 0.0f);
+      for (int64_t f = 0; f < fields; ++f)
+        for (int64_t j = 0; j < k; ++j)
+          sum[j] += xb[f * k + j];
+      const float g = dy.data()[i];
+      for (int64_t f = 0; f < fields; ++f)
+        for (int64_t j = 0; j < k; ++j)
+          dxb[f * k + j] = g * (sum[j] - xb[f * k + j]);
+    }
   });
 }
 

@@ -3,13 +3,15 @@
 // padded copy that stands in for an uneven "same" padding (cuDNN pads both sides alike):
 // a convolution of the padded copy with the even padding, and the crop of its input
 // gradient, must be the convolution with the uneven padding itself (the CPU's, on both
-// sides). The pooling and FM bodies are the CPU backend's own (core/kernels/).
+// sides); the factorization machine's bodies against the CPU's loops along the factor axis.
+// The pooling bodies are the CPU backend's own (core/kernels/).
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <functional>
 
 #include "core/cpu/cpu_backend.hpp"
+#include "core/kernels/fm.hpp"
 #include "core/kernels/gather_index.hpp"
 #include "gpu/kernels/sparse.cuh"
 #include "helpers.hpp"
@@ -55,6 +57,24 @@ TEST_CASE("The embedding scatter body sums repeated ids as the CPU does", "[gpu_
   run(y.size(),
       [&](int64_t i) { core::kernels::gather_index(i, 5, rows.data(), index.data(), y.data()); });
   close(y, y_cpu, 0.0f, "gathered rows");
+}
+
+TEST_CASE("The factorization machine's bodies compute what the CPU does", "[gpu_bodies][sparse]") {
+  // Several widths: the CPU adds a whole factor row per field, the bodies one column each.
+  for (const int64_t k : {int64_t{1}, int64_t{8}, int64_t{13}}) {
+    INFO("k " << k);
+    const int64_t b = 5, fields = 7;
+    const Tensor x = random_tensor(Shape{b, fields, k}, 7), dy = random_tensor(Shape{b}, 8);
+    Tensor y(Shape{b}), y_cpu(Shape{b}), dx(x.shape()), dx_cpu(x.shape());
+    cpu.fm_forward(x, y_cpu);
+    cpu.fm_backward(x, dy, dx_cpu);
+    run(b, [&](int64_t i) { core::kernels::fm_forward(i, fields, k, x.data(), y.data()); });
+    run(b * k, [&](int64_t t) {
+      core::kernels::fm_backward(t, fields, k, x.data(), dy.data(), dx.data());
+    });
+    close(y, y_cpu, 1e-6f, "fm forward");
+    close(dx, dx_cpu, 1e-6f, "fm backward");
+  }
 }
 
 TEST_CASE("An uneven padding as a padded copy convolves as the padding itself",
