@@ -5,6 +5,7 @@
 #include <cstring>
 #include <set>
 
+#include "core/data/example_walk.hpp"
 #include "core/proto_wire.hpp"
 
 namespace troupe::core {
@@ -138,43 +139,12 @@ bool append_text(Column& c, std::string_view text, bool hex) {
 
 namespace {
 
-enum ListKind : uint32_t { bytes_list = 1, float_list = 2, int64_list = 3 };
-
-const char* list_name(uint32_t kind) {
-  return kind == bytes_list ? "bytes_list" : kind == float_list ? "float_list" : "int64_list";
-}
-
-Error bad(const std::string& what) {
-  return make_error(Errc::data_loss, "tf.train.Example: " + what);
-}
-
-// Walks the map entries of a serialized Example: fn(key, feature bytes) for each entry.
-template <class Fn>
-Status each_feature(std::string_view bytes, Fn fn) {
-  proto::Reader top(bytes);
-  while (!top.done()) {
-    auto f = top.next();
-    if (!f) return bad(f.error().message);
-    if (f->number != 1 || f->type != proto::length_delimited) continue;
-    proto::Reader features(f->bytes);
-    while (!features.done()) {
-      auto entry = features.next();
-      if (!entry) return bad("features: " + entry.error().message);
-      if (entry->number != 1 || entry->type != proto::length_delimited) continue;
-      proto::Reader e(entry->bytes);
-      std::string_view key, feature;
-      while (!e.done()) {
-        auto kv = e.next();
-        if (!kv) return bad("feature map entry: " + kv.error().message);
-        if (kv->type != proto::length_delimited) continue;
-        if (kv->number == 1) key = kv->bytes;
-        if (kv->number == 2) feature = kv->bytes;
-      }
-      if (auto st = fn(key, feature); !st) return st;
-    }
-  }
-  return {};
-}
+using example_wire::bad;
+using example_wire::bytes_list;
+using example_wire::each_feature;
+using example_wire::float_list;
+using example_wire::int64_list;
+using example_wire::list_name;
 
 // One Feature's values into the column of `spec`: the last list of the oneof wins, as
 // protobuf has it.

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/data/example_walk.hpp"
 #include "core/proto_wire.hpp"
 
 namespace troupe::core {
@@ -13,7 +14,11 @@ using proto::put_key;
 using proto::put_le;
 using proto::put_varint;
 
-enum ListKind : uint32_t { bytes_list = 1, float_list = 2, int64_list = 3 };
+using example_wire::bad;
+using example_wire::bytes_list;
+using example_wire::float_list;
+using example_wire::int64_list;
+using ListKind = example_wire::ListKind;
 
 void put_feature(std::string& features, std::string_view key, ListKind kind,
                  const std::string& packed) {
@@ -32,10 +37,6 @@ std::string packed_floats(const float* v, size_t n) {
   for (size_t i = 0; i < n; ++i)
     put_le(out, v[i]);
   return out;
-}
-
-Error bad(const std::string& what) {
-  return make_error(Errc::data_loss, "tf.train.Example: " + what);
 }
 
 // The values of one Feature: its list kind, and its numbers as floats or int64s.
@@ -86,17 +87,8 @@ Status read_list(std::string_view list, uint32_t kind, const std::string& key, F
   return {};
 }
 
-// One map entry {key = 1, value = 2: Feature}.
-Status read_entry(std::string_view entry, std::string& key, FeatureValues& out) {
-  proto::Reader r(entry);
-  std::string_view feature;
-  while (!r.done()) {
-    auto f = r.next();
-    if (!f) return bad("feature map entry: " + f.error().message);
-    if (f->type != proto::length_delimited) continue;
-    if (f->number == 1) key.assign(f->bytes.substr(0, 256));
-    if (f->number == 2) feature = f->bytes;
-  }
+// One Feature: the last list of its oneof wins, as protobuf has it.
+Status read_feature(std::string_view feature, const std::string& key, FeatureValues& out) {
   proto::Reader fr(feature);
   while (!fr.done()) {
     auto f = fr.next();
@@ -131,45 +123,38 @@ std::string encode_example(const Example& e) {
 Expected<Example> parse_example(std::string_view bytes) {
   Example e;
   bool have_label = false, have_ids = false;
-  proto::Reader top(bytes);
-  while (!top.done()) {
-    auto f = top.next();
-    if (!f) return bad(f.error().message);
-    if (f->number != 1 || f->type != proto::length_delimited) continue;
-    proto::Reader features(f->bytes);
-    while (!features.done()) {
-      auto entry = features.next();
-      if (!entry) return bad("features: " + entry.error().message);
-      if (entry->number != 1 || entry->type != proto::length_delimited) continue;
-      std::string key;
-      FeatureValues v;
-      if (auto st = read_entry(entry->bytes, key, v); !st) return st.error();
-      auto want = [&](uint32_t kind, const char* what) -> Status {
-        if (v.kind == kind) return {};
-        return bad("feature '" + key + "' is not " + what);
-      };
-      if (key == "label") {
-        if (v.kind == float_list && v.floats.size() == 1) {
-          e.label = v.floats[0];
-        } else if (v.kind == int64_list && v.ints.size() == 1) {
-          e.label = static_cast<float>(v.ints[0]);
-        } else {
-          return bad("feature 'label' is not one float or int64");
+  auto st = example_wire::each_feature(
+      bytes, [&](std::string_view k, std::string_view feature) -> Status {
+        const std::string key(k.substr(0, 256));
+        FeatureValues v;
+        if (auto st = read_feature(feature, key, v); !st) return st;
+        auto want = [&](uint32_t kind, const char* what) -> Status {
+          if (v.kind == kind) return {};
+          return bad("feature '" + key + "' is not " + what);
+        };
+        if (key == "label") {
+          if (v.kind == float_list && v.floats.size() == 1) {
+            e.label = v.floats[0];
+          } else if (v.kind == int64_list && v.ints.size() == 1) {
+            e.label = static_cast<float>(v.ints[0]);
+          } else {
+            return bad("feature 'label' is not one float or int64");
+          }
+          have_label = true;
+        } else if (key == "ids") {
+          if (auto st = want(int64_list, "an int64 list"); !st) return st;
+          e.ids = std::move(v.ints);
+          have_ids = true;
+        } else if (key == "values") {
+          if (auto st = want(float_list, "a float list"); !st) return st;
+          e.values = std::move(v.floats);
+        } else if (key == "dense") {
+          if (auto st = want(float_list, "a float list"); !st) return st;
+          e.features = std::move(v.floats);
         }
-        have_label = true;
-      } else if (key == "ids") {
-        if (auto st = want(int64_list, "an int64 list"); !st) return st.error();
-        e.ids = std::move(v.ints);
-        have_ids = true;
-      } else if (key == "values") {
-        if (auto st = want(float_list, "a float list"); !st) return st.error();
-        e.values = std::move(v.floats);
-      } else if (key == "dense") {
-        if (auto st = want(float_list, "a float list"); !st) return st.error();
-        e.features = std::move(v.floats);
-      }
-    }
-  }
+        return {};
+      });
+  if (!st) return st.error();
   if (!have_label) return bad("no 'label' feature");
   if (!have_ids) return bad("no 'ids' feature");
   if (!e.values.empty() && e.values.size() != e.ids.size())
