@@ -17,6 +17,7 @@
 #include <cmath>
 #include <random>
 
+#include "against_cpu.hpp"
 #include "core/backend.hpp"
 #include "core/cpu/cpu_backend.hpp"
 #include "core/half.hpp"
@@ -32,39 +33,19 @@ using core::Device;
 using core::Precision;
 using core::Shape;
 using core::Tensor;
+using troupe::test::cuda;
+using troupe::test::gpu0;
+using troupe::test::gpu_close_to_cpu;
+using troupe::test::have_gpu;
 using troupe::test::random_tensor;
 
 namespace {
 
-const Device gpu0 = Device::cuda(0);
 core::CpuBackend cpu;
-
-bool have_gpu() {
-  gpu::register_cuda_devices();
-  if (gpu::device_count() > 0) return true;
-  WARN("no GPU: skipped (run tests/gpu on a machine with one)");
-  return false;
-}
-
-core::Backend& cuda() {
-  return *core::backend_for(gpu0).value();
-}
 
 Tensor host(const Tensor& t) {
   REQUIRE(cuda().synchronize().ok());
   return t.to(Device::cpu());
-}
-
-void close(const Tensor& device_result, const Tensor& cpu_result, float rel,
-           const std::string& what) {
-  const Tensor a = host(device_result);
-  REQUIRE(a.size() == cpu_result.size());
-  for (int64_t i = 0; i < a.size(); ++i) {
-    const float tol = rel * std::max(1.0f, std::max(std::fabs(a[i]), std::fabs(cpu_result[i])));
-    if (!(std::fabs(a[i] - cpu_result[i]) <= tol))
-      FAIL(what << ": element " << i << " is " << a[i] << " on the GPU and " << cpu_result[i]
-                << " on the CPU");
-  }
 }
 
 }  // namespace
@@ -157,10 +138,10 @@ TEST_CASE("CUDA Dense products match the CPU's in every precision", "[gpu]") {
           dbd(b.shape(), core::DType::float32, gpu0), dxd(x.shape(), core::DType::float32, gpu0);
       be.dense_forward(xd, wd, bd, yd, p);
       be.dense_backward(xd, wd, dyd, dwd, dbd, dxd, p);
-      close(yd, y, tol, "y");
-      close(dwd, dw, tol, "dW");
-      close(dbd, db, 1e-5f, "db");
-      close(dxd, dx, tol, "dx");
+      gpu_close_to_cpu(yd, y, tol, "y");
+      gpu_close_to_cpu(dwd, dw, tol, "dW");
+      gpu_close_to_cpu(dbd, db, 1e-5f, "db");
+      gpu_close_to_cpu(dxd, dx, tol, "dx");
     }
   }
 }
@@ -181,10 +162,10 @@ TEST_CASE("CUDA Conv2D (cuDNN) matches the CPU's im2col convolution", "[gpu]") {
         dbd(b.shape(), core::DType::float32, gpu0), dxd(x.shape(), core::DType::float32, gpu0);
     be.conv2d_forward(xd, wd, bd, yd, wg, p);
     be.conv2d_backward(xd, wd, dyd, dwd, dbd, dxd, wg, p);
-    close(yd, y, 1e-4f, "conv y");
-    close(dwd, dw, 1e-4f, "conv dW");
-    close(dbd, db, 1e-4f, "conv db");
-    close(dxd, dx, 1e-4f, "conv dx");
+    gpu_close_to_cpu(yd, y, 1e-4f, "conv y");
+    gpu_close_to_cpu(dwd, dw, 1e-4f, "conv dW");
+    gpu_close_to_cpu(dbd, db, 1e-4f, "conv db");
+    gpu_close_to_cpu(dxd, dx, 1e-4f, "conv dx");
   }
 }
 
@@ -196,14 +177,14 @@ TEST_CASE("CUDA element-wise layers, losses, metrics and optimizers match the CP
   Tensor y(x.shape()), yd(x.shape(), core::DType::float32, gpu0);
   cpu.relu_forward(x, y);
   be.relu_forward(xd, yd);
-  close(yd, y, 0.0f, "relu");
+  gpu_close_to_cpu(yd, y, 0.0f, "relu");
   cpu.sigmoid_forward(x, y);
   be.sigmoid_forward(xd, yd);
-  close(yd, y, 1e-5f, "sigmoid");
+  gpu_close_to_cpu(yd, y, 1e-5f, "sigmoid");
   Tensor dx(x.shape()), dxd(x.shape(), core::DType::float32, gpu0);
   cpu.sigmoid_backward(y, dy, dx);
   be.sigmoid_backward(yd, dyd, dxd);
-  close(dxd, dx, 1e-5f, "sigmoid backward");
+  gpu_close_to_cpu(dxd, dx, 1e-5f, "sigmoid backward");
   CHECK(be.all_finite({xd, dyd}));
   Tensor inf = x;
   inf[123] = std::numeric_limits<float>::infinity();
@@ -219,8 +200,8 @@ TEST_CASE("CUDA element-wise layers, losses, metrics and optimizers match the CP
       gd(x.shape(), core::DType::float32, gpu0);
   const double loss = cpu.softmax_cross_entropy(x, lh, probs, grad, 8.0f);
   CHECK(be.softmax_cross_entropy(xd, ld, pd, gd, 8.0f) == Approx(loss).epsilon(1e-5));
-  close(pd, probs, 1e-5f, "softmax");
-  close(gd, grad, 1e-5f, "softmax gradient");
+  gpu_close_to_cpu(pd, probs, 1e-5f, "softmax");
+  gpu_close_to_cpu(gd, grad, 1e-5f, "softmax gradient");
   CHECK(be.count_correct(xd, ld) == cpu.count_correct(x, lh));
 
   const Tensor z = random_tensor(Shape{300}, 3, -5.0f, 5.0f);
@@ -231,7 +212,7 @@ TEST_CASE("CUDA element-wise layers, losses, metrics and optimizers match the CP
   const Tensor zd = z.to(gpu0), ybd = yb.to(gpu0);
   CHECK(be.sigmoid_cross_entropy(zd, ybd, gbd, 1.0f) ==
         Approx(cpu.sigmoid_cross_entropy(z, yb, gb, 1.0f)).epsilon(1e-5));
-  close(gbd, gb, 1e-5f, "sigmoid cross-entropy gradient");
+  gpu_close_to_cpu(gbd, gb, 1e-5f, "sigmoid cross-entropy gradient");
   std::vector<int64_t> pos(200), neg(200), pos_d(200), neg_d(200);
   CHECK(be.binary_metrics(zd, ybd, pos_d, neg_d) == cpu.binary_metrics(z, yb, pos, neg));
   CHECK(pos_d == pos);
@@ -253,7 +234,7 @@ TEST_CASE("CUDA element-wise layers, losses, metrics and optimizers match the CP
     const Tensor g = random_tensor(Shape{3, 17}, 30);
     REQUIRE(opt->apply_sparse(w, rows, g, s).ok());
     REQUIRE(opt_d->apply_sparse(wd, rows, g.to(gpu0), sd).ok());
-    close(wd, w, 1e-5f, name);
+    gpu_close_to_cpu(wd, w, 1e-5f, name);
   }
 }
 
@@ -281,14 +262,14 @@ TEST_CASE("CUDA CTR models compute as on the CPU", "[gpu]") {
   const Tensor rows_d = rows.to(gpu0);
   auto lg = on_gpu.forward(b, rows_d, index);
   REQUIRE((lc.ok() && lg.ok()));
-  close(Tensor::from_view(*lg), Tensor::from_view(*lc), 1e-4f, "logits");
+  gpu_close_to_cpu(Tensor::from_view(*lg), Tensor::from_view(*lc), 1e-4f, "logits");
   const Tensor g = random_tensor(Shape{256, 1}, 5);
   on_cpu.backward(g);
   on_gpu.backward(g.to(gpu0));
-  close(on_gpu.row_grads(), on_cpu.row_grads(), 1e-4f, "row gradients");
+  gpu_close_to_cpu(on_gpu.row_grads(), on_cpu.row_grads(), 1e-4f, "row gradients");
   auto pc = on_cpu.parameters(), pg = on_gpu.parameters();
   for (size_t i = 0; i < pc.size(); ++i)
-    close(*pg[i].grad, *pc[i].grad, 1e-4f, pc[i].name);
+    gpu_close_to_cpu(*pg[i].grad, *pc[i].grad, 1e-4f, pc[i].name);
 }
 
 TEST_CASE("a Dense layer's gradients on the GPU match finite differences on the GPU", "[gpu]") {

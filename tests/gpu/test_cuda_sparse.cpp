@@ -7,10 +7,9 @@
 
 #include <cmath>
 
+#include "against_cpu.hpp"
 #include "core/backend.hpp"
 #include "core/cpu/cpu_backend.hpp"
-#include "gpu/cuda.hpp"
-#include "gpu/cuda_devices.hpp"
 #include "helpers.hpp"
 
 using namespace troupe;
@@ -18,39 +17,18 @@ using core::Device;
 using core::Precision;
 using core::Shape;
 using core::Tensor;
+using troupe::test::cuda;
+using troupe::test::gpu0;
+using troupe::test::gpu_close_to_cpu;
+using troupe::test::have_gpu;
 using troupe::test::random_tensor;
 
 namespace {
 
-const Device gpu0 = Device::cuda(0);
 core::CpuBackend cpu;
 
-bool have_gpu() {
-  gpu::register_cuda_devices();
-  if (gpu::device_count() > 0) return true;
-  WARN("no GPU: skipped (run tests/gpu on a machine with one)");
-  return false;
-}
-
-core::Backend& cuda() {
-  return *core::backend_for(gpu0).value();
-}
-
 Tensor on_gpu(const Shape& s) {
-  return Tensor(s, core::DType::float32, gpu0);
-}
-
-void close(const Tensor& device_result, const Tensor& cpu_result, float rel,
-           const std::string& what) {
-  REQUIRE(cuda().synchronize().ok());
-  const Tensor a = device_result.to(Device::cpu());
-  REQUIRE(a.size() == cpu_result.size());
-  for (int64_t i = 0; i < a.size(); ++i) {
-    const float tol = rel * std::max(1.0f, std::max(std::fabs(a[i]), std::fabs(cpu_result[i])));
-    if (!(std::fabs(a[i] - cpu_result[i]) <= tol))
-      FAIL(what << ": element " << i << " is " << a[i] << " on the GPU and " << cpu_result[i]
-                << " on the CPU");
-  }
+  return Tensor(s, core::DType::float32, troupe::test::gpu0);
 }
 
 }  // namespace
@@ -97,10 +75,10 @@ TEST_CASE("CUDA Conv2D with strides, dilation and uneven padding matches the CPU
         be.conv2d_backward(g, xd, wd, dyd, dwd,
                            cs.bias ? core::TensorView(dbd) : core::TensorView(), dxd, wg, p);
         const float tol = p == Precision::float32 ? 1e-4f : (p == Precision::tf32 ? 2e-3f : 1e-3f);
-        close(yd, y, tol, "y");
-        close(dwd, dw, tol, "dW");
-        if (cs.bias) close(dbd, db, 1e-4f, "db");
-        close(dxd, dx, tol, "dx");
+        gpu_close_to_cpu(yd, y, tol, "y");
+        gpu_close_to_cpu(dwd, dw, tol, "dW");
+        if (cs.bias) gpu_close_to_cpu(dbd, db, 1e-4f, "db");
+        gpu_close_to_cpu(dxd, dx, tol, "dx");
       }
     }
   }
@@ -127,8 +105,8 @@ TEST_CASE("CUDA pooling, FM and embedding gathers match the CPU's", "[gpu]") {
     Tensor yd = on_gpu(ys), dxd = on_gpu(x.shape());
     be.pool2d_forward(kind, g, xd, yd);
     be.pool2d_backward(kind, g, xd, yd, dyd, dxd);
-    close(yd, y, 1e-6f, "pool y");
-    close(dxd, dx, 1e-5f, "pool dx");
+    gpu_close_to_cpu(yd, y, 1e-6f, "pool y");
+    gpu_close_to_cpu(dxd, dx, 1e-5f, "pool dx");
   }
   const Tensor e = random_tensor(Shape{50, 6, 8}, 7), dfm = random_tensor(Shape{50, 1}, 8);
   Tensor fy(Shape{50, 1}), fdx(e.shape());
@@ -138,8 +116,8 @@ TEST_CASE("CUDA pooling, FM and embedding gathers match the CPU's", "[gpu]") {
   const Tensor ed = e.to(gpu0), dfmd = dfm.to(gpu0);
   be.fm_forward(ed, fyd);
   be.fm_backward(ed, dfmd, fdxd);
-  close(fyd, fy, 1e-5f, "fm y");
-  close(fdxd, fdx, 1e-5f, "fm dx");
+  gpu_close_to_cpu(fyd, fy, 1e-5f, "fm y");
+  gpu_close_to_cpu(fdxd, fdx, 1e-5f, "fm dx");
 
   std::vector<int32_t> index(40);
   for (size_t i = 0; i < index.size(); ++i)
@@ -154,6 +132,6 @@ TEST_CASE("CUDA pooling, FM and embedding gathers match the CPU's", "[gpu]") {
   Tensor yd = on_gpu(y.shape()), gradsd = on_gpu(grads.shape());
   be.gather_index(rowsd, ixd, yd);
   be.scatter_add_index(dyd, ixd, gradsd);
-  close(yd, y, 0.0f, "gathered rows");
-  close(gradsd, grads, 1e-5f, "row grads");
+  gpu_close_to_cpu(yd, y, 0.0f, "gathered rows");
+  gpu_close_to_cpu(gradsd, grads, 1e-5f, "row grads");
 }

@@ -13,6 +13,7 @@
 #include <functional>
 #include <random>
 
+#include "against_cpu.hpp"
 #include "core/cpu/cpu_backend.hpp"
 #include "core/half.hpp"
 #include "core/optimizer.hpp"
@@ -26,27 +27,14 @@ using namespace troupe;
 using core::ConstTensorView;
 using core::Shape;
 using core::Tensor;
+using troupe::test::close_to_cpu;
 using troupe::test::random_tensor;
+using troupe::test::run_body;
 namespace k = troupe::gpu::kernels;
 
 namespace {
 
 core::CpuBackend cpu;
-
-// What a launcher does on the device, on the host: body(i) for every i in [0, n).
-void run(int64_t n, const std::function<void(int64_t)>& body) {
-  for (int64_t i = 0; i < n; ++i)
-    body(i);
-}
-
-void close(const Tensor& a, const Tensor& b, float rel, const std::string& what) {
-  REQUIRE(a.size() == b.size());
-  for (int64_t i = 0; i < a.size(); ++i) {
-    const float tol = rel * std::max(1.0f, std::max(std::fabs(a[i]), std::fabs(b[i])));
-    if (!(std::fabs(a[i] - b[i]) <= tol))
-      FAIL(what << ": element " << i << " is " << a[i] << " here and " << b[i] << " on the CPU");
-  }
-}
 
 ConstTensorView ints(const std::vector<int32_t>& v) {
   return {v.data(), Shape{static_cast<int64_t>(v.size())}, core::Device::cpu(), core::DType::int32};
@@ -64,49 +52,50 @@ TEST_CASE("element-wise bodies compute what the CPU backend does", "[kernels]") 
   Tensor y_cpu(x.shape()), y(x.shape()), dx_cpu(x.shape()), dx(x.shape());
 
   cpu.relu_forward(x, y_cpu);
-  run(x.size(), [&](int64_t i) { k::relu_forward(i, x.data(), y.data()); });
-  close(y, y_cpu, 0.0f, "relu");
+  run_body(x.size(), [&](int64_t i) { k::relu_forward(i, x.data(), y.data()); });
+  close_to_cpu(y, y_cpu, 0.0f, "relu");
   cpu.relu_backward(y_cpu, dy, dx_cpu);
-  run(x.size(), [&](int64_t i) { k::relu_backward(i, y.data(), dy.data(), dx.data()); });
-  close(dx, dx_cpu, 0.0f, "relu backward");
+  run_body(x.size(), [&](int64_t i) { k::relu_backward(i, y.data(), dy.data(), dx.data()); });
+  close_to_cpu(dx, dx_cpu, 0.0f, "relu backward");
 
   cpu.sigmoid_forward(x, y_cpu);
-  run(x.size(), [&](int64_t i) { k::sigmoid_forward(i, x.data(), y.data()); });
-  close(y, y_cpu, 1e-6f, "sigmoid");
+  run_body(x.size(), [&](int64_t i) { k::sigmoid_forward(i, x.data(), y.data()); });
+  close_to_cpu(y, y_cpu, 1e-6f, "sigmoid");
   cpu.sigmoid_backward(y_cpu, dy, dx_cpu);
-  run(x.size(), [&](int64_t i) { k::sigmoid_backward(i, y_cpu.data(), dy.data(), dx.data()); });
-  close(dx, dx_cpu, 1e-6f, "sigmoid backward");
+  run_body(x.size(),
+           [&](int64_t i) { k::sigmoid_backward(i, y_cpu.data(), dy.data(), dx.data()); });
+  close_to_cpu(dx, dx_cpu, 1e-6f, "sigmoid backward");
 
   // Mean over the middle axis of [b, n, d], and its backward.
   const Tensor p = random_tensor(Shape{5, 7, 3}, 3);
   Tensor m_cpu(Shape{5, 3}), m(Shape{5, 3});
   cpu.mean_pool_forward(p, m_cpu);
-  run(15, [&](int64_t i) { k::mean_pool_forward(i, p.data(), m.data(), 7, 3); });
-  close(m, m_cpu, 1e-6f, "mean pool");
+  run_body(15, [&](int64_t i) { k::mean_pool_forward(i, p.data(), m.data(), 7, 3); });
+  close_to_cpu(m, m_cpu, 1e-6f, "mean pool");
   Tensor dp_cpu(p.shape()), dp(p.shape());
   cpu.mean_pool_backward(m_cpu, dp_cpu);
-  run(p.size(), [&](int64_t i) { k::mean_pool_backward(i, m_cpu.data(), dp.data(), 7, 3); });
-  close(dp, dp_cpu, 1e-6f, "mean pool backward");
+  run_body(p.size(), [&](int64_t i) { k::mean_pool_backward(i, m_cpu.data(), dp.data(), 7, 3); });
+  close_to_cpu(dp, dp_cpu, 1e-6f, "mean pool backward");
 
   // Column sums are the bias' gradient (the CPU backend's dense_backward computes it).
   const Tensor w = random_tensor(Shape{11, 4}, 4);
   Tensor dw(Shape{11, 4}), db_cpu(Shape{4}), db(Shape{4}), g(Shape{37, 4});
   g = random_tensor(Shape{37, 4}, 5);
   cpu.dense_backward(x, w, g, dw, db_cpu, core::TensorView(), core::Precision::float32);
-  run(4, [&](int64_t j) { k::column_sum(j, g.data(), nullptr, db.data(), 37, 4); });
-  close(db, db_cpu, 1e-5f, "column sums");
+  run_body(4, [&](int64_t j) { k::column_sum(j, g.data(), nullptr, db.data(), 37, 4); });
+  close_to_cpu(db, db_cpu, 1e-5f, "column sums");
 
   Tensor bias_added = x;
   const Tensor b = random_tensor(Shape{11}, 6);
-  run(x.size(), [&](int64_t i) { k::add_bias(i, bias_added.data(), b.data(), 11); });
+  run_body(x.size(), [&](int64_t i) { k::add_bias(i, bias_added.data(), b.data(), 11); });
   CHECK(bias_added[11 * 3 + 4] == x[11 * 3 + 4] + b[4]);
 
   int flag = 0;
-  run(x.size(), [&](int64_t i) { k::check_finite(i, x.data(), &flag); });
+  run_body(x.size(), [&](int64_t i) { k::check_finite(i, x.data(), &flag); });
   CHECK(flag == 0);
   Tensor bad = x;
   bad[17] = std::numeric_limits<float>::infinity();
-  run(bad.size(), [&](int64_t i) { k::check_finite(i, bad.data(), &flag); });
+  run_body(bad.size(), [&](int64_t i) { k::check_finite(i, bad.data(), &flag); });
   CHECK(flag == 1);
   CHECK_FALSE(cpu.all_finite({bad}));
 }
@@ -116,12 +105,12 @@ TEST_CASE("conversion, transposition and gather bodies", "[kernels]") {
   std::vector<uint16_t> h(64), h_cpu(64);
   for (int t : {1, 2}) {
     const auto dt = t == 1 ? core::DType::bfloat16 : core::DType::float16;
-    run(64, [&](int64_t i) { k::to_half(i, x.data(), h.data(), t); });
+    run_body(64, [&](int64_t i) { k::to_half(i, x.data(), h.data(), t); });
     core::to_half(x.data(), h_cpu.data(), 64, dt);
     CHECK(h == h_cpu);
     Tensor back(Shape{64}), rounded(Shape{64});
-    run(64, [&](int64_t i) { k::from_half(i, h.data(), back.data(), t); });
-    run(64, [&](int64_t i) { k::round_values(i, x.data(), rounded.data(), t); });
+    run_body(64, [&](int64_t i) { k::from_half(i, h.data(), back.data(), t); });
+    run_body(64, [&](int64_t i) { k::round_values(i, x.data(), rounded.data(), t); });
     for (int64_t i = 0; i < 64; ++i) {
       CHECK(std::isnan(back[i]) == std::isnan(core::round_to(x[i], dt)));
       if (!std::isnan(back[i])) CHECK(back[i] == core::round_to(x[i], dt));
@@ -129,14 +118,14 @@ TEST_CASE("conversion, transposition and gather bodies", "[kernels]") {
     }
   }
   Tensor tf(Shape{64});
-  run(64, [&](int64_t i) { k::round_values(i, x.data(), tf.data(), 3); });
+  run_body(64, [&](int64_t i) { k::round_values(i, x.data(), tf.data(), 3); });
   CHECK(tf[5] == core::round_tf32(x[5]));
 
   // HWIO [3, 3, 2, 4] -> OHWI [4, 3, 3, 2] and back.
   const Tensor hwio = random_tensor(Shape{3, 3, 2, 4}, 8);
   Tensor ohwi(Shape{4, 3, 3, 2}), again(Shape{3, 3, 2, 4});
-  run(72, [&](int64_t i) { k::hwio_to_ohwi(i, hwio.data(), ohwi.data(), 9, 2, 4); });
-  run(72, [&](int64_t i) { k::ohwi_to_hwio(i, ohwi.data(), again.data(), 9, 2, 4); });
+  run_body(72, [&](int64_t i) { k::hwio_to_ohwi(i, hwio.data(), ohwi.data(), 9, 2, 4); });
+  run_body(72, [&](int64_t i) { k::ohwi_to_hwio(i, ohwi.data(), again.data(), 9, 2, 4); });
   CHECK(core::max_abs_diff(hwio, again) == 0.0f);
   // Filter o at spatial (1, 2), channel 1: HWIO[(1 * 3 + 2) * 2 + 1][o].
   for (int o = 0; o < 4; ++o)
@@ -146,7 +135,7 @@ TEST_CASE("conversion, transposition and gather bodies", "[kernels]") {
   const std::vector<int64_t> rows{7, 0, 7, 3};
   Tensor out(Shape{4, 3}), out_cpu(Shape{4, 3});
   cpu.gather_rows(table, longs(rows), out_cpu);
-  run(12, [&](int64_t i) { k::gather_rows(i, table.data(), rows.data(), out.data(), 3); });
+  run_body(12, [&](int64_t i) { k::gather_rows(i, table.data(), rows.data(), out.data(), 3); });
   CHECK(core::max_abs_diff(out, out_cpu) == 0.0f);
 }
 
@@ -160,16 +149,16 @@ TEST_CASE("loss and metric bodies compute what the CPU backend does", "[kernels]
     Tensor p_cpu(logits.shape()), g_cpu(logits.shape()), p(logits.shape()), g(logits.shape());
     const double loss_cpu = cpu.softmax_cross_entropy(logits, ints(labels), p_cpu, g_cpu, scale);
     double sum = 0.0;
-    run(n, [&](int64_t i) {
+    run_body(n, [&](int64_t i) {
       k::softmax_cross_entropy(i, logits.data(), labels.data(), p.data(), g.data(), &sum, c,
                                scale / static_cast<float>(n));
     });
     CHECK(sum / static_cast<double>(n) == Approx(loss_cpu).epsilon(1e-6));
-    close(p, p_cpu, 1e-6f, "softmax probabilities");
-    close(g, g_cpu, 1e-6f, "softmax gradient");
+    close_to_cpu(p, p_cpu, 1e-6f, "softmax probabilities");
+    close_to_cpu(g, g_cpu, 1e-6f, "softmax gradient");
   }
   unsigned long long correct = 0;
-  run(n, [&](int64_t i) { k::count_correct(i, logits.data(), labels.data(), &correct, c); });
+  run_body(n, [&](int64_t i) { k::count_correct(i, logits.data(), labels.data(), &correct, c); });
   CHECK(static_cast<int64_t>(correct) == cpu.count_correct(logits, ints(labels)));
 
   const Tensor z = random_tensor(Shape{n}, 12, -6.0f, 6.0f);
@@ -179,17 +168,17 @@ TEST_CASE("loss and metric bodies compute what the CPU backend does", "[kernels]
   Tensor gb_cpu(Shape{n}), gb(Shape{n});
   const double bce_cpu = cpu.sigmoid_cross_entropy(z, yb, gb_cpu, 1.0f);
   double sum = 0.0;
-  run(n, [&](int64_t i) {
+  run_body(n, [&](int64_t i) {
     k::sigmoid_cross_entropy(i, z.data(), yb.data(), gb.data(), &sum, 1.0f / static_cast<float>(n));
   });
   CHECK(sum / static_cast<double>(n) == Approx(bce_cpu).epsilon(1e-6));
-  close(gb, gb_cpu, 1e-6f, "sigmoid cross-entropy gradient");
+  close_to_cpu(gb, gb_cpu, 1e-6f, "sigmoid cross-entropy gradient");
 
   std::vector<int64_t> pos_cpu(200), neg_cpu(200);
   const int64_t right_cpu = cpu.binary_metrics(z, yb, pos_cpu, neg_cpu);
   std::vector<unsigned long long> pos(200), neg(200);
   unsigned long long right = 0;
-  run(n, [&](int64_t i) {
+  run_body(n, [&](int64_t i) {
     k::binary_metrics(i, z.data(), yb.data(), pos.data(), neg.data(), &right, 200);
   });
   CHECK(static_cast<int64_t>(right) == right_cpu);
@@ -213,22 +202,22 @@ TEST_CASE("optimizer bodies update as core::Optimizer does, whole and by rows", 
       const Tensor g = random_tensor(w.shape(), 20 + static_cast<uint64_t>(t));
       REQUIRE(opt->apply_dense(w_cpu, g, s_cpu).ok());
       const auto st = k::optimizer_step(cfg, t);
-      run(w.size(), [&](int64_t i) {
+      run_body(w.size(), [&](int64_t i) {
         k::optimizer_update(st, i, i, w.data(), g.data(), slot(s, 0), slot(s, 1));
       });
     }
-    close(w, w_cpu, 1e-5f, std::string(name) + " dense");
+    close_to_cpu(w, w_cpu, 1e-5f, std::string(name) + " dense");
     for (size_t i = 0; i < s.slots.size(); ++i)
-      close(s.slots[i], s_cpu.slots[i], 1e-5f, std::string(name) + " slot");
+      close_to_cpu(s.slots[i], s_cpu.slots[i], 1e-5f, std::string(name) + " slot");
 
     const std::vector<int64_t> rows{6, 1, 3};
     const Tensor g = random_tensor(Shape{3, 5}, 40);
     REQUIRE(opt->apply_sparse(w_cpu, rows, g, s_cpu).ok());
     const auto st = k::optimizer_step(cfg, s_cpu.iterations);
-    run(15, [&](int64_t i) {
+    run_body(15, [&](int64_t i) {
       k::optimizer_update_row(st, i, rows.data(), 5, w.data(), g.data(), slot(s, 0), slot(s, 1));
     });
-    close(w, w_cpu, 1e-5f, std::string(name) + " rows");
+    close_to_cpu(w, w_cpu, 1e-5f, std::string(name) + " rows");
   }
 }
 
@@ -268,12 +257,12 @@ TEST_CASE("CTR bodies compute the embedding part as the CPU backend does", "[ker
 
       k::CtrShape s{n, F, kdim, D, width, a.fm};
       Tensor dnn_in(dnn_in_cpu.shape()), sum(sum_cpu.shape()), logits(Shape{n, 1});
-      run(n, [&](int64_t i) {
+      run_body(n, [&](int64_t i) {
         k::ctr_forward(i, s, values.data(), index.data(), rows.data(), features.data(), bias.data(),
                        dense_w.data(), dnn_in.data(), sum.data(), logits.data());
       });
-      close(logits, logits_cpu, 1e-5f, "CTR logits");
-      if (width > 1) close(dnn_in, dnn_in_cpu, 0.0f, "CTR embeddings");
+      close_to_cpu(logits, logits_cpu, 1e-5f, "CTR logits");
+      if (width > 1) close_to_cpu(dnn_in, dnn_in_cpu, 0.0f, "CTR embeddings");
 
       const Tensor dlogits = random_tensor(Shape{n}, 6);
       const Tensor ddnn_in = random_tensor(Shape{n, stride}, 7);
@@ -288,16 +277,17 @@ TEST_CASE("CTR bodies compute the embedding part as the CPU backend does", "[ker
       g.row_grads = row_grads_cpu;
       cpu.ctr_backward(a, g);
       Tensor row_grads(Shape{u, width});
-      run(n * F, [&](int64_t t) {
+      run_body(n * F, [&](int64_t t) {
         k::ctr_backward(t, s, values.data(), index.data(), dnn_in.data(), sum.data(),
                         dlogits.data(), width > 1 ? ddnn_in.data() : nullptr, row_grads.data());
       });
-      close(row_grads, row_grads_cpu, 1e-5f, "CTR row gradients");
+      close_to_cpu(row_grads, row_grads_cpu, 1e-5f, "CTR row gradients");
       // The dense part is column sums on the device: dbias and the dense weights'.
       Tensor db(Shape{1}), dd(Shape{D});
-      run(1, [&](int64_t j) { k::column_sum(j, dlogits.data(), nullptr, db.data(), n, 1); });
-      run(D,
-          [&](int64_t j) { k::column_sum(j, features.data(), dlogits.data(), dd.data(), n, D); });
+      run_body(1, [&](int64_t j) { k::column_sum(j, dlogits.data(), nullptr, db.data(), n, 1); });
+      run_body(D, [&](int64_t j) {
+        k::column_sum(j, features.data(), dlogits.data(), dd.data(), n, D);
+      });
       CHECK(db[0] == Approx(dbias[0]).epsilon(1e-5));
       for (int64_t j = 0; j < D; ++j)
         CHECK(dd[j] == Approx(ddense[j]).epsilon(1e-5));

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <functional>
 
+#include "against_cpu.hpp"
 #include "core/cpu/cpu_backend.hpp"
 #include "core/kernels/fm.hpp"
 #include "core/kernels/gather_index.hpp"
@@ -19,26 +20,14 @@
 using namespace troupe;
 using core::Shape;
 using core::Tensor;
+using troupe::test::close_to_cpu;
 using troupe::test::random_tensor;
+using troupe::test::run_body;
 namespace k = troupe::gpu::kernels;
 
 namespace {
 
 core::CpuBackend cpu;
-
-void run(int64_t n, const std::function<void(int64_t)>& body) {
-  for (int64_t i = 0; i < n; ++i)
-    body(i);
-}
-
-void close(const Tensor& a, const Tensor& b, float rel, const std::string& what) {
-  REQUIRE(a.size() == b.size());
-  for (int64_t i = 0; i < a.size(); ++i) {
-    const float tol = rel * std::max(1.0f, std::max(std::fabs(a[i]), std::fabs(b[i])));
-    if (!(std::fabs(a[i] - b[i]) <= tol))
-      FAIL(what << ": element " << i << " is " << a[i] << " here and " << b[i] << " on the CPU");
-  }
-}
 
 }  // namespace
 
@@ -48,15 +37,16 @@ TEST_CASE("The embedding scatter body sums repeated ids as the CPU does", "[gpu_
   const Tensor dy = random_tensor(Shape{6, 5}, 1);
   Tensor want(Shape{3, 5}), got(Shape{3, 5});
   cpu.scatter_add_index(dy, ix, want);
-  run(dy.size(), [&](int64_t i) {
+  run_body(dy.size(), [&](int64_t i) {
     core::kernels::scatter_add_index(i, 5, dy.data(), index.data(), got.data());
   });
-  close(got, want, 1e-6f, "row grads");
+  close_to_cpu(got, want, 1e-6f, "row grads");
   Tensor rows = random_tensor(Shape{3, 5}, 2), y(Shape{6, 5}), y_cpu(Shape{6, 5});
   cpu.gather_index(rows, ix, y_cpu);
-  run(y.size(),
-      [&](int64_t i) { core::kernels::gather_index(i, 5, rows.data(), index.data(), y.data()); });
-  close(y, y_cpu, 0.0f, "gathered rows");
+  run_body(y.size(), [&](int64_t i) {
+    core::kernels::gather_index(i, 5, rows.data(), index.data(), y.data());
+  });
+  close_to_cpu(y, y_cpu, 0.0f, "gathered rows");
 }
 
 TEST_CASE("The factorization machine's bodies compute what the CPU does", "[gpu_bodies][sparse]") {
@@ -68,12 +58,12 @@ TEST_CASE("The factorization machine's bodies compute what the CPU does", "[gpu_
     Tensor y(Shape{b}), y_cpu(Shape{b}), dx(x.shape()), dx_cpu(x.shape());
     cpu.fm_forward(x, y_cpu);
     cpu.fm_backward(x, dy, dx_cpu);
-    run(b, [&](int64_t i) { core::kernels::fm_forward(i, fields, k, x.data(), y.data()); });
-    run(b * k, [&](int64_t t) {
+    run_body(b, [&](int64_t i) { core::kernels::fm_forward(i, fields, k, x.data(), y.data()); });
+    run_body(b * k, [&](int64_t t) {
       core::kernels::fm_backward(t, fields, k, x.data(), dy.data(), dx.data());
     });
-    close(y, y_cpu, 1e-6f, "fm forward");
-    close(dx, dx_cpu, 1e-6f, "fm backward");
+    close_to_cpu(y, y_cpu, 1e-6f, "fm forward");
+    close_to_cpu(dx, dx_cpu, 1e-6f, "fm backward");
   }
 }
 
@@ -107,14 +97,16 @@ TEST_CASE("An uneven padding as a padded copy convolves as the padding itself",
       even.pad_top = even.pad_bottom = split.even_h;
       even.pad_left = even.pad_right = split.even_w;
       Tensor padded(Shape{n, split.pad.ph, split.pad.pw, c});
-      run(padded.size(), [&](int64_t i) { k::pad_image(i, split.pad, x.data(), padded.data()); });
+      run_body(padded.size(),
+               [&](int64_t i) { k::pad_image(i, split.pad, x.data(), padded.data()); });
       Tensor y2(y.shape()), dw2(w.shape()), db2(b.shape()), dpadded(padded.shape()), dx2(x.shape());
       cpu.conv2d_forward(even, padded, w, b, y2, ws2, core::Precision::float32);
       cpu.conv2d_backward(even, padded, w, dy, dw2, db2, dpadded, ws2, core::Precision::float32);
-      run(dx2.size(), [&](int64_t i) { k::crop_image(i, split.pad, dpadded.data(), dx2.data()); });
-      close(y2, y, 1e-6f, "y");
-      close(dw2, dw, 1e-6f, "dW");
-      close(dx2, dx, 1e-6f, "dx");
+      run_body(dx2.size(),
+               [&](int64_t i) { k::crop_image(i, split.pad, dpadded.data(), dx2.data()); });
+      close_to_cpu(y2, y, 1e-6f, "y");
+      close_to_cpu(dw2, dw, 1e-6f, "dW");
+      close_to_cpu(dx2, dx, 1e-6f, "dx");
     }
   }
 }
