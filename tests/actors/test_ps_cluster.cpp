@@ -66,6 +66,45 @@ TEST_CASE("Several shards of one variable live on one PS task", "[process][clust
   c->shutdown_cluster();
 }
 
+TEST_CASE("Rows of two variables pulled and pushed in one call reach each variable's own rows",
+          "[process][cluster]") {
+  // Two PS tasks, both variables in two shards: one pull_rows call for both (its requests
+  // carry items of both variables) returns each its own rows, and one push_rows call for
+  // both lands in each variable's own rows.
+  test::LocalCluster cluster(2, 1);
+  auto resolver = cluster.chief();
+  auto strategy =
+      ParameterServerStrategy::make(resolver, std::make_shared<core::FixedShardsPartitioner>(2));
+  REQUIRE(strategy.ok());
+  auto a = (*strategy)->create_variable("a", core::Shape{6, 2},
+                                        {core::Initializer::Kind::constant, 1.0f, 0}, "sgd", 0.5f);
+  auto b = (*strategy)->create_variable("b", core::Shape{5, 3},
+                                        {core::Initializer::Kind::constant, 2.0f, 0}, "sgd", 0.5f);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->num_shards == 2);
+  CHECK(b->num_shards == 2);
+  auto c = ClusterCoordinator::make(**strategy).value();
+  auto sums = c->schedule<std::vector<double>>("two_rows_step", std::string("a"),
+                                               std::vector<int64_t>{5, 0, 3}, std::string("b"),
+                                               std::vector<int64_t>{4, 1})
+                  .fetch();
+  REQUIRE(sums.ok());
+  REQUIRE(sums->size() == 2);
+  CHECK((*sums)[0] == Approx(6.0));   // 3 rows of a, 2 wide, all 1
+  CHECK((*sums)[1] == Approx(12.0));  // 2 rows of b, 3 wide, all 2
+  REQUIRE(c->join().ok());
+  const core::Tensor now_a = (*strategy)->read(*a).value();
+  const core::Tensor now_b = (*strategy)->read(*b).value();
+  for (int64_t r = 0; r < 6; ++r)
+    for (int64_t k = 0; k < 2; ++k)
+      CHECK(now_a[r * 2 + k] == Approx(r == 0 || r == 3 || r == 5 ? 0.5f : 1.0f));
+  for (int64_t r = 0; r < 5; ++r)
+    for (int64_t k = 0; k < 3; ++k)
+      CHECK(now_b[r * 3 + k] == Approx(r == 1 || r == 4 ? 1.0f : 2.0f));
+  c->shutdown_cluster();
+}
+
 TEST_CASE(
     "A dataset slower than the worker's dataset bound fails naming it, and the worker serves on",
     "[process][cluster]") {

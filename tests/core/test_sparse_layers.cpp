@@ -383,17 +383,17 @@ TEST_CASE("Embedding gradients check numerically, from ids and from lookups",
     REQUIRE(c.graph.set_outputs({(*e1)[0], (*e2)[0]}, {"e1", "e2"}).ok());
     check_gradients(c);
   }
-  SECTION("two tables of one input share its deduplication, a third has its own") {
-    // A DeepFM's factor and linear tables: the ids are deduplicated once for both.
+  SECTION("two tables of one input, and a third of another: each its own ids and gradients") {
+    // A DeepFM's factor and linear tables (whose deduplication the graph shares).
     GraphCase c;
     c.id_range = 4;
     c.batch = 5;
     const int x = c.graph.add_input("ids", {ColumnKind::ints, {3}});
     const int other = c.graph.add_input("other", {ColumnKind::ints, {2}});
-    auto v = c.graph.call(make("Embedding", R"({"name": "v", "input_dim": 4, "output_dim": 3})"),
-                          {x});
-    auto w = c.graph.call(make("Embedding", R"({"name": "w", "input_dim": 4, "output_dim": 1})"),
-                          {x});
+    auto v =
+        c.graph.call(make("Embedding", R"({"name": "v", "input_dim": 4, "output_dim": 3})"), {x});
+    auto w =
+        c.graph.call(make("Embedding", R"({"name": "w", "input_dim": 4, "output_dim": 1})"), {x});
     auto u = c.graph.call(make("Embedding", R"({"name": "u", "input_dim": 4, "output_dim": 2})"),
                           {other});
     REQUIRE(v.ok());

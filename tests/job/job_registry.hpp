@@ -180,6 +180,26 @@ inline Registry make_test_registry() {
         if (auto st = ctx.push_rows(var, rows, g); !st) return st.error();
         return static_cast<double>(got->view().flat().sum());
       });
+  // Rows of two variables pulled in one call (one request per PS task), then a gradient of
+  // ones for `a`'s rows and of twos for `b`'s pushed in one call; returns what it pulled
+  // of each, summed.
+  r.add_step(
+      "two_rows_step",
+      [](StepContext& ctx, std::string a, std::vector<int64_t> rows_a, std::string b,
+         std::vector<int64_t> rows_b) -> core::Expected<std::vector<double>> {
+        auto got =
+            ctx.pull_rows(std::vector<StepContext::RowsOf>{{a, &rows_a, {}}, {b, &rows_b, {}}});
+        if (!got) return got.error();
+        if (got->size() != 2)
+          return core::make_error(core::Errc::internal,
+                                  std::to_string(got->size()) + " tensors for 2 variables");
+        const core::Tensor ga((*got)[0].shape(), 1.0f), gb((*got)[1].shape(), 2.0f);
+        if (auto st =
+                ctx.push_rows(std::vector<StepContext::RowsOf>{{a, &rows_a, ga}, {b, &rows_b, gb}});
+            !st)
+          return st.error();
+        return std::vector<double>{(*got)[0].view().flat().sum(), (*got)[1].view().flat().sum()};
+      });
   // A stuck step, for the watchdog: waits (at most 10 s) until the file `release` exists in
   // directory `dir`; returns whether it did.
   r.add_step("held", [](StepContext&, std::string dir, std::string release) {
