@@ -32,6 +32,11 @@ Expected<std::unique_ptr<Layer>> make_layer(
 /// The class names make_layer knows, sorted.
 std::vector<std::string> layer_classes();
 
+/// For the element-wise merges (Add, Subtract, Multiply, Average, Maximum, Minimum): every
+/// input a float tensor of the first one's shape (Troupe does not broadcast), or an error
+/// naming the layer and the shapes it got (core/layers/merge.cpp).
+Status same_float_inputs(const Layer& layer, const std::vector<TensorSpec>& in);
+
 // The factories (core/layers/<name>.cpp).
 Expected<std::unique_ptr<Layer>> make_dense(LayerConfig& c);
 Expected<std::unique_ptr<Layer>> make_activation(LayerConfig& c);

@@ -37,13 +37,7 @@ class Merge final : public Layer {
     if (op_ == MergeOp::subtract ? in.size() != 2 : in.empty())
       return error(op_ == MergeOp::subtract ? "takes exactly two inputs"
                                             : "takes a list of at least one input");
-    for (const auto& s : in)
-      if (s.kind != ColumnKind::floats || s != in[0]) {
-        std::string got;
-        for (const auto& t : in)
-          got += (got.empty() ? "" : ", ") + t.to_string();
-        return error("takes float inputs of one shape (Troupe does not broadcast), got " + got);
-      }
+    if (auto st = same_float_inputs(*this, in); !st) return st.error();
     return std::vector<TensorSpec>{in[0]};
   }
 
@@ -123,6 +117,17 @@ Expected<std::unique_ptr<Layer>> make_merge(LayerConfig& c, MergeOp op) {
 }
 
 }  // namespace
+
+Status same_float_inputs(const Layer& layer, const std::vector<TensorSpec>& in) {
+  for (const auto& s : in)
+    if (s.kind != ColumnKind::floats || s != in[0]) {
+      std::string got;
+      for (const auto& t : in)
+        got += (got.empty() ? "" : ", ") + t.to_string();
+      return layer.error("takes float inputs of one shape (Troupe does not broadcast), got " + got);
+    }
+  return {};
+}
 
 Expected<std::unique_ptr<Layer>> make_add(LayerConfig& c) {
   return make_merge(c, MergeOp::add);

@@ -22,13 +22,7 @@ class Extremum final : public Layer {
 
   Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {
     if (in.empty()) return error("takes a list of at least one input");
-    for (const auto& s : in)
-      if (s.kind != ColumnKind::floats || s != in[0]) {
-        std::string got;
-        for (const auto& t : in)
-          got += (got.empty() ? "" : ", ") + t.to_string();
-        return error("takes float inputs of one shape (Troupe does not broadcast), got " + got);
-      }
+    if (auto st = same_float_inputs(*this, in); !st) return st.error();
     return std::vector<TensorSpec>{in[0]};
   }
 
