@@ -356,7 +356,8 @@ core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull_rows(
       if (route->local[shard].empty()) continue;
       auto task = serving(s[shard]);
       if (!task) return task.error();
-      batch.add(*task, i, shard, net::PsItem{net::shard_key(s[shard].def), route->local[shard], {}});
+      batch.add(*task, i, shard,
+                net::PsItem{net::shard_key(s[shard].def), route->local[shard], {}});
     }
     routes.push_back(std::move(*route));
     counts.push_back(s.size());

@@ -187,13 +187,13 @@ void register_keras(Registry& registry) {
             w.value.set(v);
         }
         // Every table's rows in one round trip per PS task, and their gradients likewise.
-        auto stats = r->run(**batch, /*train=*/true,
-                            [&](const std::vector<core::graph::TableUse>& uses) {
-                              std::vector<StepContext::RowsOf> want;
-                              for (size_t t = 0; t < uses.size(); ++t)
-                                want.push_back({r->table_names[t], &uses[t].ids, {}});
-                              return ctx.pull_rows(want);
-                            });
+        auto stats =
+            r->run(**batch, /*train=*/true, [&](const std::vector<core::graph::TableUse>& uses) {
+              std::vector<StepContext::RowsOf> want;
+              for (size_t t = 0; t < uses.size(); ++t)
+                want.push_back({r->table_names[t], &uses[t].ids, {}});
+              return ctx.pull_rows(want);
+            });
         if (!stats) return stats;
         std::vector<std::pair<std::string, core::ConstTensorView>> grads;
         for (size_t w : r->dense)

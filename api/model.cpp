@@ -772,14 +772,14 @@ core::Expected<BatchStats> Model::evaluate() {
     if (auto st = pull(); !st) return st.error();
     BatchStats total;
     for (const auto& batch : **batches) {
-      auto stats = g->run(batch, /*train=*/false,
-                          detail::GraphReplica::each_table([&](size_t t, const std::vector<int64_t>& ids) {
-                            if (s_->strategy == nullptr) return detail::held_rows(*g, t, ids);
-                            // The batch's rows (by index or key) from the PS tasks: the chief
-                            // holds no table.
-                            return s_->strategy->read_rows(s_->variables[g->tables()[t].weight],
-                                                           ids);
-                          }));
+      auto stats =
+          g->run(batch, /*train=*/false,
+                 detail::GraphReplica::each_table([&](size_t t, const std::vector<int64_t>& ids) {
+                   if (s_->strategy == nullptr) return detail::held_rows(*g, t, ids);
+                   // The batch's rows (by index or key) from the PS tasks: the chief
+                   // holds no table.
+                   return s_->strategy->read_rows(s_->variables[g->tables()[t].weight], ids);
+                 }));
       if (!stats) return stats;
       total.merge(*stats);
     }

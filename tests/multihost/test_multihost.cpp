@@ -211,17 +211,18 @@ TEST_CASE("srun -n 5 troupe train trains a .keras model under a real local Slurm
   check_trained(chief, out.path() + "/trained.keras");
 }
 
-TEST_CASE("deploy/tfjob-keras.yaml trains a user's .keras file across hosts named as the "
-          "operator does",
-          "[multihost][k8s][keras]") {
+TEST_CASE(
+    "deploy/tfjob-keras.yaml trains a user's .keras file across hosts named as the "
+    "operator does",
+    "[multihost][k8s][keras]") {
   troupe::test::TempDir state;
   // The job's volume holds the model and its data, as the manifest's header asks.
   const fs::path dir = fs::path(state.path()) / "keras";
   fs::create_directories(dir);
   for (const char* file : {"model.keras", "train.tfrecord", "test.tfrecord"})
     fs::copy_file(fs::path(keras_model) / file, dir / file);
-  auto plan = run_program("python3 " + manifest_reader + " " + deploy + "tfjob-keras.yaml " +
-                          state.path());
+  auto plan =
+      run_program("python3 " + manifest_reader + " " + deploy + "tfjob-keras.yaml " + state.path());
   INFO(plan.output);
   REQUIRE(plan.exit_code == 0);
   const auto& p = plan.last_json;
@@ -230,8 +231,8 @@ TEST_CASE("deploy/tfjob-keras.yaml trains a user's .keras file across hosts name
   std::string args;
   for (const auto& a : p["args"])
     args += " '" + a.get<std::string>() + "'";
-  auto r = run_program(script + " " + bin + " troupe " + std::to_string(p["ps"].get<int>()) +
-                       " " + std::to_string(p["workers"].get<int>()) + " --tfjob " +
+  auto r = run_program(script + " " + bin + " troupe " + std::to_string(p["ps"].get<int>()) + " " +
+                       std::to_string(p["workers"].get<int>()) + " --tfjob " +
                        p["name"].get<std::string>() + "." + p["namespace"].get<std::string>() +
                        " --" + args);
   INFO(r.output);
