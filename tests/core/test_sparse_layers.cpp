@@ -1,7 +1,8 @@
-// The sparse group of the layer graph: Conv2D, the 2-D poolings, Embedding, Hashing, the
-// lookups, Cross and FactorizationMachine. Hand-checked forward values, gradients against
-// central differences on the CPU and the fake device (graph_check.hpp), the hashes against
-// their specification's and TensorFlow's values, and the arguments Troupe refuses named.
+// The sparse group of the layer graph: Embedding, Hashing, the lookups, Cross and
+// FactorizationMachine (Conv2D and the 2-D poolings: test_conv_layers.cpp). Hand-checked forward
+// values, gradients against central differences on the CPU and the fake device (graph_check.hpp),
+// the hashes against their specification's and TensorFlow's values, and the arguments Troupe
+// refuses named.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 
 #include "core/layers/string_hash.hpp"
 #include "graph_check.hpp"
+#include "sparse_layer_helpers.hpp"
 
 using namespace troupe::core;
 using namespace troupe::core::graph;
@@ -22,143 +24,7 @@ using troupe::test::GraphCase;
 using troupe::test::make;
 using troupe::test::with_dense_in_front;
 
-namespace {
-
-Column float_column(const std::string& name, Shape shape, std::vector<float> values) {
-  Column c;
-  c.name = name;
-  c.kind = ColumnKind::floats;
-  c.shape = shape;
-  c.floats = std::move(values);
-  return c;
-}
-
-Column int_column(const std::string& name, Shape shape, std::vector<int64_t> values) {
-  Column c;
-  c.name = name;
-  c.kind = ColumnKind::ints;
-  c.shape = shape;
-  c.ints = std::move(values);
-  return c;
-}
-
-Column string_column(const std::string& name, Shape shape, std::vector<std::string> values) {
-  Column c;
-  c.name = name;
-  c.kind = ColumnKind::strings;
-  c.shape = shape;
-  c.strings = std::move(values);
-  return c;
-}
-
-Batch batch_of(std::vector<Column> columns) {
-  Batch b;
-  b.columns = std::move(columns);
-  return b;
-}
-
-void set_weight(Graph& g, const std::string& path, std::vector<float> values) {
-  for (const auto& w : g.weights())
-    if (w.path == path) {
-      REQUIRE(static_cast<int64_t>(values.size()) == w.weight().shape.num_elements());
-      w.weight().value.set(Tensor(w.weight().shape, std::move(values)));
-      return;
-    }
-  FAIL("no weight " << path);
-}
-
-std::vector<float> iota(int64_t n, float from = 1.0f) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    v[static_cast<size_t>(i)] = from + static_cast<float>(i);
-  return v;
-}
-
-// One layer on one input; its output.
-Tensor run_one(const std::string& cls, const std::string& config, TensorSpec spec, Column in,
-               const std::vector<std::pair<std::string, std::vector<float>>>& weights = {}) {
-  Graph g;
-  const int x = g.add_input("x", spec);
-  auto y = g.call(make(cls, config), {x});
-  INFO((y ? std::string() : y.error().message));
-  REQUIRE(y.ok());
-  REQUIRE(g.set_outputs(*y, {"y"}).ok());
-  for (const auto& [path, values] : weights)
-    set_weight(g, path, values);
-  in.name = "x";
-  REQUIRE(g.feed(batch_of({in})).ok());
-  auto st = g.forward(false);
-  INFO((st ? std::string() : st.error().message));
-  REQUIRE(st.ok());
-  return Tensor::from_view(g.output(0));
-}
-
-void check_values(const Tensor& got, const std::vector<float>& want) {
-  REQUIRE(got.size() == static_cast<int64_t>(want.size()));
-  for (int64_t i = 0; i < got.size(); ++i) {
-    INFO("element " << i);
-    CHECK(got[i] == Approx(want[static_cast<size_t>(i)]).epsilon(1e-6));
-  }
-}
-
-// A host layer (Hashing, a lookup) run on one input; its int64 output.
-std::vector<int64_t> run_host(const std::string& cls, const std::string& config, const Column& in) {
-  auto layer = make(cls, config);
-  REQUIRE(layer->on_host());
-  auto out = layer->build({TensorSpec{in.kind, {}}});
-  INFO((out ? std::string() : out.error().message));
-  REQUIRE(out.ok());
-  CHECK((*out)[0].kind == ColumnKind::ints);
-  auto state = layer->make_state();
-  Tensor ints(in.shape, DType::int64, Device::cpu());
-  std::copy(in.ints.begin(), in.ints.end(), ints.data_as<int64_t>());
-  Call c;
-  c.state = state.get();
-  c.inputs = {Ref{in.kind, in.kind == ColumnKind::ints ? ConstTensorView(ints) : ConstTensorView(),
-                  in.kind == ColumnKind::strings ? &in.strings : nullptr, in.shape}};
-  auto st = layer->forward(c);
-  INFO((st ? std::string() : st.error().message));
-  REQUIRE(st.ok());
-  const Ref& r = c.outputs.at(0);
-  CHECK(r.shape == in.shape);
-  return std::vector<int64_t>(r.ints(), r.ints() + r.shape.num_elements());
-}
-
-Error host_error(const std::string& cls, const std::string& config, const Column& in) {
-  auto layer = make(cls, config);
-  REQUIRE(layer->build({TensorSpec{in.kind, {}}}).ok());
-  auto state = layer->make_state();
-  Tensor ints(in.shape, DType::int64, Device::cpu());
-  std::copy(in.ints.begin(), in.ints.end(), ints.data_as<int64_t>());
-  Call c;
-  c.state = state.get();
-  c.inputs = {Ref{in.kind, in.kind == ColumnKind::ints ? ConstTensorView(ints) : ConstTensorView(),
-                  in.kind == ColumnKind::strings ? &in.strings : nullptr, in.shape}};
-  auto st = layer->forward(c);
-  REQUIRE_FALSE(st.ok());
-  return st.error();
-}
-
-std::string refusal(const std::string& cls, const std::string& config) {
-  auto l = make_layer(cls, nlohmann::json::parse(config));
-  REQUIRE_FALSE(l.ok());
-  return l.error().message;
-}
-
-// Gives every table of the fed graph its rows from full[id * width ...].
-void give_table(Graph& g, const std::vector<float>& full) {
-  for (auto& t : g.tables()) {
-    const auto& w = g.weights()[t.weight].weight();
-    const int64_t width = w.shape[1];
-    Tensor rows(Shape{static_cast<int64_t>(t.ids.size()), width});
-    for (size_t r = 0; r < t.ids.size(); ++r)
-      for (int64_t j = 0; j < width; ++j)
-        rows[static_cast<int64_t>(r) * width + j] = full[static_cast<size_t>(t.ids[r] * width + j)];
-    t.rows = std::move(rows);
-  }
-}
-
-}  // namespace
+using namespace troupe::test::sparse;
 
 // ---- The hashes -------------------------------------------------------------------------
 
@@ -426,138 +292,6 @@ TEST_CASE("Embedding refuses mask_zero and other unsupported arguments, naming t
              Catch::Contains("argument 'embeddings_regularizer'"));
   CHECK_THAT(refusal("Embedding", R"({"name": "e", "input_dim": 0, "output_dim": 2})"),
              Catch::Contains("argument 'input_dim'"));
-}
-
-// ---- Conv2D -----------------------------------------------------------------------------
-
-TEST_CASE("Conv2D computes valid, same-with-strides and dilated windows", "[sparse][conv]") {
-  // x = 1..9 in a 3x3 image of one channel; a 2x2 kernel of ones and a bias of 0.5.
-  const Column x = float_column("x", Shape{1, 3, 3, 1}, iota(9));
-  const TensorSpec spec{ColumnKind::floats, {3, 3, 1}};
-  const std::vector<std::pair<std::string, std::vector<float>>> w = {{"c/kernel", {1, 1, 1, 1}},
-                                                                     {"c/bias", {0.5f}}};
-  check_values(run_one("Conv2D", R"({"name": "c", "filters": 1, "kernel_size": 2})", spec, x, w),
-               {12.5f, 16.5f, 24.5f, 28.5f});
-  // "same", stride 2: one row and column of padding at the bottom and right.
-  check_values(run_one("Conv2D",
-                       R"({"name": "c", "filters": 1, "kernel_size": 2, "strides": 2,
-                           "padding": "same"})",
-                       spec, x, w),
-               {12.5f, 9.5f, 15.5f, 9.5f});
-  // Dilation 2: the four corners.
-  check_values(run_one("Conv2D", R"({"name": "c", "filters": 1, "kernel_size": 2,
-                                     "dilation_rate": 2, "activation": "relu"})",
-                       spec, x, w),
-               {20.5f});
-  // "same", stride 1, 3x3: padding one on every side; the centre sees all nine.
-  const auto same = run_one(
-      "Conv2D",
-      R"({"name": "c", "filters": 1, "kernel_size": 3, "padding": "same", "use_bias": false})",
-      spec, x, {{"c/kernel", std::vector<float>(9, 1.0f)}});
-  check_values(same, {12, 21, 16, 27, 45, 33, 24, 39, 28});
-}
-
-TEST_CASE("Conv2D gradients check numerically for each geometry", "[sparse][conv][gradcheck]") {
-  const char* configs[] = {
-      R"({"name": "c", "filters": 3, "kernel_size": [3, 2]})",
-      R"({"name": "c", "filters": 2, "kernel_size": 3, "strides": 2, "padding": "same"})",
-      R"({"name": "c", "filters": 2, "kernel_size": 2, "strides": [1, 2], "padding": "same",
-          "use_bias": false, "activation": "tanh"})",
-      R"({"name": "c", "filters": 2, "kernel_size": 2, "dilation_rate": 2, "activation": "relu"})",
-  };
-  for (const char* config : configs) {
-    DYNAMIC_SECTION(config) {
-      GraphCase c;
-      const int x = c.graph.add_input("x", {ColumnKind::floats, {5, 6, 2}});
-      const int h = with_dense_in_front(c, x, "front");
-      auto y = c.graph.call(make("Conv2D", config), {h});
-      REQUIRE(y.ok());
-      REQUIRE(c.graph.set_outputs(*y, {"c"}).ok());
-      check_gradients(c);
-    }
-  }
-}
-
-TEST_CASE("Conv2D refuses what Troupe does not implement, naming it", "[sparse][conv]") {
-  CHECK_THAT(refusal("Conv2D", R"({"name": "c", "filters": 2, "kernel_size": 3, "groups": 2})"),
-             Catch::Contains("argument 'groups'"));
-  CHECK_THAT(refusal("Conv2D", R"({"name": "c", "filters": 2, "kernel_size": 3,
-                                   "data_format": "channels_first"})"),
-             Catch::Contains("argument 'data_format'"));
-  CHECK_THAT(
-      refusal("Conv2D", R"({"name": "c", "filters": 2, "kernel_size": 3, "padding": "causal"})"),
-      Catch::Contains("argument 'padding'"));
-  CHECK_THAT(refusal("Conv2D", R"({"name": "c", "filters": 2, "kernel_size": 3, "strides": 2,
-                                   "dilation_rate": 2})"),
-             Catch::Contains("argument 'dilation_rate'"));
-  CHECK_THAT(refusal("Conv2D", R"({"name": "c", "filters": 2, "kernel_size": 3, "lora_rank": 4})"),
-             Catch::Contains("argument 'lora_rank'"));
-  Graph g;
-  const int x = g.add_input("x", {ColumnKind::floats, {2, 2, 1}});
-  auto y = g.call(make("Conv2D", R"({"name": "c", "filters": 1, "kernel_size": 3})"), {x});
-  REQUIRE_FALSE(y.ok());
-  CHECK_THAT(y.error().message, Catch::Contains("layer 'c' (Conv2D)"));
-}
-
-// ---- Pooling ----------------------------------------------------------------------------
-
-TEST_CASE("Max and average pooling: windows clip at the edges, means exclude padding",
-          "[sparse][pool]") {
-  const Column x = float_column("x", Shape{1, 3, 3, 1}, iota(9));
-  const TensorSpec spec{ColumnKind::floats, {3, 3, 1}};
-  check_values(
-      run_one("MaxPooling2D", R"({"name": "p", "pool_size": 2, "padding": "same"})", spec, x),
-      {5, 6, 8, 9});
-  check_values(run_one("AveragePooling2D",
-                       R"({"name": "p", "pool_size": [2, 2], "padding": "same"})", spec, x),
-               {3, 4.5f, 7.5f, 9});
-  check_values(run_one("MaxPooling2D", R"({"name": "p", "pool_size": 2, "strides": 1})", spec, x),
-               {5, 6, 8, 9});
-  check_values(
-      run_one("AveragePooling2D", R"({"name": "p", "pool_size": 2, "strides": [1, 1]})", spec, x),
-      {3, 4, 6, 7});
-  // Two channels pool separately.
-  check_values(
-      run_one("MaxPooling2D", R"({"name": "p", "pool_size": [1, 2]})",
-              {ColumnKind::floats, {1, 2, 2}}, float_column("x", Shape{1, 1, 2, 2}, {1, 8, 5, 2})),
-      {5, 8});
-  check_values(
-      run_one("GlobalAveragePooling2D", R"({"name": "g"})", {ColumnKind::floats, {2, 2, 2}},
-              float_column("x", Shape{1, 2, 2, 2}, iota(8))),
-      {4, 5});
-}
-
-TEST_CASE("Pooling gradients check numerically", "[sparse][pool][gradcheck]") {
-  const std::pair<const char*, const char*> layers[] = {
-      {"MaxPooling2D", R"({"name": "p", "pool_size": 2, "padding": "same"})"},
-      {"MaxPooling2D", R"({"name": "p", "pool_size": 3, "strides": 1})"},
-      {"AveragePooling2D", R"({"name": "p", "pool_size": 2, "strides": 1, "padding": "same"})"},
-      {"AveragePooling2D", R"({"name": "p", "pool_size": [2, 3]})"},
-      {"GlobalAveragePooling2D", R"({"name": "p", "keepdims": true})"},
-  };
-  for (const auto& [cls, config] : layers) {
-    DYNAMIC_SECTION(cls << " " << config) {
-      GraphCase c;
-      const int x = c.graph.add_input("x", {ColumnKind::floats, {4, 5, 2}});
-      const int h = with_dense_in_front(c, x, "front");
-      auto y = c.graph.call(make(cls, config), {h});
-      REQUIRE(y.ok());
-      REQUIRE(c.graph.set_outputs(*y, {"p"}).ok());
-      troupe::test::CheckOptions o;
-      o.eps = 1e-3f;  // max pooling's choice must not flip within the step
-      check_gradients(c, o);
-    }
-  }
-}
-
-TEST_CASE("Pooling refuses what Troupe does not implement, naming it", "[sparse][pool]") {
-  CHECK_THAT(refusal("MaxPooling2D", R"({"name": "p", "pool_size": 2, "padding": "full"})"),
-             Catch::Contains("argument 'padding'"));
-  CHECK_THAT(refusal("AveragePooling2D", R"({"name": "p", "pool_size": 2,
-                                             "data_format": "channels_first"})"),
-             Catch::Contains("argument 'data_format'"));
-  CHECK_THAT(refusal("GlobalAveragePooling2D", R"({"name": "p", "data_format": "channels_first"})"),
-             Catch::Contains("argument 'data_format'"));
 }
 
 // ---- Cross ------------------------------------------------------------------------------
