@@ -53,6 +53,26 @@ void check_trained(const nlohmann::json& chief, const std::string& trained) {
   CHECK(chief["val_accuracy"].get<double>() == Approx(after["accuracy"].get<double>()));
 }
 
+// A deploy/ manifest read as Kubeflow's training operator would (the reader's plan must be
+// valid; it is returned in `plan`), then its job run across namespace hosts with the
+// operator's host names and TF_CONFIG, /state being `state`.
+troupe::test::ProgramRun run_manifest(const std::string& file, const std::string& state,
+                                      nlohmann::json& plan) {
+  auto read = run_program("python3 " + manifest_reader + " " + deploy + file + " " + state);
+  INFO(read.output);
+  REQUIRE(read.exit_code == 0);
+  plan = read.last_json;
+  REQUIRE(plan["ok"] == true);
+  std::string args;
+  for (const auto& a : plan["args"])
+    args += " '" + a.get<std::string>() + "'";
+  return run_program(script + " " + bin + " " + plan["program"].get<std::string>() + " " +
+                     std::to_string(plan["ps"].get<int>()) + " " +
+                     std::to_string(plan["workers"].get<int>()) + " --tfjob " +
+                     plan["name"].get<std::string>() + "." + plan["namespace"].get<std::string>() +
+                     " --" + args);
+}
+
 }  // namespace
 
 TEST_CASE("fmnist_ps trains across namespace hosts by name and survives a 3 s link cut",
@@ -161,20 +181,9 @@ TEST_CASE("deploy/'s TFJob manifests train across hosts named and configured as 
   for (const char* file : {"tfjob-ps.yaml", "tfjob-mirrored.yaml"}) {
     INFO(file);
     troupe::test::TempDir state;
-    auto plan =
-        run_program("python3 " + manifest_reader + " " + deploy + file + " " + state.path());
-    INFO(plan.output);
-    REQUIRE(plan.exit_code == 0);
-    const auto& p = plan.last_json;
-    REQUIRE(p["ok"] == true);
-    std::string args;
-    for (const auto& a : p["args"])
-      args += " '" + a.get<std::string>() + "'";
+    nlohmann::json p;
+    auto r = run_manifest(file, state.path(), p);
     const int ps = p["ps"], workers = p["workers"];
-    auto r = run_program(script + " " + bin + " " + p["program"].get<std::string>() + " " +
-                         std::to_string(ps) + " " + std::to_string(workers) + " --tfjob " +
-                         p["name"].get<std::string>() + "." + p["namespace"].get<std::string>() +
-                         " --" + args);
     INFO(r.output);
     if (!ran(r.last_json)) return;
     const auto& j = r.last_json;
@@ -221,20 +230,9 @@ TEST_CASE(
   fs::create_directories(dir);
   for (const char* file : {"model.keras", "train.tfrecord", "test.tfrecord"})
     fs::copy_file(fs::path(keras_model) / file, dir / file);
-  auto plan =
-      run_program("python3 " + manifest_reader + " " + deploy + "tfjob-keras.yaml " + state.path());
-  INFO(plan.output);
-  REQUIRE(plan.exit_code == 0);
-  const auto& p = plan.last_json;
-  REQUIRE(p["ok"] == true);
+  nlohmann::json p;
+  auto r = run_manifest("tfjob-keras.yaml", state.path(), p);
   CHECK(p["program"] == "troupe");
-  std::string args;
-  for (const auto& a : p["args"])
-    args += " '" + a.get<std::string>() + "'";
-  auto r = run_program(script + " " + bin + " troupe " + std::to_string(p["ps"].get<int>()) + " " +
-                       std::to_string(p["workers"].get<int>()) + " --tfjob " +
-                       p["name"].get<std::string>() + "." + p["namespace"].get<std::string>() +
-                       " --" + args);
   INFO(r.output);
   if (!ran(r.last_json)) return;
   const auto& j = r.last_json;
