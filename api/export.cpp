@@ -3,7 +3,17 @@
 #include <chrono>
 #include <filesystem>
 
+#include "core/keras/builtin_models.hpp"
+
 namespace troupe {
+
+core::Status write_exported_model(const std::string& path, const core::CtrExport& model) {
+  const std::string keras = ".keras";
+  if (path.size() > keras.size() &&
+      path.compare(path.size() - keras.size(), keras.size(), keras) == 0)
+    return core::keras::write_ctr_keras(path, model);
+  return core::write_ctr_export(path, model);
+}
 
 core::Expected<ExportReport> export_ctr_model(ParameterServerStrategy& strategy,
                                               const core::CtrExportConfig& config,
@@ -28,7 +38,7 @@ core::Expected<ExportReport> export_ctr_model(ParameterServerStrategy& strategy,
     if (!rows) return rows.error();
     model.rows = std::move(*rows);
   }
-  if (auto st = core::write_ctr_export(path, model); !st) return st.error();
+  if (auto st = write_exported_model(path, model); !st) return st.error();
   ExportReport r;
   r.rows = model.rows.shape()[0];
   std::error_code ec;

@@ -125,7 +125,8 @@ int main(int argc, char** argv) {
   app.add_option("--lr", s.lr);
   app.add_option("--evaluator-timeout-s", s.evaluator_timeout_s)->check(CLI::PositiveNumber);
   app.add_option("--export", s.export_path,
-                 "after training, write the model for troupe predict / troupe::Predictor here");
+                 "after training, write the model for troupe predict / troupe::Predictor here "
+                 "(a name ending in .keras: as a Keras model)");
   app.add_option("--export-min-count", s.export_min_count,
                  "dynamic: export only rows seen at least K times")
       ->check(CLI::Range(0, 65535));
@@ -166,7 +167,7 @@ int main(int argc, char** argv) {
   troupe::Model model(model_spec(s));
   // ctr_model.json in the run directory: `troupe export --job` reads the live job with it.
   if (auto st = troupe::examples::write_model_description(
-          s.table.export_config(*model.spec().ctr, s.buckets), "");
+          s.table.export_config(*model.spec().ctr, s.buckets, s.optimizer, s.lr), "");
       !st)
     return fail(st.error());
   troupe::FitOptions o;
@@ -191,7 +192,7 @@ int main(int argc, char** argv) {
   nlohmann::json exported = nullptr;
   if (!s.export_path.empty()) {
     // The trained model from the PS tasks, as `troupe export` writes it.
-    const auto config = s.table.export_config(*model.spec().ctr, s.buckets);
+    const auto config = s.table.export_config(*model.spec().ctr, s.buckets, s.optimizer, s.lr);
     std::vector<troupe::Variable> dense;
     troupe::Variable table;
     for (const auto& v : model.variables()) {

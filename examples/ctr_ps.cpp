@@ -286,7 +286,8 @@ int main(int argc, char** argv) {
   troupe::examples::PeriodicExport::Options exporting;
   app.add_option("--export", exporting.path,
                  "write the model for serving (troupe predict) to FILE from the live PS tasks "
-                 "after training, and during it with --export-every-*");
+                 "after training, and during it with --export-every-*; FILE.keras: as a Keras "
+                 "model");
   app.add_option("--export-every-s", exporting.every_s, "export every S seconds while training")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--export-every-steps", exporting.every_steps,
@@ -332,7 +333,7 @@ int main(int argc, char** argv) {
   if (!strategy) return fail(strategy.error());
 
   const auto config = s.model_config();
-  const auto export_config = s.table.export_config(config, s.buckets);
+  const auto export_config = s.table.export_config(config, s.buckets, s.optimizer, s.lr);
   if (auto st = troupe::examples::write_model_description(export_config, snapshot_dir); !st)
     return fail(st.error());
   const tc::Initializer table_init{tc::Initializer::Kind::random_uniform, 0.05f, s.seed};

@@ -23,10 +23,14 @@ struct TableFlags {
 
   bool dynamic() const { return kind == "dynamic"; }
 
-  /// The model's shape as an export holds it (`buckets`: a fixed table's per field).
-  core::CtrExportConfig export_config(const core::CtrModelConfig& model, int64_t buckets) const {
+  /// The model's shape as an export holds it (`buckets`: a fixed table's per field), and
+  /// the optimizer it trains with (the compile settings of its Keras form).
+  core::CtrExportConfig export_config(const core::CtrModelConfig& model, int64_t buckets,
+                                      const std::string& optimizer, float lr) const {
     core::CtrExportConfig c;
     c.model = model;
+    c.optimizer = optimizer;
+    c.learning_rate = lr;
     c.dynamic = dynamic();
     c.buckets_per_field = c.dynamic ? 0 : buckets;
     return c;

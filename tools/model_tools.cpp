@@ -266,7 +266,7 @@ nlohmann::json run_export(const ExportOptions& o, int& code) {
     else
       model.dense.emplace(name, std::move(*whole));
   }
-  if (auto st = core::write_ctr_export(o.out, model); !st) return failed(program, st.error(), code);
+  if (auto st = write_exported_model(o.out, model); !st) return failed(program, st.error(), code);
   std::error_code ec;
   code = 0;
   return {{"ok", true},

@@ -69,7 +69,11 @@ int main(int argc, char** argv) {
       ->add_option("--connect-timeout-ms", eo.connect_timeout_ms,
                    "--job: how long to keep trying each PS task")
       ->check(CLI::PositiveNumber);
-  exporter->add_option("--out", eo.out, "the model file to write")->required();
+  exporter
+      ->add_option("--out", eo.out,
+                   "the model file to write: a name ending in .keras gets the model as a Keras "
+                   "file (a fixed table only), any other Troupe's export format")
+      ->required();
   exporter->add_option("--table-variable", eo.table_variable);
   exporter
       ->add_option("--min-count", eo.min_count,

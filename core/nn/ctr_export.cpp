@@ -14,14 +14,17 @@ namespace troupe::core {
 namespace {
 
 nlohmann::json config_json(const CtrExportConfig& c) {
-  return {{"model", ctr_kind_name(c.model.kind)},
-          {"fields", c.model.fields},
-          {"dense", c.model.dense},
-          {"dim", c.model.dim},
-          {"hidden", c.model.hidden},
-          {"table", c.dynamic ? "dynamic" : "fixed"},
-          {"buckets_per_field", c.buckets_per_field},
-          {"rows_dtype", c.bf16 ? "bfloat16" : "float32"}};
+  nlohmann::json j{{"model", ctr_kind_name(c.model.kind)},
+                   {"fields", c.model.fields},
+                   {"dense", c.model.dense},
+                   {"dim", c.model.dim},
+                   {"hidden", c.model.hidden},
+                   {"table", c.dynamic ? "dynamic" : "fixed"},
+                   {"buckets_per_field", c.buckets_per_field},
+                   {"rows_dtype", c.bf16 ? "bfloat16" : "float32"}};
+  if (!c.optimizer.empty())
+    j.update({{"optimizer", c.optimizer}, {"learning_rate", c.learning_rate}});
+  return j;
 }
 
 }  // namespace
@@ -70,6 +73,14 @@ Expected<CtrExportConfig> parse_ctr_export_config(const std::string& text) {
     return bad("rows_dtype is neither float32 nor bfloat16");
   c.bf16 = j["rows_dtype"] == "bfloat16";
   if (!c.dynamic && c.buckets_per_field < 1) return bad("a fixed table without buckets");
+  if (j.contains("optimizer")) {  // optional: written since the Keras form needs it
+    if (!j["optimizer"].is_string() || j["optimizer"].get<std::string>().size() > 32 ||
+        !j.contains("learning_rate") || !j["learning_rate"].is_number() ||
+        !(j["learning_rate"].get<double>() >= 0.0 && j["learning_rate"].get<double>() < 1e6))
+      return bad("a bad optimizer or learning_rate");
+    c.optimizer = j["optimizer"].get<std::string>();
+    c.learning_rate = j["learning_rate"].get<float>();
+  }
   return c;
 }
 

@@ -27,6 +27,10 @@ struct CtrExportConfig {
   bool dynamic = false;           // rows keyed by 64-bit ids (Criteo text parsed with raw_keys)
   int64_t buckets_per_field = 0;  // a fixed table: hash buckets of each field
   bool bf16 = false;              // rows stored (and held by a Predictor) in bfloat16
+  /// How it was trained (core::make_optimizer's name and its rate), for the compile
+  /// settings of its Keras form (core/keras/builtin_models.hpp); "" where not recorded.
+  std::string optimizer;
+  float learning_rate = 0.0f;
 };
 
 struct CtrExport {

@@ -2,7 +2,9 @@
 
 // An inference model written from a running job: the chief reads the dense variables and
 // the embedding table from the PS tasks and writes a `troupe export` file
-// (core/nn/ctr_export.hpp) that troupe::Predictor and `troupe predict` load.
+// (core/nn/ctr_export.hpp) that troupe::Predictor and `troupe predict` load, or, to a path
+// ending in ".keras", the model as a Keras file (core/keras/builtin_models.hpp) that Keras
+// and `troupe predict` load.
 //
 //   auto r = troupe::export_ctr_model(strategy, config, dense, table, "/models/ctr.tmodel");
 //
@@ -27,6 +29,11 @@ struct ExportReport {
   int64_t bytes = 0;  // of the file
   double seconds = 0;
 };
+
+/// Writes an exported model to `path`: a path ending in ".keras" gets the model's Keras
+/// form (core/keras/builtin_models.hpp: a fixed table only), any other Troupe's export
+/// format (core::write_ctr_export). Errors name the file.
+core::Status write_exported_model(const std::string& path, const core::CtrExport& model);
 
 /// Exports the model `config` describes: `dense` are its parameters' variables (named as
 /// core::CtrModel::parameters() names them), `table` its embedding table (fixed or dynamic,

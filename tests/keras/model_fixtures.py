@@ -13,7 +13,8 @@ For each model NAME, under <outdir>/models/NAME/:
 The models are the ones a user brings: the TensorFlow parameter-server tutorial's
 (StringLookup + Embedding + Dense), the MultiWorkerMirroredStrategy tutorial's CNN (with
 Fashion-MNIST's pixels as data), DeepFM, Wide&Deep with multi-hot features, DCN-v2, and a
-two-output CTR+CVR model with BatchNormalization and Dropout.
+two-output CTR+CVR model with BatchNormalization and Dropout. And builtin_ctr: no model,
+data for ctr_ps's built-in models (their .keras exports checked by Keras).
 """
 
 import gzip
@@ -240,6 +241,23 @@ def model_two_output(outdir):
            {"steps": 200, "metric": "ctr_auc"})
 
 
+def model_builtin_ctr(outdir):
+    """No Keras model: data in ctr_ps's TFRecord layout (`ids` [26], the global row ids of
+    64 buckets a field; `dense` [13]; `label` a float) for ctr_ps to train its built-in models
+    on and export as .keras files, which Keras then loads and predicts with."""
+    rng = _rng(19)
+    fields, buckets, dense = 26, 64, 13
+    ids, x, label = _ctr_data(rng, 4096 + 512, fields, fields * buckets, dense)
+    train, test = _split({"ids": ids, "dense": x, "label": label.astype(np.float32)}, 512)
+    d = os.path.join(outdir, "models", "builtin_ctr")
+    os.makedirs(d, exist_ok=True)
+    tfrecord.write(os.path.join(d, "train-00000-of-00001.tfrecord"), train)
+    tfrecord.write(os.path.join(d, "test.tfrecord"), test)
+    np.savez(os.path.join(d, "test_inputs.npz"), ids=test["ids"], dense=test["dense"])
+    with open(os.path.join(d, "info.json"), "w") as f:
+        json.dump({"buckets": buckets, "backend": "jax"}, f)
+
+
 def model_unsupported(outdir):
     """A model with a layer Troupe does not have (an LSTM), for the error it must give."""
     rng = _rng(17)
@@ -253,5 +271,5 @@ def model_unsupported(outdir):
     _write(outdir, "unsupported", model, train, test, ["seq"], {"steps": 1, "metric": "loss"})
 
 
-FIXTURES = [model_unsupported, model_ps_tutorial, model_mwms_cnn, model_deepfm, model_wide_deep, model_dcn_v2,
-            model_two_output]
+FIXTURES = [model_unsupported, model_ps_tutorial, model_mwms_cnn, model_deepfm, model_wide_deep,
+            model_dcn_v2, model_two_output, model_builtin_ctr]

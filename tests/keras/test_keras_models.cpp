@@ -3,7 +3,8 @@
 // falls below the untrained model's), and Keras itself loads the trained file and predicts
 // what Troupe predicts on the same inputs (1e-5, tests/keras/check_predictions.py). One
 // trains as a job of 2 PS tasks and 2 workers with a worker killed; bad inputs are errors
-// named before training, and no output is written.
+// named before training, and no output is written. ctr_ps's built-in models, exported as
+// .keras files, load in Keras too.
 
 #include <catch2/catch.hpp>
 
@@ -199,6 +200,46 @@ TEST_CASE("An Embedding made a dynamic table trains on the PS tasks by raw keys"
                          "/t.keras 2>&1");
   CHECK(out.exit_code == 1);
   CHECK_THAT(out.last_json["error"].get<std::string>(), Catch::Contains("dynamic table"));
+  fs::remove_all(tmp);
+}
+
+TEST_CASE("Each built-in CTR model ctr_ps trains goes back to Keras as a .keras file",
+          "[keras][models][cluster][ctr]") {
+  // ctr_ps's LR, FM, DeepFM and Wide&Deep (hand-wired) under 2 PS tasks and 2 workers,
+  // exported from the PS tasks as .keras files: troupe predict scores the held-out file as
+  // the chief's own evaluation did, and Keras predicts what Troupe predicts.
+  const auto f = fixture("builtin_ctr");
+  const std::string tmp = temp_dir("builtin");
+  for (const char* kind : {"deepfm", "wide_deep", "fm", "lr"}) {
+    INFO(kind);
+    const std::string model = tmp + "/" + kind + ".keras";
+    auto r = run_program(bin + "/troupe launch --ps 2 --workers 2 --run-dir " + tmp + "/run-" +
+                         kind + " -- " + bin + "/ctr_ps --data " + f.dir + " --heldout " + f.dir +
+                         "/test.tfrecord --format tfrecord --model " + kind +
+                         " --dim 4 --hidden 16 --hidden 8 --buckets-per-field 64 --batch 128 "
+                         "--steps-per-worker 60 --export " +
+                         model + " 2>&1");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto& chief = r.last_json["chief"];
+    REQUIRE(chief["ok"] == true);
+    CHECK(chief["export"]["final"] == true);
+    const auto scored = predict(model, f, tmp + "/" + kind + ".json");
+    CHECK(scored["examples"] == 512);
+    CHECK(scored["loss"].get<double>() ==
+          Approx(chief["logloss"].get<double>()).epsilon(1e-6));
+    check_with_keras(model, f, tmp + "/" + kind + ".json");
+  }
+  // And the export trains on as an ordinary Keras model (its compile settings: ctr_ps's
+  // Adagrad and rate, binary cross-entropy from logits).
+  const auto before = predict(tmp + "/deepfm.keras", f, tmp + "/before.json");
+  auto more = run_program(bin + "/troupe train --model " + tmp + "/deepfm.keras --data " + f.dir +
+                          "/train-00000-of-00001.tfrecord --batch 128 --steps 60 --out " + tmp +
+                          "/more.keras 2>&1");
+  INFO(more.output);
+  REQUIRE(more.exit_code == 0);
+  const auto after = predict(tmp + "/more.keras", f, tmp + "/after.json");
+  CHECK(after["loss"].get<double>() < before["loss"].get<double>());
   fs::remove_all(tmp);
 }
 

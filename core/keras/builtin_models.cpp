@@ -1,0 +1,330 @@
+#include "core/keras/builtin_models.hpp"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "core/keras/model_file.hpp"
+
+namespace troupe::core::keras {
+
+namespace {
+
+using json = nlohmann::json;
+
+json keras_object(const std::string& module, const std::string& class_name, json config) {
+  return {{"module", module},
+          {"class_name", class_name},
+          {"config", std::move(config)},
+          {"registered_name", nullptr}};
+}
+
+json initializer(const std::string& class_name, json config = json::object()) {
+  return keras_object("keras.initializers", class_name, std::move(config));
+}
+
+json table_init(uint64_t seed) {
+  return initializer("RandomUniform", {{"minval", -0.05}, {"maxval", 0.05}, {"seed", seed}});
+}
+
+json glorot(uint64_t seed) {
+  return initializer("GlorotUniform", {{"seed", seed}});
+}
+
+// A Functional model's layers as config.json lists them: each call's inputs by the
+// producing layer's name, the shapes of what each layer gives (batch dimension left out).
+// Each layer is called once.
+class Functional {
+ public:
+  void input(const std::string& name, std::vector<int64_t> dims, const std::string& dtype) {
+    json shape = json::array({nullptr});
+    for (int64_t d : dims)
+      shape.push_back(d);
+    add(name, {},
+        {{"module", "keras.layers"},
+         {"class_name", "InputLayer"},
+         {"config", {{"batch_shape", shape}, {"dtype", dtype}, {"sparse", false}, {"name", name}}},
+         {"registered_name", nullptr},
+         {"name", name},
+         {"inbound_nodes", json::array()}},
+        shape, dtype);
+    inputs_.push_back(json::array({name, 0, 0}));
+  }
+
+  /// A layer called on `from` (a merge layer takes them as one list), giving `dims`.
+  void call(const std::string& class_name, const std::string& name, json config,
+            const std::vector<std::string>& from, std::vector<int64_t> dims,
+            const char* registered = nullptr, const std::string& module = "keras.layers") {
+    config["name"] = name;
+    config["trainable"] = true;
+    config["dtype"] = "float32";
+    json args = json::array();
+    for (const auto& f : from) {
+      const Layer& l = layers_.at(at_.at(f));
+      args.push_back(
+          {{"class_name", "__keras_tensor__"},
+           {"config", {{"shape", l.shape}, {"dtype", l.dtype}, {"keras_history", {f, 0, 0}}}}});
+    }
+    const bool merge = class_name == "Add" || class_name == "Concatenate";
+    json shape = json::array({nullptr});
+    for (int64_t d : dims)
+      shape.push_back(d);
+    add(name, from,
+        {{"module", module},
+         {"class_name", class_name},
+         {"config", std::move(config)},
+         {"registered_name", registered == nullptr ? json(nullptr) : json(registered)},
+         {"name", name},
+         {"inbound_nodes",
+          {{{"args", merge ? json::array({args}) : args}, {"kwargs", json::object()}}}}},
+        shape, "float32");
+  }
+
+  /// The model's config, its layers in the order Keras's Functional keeps them (deepest
+  /// first, ties in the order a depth-first walk from the output meets them): the order
+  /// Keras numbers the saved variables' groups in ("layers/dense", "layers/dense_1", ...),
+  /// which a reader of the file follows.
+  json model(const std::string& name, const std::string& output) const {
+    std::vector<size_t> walked;                  // layers, inputs before their users
+    std::vector<int> first(layers_.size(), -1);  // order of first meeting
+    std::vector<bool> done(layers_.size(), false);
+    int met = 0;
+    walk(at_.at(output), walked, first, done, met);
+    std::vector<int> depth(layers_.size(), 0);
+    for (auto it = walked.rbegin(); it != walked.rend(); ++it)
+      for (const auto& parent : layers_[*it].from) {
+        const size_t p = at_.at(parent);
+        depth[p] = std::max(depth[p], depth[*it] + 1);
+      }
+    std::vector<size_t> order = walked;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return depth[a] != depth[b] ? depth[a] > depth[b] : first[a] < first[b];
+    });
+    json layers = json::array();
+    for (size_t i : order)
+      layers.push_back(layers_[i].config);
+    return {{"module", "keras.src.models.functional"},
+            {"class_name", "Functional"},
+            {"registered_name", "Functional"},
+            {"config",
+             {{"name", name},
+              {"trainable", true},
+              {"layers", std::move(layers)},
+              {"input_layers", inputs_},
+              {"output_layers", json::array({output, 0, 0})}}}};
+  }
+
+ private:
+  struct Layer {
+    std::vector<std::string> from;
+    json config, shape;
+    std::string dtype;
+  };
+
+  void add(const std::string& name, std::vector<std::string> from, json config, json shape,
+           std::string dtype) {
+    at_[name] = layers_.size();
+    layers_.push_back({std::move(from), std::move(config), std::move(shape), std::move(dtype)});
+  }
+
+  void walk(size_t i, std::vector<size_t>& walked, std::vector<int>& first, std::vector<bool>& done,
+            int& met) const {
+    if (done[i]) return;
+    if (first[i] < 0) first[i] = met++;
+    for (const auto& parent : layers_[i].from)
+      walk(at_.at(parent), walked, first, done, met);
+    done[i] = true;
+    walked.push_back(i);
+  }
+
+  std::vector<Layer> layers_;
+  std::map<std::string, size_t> at_;
+  json inputs_ = json::array();
+};
+
+json dense(int64_t units, const char* activation, uint64_t seed) {
+  return {{"units", units},
+          {"activation", activation},
+          {"use_bias", true},
+          {"kernel_initializer", glorot(seed)},
+          {"bias_initializer", initializer("Zeros")}};
+}
+
+// Keras's serialized optimizer of one of core::make_optimizer's names (Troupe's named
+// optimizers take Keras's defaults, so the rate and the momentum are all there is to say);
+// "" or another name: RMSprop at 0.001, what Keras's compile() takes by default.
+json keras_optimizer(const std::string& name, float lr) {
+  static const std::map<std::string, std::pair<const char*, const char*>> classes = {
+      {"sgd", {"SGD", "SGD"}},
+      {"momentum", {"SGD", "SGD"}},
+      {"nesterov", {"SGD", "SGD"}},
+      {"adam", {"Adam", "adam"}},
+      {"adamw", {"AdamW", "adamw"}},
+      {"adagrad", {"Adagrad", "adagrad"}},
+      {"rmsprop", {"RMSprop", "rmsprop"}},
+      {"ftrl", {"Ftrl", "ftrl"}}};
+  auto c = classes.find(name);
+  if (c == classes.end())
+    return keras_object("keras.optimizers", "RMSprop",
+                        {{"name", "rmsprop"}, {"learning_rate", 0.001}});
+  json config = {{"name", c->second.second}, {"learning_rate", lr}};
+  if (name == "momentum" || name == "nesterov")
+    config.update({{"momentum", 0.9}, {"nesterov", name == "nesterov"}});
+  return keras_object("keras.optimizers", c->second.first, std::move(config));
+}
+
+}  // namespace
+
+json ctr_model_config(const CtrModelConfig& c, int64_t rows, const std::string& optimizer,
+                      float learning_rate) {
+  const int64_t F = c.fields, D = c.dense, k = c.dim;
+  const uint64_t seed = c.seed;
+  Functional f;
+  f.input("ids", {F}, "int64");
+  if (D > 0) f.input("dense", {D}, "float32");
+  std::vector<std::string> terms;
+  f.call("Embedding", "linear",
+         {{"input_dim", rows},
+          {"output_dim", 1},
+          {"embeddings_initializer", table_init(seed)},
+          {"mask_zero", false}},
+         {"ids"}, {F, 1});
+  f.call("GlobalAveragePooling1D", "linear_mean",
+         {{"data_format", "channels_last"}, {"keepdims", false}}, {"linear"}, {1});
+  f.call("Rescaling", "first_order", {{"scale", static_cast<double>(F)}, {"offset", 0.0}},
+         {"linear_mean"}, {1});
+  terms.push_back("first_order");
+  if (D > 0) {
+    f.call("Dense", "dense_linear", dense(1, "linear", seed), {"dense"}, {1});
+    terms.push_back("dense_linear");
+  }
+  if (c.kind != CtrKind::logistic)
+    f.call("Embedding", "embedding",
+           {{"input_dim", rows},
+            {"output_dim", k},
+            {"embeddings_initializer", table_init(seed + 1)},
+            {"mask_zero", false}},
+           {"ids"}, {F, k});
+  if (c.has_fm()) {
+    f.call("FactorizationMachine", "fm", json::object(), {"embedding"}, {1},
+           "troupe>FactorizationMachine", "troupe");
+    terms.push_back("fm");
+  }
+  if (c.has_dnn()) {
+    f.call("Flatten", "embedding_flat", {{"data_format", "channels_last"}}, {"embedding"}, {F * k});
+    std::string x = "embedding_flat";
+    int64_t width = F * k;
+    if (D > 0) {
+      width += D;
+      f.call("Concatenate", "dnn_in", {{"axis", -1}}, {x, "dense"}, {width});
+      x = "dnn_in";
+    }
+    for (size_t i = 0; i < c.hidden.size(); ++i) {
+      const std::string name = "dnn_" + std::to_string(i);
+      f.call("Dense", name, dense(c.hidden[i], "relu", seed + 2 + i), {x}, {c.hidden[i]});
+      x = name;
+    }
+    f.call("Dense", "dnn_out", dense(1, "linear", seed + 2 + c.hidden.size()), {x}, {1});
+    terms.push_back("dnn_out");
+  }
+  std::string output = terms.front();
+  if (terms.size() > 1) {
+    f.call("Add", "logit", json::object(), terms, {1});
+    output = "logit";
+  }
+  json model = f.model(ctr_kind_name(c.kind), output);
+  model["compile_config"] = {
+      {"optimizer", keras_optimizer(optimizer, learning_rate)},
+      {"loss", keras_object("keras.losses", "BinaryCrossentropy",
+                            {{"name", "binary_crossentropy"}, {"from_logits", true}})},
+      {"loss_weights", nullptr},
+      {"metrics",
+       {keras_object("keras.metrics", "AUC", {{"name", "auc"}, {"from_logits", true}}),
+        keras_object("keras.metrics", "BinaryAccuracy",
+                     {{"name", "accuracy"}, {"threshold", 0.0}})}},
+      {"weighted_metrics", nullptr},
+      {"steps_per_execution", 1}};
+  return model;
+}
+
+Expected<std::map<std::string, Tensor>> ctr_model_values(const CtrModelConfig& c,
+                                                         const std::map<std::string, Tensor>& dense,
+                                                         const Tensor& rows) {
+  const int64_t F = c.fields, D = c.dense, k = c.dim, W = c.row_width();
+  auto get = [&](const std::string& name, const Shape& shape) -> Expected<Tensor> {
+    auto it = dense.find(name);
+    if (it == dense.end())
+      return make_error(Errc::invalid_argument, "the model has no parameter '" + name + "'");
+    if (!(it->second.shape() == shape))
+      return make_error(Errc::invalid_argument, "parameter '" + name + "' has shape " +
+                                                    it->second.shape().to_string() + ", not " +
+                                                    shape.to_string());
+    return it->second.to(Device::cpu());
+  };
+  if (rows.shape().rank() != 2 || rows.shape()[1] != W)
+    return make_error(Errc::invalid_argument, "the table has shape " + rows.shape().to_string() +
+                                                  ", not [rows, " + std::to_string(W) + "]");
+  const Tensor table = rows.to(Device::cpu());
+  const int64_t R = table.shape()[0];
+  auto bias = get("bias", Shape{1});
+  if (!bias) return bias.error();
+  float b = (*bias)[0];
+  std::map<std::string, Tensor> out;
+  if (D > 0) {
+    auto u = get("dense_w", Shape{D, 1});
+    if (!u) return u.error();
+    out["dense_linear/kernel"] = std::move(*u);
+    out["dense_linear/bias"] = Tensor(Shape{1}, std::vector<float>{b});
+    b = 0.0f;
+  }
+  if (c.has_dnn()) {
+    int64_t in = F * k + D;
+    for (size_t i = 0; i <= c.hidden.size(); ++i) {
+      const int64_t units = i < c.hidden.size() ? c.hidden[i] : 1;
+      const std::string from = "dnn/dense_" + std::to_string(i);
+      const std::string to = i < c.hidden.size() ? "dnn_" + std::to_string(i) : "dnn_out";
+      auto kernel = get(from + "/kernel", Shape{in, units});
+      if (!kernel) return kernel.error();
+      auto dnn_bias = get(from + "/bias", Shape{units});
+      if (!dnn_bias) return dnn_bias.error();
+      if (i == c.hidden.size()) (*dnn_bias)[0] += b, b = 0.0f;
+      out[to + "/kernel"] = std::move(*kernel);
+      out[to + "/bias"] = std::move(*dnn_bias);
+      in = units;
+    }
+  }
+  // The linear table, column 0 (with what is left of the bias: LR and FM without dense
+  // features), and the factors, columns 1..dim.
+  Tensor w(Shape{R, 1});
+  const float share = b / static_cast<float>(F);
+  for (int64_t r = 0; r < R; ++r)
+    w[r] = table[r * W] + share;
+  out["linear/embeddings"] = std::move(w);
+  if (c.kind != CtrKind::logistic) {
+    Tensor v(Shape{R, k});
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t j = 0; j < k; ++j)
+        v[r * k + j] = table[r * W + 1 + j];
+    out["embedding/embeddings"] = std::move(v);
+  }
+  return out;
+}
+
+Status write_ctr_keras(const std::string& path, const CtrExport& model) {
+  const auto& config = model.config;
+  if (config.dynamic)
+    return make_error(Errc::invalid_argument,
+                      path +
+                          ": a model of a dynamic table (rows by raw 64-bit key) has no Keras "
+                          "form; export it as a .tmodel for troupe predict");
+  const int64_t rows = model.rows.shape().rank() == 2 ? model.rows.shape()[0] : 0;
+  auto values = ctr_model_values(config.model, model.dense, model.rows);
+  if (!values) return make_error(values.error().code, path + ": " + values.error().message);
+  const json description =
+      ctr_model_config(config.model, rows, config.optimizer, config.learning_rate);
+  auto loaded = load_model_bytes(description.dump(), path);
+  if (!loaded) return loaded.error();
+  return save_model(path, *loaded, *values);
+}
+
+}  // namespace troupe::core::keras

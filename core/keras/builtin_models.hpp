@@ -1,0 +1,62 @@
+#pragma once
+
+// Troupe's built-in click-through-rate models (core::CtrModel: LR, FM, DeepFM, Wide&Deep)
+// in Keras's form: the Keras 3 Functional model that computes what the hand-wired model
+// computes, made of the layers a .keras file brings (Embedding, GlobalAveragePooling1D,
+// Rescaling, Troupe's FactorizationMachine, Flatten, Concatenate, Dense, Add), and the
+// hand-wired model's values as that model's weights. A built-in model trained by ctr_ps
+// or ctr_fit so goes back to Keras (and to `troupe predict`'s Keras path) as a .keras file:
+//
+//   inputs   ids [fields] int64: the global row ids of the table (field f's bucket b is
+//                                row f * buckets + b, as ctr_ps's readers make them)
+//            dense [dense] float32 (absent when the model has no dense features)
+//   linear   Embedding(rows, 1) -> GlobalAveragePooling1D -> Rescaling(fields):
+//            sum_f w[id_f]                       (the table's column 0)
+//   dense_linear  Dense(1) on dense: u . dense + b
+//   embedding     Embedding(rows, dim): v[id_f]  (the table's columns 1..dim)
+//   fm            FactorizationMachine on v (fm, deepfm)
+//   dnn_0..       Dense(relu) on concat(flatten(v), dense), then dnn_out Dense(1)
+//                 (deepfm, wide_deep)
+//   logit         Add of the terms: the logit, a binary cross-entropy from logits
+//
+// Each id counts once (the value 1 Criteo's and ctr_datagen's ids carry): a model trained
+// on LibSVM values other than 1 scores those examples differently in this form. Without
+// dense features the bias has no Dense to live in: a deep model's is added to dnn_out's
+// bias, and LR's and FM's is spread over the fields' rows of the linear table (b / fields
+// each, so every example's sum holds it once).
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/expected.hpp"
+#include "core/nn/ctr_export.hpp"
+#include "core/nn/ctr_model.hpp"
+#include "core/tensor.hpp"
+
+namespace troupe::core::keras {
+
+/// The model's config.json object (module, class_name, config, compile_config) over a
+/// table of `rows` rows: its loss, AUC and accuracy from logits, and the optimizer
+/// `optimizer` (core::make_optimizer's names, Keras's defaults besides the rate; "" for
+/// Keras's compile() default, RMSprop at 0.001). Initializers as the hand-wired model's:
+/// the tables uniform in [-0.05, 0.05], kernels Glorot-uniform, biases zero.
+nlohmann::json ctr_model_config(const CtrModelConfig& config, int64_t rows,
+                                const std::string& optimizer = "", float learning_rate = 0.0f);
+
+/// The Keras form's weights (by graph weight path, "dnn_0/kernel") holding a hand-wired
+/// model's values: `dense` its parameters by CtrModel::parameters()'s names, `rows` its
+/// table [rows, row_width]. A missing parameter or a shape that differs is an
+/// invalid_argument error naming it.
+Expected<std::map<std::string, Tensor>> ctr_model_values(const CtrModelConfig& config,
+                                                         const std::map<std::string, Tensor>& dense,
+                                                         const Tensor& rows);
+
+/// Writes an exported model (core/nn/ctr_export.hpp) as a .keras file that Keras and
+/// `troupe predict` load, atomically. A dynamic table (rows by raw 64-bit key) has no
+/// Keras form: an invalid_argument error saying so.
+Status write_ctr_keras(const std::string& path, const CtrExport& model);
+
+}  // namespace troupe::core::keras

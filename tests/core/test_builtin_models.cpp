@@ -1,0 +1,183 @@
+// The built-in CTR models in Keras's form (core/keras/builtin_models.hpp) compute what the
+// hand-wired core::CtrModel computes: for every kind, with and without dense features, the
+// graph built from the generated config and given the hand-wired values gives the same
+// logits, the same dense gradients and the same table-row gradients.
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "core/graph/keras_model.hpp"
+#include "core/keras/builtin_models.hpp"
+#include "core/nn/ctr_model.hpp"
+#include "ctr_batch.hpp"
+#include "helpers.hpp"
+
+using namespace troupe::core;
+
+namespace {
+
+void check_close(ConstTensorView got, ConstTensorView want, const std::string& what) {
+  INFO(what << ": " << got.shape().to_string() << " vs " << want.shape().to_string());
+  REQUIRE(got.size() == want.size());
+  for (int64_t i = 0; i < got.size(); ++i) {
+    INFO(what << "[" << i << "] " << got[i] << " vs " << want[i]);
+    CHECK(std::fabs(got[i] - want[i]) <= 1e-5 * (1.0 + std::fabs(want[i])));
+  }
+}
+
+// Column j0..j0+w of a [rows, width] tensor.
+Tensor columns(ConstTensorView t, int64_t j0, int64_t w) {
+  const int64_t rows = t.shape()[0], width = t.shape()[1];
+  Tensor out(Shape{rows, w});
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < w; ++j)
+      out[r * w + j] = t[r * width + j0 + j];
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "The Keras form of each built-in CTR model computes the hand-wired model's logits "
+    "and gradients",
+    "[ctr][keras]") {
+  for (int64_t dense : {2, 0}) {
+    for (CtrKind kind : {CtrKind::logistic, CtrKind::fm, CtrKind::deepfm, CtrKind::wide_deep}) {
+      INFO(ctr_kind_name(kind) << " with " << dense << " dense features");
+      CtrModelConfig cfg;
+      cfg.kind = kind;
+      cfg.fields = 4;
+      cfg.dense = dense;
+      cfg.dim = 3;
+      cfg.hidden = {6, 5};
+      cfg.seed = 3;
+      const int64_t rows = cfg.fields * 3;  // make_ctr_batch: 3 ids per field
+      const int64_t W = cfg.row_width();
+
+      // The hand-wired model, every value random (the bias too: it must land somewhere).
+      CtrModel m(cfg);
+      std::map<std::string, Tensor> values;
+      uint64_t seed = 40;
+      for (auto& p : m.parameters()) {
+        *p.value = troupe::test::random_tensor(p.value->shape(), ++seed, -0.5f, 0.5f);
+        values[p.name] = *p.value;
+      }
+      const Tensor table = troupe::test::random_tensor(Shape{rows, W}, 7, -0.5f, 0.5f);
+      Batch b = troupe::test::make_ctr_batch(5, cfg.fields, cfg.dense, 11);
+      std::fill(b.values.begin(), b.values.end(), 1.0f);  // the Keras form's ids count once
+      std::vector<int64_t> unique;
+      std::vector<int32_t> index;
+      unique_ids(b.ids, unique, index);
+      Tensor held(Shape{static_cast<int64_t>(unique.size()), W});
+      for (size_t u = 0; u < unique.size(); ++u)
+        for (int64_t j = 0; j < W; ++j)
+          held[static_cast<int64_t>(u) * W + j] = table[unique[u] * W + j];
+      auto logits = m.forward(b, held, index);
+      REQUIRE(logits.ok());
+      const Tensor want = Tensor::from_view(*logits);
+      const Tensor dlogits = troupe::test::random_tensor(Shape{5, 1}, 9);
+      m.backward(dlogits);
+
+      // The Keras form, from its config, with the hand-wired values.
+      auto model = graph::build_keras_model(keras::ctr_model_config(cfg, rows, "adagrad", 0.1f));
+      INFO((model ? std::string() : model.error().message));
+      REQUIRE(model.ok());
+      auto& g = *model->graph;
+      auto keras_values = keras::ctr_model_values(cfg, values, table);
+      REQUIRE(keras_values.ok());
+      REQUIRE(keras_values->size() == g.weights().size());
+      for (const auto& ref : g.weights()) {
+        INFO(ref.path);
+        auto v = keras_values->find(ref.path);
+        REQUIRE(v != keras_values->end());
+        REQUIRE(v->second.shape() == ref.weight().shape);
+        ref.weight().value = v->second;
+      }
+      Batch columns_batch;
+      Column ids{"ids", ColumnKind::ints, Shape{5, cfg.fields}, {}, b.ids, {}};
+      columns_batch.columns.push_back(ids);
+      if (dense > 0)
+        columns_batch.columns.push_back(
+            {"dense",
+             ColumnKind::floats,
+             Shape{5, dense},
+             std::vector<float>(b.features.data(), b.features.data() + b.features.size()),
+             {},
+             {}});
+      REQUIRE(g.feed(columns_batch).ok());
+      for (auto& t : g.tables()) {
+        REQUIRE(t.ids == unique);  // the batch's unique ids, ascending, as CtrModel's
+        const auto& w = g.weights()[t.weight].weight();
+        const int64_t width = w.shape[1];
+        Tensor r(Shape{static_cast<int64_t>(t.ids.size()), width});
+        for (size_t u = 0; u < t.ids.size(); ++u)
+          for (int64_t j = 0; j < width; ++j)
+            r[static_cast<int64_t>(u) * width + j] = w.value[t.ids[u] * width + j];
+        t.rows = std::move(r);
+      }
+      REQUIRE(g.forward(/*training=*/true).ok());
+      check_close(g.output(0), want, "logits");
+
+      g.backward({ConstTensorView(dlogits)});
+      std::map<std::string, const Tensor*> grad_of;
+      for (size_t w = 0; w < g.weights().size(); ++w)
+        grad_of[g.weights()[w].path] = &g.gradient(w);
+      for (auto& p : m.parameters()) {
+        if (p.name == "bias") {
+          if (dense > 0) check_close(*grad_of.at("dense_linear/bias"), *p.grad, "bias");
+          continue;
+        }
+        const std::string path = p.name == "dense_w"              ? "dense_linear/kernel"
+                                 : p.name == "dnn/dense_2/kernel" ? "dnn_out/kernel"
+                                 : p.name == "dnn/dense_2/bias"
+                                     ? "dnn_out/bias"
+                                     : "dnn_" + p.name.substr(10);  // dnn/dense_N/...
+        INFO(p.name << " -> " << path);
+        REQUIRE(grad_of.count(path) == 1);
+        check_close(*grad_of.at(path), *p.grad, p.name);
+      }
+      for (auto& t : g.tables()) {
+        const std::string& path = g.weights()[t.weight].path;
+        if (path == "linear/embeddings")
+          check_close(t.row_grads, columns(m.row_grads(), 0, 1), "the linear rows' gradients");
+        else
+          check_close(t.row_grads, columns(m.row_grads(), 1, cfg.dim), "the factors' gradients");
+      }
+    }
+  }
+}
+
+TEST_CASE("The Keras form of a built-in model names what is missing and refuses a dynamic table",
+          "[ctr][keras]") {
+  CtrModelConfig cfg;
+  cfg.kind = CtrKind::deepfm;
+  cfg.fields = 2;
+  cfg.dense = 1;
+  cfg.dim = 2;
+  cfg.hidden = {3};
+  CtrModel m(cfg);
+  std::map<std::string, Tensor> values;
+  for (auto& p : m.parameters())
+    values[p.name] = *p.value;
+  values.erase("dnn/dense_1/kernel");
+  auto r = keras::ctr_model_values(cfg, values, Tensor(Shape{4, cfg.row_width()}));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message.find("dnn/dense_1/kernel") != std::string::npos);
+  auto narrow = keras::ctr_model_values(cfg, {}, Tensor(Shape{4, 1}));
+  REQUIRE_FALSE(narrow.ok());
+  CHECK(narrow.error().message.find("[4, 1]") != std::string::npos);
+
+  CtrExport dynamic;
+  dynamic.config.model = cfg;
+  dynamic.config.dynamic = true;
+  troupe::test::TempDir dir;
+  const std::string path = dir.file("dynamic.keras");
+  auto st = keras::write_ctr_keras(path, dynamic);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().message.find("dynamic table") != std::string::npos);
+  CHECK_FALSE(std::ifstream(path).good());  // nothing written
+}
