@@ -22,6 +22,7 @@
 
 #include "core/data/idx.hpp"
 #include "core/json_text.hpp"
+#include "core/keras/builtin_models.hpp"
 #include "device_flags.hpp"
 #include "examples/command_line.hpp"
 #include "fmnist_data.hpp"
@@ -54,12 +55,16 @@ struct Settings {
   std::string communication = "auto";
   troupe::examples::DeviceFlags device;  // where each process's replica computes
   troupe::examples::WireFlag wire;       // tensors between tasks: channel or all-reduce
+  std::string export_path;               // the trained model as a Keras file, written by the chief
 };
+
+// The model: an MLP 784-128-10, its Keras form what --export writes.
+const tc::keras::ClassifierForm kForm{false, {784, 128, 10}, 1};
 
 troupe::ModelSpec model_spec(const Settings& s) {
   troupe::ModelSpec m;
   m.name = "fmnist_mlp";
-  m.build = [] { return tc::make_mlp({784, 128, 10}, 1); };
+  m.build = [] { return tc::make_mlp(kForm.widths, kForm.seed); };
   m.optimizer = s.optimizer;
   m.learning_rate = s.lr;
   m.seed = s.seed;
@@ -124,6 +129,9 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--backup-every-steps", s.backup_every, "0: every epoch")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--export", s.export_path,
+                 "after training, the chief writes the trained model here as a Keras file "
+                 "(.keras; keras.saving.load_model and troupe predict load it)");
   app.add_option("--patience", s.patience, "early stopping on val_loss")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--evaluator-timeout-s", s.evaluator_timeout_s,
@@ -229,10 +237,20 @@ int main(int argc, char** argv) {
     return fail(h.error());
   }
   auto test = model.evaluate();  // the chief's own look at the final variables
+  // The trained model back to Keras (core/keras/builtin_models.hpp), by the chief alone.
+  tc::Status exported;
+  const bool writes = !s.export_path.empty() && (!replicas || replicas->is_chief());
+  if (test && writes) {
+    auto weights = model.read_weights();
+    exported = weights ? tc::keras::write_classifier_keras(s.export_path, kForm, weights->tensors,
+                                                           s.optimizer, s.lr)
+                       : tc::Status(weights.error());
+  }
   const nlohmann::json bf16_requests =
       strategy ? troupe::examples::ps_bf16_requests(*strategy) : nlohmann::json(nullptr);
   shutdown();
   if (!test) return fail(test.error());
+  if (!exported) return fail(exported.error());
 
   const auto& last = h->epochs.back();
   auto metric = [&](const char* k) -> nlohmann::json {
@@ -266,6 +284,7 @@ int main(int argc, char** argv) {
       {"test_loss", test->loss()},
       {"test_accuracy", test->accuracy()},
       {"model_dir", s.model_dir},
+      {"export", writes ? nlohmann::json(s.export_path) : nlohmann::json(nullptr)},
       {"train_s", h->train_s},
       {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}};
   troupe::examples::report_device(out, model);

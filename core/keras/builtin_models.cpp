@@ -310,6 +310,80 @@ Expected<std::map<std::string, Tensor>> ctr_model_values(const CtrModelConfig& c
   return out;
 }
 
+Expected<json> classifier_model_config(const ClassifierForm& form, const std::string& optimizer,
+                                       float learning_rate) {
+  if (!form.cnn && (form.widths.size() < 2 || form.widths.front() != 28 * 28))
+    return make_error(Errc::invalid_argument,
+                      "a built-in MLP has a Keras form over 28x28 images only (its first width "
+                      "784)");
+  Functional f;
+  f.input("image", {28, 28}, "float32");
+  f.call("Rescaling", "rescaling", {{"scale", 1.0 / 255.0}, {"offset", 0.0}}, {"image"}, {28, 28});
+  std::string x = "rescaling";
+  uint64_t seed = form.seed;
+  std::vector<int64_t> widths = form.widths;
+  if (form.cnn) {
+    f.call("Reshape", "reshape", {{"target_shape", {28, 28, 1}}}, {x}, {28, 28, 1});
+    f.call("Conv2D", "conv2d",
+           {{"filters", 32},
+            {"kernel_size", {3, 3}},
+            {"strides", {1, 1}},
+            {"padding", "valid"},
+            {"data_format", "channels_last"},
+            {"dilation_rate", {1, 1}},
+            {"groups", 1},
+            {"activation", "relu"},
+            {"use_bias", true},
+            {"kernel_initializer", glorot(seed++)},
+            {"bias_initializer", initializer("Zeros")}},
+           {"reshape"}, {26, 26, 32});
+    x = "conv2d";
+    widths = {26 * 26 * 32, 128, 10};
+  }
+  f.call("Flatten", "flatten", {{"data_format", "channels_last"}}, {x}, {widths.front()});
+  x = "flatten";
+  for (size_t i = 0; i + 1 < widths.size(); ++i) {
+    const std::string name = "dense_" + std::to_string(i);
+    f.call("Dense", name, dense(widths[i + 1], i + 2 < widths.size() ? "relu" : "linear", seed + i),
+           {x}, {widths[i + 1]});
+    x = name;
+  }
+  json model = f.model(form.cnn ? "cnn" : "mlp", x);
+  model["compile_config"] = {
+      {"optimizer", keras_optimizer(optimizer, learning_rate)},
+      {"loss", keras_object("keras.losses", "SparseCategoricalCrossentropy",
+                            {{"name", "sparse_categorical_crossentropy"}, {"from_logits", true}})},
+      {"loss_weights", nullptr},
+      {"metrics", {"accuracy"}},
+      {"weighted_metrics", nullptr},
+      {"steps_per_execution", 1}};
+  return model;
+}
+
+namespace {
+
+// Writes the model `description` holds with `values` (by graph weight path) as a .keras
+// file; errors name the file (a missing value or one of another shape: keras_datasets').
+Status write_form(const std::string& path, const json& description,
+                  const std::map<std::string, Tensor>& values) {
+  auto loaded = load_model_bytes(description.dump(), path);
+  if (!loaded) return loaded.error();
+  auto st = save_model(path, *loaded, values);
+  if (st || st.error().message.rfind(path, 0) == 0) return st;
+  return make_error(st.error().code, path + ": " + st.error().message);
+}
+
+}  // namespace
+
+Status write_classifier_keras(const std::string& path, const ClassifierForm& form,
+                              const std::map<std::string, Tensor>& weights,
+                              const std::string& optimizer, float learning_rate) {
+  auto description = classifier_model_config(form, optimizer, learning_rate);
+  if (!description)
+    return make_error(description.error().code, path + ": " + description.error().message);
+  return write_form(path, *description, weights);
+}
+
 Status write_ctr_keras(const std::string& path, const CtrExport& model) {
   const auto& config = model.config;
   if (config.dynamic)
@@ -320,11 +394,8 @@ Status write_ctr_keras(const std::string& path, const CtrExport& model) {
   const int64_t rows = model.rows.shape().rank() == 2 ? model.rows.shape()[0] : 0;
   auto values = ctr_model_values(config.model, model.dense, model.rows);
   if (!values) return make_error(values.error().code, path + ": " + values.error().message);
-  const json description =
-      ctr_model_config(config.model, rows, config.optimizer, config.learning_rate);
-  auto loaded = load_model_bytes(description.dump(), path);
-  if (!loaded) return loaded.error();
-  return save_model(path, *loaded, *values);
+  return write_form(
+      path, ctr_model_config(config.model, rows, config.optimizer, config.learning_rate), *values);
 }
 
 }  // namespace troupe::core::keras

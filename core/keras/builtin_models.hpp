@@ -1,11 +1,13 @@
 #pragma once
 
-// Troupe's built-in click-through-rate models (core::CtrModel: LR, FM, DeepFM, Wide&Deep)
-// in Keras's form: the Keras 3 Functional model that computes what the hand-wired model
-// computes, made of the layers a .keras file brings (Embedding, GlobalAveragePooling1D,
-// Rescaling, Troupe's FactorizationMachine, Flatten, Concatenate, Dense, Add), and the
-// hand-wired model's values as that model's weights. A built-in model trained by ctr_ps
-// or ctr_fit so goes back to Keras (and to `troupe predict`'s Keras path) as a .keras file:
+// Troupe's built-in models in Keras's form (the Fashion-MNIST classifiers further below).
+//
+// The click-through-rate models (core::CtrModel: LR, FM, DeepFM, Wide&Deep): the Keras 3 Functional
+// model that computes what the hand-wired model computes, made of the layers a .keras file brings
+// (Embedding, GlobalAveragePooling1D, Rescaling, Troupe's FactorizationMachine, Flatten,
+// Concatenate, Dense, Add), and the hand-wired model's values as that model's weights. A built-in
+// model trained by ctr_ps or ctr_fit so goes back to Keras (and to `troupe predict`'s Keras path)
+// as a .keras file:
 //
 //   inputs   ids [fields] int64: the global row ids of the table (field f's bucket b is
 //                                row f * buckets + b, as ctr_ps's readers make them)
@@ -28,6 +30,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -53,6 +56,33 @@ nlohmann::json ctr_model_config(const CtrModelConfig& config, int64_t rows,
 Expected<std::map<std::string, Tensor>> ctr_model_values(const CtrModelConfig& config,
                                                          const std::map<std::string, Tensor>& dense,
                                                          const Tensor& rows);
+
+/// Troupe's built-in Fashion-MNIST classifiers (core/nn/sequential.hpp): make_mlp(widths)
+/// with widths[0] = 784, or make_cnn.
+struct ClassifierForm {
+  bool cnn = false;
+  std::vector<int64_t> widths = {784, 128, 10};  // an MLP's
+  uint64_t seed = 1;
+};
+
+/// A classifier's Keras form: input `image` [28, 28] (the pixels, as `troupe train --format
+/// idx` reads them) -> Rescaling(1/255) (what Troupe's IDX reader did for the hand-wired
+/// model) -> the MLP's Flatten and Dense layers `dense_0`.. (relu but the last), or the
+/// CNN's Reshape(28, 28, 1), `conv2d` Conv2D(32, 3, relu), Flatten, `dense_0` Dense(128,
+/// relu), `dense_1` Dense(10); the logits out, compiled with sparse categorical
+/// cross-entropy from logits, accuracy and `optimizer` (as ctr_model_config's). Its graph
+/// weight paths are the hand-wired parameters' names ("dense_0/kernel", "conv2d/bias"). An
+/// MLP whose input is not 784 wide is an invalid_argument error.
+Expected<nlohmann::json> classifier_model_config(const ClassifierForm& form,
+                                                 const std::string& optimizer = "",
+                                                 float learning_rate = 0.0f);
+
+/// Writes a classifier with the hand-wired values `weights` (by parameter name: what
+/// troupe::Model::read_weights() and its checkpoints hold) as a .keras file, atomically. A
+/// missing parameter or a shape that differs is an invalid_argument error naming it.
+Status write_classifier_keras(const std::string& path, const ClassifierForm& form,
+                              const std::map<std::string, Tensor>& weights,
+                              const std::string& optimizer = "", float learning_rate = 0.0f);
 
 /// Writes an exported model (core/nn/ctr_export.hpp) as a .keras file that Keras and
 /// `troupe predict` load, atomically. A dynamic table (rows by raw 64-bit key) has no

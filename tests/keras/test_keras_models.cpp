@@ -3,8 +3,8 @@
 // falls below the untrained model's), and Keras itself loads the trained file and predicts
 // what Troupe predicts on the same inputs (1e-5, tests/keras/check_predictions.py). One
 // trains as a job of 2 PS tasks and 2 workers with a worker killed; bad inputs are errors
-// named before training, and no output is written. ctr_ps's built-in models, exported as
-// .keras files, load in Keras too.
+// named before training, and no output is written. The built-in models (ctr_ps's, and
+// fmnist_fit's MLP), exported as .keras files, load in Keras too.
 
 #include <catch2/catch.hpp>
 
@@ -240,6 +240,37 @@ TEST_CASE("Each built-in CTR model ctr_ps trains goes back to Keras as a .keras 
   REQUIRE(more.exit_code == 0);
   const auto after = predict(tmp + "/more.keras", f, tmp + "/after.json");
   CHECK(after["loss"].get<double>() < before["loss"].get<double>());
+  fs::remove_all(tmp);
+}
+
+TEST_CASE("fmnist_fit's built-in MLP goes back to Keras as a .keras file",
+          "[keras][models][cluster]") {
+  // Trained under 2 PS tasks and 2 workers, written by the chief from the PS tasks' values:
+  // troupe predict scores Fashion-MNIST's test set as the chief's own evaluation did, and
+  // Keras predicts what Troupe predicts (on the CNN fixture's images).
+  const auto f = fixture("mwms_cnn");
+  const std::string tmp = temp_dir("fmnist");
+  auto r = run_program(bin + "/troupe launch --ps 2 --workers 2 --run-dir " + tmp + "/run -- " +
+                       bin + "/fmnist_fit --epochs 1 --steps-per-epoch 200 --export " + tmp +
+                       "/mlp.keras 2>&1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto& chief = r.last_json["chief"];
+  REQUIRE(chief["ok"] == true);
+  CHECK(chief["export"] == tmp + "/mlp.keras");
+  const std::string idx = "/usr/share/datasets/fashion-mnist/t10k-";
+  auto scored = run_program(bin + "/troupe predict --model " + tmp + "/mlp.keras --format idx " +
+                            "--data " + idx + "images-idx3-ubyte.gz," + idx +
+                            "labels-idx1-ubyte.gz 2>&1");
+  INFO(scored.output);
+  REQUIRE(scored.exit_code == 0);
+  CHECK(scored.last_json["examples"] == 10000);
+  CHECK(scored.last_json["loss"].get<double>() ==
+        Approx(chief["test_loss"].get<double>()).epsilon(1e-6));
+  CHECK(scored.last_json["accuracy"].get<double>() ==
+        Approx(chief["test_accuracy"].get<double>()).margin(1e-9));
+  predict(tmp + "/mlp.keras", f, tmp + "/mlp.json");
+  check_with_keras(tmp + "/mlp.keras", f, tmp + "/mlp.json");
   fs::remove_all(tmp);
 }
 
