@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "api/graph_replica.hpp"
+#include "api/model_state.hpp"
 #include "core/data/named_input.hpp"
 #include "troupe/devices.hpp"
 #include "troupe/keras.hpp"
@@ -71,6 +72,25 @@ core::Status place(detail::GraphReplica& r, const KerasJob& job) {
 }
 
 }  // namespace
+
+core::Expected<std::shared_ptr<const KerasSource>> worker_keras_source(Model& model) {
+  const auto& source = model.spec().keras;
+  const auto& replica = model.state().replica;
+  if (!source) return make_error(Errc::invalid_argument, "not a Keras model");
+  if (!replica.status) return replica.status.error();
+  const auto& loaded = replica.graph->loaded;
+  if (!loaded.weights_from_file) return source;  // a description: no weights to leave out
+  std::map<std::string, core::Tensor> dense;
+  for (const auto& ref : loaded.model.graph->weights())
+    if (!ref.weight().table) dense[ref.path] = ref.weight().value.to(core::Device::cpu());
+  auto bytes = core::keras::without_tables(loaded, dense);
+  if (!bytes) return bytes.error();
+  auto out = std::make_shared<KerasSource>();
+  out->name = source->name;
+  out->sha256 = source->sha256;
+  out->bytes = std::move(*bytes);
+  return std::shared_ptr<const KerasSource>(std::move(out));
+}
 
 std::vector<char> encode_keras_job(const KerasJob& job) {
   WireJob w;

@@ -152,11 +152,6 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
 
 int run_train(TrainOptions o) {
   const auto t_start = std::chrono::steady_clock::now();
-  auto source = read_keras_source(o.model);
-  if (!source) return fail(source.error());
-  auto kopts = keras_options(o);
-  if (!kopts) return fail(kopts.error());
-  if (auto st = resolve_labels(*kopts, **source); !st) return fail(st.error());
 
   // Workers and PS tasks serve the generic Keras steps: the model reaches them as data.
   // A job's task under TF_CONFIG (troupe launch, TFJob) or a Slurm step; else one process.
@@ -181,6 +176,14 @@ int run_train(TrainOptions o) {
     if (role != "chief" && role != "evaluator" && !(mirrored && role == "worker"))
       return fail(make_error(Errc::invalid_argument, "troupe train has no " + role + " task"));
   }
+
+  // The model file is the chief's (and an evaluator's or a mirrored replica's) to read: PS
+  // tasks and workers got theirs above as data, and may not even see the file.
+  auto source = read_keras_source(o.model);
+  if (!source) return fail(source.error());
+  auto kopts = keras_options(o);
+  if (!kopts) return fail(kopts.error());
+  if (auto st = resolve_labels(*kopts, **source); !st) return fail(st.error());
 
   if (o.data.empty() && !evaluator)
     return fail(make_error(Errc::invalid_argument, "--data is required"));
@@ -315,8 +318,11 @@ int run_train(TrainOptions o) {
         *resolver, std::make_shared<core::MinSizePartitioner>(256 << 10, std::max(1, num_ps)), so);
     if (!s) return fail(s.error());
     strategy = std::move(*s);
+    // The workers get the model without its tables: they pull the rows they need.
+    auto sent = worker_keras_source(model);
+    if (!sent) return fail(sent.error());
     KerasJob job;
-    job.source = *source;
+    job.source = *sent;
     job.options = *kopts;
     job.files = *files;
     job.data = input_options(o, *format, {}, -1);

@@ -70,6 +70,9 @@ Expected<LoadedModel> load_model(const std::string& path) {
 }
 
 Status set_weights_from(graph::KerasModel& model, const KerasFile& file, const std::string& name) {
+  const bool tables_elsewhere = file.metadata.is_object() &&
+                                file.metadata.contains(tables_elsewhere_key) &&
+                                file.metadata[tables_elsewhere_key] == "parameter servers";
   for (const auto& layer : model.graph->layers()) {
     auto& weights = layer->weights();
     if (weights.empty()) continue;
@@ -80,6 +83,7 @@ Status set_weights_from(graph::KerasModel& model, const KerasFile& file, const s
       auto& w = weights[i];
       const std::string at = path->second + "/vars/" + std::to_string(i);
       auto it = file.weights.find(at);
+      if (it == file.weights.end() && w.table && tables_elsewhere) continue;
       if (it == file.weights.end())
         return layer->error(name + ": model.weights.h5 has no " + at + " for its weight '" +
                             w.name + "'");
@@ -102,10 +106,12 @@ Status set_weights_from(graph::KerasModel& model, const KerasFile& file, const s
   return {};
 }
 
-Expected<std::map<std::string, Tensor>> keras_datasets(
-    const graph::KerasModel& model, const std::map<std::string, Tensor>& values) {
+Expected<std::map<std::string, Tensor>> keras_datasets(const graph::KerasModel& model,
+                                                       const std::map<std::string, Tensor>& values,
+                                                       bool tables) {
   std::map<std::string, Tensor> out;
   for (const auto& ref : model.graph->weights()) {
+    if (!tables && ref.weight().table) continue;
     auto v = values.find(ref.path);
     if (v == values.end())
       return make_error(Errc::invalid_argument,
@@ -121,6 +127,28 @@ Expected<std::map<std::string, Tensor>> keras_datasets(
   return out;
 }
 
+namespace {
+
+// The .keras file of `m`'s architecture, compile settings and assets with `datasets` as its
+// weights: every layer's group named as Keras writes it, no optimizer variables (Keras
+// builds its optimizer afresh).
+KerasFile file_of(const LoadedModel& m, std::map<std::string, Tensor> datasets) {
+  KerasFile out = m.file;
+  out.config = m.config;
+  out.weights = std::move(datasets);
+  for (auto it = out.weight_groups.begin(); it != out.weight_groups.end();)
+    it = it->first.rfind("optimizer", 0) == 0 ? out.weight_groups.erase(it) : std::next(it);
+  if (out.metadata.empty() || !out.metadata.is_object())
+    out.metadata = json{{"keras_version", "3.0.0"}};
+  // Every layer has its group, with or without variables, as Keras writes it.
+  for (const auto& [layer, p] : m.model.weights_path)
+    if (out.weight_groups.find(p + "/vars") == out.weight_groups.end())
+      out.weight_groups[p + "/vars"] = layer;
+  return out;
+}
+
+}  // namespace
+
 Status save_model(const std::string& path, const LoadedModel& m,
                   const std::map<std::string, Tensor>& values) {
   if (!m.keras3)
@@ -130,19 +158,17 @@ Status save_model(const std::string& path, const LoadedModel& m,
                           "Keras 3 .keras file; save the model with Keras 3 first");
   auto datasets = keras_datasets(m.model, values);
   if (!datasets) return datasets.error();
-  KerasFile out = m.file;
-  out.config = m.config;
-  // The optimizer's variables are not written: Keras builds its optimizer afresh.
-  out.weights = std::move(*datasets);
-  for (auto it = out.weight_groups.begin(); it != out.weight_groups.end();)
-    it = it->first.rfind("optimizer", 0) == 0 ? out.weight_groups.erase(it) : std::next(it);
-  if (out.metadata.empty() || !out.metadata.is_object())
-    out.metadata = json{{"keras_version", "3.0.0"}};
-  // Every layer has its group, with or without variables, as Keras writes it.
-  for (const auto& [layer, p] : m.model.weights_path)
-    if (out.weight_groups.find(p + "/vars") == out.weight_groups.end())
-      out.weight_groups[p + "/vars"] = layer;
-  return write_keras(path, out);
+  return write_keras(path, file_of(m, std::move(*datasets)));
+}
+
+Expected<std::string> without_tables(const LoadedModel& m,
+                                     const std::map<std::string, Tensor>& values) {
+  auto datasets = keras_datasets(m.model, values, /*tables=*/false);
+  if (!datasets) return datasets.error();
+  KerasFile out = file_of(m, std::move(*datasets));
+  out.weights_h5.clear();  // the original's stored types are not needed: written as float32
+  out.metadata[tables_elsewhere_key] = "parameter servers";
+  return write_keras_bytes(out, m.source);
 }
 
 std::map<std::string, Tensor> graph_values(const graph::Graph& graph) {

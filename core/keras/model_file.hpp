@@ -43,14 +43,30 @@ Expected<LoadedModel> load_model(const std::string& path);
 
 /// Sets every weight of the model's graph from `file`'s datasets ("<layer path>/vars/<i>"),
 /// tables included (held on the host): a missing dataset, or one of another shape, is an
-/// invalid_argument error naming the layer, the weight and the file.
+/// invalid_argument error naming the layer, the weight and the file. A file written by
+/// without_tables() may lack the tables' datasets: those tables are left without a value.
 Status set_weights_from(graph::KerasModel& model, const KerasFile& file, const std::string& name);
 
 /// The datasets of a weights file holding `values` (by graph weight path, "dense/kernel"),
 /// at the paths Keras reads them from; a weight of the graph missing from `values` is an
-/// error naming it.
+/// error naming it. Without `tables`, the embedding tables are left out (and need no value).
 Expected<std::map<std::string, Tensor>> keras_datasets(const graph::KerasModel& model,
-                                                       const std::map<std::string, Tensor>& values);
+                                                       const std::map<std::string, Tensor>& values,
+                                                       bool tables = true);
+
+/// metadata.json's key (value "parameter servers") that marks a file written by
+/// without_tables(): its embedding tables are held elsewhere and absent from the file.
+inline constexpr const char* tables_elsewhere_key = "troupe_tables";
+
+/// The bytes of a .keras file of `m` without its embedding tables: the architecture, compile
+/// settings and assets as they are, the non-table weights from `values` (by graph weight
+/// path; the tables need none), and metadata.json marked (tables_elsewhere_key). What a
+/// parameter-server job's chief sends its workers: they pull the rows a batch needs from
+/// the PS tasks and never hold a table, so the file they get does not carry one. Reading
+/// it gives a graph whose tables have no value (Weight::value empty); every other weight
+/// is checked as in any file.
+Expected<std::string> without_tables(const LoadedModel& m,
+                                     const std::map<std::string, Tensor>& values);
 
 /// Writes a .keras file of `m`'s architecture, compile settings and assets with the weights
 /// `values` (by graph weight path; see keras_datasets), atomically. Only a model read in

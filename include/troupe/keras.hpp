@@ -68,6 +68,16 @@ struct KerasJob {
   std::string precision = "float32";
 };
 
+class Model;
+
+/// What the chief of a parameter-server job sends its workers instead of the whole model
+/// file: `model`'s (the chief's Model of a Keras source) file without its embedding tables
+/// (core::keras::without_tables: the workers pull the rows a batch needs from the PS tasks
+/// and never hold a table), its name and sha256 the original's (the model's identity). A
+/// model of a to_json() description carries no weights: its source as it is. A large
+/// table so costs each worker neither its bytes on the wire nor their memory.
+core::Expected<std::shared_ptr<const KerasSource>> worker_keras_source(Model& model);
+
 /// The job as the arguments of the per-worker dataset "keras" (DatasetCreator::args), and
 /// back; a damaged encoding is an invalid_argument error.
 std::vector<char> encode_keras_job(const KerasJob& job);

@@ -1,0 +1,97 @@
+// What a parameter-server job's chief sends its workers for a Keras model: the model file
+// without its embedding tables (troupe::worker_keras_source), which a worker builds its
+// replica from as it would from the whole file, holding no table.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+
+#include "api/graph_replica.hpp"
+#include "api/model_state.hpp"
+#include "core/keras/builtin_models.hpp"
+#include "helpers.hpp"
+#include "troupe/keras.hpp"
+#include "troupe/model.hpp"
+
+using namespace troupe;
+namespace tc = troupe::core;
+
+namespace {
+
+// A DeepFM .keras file (the built-in model's Keras form) of a table of `rows` rows.
+std::string deepfm_file(const std::string& path, int64_t rows) {
+  tc::CtrExport m;
+  m.config.model.kind = tc::CtrKind::deepfm;
+  m.config.model.fields = 4;
+  m.config.model.dense = 3;
+  m.config.model.dim = 8;
+  m.config.model.hidden = {16};
+  m.config.buckets_per_field = rows / 4;
+  m.config.optimizer = "adagrad";
+  m.config.learning_rate = 0.05f;
+  tc::CtrModel shapes(m.config.model);
+  uint64_t seed = 3;
+  for (auto& p : shapes.parameters())
+    m.dense.emplace(p.name, test::random_tensor(p.value->shape(), seed++, -0.5f, 0.5f));
+  m.rows = test::random_tensor(tc::Shape{rows, m.config.model.row_width()}, 9, -0.05f, 0.05f);
+  REQUIRE(tc::keras::write_ctr_keras(path, m).ok());
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("A PS job's workers get the Keras model without its tables, and build it", "[keras]") {
+  test::TempDir dir;
+  const int64_t rows = 4 * 20000;  // 80000 x 9 floats: 2.9 MB of tables
+  auto source = read_keras_source(deepfm_file(dir.file("deepfm.keras"), rows));
+  REQUIRE(source.ok());
+  ModelSpec spec;
+  spec.keras = *source;
+  Model chief(spec);
+  auto sent = worker_keras_source(chief);
+  REQUIRE(sent.ok());
+  // The same model by name and hash, a fraction of the bytes: the dense weights only.
+  CHECK((*sent)->name == (*source)->name);
+  CHECK((*sent)->sha256 == (*source)->sha256);
+  INFO("file " << (*source)->bytes.size() << " bytes, sent " << (*sent)->bytes.size());
+  CHECK((*source)->bytes.size() > rows * 9 * 4);
+  CHECK((*sent)->bytes.size() < 64 * 1024);
+
+  // A worker's replica from it: every dense weight the file's, no table held.
+  KerasJob job;
+  job.source = *sent;
+  auto decoded = decode_keras_job(encode_keras_job(job));
+  REQUIRE(decoded.ok());
+  auto worker = detail::GraphReplica::make(*decoded->source, KerasOptions{});
+  INFO((worker ? std::string() : worker.error().message));
+  REQUIRE(worker.ok());
+  auto& full = chief.state().replica.graph->graph();
+  auto& g = (*worker)->graph();
+  REQUIRE(g.weights().size() == full.weights().size());
+  int tables = 0;
+  for (size_t w = 0; w < g.weights().size(); ++w) {
+    const auto& got = g.weights()[w].weight();
+    INFO(g.weights()[w].path);
+    if (got.table) {
+      ++tables;
+      CHECK_FALSE(got.value.shape() == got.shape);  // never allocated
+      continue;
+    }
+    const tc::Tensor want = full.weights()[w].weight().value.to(tc::Device::cpu());
+    REQUIRE(got.value.shape() == want.shape());
+    for (int64_t i = 0; i < want.size(); ++i)
+      REQUIRE(got.value[i] == want[i]);
+  }
+  CHECK(tables == 2);
+
+  // Only such a file may lack its tables: the same bytes without the mark are refused,
+  // naming the missing dataset.
+  auto file = tc::keras::read_keras_bytes((*sent)->bytes, "sent.keras");
+  REQUIRE(file.ok());
+  file->metadata.erase(tc::keras::tables_elsewhere_key);
+  auto unmarked = tc::keras::write_keras_bytes(*file, "unmarked.keras");
+  REQUIRE(unmarked.ok());
+  auto refused = tc::keras::load_model_bytes(*unmarked, "unmarked.keras");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("model.weights.h5 has no") != std::string::npos);
+}
