@@ -33,7 +33,7 @@ Expected<std::unique_ptr<Layer>> make_layer(
 std::vector<std::string> layer_classes();
 
 /// For the element-wise merges (Add, Subtract, Multiply, Average, Maximum, Minimum): every
-/// input a float tensor of the first one's shape (Troupe does not broadcast), or an error
+/// input a float tensor of the first one's shape (Multiply's one broadcast aside), or an error
 /// naming the layer and the shapes it got (core/layers/merge.cpp).
 Status same_float_inputs(const Layer& layer, const std::vector<TensorSpec>& in);
 

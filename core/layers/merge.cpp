@@ -1,6 +1,9 @@
 // Keras's element-wise merges of inputs of one shape: Add, Subtract (exactly two inputs),
 // Multiply and Average. Keras would broadcast inputs of other shapes; Troupe takes equal
-// shapes only and names the layer otherwise. (Maximum and Minimum: merge_extremum.cpp.)
+// shapes, and for Multiply of two inputs the one broadcast a weighted-feature model needs:
+// [..., k] times [..., 1] (each row of k values scaled by its own weight, e.g. embeddings
+// [batch, fields, dim] by per-id values [batch, fields, 1]), in either order. Any other
+// shapes name the layer. (Maximum and Minimum: merge_extremum.cpp.)
 
 #include "core/layers/layers.hpp"
 
@@ -29,6 +32,15 @@ struct MergeState final : CallState {
   std::vector<Tensor> dx;
 };
 
+// Whether `w` is `x` with its last dimension 1 (the weights of x's rows), x's last > 1.
+bool row_weights(const TensorSpec& x, const TensorSpec& w) {
+  if (x.kind != ColumnKind::floats || w.kind != ColumnKind::floats) return false;
+  if (x.shape.size() != w.shape.size() || x.shape.empty() || x.shape.back() <= 1) return false;
+  for (size_t i = 0; i + 1 < x.shape.size(); ++i)
+    if (x.shape[i] != w.shape[i]) return false;
+  return w.shape.back() == 1;
+}
+
 class Merge final : public Layer {
  public:
   Merge(std::string name, MergeOp op) : Layer(class_of(op), std::move(name)), op_(op) {}
@@ -37,6 +49,12 @@ class Merge final : public Layer {
     if (op_ == MergeOp::subtract ? in.size() != 2 : in.empty())
       return error(op_ == MergeOp::subtract ? "takes exactly two inputs"
                                             : "takes a list of at least one input");
+    weighted_ = -1;
+    if (op_ == MergeOp::multiply && in.size() == 2) {
+      if (row_weights(in[0], in[1])) weighted_ = 0;
+      if (row_weights(in[1], in[0])) weighted_ = 1;
+      if (weighted_ >= 0) return std::vector<TensorSpec>{in[static_cast<size_t>(weighted_)]};
+    }
     if (auto st = same_float_inputs(*this, in); !st) return st.error();
     return std::vector<TensorSpec>{in[0]};
   }
@@ -45,6 +63,17 @@ class Merge final : public Layer {
 
   Status forward(Call& c) override {
     auto& s = static_cast<MergeState&>(*c.state);
+    if (weighted_ >= 0) {  // x [rows, k] scaled row by row by w [rows]
+      const auto& x = c.inputs[static_cast<size_t>(weighted_)];
+      const auto& w = c.inputs[static_cast<size_t>(1 - weighted_)];
+      const int64_t k = x.shape[x.shape.rank() - 1];
+      TensorView y = place(s.y, x.shape);
+      backend().scale_rows(x.tensor.reshaped(Shape{x.shape.num_elements() / k, k}),
+                           w.tensor.reshaped(Shape{w.shape.num_elements()}),
+                           y.reshaped(Shape{x.shape.num_elements() / k, k}), false);
+      c.outputs = {Ref{ColumnKind::floats, y, nullptr, x.shape}};
+      return {};
+    }
     const Shape& shape = c.inputs[0].shape;
     TensorView y = place(s.y, shape);
     const auto n = c.inputs.size();
@@ -70,6 +99,25 @@ class Merge final : public Layer {
     const ConstTensorView dy = c.doutputs[0];
     const size_t n = c.inputs.size();
     s.dx.resize(n);
+    if (weighted_ >= 0) {  // dx = dy scaled by w; dw [r] = dy [r, :] . x [r, :]
+      const size_t xi = static_cast<size_t>(weighted_), wi = 1 - xi;
+      const auto& x = c.inputs[xi];
+      const auto& w = c.inputs[wi];
+      const int64_t k = x.shape[x.shape.rank() - 1];
+      const Shape rows{x.shape.num_elements() / k, k};
+      if (c.want_dinputs[xi]) {
+        TensorView d = place(s.dx[xi], x.shape);
+        backend().scale_rows(dy.reshaped(rows), w.tensor.reshaped(Shape{rows[0]}), d.reshaped(rows),
+                             false);
+        c.dinputs[xi] = d;
+      }
+      if (c.want_dinputs[wi]) {
+        TensorView d = place(s.dx[wi], w.shape);
+        backend().row_dot(dy.reshaped(rows), x.tensor.reshaped(rows), d.reshaped(Shape{rows[0]}));
+        c.dinputs[wi] = d;
+      }
+      return;
+    }
     switch (op_) {
       case MergeOp::add:
         for (size_t i = 0; i < n; ++i)
@@ -110,6 +158,7 @@ class Merge final : public Layer {
 
  private:
   MergeOp op_;
+  int weighted_ = -1;  // Multiply [..., k] x [..., 1]: the index of the [..., k] input
 };
 
 Expected<std::unique_ptr<Layer>> make_merge(LayerConfig& c, MergeOp op) {
@@ -124,7 +173,10 @@ Status same_float_inputs(const Layer& layer, const std::vector<TensorSpec>& in) 
       std::string got;
       for (const auto& t : in)
         got += (got.empty() ? "" : ", ") + t.to_string();
-      return layer.error("takes float inputs of one shape (Troupe does not broadcast), got " + got);
+      return layer.error(
+          "takes float inputs of one shape (Troupe broadcasts only Multiply's two inputs "
+          "[..., k] and [..., 1]), got " +
+          got);
     }
   return {};
 }

@@ -293,6 +293,8 @@ TEST_CASE("Basic layers' gradients check numerically", "[graph][basic][gradcheck
       {"Add", "{}", {{3}, {3}, {3}}},
       {"Subtract", "{}", {{3}, {3}}},
       {"Multiply", "{}", {{3}, {3}, {3}}},
+      {"Multiply", "{}", {{3, 4}, {3, 1}}},  // rows weighted: Keras's broadcast
+      {"Multiply", "{}", {{1}, {5}}},
       {"Average", "{}", {{3}, {3}}},
       {"Maximum", "{}", {{4}, {4}}},
       {"Minimum", "{}", {{4}, {4}, {4}}},
@@ -312,7 +314,11 @@ TEST_CASE("Basic layers' gradients check numerically", "[graph][basic][gradcheck
   };
   for (size_t k = 0; k < cases.size(); ++k) {
     const Case& t = cases[k];
-    DYNAMIC_SECTION(t.cls << " " << t.config << (t.training ? " training" : " inference")) {
+    std::string shapes;  // a section's name must be unique: the same layer on other inputs
+    for (const auto& in : t.inputs)
+      shapes += " " + Shape(in).to_string();
+    DYNAMIC_SECTION(t.cls << " " << t.config << shapes
+                          << (t.training ? " training" : " inference")) {
       GraphCase c;
       c.batch = 4;
       c.training = t.training;

@@ -58,8 +58,12 @@ def basic_merges(outdir):
     b = keras.Input((4,), name="b")
     c = keras.Input((4,), name="c")
     d = keras.Input((2,), name="d")
+    e = keras.Input((3, 4), name="e")
+    f = keras.Input((3, 1), name="f")
     L = keras.layers
     outputs = [
+        L.Multiply(name="multiply_rows")([e, f]),  # broadcast: rows of e weighted by f
+        L.Multiply(name="multiply_rows_first")([f, e]),
         L.Add(name="add")([a, b, c]),
         L.Subtract(name="subtract")([a, b]),
         L.Multiply(name="multiply")([a, b, c]),
@@ -70,10 +74,11 @@ def basic_merges(outdir):
         L.Dot(axes=1, name="dot")([a, b]),
         L.Dot(axes=-1, name="dot_last")([L.Dense(4, name="proj")(d), c]),
     ]
-    model = keras.Model([a, b, c, d], outputs, name="basic_merges")
+    model = keras.Model([a, b, c, d, e, f], outputs, name="basic_merges")
     _randomize(model, rng)
     inputs = {k: rng.normal(size=(5,) + s).astype("float32")
-              for k, s in [("a", (4,)), ("b", (4,)), ("c", (4,)), ("d", (2,))]}
+              for k, s in [("a", (4,)), ("b", (4,)), ("c", (4,)), ("d", (2,)), ("e", (3, 4)),
+                           ("f", (3, 1))]}
     save_reference(model, inputs, _out(outdir), "basic_merges")
 
 
