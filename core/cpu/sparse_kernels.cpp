@@ -66,6 +66,31 @@ void CpuBackend::scatter_add_index(ConstTensorView dy, ConstTensorView index, Te
   });
 }
 
+namespace {
+
+// A chunk's running sums over the fields, k of each: on the stack for the widths embeddings
+// have (an allocation per chunk and step showed in profiles of small models), else on the
+// heap.
+class FactorSums {
+ public:
+  explicit FactorSums(int64_t k) {
+    if (2 * k > kStack) heap_.resize(static_cast<size_t>(2 * k));
+    base_ = 2 * k > kStack ? heap_.data() : stack_;
+    k_ = k;
+  }
+  float* sum() { return base_; }
+  float* squares() { return base_ + k_; }
+
+ private:
+  static constexpr int64_t kStack = 512;
+  float stack_[kStack];
+  std::vector<float> heap_;
+  float* base_ = nullptr;
+  int64_t k_ = 0;
+};
+
+}  // namespace
+
 // The factorization machine's sums run along the factor axis k, which is contiguous: one
 // pass over an example's fields adds every factor's column at once. Each column's sum is
 // still taken over the fields in order, and the columns' terms added in order, as
@@ -73,11 +98,13 @@ void CpuBackend::scatter_add_index(ConstTensorView dy, ConstTensorView index, Te
 void CpuBackend::fm_forward(ConstTensorView x, TensorView y) {
   const int64_t b = x.shape()[0], fields = x.shape()[1], k = x.shape()[2];
   parallel_for(b, rows_per_chunk(fields * k), [&](int64_t i0, int64_t i1) {
-    std::vector<float> sum(static_cast<size_t>(k)), squares(static_cast<size_t>(k));
+    FactorSums sums(k);
+    float* __restrict sum = sums.sum();
+    float* __restrict squares = sums.squares();
     for (int64_t i = i0; i < i1; ++i) {
       const float* xb = x.data() + i * fields * k;
-      std::fill(sum.begin(), sum.end(), 0.0f);
-      std::fill(squares.begin(), squares.end(), 0.0f);
+      std::fill_n(sum, k, 0.0f);
+      std::fill_n(squares, k, 0.0f);
       for (int64_t f = 0; f < fields; ++f) {
         const float* __restrict v = xb + f * k;
         for (int64_t j = 0; j < k; ++j) {
@@ -96,11 +123,12 @@ void CpuBackend::fm_forward(ConstTensorView x, TensorView y) {
 void CpuBackend::fm_backward(ConstTensorView x, ConstTensorView dy, TensorView dx) {
   const int64_t b = x.shape()[0], fields = x.shape()[1], k = x.shape()[2];
   parallel_for(b, rows_per_chunk(fields * k), [&](int64_t i0, int64_t i1) {
-    std::vector<float> sum(static_cast<size_t>(k));
+    FactorSums sums(k);
+    float* __restrict sum = sums.sum();
     for (int64_t i = i0; i < i1; ++i) {
-      const float* xb = x.data() + i * fields * k;
-      float* dxb = dx.data() + i * fields * k;
-      std::fill(sum.begin(), sum.end(), 0.0f);
+      const float* __restrict xb = x.data() + i * fields * k;
+      float* __restrict dxb = dx.data() + i * fields * k;
+      std::fill_n(sum, k, 0.0f);
       for (int64_t f = 0; f < fields; ++f)
         for (int64_t j = 0; j < k; ++j)
           sum[j] += xb[f * k + j];

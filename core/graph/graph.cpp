@@ -268,31 +268,42 @@ Status Graph::feed(const Batch& batch) {
 }
 
 Status Graph::collect_tables() {
-  for (auto& t : tables_)
-    t.ids.clear();
-  // Every call's ids, then each table's unique ones and each call's index into them.
-  std::vector<std::vector<int64_t>> all(tables_.size());
-  for (auto& n : nodes_) {
-    if (n.table < 0) continue;
-    const Ref& ids = values_[static_cast<size_t>(n.inputs[0])];
-    auto& into = all[static_cast<size_t>(n.table)];
-    into.insert(into.end(), ids.ints(), ids.ints() + ids.tensor.size());
+  // Every call's ids, then each table's unique ones and each call's index into them. The
+  // buffers are kept from step to step: a step allocates nothing here once warm.
+  all_ids_.resize(tables_.size());
+  all_index_.resize(tables_.size());
+  // Each table's calls' id tensors, in node order: tables read through the same tensors
+  // read the same ids (a DeepFM's factor and linear Embeddings of one input).
+  std::vector<std::vector<int>>& reads = table_reads_;
+  reads.resize(tables_.size());
+  for (auto& r : reads)
+    r.clear();
+  for (auto& n : nodes_)
+    if (n.table >= 0) reads[static_cast<size_t>(n.table)].push_back(n.inputs[0]);
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    all_ids_[t].clear();
+    size_t same = 0;
+    while (same < t && reads[same] != reads[t])
+      ++same;
+    if (same < t) continue;  // shares an earlier table's ids: not collected again
+    for (int id : reads[t]) {
+      const Ref& ids = values_[static_cast<size_t>(id)];
+      all_ids_[t].insert(all_ids_[t].end(), ids.ints(), ids.ints() + ids.tensor.size());
+    }
   }
-  // Tables read by the same ids (a DeepFM's factor and linear Embeddings of one input)
-  // share one deduplication: their unique ids and index are those of the first.
-  std::vector<std::vector<int32_t>> indices(tables_.size());
+  // Tables read by the same ids share one deduplication: their unique ids and index are
+  // those of the first (the same tensors, or other tensors holding the same ids).
   for (size_t t = 0; t < tables_.size(); ++t) {
     const Weight& w = weights_[tables_[t].weight].weight();
-    std::vector<int32_t>& index = indices[t];
     size_t same = 0;
-    while (same < t && all[same] != all[t])
+    while (same < t && reads[same] != reads[t] &&
+           (all_ids_[t].empty() || all_ids_[same] != all_ids_[t]))
       ++same;
-    if (same < t) {
+    if (same < t)
       tables_[t].ids = tables_[same].ids;
-      index = indices[same];
-    } else {
-      unique_ids(all[t], tables_[t].ids, index);
-    }
+    else
+      unique_ids(all_ids_[t], tables_[t].ids, all_index_[t]);
+    const std::vector<int32_t>& index = all_index_[same];
     if (!w.keyed)
       for (int64_t id : tables_[t].ids)
         if (id < 0 || id >= w.shape[0])
@@ -305,12 +316,15 @@ Status Graph::collect_tables() {
       if (n.table != static_cast<int>(t)) continue;
       const auto count =
           static_cast<size_t>(values_[static_cast<size_t>(n.inputs[0])].tensor.size());
-      n.host_index.assign(index.begin() + static_cast<std::ptrdiff_t>(at),
-                          index.begin() + static_cast<std::ptrdiff_t>(at + count));
+      const Shape shape{static_cast<int64_t>(count)};
+      Tensor& host = device_.is_cpu() ? n.index : n.host_index;
+      if (host.dtype() != DType::int32 || !host.device().is_cpu())
+        host = Tensor(shape, DType::int32, Device::cpu());
+      else
+        host.resize(shape);
+      std::copy_n(index.begin() + static_cast<std::ptrdiff_t>(at), count, host.data_as<int32_t>());
       at += count;
-      Tensor host(Shape{static_cast<int64_t>(count)}, DType::int32, Device::cpu());
-      std::copy(n.host_index.begin(), n.host_index.end(), host.data_as<int32_t>());
-      n.index = host.device() == device_ ? std::move(host) : host.to(device_);
+      if (!device_.is_cpu()) n.index = host.to(device_);
     }
   }
   return {};

@@ -119,9 +119,9 @@ class Graph {
     std::unique_ptr<CallState> state;
     Call call;
     bool host = false;
-    int table = -1;  // an embedding call: its TableUse; index is this call's
-    Tensor index;    // int32 on the device
-    std::vector<int32_t> host_index;
+    int table = -1;     // an embedding call: its TableUse; index is this call's
+    Tensor index;       // int32 on the device
+    Tensor host_index;  // its staging on the host (a graph on a GPU)
     bool wants_grad = false;
   };
   // Which tensors need gradients: those on a path from a trained weight to an output.
@@ -145,13 +145,17 @@ class Graph {
   std::vector<Tensor> fed_;  // per input: its float/int data
   std::vector<std::vector<std::string>> fed_strings_;
   std::vector<TableUse> tables_;
-  std::vector<size_t> table_of_weight_;   // weights_ index -> tables_ index (or npos)
-  std::vector<Tensor> grads_;             // per weight
-  std::vector<Tensor> scratch_grads_;     // per weight: a shared layer's later calls
-  std::vector<Tensor> tensor_grads_;      // per tensor: sums where a tensor fans out
-  std::vector<ConstTensorView> dvalues_;  // per tensor, during backward
-  std::vector<bool> needs_grad_;          // per tensor
-  std::vector<Tensor> zeros_;             // per tensor: for outputs no gradient reached
+  // collect_tables()'s buffers, per table: every call's ids, and the index into the unique.
+  std::vector<std::vector<int64_t>> all_ids_;
+  std::vector<std::vector<int32_t>> all_index_;
+  std::vector<std::vector<int>> table_reads_;  // each table's calls' id tensors
+  std::vector<size_t> table_of_weight_;        // weights_ index -> tables_ index (or npos)
+  std::vector<Tensor> grads_;                  // per weight
+  std::vector<Tensor> scratch_grads_;          // per weight: a shared layer's later calls
+  std::vector<Tensor> tensor_grads_;           // per tensor: sums where a tensor fans out
+  std::vector<ConstTensorView> dvalues_;       // per tensor, during backward
+  std::vector<bool> needs_grad_;               // per tensor
+  std::vector<Tensor> zeros_;                  // per tensor: for outputs no gradient reached
   bool planned_ = false;
   bool forwarded_ = false;
 };
