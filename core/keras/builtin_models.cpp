@@ -176,11 +176,12 @@ json keras_optimizer(const std::string& name, float lr) {
 }  // namespace
 
 json ctr_model_config(const CtrModelConfig& c, int64_t rows, const std::string& optimizer,
-                      float learning_rate) {
+                      float learning_rate, bool weighted) {
   const int64_t F = c.fields, D = c.dense, k = c.dim;
   const uint64_t seed = c.seed;
   Functional f;
   f.input("ids", {F}, "int64");
+  if (weighted) f.input("values", {F}, "float32");
   if (D > 0) f.input("dense", {D}, "float32");
   std::vector<std::string> terms;
   f.call("Embedding", "linear",
@@ -189,8 +190,14 @@ json ctr_model_config(const CtrModelConfig& c, int64_t rows, const std::string& 
           {"embeddings_initializer", table_init(seed)},
           {"mask_zero", false}},
          {"ids"}, {F, 1});
+  std::string linear = "linear", factors = "embedding";
+  if (weighted) {  // each id's rows times its value
+    f.call("Reshape", "values_col", {{"target_shape", {F, 1}}}, {"values"}, {F, 1});
+    f.call("Multiply", "linear_weighted", json::object(), {"linear", "values_col"}, {F, 1});
+    linear = "linear_weighted";
+  }
   f.call("GlobalAveragePooling1D", "linear_mean",
-         {{"data_format", "channels_last"}, {"keepdims", false}}, {"linear"}, {1});
+         {{"data_format", "channels_last"}, {"keepdims", false}}, {linear}, {1});
   f.call("Rescaling", "first_order", {{"scale", static_cast<double>(F)}, {"offset", 0.0}},
          {"linear_mean"}, {1});
   terms.push_back("first_order");
@@ -198,20 +205,25 @@ json ctr_model_config(const CtrModelConfig& c, int64_t rows, const std::string& 
     f.call("Dense", "dense_linear", dense(1, "linear", seed), {"dense"}, {1});
     terms.push_back("dense_linear");
   }
-  if (c.kind != CtrKind::logistic)
+  if (c.kind != CtrKind::logistic) {
     f.call("Embedding", "embedding",
            {{"input_dim", rows},
             {"output_dim", k},
             {"embeddings_initializer", table_init(seed + 1)},
             {"mask_zero", false}},
            {"ids"}, {F, k});
+    if (weighted) {
+      f.call("Multiply", "embedding_weighted", json::object(), {"embedding", "values_col"}, {F, k});
+      factors = "embedding_weighted";
+    }
+  }
   if (c.has_fm()) {
-    f.call("FactorizationMachine", "fm", json::object(), {"embedding"}, {1},
+    f.call("FactorizationMachine", "fm", json::object(), {factors}, {1},
            "troupe>FactorizationMachine", "troupe");
     terms.push_back("fm");
   }
   if (c.has_dnn()) {
-    f.call("Flatten", "embedding_flat", {{"data_format", "channels_last"}}, {"embedding"}, {F * k});
+    f.call("Flatten", "embedding_flat", {{"data_format", "channels_last"}}, {factors}, {F * k});
     std::string x = "embedding_flat";
     int64_t width = F * k;
     if (D > 0) {
@@ -247,56 +259,57 @@ json ctr_model_config(const CtrModelConfig& c, int64_t rows, const std::string& 
   return model;
 }
 
+std::string ctr_graph_path(const CtrModelConfig& c, const std::string& parameter) {
+  if (parameter == "dense_w") return c.dense > 0 ? "dense_linear/kernel" : "";
+  if (parameter == "bias") return c.dense > 0 ? "dense_linear/bias" : "";
+  const std::string dnn = "dnn/dense_";
+  if (!c.has_dnn() || parameter.rfind(dnn, 0) != 0) return "";
+  const size_t slash = parameter.find('/', dnn.size());
+  if (slash == std::string::npos || slash == dnn.size() || slash - dnn.size() > 4) return "";
+  const std::string index = parameter.substr(dnn.size(), slash - dnn.size());
+  const std::string weight = parameter.substr(slash + 1);
+  if (index.find_first_not_of("0123456789") != std::string::npos ||
+      (weight != "kernel" && weight != "bias"))
+    return "";
+  const size_t i = std::stoul(index);
+  if (std::to_string(i) != index || i > c.hidden.size()) return "";
+  return (i < c.hidden.size() ? "dnn_" + index : std::string("dnn_out")) + "/" + weight;
+}
+
 Expected<std::map<std::string, Tensor>> ctr_model_values(const CtrModelConfig& c,
                                                          const std::map<std::string, Tensor>& dense,
                                                          const Tensor& rows) {
-  const int64_t F = c.fields, D = c.dense, k = c.dim, W = c.row_width();
-  auto get = [&](const std::string& name, const Shape& shape) -> Expected<Tensor> {
-    auto it = dense.find(name);
-    if (it == dense.end())
-      return make_error(Errc::invalid_argument, "the model has no parameter '" + name + "'");
-    if (!(it->second.shape() == shape))
-      return make_error(Errc::invalid_argument, "parameter '" + name + "' has shape " +
-                                                    it->second.shape().to_string() + ", not " +
-                                                    shape.to_string());
-    return it->second.to(Device::cpu());
-  };
+  const int64_t F = c.fields, k = c.dim, W = c.row_width();
   if (rows.shape().rank() != 2 || rows.shape()[1] != W)
     return make_error(Errc::invalid_argument, "the table has shape " + rows.shape().to_string() +
                                                   ", not [rows, " + std::to_string(W) + "]");
-  const Tensor table = rows.to(Device::cpu());
-  const int64_t R = table.shape()[0];
-  auto bias = get("bias", Shape{1});
-  if (!bias) return bias.error();
-  float b = (*bias)[0];
   std::map<std::string, Tensor> out;
-  if (D > 0) {
-    auto u = get("dense_w", Shape{D, 1});
-    if (!u) return u.error();
-    out["dense_linear/kernel"] = std::move(*u);
-    out["dense_linear/bias"] = Tensor(Shape{1}, std::vector<float>{b});
-    b = 0.0f;
+  float unplaced = 0.0f;  // the bias of a model without dense features
+  CtrModel shapes(c);
+  for (const auto& p : shapes.parameters()) {
+    auto it = dense.find(p.name);
+    if (it == dense.end())
+      return make_error(Errc::invalid_argument, "the model has no parameter '" + p.name + "'");
+    if (!(it->second.shape() == p.value->shape()))
+      return make_error(Errc::invalid_argument, "parameter '" + p.name + "' has shape " +
+                                                    it->second.shape().to_string() + ", not " +
+                                                    p.value->shape().to_string());
+    const std::string path = ctr_graph_path(c, p.name);
+    if (path.empty())
+      unplaced = it->second.to(Device::cpu())[0];
+    else
+      out[path] = it->second.to(Device::cpu());
   }
-  if (c.has_dnn()) {
-    int64_t in = F * k + D;
-    for (size_t i = 0; i <= c.hidden.size(); ++i) {
-      const int64_t units = i < c.hidden.size() ? c.hidden[i] : 1;
-      const std::string from = "dnn/dense_" + std::to_string(i);
-      const std::string to = i < c.hidden.size() ? "dnn_" + std::to_string(i) : "dnn_out";
-      auto kernel = get(from + "/kernel", Shape{in, units});
-      if (!kernel) return kernel.error();
-      auto dnn_bias = get(from + "/bias", Shape{units});
-      if (!dnn_bias) return dnn_bias.error();
-      if (i == c.hidden.size()) (*dnn_bias)[0] += b, b = 0.0f;
-      out[to + "/kernel"] = std::move(*kernel);
-      out[to + "/bias"] = std::move(*dnn_bias);
-      in = units;
-    }
+  if (c.has_dnn()) {  // a deep model's bias joins the MLP's last one
+    out.at("dnn_out/bias")[0] += unplaced;
+    unplaced = 0.0f;
   }
   // The linear table, column 0 (with what is left of the bias: LR and FM without dense
-  // features), and the factors, columns 1..dim.
+  // features, spread over the fields), and the factors, columns 1..dim.
+  const Tensor table = rows.to(Device::cpu());
+  const int64_t R = table.shape()[0];
   Tensor w(Shape{R, 1});
-  const float share = b / static_cast<float>(F);
+  const float share = unplaced / static_cast<float>(F);
   for (int64_t r = 0; r < R; ++r)
     w[r] = table[r * W] + share;
   out["linear/embeddings"] = std::move(w);

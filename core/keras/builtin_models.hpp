@@ -21,8 +21,9 @@
 //                 (deepfm, wide_deep)
 //   logit         Add of the terms: the logit, a binary cross-entropy from logits
 //
-// Each id counts once (the value 1 Criteo's and ctr_datagen's ids carry): a model trained
-// on LibSVM values other than 1 scores those examples differently in this form. Without
+// Each id counts once (the value 1 Criteo's and ctr_datagen's ids carry) unless the form is
+// made `weighted` (below): an export's form is not, so a model trained on values other
+// than 1 scores those examples differently there. Without
 // dense features the bias has no Dense to live in: a deep model's is added to dnn_out's
 // bias, and LR's and FM's is spread over the fields' rows of the linear table (b / fields
 // each, so every example's sum holds it once).
@@ -46,8 +47,20 @@ namespace troupe::core::keras {
 /// `optimizer` (core::make_optimizer's names, Keras's defaults besides the rate; "" for
 /// Keras's compile() default, RMSprop at 0.001). Initializers as the hand-wired model's:
 /// the tables uniform in [-0.05, 0.05], kernels Glorot-uniform, biases zero.
+/// With `weighted`, a third input `values` [fields] (float32) scales each id's rows before
+/// anything uses them (Reshape to [fields, 1], then Multiply with each Embedding's output),
+/// as the hand-wired model scales them by the batch's values: the form ctr_ps trains.
 nlohmann::json ctr_model_config(const CtrModelConfig& config, int64_t rows,
-                                const std::string& optimizer = "", float learning_rate = 0.0f);
+                                const std::string& optimizer = "", float learning_rate = 0.0f,
+                                bool weighted = false);
+
+/// The graph weight of the Keras form that holds the hand-wired model's parameter
+/// `parameter` (CtrModel::parameters()'s names: "dense_w" is "dense_linear/kernel", "bias"
+/// "dense_linear/bias", "dnn/dense_N/kernel" "dnn_N/kernel" and the last one's
+/// "dnn_out/kernel"); "" for the bias of a model without dense features (it has no weight
+/// of its own there) and for a name the model does not have. The table's column 0 is
+/// "linear/embeddings", its columns 1..dim "embedding/embeddings".
+std::string ctr_graph_path(const CtrModelConfig& config, const std::string& parameter);
 
 /// The Keras form's weights (by graph weight path, "dnn_0/kernel") holding a hand-wired
 /// model's values: `dense` its parameters by CtrModel::parameters()'s names, `rows` its

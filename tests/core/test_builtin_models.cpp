@@ -50,9 +50,12 @@ TEST_CASE(
     "The Keras form of each built-in CTR model computes the hand-wired model's logits "
     "and gradients",
     "[ctr][keras]") {
-  for (int64_t dense : {2, 0}) {
+  // (dense features, the weighted form): without dense features the bias is folded (the
+  // export's form); the weighted form (ctr_ps's) takes each id's value as the model does.
+  for (auto [dense, weighted] : {std::pair<int64_t, bool>{2, false}, {0, false}, {2, true}}) {
     for (CtrKind kind : {CtrKind::logistic, CtrKind::fm, CtrKind::deepfm, CtrKind::wide_deep}) {
-      INFO(ctr_kind_name(kind) << " with " << dense << " dense features");
+      INFO(ctr_kind_name(kind) << " with " << dense << " dense features"
+                               << (weighted ? ", weighted" : ""));
       CtrModelConfig cfg;
       cfg.kind = kind;
       cfg.fields = 4;
@@ -73,7 +76,8 @@ TEST_CASE(
       }
       const Tensor table = troupe::test::random_tensor(Shape{rows, W}, 7, -0.5f, 0.5f);
       Batch b = troupe::test::make_ctr_batch(5, cfg.fields, cfg.dense, 11);
-      std::fill(b.values.begin(), b.values.end(), 1.0f);  // the Keras form's ids count once
+      if (!weighted)
+        std::fill(b.values.begin(), b.values.end(), 1.0f);  // the export's ids count once
       std::vector<int64_t> unique;
       std::vector<int32_t> index;
       unique_ids(b.ids, unique, index);
@@ -88,7 +92,8 @@ TEST_CASE(
       m.backward(dlogits);
 
       // The Keras form, from its config, with the hand-wired values.
-      auto model = graph::build_keras_model(keras::ctr_model_config(cfg, rows, "adagrad", 0.1f));
+      auto model =
+          graph::build_keras_model(keras::ctr_model_config(cfg, rows, "adagrad", 0.1f, weighted));
       INFO((model ? std::string() : model.error().message));
       REQUIRE(model.ok());
       auto& g = *model->graph;
@@ -105,6 +110,9 @@ TEST_CASE(
       Batch columns_batch;
       Column ids{"ids", ColumnKind::ints, Shape{5, cfg.fields}, {}, b.ids, {}};
       columns_batch.columns.push_back(ids);
+      if (weighted)
+        columns_batch.columns.push_back(
+            {"values", ColumnKind::floats, Shape{5, cfg.fields}, b.values, {}, {}});
       if (dense > 0)
         columns_batch.columns.push_back(
             {"dense",
@@ -187,9 +195,10 @@ TEST_CASE("The Keras form of a built-in model names what is missing and refuses 
   CHECK_FALSE(std::ifstream(path).good());  // nothing written
 }
 
-TEST_CASE("The Keras form of the built-in classifiers computes the hand-wired MLP's and CNN's "
-          "logits and gradients",
-          "[keras][classifier]") {
+TEST_CASE(
+    "The Keras form of the built-in classifiers computes the hand-wired MLP's and CNN's "
+    "logits and gradients",
+    "[keras][classifier]") {
   for (bool cnn : {false, true}) {
     INFO((cnn ? "cnn" : "mlp"));
     keras::ClassifierForm form;
