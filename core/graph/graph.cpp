@@ -269,7 +269,8 @@ Status Graph::feed(const Batch& batch) {
 
 Status Graph::collect_tables() {
   // Every call's ids, then each table's unique ones and each call's index into them. The
-  // buffers are kept from step to step: a step allocates nothing here once warm.
+  // buffers are kept from step to step: on the CPU a step allocates nothing here once warm
+  // (a graph on a GPU copies each call's index there).
   all_ids_.resize(tables_.size());
   all_index_.resize(tables_.size());
   // Each table's calls' id tensors, in node order: tables read through the same tensors
@@ -292,18 +293,22 @@ Status Graph::collect_tables() {
     }
   }
   // Tables read by the same ids share one deduplication: their unique ids and index are
-  // those of the first (the same tensors, or other tensors holding the same ids).
+  // those of the first table that computed them (its owner: through the same tensors, or
+  // other tensors holding the same ids).
+  std::vector<size_t>& owner = table_owner_;
+  owner.assign(tables_.size(), 0);
   for (size_t t = 0; t < tables_.size(); ++t) {
     const Weight& w = weights_[tables_[t].weight].weight();
     size_t same = 0;
     while (same < t && reads[same] != reads[t] &&
-           (all_ids_[t].empty() || all_ids_[same] != all_ids_[t]))
+           (all_ids_[t].empty() || owner[same] != same || all_ids_[same] != all_ids_[t]))
       ++same;
-    if (same < t)
-      tables_[t].ids = tables_[same].ids;
+    owner[t] = same < t ? owner[same] : t;
+    if (owner[t] != t)
+      tables_[t].ids = tables_[owner[t]].ids;
     else
       unique_ids(all_ids_[t], tables_[t].ids, all_index_[t]);
-    const std::vector<int32_t>& index = all_index_[same];
+    const std::vector<int32_t>& index = all_index_[owner[t]];
     if (!w.keyed)
       for (int64_t id : tables_[t].ids)
         if (id < 0 || id >= w.shape[0])

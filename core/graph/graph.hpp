@@ -149,6 +149,7 @@ class Graph {
   std::vector<std::vector<int64_t>> all_ids_;
   std::vector<std::vector<int32_t>> all_index_;
   std::vector<std::vector<int>> table_reads_;  // each table's calls' id tensors
+  std::vector<size_t> table_owner_;            // the table whose deduplication each uses
   std::vector<size_t> table_of_weight_;        // weights_ index -> tables_ index (or npos)
   std::vector<Tensor> grads_;                  // per weight
   std::vector<Tensor> scratch_grads_;          // per weight: a shared layer's later calls

@@ -282,6 +282,51 @@ TEST_CASE("Embedding gradients check numerically, from ids and from lookups",
   }
 }
 
+TEST_CASE("Tables share a deduplication by tensor and by content, each gathering its own rows",
+          "[sparse][embedding]") {
+  // a reads `ids`; b and c read `again`, another tensor fed the same ids: b shares a's
+  // deduplication by content, c shares b's by tensor (and so a's).
+  Graph g;
+  const int ids = g.add_input("ids", {ColumnKind::ints, {2}});
+  const int again = g.add_input("again", {ColumnKind::ints, {2}});
+  std::vector<int> out;
+  for (const auto& [name, from] :
+       {std::pair<const char*, int>{"a", ids}, {"b", again}, {"c", again}}) {
+    auto y = g.call(make("Embedding", std::string(R"({"name": ")") + name +
+                                          R"(", "input_dim": 4, "output_dim": 1})"),
+                    {from});
+    REQUIRE(y.ok());
+    out.push_back((*y)[0]);
+  }
+  REQUIRE(g.set_outputs(out, {"a", "b", "c"}).ok());
+  for (int step = 0; step < 2; ++step) {  // the second step reuses the first's buffers
+    const std::vector<int64_t> v =
+        step == 0 ? std::vector<int64_t>{3, 1, 1, 0} : std::vector<int64_t>{2, 2, 0, 3};
+    REQUIRE(
+        g.feed(batch_of({int_column("ids", Shape{2, 2}, v), int_column("again", Shape{2, 2}, v)}))
+            .ok());
+    REQUIRE(g.tables().size() == 3);
+    for (size_t t = 0; t < 3; ++t) {
+      const std::vector<int64_t> want =
+          step == 0 ? std::vector<int64_t>{0, 1, 3} : std::vector<int64_t>{0, 2, 3};
+      CHECK(g.tables()[t].ids == want);
+      // Table t's row of id r holds 10 (t + 1) + r.
+      Tensor rows(Shape{3, 1});
+      for (int64_t r = 0; r < 3; ++r)
+        rows[r] = static_cast<float>(10 * (t + 1) + want[static_cast<size_t>(r)]);
+      g.tables()[t].rows = rows;
+    }
+    REQUIRE(g.forward(false).ok());
+    for (size_t o = 0; o < 3; ++o) {
+      INFO("output " << o << ", step " << step);
+      std::vector<float> want;
+      for (int64_t id : v)
+        want.push_back(static_cast<float>(10 * (o + 1) + id));
+      check_values(Tensor::from_view(g.output(o)), want);
+    }
+  }
+}
+
 TEST_CASE("Embedding refuses mask_zero and other unsupported arguments, naming them",
           "[sparse][embedding]") {
   CHECK_THAT(
