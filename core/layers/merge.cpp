@@ -33,12 +33,20 @@ struct MergeState final : CallState {
 };
 
 // Whether `w` is `x` with its last dimension 1 (the weights of x's rows), x's last > 1.
-bool row_weights(const TensorSpec& x, const TensorSpec& w) {
-  if (x.kind != ColumnKind::floats || w.kind != ColumnKind::floats) return false;
-  if (x.shape.size() != w.shape.size() || x.shape.empty() || x.shape.back() <= 1) return false;
-  for (size_t i = 0; i + 1 < x.shape.size(); ++i)
-    if (x.shape[i] != w.shape[i]) return false;
-  return w.shape.back() == 1;
+bool row_weights(const Shape& x, const Shape& w) {
+  const int r = x.rank();
+  if (w.rank() != r || r == 0 || x[r - 1] <= 1 || w[r - 1] != 1) return false;
+  for (int i = 0; i + 1 < r; ++i)
+    if (x[i] != w[i]) return false;
+  return true;
+}
+
+// For a Multiply of two inputs, the index of the [..., k] one whose rows the other
+// [..., 1] weights, or -1. Decided per call: a shared layer may be called both ways.
+int weighted_input(const Shape& a, const Shape& b) {
+  if (row_weights(a, b)) return 0;
+  if (row_weights(b, a)) return 1;
+  return -1;
 }
 
 class Merge final : public Layer {
@@ -49,11 +57,11 @@ class Merge final : public Layer {
     if (op_ == MergeOp::subtract ? in.size() != 2 : in.empty())
       return error(op_ == MergeOp::subtract ? "takes exactly two inputs"
                                             : "takes a list of at least one input");
-    weighted_ = -1;
-    if (op_ == MergeOp::multiply && in.size() == 2) {
-      if (row_weights(in[0], in[1])) weighted_ = 0;
-      if (row_weights(in[1], in[0])) weighted_ = 1;
-      if (weighted_ >= 0) return std::vector<TensorSpec>{in[static_cast<size_t>(weighted_)]};
+    if (op_ == MergeOp::multiply && in.size() == 2 && in[0].kind == ColumnKind::floats &&
+        in[1].kind == ColumnKind::floats && in[0].shape.size() < Shape::max_rank &&
+        in[1].shape.size() < Shape::max_rank) {
+      const int x = weighted_input(Shape(in[0].shape), Shape(in[1].shape));
+      if (x >= 0) return std::vector<TensorSpec>{in[static_cast<size_t>(x)]};
     }
     if (auto st = same_float_inputs(*this, in); !st) return st.error();
     return std::vector<TensorSpec>{in[0]};
@@ -63,9 +71,12 @@ class Merge final : public Layer {
 
   Status forward(Call& c) override {
     auto& s = static_cast<MergeState&>(*c.state);
-    if (weighted_ >= 0) {  // x [rows, k] scaled row by row by w [rows]
-      const auto& x = c.inputs[static_cast<size_t>(weighted_)];
-      const auto& w = c.inputs[static_cast<size_t>(1 - weighted_)];
+    const int weighted = op_ == MergeOp::multiply && c.inputs.size() == 2
+                             ? weighted_input(c.inputs[0].shape, c.inputs[1].shape)
+                             : -1;
+    if (weighted >= 0) {  // x [rows, k] scaled row by row by w [rows]
+      const auto& x = c.inputs[static_cast<size_t>(weighted)];
+      const auto& w = c.inputs[static_cast<size_t>(1 - weighted)];
       const int64_t k = x.shape[x.shape.rank() - 1];
       TensorView y = place(s.y, x.shape);
       backend().scale_rows(x.tensor.reshaped(Shape{x.shape.num_elements() / k, k}),
@@ -99,8 +110,11 @@ class Merge final : public Layer {
     const ConstTensorView dy = c.doutputs[0];
     const size_t n = c.inputs.size();
     s.dx.resize(n);
-    if (weighted_ >= 0) {  // dx = dy scaled by w; dw [r] = dy [r, :] . x [r, :]
-      const size_t xi = static_cast<size_t>(weighted_), wi = 1 - xi;
+    const int weighted = op_ == MergeOp::multiply && n == 2
+                             ? weighted_input(c.inputs[0].shape, c.inputs[1].shape)
+                             : -1;
+    if (weighted >= 0) {  // dx = dy scaled by w; dw [r] = dy [r, :] . x [r, :]
+      const size_t xi = static_cast<size_t>(weighted), wi = 1 - xi;
       const auto& x = c.inputs[xi];
       const auto& w = c.inputs[wi];
       const int64_t k = x.shape[x.shape.rank() - 1];
@@ -158,7 +172,6 @@ class Merge final : public Layer {
 
  private:
   MergeOp op_;
-  int weighted_ = -1;  // Multiply [..., k] x [..., 1]: the index of the [..., k] input
 };
 
 Expected<std::unique_ptr<Layer>> make_merge(LayerConfig& c, MergeOp op) {

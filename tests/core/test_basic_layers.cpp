@@ -277,6 +277,48 @@ TEST_CASE("Activations compute Keras's formulas", "[graph][basic]") {
                 static_cast<float>(e * e * e / z)});
 }
 
+TEST_CASE("A shared Multiply weights rows at one call and multiplies equal shapes at another",
+          "[graph][basic]") {
+  auto m = make("Multiply", R"({"name": "m"})");
+  Graph g;
+  const int x = g.add_input("x", {ColumnKind::floats, {2, 3}});
+  const int w = g.add_input("w", {ColumnKind::floats, {2, 1}});
+  const int a = g.add_input("a", {ColumnKind::floats, {2}});
+  const int b = g.add_input("b", {ColumnKind::floats, {2}});
+  auto rows = g.call(m, {w, x});  // the weights first: Keras broadcasts either way
+  auto same = g.call(m, {a, b});
+  REQUIRE(rows.ok());
+  REQUIRE(same.ok());
+  CHECK(g.spec((*rows)[0]).shape == std::vector<int64_t>{2, 3});
+  REQUIRE(g.set_outputs({(*rows)[0], (*same)[0]}, {"rows", "same"}).ok());
+  Batch batch;
+  batch.columns = {{"x", ColumnKind::floats, Shape{1, 2, 3}, {1, 2, 3, 4, 5, 6}, {}, {}},
+                   {"w", ColumnKind::floats, Shape{1, 2, 1}, {2, -1}, {}, {}},
+                   {"a", ColumnKind::floats, Shape{1, 2}, {1, 2}, {}, {}},
+                   {"b", ColumnKind::floats, Shape{1, 2}, {3, 4}, {}, {}}};
+  REQUIRE(g.feed(batch).ok());
+  REQUIRE(g.forward(false).ok());
+  check_values(Tensor::from_view(g.output(0)), Shape{1, 2, 3}, {2, 4, 6, -4, -5, -6});
+  check_values(Tensor::from_view(g.output(1)), Shape{1, 2}, {3, 8});
+  // And both calls' gradients, the shared layer's modes kept apart.
+  GraphCase c;
+  c.batch = 3;
+  std::vector<int> in;
+  for (const auto& [name, shape] : {std::pair<const char*, std::vector<int64_t>>{"x", {2, 3}},
+                                    {"w", {2, 1}},
+                                    {"a", {2}},
+                                    {"b", {2}}})
+    in.push_back(with_dense_in_front(c, c.graph.add_input(name, {ColumnKind::floats, shape}),
+                                     std::string("front_") + name));
+  auto shared = make("Multiply", R"({"name": "shared"})");
+  auto y1 = c.graph.call(shared, {in[0], in[1]});
+  auto y2 = c.graph.call(shared, {in[2], in[3]});
+  REQUIRE(y1.ok());
+  REQUIRE(y2.ok());
+  REQUIRE(c.graph.set_outputs({(*y1)[0], (*y2)[0]}, {"y1", "y2"}).ok());
+  check_gradients(c);
+}
+
 TEST_CASE("Basic layers' gradients check numerically", "[graph][basic][gradcheck]") {
   struct Case {
     const char* cls;
