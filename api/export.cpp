@@ -1,5 +1,7 @@
 #include "troupe/export.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 
@@ -7,11 +9,17 @@
 
 namespace troupe {
 
-core::Status write_exported_model(const std::string& path, const core::CtrExport& model) {
+bool is_keras_path(const std::string& path) {
   const std::string keras = ".keras";
-  if (path.size() > keras.size() &&
-      path.compare(path.size() - keras.size(), keras.size(), keras) == 0)
-    return core::keras::write_ctr_keras(path, model);
+  if (path.size() <= keras.size()) return false;
+  std::string tail = path.substr(path.size() - keras.size());
+  std::transform(tail.begin(), tail.end(), tail.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return tail == keras;
+}
+
+core::Status write_exported_model(const std::string& path, const core::CtrExport& model) {
+  if (is_keras_path(path)) return core::keras::write_ctr_keras(path, model);
   return core::write_ctr_export(path, model);
 }
 

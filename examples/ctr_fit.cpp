@@ -134,6 +134,9 @@ int main(int argc, char** argv) {
   s.device.add(app);
   s.wire.add(app);
   if (auto end = troupe::examples::parse_command_line(app, argc, argv, "ctr_fit")) return *end;
+  if (s.table.dynamic() && troupe::is_keras_path(s.export_path))
+    return fail("--export " + s.export_path +
+                ": a dynamic table (rows by raw 64-bit key) has no Keras form; export a .tmodel");
   if (auto st = troupe::examples::check_spelling(s.device); !st) return fail(st.error());
   const auto wire = s.wire.parse();
   if (!wire) return fail(wire.error());

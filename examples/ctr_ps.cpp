@@ -304,6 +304,9 @@ int main(int argc, char** argv) {
   if (!wire) return fail(wire.error());
   for (int64_t h : s.hidden)
     if (h < 1 || h > 65536) return fail("--hidden widths must be in [1, 65536]");
+  if (s.table.dynamic() && troupe::is_keras_path(exporting.path))
+    return fail("--export " + exporting.path +
+                ": a dynamic table (rows by raw 64-bit key) has no Keras form; export a .tmodel");
 
   tc::set_intra_op_threads(intra_op_threads);
   const auto registry = make_registry(s);

@@ -1,6 +1,7 @@
 #include "core/keras/builtin_models.hpp"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -65,7 +66,10 @@ class Functional {
           {{"class_name", "__keras_tensor__"},
            {"config", {{"shape", l.shape}, {"dtype", l.dtype}, {"keras_history", {f, 0, 0}}}}});
     }
-    const bool merge = class_name == "Add" || class_name == "Concatenate";
+    // A merge layer's call takes its inputs as one list (Keras's Merge.call(inputs)).
+    static const std::set<std::string> merges = {"Add",     "Subtract", "Multiply",    "Average",
+                                                 "Maximum", "Minimum",  "Concatenate", "Dot"};
+    const bool merge = merges.count(class_name) != 0;
     json shape = json::array({nullptr});
     for (int64_t d : dims)
       shape.push_back(d);
@@ -278,7 +282,11 @@ std::string ctr_graph_path(const CtrModelConfig& c, const std::string& parameter
 
 Expected<std::map<std::string, Tensor>> ctr_model_values(const CtrModelConfig& c,
                                                          const std::map<std::string, Tensor>& dense,
-                                                         const Tensor& rows) {
+                                                         const Tensor& rows, bool weighted) {
+  if (weighted && c.dense == 0 && !c.has_dnn())
+    return make_error(Errc::invalid_argument,
+                      std::string("the weighted Keras form of a ") + ctr_kind_name(c.kind) +
+                          " model without dense features has no weight to hold its bias");
   const int64_t F = c.fields, k = c.dim, W = c.row_width();
   if (rows.shape().rank() != 2 || rows.shape()[1] != W)
     return make_error(Errc::invalid_argument, "the table has shape " + rows.shape().to_string() +
@@ -404,6 +412,9 @@ Status write_ctr_keras(const std::string& path, const CtrExport& model) {
                       path +
                           ": a model of a dynamic table (rows by raw 64-bit key) has no Keras "
                           "form; export it as a .tmodel for troupe predict");
+  if (config.bf16)
+    return make_error(Errc::invalid_argument,
+                      path + ": a Keras file holds the table in float32; export it without --bf16");
   const int64_t rows = model.rows.shape().rank() == 2 ? model.rows.shape()[0] : 0;
   auto values = ctr_model_values(config.model, model.dense, model.rows);
   if (!values) return make_error(values.error().code, path + ": " + values.error().message);

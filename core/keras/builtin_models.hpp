@@ -49,7 +49,9 @@ namespace troupe::core::keras {
 /// the tables uniform in [-0.05, 0.05], kernels Glorot-uniform, biases zero.
 /// With `weighted`, a third input `values` [fields] (float32) scales each id's rows before
 /// anything uses them (Reshape to [fields, 1], then Multiply with each Embedding's output),
-/// as the hand-wired model scales them by the batch's values: the form ctr_ps trains.
+/// as the hand-wired model scales them by the batch's values. No program writes the weighted
+/// form to a file yet (graph_tests check it against CtrModel in Troupe's graph; Keras has
+/// not loaded one).
 nlohmann::json ctr_model_config(const CtrModelConfig& config, int64_t rows,
                                 const std::string& optimizer = "", float learning_rate = 0.0f,
                                 bool weighted = false);
@@ -65,10 +67,11 @@ std::string ctr_graph_path(const CtrModelConfig& config, const std::string& para
 /// The Keras form's weights (by graph weight path, "dnn_0/kernel") holding a hand-wired
 /// model's values: `dense` its parameters by CtrModel::parameters()'s names, `rows` its
 /// table [rows, row_width]. A missing parameter or a shape that differs is an
-/// invalid_argument error naming it.
+/// invalid_argument error naming it; so is the `weighted` form of LR or FM without dense
+/// features (the bias spread over the linear table's rows would be scaled by the values).
 Expected<std::map<std::string, Tensor>> ctr_model_values(const CtrModelConfig& config,
                                                          const std::map<std::string, Tensor>& dense,
-                                                         const Tensor& rows);
+                                                         const Tensor& rows, bool weighted = false);
 
 /// Troupe's built-in Fashion-MNIST classifiers (core/nn/sequential.hpp): make_mlp(widths)
 /// with widths[0] = 784, or make_cnn.

@@ -30,8 +30,11 @@ struct ExportReport {
   double seconds = 0;
 };
 
+/// Whether `path` names a Keras file (ends in ".keras", any case).
+bool is_keras_path(const std::string& path);
+
 /// Writes an exported model to `path`: a path ending in ".keras" gets the model's Keras
-/// form (core/keras/builtin_models.hpp: a fixed table only), any other Troupe's export
+/// form (core/keras/builtin_models.hpp: a fixed table in float32 only), any other Troupe's export
 /// format (core::write_ctr_export). Errors name the file.
 core::Status write_exported_model(const std::string& path, const core::CtrExport& model);
 
