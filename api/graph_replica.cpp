@@ -61,8 +61,9 @@ core::Status set_labels(core::graph::Objective& o, const core::graph::Graph& g,
 }  // namespace
 
 core::Expected<std::unique_ptr<GraphReplica>> GraphReplica::make(const KerasSource& source,
-                                                                 const KerasOptions& options) {
-  auto loaded = core::keras::load_model_bytes(source.bytes, source.name);
+                                                                 const KerasOptions& options,
+                                                                 bool worker_copy) {
+  auto loaded = core::keras::load_model_bytes(source.bytes, source.name, worker_copy);
   if (!loaded) return loaded.error();
   auto r = std::make_unique<GraphReplica>();
   r->loaded = std::move(*loaded);

@@ -46,8 +46,11 @@ struct GraphReplica {
 
   /// Reads the model from `source` and compiles it (options.compile_json, or the file's
   /// compile_config): an error names the file and what is not supported.
+  /// `worker_copy`: `source` may be the chief's copy without its tables
+  /// (worker_keras_source), as a parameter-server worker installs it.
   static core::Expected<std::unique_ptr<GraphReplica>> make(const KerasSource& source,
-                                                            const KerasOptions& options);
+                                                            const KerasOptions& options,
+                                                            bool worker_copy = false);
 
   /// The rows of every table the batch reads, one tensor per table in graph tables() order
   /// for its `ids`, on any device (all at once: a PS job fetches them in one round trip).

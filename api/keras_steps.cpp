@@ -162,7 +162,7 @@ void register_keras(Registry& registry) {
           if (in.sha256 == job.source->sha256 && in.replica) replica = in.replica;
         }
         if (!replica) {
-          auto made = detail::GraphReplica::make(*job.source, job.options);
+          auto made = detail::GraphReplica::make(*job.source, job.options, /*worker_copy=*/true);
           replica = std::shared_ptr<detail::GraphReplica>(std::move(made.value()));
           if (auto st = place(*replica, job); !st) throw core::BadExpectedAccess(st.error());
         }

@@ -33,7 +33,8 @@ Expected<LoadedModel> from_config(LoadedModel m, const json& config) {
 
 }  // namespace
 
-Expected<LoadedModel> load_model_bytes(const std::string& bytes, const std::string& name) {
+Expected<LoadedModel> load_model_bytes(const std::string& bytes, const std::string& name,
+                                       bool worker_copy) {
   LoadedModel m;
   m.source = name;
   if (looks_like_zip(bytes)) {
@@ -45,7 +46,8 @@ Expected<LoadedModel> load_model_bytes(const std::string& bytes, const std::stri
     const json config = m.file.config;
     auto loaded = from_config(std::move(m), config);
     if (!loaded) return loaded;
-    if (auto st = set_weights_from(loaded->model, loaded->file, name); !st) return st.error();
+    if (auto st = set_weights_from(loaded->model, loaded->file, name, worker_copy); !st)
+      return st.error();
     loaded->file.weights.clear();  // given to the graph
     return loaded;
   }
@@ -69,10 +71,17 @@ Expected<LoadedModel> load_model(const std::string& path) {
   return load_model_bytes(buf.str(), path);
 }
 
-Status set_weights_from(graph::KerasModel& model, const KerasFile& file, const std::string& name) {
+Status set_weights_from(graph::KerasModel& model, const KerasFile& file, const std::string& name,
+                        bool worker_copy) {
   const bool tables_elsewhere = file.metadata.is_object() &&
                                 file.metadata.contains(tables_elsewhere_key) &&
                                 file.metadata[tables_elsewhere_key] == "parameter servers";
+  if (tables_elsewhere && !worker_copy)
+    return make_error(Errc::invalid_argument,
+                      name +
+                          ": a parameter-server worker's copy of a model, without its "
+                          "embedding tables (metadata.json's " +
+                          tables_elsewhere_key + "): give the model file itself");
   for (const auto& layer : model.graph->layers()) {
     auto& weights = layer->weights();
     if (weights.empty()) continue;

@@ -38,14 +38,19 @@ struct LoadedModel {
 
 /// Reads a model from a .keras file's bytes or a to_json() document, whichever `bytes`
 /// holds; `name` stands for the file in errors.
-Expected<LoadedModel> load_model_bytes(const std::string& bytes, const std::string& name);
+/// `worker_copy`: the bytes may be a copy without_tables() wrote (a parameter-server
+/// worker's); elsewhere such a copy is an invalid_argument error naming it.
+Expected<LoadedModel> load_model_bytes(const std::string& bytes, const std::string& name,
+                                       bool worker_copy = false);
 Expected<LoadedModel> load_model(const std::string& path);
 
 /// Sets every weight of the model's graph from `file`'s datasets ("<layer path>/vars/<i>"),
 /// tables included (held on the host): a missing dataset, or one of another shape, is an
 /// invalid_argument error naming the layer, the weight and the file. A file written by
-/// without_tables() may lack the tables' datasets: those tables are left without a value.
-Status set_weights_from(graph::KerasModel& model, const KerasFile& file, const std::string& name);
+/// without_tables() lacks the tables' datasets: taken with `worker_copy` (the tables are left
+/// without a value), refused otherwise (its tables are not in it).
+Status set_weights_from(graph::KerasModel& model, const KerasFile& file, const std::string& name,
+                        bool worker_copy = false);
 
 /// The datasets of a weights file holding `values` (by graph weight path, "dense/kernel"),
 /// at the paths Keras reads them from; a weight of the graph missing from `values` is an
@@ -63,8 +68,8 @@ inline constexpr const char* tables_elsewhere_key = "troupe_tables";
 /// path; the tables need none), and metadata.json marked (tables_elsewhere_key). What a
 /// parameter-server job's chief sends its workers: they pull the rows a batch needs from
 /// the PS tasks and never hold a table, so the file they get does not carry one. Reading
-/// it gives a graph whose tables have no value (Weight::value empty); every other weight
-/// is checked as in any file.
+/// it (load_model_bytes with worker_copy) gives a graph whose tables have no value
+/// (Weight::value empty); every other weight is checked as in any file.
 Expected<std::string> without_tables(const LoadedModel& m,
                                      const std::map<std::string, Tensor>& values);
 

@@ -62,7 +62,7 @@ TEST_CASE("A PS job's workers get the Keras model without its tables, and build 
   job.source = *sent;
   auto decoded = decode_keras_job(encode_keras_job(job));
   REQUIRE(decoded.ok());
-  auto worker = detail::GraphReplica::make(*decoded->source, KerasOptions{});
+  auto worker = detail::GraphReplica::make(*decoded->source, KerasOptions{}, /*worker_copy=*/true);
   INFO((worker ? std::string() : worker.error().message));
   REQUIRE(worker.ok());
   auto& full = chief.state().replica.graph->graph();
@@ -84,6 +84,11 @@ TEST_CASE("A PS job's workers get the Keras model without its tables, and build 
   }
   CHECK(tables == 2);
 
+  // Only a worker installing the chief's copy takes it: as a model file it is refused.
+  auto as_file = detail::GraphReplica::make(*decoded->source, KerasOptions{});
+  REQUIRE_FALSE(as_file.ok());
+  CHECK(as_file.error().message.find("without its embedding tables") != std::string::npos);
+
   // Only such a file may lack its tables: the same bytes without the mark are refused,
   // naming the missing dataset.
   auto file = tc::keras::read_keras_bytes((*sent)->bytes, "sent.keras");
@@ -91,7 +96,7 @@ TEST_CASE("A PS job's workers get the Keras model without its tables, and build 
   file->metadata.erase(tc::keras::tables_elsewhere_key);
   auto unmarked = tc::keras::write_keras_bytes(*file, "unmarked.keras");
   REQUIRE(unmarked.ok());
-  auto refused = tc::keras::load_model_bytes(*unmarked, "unmarked.keras");
+  auto refused = tc::keras::load_model_bytes(*unmarked, "unmarked.keras", /*worker_copy=*/true);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().message.find("model.weights.h5 has no") != std::string::npos);
 }
