@@ -226,8 +226,7 @@ TEST_CASE("Each built-in CTR model ctr_ps trains goes back to Keras as a .keras 
     CHECK(chief["export"]["final"] == true);
     const auto scored = predict(model, f, tmp + "/" + kind + ".json");
     CHECK(scored["examples"] == 512);
-    CHECK(scored["loss"].get<double>() ==
-          Approx(chief["logloss"].get<double>()).epsilon(1e-6));
+    CHECK(scored["loss"].get<double>() == Approx(chief["logloss"].get<double>()).epsilon(1e-6));
     check_with_keras(model, f, tmp + "/" + kind + ".json");
   }
   // And the export trains on as an ordinary Keras model (its compile settings: ctr_ps's
@@ -259,9 +258,9 @@ TEST_CASE("fmnist_fit's built-in MLP goes back to Keras as a .keras file",
   REQUIRE(chief["ok"] == true);
   CHECK(chief["export"] == tmp + "/mlp.keras");
   const std::string idx = "/usr/share/datasets/fashion-mnist/t10k-";
-  auto scored = run_program(bin + "/troupe predict --model " + tmp + "/mlp.keras --format idx " +
-                            "--data " + idx + "images-idx3-ubyte.gz," + idx +
-                            "labels-idx1-ubyte.gz 2>&1");
+  auto scored =
+      run_program(bin + "/troupe predict --model " + tmp + "/mlp.keras --format idx " + "--data " +
+                  idx + "images-idx3-ubyte.gz," + idx + "labels-idx1-ubyte.gz 2>&1");
   INFO(scored.output);
   REQUIRE(scored.exit_code == 0);
   CHECK(scored.last_json["examples"] == 10000);
