@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,28 @@ inline void check_values(const Tensor& got, const std::vector<float>& want) {
   }
 }
 
+// One forward call of a built host layer (Hashing, a lookup) on `in`, with what the call
+// reads kept alive beside it.
+struct HostCall {
+  std::unique_ptr<CallState> state;
+  Tensor ints;
+  Call call;
+  Status status;
+};
+
+inline std::unique_ptr<HostCall> forward_host(Layer& layer, const Column& in) {
+  auto h = std::make_unique<HostCall>();
+  h->state = layer.make_state();
+  h->ints = Tensor(in.shape, DType::int64, Device::cpu());
+  std::copy(in.ints.begin(), in.ints.end(), h->ints.data_as<int64_t>());
+  h->call.state = h->state.get();
+  h->call.inputs = {Ref{in.kind,
+                        in.kind == ColumnKind::ints ? ConstTensorView(h->ints) : ConstTensorView(),
+                        in.kind == ColumnKind::strings ? &in.strings : nullptr, in.shape}};
+  h->status = layer.forward(h->call);
+  return h;
+}
+
 // A host layer (Hashing, a lookup) run on one input; its int64 output.
 inline std::vector<int64_t> run_host(const std::string& cls, const std::string& config,
                                      const Column& in) {
@@ -107,17 +130,10 @@ inline std::vector<int64_t> run_host(const std::string& cls, const std::string& 
   INFO((out ? std::string() : out.error().message));
   REQUIRE(out.ok());
   CHECK((*out)[0].kind == ColumnKind::ints);
-  auto state = layer->make_state();
-  Tensor ints(in.shape, DType::int64, Device::cpu());
-  std::copy(in.ints.begin(), in.ints.end(), ints.data_as<int64_t>());
-  Call c;
-  c.state = state.get();
-  c.inputs = {Ref{in.kind, in.kind == ColumnKind::ints ? ConstTensorView(ints) : ConstTensorView(),
-                  in.kind == ColumnKind::strings ? &in.strings : nullptr, in.shape}};
-  auto st = layer->forward(c);
-  INFO((st ? std::string() : st.error().message));
-  REQUIRE(st.ok());
-  const Ref& r = c.outputs.at(0);
+  auto h = forward_host(*layer, in);
+  INFO((h->status ? std::string() : h->status.error().message));
+  REQUIRE(h->status.ok());
+  const Ref& r = h->call.outputs.at(0);
   CHECK(r.shape == in.shape);
   return std::vector<int64_t>(r.ints(), r.ints() + r.shape.num_elements());
 }
@@ -125,16 +141,9 @@ inline std::vector<int64_t> run_host(const std::string& cls, const std::string& 
 inline Error host_error(const std::string& cls, const std::string& config, const Column& in) {
   auto layer = make(cls, config);
   REQUIRE(layer->build({TensorSpec{in.kind, {}}}).ok());
-  auto state = layer->make_state();
-  Tensor ints(in.shape, DType::int64, Device::cpu());
-  std::copy(in.ints.begin(), in.ints.end(), ints.data_as<int64_t>());
-  Call c;
-  c.state = state.get();
-  c.inputs = {Ref{in.kind, in.kind == ColumnKind::ints ? ConstTensorView(ints) : ConstTensorView(),
-                  in.kind == ColumnKind::strings ? &in.strings : nullptr, in.shape}};
-  auto st = layer->forward(c);
-  REQUIRE_FALSE(st.ok());
-  return st.error();
+  auto h = forward_host(*layer, in);
+  REQUIRE_FALSE(h->status.ok());
+  return h->status.error();
 }
 
 inline std::string refusal(const std::string& cls, const std::string& config) {
