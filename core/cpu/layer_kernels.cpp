@@ -161,6 +161,16 @@ void CpuBackend::reduce_middle(Reduce op, ConstTensorView x, TensorView y) {
   TROUPE_ASSERT(x.shape().rank() == 3 && x.shape()[1] > 0, "reduce_middle takes [a, m > 0, c]");
   const int64_t m = x.shape()[1], c = x.shape()[2];
   parallel_for(x.shape()[0], row_grain(m * c), [&](int64_t b, int64_t e) {
+    if (c == 1) {  // one value per position (a linear term's pooling): no row to copy
+      for (int64_t a = b; a < e; ++a) {
+        const float* in = x.data() + a * m;
+        float out = in[0];
+        for (int64_t k = 1; k < m; ++k)
+          out = op == Reduce::max ? std::max(out, in[k]) : out + in[k];
+        y.data()[a] = op == Reduce::mean ? out / static_cast<float>(m) : out;
+      }
+      return;
+    }
     for (int64_t a = b; a < e; ++a) {
       const float* in = x.data() + a * m * c;
       float* out = y.data() + a * c;
@@ -187,6 +197,11 @@ void CpuBackend::reduce_middle_backward(Reduce op, ConstTensorView x, ConstTenso
   const int64_t m = dx.shape()[1], c = dx.shape()[2];
   const float scale = op == Reduce::mean ? 1.0f / static_cast<float>(m) : 1.0f;
   parallel_for(dx.shape()[0], row_grain(m * c), [&](int64_t b, int64_t e) {
+    if (c == 1 && op != Reduce::max) {
+      for (int64_t a = b; a < e; ++a)
+        std::fill_n(dx.data() + a * m, m, dy.data()[a] * scale);
+      return;
+    }
     for (int64_t a = b; a < e; ++a) {
       const float* g = dy.data() + a * c;
       float* out = dx.data() + a * m * c;

@@ -93,6 +93,23 @@ TEST_CASE("CPU layer kernels on small inputs", "[kernels][basic]") {
     CHECK(dx[4] == Approx(10.0f / 3));
     cpu.reduce_middle(Reduce::sum, x, y);
     CHECK(y[1] == 10.0f);
+    // One value per position (a linear term's [batch, fields, 1]) takes its own path.
+    Tensor x1(Shape{2, 3, 1}, {1, 5, 4, -2, -7, 3}), y1(Shape{2, 1}), dx1(Shape{2, 3, 1});
+    Tensor dy1(Shape{2, 1}, {6, 9});
+    cpu.reduce_middle(Reduce::max, x1, y1);
+    CHECK(y1[0] == 5.0f);
+    CHECK(y1[1] == 3.0f);
+    cpu.reduce_middle(Reduce::sum, x1, y1);
+    CHECK(y1[0] == 10.0f);
+    CHECK(y1[1] == -6.0f);
+    cpu.reduce_middle(Reduce::mean, x1, y1);
+    CHECK(y1[1] == Approx(-2.0f));
+    cpu.reduce_middle_backward(Reduce::mean, x1, y1, dy1, dx1);
+    CHECK(dx1[0] == Approx(2.0f));
+    CHECK(dx1[5] == Approx(3.0f));
+    cpu.reduce_middle_backward(Reduce::sum, x1, y1, dy1, dx1);
+    CHECK(dx1[2] == 6.0f);
+    CHECK(dx1[3] == 9.0f);
   }
   SECTION("row dots, row scaling and column sums") {
     Tensor a(Shape{2, 2}, {1, 2, 3, 4}), b(Shape{2, 2}, {5, 6, 7, 8}), r(Shape{2});

@@ -34,13 +34,17 @@ core::CpuBackend cpu;
 TEST_CASE("The embedding scatter body sums repeated ids as the CPU does", "[gpu_bodies][sparse]") {
   const std::vector<int32_t> index = {2, 0, 2, 1, 2, 0};
   const core::ConstTensorView ix{index.data(), Shape{6}, core::Device::cpu(), core::DType::int32};
-  const Tensor dy = random_tensor(Shape{6, 5}, 1);
-  Tensor want(Shape{3, 5}), got(Shape{3, 5});
-  cpu.scatter_add_index(dy, ix, want);
-  run_body(dy.size(), [&](int64_t i) {
-    core::kernels::scatter_add_index(i, 5, dy.data(), index.data(), got.data());
-  });
-  close_to_cpu(got, want, 1e-6f, "row grads");
+  // Rows of 5 floats, and of 1 (a linear term's, which the CPU adds on a path of its own).
+  for (const int64_t d : {int64_t{5}, int64_t{1}}) {
+    INFO("width " << d);
+    const Tensor dy = random_tensor(Shape{6, d}, 1);
+    Tensor want = random_tensor(Shape{3, d}, 3), got(Shape{3, d});  // overwritten, not added to
+    cpu.scatter_add_index(dy, ix, want);
+    run_body(dy.size(), [&](int64_t i) {
+      core::kernels::scatter_add_index(i, d, dy.data(), index.data(), got.data());
+    });
+    close_to_cpu(got, want, 1e-6f, "row grads");
+  }
   Tensor rows = random_tensor(Shape{3, 5}, 2), y(Shape{6, 5}), y_cpu(Shape{6, 5});
   cpu.gather_index(rows, ix, y_cpu);
   run_body(y.size(), [&](int64_t i) {
@@ -50,8 +54,10 @@ TEST_CASE("The embedding scatter body sums repeated ids as the CPU does", "[gpu_
 }
 
 TEST_CASE("The factorization machine's bodies compute what the CPU does", "[gpu_bodies][sparse]") {
-  // Several widths: the CPU adds a whole factor row per field, the bodies one column each.
-  for (const int64_t k : {int64_t{1}, int64_t{8}, int64_t{13}}) {
+  // Several widths: the CPU adds a whole factor row per field (8, 16 and 32 as vectors of
+  // 8 lanes, the others in a loop), the bodies one column each.
+  for (const int64_t k :
+       {int64_t{1}, int64_t{4}, int64_t{8}, int64_t{13}, int64_t{16}, int64_t{32}}) {
     INFO("k " << k);
     const int64_t b = 5, fields = 7;
     const Tensor x = random_tensor(Shape{b, fields, k}, 7), dy = random_tensor(Shape{b}, 8);
