@@ -281,17 +281,31 @@ Status Graph::collect_tables() {
     r.clear();
   for (auto& n : nodes_)
     if (n.table >= 0) reads[static_cast<size_t>(n.table)].push_back(n.inputs[0]);
+  // Each table's ids: its one call's tensor where it has one call (not copied), else every
+  // call's ids one after another (in all_ids_); empty where it shares an earlier table's.
+  std::vector<std::pair<const int64_t*, size_t>>& ids = table_ids_;
+  ids.assign(tables_.size(), {nullptr, 0});
   for (size_t t = 0; t < tables_.size(); ++t) {
     all_ids_[t].clear();
     size_t same = 0;
     while (same < t && reads[same] != reads[t])
       ++same;
     if (same < t) continue;  // shares an earlier table's ids: not collected again
-    for (int id : reads[t]) {
-      const Ref& ids = values_[static_cast<size_t>(id)];
-      all_ids_[t].insert(all_ids_[t].end(), ids.ints(), ids.ints() + ids.tensor.size());
+    if (reads[t].size() == 1) {
+      const Ref& r = values_[static_cast<size_t>(reads[t][0])];
+      ids[t] = {r.ints(), static_cast<size_t>(r.tensor.size())};
+      continue;
     }
+    for (int id : reads[t]) {
+      const Ref& r = values_[static_cast<size_t>(id)];
+      all_ids_[t].insert(all_ids_[t].end(), r.ints(), r.ints() + r.tensor.size());
+    }
+    ids[t] = {all_ids_[t].data(), all_ids_[t].size()};
   }
+  auto same_ids = [&](size_t a, size_t b) {
+    return ids[a].second == ids[b].second &&
+           std::equal(ids[a].first, ids[a].first + ids[a].second, ids[b].first);
+  };
   // Tables read by the same ids share one deduplication: their unique ids and index are
   // those of the first table that computed them (its owner: through the same tensors, or
   // other tensors holding the same ids).
@@ -299,15 +313,16 @@ Status Graph::collect_tables() {
   owner.assign(tables_.size(), 0);
   for (size_t t = 0; t < tables_.size(); ++t) {
     const Weight& w = weights_[tables_[t].weight].weight();
+    const bool shares = ids[t].first == nullptr;  // an earlier table's tensors
     size_t same = 0;
     while (same < t && reads[same] != reads[t] &&
-           (all_ids_[t].empty() || owner[same] != same || all_ids_[same] != all_ids_[t]))
+           (shares || owner[same] != same || !same_ids(same, t)))
       ++same;
     owner[t] = same < t ? owner[same] : t;
     if (owner[t] != t)
       tables_[t].ids = tables_[owner[t]].ids;
     else
-      unique_ids(all_ids_[t], tables_[t].ids, all_index_[t]);
+      unique_ids(ids[t].first, ids[t].second, tables_[t].ids, all_index_[t]);
     const std::vector<int32_t>& index = all_index_[owner[t]];
     if (!w.keyed)
       for (int64_t id : tables_[t].ids)

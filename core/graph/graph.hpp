@@ -148,15 +148,16 @@ class Graph {
   // collect_tables()'s buffers, per table: every call's ids, and the index into the unique.
   std::vector<std::vector<int64_t>> all_ids_;
   std::vector<std::vector<int32_t>> all_index_;
-  std::vector<std::vector<int>> table_reads_;  // each table's calls' id tensors
-  std::vector<size_t> table_owner_;            // the table whose deduplication each uses
-  std::vector<size_t> table_of_weight_;        // weights_ index -> tables_ index (or npos)
-  std::vector<Tensor> grads_;                  // per weight
-  std::vector<Tensor> scratch_grads_;          // per weight: a shared layer's later calls
-  std::vector<Tensor> tensor_grads_;           // per tensor: sums where a tensor fans out
-  std::vector<ConstTensorView> dvalues_;       // per tensor, during backward
-  std::vector<bool> needs_grad_;               // per tensor
-  std::vector<Tensor> zeros_;                  // per tensor: for outputs no gradient reached
+  std::vector<std::vector<int>> table_reads_;                 // each table's calls' id tensors
+  std::vector<std::pair<const int64_t*, size_t>> table_ids_;  // each table's ids, this step
+  std::vector<size_t> table_owner_;       // the table whose deduplication each uses
+  std::vector<size_t> table_of_weight_;   // weights_ index -> tables_ index (or npos)
+  std::vector<Tensor> grads_;             // per weight
+  std::vector<Tensor> scratch_grads_;     // per weight: a shared layer's later calls
+  std::vector<Tensor> tensor_grads_;      // per tensor: sums where a tensor fans out
+  std::vector<ConstTensorView> dvalues_;  // per tensor, during backward
+  std::vector<bool> needs_grad_;          // per tensor
+  std::vector<Tensor> zeros_;             // per tensor: for outputs no gradient reached
   bool planned_ = false;
   bool forwarded_ = false;
 };

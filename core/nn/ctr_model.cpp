@@ -64,7 +64,11 @@ void radix_sort(std::vector<uint64_t>& keys, std::vector<uint32_t>& pos, uint64_
 
 void unique_ids(const std::vector<int64_t>& ids, std::vector<int64_t>& unique,
                 std::vector<int32_t>& index) {
-  const size_t n = ids.size();
+  unique_ids(ids.data(), ids.size(), unique, index);
+}
+
+void unique_ids(const int64_t* ids, size_t n, std::vector<int64_t>& unique,
+                std::vector<int32_t>& index) {
   unique.clear();
   index.resize(n);
   if (n == 0) return;
@@ -72,7 +76,7 @@ void unique_ids(const std::vector<int64_t>& ids, std::vector<int64_t>& unique,
   // its position, so one pass over the sorted keys gives both the unique ids and the index.
   thread_local std::vector<uint64_t> keys;
   thread_local std::vector<uint32_t> pos;
-  const int64_t lo = *std::min_element(ids.begin(), ids.end());
+  const int64_t lo = *std::min_element(ids, ids + n);
   uint64_t range = 0;
   keys.resize(n);
   pos.resize(n);

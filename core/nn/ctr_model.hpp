@@ -50,6 +50,9 @@ struct CtrModelConfig {
 /// The unique ids of `ids`, ascending, and for each id the index of its row among them.
 void unique_ids(const std::vector<int64_t>& ids, std::vector<int64_t>& unique,
                 std::vector<int32_t>& index);
+/// The same over the `n` ids at `ids`.
+void unique_ids(const int64_t* ids, size_t n, std::vector<int64_t>& unique,
+                std::vector<int32_t>& index);
 
 class CtrModel {
  public:
