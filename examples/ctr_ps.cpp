@@ -10,6 +10,7 @@
 // PS tasks apply them (sparse Adagrad by default). The chief then scores the held-out file,
 // reading only the rows it needs, and prints one JSON line: examples/s, AUC and log loss
 // next to the data's teacher AUC, rows and bytes per step, and each PS task's memory.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -23,6 +24,7 @@
 #include "core/data/guard.hpp"
 #include "core/data/sparse_input.hpp"
 #include "core/json_text.hpp"
+#include "core/keras/ctr_graph.hpp"
 #include "core/metrics.hpp"
 #include "core/nn/ctr_export.hpp"
 #include "core/nn/ctr_model.hpp"
@@ -105,20 +107,15 @@ struct StepReport {
   MSGPACK_DEFINE(loss, rows);
 };
 
-// This process's model replica; only its worker actor's thread uses it.
+// This process's model: the built-in model's Keras form as a layer graph over the PS
+// variables (core/keras/ctr_graph.hpp), with its loss and device. Only one thread uses a
+// replica at a time (a worker's step; the chief's evaluation).
 struct Replica {
-  tc::CtrModel model;
-  std::vector<tc::Parameter> params = model.parameters();
-  std::vector<std::string> names;
+  tc::keras::CtrGraph model;
   tc::SigmoidBinaryCrossEntropy loss;
-  std::vector<int64_t> unique;
-  std::vector<int32_t> index;
   troupe::examples::WorkerDevice device;
-  tc::Tensor rows, row_grads;  // pulled rows on the device, their gradients back on the host
-  explicit Replica(const tc::CtrModelConfig& c) : model(c) {
-    for (auto& p : params)
-      names.push_back(p.name);
-  }
+  explicit Replica(const Settings& s)
+      : model(s.model_config(), s.table_rows(), s.table.dynamic()) {}
 };
 
 troupe::Registry make_registry(const Settings& s) {
@@ -127,48 +124,44 @@ troupe::Registry make_registry(const Settings& s) {
     return troupe::examples::ctr_train_batches(s.data, s.extension(), ctx,
                                                s.input(static_cast<size_t>(s.batch)));
   });
-  auto replica = std::make_shared<Replica>(s.model_config());
-  r.add_step(
-      "ctr_step",
-      [replica, s](troupe::StepContext& ctx,
-                   troupe::PerWorkerDataset ds) -> tc::Expected<StepReport> {
-        Replica& m = *replica;
-        if (auto st =
-                m.device.place(s.device, "ctr_ps",
-                               [&](tc::Device d, tc::Precision p) { return m.model.to(d, p); });
-            !st)
-          return st.error();
-        auto batch = ctx.next_batch(ds);
-        if (!batch) return batch.error();
-        if (!*batch) return tc::make_error(tc::Errc::out_of_range, "the training data ended");
-        const tc::Batch& b = **batch;
-        if (auto st = m.model.check_batch(b); !st) return st.error();
-        tc::unique_ids(b.ids, m.unique, m.index);
-        auto values = ctx.pull(m.names);
-        if (!values) return values.error();
-        auto rows = ctx.pull_rows(kTable, m.unique);
-        if (!rows) return rows.error();
-        if (auto st = tc::assign(m.params, std::move(*values)); !st) return st.error();
-        auto logits = m.model.forward(b, tc::on(m.device.device(), *rows, m.rows), m.index);
-        if (!logits) return logits.error();
-        m.loss.set_grad_scale(m.device.grad_scale());
-        auto loss = m.loss.forward(*logits, b.labels.data());
-        if (!loss) return loss.error();
-        if (!std::isfinite(*loss))
-          return tc::make_error(tc::Errc::invalid_argument, "loss is not finite");
-        m.model.backward(m.loss.backward());
-        std::vector<tc::TensorView> grads{m.model.row_grads()};
-        for (auto& p : m.params)
-          grads.push_back(*p.grad);
-        const StepReport report{*loss, static_cast<int64_t>(m.unique.size())};
-        if (!m.device.finish_scaled_step(grads)) return report;  // float16 overflow: no push
-        if (auto st = ctx.push(m.device.host_grads(m.params)); !st) return st.error();
-        if (auto st = ctx.push_rows(kTable, m.unique,
-                                    tc::on(tc::Device::cpu(), m.model.row_grads(), m.row_grads));
-            !st)
-          return st.error();
-        return report;
-      });
+  auto replica = std::make_shared<Replica>(s);
+  r.add_step("ctr_step",
+             [replica, s](troupe::StepContext& ctx,
+                          troupe::PerWorkerDataset ds) -> tc::Expected<StepReport> {
+               Replica& m = *replica;
+               if (auto st = m.device.place(
+                       s.device, "ctr_ps",
+                       [&](tc::Device d, tc::Precision p) { return m.model.to(d, p); });
+                   !st)
+                 return st.error();
+               auto batch = ctx.next_batch(ds);
+               if (!batch) return batch.error();
+               if (!*batch)
+                 return tc::make_error(tc::Errc::out_of_range, "the training data ended");
+               const tc::Batch& b = **batch;
+               if (auto st = m.model.feed(b); !st) return st.error();
+               auto values = ctx.pull(m.model.names());
+               if (!values) return values.error();
+               auto rows = ctx.pull_rows(kTable, m.model.ids());
+               if (!rows) return rows.error();
+               if (auto st = m.model.assign(std::move(*values)); !st) return st.error();
+               m.model.give_rows(*rows);
+               auto logits = m.model.forward(/*training=*/true);
+               if (!logits) return logits.error();
+               m.loss.set_grad_scale(m.device.grad_scale());
+               auto loss = m.loss.forward(*logits, b.labels.data());
+               if (!loss) return loss.error();
+               if (!std::isfinite(*loss))
+                 return tc::make_error(tc::Errc::invalid_argument, "loss is not finite");
+               m.model.backward(m.loss.backward());
+               const StepReport report{*loss, static_cast<int64_t>(m.model.ids().size())};
+               if (!m.device.finish_scaled_step(m.model.gradients()))
+                 return report;  // float16 overflow
+               if (auto st = ctx.push(m.model.dense_grads()); !st) return st.error();
+               if (auto st = ctx.push_rows(kTable, m.model.ids(), m.model.row_grads()); !st)
+                 return st.error();
+               return report;
+             });
   return r;
 }
 
@@ -182,12 +175,14 @@ struct Scores {
 tc::Expected<Scores> evaluate(const Settings& s, troupe::ParameterServerStrategy& strategy,
                               const std::vector<troupe::Variable>& dense,
                               const troupe::Variable& table) {
-  Replica m(s.model_config());
-  for (size_t i = 0; i < dense.size(); ++i) {
-    auto v = strategy.read(dense[i]);
-    if (!v) return v.error();
-    *m.params[i].value = std::move(*v);
+  Replica m(s);
+  std::vector<tc::Tensor> values;
+  for (const auto& v : dense) {
+    auto value = strategy.read(v);
+    if (!value) return value.error();
+    values.push_back(std::move(*value));
   }
+  if (auto st = m.model.assign(std::move(values)); !st) return st.error();
   auto o = s.input(static_cast<size_t>(s.eval_batch));
   o.epochs = 1;
   o.drop_remainder = false;
@@ -199,9 +194,9 @@ tc::Expected<Scores> evaluate(const Settings& s, troupe::ParameterServerStrategy
   auto status = tc::guard_user_data("held-out data", [&] {
     auto it = tc::sparse_input({s.heldout_file()}, tc::InputContext{}, o).make_iterator();
     while (auto b = it->next()) {
-      tc::unique_ids(b->ids, m.unique, m.index);
-      auto rows = strategy.read_rows(table, m.unique).value();
-      auto logits = m.model.forward(*b, rows, m.index).value();
+      if (auto st = m.model.feed(*b); !st) throw tc::BadExpectedAccess(st.error());
+      m.model.give_rows(strategy.read_rows(table, m.model.ids()).value());
+      const tc::Tensor logits = tc::Tensor::from_view(m.model.forward(/*training=*/false).value());
       std::vector<float> p(static_cast<size_t>(b->size()));
       for (int64_t i = 0; i < b->size(); ++i) {
         const double z = logits[i], y = b->labels[static_cast<size_t>(i)];
@@ -350,13 +345,13 @@ int main(int argc, char** argv) {
                                          table_init, s.optimizer, s.lr);
   }
   if (!table) return fail(table.error());
-  Replica shapes(config);
+  const tc::keras::CtrGraph shapes(config, s.table_rows(), s.table.dynamic());
   std::vector<troupe::Variable> dense;
   uint64_t seed = s.seed + 1;
-  for (auto& p : shapes.params) {
-    const bool kernel = p.value->shape().rank() == 2;
+  for (size_t i = 0; i < shapes.names().size(); ++i) {
+    const bool kernel = shapes.shapes()[i].rank() == 2;
     auto v =
-        (*strategy)->create_variable(p.name, p.value->shape(),
+        (*strategy)->create_variable(shapes.names()[i], shapes.shapes()[i],
                                      tc::Initializer{kernel ? tc::Initializer::Kind::glorot_uniform
                                                             : tc::Initializer::Kind::zeros,
                                                      0.0f, seed++},
@@ -452,8 +447,8 @@ int main(int argc, char** argv) {
   const bool scored = !s.heldout_file().empty();
   auto or_null = [&](double v) { return scored ? nlohmann::json(v) : nlohmann::json(); };
   int64_t dense_params = 0;
-  for (auto& p : shapes.params)
-    dense_params += p.value->size();
+  for (const auto& shape : shapes.shapes())
+    dense_params += shape.num_elements();
   const int64_t width = config.row_width();
   // Pull: row ids out, rows back; push: ids and gradients out; dense values both ways, in
   // the wire's type.

@@ -12,6 +12,7 @@
 
 #include "core/graph/keras_model.hpp"
 #include "core/keras/builtin_models.hpp"
+#include "core/keras/ctr_graph.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/sequential.hpp"
 #include "ctr_batch.hpp"
@@ -167,6 +168,77 @@ TEST_CASE(
         else
           check_close(t.row_grads, columns(m.row_grads(), 1, cfg.dim), "the factors' gradients");
       }
+    }
+  }
+}
+
+TEST_CASE(
+    "CtrGraph trains the Keras form over the hand-wired model's variables: the same logits, "
+    "dense gradients by name and row gradients in the table's layout",
+    "[ctr][keras]") {
+  // dim 8 and 16: the factorization machine's vector path; 3: its loop. Batches with values
+  // run the weighted form, batches of ones the plain one; one CtrGraph takes both in turn.
+  for (const int64_t dim : {int64_t{3}, int64_t{8}, int64_t{16}}) {
+    for (CtrKind kind : {CtrKind::logistic, CtrKind::fm, CtrKind::deepfm, CtrKind::wide_deep}) {
+      CtrModelConfig cfg;
+      cfg.kind = kind;
+      cfg.fields = 4;
+      cfg.dense = 2;
+      cfg.dim = dim;
+      cfg.hidden = {6, 5};
+      cfg.seed = 3;
+      const int64_t rows = cfg.fields * 3, W = cfg.row_width();
+      CtrModel m(cfg);
+      std::vector<Tensor> values;
+      uint64_t seed = 60;
+      for (auto& p : m.parameters()) {
+        *p.value = troupe::test::random_tensor(p.value->shape(), ++seed, -0.5f, 0.5f);
+        values.push_back(*p.value);
+      }
+      keras::CtrGraph graph(cfg, rows, /*keyed=*/false);
+      REQUIRE(graph.names().size() == values.size());
+      for (size_t i = 0; i < values.size(); ++i)
+        CHECK(graph.shapes()[i] == values[i].shape());
+      REQUIRE(graph.assign(values).ok());
+      const Tensor table = troupe::test::random_tensor(Shape{rows, W}, 7, -0.5f, 0.5f);
+      for (const bool weighted : {true, false, true}) {
+        INFO(ctr_kind_name(kind) << ", dim " << dim << (weighted ? ", weighted" : ""));
+        Batch b = troupe::test::make_ctr_batch(5, cfg.fields, cfg.dense, weighted ? 11 : 12);
+        if (!weighted) std::fill(b.values.begin(), b.values.end(), 1.0f);
+        std::vector<int64_t> unique;
+        std::vector<int32_t> index;
+        unique_ids(b.ids, unique, index);
+        Tensor held(Shape{static_cast<int64_t>(unique.size()), W});
+        for (size_t u = 0; u < unique.size(); ++u)
+          for (int64_t j = 0; j < W; ++j)
+            held[static_cast<int64_t>(u) * W + j] = table[unique[u] * W + j];
+        auto want = m.forward(b, held, index);
+        REQUIRE(want.ok());
+        const Tensor want_logits = Tensor::from_view(*want);
+        const Tensor dlogits = troupe::test::random_tensor(Shape{5, 1}, 9);
+        m.backward(dlogits);
+
+        REQUIRE(graph.feed(b).ok());
+        REQUIRE(graph.ids() == unique);
+        graph.give_rows(held);
+        auto logits = graph.forward(/*training=*/true);
+        REQUIRE(logits.ok());
+        check_close(*logits, want_logits, "logits");
+        graph.backward(dlogits);
+        const auto grads = graph.dense_grads();
+        auto params = m.parameters();
+        REQUIRE(grads.size() == params.size());
+        for (size_t i = 0; i < grads.size(); ++i) {
+          CHECK(grads[i].first == params[i].name);
+          check_close(grads[i].second, *params[i].grad, params[i].name);
+        }
+        check_close(graph.row_grads(), m.row_grads(), "the rows' gradients");
+      }
+      // A batch the model cannot take is an error naming what is wrong, not an abort.
+      Batch short_batch = troupe::test::make_ctr_batch(2, cfg.fields - 1, cfg.dense, 5);
+      auto refused = graph.feed(short_batch);
+      REQUIRE_FALSE(refused.ok());
+      CHECK(refused.error().message.find("one per field") != std::string::npos);
     }
   }
 }

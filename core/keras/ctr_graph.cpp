@@ -1,0 +1,202 @@
+#include "core/keras/ctr_graph.hpp"
+
+#include <algorithm>
+
+#include "core/keras/builtin_models.hpp"
+
+namespace troupe::core::keras {
+
+namespace {
+
+// A batch of the sparse readers' examples as the form's inputs, into `out` (its buffers
+// reused batch after batch): `ids` [n, fields], `values` [n, fields] for the weighted form,
+// `dense` [n, dense].
+Status ctr_columns(const CtrModelConfig& c, const Batch& b, bool weighted, Batch& out) {
+  const int64_t n = b.size(), F = c.fields, D = c.dense;
+  if (static_cast<int64_t>(b.row_splits.size()) != n + 1 ||
+      (!b.values.empty() && b.values.size() != b.ids.size()))
+    return make_error(Errc::invalid_argument, "CTR batch: malformed sparse features");
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t have =
+        b.row_splits[static_cast<size_t>(i + 1)] - b.row_splits[static_cast<size_t>(i)];
+    if (have != F)
+      return make_error(Errc::invalid_argument,
+                        "CTR batch: example " + std::to_string(i) + " has " + std::to_string(have) +
+                            " ids, the model takes one per field (" + std::to_string(F) + ")");
+  }
+  const int64_t d = b.features.shape().rank() == 2 ? b.features.shape()[1] : 0;
+  if (n > 0 && d != D)
+    return make_error(Errc::invalid_argument, "CTR batch: " + std::to_string(d) +
+                                                  " dense features, the model takes " +
+                                                  std::to_string(D));
+  out.columns.resize(1 + (weighted ? 1 : 0) + (D > 0 ? 1 : 0));
+  auto column = [&](size_t at, const char* name, ColumnKind kind, int64_t width) -> Column& {
+    Column& col = out.columns[at];
+    col.name = name;
+    col.kind = kind;
+    col.shape = Shape{n, width};
+    return col;
+  };
+  column(0, "ids", ColumnKind::ints, F).ints.assign(b.ids.begin(), b.ids.end());
+  if (weighted)
+    column(1, "values", ColumnKind::floats, F).floats.assign(b.values.begin(), b.values.end());
+  if (D > 0)
+    column(out.columns.size() - 1, "dense", ColumnKind::floats, D)
+        .floats.assign(b.features.data(), b.features.data() + n * D);
+  return {};
+}
+
+// Columns [from, from + w) of each of `n` rows of `width` floats into rows of `w`, or back
+// (`to_wide`). A row is a few floats: a call to memcpy per row costs more than the copy.
+void copy_row_columns(const float* __restrict src, float* __restrict dst, int64_t n, int64_t width,
+                      int64_t from, int64_t w, bool to_wide) {
+  const int64_t src_stride = to_wide ? w : width, dst_stride = to_wide ? width : w;
+  if (to_wide)
+    dst += from;
+  else
+    src += from;
+  if (w == 1) {
+    for (int64_t r = 0; r < n; ++r)
+      dst[r * dst_stride] = src[r * src_stride];
+    return;
+  }
+  for (int64_t r = 0; r < n; ++r, src += src_stride, dst += dst_stride)
+    for (int64_t j = 0; j < w; ++j)
+      dst[j] = src[j];
+}
+
+}  // namespace
+
+CtrGraph::CtrGraph(const CtrModelConfig& config, int64_t rows, bool keyed) : config_(config) {
+  TROUPE_ASSERT(config_.dense > 0, "CtrGraph: a model with dense features (its bias is theirs)");
+  CtrModel wired(config_);  // named: parameters() points into it
+  for (const auto& p : wired.parameters()) {
+    names_.push_back(p.name);
+    shapes_.push_back(p.value->shape());
+  }
+  for (int weighted = 0; weighted < 2; ++weighted) {
+    Form& f = forms_[weighted];
+    auto model = graph::build_keras_model(ctr_model_config(config_, rows, "", 0.0f, weighted == 1));
+    TROUPE_ASSERT(model.ok(), "the built-in CTR model's Keras form does not build");
+    f.model = std::move(*model);
+    if (keyed)  // rows by raw 64-bit key: no range to check the ids against
+      for (const char* layer : {"linear", "embedding"})
+        if (auto* l = f.graph().layer(layer))
+          for (auto& w : l->weights())
+            w.keyed = true;
+    const auto& ws = f.graph().weights();
+    for (const auto& name : names_) {
+      const std::string path = ctr_graph_path(config_, name);
+      size_t w = 0;
+      while (w < ws.size() && ws[w].path != path)
+        ++w;
+      TROUPE_ASSERT(w < ws.size(), ("CtrGraph: no graph weight for parameter " + name).c_str());
+      f.dense.push_back(w);
+    }
+    for (const auto& use : f.graph().tables())
+      f.from.push_back(ws[use.weight].path == "linear/embeddings" ? 0 : 1);
+  }
+}
+
+Status CtrGraph::to(Device device, Precision precision) {
+  for (auto& f : forms_)
+    if (auto st = f.graph().to(device, precision); !st) return st;
+  return {};
+}
+
+Status CtrGraph::feed(const Batch& b) {
+  const bool weighted =
+      std::any_of(b.values.begin(), b.values.end(), [](float v) { return v != 1.0f; });
+  if (auto st = ctr_columns(config_, b, weighted, columns_); !st) return st;
+  form_ = &forms_[weighted ? 1 : 0];
+  if (stale_[weighted ? 1 : 0]) {  // the other form holds the values assign() gave last
+    Form& from = forms_[weighted ? 0 : 1];
+    for (size_t i = 0; i < form_->dense.size(); ++i)
+      graph().weights()[form_->dense[i]].weight().value.set(
+          from.graph().weights()[from.dense[i]].weight().value);
+    stale_[weighted ? 1 : 0] = false;
+  }
+  return graph().feed(columns_);
+}
+
+const std::vector<int64_t>& CtrGraph::ids() const {
+  return form_->model.graph->tables().front().ids;
+}
+
+Status CtrGraph::assign(std::vector<Tensor> values) {
+  if (values.size() != form_->dense.size())
+    return make_error(Errc::internal, "CtrGraph: " + std::to_string(values.size()) +
+                                          " values for " + std::to_string(form_->dense.size()) +
+                                          " variables");
+  for (size_t i = 0; i < form_->dense.size(); ++i) {
+    auto& w = graph().weights()[form_->dense[i]].weight();
+    if (values[i].shape() != w.shape)
+      return make_error(Errc::internal, "variable '" + names_[i] + "' has shape " +
+                                            values[i].shape().to_string() + ", the model " +
+                                            w.shape.to_string());
+    if (w.value.device() == values[i].device())
+      w.value = std::move(values[i]);
+    else
+      w.value.set(values[i]);
+  }
+  // The other form takes them when a batch next needs it (feed()).
+  stale_[form_ == &forms_[0] ? 1 : 0] = true;
+  stale_[form_ == &forms_[0] ? 0 : 1] = false;
+  return {};
+}
+
+void CtrGraph::give_rows(ConstTensorView rows) {
+  const ConstTensorView host = on(Device::cpu(), rows, host_rows_);
+  const int64_t n = host.shape()[0], width = host.shape()[1];
+  auto& uses = graph().tables();
+  parts_.resize(uses.size());
+  for (size_t t = 0; t < uses.size(); ++t) {
+    const int64_t from = form_->from[t], w = from == 0 ? 1 : width - 1;
+    Tensor& part = parts_[t];  // the buffer the graph held last step (moved to a device there)
+    if (!part.device().is_cpu()) part = Tensor();
+    part.resize(Shape{n, w});
+    copy_row_columns(host.data(), part.data(), n, width, from, w, /*to_wide=*/false);
+    std::swap(uses[t].rows, part);
+  }
+}
+
+Expected<ConstTensorView> CtrGraph::forward(bool training) {
+  if (auto st = graph().forward(training); !st) return st.error();
+  return graph().output(0);
+}
+
+void CtrGraph::backward(ConstTensorView dlogits) {
+  graph().backward({dlogits});
+}
+
+std::vector<TensorView> CtrGraph::gradients() {
+  std::vector<TensorView> out;
+  for (size_t w : form_->dense)
+    out.push_back(graph().gradient(w));
+  for (auto& use : graph().tables())
+    out.push_back(use.row_grads);
+  return out;
+}
+
+std::vector<std::pair<std::string, ConstTensorView>> CtrGraph::dense_grads() {
+  staging_.resize(form_->dense.size() + 1);
+  std::vector<std::pair<std::string, ConstTensorView>> out;
+  for (size_t i = 0; i < form_->dense.size(); ++i)
+    out.emplace_back(names_[i], on(Device::cpu(), graph().gradient(form_->dense[i]), staging_[i]));
+  return out;
+}
+
+ConstTensorView CtrGraph::row_grads() {
+  const int64_t n = static_cast<int64_t>(ids().size()), width = config_.row_width();
+  merged_.resize(Shape{n, width});
+  staging_.resize(form_->dense.size() + 1);  // the last: a table's gradients on the host
+  auto& uses = graph().tables();
+  for (size_t t = 0; t < uses.size(); ++t) {
+    const int64_t from = form_->from[t], w = from == 0 ? 1 : width - 1;
+    const ConstTensorView g = on(Device::cpu(), uses[t].row_grads, staging_.back());
+    copy_row_columns(g.data(), merged_.data(), n, width, from, w, /*to_wide=*/true);
+  }
+  return merged_;
+}
+
+}  // namespace troupe::core::keras

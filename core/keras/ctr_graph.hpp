@@ -1,0 +1,92 @@
+#pragma once
+
+// The built-in click-through-rate model (core::CtrModelConfig: LR, FM, DeepFM, Wide&Deep)
+// trained as its Keras form's layer graph (builtin_models.hpp) over the hand-wired model's
+// variables: the dense ones under CtrModel::parameters()'s names and shapes, and one table
+// whose row holds both Embeddings' rows (column 0 the linear term's, columns 1..dim the
+// factors'). Programs that keep those variables on parameter servers or in snapshots
+// (ctr_ps, ctr_fit, `troupe export`) so run the graph engine without changing what they
+// store. Batches are the sparse readers' (each example `fields` ids with their values,
+// `dense` features): the plain form runs when every value is 1 (Criteo's, ctr_datagen's),
+// the weighted one (each id's rows times its value) otherwise.
+//
+//   CtrGraph m(config, rows, /*keyed=*/false);
+//   m.feed(batch);                                  // then m.ids(): its unique ids
+//   m.assign(dense_values);                         // in m.names() order
+//   m.give_rows(rows_of_ids);                       // [ids, row_width]
+//   auto logits = m.forward(/*training=*/true);     // [n, 1]
+//   m.backward(dlogits);
+//   m.dense_grads(); m.row_grads();                 // for the variables
+//
+// One thread at a time.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/data/example.hpp"
+#include "core/expected.hpp"
+#include "core/graph/keras_model.hpp"
+#include "core/nn/ctr_model.hpp"
+#include "core/tensor.hpp"
+
+namespace troupe::core::keras {
+
+class CtrGraph {
+ public:
+  /// The model of `config` over a table of `rows` rows; `keyed`: rows by raw 64-bit key (a
+  /// dynamic table), the ids not checked against `rows`. The model has dense features
+  /// (`config.dense > 0`, as ctr_ps's Criteo-shaped data has): its bias is the dense
+  /// term's; without them the Keras form has no weight of its own for it.
+  CtrGraph(const CtrModelConfig& config, int64_t rows, bool keyed);
+
+  const CtrModelConfig& config() const { return config_; }
+  /// The dense variables, named and ordered as CtrModel::parameters(), and their shapes.
+  const std::vector<std::string>& names() const { return names_; }
+  const std::vector<Shape>& shapes() const { return shapes_; }
+
+  /// Moves both forms to `device`, computing in `precision`.
+  Status to(Device device, Precision precision);
+  /// Feeds a batch to the form it needs; ids() are then its unique ids, ascending. An
+  /// example of another id or dense-feature count is an invalid_argument error naming it.
+  Status feed(const Batch& sparse);
+  const std::vector<int64_t>& ids() const;
+  /// The dense weights from the variables' values, in names() order (moved in where they
+  /// are on the model's device); both forms compute with them.
+  Status assign(std::vector<Tensor> values);
+  /// The rows of ids() in the table's layout, [ids, row_width] (any device).
+  void give_rows(ConstTensorView rows);
+  /// The logits of the fed batch, [n, 1] on the model's device.
+  Expected<ConstTensorView> forward(bool training);
+  void backward(ConstTensorView dlogits);
+  /// Every gradient of the last backward pass, on the device (to unscale under loss scaling).
+  std::vector<TensorView> gradients();
+  /// The dense gradients on the host, named as the variables.
+  std::vector<std::pair<std::string, ConstTensorView>> dense_grads();
+  /// The rows' gradients on the host in the table's layout, [ids, row_width].
+  ConstTensorView row_grads();
+
+ private:
+  struct Form {
+    graph::KerasModel model;
+    std::vector<size_t> dense;  // each dense variable's graph weight
+    std::vector<int64_t> from;  // per table use: its first column in the table's row
+    graph::Graph& graph() { return *model.graph; }
+  };
+  graph::Graph& graph() { return form_->graph(); }
+  const graph::Graph& graph() const { return *form_->model.graph; }
+
+  CtrModelConfig config_;
+  Form forms_[2];  // plain, weighted
+  Form* form_ = &forms_[0];
+  bool stale_[2] = {false, false};  // a form whose dense weights are not assign()'s last
+  std::vector<std::string> names_;
+  std::vector<Shape> shapes_;
+  Batch columns_;
+  std::vector<Tensor> parts_;    // each table use's rows (host)
+  std::vector<Tensor> staging_;  // gradients copied to the host
+  Tensor merged_, host_rows_;
+};
+
+}  // namespace troupe::core::keras
