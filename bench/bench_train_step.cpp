@@ -106,6 +106,23 @@ nlohmann::json bench_one(const std::string& model_name, int batch, int runs, dou
   return j;
 }
 
+// Examples/s of `step` (a batch of `batch` examples each) after one warm-up step, over at
+// least `seconds` and 3 steps.
+template <class Step>
+double examples_per_sec(Step& step, int batch, double seconds) {
+  using clock = std::chrono::steady_clock;
+  step();
+  int64_t steps = 0;
+  const auto t0 = clock::now();
+  double elapsed = 0.0;
+  while (elapsed < seconds || steps < 3) {
+    step();
+    ++steps;
+    elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+  }
+  return static_cast<double>(steps) * batch / elapsed;
+}
+
 // DeepFM (26 fields, 13 dense, dim 16, DNN 400-400-400) forward + backward on one synthetic
 // batch, with each intra-op thread count in turn within every run (so machine noise hits
 // them alike); one JSON line per thread count and the speed-up of the last over the first.
@@ -144,17 +161,8 @@ std::vector<nlohmann::json> bench_ctr(int batch, const std::vector<int>& threads
   std::vector<std::vector<double>> rates(threads.size());
   for (int r = 0; r < runs; ++r)
     for (size_t t = 0; t < threads.size(); ++t) {
-      tc::set_intra_op_threads(threads[t]);
-      step();  // warm-up (and the pool's threads started)
-      int64_t steps = 0;
-      const auto t0 = clock::now();
-      double elapsed = 0.0;
-      while (elapsed < seconds_per_run || steps < 3) {
-        step();
-        ++steps;
-        elapsed = std::chrono::duration<double>(clock::now() - t0).count();
-      }
-      rates[t].push_back(static_cast<double>(steps) * batch / elapsed);
+      tc::set_intra_op_threads(threads[t]);  // the warm-up step starts the pool's threads
+      rates[t].push_back(examples_per_sec(step, batch, seconds_per_run));
     }
   tc::set_intra_op_threads(1);
   std::vector<nlohmann::json> out;
@@ -255,23 +263,10 @@ nlohmann::json bench_ctr_graph(const std::string& name, int runs, double seconds
     (void)graph.dense_grads();
     (void)graph.row_grads();
   };
-  using clock = std::chrono::steady_clock;
-  auto rate = [&](auto& step) {
-    step();  // warm
-    int64_t steps = 0;
-    const auto t0 = clock::now();
-    double elapsed = 0.0;
-    while (elapsed < seconds_per_run || steps < 3) {
-      step();
-      ++steps;
-      elapsed = std::chrono::duration<double>(clock::now() - t0).count();
-    }
-    return static_cast<double>(steps) * batch / elapsed;
-  };
   std::vector<double> wired_rates, graph_rates;
   for (int r = 0; r < runs; ++r) {
-    wired_rates.push_back(rate(wired_step));
-    graph_rates.push_back(rate(graph_step));
+    wired_rates.push_back(examples_per_sec(wired_step, batch, seconds_per_run));
+    graph_rates.push_back(examples_per_sec(graph_step, batch, seconds_per_run));
   }
   return {{"bench", "ctr_graph_step"},
           {"case", name},

@@ -45,6 +45,28 @@ Tensor columns(ConstTensorView t, int64_t j0, int64_t w) {
   return out;
 }
 
+// The hand-wired model's step on `b`: the batch's unique ids, the rows of them it is
+// given (from `table`), its logits; then its backward pass of `dlogits`.
+struct WiredStep {
+  std::vector<int64_t> unique;
+  Tensor held, logits;
+};
+WiredStep wired_step(CtrModel& m, const Batch& b, const Tensor& table, const Tensor& dlogits) {
+  WiredStep s;
+  std::vector<int32_t> index;
+  unique_ids(b.ids, s.unique, index);
+  const int64_t W = table.shape()[1];
+  s.held = Tensor(Shape{static_cast<int64_t>(s.unique.size()), W});
+  for (size_t u = 0; u < s.unique.size(); ++u)
+    for (int64_t j = 0; j < W; ++j)
+      s.held[static_cast<int64_t>(u) * W + j] = table[s.unique[u] * W + j];
+  auto logits = m.forward(b, s.held, index);
+  REQUIRE(logits.ok());
+  s.logits = Tensor::from_view(*logits);
+  m.backward(dlogits);
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -80,18 +102,10 @@ TEST_CASE(
       Batch b = troupe::test::make_ctr_batch(5, cfg.fields, cfg.dense, 11);
       if (!weighted)
         std::fill(b.values.begin(), b.values.end(), 1.0f);  // the export's ids count once
-      std::vector<int64_t> unique;
-      std::vector<int32_t> index;
-      unique_ids(b.ids, unique, index);
-      Tensor held(Shape{static_cast<int64_t>(unique.size()), W});
-      for (size_t u = 0; u < unique.size(); ++u)
-        for (int64_t j = 0; j < W; ++j)
-          held[static_cast<int64_t>(u) * W + j] = table[unique[u] * W + j];
-      auto logits = m.forward(b, held, index);
-      REQUIRE(logits.ok());
-      const Tensor want = Tensor::from_view(*logits);
       const Tensor dlogits = troupe::test::random_tensor(Shape{5, 1}, 9);
-      m.backward(dlogits);
+      const WiredStep wired = wired_step(m, b, table, dlogits);
+      const std::vector<int64_t>& unique = wired.unique;
+      const Tensor& want = wired.logits;
 
       // The Keras form, from its config, with the hand-wired values.
       auto model =
@@ -205,25 +219,15 @@ TEST_CASE(
         INFO(ctr_kind_name(kind) << ", dim " << dim << (weighted ? ", weighted" : ""));
         Batch b = troupe::test::make_ctr_batch(5, cfg.fields, cfg.dense, weighted ? 11 : 12);
         if (!weighted) std::fill(b.values.begin(), b.values.end(), 1.0f);
-        std::vector<int64_t> unique;
-        std::vector<int32_t> index;
-        unique_ids(b.ids, unique, index);
-        Tensor held(Shape{static_cast<int64_t>(unique.size()), W});
-        for (size_t u = 0; u < unique.size(); ++u)
-          for (int64_t j = 0; j < W; ++j)
-            held[static_cast<int64_t>(u) * W + j] = table[unique[u] * W + j];
-        auto want = m.forward(b, held, index);
-        REQUIRE(want.ok());
-        const Tensor want_logits = Tensor::from_view(*want);
         const Tensor dlogits = troupe::test::random_tensor(Shape{5, 1}, 9);
-        m.backward(dlogits);
+        const WiredStep wired = wired_step(m, b, table, dlogits);
 
         REQUIRE(graph.feed(b).ok());
-        REQUIRE(graph.ids() == unique);
-        graph.give_rows(held);
+        REQUIRE(graph.ids() == wired.unique);
+        graph.give_rows(wired.held);
         auto logits = graph.forward(/*training=*/true);
         REQUIRE(logits.ok());
-        check_close(*logits, want_logits, "logits");
+        check_close(*logits, wired.logits, "logits");
         graph.backward(dlogits);
         const auto grads = graph.dense_grads();
         auto params = m.parameters();
