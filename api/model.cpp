@@ -103,7 +103,7 @@ core::Sequential& Model::layers() {
   TROUPE_ASSERT(s_->replica.layers != nullptr, "layers() of a CTR model (see ctr())");
   return *s_->replica.layers;
 }
-core::CtrModel* Model::ctr() {
+core::keras::CtrGraph* Model::ctr() {
   return s_->replica.ctr.get();
 }
 std::vector<core::Parameter>& Model::parameters() {
@@ -449,7 +449,7 @@ core::Expected<BatchStats> Model::evaluate() {
       if (s_->strategy == nullptr || !r.ctr)
         return detail::run_batch(r, *batch, /*backward=*/false);
       // The batch's rows (by index or key) from the PS tasks: the chief holds no table.
-      core::unique_ids(batch->ids, r.unique, r.index);
+      if (auto st = detail::feed_ctr(r, *batch); !st) return st.error();
       auto rows =
           s_->strategy->read_rows(s_->variables[static_cast<size_t>(r.table_index)], r.unique);
       if (!rows) return rows.error();

@@ -3,6 +3,7 @@
 // batches; model.cpp is the half that owns variables, checkpoints and evaluation.
 #include "troupe/model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 
@@ -62,7 +63,7 @@ core::Expected<BatchStats> run_batch(Replica& r, const core::Batch& batch, bool 
     // The rows of the batch's ids from the local table.
     if (!r.hold_table())
       return make_error(Errc::internal, "a worker's replica computed on a table it never holds");
-    core::unique_ids(batch.ids, r.unique, r.index);
+    if (auto st = feed_ctr(r, batch); !st) return st.error();
     const int64_t rows = r.table.shape().rank() == 2 ? r.table.shape()[0] : 0;
     const int64_t width = r.table_shape[1];
     if (!r.dynamic)
@@ -102,10 +103,17 @@ core::Expected<BatchStats> run_batch(Replica& r, const core::Batch& batch, bool 
   return BatchStats{static_cast<double>(*loss) * static_cast<double>(n), accuracy.correct(), n, 1};
 }
 
+core::Status feed_ctr(Replica& r, const core::Batch& batch) {
+  if (auto st = r.ctr->feed(batch); !st) return st;
+  r.unique = r.ctr->ids();
+  return {};
+}
+
 core::Expected<BatchStats> run_ctr_batch(Replica& r, const core::Batch& batch,
                                          core::ConstTensorView rows, bool backward) {
   if (batch.size() == 0) return BatchStats{};
-  auto logits = r.ctr->forward(batch, core::on(r.device, rows, r.device_rows), r.index);
+  if (auto st = r.ctr->give_rows(rows); !st) return st.error();
+  auto logits = r.ctr->forward(/*training=*/backward);
   if (!logits) return logits.error();
   r.ctr_loss.set_grad_scale(r.loss_scale ? r.loss_scale->scale() : 1.0f);
   auto loss = r.ctr_loss.forward(*logits, batch.labels.data());
@@ -145,9 +153,11 @@ Replica::Replica(const ModelSpec& s, bool with_table) {
     return;
   }
   if (s.ctr) {
-    ctr = std::make_unique<core::CtrModel>(*s.ctr);
-    params = ctr->parameters();
     dynamic = s.dynamic_table.has_value();
+    // A dynamic table's rows are keyed (table_rows unused): its Embeddings check no range.
+    ctr = std::make_unique<core::keras::CtrGraph>(*s.ctr, std::max<int64_t>(s.table_rows, 1),
+                                                  dynamic);
+    params = ctr->parameters();
     table_shape = core::Shape{dynamic ? 0 : s.table_rows, s.ctr->row_width()};
     table_index = static_cast<int>(params.size());
     params.push_back({ctr_table, &table, &table_grad});
@@ -241,7 +251,7 @@ std::vector<std::pair<std::string, core::ConstTensorView>> Replica::dense_grads(
 }
 
 core::ConstTensorView Replica::row_grads() {
-  return core::on(core::Device::cpu(), ctr->row_grads(), host_row_grads);
+  return ctr->row_grads();
 }
 
 bool Replica::finish_scaled_step() {
@@ -249,7 +259,7 @@ bool Replica::finish_scaled_step() {
   std::vector<core::TensorView> grads;
   for (size_t i = 0; i < params.size(); ++i)
     if (static_cast<int>(i) != table_index) grads.push_back(*params[i].grad);
-  if (ctr) grads.push_back(ctr->row_grads());
+  if (ctr) grads = ctr->gradients();
   if (graph) {
     grads.clear();
     for (size_t w = 0; w < params.size(); ++w)
@@ -308,7 +318,7 @@ namespace {
 // batch only; with `train`, the gradients pushed back the same way.
 core::Expected<BatchStats> ctr_step(detail::Replica& r, StepContext& ctx, const core::Batch& batch,
                                     bool train) {
-  core::unique_ids(batch.ids, r.unique, r.index);
+  if (auto st = detail::feed_ctr(r, batch); !st) return st.error();
   auto values = ctx.pull(r.dense_names());
   if (!values) return values.error();
   if (auto st = r.assign_dense(std::move(*values)); !st) return st.error();

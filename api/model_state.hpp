@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "api/graph_replica.hpp"
+#include "core/keras/ctr_graph.hpp"
 #include "core/loss_scale.hpp"
 #include "core/nn/losses.hpp"
 #include "core/optimizer.hpp"
@@ -27,8 +28,8 @@ namespace detail {
 /// attached to a ParameterServerStrategy, leave it empty and read the rows each batch
 /// needs from the PS tasks.
 struct Replica {
-  std::unique_ptr<core::Sequential> layers;  // classifiers
-  std::unique_ptr<core::CtrModel> ctr;       // CTR models
+  std::unique_ptr<core::Sequential> layers;    // classifiers
+  std::unique_ptr<core::keras::CtrGraph> ctr;  // CTR models, as their Keras form's graph
   /// Keras models: the graph, its weights as params (tables included: a table's gradient
   /// is its rows' in graph->tables(), and it is held only where this process computes on
   /// it), its compiled objective.
@@ -51,14 +52,13 @@ struct Replica {
   bool dynamic = false;
   std::vector<int64_t> table_keys;
   std::unordered_map<int64_t, int64_t> row_of;
-  std::vector<int64_t> unique;  // the last batch's unique ids and each id's row
-  std::vector<int32_t> index;
+  std::vector<int64_t> unique;  // the last batch's unique ids (feed_ctr)
   core::Tensor rows;
   // Where the layers compute (the table, on the chief, stays on the host), and the copies
   // that cross: the batch and pulled rows going there, gradients coming back to be pushed.
   core::Device device;
   core::Precision precision = core::Precision::float32;
-  core::Tensor input, device_rows, host_row_grads;
+  core::Tensor input;
   std::vector<core::Tensor> host_grads;
   bool placed = false;
   /// Under mixed_float16: the dynamic loss scale of this replica's steps.
@@ -93,8 +93,11 @@ struct Replica {
 /// is an invalid_argument error. CTR and Keras models gather the batch's rows from the
 /// replica's tables.
 core::Expected<BatchStats> run_batch(Replica& replica, const core::Batch& batch, bool backward);
-/// A CTR model's batch on rows pulled from elsewhere: `rows` holds the rows of
-/// replica.unique (set by core::unique_ids on the batch's ids), in that order.
+/// Feeds a batch to the CTR model (an error names what does not fit): replica.unique are
+/// then its unique ids, ascending.
+core::Status feed_ctr(Replica& replica, const core::Batch& batch);
+/// A CTR model's batch, fed by feed_ctr, on rows from elsewhere: `rows` holds the rows of
+/// replica.unique, in that order.
 core::Expected<BatchStats> run_ctr_batch(Replica& replica, const core::Batch& batch,
                                          core::ConstTensorView rows, bool backward);
 

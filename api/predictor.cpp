@@ -4,21 +4,23 @@
 #include <unordered_map>
 
 #include "core/half.hpp"
+#include "core/keras/ctr_graph.hpp"
 
 namespace troupe {
 
 struct Predictor::Impl {
   core::CtrExportConfig config;
-  core::CtrModel model;
+  // The model's Keras form as a graph; keyed: predict() checks the ids against the rows
+  // itself (and gives an unknown key of a dynamic table the default row).
+  core::keras::CtrGraph model;
   std::vector<float> rows;                     // float32 rows, or
   std::vector<uint16_t> rows16;                // bfloat16 rows
   int64_t count = 0;                           // rows held
   std::unordered_map<int64_t, int64_t> index;  // a dynamic table: key -> row
-  std::vector<int64_t> unique;
-  std::vector<int32_t> where;
   core::Tensor gathered;
 
-  explicit Impl(const core::CtrExportConfig& c) : config(c), model(c.model) {}
+  explicit Impl(const core::CtrExportConfig& c)
+      : config(c), model(c.model, /*rows=*/1, /*keyed=*/true) {}
 };
 
 Predictor::Predictor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -63,14 +65,14 @@ core::Expected<Predictor> Predictor::from(core::CtrExport m) {
 
 core::Expected<std::vector<float>> Predictor::predict(const core::Batch& batch) {
   Impl& m = *impl_;
-  if (auto st = m.model.check_batch(batch); !st) return st.error();
-  core::unique_ids(batch.ids, m.unique, m.where);
+  if (auto st = m.model.feed(batch); !st) return st.error();
+  const std::vector<int64_t>& unique = m.model.ids();
   const int64_t width = m.config.model.row_width();
-  const auto u = static_cast<int64_t>(m.unique.size());
+  const auto u = static_cast<int64_t>(unique.size());
   if (m.gathered.shape().rank() != 2 || m.gathered.shape()[0] != u)
     m.gathered = core::Tensor(core::Shape{u, width});
   for (int64_t r = 0; r < u; ++r) {
-    const int64_t id = m.unique[static_cast<size_t>(r)];
+    const int64_t id = unique[static_cast<size_t>(r)];
     int64_t row = -1;
     if (m.config.dynamic) {
       auto it = m.index.find(id);
@@ -93,7 +95,8 @@ core::Expected<std::vector<float>> Predictor::predict(const core::Batch& batch) 
       std::copy_n(m.rows.data() + row * width, width, out);
     }
   }
-  auto logits = m.model.forward(batch, m.gathered, m.where);
+  if (auto st = m.model.give_rows(m.gathered); !st) return st.error();
+  auto logits = m.model.forward(/*training=*/false);
   if (!logits) return logits.error();
   std::vector<float> p(static_cast<size_t>(batch.size()));
   for (int64_t i = 0; i < batch.size(); ++i)

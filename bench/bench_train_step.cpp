@@ -256,7 +256,7 @@ nlohmann::json bench_ctr_graph(const std::string& name, int runs, double seconds
     const tc::Batch& b = batches[at++ % batches.size()];
     TROUPE_ASSERT(graph.feed(b).ok(), "bench batch does not fit the graph");
     gather(graph.ids());
-    graph.give_rows(rows);
+    TROUPE_ASSERT(graph.give_rows(rows).ok(), "rows of the batch's ids");
     auto logits = graph.forward(/*training=*/true);
     (void)loss.forward(*logits, b.labels.data());
     graph.backward(loss.backward());

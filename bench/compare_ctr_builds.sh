@@ -7,13 +7,16 @@
 #   small  DeepFM dim 8, 64-64, batch 512, 1600 steps a worker, 4096 buckets, Adagrad 0.2
 #   wide   DeepFM dim 16, 400-400-400, batch 1024, 300 steps a worker, 65536 buckets, 0.05
 #   BASE_BIN (required), CASES ("small wide"), ROUNDS (5), PRECISION (float32),
-#   WORK (/tmp/troupe-keras-bench: compare_graph_engine.sh's data), LOCK (a flock file).
+#   WORK (/tmp/troupe-keras-bench: compare_graph_engine.sh's data), LOCK (a flock file),
+#   PROGRAM (ctr_ps; or ctr_fit: the same model, data and steps through fit(), one epoch
+#   of twice the steps a worker takes).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${BIN:-$here/../build/bin}
 base=${BASE_BIN:?give BASE_BIN, the other build\'s bin directory}
 rounds=${ROUNDS:-5}
 cases=${CASES:-"small wide"}
+program=${PROGRAM:-ctr_ps}
 precision=${PRECISION:-float32}
 work=${WORK:-/tmp/troupe-keras-bench}
 lock=${LOCK-/tmp/troupe-build.lock}
@@ -32,14 +35,18 @@ for c in $cases; do
       args="--batch 1024 --steps-per-worker 300 --dim 16 --hidden 400 --hidden 400 --hidden 400 --buckets-per-field 65536 --lr 0.05" ;;
     *) echo "unknown case $c" >&2; exit 2 ;;
   esac
+  if [ "$program" = ctr_fit ]; then  # fit(): the job's steps in one epoch, both workers'
+    per_worker=$(echo "$args" | sed -E 's/.*--steps-per-worker ([0-9]+).*/\1/')
+    args="$(echo "$args" | sed -E 's/--steps-per-worker [0-9]+//') --epochs 1 --steps-per-epoch $((2 * per_worker))"
+  fi
   for r in $(seq "$rounds"); do
     for side in base this; do
       b=$bin
       [ "$side" = base ] && b=$base
       # shellcheck disable=SC2086
-      line=$(locked "$b/troupe" launch --ps 2 --workers 2 -- "$b/ctr_ps" --data "$data" \
+      line=$(locked "$b/troupe" launch --ps 2 --workers 2 -- "$b/$program" --data "$data" \
         --format tfrecord $args --precision "$precision" 2>/dev/null | tail -1)
-      echo "{\"bench\":\"ctr_builds\",\"case\":\"$c\",\"side\":\"$side\",\"round\":$r,\"run\":$line}" | tee -a "$out"
+      echo "{\"bench\":\"ctr_builds\",\"program\":\"$program\",\"case\":\"$c\",\"side\":\"$side\",\"round\":$r,\"run\":$line}" | tee -a "$out"
     done
   done
 done

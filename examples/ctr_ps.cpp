@@ -145,7 +145,7 @@ troupe::Registry make_registry(const Settings& s) {
                auto rows = ctx.pull_rows(kTable, m.model.ids());
                if (!rows) return rows.error();
                if (auto st = m.model.assign(std::move(*values)); !st) return st.error();
-               m.model.give_rows(*rows);
+               if (auto st = m.model.give_rows(*rows); !st) return st.error();
                auto logits = m.model.forward(/*training=*/true);
                if (!logits) return logits.error();
                m.loss.set_grad_scale(m.device.grad_scale());
@@ -195,7 +195,8 @@ tc::Expected<Scores> evaluate(const Settings& s, troupe::ParameterServerStrategy
     auto it = tc::sparse_input({s.heldout_file()}, tc::InputContext{}, o).make_iterator();
     while (auto b = it->next()) {
       if (auto st = m.model.feed(*b); !st) throw tc::BadExpectedAccess(st.error());
-      m.model.give_rows(strategy.read_rows(table, m.model.ids()).value());
+      if (auto st = m.model.give_rows(strategy.read_rows(table, m.model.ids()).value()); !st)
+        throw tc::BadExpectedAccess(st.error());
       const tc::Tensor logits = tc::Tensor::from_view(m.model.forward(/*training=*/false).value());
       std::vector<float> p(static_cast<size_t>(b->size()));
       for (int64_t i = 0; i < b->size(); ++i) {

@@ -68,7 +68,6 @@ void copy_row_columns(const float* __restrict src, float* __restrict dst, int64_
 }  // namespace
 
 CtrGraph::CtrGraph(const CtrModelConfig& config, int64_t rows, bool keyed) : config_(config) {
-  TROUPE_ASSERT(config_.dense > 0, "CtrGraph: a model with dense features (its bias is theirs)");
   CtrModel wired(config_);  // named: parameters() points into it
   for (const auto& p : wired.parameters()) {
     names_.push_back(p.name);
@@ -87,6 +86,10 @@ CtrGraph::CtrGraph(const CtrModelConfig& config, int64_t rows, bool keyed) : con
     const auto& ws = f.graph().weights();
     for (const auto& name : names_) {
       const std::string path = ctr_graph_path(config_, name);
+      if (path.empty() && name == "bias") {  // no dense features: the bias is this class's
+        f.dense.push_back(kOwn);
+        continue;
+      }
       size_t w = 0;
       while (w < ws.size() && ws[w].path != path)
         ++w;
@@ -101,6 +104,14 @@ CtrGraph::CtrGraph(const CtrModelConfig& config, int64_t rows, bool keyed) : con
 Status CtrGraph::to(Device device, Precision precision) {
   for (auto& f : forms_)
     if (auto st = f.graph().to(device, precision); !st) return st;
+  auto backend = backend_for(device);
+  if (!backend) return backend.error();
+  backend_ = *backend;
+  bias_ = bias_.to(device);  // the same objects: parameters() points at them
+  dbias_ = Tensor(bias_.shape(), DType::float32, device);
+  one_ = Tensor(Shape{1, 1}, DType::float32, device);
+  backend_->fill(one_, 1.0f);
+  logits_ = Tensor();
   return {};
 }
 
@@ -109,13 +120,10 @@ Status CtrGraph::feed(const Batch& b) {
       std::any_of(b.values.begin(), b.values.end(), [](float v) { return v != 1.0f; });
   if (auto st = ctr_columns(config_, b, weighted, columns_); !st) return st;
   form_ = &forms_[weighted ? 1 : 0];
-  if (stale_[weighted ? 1 : 0]) {  // the other form holds the values assign() gave last
-    Form& from = forms_[weighted ? 0 : 1];
+  if (weighted)  // the dense weights are the plain form's (parameters() may change them in place)
     for (size_t i = 0; i < form_->dense.size(); ++i)
-      graph().weights()[form_->dense[i]].weight().value.set(
-          from.graph().weights()[from.dense[i]].weight().value);
-    stale_[weighted ? 1 : 0] = false;
-  }
+      if (form_->dense[i] != kOwn)
+        graph().weights()[form_->dense[i]].weight().value.set(dense_value(i));
   return graph().feed(columns_);
 }
 
@@ -123,31 +131,49 @@ const std::vector<int64_t>& CtrGraph::ids() const {
   return form_->model.graph->tables().front().ids;
 }
 
+Tensor& CtrGraph::dense_value(size_t i) {
+  const size_t w = forms_[0].dense[i];
+  return w == kOwn ? bias_ : forms_[0].graph().weights()[w].weight().value;
+}
+
+Tensor& CtrGraph::dense_grad(size_t i) {
+  const size_t w = forms_[0].dense[i];
+  return w == kOwn ? dbias_ : forms_[0].graph().gradient(w);
+}
+
+std::vector<Parameter> CtrGraph::parameters() {
+  std::vector<Parameter> out;
+  for (size_t i = 0; i < names_.size(); ++i)
+    out.push_back({names_[i], &dense_value(i), &dense_grad(i)});
+  return out;
+}
+
 Status CtrGraph::assign(std::vector<Tensor> values) {
-  if (values.size() != form_->dense.size())
+  if (values.size() != names_.size())
     return make_error(Errc::internal, "CtrGraph: " + std::to_string(values.size()) +
-                                          " values for " + std::to_string(form_->dense.size()) +
+                                          " values for " + std::to_string(names_.size()) +
                                           " variables");
-  for (size_t i = 0; i < form_->dense.size(); ++i) {
-    auto& w = graph().weights()[form_->dense[i]].weight();
-    if (values[i].shape() != w.shape)
+  for (size_t i = 0; i < names_.size(); ++i) {
+    Tensor& w = dense_value(i);
+    if (values[i].shape() != shapes_[i])
       return make_error(Errc::internal, "variable '" + names_[i] + "' has shape " +
                                             values[i].shape().to_string() + ", the model " +
-                                            w.shape.to_string());
-    if (w.value.device() == values[i].device())
-      w.value = std::move(values[i]);
+                                            shapes_[i].to_string());
+    if (w.device() == values[i].device())
+      w = std::move(values[i]);
     else
-      w.value.set(values[i]);
+      w.set(values[i]);
   }
-  // The other form takes them when a batch next needs it (feed()).
-  stale_[form_ == &forms_[0] ? 1 : 0] = true;
-  stale_[form_ == &forms_[0] ? 0 : 1] = false;
   return {};
 }
 
-void CtrGraph::give_rows(ConstTensorView rows) {
+Status CtrGraph::give_rows(ConstTensorView rows) {
+  const int64_t n = static_cast<int64_t>(ids().size()), width = config_.row_width();
+  if (rows.shape() != Shape{n, width})
+    return make_error(Errc::internal, "CtrGraph: rows " + rows.shape().to_string() + " for " +
+                                          std::to_string(n) + " ids of width " +
+                                          std::to_string(width));
   const ConstTensorView host = on(Device::cpu(), rows, host_rows_);
-  const int64_t n = host.shape()[0], width = host.shape()[1];
   auto& uses = graph().tables();
   parts_.resize(uses.size());
   for (size_t t = 0; t < uses.size(); ++t) {
@@ -158,38 +184,56 @@ void CtrGraph::give_rows(ConstTensorView rows) {
     copy_row_columns(host.data(), part.data(), n, width, from, w, /*to_wide=*/false);
     std::swap(uses[t].rows, part);
   }
+  return {};
 }
 
 Expected<ConstTensorView> CtrGraph::forward(bool training) {
   if (auto st = graph().forward(training); !st) return st.error();
-  return graph().output(0);
+  if (!own_bias()) return graph().output(0);
+  // logits = the graph's + bias, as a product with one (float32: exact) on any backend.
+  const ConstTensorView z = graph().output(0);
+  if (logits_.device() != z.device() || logits_.shape() != z.shape())
+    logits_ = Tensor(z.shape(), DType::float32, z.device());
+  backend_->dense_forward(z, one_, bias_, logits_, Precision::float32);
+  return ConstTensorView(logits_);
 }
 
 void CtrGraph::backward(ConstTensorView dlogits) {
   graph().backward({dlogits});
+  if (own_bias()) backend_->column_sums(dlogits, dbias_, /*accumulate=*/false);
+  if (form_ == &forms_[0]) return;
+  // The weighted form's dense gradients where parameters() points: the plain form's.
+  for (size_t i = 0; i < names_.size(); ++i) {
+    if (form_->dense[i] == kOwn) continue;
+    const Tensor& g = graph().gradient(form_->dense[i]);
+    Tensor& to = dense_grad(i);
+    if (to.device() != g.device() || to.shape() != g.shape())
+      to = Tensor(g.shape(), DType::float32, g.device());
+    copy(g, to);
+  }
 }
 
 std::vector<TensorView> CtrGraph::gradients() {
   std::vector<TensorView> out;
-  for (size_t w : form_->dense)
-    out.push_back(graph().gradient(w));
+  for (size_t i = 0; i < names_.size(); ++i)
+    out.push_back(dense_grad(i));
   for (auto& use : graph().tables())
     out.push_back(use.row_grads);
   return out;
 }
 
 std::vector<std::pair<std::string, ConstTensorView>> CtrGraph::dense_grads() {
-  staging_.resize(form_->dense.size() + 1);
+  staging_.resize(names_.size() + 1);
   std::vector<std::pair<std::string, ConstTensorView>> out;
-  for (size_t i = 0; i < form_->dense.size(); ++i)
-    out.emplace_back(names_[i], on(Device::cpu(), graph().gradient(form_->dense[i]), staging_[i]));
+  for (size_t i = 0; i < names_.size(); ++i)
+    out.emplace_back(names_[i], on(Device::cpu(), dense_grad(i), staging_[i]));
   return out;
 }
 
 ConstTensorView CtrGraph::row_grads() {
   const int64_t n = static_cast<int64_t>(ids().size()), width = config_.row_width();
   merged_.resize(Shape{n, width});
-  staging_.resize(form_->dense.size() + 1);  // the last: a table's gradients on the host
+  staging_.resize(names_.size() + 1);  // the last: a table's gradients on the host
   auto& uses = graph().tables();
   for (size_t t = 0; t < uses.size(); ++t) {
     const int64_t from = form_->from[t], w = from == 0 ? 1 : width - 1;

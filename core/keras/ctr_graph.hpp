@@ -36,9 +36,10 @@ namespace troupe::core::keras {
 class CtrGraph {
  public:
   /// The model of `config` over a table of `rows` rows; `keyed`: rows by raw 64-bit key (a
-  /// dynamic table), the ids not checked against `rows`. The model has dense features
-  /// (`config.dense > 0`, as ctr_ps's Criteo-shaped data has): its bias is the dense
-  /// term's; without them the Keras form has no weight of its own for it.
+  /// dynamic table), the ids not checked against `rows`. With dense features the bias is
+  /// the dense term's (dense_linear/bias); without them the Keras form has no weight of
+  /// its own for it (an export folds it in), so this class holds it and adds it to the
+  /// graph's output.
   CtrGraph(const CtrModelConfig& config, int64_t rows, bool keyed);
 
   const CtrModelConfig& config() const { return config_; }
@@ -55,12 +56,17 @@ class CtrGraph {
   /// The dense weights from the variables' values, in names() order (moved in where they
   /// are on the model's device); both forms compute with them.
   Status assign(std::vector<Tensor> values);
-  /// The rows of ids() in the table's layout, [ids, row_width] (any device).
-  void give_rows(ConstTensorView rows);
+  /// The dense parameters (names() order) with their gradients, as CtrModel::parameters():
+  /// each at one address for the model's life (an optimizer may update them in place).
+  std::vector<Parameter> parameters();
+  /// The rows of ids() in the table's layout, [ids, row_width] (any device); another shape
+  /// is an internal error.
+  Status give_rows(ConstTensorView rows);
   /// The logits of the fed batch, [n, 1] on the model's device.
   Expected<ConstTensorView> forward(bool training);
   void backward(ConstTensorView dlogits);
-  /// Every gradient of the last backward pass, on the device (to unscale under loss scaling).
+  /// Every gradient of the last backward pass, on the device (to unscale under loss
+  /// scaling): the dense ones (parameters()'), then each Embedding's rows'.
   std::vector<TensorView> gradients();
   /// The dense gradients on the host, named as the variables.
   std::vector<std::pair<std::string, ConstTensorView>> dense_grads();
@@ -74,19 +80,28 @@ class CtrGraph {
     std::vector<int64_t> from;  // per table use: its first column in the table's row
     graph::Graph& graph() { return *model.graph; }
   };
+  static constexpr size_t kOwn = static_cast<size_t>(-1);  // Form::dense: bias_, not the graph's
+  bool own_bias() const { return config_.dense == 0; }
   graph::Graph& graph() { return form_->graph(); }
+  // Dense parameter i's value and gradient: the plain form's, which the weighted one
+  // copies its values from before a batch and its gradients to after one.
+  Tensor& dense_value(size_t i);
+  Tensor& dense_grad(size_t i);
   const graph::Graph& graph() const { return *form_->model.graph; }
 
   CtrModelConfig config_;
   Form forms_[2];  // plain, weighted
   Form* form_ = &forms_[0];
-  bool stale_[2] = {false, false};  // a form whose dense weights are not assign()'s last
   std::vector<std::string> names_;
   std::vector<Shape> shapes_;
   Batch columns_;
   std::vector<Tensor> parts_;    // each table use's rows (host)
   std::vector<Tensor> staging_;  // gradients copied to the host
   Tensor merged_, host_rows_;
+  // Without dense features: the bias [1], its gradient, a [1, 1] one and the logits.
+  Tensor bias_ = Tensor(Shape{1}), dbias_ = Tensor(Shape{1}), one_ = Tensor(Shape{1, 1}, 1.0f);
+  Tensor logits_;
+  Backend* backend_ = &cpu_backend();
 };
 
 }  // namespace troupe::core::keras

@@ -24,6 +24,10 @@
 
 namespace troupe {
 
+namespace core::keras {
+class CtrGraph;
+}
+
 class ClusterCoordinator;
 class ParameterServerStrategy;
 class Registry;
@@ -176,8 +180,9 @@ class Model {
   const ModelSpec& spec() const;
   /// The classifier's layers (a CTR model has none: see ctr()).
   core::Sequential& layers();
-  /// The CTR model (ModelSpec::ctr), or null.
-  core::CtrModel* ctr();
+  /// The CTR model (ModelSpec::ctr) as the layer graph it trains (core/keras/ctr_graph.hpp),
+  /// or null.
+  core::keras::CtrGraph* ctr();
   std::vector<core::Parameter>& parameters();
 
   /// Creates the model's variables on the PS tasks (once; a second strategy is an error).

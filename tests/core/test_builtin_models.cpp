@@ -192,12 +192,13 @@ TEST_CASE(
     "[ctr][keras]") {
   // dim 8 and 16: the factorization machine's vector path; 3: its loop. Batches with values
   // run the weighted form, batches of ones the plain one; one CtrGraph takes both in turn.
-  for (const int64_t dim : {int64_t{3}, int64_t{8}, int64_t{16}}) {
+  // Without dense features the bias is CtrGraph's own, added to the graph's output.
+  for (const auto [dim, dense] : {std::pair<int64_t, int64_t>{3, 2}, {8, 2}, {16, 2}, {8, 0}}) {
     for (CtrKind kind : {CtrKind::logistic, CtrKind::fm, CtrKind::deepfm, CtrKind::wide_deep}) {
       CtrModelConfig cfg;
       cfg.kind = kind;
       cfg.fields = 4;
-      cfg.dense = 2;
+      cfg.dense = dense;
       cfg.dim = dim;
       cfg.hidden = {6, 5};
       cfg.seed = 3;
@@ -216,7 +217,8 @@ TEST_CASE(
       REQUIRE(graph.assign(values).ok());
       const Tensor table = troupe::test::random_tensor(Shape{rows, W}, 7, -0.5f, 0.5f);
       for (const bool weighted : {true, false, true}) {
-        INFO(ctr_kind_name(kind) << ", dim " << dim << (weighted ? ", weighted" : ""));
+        INFO(ctr_kind_name(kind) << ", dim " << dim << ", " << dense << " dense features"
+                                 << (weighted ? ", weighted" : ""));
         Batch b = troupe::test::make_ctr_batch(5, cfg.fields, cfg.dense, weighted ? 11 : 12);
         if (!weighted) std::fill(b.values.begin(), b.values.end(), 1.0f);
         const Tensor dlogits = troupe::test::random_tensor(Shape{5, 1}, 9);
@@ -224,7 +226,7 @@ TEST_CASE(
 
         REQUIRE(graph.feed(b).ok());
         REQUIRE(graph.ids() == wired.unique);
-        graph.give_rows(wired.held);
+        REQUIRE(graph.give_rows(wired.held).ok());
         auto logits = graph.forward(/*training=*/true);
         REQUIRE(logits.ok());
         check_close(*logits, wired.logits, "logits");
