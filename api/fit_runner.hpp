@@ -112,7 +112,7 @@ inline core::Status apply_gradients(Model::State& st, bool dense_tables = false,
   for (size_t i = 0; i < st.replica.params.size(); ++i) {
     auto& p = st.replica.params[i];
     if (static_cast<int>(i) == st.replica.table_index) {  // a CTR table (host): the batch's rows
-      if (auto ok = st.optimizer->apply_sparse(*p.value, st.replica.unique, st.replica.row_grads(),
+      if (auto ok = st.optimizer->apply_sparse(*p.value, st.replica.ids(), st.replica.row_grads(),
                                                st.slots[i]);
           !ok)
         return ok;

@@ -451,7 +451,7 @@ core::Expected<BatchStats> Model::evaluate() {
       // The batch's rows (by index or key) from the PS tasks: the chief holds no table.
       if (auto st = detail::feed_ctr(r, *batch); !st) return st.error();
       auto rows =
-          s_->strategy->read_rows(s_->variables[static_cast<size_t>(r.table_index)], r.unique);
+          s_->strategy->read_rows(s_->variables[static_cast<size_t>(r.table_index)], r.ids());
       if (!rows) return rows.error();
       return detail::run_ctr_batch(r, *batch, *rows, /*backward=*/false);
     }();

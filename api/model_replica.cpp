@@ -67,15 +67,16 @@ core::Expected<BatchStats> run_batch(Replica& r, const core::Batch& batch, bool 
     const int64_t rows = r.table.shape().rank() == 2 ? r.table.shape()[0] : 0;
     const int64_t width = r.table_shape[1];
     if (!r.dynamic)
-      for (int64_t id : r.unique)
+      for (int64_t id : r.ids())
         if (id < 0 || id >= rows)
           return make_error(Errc::out_of_range,
                             "id " + std::to_string(id) + " outside the table '" +
                                 std::string(ctr_table) + "' of " + std::to_string(rows) + " rows");
-    r.rows.resize(core::Shape{static_cast<int64_t>(r.unique.size()), width});
-    for (size_t i = 0; i < r.unique.size(); ++i) {
+    const std::vector<int64_t>& unique = r.ids();
+    r.rows.resize(core::Shape{static_cast<int64_t>(unique.size()), width});
+    for (size_t i = 0; i < unique.size(); ++i) {
       float* to = r.rows.data() + static_cast<int64_t>(i) * width;
-      int64_t row = r.unique[i];
+      int64_t row = unique[i];
       if (r.dynamic) {  // a key without a row scores with zeros, as on the PS tasks
         auto it = r.row_of.find(row);
         row = it == r.row_of.end() ? -1 : it->second;
@@ -104,9 +105,7 @@ core::Expected<BatchStats> run_batch(Replica& r, const core::Batch& batch, bool 
 }
 
 core::Status feed_ctr(Replica& r, const core::Batch& batch) {
-  if (auto st = r.ctr->feed(batch); !st) return st;
-  r.unique = r.ctr->ids();
-  return {};
+  return r.ctr->feed(batch);
 }
 
 core::Expected<BatchStats> run_ctr_batch(Replica& r, const core::Batch& batch,
@@ -322,13 +321,13 @@ core::Expected<BatchStats> ctr_step(detail::Replica& r, StepContext& ctx, const 
   auto values = ctx.pull(r.dense_names());
   if (!values) return values.error();
   if (auto st = r.assign_dense(std::move(*values)); !st) return st.error();
-  auto rows = ctx.pull_rows(ctr_table, r.unique);
+  auto rows = ctx.pull_rows(ctr_table, r.ids());
   if (!rows) return rows.error();
   auto stats = detail::run_ctr_batch(r, batch, *rows, train);
   if (!stats || !train) return stats;
   if (!r.finish_scaled_step()) return stats;  // float16 overflow: nothing pushed
   if (auto st = ctx.push(r.dense_grads()); !st) return st.error();
-  if (auto st = ctx.push_rows(ctr_table, r.unique, r.row_grads()); !st) return st.error();
+  if (auto st = ctx.push_rows(ctr_table, r.ids(), r.row_grads()); !st) return st.error();
   return stats;
 }
 

@@ -52,7 +52,6 @@ struct Replica {
   bool dynamic = false;
   std::vector<int64_t> table_keys;
   std::unordered_map<int64_t, int64_t> row_of;
-  std::vector<int64_t> unique;  // the last batch's unique ids (feed_ctr)
   core::Tensor rows;
   // Where the layers compute (the table, on the chief, stays on the host), and the copies
   // that cross: the batch and pulled rows going there, gradients coming back to be pushed.
@@ -83,6 +82,8 @@ struct Replica {
   std::vector<std::pair<std::string, core::ConstTensorView>> dense_grads();
   /// The CTR model's row gradients on the host, ready to push.
   core::ConstTensorView row_grads();
+  /// The unique ids of the CTR model's last batch (feed_ctr), ascending.
+  const std::vector<int64_t>& ids() const { return ctr->ids(); }
   /// Under loss scaling: whether the last batch's gradients are finite (then unscaled:
   /// apply or push them) or the step is skipped; true without loss scaling.
   bool finish_scaled_step();
@@ -93,11 +94,11 @@ struct Replica {
 /// is an invalid_argument error. CTR and Keras models gather the batch's rows from the
 /// replica's tables.
 core::Expected<BatchStats> run_batch(Replica& replica, const core::Batch& batch, bool backward);
-/// Feeds a batch to the CTR model (an error names what does not fit): replica.unique are
+/// Feeds a batch to the CTR model (an error names what does not fit): replica.ids() are
 /// then its unique ids, ascending.
 core::Status feed_ctr(Replica& replica, const core::Batch& batch);
 /// A CTR model's batch, fed by feed_ctr, on rows from elsewhere: `rows` holds the rows of
-/// replica.unique, in that order.
+/// replica.ids(), in that order.
 core::Expected<BatchStats> run_ctr_batch(Replica& replica, const core::Batch& batch,
                                          core::ConstTensorView rows, bool backward);
 
