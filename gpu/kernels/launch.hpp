@@ -25,8 +25,9 @@ cudaError_t mean_pool_forward(cudaStream_t s, const float* x, float* y, int64_t 
 cudaError_t mean_pool_backward(cudaStream_t s, const float* dy, float* dx, int64_t b, int64_t n,
                                int64_t d);
 cudaError_t check_finite(cudaStream_t s, const float* x, int64_t n, int* flag);
+/// out[j] (+)= sum over rows of x[r, j] (times w[r] when w is given); see k::column_sum.
 cudaError_t column_sum(cudaStream_t s, const float* x, const float* w, float* out, int64_t rows,
-                       int64_t cols);
+                       int64_t cols, bool accumulate = false);
 cudaError_t add_bias(cudaStream_t s, float* y, const float* b, int64_t n, int64_t channels);
 /// t: 1 bfloat16, 2 float16.
 cudaError_t to_half(cudaStream_t s, const float* x, uint16_t* y, int64_t n, int t);

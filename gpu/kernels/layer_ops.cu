@@ -1,5 +1,6 @@
 // Launchers of the layer graph's kernels (bodies in gpu/kernels/layer_ops.cuh).
 #include "gpu/kernels/grid.cuh"
+#include "gpu/kernels/launch.hpp"
 #include "gpu/kernels/layer_launch.hpp"
 #include "gpu/kernels/layer_ops.cuh"
 
@@ -69,7 +70,7 @@ cudaError_t scale_rows(cudaStream_t s, const float* x, const float* scale, float
 
 cudaError_t column_sums(cudaStream_t s, const float* x, float* y, int64_t r, int64_t c,
                         bool accumulate) {
-  return run(s, c, [=] __device__(int64_t j) { k::column_sums(j, x, y, r, c, accumulate); });
+  return column_sum(s, x, nullptr, y, r, c, accumulate);
 }
 
 cudaError_t moments(cudaStream_t s, const float* x, float* mean, float* var, int64_t r, int64_t c) {

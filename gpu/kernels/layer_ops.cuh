@@ -108,15 +108,6 @@ TROUPE_HD inline void scale_rows(int64_t i, const float* x, const float* s, floa
   y[i] = accumulate ? y[i] + v : v;
 }
 
-/// Column j of x [r, c] summed down the rows.
-TROUPE_HD inline void column_sums(int64_t j, const float* x, float* y, int64_t r, int64_t c,
-                                  bool accumulate) {
-  float s = accumulate ? y[j] : 0.0f;
-  for (int64_t i = 0; i < r; ++i)
-    s += x[i * c + j];
-  y[j] = s;
-}
-
 /// Column j's mean and biased variance over the r rows of x [r, c].
 TROUPE_HD inline void moments(int64_t j, const float* x, float* mean, float* var, int64_t r,
                               int64_t c) {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/cpu/cpu_backend.hpp"
+#include "gpu/kernels/elementwise.cuh"
 #include "gpu/kernels/layer_ops.cuh"
 
 using namespace troupe::core;
@@ -236,7 +237,7 @@ TEST_CASE("Layer kernel bodies compute what the CPU backend does", "[kernels][ba
   close(y, y_cpu, 1e-6f, "scale_rows");
   Tensor cols_cpu = random(Shape{c}, 6), cols = cols_cpu;
   cpu.column_sums(x, cols_cpu, true);
-  run(c, [&](int64_t j) { k::column_sums(j, x.data(), cols.data(), r, c, true); });
+  run(c, [&](int64_t j) { k::column_sum(j, x.data(), nullptr, cols.data(), r, c, true); });
   close(cols, cols_cpu, 1e-5f, "column_sums");
 }
 
