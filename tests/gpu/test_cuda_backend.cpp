@@ -109,8 +109,10 @@ TEST_CASE("CUDA copies round-trip through staging and pinned memory, fills and c
 TEST_CASE("a failed CUDA call is reported by synchronize, naming it", "[gpu]") {
   if (!have_gpu()) return;
   auto& be = cuda();
-  float h[4] = {};
-  be.copy(reinterpret_cast<void*>(0x10), gpu0, h, Device::cpu(), 1ull << 40);
+  // A device-to-device copy between addresses no allocation holds: the runtime refuses it
+  // (an upload would stage the bytes through host memory first and read past its source).
+  be.copy(reinterpret_cast<void*>(0x10), gpu0, reinterpret_cast<const void*>(0x20), gpu0,
+          1ull << 40);
   auto st = be.synchronize();
   REQUIRE_FALSE(st.ok());
   CHECK_THAT(st.error().message, Catch::Contains("cudaMemcpyAsync") && Catch::Contains("cuda:0"));
