@@ -24,7 +24,7 @@
 
 #include "core/graph/graph.hpp"
 #include "core/layers/layers.hpp"
-#include "fake_device.hpp"
+#include "device_pass.hpp"
 
 namespace troupe::test {
 
@@ -193,15 +193,17 @@ inline int with_dense_in_front(GraphCase& c, int x, const std::string& name) {
   return (*out)[0];
 }
 
-/// Runs check_gradients_here on the CPU, then moves the graph to a fake CUDA device and
-/// runs it again there.
+/// Runs check_gradients_here on the CPU, then moves the graph to a CUDA device — the fake
+/// one, or in gpu_layer_tests the GPU when there is one (device_pass.hpp) — and runs it
+/// again there.
 inline void check_gradients(GraphCase& c, const CheckOptions& o = {}) {
   SECTION("cpu") {
     check_gradients_here(c, o);
   }
-  SECTION("fake device") {
-    FakeCuda fake(1);
-    // Whatever happens in the check, the graph leaves the fake device before it goes.
+  SECTION(kDevicePassName) {
+    DevicePass device;
+    if (!device.here()) return;
+    // Whatever happens in the check, the graph leaves the device before it goes.
     struct BackToCpu {
       core::graph::Graph& g;
       ~BackToCpu() { (void)g.to(core::Device::cpu()); }

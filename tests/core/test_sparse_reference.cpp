@@ -25,7 +25,7 @@ namespace {
 // Keras's input, its indices compared one by one.
 void check_host_layer(const std::string& name) {
   const std::string path =
-      std::string(TROUPE_KERAS_FIXTURES) + "/layers/sparse_host_" + name + ".json";
+      troupe::test::fixtures_dir() + "/layers/sparse_host_" + name + ".json";
   std::ifstream in(path);
   INFO("fixture " << path);
   REQUIRE(in.good());
