@@ -2,7 +2,8 @@
 # On a GPU machine: bench_gpu and PyTorch on the same GPU (bench/torch_gpu_peer.py, eager
 # and torch.compile) alternately, ROUNDS times; prints per model, batch and precision the
 # median examples/s of Troupe and of each PyTorch mode and their ratios as JSON lines, then
-# a summary line. PYTHON: an interpreter with torch built for CUDA (the GPU image's).
+# a summary line. PYTHON: an interpreter with torch built for CUDA (the GPU image's);
+# TORCH_ARGS: more arguments for the peer (--modes, --precisions, --seconds, ...).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${BIN:-$here/../build/bin}
@@ -12,7 +13,9 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 for _ in $(seq "$rounds"); do
   "$bin/bench_gpu" --runs 3 | grep -v '"gpu_summary"' >>"$out"
-  "$python" "$here/torch_gpu_peer.py" --device cuda --runs 3 | grep -v '"torch_gpu_summary"' >>"$out"
+  # shellcheck disable=SC2086  # TORCH_ARGS is a list of arguments
+  "$python" "$here/torch_gpu_peer.py" --device cuda --runs 3 ${TORCH_ARGS:-} |
+    grep -v '"torch_gpu_summary"' >>"$out"
 done
 "$python" - "$out" <<'PY'
 import json, statistics, sys

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Packs what the GPU checks need for a bare CUDA machine (nvcc, the driver and CUDA's own
-# libraries, none of Debian's) into one archive: the GPU test suites, bench_gpu, troupe and
-# fmnist_local, stripped; every shared library they load that is not glibc's, libstdc++'s,
-# libgcc's or CUDA's; the Keras layer fixtures and a few model fixtures with their data; a
-# Fashion-MNIST (its test split serving as the training split, to stay small); and
-# scripts/gpu-check.sh, which runs it all there.
+# libraries, none of Debian's) into one archive: the GPU test suites, bench_gpu, troupe,
+# fmnist_local, fmnist_mirrored, ctr_ps and ctr_datagen, stripped; every shared library
+# they load that is not glibc's, libstdc++'s, libgcc's or CUDA's; the Keras layer fixtures
+# and a few model fixtures with their data; a Fashion-MNIST (its test split serving as the
+# training split, to stay small); the PyTorch peer (bench/compare_gpu.sh,
+# bench/torch_gpu_peer.py); and scripts/gpu-check.sh, which runs it all there.
 # Usage: scripts/gpu-bundle.sh [BUILD_DIR] [OUT_DIR]   (default: build .gpu)
 # The build must have TROUPE_WITH_CUDA on and its keras fixtures made (make test makes them).
 set -euo pipefail
 build="${1:-build}"
 out="${2:-.gpu}"
 here="$(cd "$(dirname "$0")/.." && pwd)"
-progs=(gpu_tests gpu_layer_tests bench_gpu troupe fmnist_local)
+progs=(gpu_tests gpu_layer_tests bench_gpu troupe fmnist_local fmnist_mirrored ctr_ps ctr_datagen)
 models=(ps_tutorial deepfm wide_deep dcn_v2 two_output mwms_cnn)
 limit_mib=56
 
@@ -46,7 +47,8 @@ fm=/usr/share/datasets/fashion-mnist
 cp "$fm/t10k-images-idx3-ubyte.gz" "$stage/fmnist/train-images-idx3-ubyte.gz"
 cp "$fm/t10k-labels-idx1-ubyte.gz" "$stage/fmnist/train-labels-idx1-ubyte.gz"
 cp "$fm"/t10k-*.gz "$stage/fmnist/"
-cp "$here/scripts/gpu-check.sh" "$stage/"
+cp "$here/scripts/gpu-check.sh" "$here/bench/compare_gpu.sh" "$here/bench/torch_gpu_peer.py" \
+  "$stage/"
 
 mkdir -p "$out"
 tar -C "$stage" -cf - . | xz -T2 -6 > "$out/bundle.tar.xz"

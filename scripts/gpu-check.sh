@@ -5,7 +5,9 @@
 #   gpu_tests.log, gpu_layer_tests.log   the suites' output (each case alone where a
 #                      whole run died on a signal or a timeout)
 #   bench_gpu.jsonl    bench_gpu's JSON lines
-#   programs.log       fmnist_local and troupe train on the CPU and on the GPU, and the
+#   compare_gpu.jsonl  bench/compare_gpu.sh: PyTorch's steps against bench_gpu's
+#   programs.log       fmnist_local and troupe train on the CPU and on the GPU, then jobs
+#                      of several processes (GPU_CHECK_JOBS=0 leaves them out), and the
 #                      last JSON line of each
 # Usage: scripts/gpu-check.sh [BUNDLE]   (default .gpu/bundle.tar.xz)
 set -uo pipefail
@@ -83,5 +85,35 @@ for m in ps_tutorial deepfm wide_deep dcn_v2 two_output mwms_cnn; do
       --device "$dev" --seed 1 --out "$B/$m-${dev/:/}.keras"
   done
 done
+# Jobs of several processes (troupe launch, 127.0.0.1), their workers on the CPU and then
+# on the GPU (all of them on the one GPU there is): a Keras model and the built-in DeepFM
+# under parameter servers, the CNN mirrored.
+if [ "${GPU_CHECK_JOBS:-1}" = 1 ]; then
+  "$B/bin/ctr_datagen" --out "$B/ctr" --rows 100000 --files 4 --format tfrecord --vocab 50 \
+    --buckets-per-field 4096 > /dev/null 2>&1
+  d="$B/fixtures/models/deepfm"
+  for dev in cpu cuda; do
+    program "ctr_ps 2 PS x 2 workers $dev" "$B/bin/troupe" launch --ps 2 --workers 2 -- \
+      "$B/bin/ctr_ps" --data "$B/ctr" --format tfrecord --buckets-per-field 4096 --batch 1024 \
+      --steps-per-worker 40 --device "$dev"
+    program "troupe train deepfm 2 PS x 2 workers $dev" "$B/bin/troupe" launch --ps 2 \
+      --workers 2 -- "$B/bin/troupe" train --model "$d/model.keras" --data "$d/train.tfrecord" \
+      --batch 32 --steps 100 --validation "$d/test.tfrecord" --device "$dev"
+    program "fmnist_mirrored 2 workers $dev" "$B/bin/troupe" launch --workers 2 -- \
+      "$B/bin/fmnist_mirrored" --data-dir "$B/fmnist" --steps 100 --device "$dev"
+  done
+fi
+# PyTorch on the same GPU (bench/compare_gpu.sh), where this machine's python3 has torch:
+# outside the bundle's libraries, bench_gpu through a wrapper that sets them.
+if [ "${GPU_CHECK_TORCH:-1}" = 1 ] && env -u LD_LIBRARY_PATH python3 -c 'import torch' 2>/dev/null; then
+  mkdir -p "$B/wrap"
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$LD_LIBRARY_PATH" "$B/bin/bench_gpu" \
+    > "$B/wrap/bench_gpu"
+  chmod +x "$B/wrap/bench_gpu"
+  env -u LD_LIBRARY_PATH BIN="$B/wrap" ROUNDS="${GPU_CHECK_TORCH_ROUNDS:-1}" \
+    TORCH_ARGS="${GPU_CHECK_TORCH_ARGS:---precisions float32 mixed_bfloat16 --seconds 0.3}" \
+    timeout 420 bash "$B/compare_gpu.sh" > "$out/compare_gpu.jsonl" 2>&1
+  note "$? compare_gpu (PyTorch on the same GPU) $(tail -n 1 "$out/compare_gpu.jsonl")"
+fi
 rm -rf "$B"
 cat "$summary"
