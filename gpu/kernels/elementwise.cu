@@ -1,4 +1,5 @@
 // Launchers of the element-wise, loss, metric, optimizer and CTR bodies.
+#include "gpu/kernels/columns.cuh"
 #include "gpu/kernels/elementwise.cuh"
 #include "gpu/kernels/grid.cuh"
 #include "gpu/kernels/launch.hpp"
@@ -67,32 +68,12 @@ cudaError_t check_finite(cudaStream_t s, const float* x, int64_t n, int* flag) {
   return run(s, n, [=] __device__(int64_t i) { k::check_finite(i, x, flag); });
 }
 
-namespace {
-
-// One block a tile of 32 columns: thread (c, l) sums lane l of column c (coalesced: a warp
-// reads 32 neighbouring columns of one row), then the lanes fold in shared memory.
-__global__ void column_sum_tiles(const float* x, const float* w, float* out, int64_t rows,
-                                 int64_t cols, bool accumulate) {
-  __shared__ float part[k::kColumnLanes][33];
-  const int c = threadIdx.x, l = threadIdx.y;
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * 32 + c;
-  part[l][c] = j < cols ? k::column_partial(j, l, x, w, rows, cols) : 0.0f;
-  __syncthreads();
-  for (int half = k::kColumnLanes / 2; half > 0; half /= 2) {
-    if (l < half) part[l][c] += part[l + half][c];
-    __syncthreads();
-  }
-  if (l == 0 && j < cols) out[j] = accumulate ? out[j] + part[0][c] : part[0][c];
-}
-
-}  // namespace
-
 cudaError_t column_sum(cudaStream_t s, const float* x, const float* w, float* out, int64_t rows,
                        int64_t cols, bool accumulate) {
-  if (cols <= 0) return cudaSuccess;
-  const auto tiles = static_cast<unsigned>((cols + 31) / 32);
-  column_sum_tiles<<<tiles, dim3(32, k::kColumnLanes), 0, s>>>(x, w, out, rows, cols, accumulate);
-  return cudaGetLastError();
+  return detail::run_columns<1>(s, rows, cols, k::WeightedColumns{x, w, cols},
+                                [=] __device__(int64_t j, const float (&sum)[1]) {
+                                  out[j] = accumulate ? out[j] + sum[0] : sum[0];
+                                });
 }
 
 cudaError_t add_bias(cudaStream_t s, float* y, const float* b, int64_t n, int64_t channels) {

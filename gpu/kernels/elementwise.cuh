@@ -51,41 +51,31 @@ TROUPE_HD inline void check_finite(int64_t i, const float* x, int* flag) {
   if (!finite(x[i])) *flag = 1;
 }
 
-/// A column sum is split over this many row lanes (lane l takes rows l, l + lanes, ...)
-/// whose partial sums are added in a tree: on the GPU each lane is a thread of the block
-/// that owns 32 columns, so a tall matrix is read by a thousand threads, not by one thread
-/// per column down all its rows; the rounding is then close to the CPU's pairwise sums.
-constexpr int kColumnLanes = 32;
-
-/// Lane `lane`'s partial sum of column j of a row-major [rows, cols] matrix, each row
-/// weighted by w[row] when w is given.
-TROUPE_HD inline float column_partial(int64_t j, int lane, const float* x, const float* w,
-                                      int64_t rows, int64_t cols) {
-  float s = 0.0f;
-  for (int64_t r = lane; r < rows; r += kColumnLanes)
-    s += w != nullptr ? w[r] * x[r * cols + j] : x[r * cols + j];
-  return s;
-}
-
-/// The kColumnLanes partial sums part[0], part[stride], ... added in the tree the device
-/// kernel adds them in (halves folded onto the lower half), into part[0].
-TROUPE_HD inline void fold_lanes(float* part, int64_t stride) {
-  for (int half = kColumnLanes / 2; half > 0; half /= 2)
-    for (int l = 0; l < half; ++l)
-      part[l * stride] += part[(l + half) * stride];
-}
+/// The terms of a column sum of a row-major [rows, cols] matrix, each row weighted by
+/// w[row] when w is given (a MakeTerm of column_lane_sums, gpu/kernels/hd.cuh).
+struct WeightedColumns {
+  const float* x;
+  const float* w;
+  int64_t cols;
+  struct Term {
+    const float* x;
+    const float* w;
+    int64_t cols, j;
+    TROUPE_HD void operator()(int64_t r, float (&acc)[1]) const {
+      acc[0] += w != nullptr ? w[r] * x[r * cols + j] : x[r * cols + j];
+    }
+  };
+  TROUPE_HD Term operator()(int64_t j) const { return Term{x, w, cols, j}; }
+};
 
 /// Column j of a row-major [rows, cols] matrix summed (added to out[j] when `accumulate`),
 /// each row weighted by w[row] when w is given: the bias' gradient (no weights), the dense
-/// weights' of a CTR model, the layers' column_sums. What the device kernel computes for
-/// the column, in the same order (the host tests' body).
+/// weights' of a CTR model, the layers' column_sums. In row lanes, as the device sums it.
 TROUPE_HD inline void column_sum(int64_t j, const float* x, const float* w, float* out,
                                  int64_t rows, int64_t cols, bool accumulate = false) {
-  float part[kColumnLanes];
-  for (int l = 0; l < kColumnLanes; ++l)
-    part[l] = column_partial(j, l, x, w, rows, cols);
-  fold_lanes(part, 1);
-  out[j] = accumulate ? out[j] + part[0] : part[0];
+  float s[1];
+  column_lane_sums<1>(j, rows, cols, WeightedColumns{x, w, cols}, s);
+  out[j] = accumulate ? out[j] + s[0] : s[0];
 }
 
 /// y[i] += b[i % channels]: a bias over the last axis (NHWC convolutions).

@@ -1,4 +1,5 @@
 // Launchers of the layer graph's kernels (bodies in gpu/kernels/layer_ops.cuh).
+#include "gpu/kernels/columns.cuh"
 #include "gpu/kernels/grid.cuh"
 #include "gpu/kernels/launch.hpp"
 #include "gpu/kernels/layer_launch.hpp"
@@ -74,7 +75,17 @@ cudaError_t column_sums(cudaStream_t s, const float* x, float* y, int64_t r, int
 }
 
 cudaError_t moments(cudaStream_t s, const float* x, float* mean, float* var, int64_t r, int64_t c) {
-  return run(s, c, [=] __device__(int64_t j) { k::moments(j, x, mean, var, r, c); });
+  const float inv = r > 0 ? 1.0f / static_cast<float>(r) : 0.0f;
+  const cudaError_t e =
+      detail::run_columns<1>(s, r, c, k::WeightedColumns{x, nullptr, c},
+                             [=] __device__(int64_t j, const float (&sum)[1]) {
+                               mean[j] = sum[0] * inv;
+                             });
+  if (e != cudaSuccess) return e;
+  return detail::run_columns<1>(s, r, c, k::Deviations{x, mean, c},
+                                [=] __device__(int64_t j, const float (&sum)[1]) {
+                                  var[j] = sum[0] * inv;
+                                });
 }
 
 cudaError_t batch_norm_forward(cudaStream_t s, const float* x, const float* mean, const float* var,
@@ -88,9 +99,11 @@ cudaError_t batch_norm_forward(cudaStream_t s, const float* x, const float* mean
 cudaError_t batch_norm_sums(cudaStream_t s, const float* x, const float* mean, const float* var,
                             float epsilon, const float* dy, float* sum_dy, float* sum_dy_xhat,
                             int64_t r, int64_t c) {
-  return run(s, c, [=] __device__(int64_t j) {
-    k::batch_norm_sums(j, x, mean, var, epsilon, dy, sum_dy, sum_dy_xhat, r, c);
-  });
+  return detail::run_columns<2>(s, r, c, k::BatchNormTerms{x, mean, var, epsilon, dy, c},
+                                [=] __device__(int64_t j, const float (&sums)[2]) {
+                                  sum_dy[j] = sums[0];
+                                  sum_dy_xhat[j] = sums[1];
+                                });
 }
 
 cudaError_t batch_norm_dx(cudaStream_t s, const float* x, const float* mean, const float* var,
@@ -122,9 +135,11 @@ cudaError_t layer_norm_backward(cudaStream_t s, const float* x, const float* gam
 cudaError_t layer_norm_param_grads(cudaStream_t s, const float* x, const float* mean,
                                    const float* rstd, const float* dy, float* dgamma, float* dbeta,
                                    int64_t r, int64_t c) {
-  return run(s, c, [=] __device__(int64_t j) {
-    k::layer_norm_param_grads(j, x, mean, rstd, dy, dgamma, dbeta, r, c);
-  });
+  return detail::run_columns<2>(s, r, c, k::LayerNormParamTerms{x, mean, rstd, dy, c},
+                                [=] __device__(int64_t j, const float (&sums)[2]) {
+                                  if (dgamma != nullptr) dgamma[j] = sums[0];
+                                  if (dbeta != nullptr) dbeta[j] = sums[1];
+                                });
 }
 
 cudaError_t dropout(cudaStream_t s, const float* x, float* y, int64_t n, float rate,

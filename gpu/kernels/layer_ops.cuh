@@ -2,8 +2,9 @@
 
 // Bodies of the layer graph's generic kernels (core/backend.hpp, "Kernels of the layer
 // graph"), each a function of one index that gpu/kernels/layer_ops.cu runs in a
-// grid-stride loop: per element for element-wise work, per row or per column where a
-// reduction runs along it (one thread each, summing in order). Their arithmetic is
+// grid-stride loop: per element for element-wise work, per row where a reduction runs
+// along a row (one thread each, summing in order); reductions down columns are summed in
+// row lanes (kColumnLanes, gpu/kernels/hd.cuh; the device side in columns.cuh). Their arithmetic is
 // core/kernels/'s, shared with the CPU backend; tests/core/test_basic_layers.cpp runs
 // these bodies on the host against the CPU backend.
 
@@ -13,6 +14,7 @@
 #include "core/kernels/dropout.hpp"
 #include "core/kernels/normalization.hpp"
 #include "core/layer_ops.hpp"
+#include "gpu/kernels/elementwise.cuh"
 #include "gpu/kernels/hd.cuh"
 
 namespace troupe::gpu::kernels {
@@ -108,20 +110,32 @@ TROUPE_HD inline void scale_rows(int64_t i, const float* x, const float* s, floa
   y[i] = accumulate ? y[i] + v : v;
 }
 
-/// Column j's mean and biased variance over the r rows of x [r, c].
+/// The squared deviations from its mean of each column of x [r, c] (moments' second pass).
+struct Deviations {
+  const float* x;
+  const float* mean;
+  int64_t c;
+  struct Term {
+    const float* x;
+    float m;
+    int64_t c, j;
+    TROUPE_HD void operator()(int64_t i, float (&acc)[1]) const {
+      const float d = x[i * c + j] - m;
+      acc[0] += d * d;
+    }
+  };
+  TROUPE_HD Term operator()(int64_t j) const { return Term{x, mean[j], c, j}; }
+};
+
+/// Column j's mean and biased variance over the r rows of x [r, c], in row lanes: the sum
+/// first (mean[j] written), then the squared deviations from it.
 TROUPE_HD inline void moments(int64_t j, const float* x, float* mean, float* var, int64_t r,
                               int64_t c) {
-  float s = 0.0f;
-  for (int64_t i = 0; i < r; ++i)
-    s += x[i * c + j];
-  const float m = s / static_cast<float>(r);
-  float q = 0.0f;
-  for (int64_t i = 0; i < r; ++i) {
-    const float d = x[i * c + j] - m;
-    q += d * d;
-  }
-  mean[j] = m;
-  var[j] = q / static_cast<float>(r);
+  float s[1];
+  column_lane_sums<1>(j, r, c, WeightedColumns{x, nullptr, c}, s);
+  mean[j] = s[0] / static_cast<float>(r);
+  column_lane_sums<1>(j, r, c, Deviations{x, mean, c}, s);
+  var[j] = s[0] / static_cast<float>(r);
 }
 
 /// Element i of a batch normalization of rows of c channels (gamma, beta may be null).
@@ -134,19 +148,38 @@ TROUPE_HD inline void batch_norm_forward(int64_t i, const float* x, const float*
   y[i] = x[i] * inv + shift;
 }
 
+/// Each column's terms of dy and dy xhat (x normalized by the column's batch moments).
+struct BatchNormTerms {
+  const float* x;
+  const float* mean;
+  const float* var;
+  float epsilon;
+  const float* dy;
+  int64_t c;
+  struct Term {
+    const float* x;
+    const float* dy;
+    float m, rstd;
+    int64_t c, j;
+    TROUPE_HD void operator()(int64_t i, float (&acc)[2]) const {
+      const float g = dy[i * c + j];
+      acc[0] += g;
+      acc[1] += g * ((x[i * c + j] - m) * rstd);
+    }
+  };
+  TROUPE_HD Term operator()(int64_t j) const {
+    return Term{x, dy, mean[j], ck::rstd_of(var[j], epsilon), c, j};
+  }
+};
+
 /// Column j's sums over the batch of dy and dy xhat: the gradients of beta and gamma.
 TROUPE_HD inline void batch_norm_sums(int64_t j, const float* x, const float* mean,
                                       const float* var, float epsilon, const float* dy,
                                       float* sum_dy, float* sum_dy_xhat, int64_t r, int64_t c) {
-  const float m = mean[j], rstd = ck::rstd_of(var[j], epsilon);
-  float s = 0.0f, sx = 0.0f;
-  for (int64_t i = 0; i < r; ++i) {
-    const float g = dy[i * c + j];
-    s += g;
-    sx += g * ((x[i * c + j] - m) * rstd);
-  }
-  sum_dy[j] = s;
-  sum_dy_xhat[j] = sx;
+  float s[2];
+  column_lane_sums<2>(j, r, c, BatchNormTerms{x, mean, var, epsilon, dy, c}, s);
+  sum_dy[j] = s[0];
+  sum_dy_xhat[j] = s[1];
 }
 
 /// Element i of a batch normalization's input gradient (sums from batch_norm_sums; unread
@@ -175,18 +208,37 @@ TROUPE_HD inline void layer_norm_backward(int64_t r, const float* x, const float
   ck::layer_norm_backward_row(x + r * c, c, gamma, mean[r], rstd[r], dy + r * c, dx + r * c);
 }
 
+/// Each column's terms of a layer normalization's gamma and beta gradients: dy xhat and dy,
+/// xhat normalized by its row's moments.
+struct LayerNormParamTerms {
+  const float* x;
+  const float* mean;
+  const float* rstd;
+  const float* dy;
+  int64_t c;
+  struct Term {
+    const float* x;
+    const float* mean;
+    const float* rstd;
+    const float* dy;
+    int64_t c, j;
+    TROUPE_HD void operator()(int64_t i, float (&acc)[2]) const {
+      const float g = dy[i * c + j];
+      acc[0] += g * ((x[i * c + j] - mean[i]) * rstd[i]);
+      acc[1] += g;
+    }
+  };
+  TROUPE_HD Term operator()(int64_t j) const { return Term{x, mean, rstd, dy, c, j}; }
+};
+
 /// Column j of a layer normalization's gamma and beta gradients (either may be null).
 TROUPE_HD inline void layer_norm_param_grads(int64_t j, const float* x, const float* mean,
                                              const float* rstd, const float* dy, float* dgamma,
                                              float* dbeta, int64_t r, int64_t c) {
-  float sg = 0.0f, sb = 0.0f;
-  for (int64_t i = 0; i < r; ++i) {
-    const float g = dy[i * c + j];
-    sb += g;
-    sg += g * ((x[i * c + j] - mean[i]) * rstd[i]);
-  }
-  if (dgamma != nullptr) dgamma[j] = sg;
-  if (dbeta != nullptr) dbeta[j] = sb;
+  float s[2];
+  column_lane_sums<2>(j, r, c, LayerNormParamTerms{x, mean, rstd, dy, c}, s);
+  if (dgamma != nullptr) dgamma[j] = s[0];
+  if (dbeta != nullptr) dbeta[j] = s[1];
 }
 
 /// Element i of inverted dropout (the backward pass is the same on dy).

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "against_cpu.hpp"
 #include "core/backend.hpp"
@@ -175,4 +176,50 @@ TEST_CASE("CUDA pooling, FM and embedding gathers match the CPU's", "[gpu]") {
   be.scatter_add_index(dyd, ixd, gradsd);
   gpu_close_to_cpu(yd, y, 0.0f, "gathered rows");
   gpu_close_to_cpu(gradsd, grads, 1e-5f, "row grads");
+}
+
+TEST_CASE("CUDA column reductions of tall and wide matrices match the CPU's", "[gpu]") {
+  if (!have_gpu()) return;
+  auto& be = cuda();
+  // 10000 x 3 is cut into chunks of rows (gpu/kernels/hd.cuh), 100 x 70 is one chunk of
+  // three column tiles: column sums, batch moments, batch and layer normalization's
+  // parameter gradients.
+  for (auto [r, c] : {std::pair<int64_t, int64_t>{10000, 3}, {100, 70}}) {
+    DYNAMIC_SECTION(r << "x" << c) {
+      const Tensor x = random_tensor(Shape{r, c}, 21), dy = random_tensor(Shape{r, c}, 22);
+      const Tensor gamma = random_tensor(Shape{c}, 23), beta = random_tensor(Shape{c}, 24);
+      const Tensor xd = x.to(gpu0), dyd = dy.to(gpu0), gd = gamma.to(gpu0), bd = beta.to(gpu0);
+      Tensor sums = random_tensor(Shape{c}, 25);
+      Tensor sumsd = sums.to(gpu0);
+      cpu.column_sums(x, sums, true);
+      be.column_sums(xd, sumsd, true);
+      gpu_close_to_cpu(sumsd, sums, 1e-5f, "column_sums");
+
+      Tensor mean(Shape{c}), var(Shape{c});
+      Tensor meand = on_gpu(Shape{c}), vard = on_gpu(Shape{c});
+      cpu.moments(x, mean, var);
+      be.moments(xd, meand, vard);
+      gpu_close_to_cpu(meand, mean, 1e-5f, "mean");
+      gpu_close_to_cpu(vard, var, 1e-5f, "var");
+
+      Tensor dx(x.shape()), dg(Shape{c}), db(Shape{c});
+      Tensor dxd = on_gpu(x.shape()), dgd = on_gpu(Shape{c}), dbd = on_gpu(Shape{c});
+      cpu.batch_norm_backward(x, mean, var, gamma, 1e-3f, true, dy, dx, dg, db);
+      be.batch_norm_backward(xd, mean.to(gpu0), var.to(gpu0), gd, 1e-3f, true, dyd, dxd, dgd, dbd);
+      gpu_close_to_cpu(dgd, dg, 1e-4f, "batch norm dgamma");
+      gpu_close_to_cpu(dbd, db, 1e-5f, "batch norm dbeta");
+      gpu_close_to_cpu(dxd, dx, 1e-4f, "batch norm dx");
+
+      Tensor y(x.shape()), rm(Shape{r}), rs(Shape{r});
+      Tensor yd = on_gpu(x.shape()), rmd = on_gpu(Shape{r}), rsd = on_gpu(Shape{r});
+      cpu.layer_norm_forward(x, gamma, beta, 1e-3f, y, rm, rs);
+      be.layer_norm_forward(xd, gd, bd, 1e-3f, yd, rmd, rsd);
+      gpu_close_to_cpu(yd, y, 1e-4f, "layer norm y");
+      cpu.layer_norm_backward(x, gamma, rm, rs, dy, dx, dg, db);
+      be.layer_norm_backward(xd, gd, rm.to(gpu0), rs.to(gpu0), dyd, dxd, dgd, dbd);
+      gpu_close_to_cpu(dgd, dg, 1e-4f, "layer norm dgamma");
+      gpu_close_to_cpu(dbd, db, 1e-5f, "layer norm dbeta");
+      gpu_close_to_cpu(dxd, dx, 1e-4f, "layer norm dx");
+    }
+  }
 }

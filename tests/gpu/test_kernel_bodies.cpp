@@ -84,8 +84,10 @@ TEST_CASE("element-wise bodies compute what the CPU backend does", "[kernels]") 
   cpu.dense_backward(x, w, g, dw, db_cpu, core::TensorView(), core::Precision::float32);
   run_body(4, [&](int64_t j) { k::column_sum(j, g.data(), nullptr, db.data(), 37, 4); });
   close_to_cpu(db, db_cpu, 1e-5f, "column sums");
-  // A tall matrix, rows weighted, added to what out holds: against sums in double.
-  const int64_t tall = 1000;
+  // A tall matrix (cut into 4 chunks of rows, kernels::column_chunk_rows), rows weighted,
+  // added to what out holds: against sums in double.
+  const int64_t tall = 10000;
+  REQUIRE(k::column_chunk_rows(tall, 3) == 2500);
   const Tensor t = random_tensor(Shape{tall, 3}, 7), tw = random_tensor(Shape{tall}, 8);
   Tensor sums = random_tensor(Shape{3}, 9), want(Shape{3});
   for (int64_t j = 0; j < 3; ++j) {
@@ -95,7 +97,7 @@ TEST_CASE("element-wise bodies compute what the CPU backend does", "[kernels]") 
     want[j] = static_cast<float>(acc);
   }
   run_body(3, [&](int64_t j) { k::column_sum(j, t.data(), tw.data(), sums.data(), tall, 3, true); });
-  close_to_cpu(sums, want, 1e-5f, "weighted column sums of 1000 rows");
+  close_to_cpu(sums, want, 1e-5f, "weighted column sums of 10000 rows");
 
   Tensor bias_added = x;
   const Tensor b = random_tensor(Shape{11}, 6);
