@@ -147,6 +147,35 @@ double gemm_peak_tflops(Cublas& cb, tc::Precision p, int runs, double seconds) {
   return 2.0 * n * n * static_cast<double>(n) / sec / 1e12;
 }
 
+// BatchNormalization over [rows, channels] in training (its batch moments, the forward,
+// the backward with gamma's and beta's gradients), and the device-to-device copy of the
+// same tensor for scale: the pass reads x five times (moments twice, the forward, the
+// backward's sums and its dx) and dy twice, and writes y and dx: 9 tensors of traffic.
+json norm_bench(int64_t rows, int64_t channels, int runs, double seconds) {
+  auto& be = backend();
+  const tc::Shape shape{rows, channels};
+  tc::Tensor x = random_on_gpu(shape, 1), dy = random_on_gpu(shape, 2);
+  tc::Tensor gamma = random_on_gpu(tc::Shape{channels}, 3), beta = random_on_gpu(tc::Shape{channels}, 4);
+  tc::Tensor y(shape, tc::DType::float32, gpu0), dx(shape, tc::DType::float32, gpu0);
+  tc::Tensor mean(tc::Shape{channels}, tc::DType::float32, gpu0),
+      var(tc::Shape{channels}, tc::DType::float32, gpu0),
+      dgamma(tc::Shape{channels}, tc::DType::float32, gpu0),
+      dbeta(tc::Shape{channels}, tc::DType::float32, gpu0);
+  const double s = seconds_per_call(
+      [&] {
+        be.moments(x, mean, var);
+        be.batch_norm_forward(x, mean, var, gamma, beta, 1e-3f, y);
+        be.batch_norm_backward(x, mean, var, gamma, 1e-3f, true, dy, dx, dgamma, dbeta);
+      },
+      runs, seconds);
+  const double bytes = static_cast<double>(x.size()) * sizeof(float);
+  const double copy = seconds_per_call(
+      [&] { be.copy(y.data(), gpu0, x.data(), gpu0, static_cast<size_t>(bytes)); }, runs, seconds);
+  return {{"bench", "gpu_batch_norm"},     {"shape", {rows, channels}},
+          {"troupe_us", s * 1e6},          {"copy_us", copy * 1e6},
+          {"gbps", 9.0 * bytes / s / 1e9}, {"vs_copy_bandwidth", (9.0 * bytes / s) / (2.0 * bytes / copy)}};
+}
+
 json dense_bench(Cublas& cb, int64_t n, int64_t in, int64_t out, tc::Precision p, int runs,
                  double seconds) {
   const auto x = random_on_gpu(tc::Shape{n, in}, 1), w = random_on_gpu(tc::Shape{in, out}, 2, 0.1f),
@@ -283,6 +312,8 @@ int main(int argc, char** argv) {
     summary["results"].push_back(j);
   };
   emit(copy_bench(runs, seconds));
+  for (auto [rows, channels] : {std::pair<int64_t, int64_t>{128 * 28 * 28, 32}, {4096, 512}})
+    emit(norm_bench(rows, channels, runs, seconds));
   Cublas cb;
   std::map<std::string, double> peak;
   for (const auto& name : precisions) {
