@@ -50,7 +50,9 @@ inline void atomic_add(unsigned long long* p, unsigned long long v) {
 /// one thread per column down all its rows, and the rounding stays close to the CPU's
 /// pairwise sums. A tall and narrow matrix (a Conv2D's N*H*W rows of a few channels) is
 /// also cut into chunks of rows, each reduced by blocks of its own, whose sums are then
-/// added in order. column_lane_sums is the same arithmetic, in the same order, on the host.
+/// added in order. column_lane_sums adds in the same order on the host: plain sums match
+/// the device's bit for bit; a term with a product may round differently where one
+/// compiler fuses the multiply-add and the other does not (nvcc does by default).
 constexpr int kColumnLanes = 32;
 
 /// Rows per chunk: about 256 blocks in all where the rows allow it, at least 2048 rows (64

@@ -75,16 +75,17 @@ cudaError_t column_sums(cudaStream_t s, const float* x, float* y, int64_t r, int
 }
 
 cudaError_t moments(cudaStream_t s, const float* x, float* mean, float* var, int64_t r, int64_t c) {
-  const float inv = r > 0 ? 1.0f / static_cast<float>(r) : 0.0f;
+  // Divided by r as the host body and the CPU divide (not times 1/r: one rounding fewer).
+  const auto n = static_cast<float>(r);
   const cudaError_t e =
       detail::run_columns<1>(s, r, c, k::WeightedColumns{x, nullptr, c},
                              [=] __device__(int64_t j, const float (&sum)[1]) {
-                               mean[j] = sum[0] * inv;
+                               mean[j] = sum[0] / n;
                              });
   if (e != cudaSuccess) return e;
   return detail::run_columns<1>(s, r, c, k::Deviations{x, mean, c},
                                 [=] __device__(int64_t j, const float (&sum)[1]) {
-                                  var[j] = sum[0] * inv;
+                                  var[j] = sum[0] / n;
                                 });
 }
 
