@@ -78,6 +78,14 @@ struct PsCluster {
     }
     const auto shutdown = coord->shutdown_cluster();
     INFO("shutdown: " << (shutdown.ok() ? std::string("ok") : shutdown.error().to_string()));
+    if (shutdown.ok() != gone.empty()) {
+      // What each task said last, to tell why one did not acknowledge (refused, lost, busy).
+      for (size_t k = 0; k < children.size(); ++k) {
+        const std::string err = children[k]->captured_stderr();
+        UNSCOPED_INFO("child " << k << " (0, 1: PS; 2, 3: workers), its stderr's end: "
+                               << err.substr(err.size() > 3000 ? err.size() - 3000 : 0));
+      }
+    }
     REQUIRE(shutdown.ok() == gone.empty());
     for (const auto& name : gone)
       CHECK_THAT(shutdown.error().message, Catch::Contains(name));
