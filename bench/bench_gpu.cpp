@@ -155,7 +155,8 @@ json norm_bench(int64_t rows, int64_t channels, int runs, double seconds) {
   auto& be = backend();
   const tc::Shape shape{rows, channels};
   tc::Tensor x = random_on_gpu(shape, 1), dy = random_on_gpu(shape, 2);
-  tc::Tensor gamma = random_on_gpu(tc::Shape{channels}, 3), beta = random_on_gpu(tc::Shape{channels}, 4);
+  tc::Tensor gamma = random_on_gpu(tc::Shape{channels}, 3),
+             beta = random_on_gpu(tc::Shape{channels}, 4);
   tc::Tensor y(shape, tc::DType::float32, gpu0), dx(shape, tc::DType::float32, gpu0);
   tc::Tensor mean(tc::Shape{channels}, tc::DType::float32, gpu0),
       var(tc::Shape{channels}, tc::DType::float32, gpu0),
@@ -171,9 +172,12 @@ json norm_bench(int64_t rows, int64_t channels, int runs, double seconds) {
   const double bytes = static_cast<double>(x.size()) * sizeof(float);
   const double copy = seconds_per_call(
       [&] { be.copy(y.data(), gpu0, x.data(), gpu0, static_cast<size_t>(bytes)); }, runs, seconds);
-  return {{"bench", "gpu_batch_norm"},     {"shape", {rows, channels}},
-          {"troupe_us", s * 1e6},          {"copy_us", copy * 1e6},
-          {"gbps", 9.0 * bytes / s / 1e9}, {"vs_copy_bandwidth", (9.0 * bytes / s) / (2.0 * bytes / copy)}};
+  return {{"bench", "gpu_batch_norm"},
+          {"shape", {rows, channels}},
+          {"troupe_us", s * 1e6},
+          {"copy_us", copy * 1e6},
+          {"gbps", 9.0 * bytes / s / 1e9},
+          {"vs_copy_bandwidth", (9.0 * bytes / s) / (2.0 * bytes / copy)}};
 }
 
 json dense_bench(Cublas& cb, int64_t n, int64_t in, int64_t out, tc::Precision p, int runs,

@@ -19,8 +19,9 @@ namespace troupe::gpu::launch::detail {
 /// The K sums of each column over its block's chunk of rows: to finish(j, sums) when
 /// `partial` is null, else to partial[(chunk * K + k) * cols + j].
 template <int K, class MakeTerm, class Finish>
-__global__ void __launch_bounds__(32 * kernels::kColumnLanes) column_lanes(int64_t rows, int64_t cols, int64_t chunk_rows, MakeTerm make_term,
-                             Finish finish, float* partial) {
+__global__ void __launch_bounds__(32 * kernels::kColumnLanes)
+    column_lanes(int64_t rows, int64_t cols, int64_t chunk_rows, MakeTerm make_term, Finish finish,
+                 float* partial) {
   namespace k = kernels;
   __shared__ float part[k::kColumnLanes * K][33];
   const int c = threadIdx.x, l = threadIdx.y;

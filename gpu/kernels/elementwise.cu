@@ -71,7 +71,7 @@ cudaError_t check_finite(cudaStream_t s, const float* x, int64_t n, int* flag) {
 cudaError_t column_sum(cudaStream_t s, const float* x, const float* w, float* out, int64_t rows,
                        int64_t cols, bool accumulate) {
   return detail::run_columns<1>(s, rows, cols, k::WeightedColumns{x, w, cols},
-                                [=] __device__(int64_t j, const float (&sum)[1]) {
+                                [=] __device__(int64_t j, const float(&sum)[1]) {
                                   out[j] = accumulate ? out[j] + sum[0] : sum[0];
                                 });
 }

@@ -77,16 +77,13 @@ cudaError_t column_sums(cudaStream_t s, const float* x, float* y, int64_t r, int
 cudaError_t moments(cudaStream_t s, const float* x, float* mean, float* var, int64_t r, int64_t c) {
   // Divided by r as the host body and the CPU divide (not times 1/r: one rounding fewer).
   const auto n = static_cast<float>(r);
-  const cudaError_t e =
-      detail::run_columns<1>(s, r, c, k::WeightedColumns{x, nullptr, c},
-                             [=] __device__(int64_t j, const float (&sum)[1]) {
-                               mean[j] = sum[0] / n;
-                             });
+  const cudaError_t e = detail::run_columns<1>(
+      s, r, c, k::WeightedColumns{x, nullptr, c},
+      [=] __device__(int64_t j, const float(&sum)[1]) { mean[j] = sum[0] / n; });
   if (e != cudaSuccess) return e;
-  return detail::run_columns<1>(s, r, c, k::Deviations{x, mean, c},
-                                [=] __device__(int64_t j, const float (&sum)[1]) {
-                                  var[j] = sum[0] / n;
-                                });
+  return detail::run_columns<1>(
+      s, r, c, k::Deviations{x, mean, c},
+      [=] __device__(int64_t j, const float(&sum)[1]) { var[j] = sum[0] / n; });
 }
 
 cudaError_t batch_norm_forward(cudaStream_t s, const float* x, const float* mean, const float* var,
@@ -101,7 +98,7 @@ cudaError_t batch_norm_sums(cudaStream_t s, const float* x, const float* mean, c
                             float epsilon, const float* dy, float* sum_dy, float* sum_dy_xhat,
                             int64_t r, int64_t c) {
   return detail::run_columns<2>(s, r, c, k::BatchNormTerms{x, mean, var, epsilon, dy, c},
-                                [=] __device__(int64_t j, const float (&sums)[2]) {
+                                [=] __device__(int64_t j, const float(&sums)[2]) {
                                   sum_dy[j] = sums[0];
                                   sum_dy_xhat[j] = sums[1];
                                 });
@@ -137,7 +134,7 @@ cudaError_t layer_norm_param_grads(cudaStream_t s, const float* x, const float* 
                                    const float* rstd, const float* dy, float* dgamma, float* dbeta,
                                    int64_t r, int64_t c) {
   return detail::run_columns<2>(s, r, c, k::LayerNormParamTerms{x, mean, rstd, dy, c},
-                                [=] __device__(int64_t j, const float (&sums)[2]) {
+                                [=] __device__(int64_t j, const float(&sums)[2]) {
                                   if (dgamma != nullptr) dgamma[j] = sums[0];
                                   if (dbeta != nullptr) dbeta[j] = sums[1];
                                 });

@@ -24,8 +24,7 @@ namespace {
 // Fixture layers/sparse_host_<name>.json: one host layer built from Keras's config, run on
 // Keras's input, its indices compared one by one.
 void check_host_layer(const std::string& name) {
-  const std::string path =
-      troupe::test::fixtures_dir() + "/layers/sparse_host_" + name + ".json";
+  const std::string path = troupe::test::fixtures_dir() + "/layers/sparse_host_" + name + ".json";
   std::ifstream in(path);
   INFO("fixture " << path);
   REQUIRE(in.good());

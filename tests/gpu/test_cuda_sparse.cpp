@@ -115,8 +115,7 @@ TEST_CASE("CUDA Conv2D with strides, dilation and uneven padding matches the CPU
           Tensor ay(y.shape()), adw(w.shape()), adx(x.shape());
           std::unique_ptr<core::Workspace> wa;
           cpu.conv2d_forward(g, ax, aw, Tensor(), ay, wa, Precision::float32);
-          cpu.conv2d_backward(g, ax, aw, ady, adw, core::TensorView(), adx, wa,
-                              Precision::float32);
+          cpu.conv2d_backward(g, ax, aw, ady, adw, core::TensorView(), adx, wa, Precision::float32);
           within_products(yd, y, ay, "y");
           within_products(dwd, dw, adw, "dW");
           within_products(dxd, dx, adx, "dx");

@@ -96,7 +96,8 @@ TEST_CASE("element-wise bodies compute what the CPU backend does", "[kernels]") 
       acc += static_cast<double>(tw[r]) * t[r * 3 + j];
     want[j] = static_cast<float>(acc);
   }
-  run_body(3, [&](int64_t j) { k::column_sum(j, t.data(), tw.data(), sums.data(), tall, 3, true); });
+  run_body(3,
+           [&](int64_t j) { k::column_sum(j, t.data(), tw.data(), sums.data(), tall, 3, true); });
   close_to_cpu(sums, want, 1e-5f, "weighted column sums of 10000 rows");
 
   Tensor bias_added = x;
