@@ -24,6 +24,7 @@
 #include "bench_stats.hpp"
 #include "classifier_batch.hpp"
 #include "core/json_text.hpp"
+#include "core/keras/ctr_graph.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/losses.hpp"
 #include "core/partitioner.hpp"
@@ -244,7 +245,9 @@ json classifier_step(const std::string& name, int batch, tc::Precision p, int ru
 
 json deepfm_step(int batch, tc::Precision p, double peak_tflops, int runs, double seconds) {
   tc::CtrModelConfig cfg;  // 26 fields, 13 dense, dim 16, 400-400-400
-  tc::CtrModel model(cfg);
+  // As ctr_ps's workers compute it: its Keras form's layer graph, the rows given from the
+  // device, the gradients back on the host in the variables' layout.
+  tc::keras::CtrGraph model(cfg, cfg.fields * 100000, /*keyed=*/false);
   (void)model.to(gpu0, p);
   std::mt19937_64 rng(11);
   std::vector<tc::Example> ex(static_cast<size_t>(batch));
@@ -256,17 +259,19 @@ json deepfm_step(int batch, tc::Precision p, double peak_tflops, int runs, doubl
     e.label = static_cast<float>(rng() % 2);
   }
   const tc::Batch b = tc::collate(ex);
-  std::vector<int64_t> unique;
-  std::vector<int32_t> index;
-  tc::unique_ids(b.ids, unique, index);
+  TROUPE_ASSERT(model.feed(b).ok(), "bench batch does not fit the model");
   const auto rows =
-      random_on_gpu(tc::Shape{static_cast<int64_t>(unique.size()), cfg.row_width()}, 3, 0.05f);
+      random_on_gpu(tc::Shape{static_cast<int64_t>(model.ids().size()), cfg.row_width()}, 3, 0.05f);
   tc::SigmoidBinaryCrossEntropy loss;
   const double sec = seconds_per_call(
       [&] {
-        auto logits = model.forward(b, rows, index);
+        TROUPE_ASSERT(model.feed(b).ok(), "bench batch does not fit the model");
+        TROUPE_ASSERT(model.give_rows(rows).ok(), "rows of the batch's ids");
+        auto logits = model.forward(/*training=*/true);
         (void)loss.forward(*logits, b.labels.data());
         model.backward(loss.backward());
+        (void)model.dense_grads();
+        (void)model.row_grads();
       },
       runs, seconds);
   // The MLP's products dominate: 2 FLOPs per multiply-add, three products per layer.

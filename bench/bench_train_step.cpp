@@ -123,14 +123,17 @@ double examples_per_sec(Step& step, int batch, double seconds) {
   return static_cast<double>(steps) * batch / elapsed;
 }
 
-// DeepFM (26 fields, 13 dense, dim 16, DNN 400-400-400) forward + backward on one synthetic
-// batch, with each intra-op thread count in turn within every run (so machine noise hits
-// them alike); one JSON line per thread count and the speed-up of the last over the first.
+// DeepFM (26 fields, 13 dense, dim 16, DNN 400-400-400) as ctr_ps's workers compute it
+// (its Keras form's layer graph, core::keras::CtrGraph: the batch fed, its rows given,
+// forward, loss, backward, the gradients on the host in the variables' layout) on one
+// synthetic batch, with each intra-op thread count in turn within every run (so machine
+// noise hits them alike); one JSON line per thread count and the speed-up of the last over
+// the first.
 std::vector<nlohmann::json> bench_ctr(int batch, const std::vector<int>& threads, int runs,
                                       double seconds_per_run, tc::Precision precision,
                                       const Peak& peak) {
   tc::CtrModelConfig cfg;
-  tc::CtrModel model(cfg);
+  tc::keras::CtrGraph model(cfg, cfg.fields * 100000, /*keyed=*/false);
   (void)model.to(tc::Device::cpu(), precision);
   std::vector<tc::Example> ex(static_cast<size_t>(batch));
   uint64_t state = 11;
@@ -143,17 +146,19 @@ std::vector<nlohmann::json> bench_ctr(int batch, const std::vector<int>& threads
     e.label = static_cast<float>((next() >> 63) & 1);
   }
   const tc::Batch b = tc::collate(ex);
-  std::vector<int64_t> unique;
-  std::vector<int32_t> index;
   tc::SigmoidBinaryCrossEntropy loss;
   const tc::Tensor rows =
       tc::initialize(tc::Shape{static_cast<int64_t>(b.ids.size()), cfg.row_width()},
                      {tc::Initializer::Kind::random_uniform, 0.05f, 3});
   auto step = [&] {
-    tc::unique_ids(b.ids, unique, index);
-    auto logits = model.forward(b, rows.view().rows(0, static_cast<int64_t>(unique.size())), index);
+    TROUPE_ASSERT(model.feed(b).ok(), "bench batch does not fit the model");
+    const auto u = static_cast<int64_t>(model.ids().size());
+    TROUPE_ASSERT(model.give_rows(rows.view().rows(0, u)).ok(), "rows of the batch's ids");
+    auto logits = model.forward(/*training=*/true);
     (void)loss.forward(*logits, b.labels.data());
     model.backward(loss.backward());
+    (void)model.dense_grads();
+    (void)model.row_grads();
   };
   using clock = std::chrono::steady_clock;
   step();
@@ -181,107 +186,6 @@ std::vector<nlohmann::json> bench_ctr(int batch, const std::vector<int>& threads
   return out;
 }
 
-// The built-in DeepFM as the hand-wired CtrModel and as its Keras form's layer graph
-// (core::keras::CtrGraph, what ctr_ps trains), on the same synthetic batches: one step is
-// what a ctr_ps worker computes between its pull and its push (the batch checked and its
-// ids made unique, forward, loss, backward, gradients on the host in the variables'
-// layout). Alternated within every run; one JSON line per case with both sides' medians
-// and their ratio (graph / hand-wired).
-//   small  dim 8, 64-64, batch 512, 4096 buckets a field
-//   wide   dim 16, 400-400-400, batch 1024, 65536 buckets a field
-nlohmann::json bench_ctr_graph(const std::string& name, int runs, double seconds_per_run,
-                               tc::Precision precision) {
-  tc::CtrModelConfig cfg;
-  int batch = 1024;
-  int64_t buckets = 65536;
-  if (name == "small") {
-    cfg.dim = 8;
-    cfg.hidden = {64, 64};
-    batch = 512;
-    buckets = 4096;
-  }
-  const int64_t rows_total = cfg.fields * buckets;
-  uint64_t state = 17;
-  auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull; };
-  // Ids skewed as ctr_datagen's (a few hot buckets per field), several batches in turn.
-  std::vector<tc::Batch> batches;
-  for (int k = 0; k < 8; ++k) {
-    std::vector<tc::Example> ex(static_cast<size_t>(batch));
-    for (auto& e : ex) {
-      for (int64_t f = 0; f < cfg.fields; ++f) {
-        const double u = static_cast<double>(next() >> 11) / 9007199254740992.0;
-        e.ids.push_back(f * buckets +
-                        static_cast<int64_t>(u * u * u * static_cast<double>(buckets)));
-      }
-      for (int64_t j = 0; j < cfg.dense; ++j)
-        e.features.push_back(static_cast<float>(next() >> 40) / (1 << 24));
-      e.label = static_cast<float>((next() >> 63) & 1);
-    }
-    batches.push_back(tc::collate(ex));
-  }
-  const tc::Tensor table = tc::initialize(tc::Shape{rows_total, cfg.row_width()},
-                                          {tc::Initializer::Kind::random_uniform, 0.05f, 3});
-  tc::Tensor rows;
-  auto gather = [&](const std::vector<int64_t>& ids) {
-    rows.resize(tc::Shape{static_cast<int64_t>(ids.size()), cfg.row_width()});
-    for (size_t i = 0; i < ids.size(); ++i)
-      std::copy_n(table.data() + ids[i] * cfg.row_width(), cfg.row_width(),
-                  rows.data() + static_cast<int64_t>(i) * cfg.row_width());
-  };
-
-  tc::CtrModel wired(cfg);
-  (void)wired.to(tc::Device::cpu(), precision);
-  std::vector<int64_t> unique;
-  std::vector<int32_t> index;
-  tc::SigmoidBinaryCrossEntropy loss;
-  size_t at = 0;
-  auto wired_step = [&] {
-    const tc::Batch& b = batches[at++ % batches.size()];
-    TROUPE_ASSERT(wired.check_batch(b).ok(), "bench batch does not fit the model");
-    tc::unique_ids(b.ids, unique, index);
-    gather(unique);
-    auto logits = wired.forward(b, rows, index);
-    (void)loss.forward(*logits, b.labels.data());
-    wired.backward(loss.backward());
-  };
-  tc::keras::CtrGraph graph(cfg, rows_total, /*keyed=*/false);
-  (void)graph.to(tc::Device::cpu(), precision);
-  {
-    std::vector<tc::Tensor> values;
-    for (auto& p : wired.parameters())
-      values.push_back(*p.value);
-    TROUPE_ASSERT(graph.assign(std::move(values)).ok(), "the graph takes the model's values");
-  }
-  auto graph_step = [&] {
-    const tc::Batch& b = batches[at++ % batches.size()];
-    TROUPE_ASSERT(graph.feed(b).ok(), "bench batch does not fit the graph");
-    gather(graph.ids());
-    TROUPE_ASSERT(graph.give_rows(rows).ok(), "rows of the batch's ids");
-    auto logits = graph.forward(/*training=*/true);
-    (void)loss.forward(*logits, b.labels.data());
-    graph.backward(loss.backward());
-    (void)graph.dense_grads();
-    (void)graph.row_grads();
-  };
-  std::vector<double> wired_rates, graph_rates;
-  for (int r = 0; r < runs; ++r) {
-    wired_rates.push_back(examples_per_sec(wired_step, batch, seconds_per_run));
-    graph_rates.push_back(examples_per_sec(graph_step, batch, seconds_per_run));
-  }
-  return {{"bench", "ctr_graph_step"},
-          {"case", name},
-          {"batch", batch},
-          {"dim", cfg.dim},
-          {"hidden", cfg.hidden},
-          {"precision", tc::precision_name(precision)},
-          {"runs", runs},
-          {"wired_examples_per_sec_median", median(wired_rates)},
-          {"graph_examples_per_sec_median", median(graph_rates)},
-          {"graph_over_wired", median(graph_rates) / median(wired_rates)},
-          {"wired_matmul_gflop_per_step", flops_of(wired_step) / 1e9},
-          {"graph_matmul_gflop_per_step", flops_of(graph_step) / 1e9}};
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -299,10 +203,6 @@ int main(int argc, char** argv) {
   app.add_option("--deepfm-batches", ctr_batches,
                  "also DeepFM steps at these batches, with each --threads count in turn");
   app.add_option("--threads", threads, "intra-op thread counts for --deepfm-batches");
-  std::vector<std::string> graph_cases;
-  app.add_option("--ctr-graph", graph_cases,
-                 "also the built-in DeepFM's step hand-wired against its layer graph: small, wide")
-      ->check(CLI::IsMember({"small", "wide"}));
   std::vector<std::string> precisions{"float32"};
   app.add_option("--precisions", precisions,
                  "policies of every step (mixed_bfloat16: bf16 products where the CPU has "
@@ -359,12 +259,6 @@ int main(int argc, char** argv) {
                                         {"examples_per_sec_median", j["examples_per_sec_median"]},
                                         {"peak_fraction", j["peak_fraction"]}});
         }
-      for (const auto& c : graph_cases) {
-        auto j = bench_ctr_graph(c, runs, seconds, *precision);
-        j["matmul"] = engine;
-        std::cout << troupe::core::json_text(j) << std::endl;
-        summary["results"].push_back(j);
-      }
     }
   tc::cpu::set_gemm_enabled(true);
   summary["matmul_f32"] = tc::cpu::gemm_engine(tc::DType::float32);

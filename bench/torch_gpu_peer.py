@@ -23,7 +23,7 @@ FIELDS, DENSE, DIM = 26, 13, 16
 
 class DeepFM(nn.Module):
     """The embedding part over the batch's unique rows [u, 1 + DIM] (pulled from the PS
-    in ctr_ps), then the MLP; as core::CtrModel."""
+    in ctr_ps), then the MLP; as Troupe's built-in DeepFM."""
 
     def __init__(self, hidden):
         super().__init__()

@@ -63,34 +63,6 @@ class Workspace {
   virtual ~Workspace() = default;
 };
 
-/// The inputs and intermediates of a CTR model's embedding part (core/nn/ctr_model.hpp):
-/// n examples, F fields, embedding width k, D dense features, rows of width W = 1 + k (or
-/// 1 for logistic regression).
-struct CtrArgs {
-  int64_t n = 0, fields = 0, dim = 0, dense = 0, width = 1;
-  bool fm = false;
-  ConstTensorView values;    // [n * F] float32: each id's value
-  ConstTensorView index;     // [n * F] int32: each id's row among `rows`
-  ConstTensorView rows;      // [u, W]: the batch's unique rows
-  ConstTensorView features;  // [n, D] dense features
-  ConstTensorView bias;      // [1]
-  ConstTensorView dense_w;   // [D, 1]
-  TensorView dnn_in;         // [n, F * k + D]: e_f = v[id_f] x_f, then the dense features
-  TensorView sum;            // [n, k]: sum_f e_f
-  TensorView logits;         // [n]: the linear and FM terms (the MLP's output is added later)
-};
-
-/// The gradients of a CTR model's embedding part, given d(loss)/d(logits) and, with an
-/// MLP, d(loss)/d(dnn_in).
-struct CtrGradArgs {
-  ConstTensorView dlogits;  // [n]
-  ConstTensorView ddnn_in;  // [n, F * k + D], or empty without an MLP
-  TensorView dbias;         // [1]
-  TensorView ddense_w;      // [D, 1]
-  TensorView demb;          // [n, F * k] scratch
-  TensorView row_grads;     // [u, W]: summed over the examples that used each row
-};
-
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -208,9 +180,6 @@ class Backend {
                           int64_t t) = 0;
   /// out[i] = table[rows[i]] for int64 rows.
   virtual void gather_rows(ConstTensorView table, ConstTensorView rows, TensorView out) = 0;
-
-  virtual void ctr_forward(const CtrArgs& a) = 0;
-  virtual void ctr_backward(const CtrArgs& a, const CtrGradArgs& g) = 0;
 
   // ---- Kernels of the layer graph (core/graph, core/layers; parameters in
   // core/layer_ops.hpp). Generic ones: a layer is a composition of them. float32 views on

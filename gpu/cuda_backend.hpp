@@ -92,8 +92,6 @@ class CudaBackend final : public core::Backend {
                   int64_t t) override;
   void gather_rows(core::ConstTensorView table, core::ConstTensorView rows,
                    core::TensorView out) override;
-  void ctr_forward(const core::CtrArgs& a) override;
-  void ctr_backward(const core::CtrArgs& a, const core::CtrGradArgs& g) override;
 
   // layer graph: basic (gpu/cuda_layer_ops.cpp)
   void activation_forward(core::ActFn f, core::ConstTensorView x, core::TensorView y) override;

@@ -191,40 +191,4 @@ void CudaBackend::gather_rows(core::ConstTensorView table, core::ConstTensorView
                                         rows.size(), table.shape().row_size()));
 }
 
-namespace {
-kernels::CtrShape shape_of(const core::CtrArgs& a) {
-  kernels::CtrShape s;
-  s.n = a.n;
-  s.fields = a.fields;
-  s.dim = a.dim;
-  s.dense = a.dense;
-  s.width = a.width;
-  s.fm = a.fm;
-  return s;
-}
-}  // namespace
-
-void CudaBackend::ctr_forward(const core::CtrArgs& a) {
-  TROUPE_GPU_KERNEL(launch::ctr_forward(stream_, shape_of(a), a.values.data(),
-                                        a.index.data_as<int32_t>(), a.rows.data(),
-                                        a.features.data(), a.bias.data(), a.dense_w.data(),
-                                        a.dnn_in.data(), a.sum.data(), a.logits.data()));
-}
-
-void CudaBackend::ctr_backward(const core::CtrArgs& a, const core::CtrGradArgs& g) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
-  if (broken()) return;
-  set_device();
-  // The dense part: dbias = sum(dlogits), ddense_w[j] = sum_i dlogits_i * features_ij.
-  TROUPE_GPU_TRY(launch::column_sum(stream_, g.dlogits.data(), nullptr, g.dbias.data(), a.n, 1));
-  if (a.dense > 0)
-    TROUPE_GPU_TRY(launch::column_sum(stream_, a.features.data(), g.dlogits.data(),
-                                      g.ddense_w.data(), a.n, a.dense));
-  TROUPE_GPU_TRY(cudaMemsetAsync(g.row_grads.data(), 0, g.row_grads.bytes(), stream_));
-  TROUPE_GPU_TRY(
-      launch::ctr_backward(stream_, shape_of(a), a.values.data(), a.index.data_as<int32_t>(),
-                           a.dnn_in.data(), a.sum.data(), g.dlogits.data(),
-                           g.ddnn_in.empty() ? nullptr : g.ddnn_in.data(), g.row_grads.data()));
-}
-
 }  // namespace troupe::gpu

@@ -185,8 +185,8 @@ core::Status export_live(const ExportOptions& o, nlohmann::json& figures) {
   if (!variables) return variables.error();
   // The model's own parameters: a job may keep other variables on its PS tasks.
   std::set<std::string> parameters;
-  for (const auto& p : core::CtrModel(config.model).parameters())
-    parameters.insert(p.name);
+  for (const auto& v : core::ctr_dense_variables(config.model))
+    parameters.insert(v.first);
   std::optional<Variable> table;
   std::vector<Variable> dense;
   for (const auto& v : *variables) {

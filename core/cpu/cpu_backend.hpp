@@ -66,9 +66,6 @@ class CpuBackend final : public Backend {
                   int64_t t) override;
   void gather_rows(ConstTensorView table, ConstTensorView rows, TensorView out) override;
 
-  void ctr_forward(const CtrArgs& a) override;
-  void ctr_backward(const CtrArgs& a, const CtrGradArgs& g) override;
-
   // layer graph: basic (core/cpu/layer_kernels.cpp, core/cpu/norm_kernels.cpp)
   void activation_forward(ActFn f, ConstTensorView x, TensorView y) override;
   void activation_backward(ActFn f, ConstTensorView x, ConstTensorView y, ConstTensorView dy,

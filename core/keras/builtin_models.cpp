@@ -293,16 +293,15 @@ Expected<std::map<std::string, Tensor>> ctr_model_values(const CtrModelConfig& c
                                                   ", not [rows, " + std::to_string(W) + "]");
   std::map<std::string, Tensor> out;
   float unplaced = 0.0f;  // the bias of a model without dense features
-  CtrModel shapes(c);
-  for (const auto& p : shapes.parameters()) {
-    auto it = dense.find(p.name);
+  for (const auto& [name, shape] : ctr_dense_variables(c)) {
+    auto it = dense.find(name);
     if (it == dense.end())
-      return make_error(Errc::invalid_argument, "the model has no parameter '" + p.name + "'");
-    if (!(it->second.shape() == p.value->shape()))
-      return make_error(Errc::invalid_argument, "parameter '" + p.name + "' has shape " +
+      return make_error(Errc::invalid_argument, "the model has no parameter '" + name + "'");
+    if (!(it->second.shape() == shape))
+      return make_error(Errc::invalid_argument, "parameter '" + name + "' has shape " +
                                                     it->second.shape().to_string() + ", not " +
-                                                    p.value->shape().to_string());
-    const std::string path = ctr_graph_path(c, p.name);
+                                                    shape.to_string());
+    const std::string path = ctr_graph_path(c, name);
     if (path.empty())
       unplaced = it->second.to(Device::cpu())[0];
     else

@@ -2,12 +2,12 @@
 
 // Troupe's built-in models in Keras's form (the Fashion-MNIST classifiers further below).
 //
-// The click-through-rate models (core::CtrModel: LR, FM, DeepFM, Wide&Deep): the Keras 3 Functional
-// model that computes what the hand-wired model computes, made of the layers a .keras file brings
+// The click-through-rate models (core/nn/ctr_model.hpp: LR, FM, DeepFM, Wide&Deep): the Keras 3
+// Functional model that computes their formulas, made of the layers a .keras file brings
 // (Embedding, GlobalAveragePooling1D, Rescaling, Troupe's FactorizationMachine, Flatten,
-// Concatenate, Dense, Add), and the hand-wired model's values as that model's weights. A built-in
-// model trained by ctr_ps or ctr_fit so goes back to Keras (and to `troupe predict`'s Keras path)
-// as a .keras file:
+// Concatenate, Dense, Add), and the values of the programs' variables (ctr_dense_variables
+// and the table) as that model's weights. A built-in model trained by ctr_ps or ctr_fit so
+// goes back to Keras (and to `troupe predict`'s Keras path) as a .keras file:
 //
 //   inputs   ids [fields] int64: the global row ids of the table (field f's bucket b is
 //                                row f * buckets + b, as ctr_ps's readers make them)
@@ -50,14 +50,14 @@ namespace troupe::core::keras {
 /// With `weighted`, a third input `values` [fields] (float32) scales each id's rows before
 /// anything uses them (Reshape to [fields, 1], then Multiply with each Embedding's output),
 /// as the hand-wired model scales them by the batch's values. No program writes the weighted
-/// form to a file yet (graph_tests check it against CtrModel in Troupe's graph; Keras has
+/// form to a file yet (graph_tests check it against the formulas in Troupe's graph; Keras has
 /// not loaded one).
 nlohmann::json ctr_model_config(const CtrModelConfig& config, int64_t rows,
                                 const std::string& optimizer = "", float learning_rate = 0.0f,
                                 bool weighted = false);
 
 /// The graph weight of the Keras form that holds the hand-wired model's parameter
-/// `parameter` (CtrModel::parameters()'s names: "dense_w" is "dense_linear/kernel", "bias"
+/// `parameter` (ctr_dense_variables()'s names: "dense_w" is "dense_linear/kernel", "bias"
 /// "dense_linear/bias", "dnn/dense_N/kernel" "dnn_N/kernel" and the last one's
 /// "dnn_out/kernel"); "" for the bias of a model without dense features (it has no weight
 /// of its own there) and for a name the model does not have. The table's column 0 is
@@ -65,7 +65,7 @@ nlohmann::json ctr_model_config(const CtrModelConfig& config, int64_t rows,
 std::string ctr_graph_path(const CtrModelConfig& config, const std::string& parameter);
 
 /// The Keras form's weights (by graph weight path, "dnn_0/kernel") holding a hand-wired
-/// model's values: `dense` its parameters by CtrModel::parameters()'s names, `rows` its
+/// model's values: `dense` its parameters by ctr_dense_variables()'s names, `rows` its
 /// table [rows, row_width]. A missing parameter or a shape that differs is an
 /// invalid_argument error naming it; so is the `weighted` form of LR or FM without dense
 /// features (the bias spread over the linear table's rows would be scaled by the values).

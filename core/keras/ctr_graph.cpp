@@ -68,10 +68,9 @@ void copy_row_columns(const float* __restrict src, float* __restrict dst, int64_
 }  // namespace
 
 CtrGraph::CtrGraph(const CtrModelConfig& config, int64_t rows, bool keyed) : config_(config) {
-  CtrModel wired(config_);  // named: parameters() points into it
-  for (const auto& p : wired.parameters()) {
-    names_.push_back(p.name);
-    shapes_.push_back(p.value->shape());
+  for (auto& [name, shape] : ctr_dense_variables(config_)) {
+    names_.push_back(name);
+    shapes_.push_back(shape);
   }
   for (int weighted = 0; weighted < 2; ++weighted) {
     Form& f = forms_[weighted];

@@ -1,8 +1,8 @@
 #pragma once
 
 // The built-in click-through-rate model (core::CtrModelConfig: LR, FM, DeepFM, Wide&Deep)
-// trained as its Keras form's layer graph (builtin_models.hpp) over the hand-wired model's
-// variables: the dense ones under CtrModel::parameters()'s names and shapes, and one table
+// trained as its Keras form's layer graph (builtin_models.hpp) over the variables the
+// programs store: the dense ones under ctr_dense_variables()'s names and shapes, and one table
 // whose row holds both Embeddings' rows (column 0 the linear term's, columns 1..dim the
 // factors'). Programs that keep those variables on parameter servers or in snapshots
 // (ctr_ps, ctr_fit, `troupe export`) so run the graph engine without changing what they
@@ -29,6 +29,7 @@
 #include "core/expected.hpp"
 #include "core/graph/keras_model.hpp"
 #include "core/nn/ctr_model.hpp"
+#include "core/nn/layer.hpp"
 #include "core/tensor.hpp"
 
 namespace troupe::core::keras {
@@ -43,7 +44,7 @@ class CtrGraph {
   CtrGraph(const CtrModelConfig& config, int64_t rows, bool keyed);
 
   const CtrModelConfig& config() const { return config_; }
-  /// The dense variables, named and ordered as CtrModel::parameters(), and their shapes.
+  /// The dense variables, named and ordered as ctr_dense_variables(), and their shapes.
   const std::vector<std::string>& names() const { return names_; }
   const std::vector<Shape>& shapes() const { return shapes_; }
 
@@ -56,7 +57,7 @@ class CtrGraph {
   /// The dense weights from the variables' values, in names() order (moved in where they
   /// are on the model's device); both forms compute with them.
   Status assign(std::vector<Tensor> values);
-  /// The dense parameters (names() order) with their gradients, as CtrModel::parameters():
+  /// The dense parameters (names() order) with their gradients:
   /// each at one address for the model's life (an optimizer may update them in place).
   std::vector<Parameter> parameters();
   /// The rows of ids() in the table's layout, [ids, row_width] (any device); another shape

@@ -86,19 +86,11 @@ Expected<CtrExportConfig> parse_ctr_export_config(const std::string& text) {
 
 namespace {
 
-// The dense parameters' values a config's model has (CtrModel's layout: bias, dense_w, the
-// MLP from fields x dim + dense inputs through the hidden widths to 1).
+// The dense parameters' values a config's model has.
 int64_t dense_values(const CtrModelConfig& c) {
-  int64_t n = 1 + c.dense;
-  if (c.has_dnn()) {
-    int64_t in = c.fields * c.dim + c.dense;
-    std::vector<int64_t> widths = c.hidden;
-    widths.push_back(1);
-    for (int64_t out : widths) {
-      n += in * out + out;
-      in = out;
-    }
-  }
+  int64_t n = 0;
+  for (const auto& [name, shape] : ctr_dense_variables(c))
+    n += shape.num_elements();
   return n;
 }
 
@@ -114,19 +106,19 @@ Status check(const CtrExport& m) {
     return make_error(Errc::data_loss, "dense parameters hold " + std::to_string(held) +
                                            " values where the config's model has " +
                                            std::to_string(dense_values(c.model)));
-  CtrModel shapes(c.model);
-  for (const auto& p : shapes.parameters()) {
-    auto it = m.dense.find(p.name);
-    if (it == m.dense.end()) return make_error(Errc::data_loss, "dense/" + p.name + ": missing");
-    if (!(it->second.shape() == p.value->shape()))
-      return make_error(Errc::data_loss,
-                        "dense/" + p.name + ": shape " + it->second.shape().to_string() +
-                            " where the model has " + p.value->shape().to_string());
+  const auto variables = ctr_dense_variables(c.model);
+  for (const auto& [name, shape] : variables) {
+    auto it = m.dense.find(name);
+    if (it == m.dense.end()) return make_error(Errc::data_loss, "dense/" + name + ": missing");
+    if (!(it->second.shape() == shape))
+      return make_error(Errc::data_loss, "dense/" + name + ": shape " +
+                                             it->second.shape().to_string() +
+                                             " where the model has " + shape.to_string());
     for (int64_t i = 0; i < it->second.size(); ++i)
       if (!std::isfinite(it->second.data()[i]))
-        return make_error(Errc::data_loss, "dense/" + p.name + ": a value that is not finite");
+        return make_error(Errc::data_loss, "dense/" + name + ": a value that is not finite");
   }
-  if (m.dense.size() != shapes.parameters().size())
+  if (m.dense.size() != variables.size())
     return make_error(Errc::data_loss, "dense parameters the model does not have");
   const int64_t width = c.model.row_width();
   if (m.rows.shape().rank() != 2 || m.rows.shape()[1] != width)

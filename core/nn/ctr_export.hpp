@@ -7,7 +7,7 @@
 // is an error naming the file and the offset of the damage.
 //
 // Entries: ints "export/config" (the JSON of CtrExportConfig as text), tensors
-// "dense/<parameter name>" (CtrModel::parameters()), and the table: tensor "table/rows"
+// "dense/<parameter name>" (ctr_dense_variables()), and the table: tensor "table/rows"
 // [rows, row_width] in float32, or ints "table/rows_bf16" (four bfloat16 values an int,
 // row-major); for a dynamic table ints "table/keys" (a key a row).
 

@@ -9,21 +9,18 @@
 //   wide_deep  logistic + MLP, no FM term
 //
 // w and v live in one table of rows [1 + k] (column 0 is w, columns 1..k are v), so a
-// worker gathers each row it needs once. The model never sees the table: the caller hands
-// it the unique rows of the batch (from the parameter servers) and takes back their
-// gradients, ready to push. Dense parameters (b, u, the MLP) are ordinary Parameters.
-// The model computes on one device (to()): the rows it is given must be there; the
-// batch's ids, values and dense features are copied there from the host.
+// worker gathers each row it needs once; b, u and the MLP are dense variables
+// (ctr_dense_variables). The model is computed as its Keras form's layer graph
+// (core/keras/ctr_graph.hpp, core/keras/builtin_models.hpp): no backend has a kernel of
+// its own for it.
 
 #include <cstdint>
-#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "core/backend.hpp"
-#include "core/data/example.hpp"
-#include "core/nn/layer.hpp"
-#include "core/nn/sequential.hpp"
+#include "core/expected.hpp"
+#include "core/tensor.hpp"
 
 namespace troupe::core {
 
@@ -54,54 +51,10 @@ void unique_ids(const std::vector<int64_t>& ids, std::vector<int64_t>& unique,
 void unique_ids(const int64_t* ids, size_t n, std::vector<int64_t>& unique,
                 std::vector<int32_t>& index);
 
-class CtrModel {
- public:
-  explicit CtrModel(CtrModelConfig config);
-  CtrModel(const CtrModel&) = delete;
-  CtrModel& operator=(const CtrModel&) = delete;
-
-  const CtrModelConfig& config() const { return config_; }
-  /// The dense parameters: "bias" [1], "dense_w" [dense, 1] (when dense > 0), and the MLP's
-  /// "dnn/dense_N/kernel|bias"; stable for the model's lifetime.
-  std::vector<Parameter> parameters();
-
-  /// Whether a batch fits: `fields` ids per example, `dense` dense features. An error names
-  /// the example and what it has.
-  Status check_batch(const Batch& batch) const;
-
-  /// Logits [n, 1]. `rows` holds the table rows of the batch's unique ids ([u, row_width])
-  /// and `index` maps each of the batch's n * fields ids to its row (as unique_ids gives).
-  /// The views must stay valid until backward().
-  Expected<ConstTensorView> forward(const Batch& batch, ConstTensorView rows,
-                                    const std::vector<int32_t>& index);
-  /// Back-propagates d(loss)/d(logits): the dense parameters' gradients, and row_grads()
-  /// ([u, row_width], one per row given to forward).
-  void backward(ConstTensorView dlogits);
-  const Tensor& row_grads() const { return row_grads_; }
-  Tensor& row_grads() { return row_grads_; }  // unscaled in place under loss scaling
-
-  /// Moves the dense parameters to `device` and computes there in `precision` (the MLP's
-  /// matrix products; the embedding part is float32). Errors name an unservable device.
-  Status to(Device device, Precision precision = Precision::float32);
-  Device device() const { return device_; }
-
- private:
-  Tensor& place(Tensor& t, const Shape& shape);
-
-  CtrModelConfig config_;
-  Tensor bias_, dbias_, dense_w_, ddense_w_;
-  std::unique_ptr<Sequential> dnn_;
-  Device device_;
-  Backend* backend_ = &cpu_backend();
-  // The last forward's inputs (on the device) and intermediates.
-  CtrArgs args_;
-  bool forwarded_ = false;
-  Tensor values_, index_, features_;
-  Tensor dnn_in_;  // [n, fields * dim + dense]: e_f = v[id_f] x_f, then the dense features
-  Tensor sum_;     // [n, dim]: sum_f e_f
-  Tensor logits_;
-  Tensor row_grads_;
-  Tensor demb_;
-};
+/// The dense variables of `config`'s model, in the order programs store and push them:
+/// "bias" [1], "dense_w" [dense, 1] (when dense > 0), then the MLP's (deepfm, wide_deep)
+/// "dnn/dense_N/kernel" [in, out] and "dnn/dense_N/bias" [out], from fields x dim + dense
+/// inputs through the hidden widths to 1. The table is not among them.
+std::vector<std::pair<std::string, Shape>> ctr_dense_variables(const CtrModelConfig& config);
 
 }  // namespace troupe::core

@@ -153,23 +153,4 @@ cudaError_t optimizer_rows(cudaStream_t s, const kernels::OptimizerStep& c, cons
   });
 }
 
-cudaError_t ctr_forward(cudaStream_t s, const kernels::CtrShape& shape, const float* values,
-                        const int32_t* index, const float* rows, const float* features,
-                        const float* bias, const float* dense_w, float* dnn_in, float* sum,
-                        float* logits) {
-  const kernels::CtrShape sh = shape;
-  return run(s, sh.n, [=] __device__(int64_t i) {
-    k::ctr_forward(i, sh, values, index, rows, features, bias, dense_w, dnn_in, sum, logits);
-  });
-}
-
-cudaError_t ctr_backward(cudaStream_t s, const kernels::CtrShape& shape, const float* values,
-                         const int32_t* index, const float* dnn_in, const float* sum,
-                         const float* dlogits, const float* ddnn_in, float* row_grads) {
-  const kernels::CtrShape sh = shape;
-  return run(s, sh.n * sh.fields, [=] __device__(int64_t t) {
-    k::ctr_backward(t, sh, values, index, dnn_in, sum, dlogits, ddnn_in, row_grads);
-  });
-}
-
 }  // namespace troupe::gpu::launch

@@ -8,7 +8,6 @@
 
 #include <cstdint>
 
-#include "gpu/kernels/ctr.cuh"
 #include "gpu/kernels/optimizer.cuh"
 
 namespace troupe::gpu::launch {
@@ -57,13 +56,5 @@ cudaError_t optimizer_dense(cudaStream_t s, const kernels::OptimizerStep& c, flo
 cudaError_t optimizer_rows(cudaStream_t s, const kernels::OptimizerStep& c, const int64_t* rows,
                            int64_t count, int64_t width, float* w, const float* g, float* s0,
                            float* s1);
-
-cudaError_t ctr_forward(cudaStream_t s, const kernels::CtrShape& shape, const float* values,
-                        const int32_t* index, const float* rows, const float* features,
-                        const float* bias, const float* dense_w, float* dnn_in, float* sum,
-                        float* logits);
-cudaError_t ctr_backward(cudaStream_t s, const kernels::CtrShape& shape, const float* values,
-                         const int32_t* index, const float* dnn_in, const float* sum,
-                         const float* dlogits, const float* ddnn_in, float* row_grads);
 
 }  // namespace troupe::gpu::launch

@@ -39,7 +39,7 @@ bool is_keras_path(const std::string& path);
 core::Status write_exported_model(const std::string& path, const core::CtrExport& model);
 
 /// Exports the model `config` describes: `dense` are its parameters' variables (named as
-/// core::CtrModel::parameters() names them), `table` its embedding table (fixed or dynamic,
+/// core::ctr_dense_variables() names them), `table` its embedding table (fixed or dynamic,
 /// as config.dynamic says). A dynamic table keeps only rows seen at least `min_count`
 /// times. Errors name the variable or the file; a failed write leaves the file as it was.
 core::Expected<ExportReport> export_ctr_model(ParameterServerStrategy& strategy,

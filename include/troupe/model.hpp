@@ -55,16 +55,16 @@ struct ModelSpec {
   /// values to their device and gradients back.
   std::string device = "cpu";
   std::string precision = "float32";
-  /// A click-through-rate model instead of `build`'s classifier: core::CtrModel with this
-  /// config, its loss sigmoid cross-entropy, its metrics binary accuracy and AUC. Its
-  /// table is the variable `ctr_table` ([table_rows, config.row_width()], uniform in
-  /// [-0.05, 0.05]); with a ParameterServerStrategy the workers pull and push only the
-  /// rows of each batch (give the strategy a partitioner to split the table over the PS
-  /// tasks). Attached to a strategy, the chief never holds the table either: evaluate()
-  /// reads each batch's rows from the PS tasks and read_weights() (what ModelCheckpoint
-  /// saves) reads the table only for the checkpoint. A one-process fit, and a model set from
-  /// a checkpoint (a side-car evaluator), hold it. Not for MultiWorkerMirroredStrategy (an
-  /// error).
+  /// A click-through-rate model instead of `build`'s classifier: the model of
+  /// core/nn/ctr_model.hpp with this config (trained as its Keras form's layer graph), its
+  /// loss sigmoid cross-entropy, its metrics binary accuracy and AUC. Its table is the
+  /// variable `ctr_table` ([table_rows, config.row_width()], uniform in [-0.05, 0.05]); with
+  /// a ParameterServerStrategy the workers pull and push only the rows of each batch (give
+  /// the strategy a partitioner to split the table over the PS tasks). Attached to a
+  /// strategy, the chief never holds the table either: evaluate() reads each batch's rows
+  /// from the PS tasks and read_weights() (what ModelCheckpoint saves) reads the table only
+  /// for the checkpoint. A one-process fit, and a model set from a checkpoint (a side-car
+  /// evaluator), hold it. Not for MultiWorkerMirroredStrategy (an error).
   std::optional<core::CtrModelConfig> ctr;
   int64_t table_rows = 0;
   /// A CTR model whose table has no fixed vocabulary (ParameterServerStrategy only): the

@@ -29,10 +29,9 @@ std::string deepfm_file(const std::string& path, int64_t rows) {
   m.config.buckets_per_field = rows / 4;
   m.config.optimizer = "adagrad";
   m.config.learning_rate = 0.05f;
-  tc::CtrModel shapes(m.config.model);
   uint64_t seed = 3;
-  for (auto& p : shapes.parameters())
-    m.dense.emplace(p.name, test::random_tensor(p.value->shape(), seed++, -0.5f, 0.5f));
+  for (const auto& [name, shape] : tc::ctr_dense_variables(m.config.model))
+    m.dense.emplace(name, test::random_tensor(shape, seed++, -0.5f, 0.5f));
   m.rows = test::random_tensor(tc::Shape{rows, m.config.model.row_width()}, 9, -0.05f, 0.05f);
   REQUIRE(tc::keras::write_ctr_keras(path, m).ok());
   return path;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "core/ctr_reference.hpp"
 #include "core/half.hpp"
 #include "core/nn/ctr_export.hpp"
 #include "helpers.hpp"
@@ -24,10 +25,9 @@ tc::CtrExport small_model(bool dynamic) {
   m.config.model.hidden = {8, 4};
   m.config.dynamic = dynamic;
   m.config.buckets_per_field = dynamic ? 0 : 10;
-  tc::CtrModel shapes(m.config.model);
   uint64_t seed = 3;
-  for (auto& p : shapes.parameters())
-    m.dense.emplace(p.name, test::random_tensor(p.value->shape(), seed++, -0.5f, 0.5f));
+  for (const auto& [name, shape] : tc::ctr_dense_variables(m.config.model))
+    m.dense.emplace(name, test::random_tensor(shape, seed++, -0.5f, 0.5f));
   const int64_t rows = dynamic ? 20 : 30;
   m.rows = test::random_tensor(tc::Shape{rows, 5}, 99, -0.3f, 0.3f);
   if (dynamic)
@@ -50,10 +50,10 @@ tc::Batch batch_of(const std::vector<int64_t>& ids, int64_t n) {
   return b;
 }
 
-// What the training side computes: the model's forward pass over the batch's rows as the
-// PS serves them (zeros for a key without a row), through a sigmoid.
+// What the model computes (the tests' plain reference of its formulas) over the batch's
+// rows as the PS serves them (zeros for a key without a row), through a sigmoid.
 std::vector<float> reference(const tc::CtrExport& m, const tc::Batch& b) {
-  tc::CtrModel model(m.config.model);
+  test::CtrReference model(m.config.model);
   for (auto& p : model.parameters())
     *p.value = m.dense.at(p.name);
   std::vector<int64_t> unique;
@@ -71,7 +71,7 @@ std::vector<float> reference(const tc::CtrExport& m, const tc::Batch& b) {
     for (int64_t c = 0; c < 5; ++c)
       rows.data()[static_cast<int64_t>(r) * 5 + c] = row < 0 ? 0.0f : m.rows.data()[row * 5 + c];
   }
-  auto logits = model.forward(b, rows, index).value();
+  const tc::ConstTensorView logits = model.forward(b, rows, index);
   std::vector<float> p;
   for (int64_t i = 0; i < b.size(); ++i)
     p.push_back(static_cast<float>(1 / (1 + std::exp(-double{logits[i]}))));

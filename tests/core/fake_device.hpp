@@ -140,18 +140,6 @@ class HostBackedBackend final : public core::Backend {
                    core::TensorView out) override {
     cpu_.gather_rows(h(table), h(rows), h(out));
   }
-  void ctr_forward(const core::CtrArgs& a) override { cpu_.ctr_forward(h(a)); }
-  void ctr_backward(const core::CtrArgs& a, const core::CtrGradArgs& g) override {
-    core::CtrGradArgs d = g;
-    d.dlogits = h(g.dlogits);
-    d.ddnn_in = h(g.ddnn_in);
-    d.dbias = h(g.dbias);
-    d.ddense_w = h(g.ddense_w);
-    d.demb = h(g.demb);
-    d.row_grads = h(g.row_grads);
-    cpu_.ctr_backward(h(a), d);
-  }
-
   // layer graph: basic
   void activation_forward(core::ActFn f, core::ConstTensorView x, core::TensorView y) override {
     cpu_.activation_forward(f, h(x), h(y));
@@ -276,19 +264,6 @@ class HostBackedBackend final : public core::Backend {
     if (v.empty()) return v;
     TROUPE_ASSERT(v.device() == device_, "a kernel on the fake device got another device's view");
     return {v.data(), v.shape(), core::Device::cpu(), v.dtype()};
-  }
-  core::CtrArgs h(const core::CtrArgs& a) const {
-    core::CtrArgs c = a;
-    c.values = h(a.values);
-    c.index = h(a.index);
-    c.rows = h(a.rows);
-    c.features = h(a.features);
-    c.bias = h(a.bias);
-    c.dense_w = h(a.dense_w);
-    c.dnn_in = h(a.dnn_in);
-    c.sum = h(a.sum);
-    c.logits = h(a.logits);
-    return c;
   }
   std::vector<core::TensorView> hs(const std::vector<core::TensorView>& vs) const {
     std::vector<core::TensorView> out;

@@ -1,7 +1,8 @@
 // The built-in CTR models in Keras's form (core/keras/builtin_models.hpp) compute what the
-// hand-wired core::CtrModel computes: for every kind, with and without dense features, the
-// graph built from the generated config and given the hand-wired values gives the same
-// logits, the same dense gradients and the same table-row gradients.
+// models' formulas say (ctr_reference.hpp, plain host loops): for every kind, with and
+// without dense features, the graph built from the generated config and given the
+// reference's values gives the same logits, the same dense gradients and the same
+// table-row gradients.
 
 #include <catch2/catch.hpp>
 
@@ -16,6 +17,7 @@
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/sequential.hpp"
 #include "ctr_batch.hpp"
+#include "ctr_reference.hpp"
 #include "helpers.hpp"
 
 using namespace troupe::core;
@@ -45,13 +47,14 @@ Tensor columns(ConstTensorView t, int64_t j0, int64_t w) {
   return out;
 }
 
-// The hand-wired model's step on `b`: the batch's unique ids, the rows of them it is
-// given (from `table`), its logits; then its backward pass of `dlogits`.
+// The reference's step on `b`: the batch's unique ids, the rows of them it is given (from
+// `table`), its logits; then its backward pass of `dlogits`.
 struct WiredStep {
   std::vector<int64_t> unique;
   Tensor held, logits;
 };
-WiredStep wired_step(CtrModel& m, const Batch& b, const Tensor& table, const Tensor& dlogits) {
+WiredStep wired_step(troupe::test::CtrReference& m, const Batch& b, const Tensor& table,
+                     const Tensor& dlogits) {
   WiredStep s;
   std::vector<int32_t> index;
   unique_ids(b.ids, s.unique, index);
@@ -60,9 +63,7 @@ WiredStep wired_step(CtrModel& m, const Batch& b, const Tensor& table, const Ten
   for (size_t u = 0; u < s.unique.size(); ++u)
     for (int64_t j = 0; j < W; ++j)
       s.held[static_cast<int64_t>(u) * W + j] = table[s.unique[u] * W + j];
-  auto logits = m.forward(b, s.held, index);
-  REQUIRE(logits.ok());
-  s.logits = Tensor::from_view(*logits);
+  s.logits = Tensor::from_view(m.forward(b, s.held, index));
   m.backward(dlogits);
   return s;
 }
@@ -70,8 +71,8 @@ WiredStep wired_step(CtrModel& m, const Batch& b, const Tensor& table, const Ten
 }  // namespace
 
 TEST_CASE(
-    "The Keras form of each built-in CTR model computes the hand-wired model's logits "
-    "and gradients",
+    "The Keras form of each built-in CTR model computes the reference's logits and "
+    "gradients",
     "[ctr][keras]") {
   // (dense features, the weighted form): without dense features the bias is folded (the
   // export's form); the weighted form (ctr_ps's) takes each id's value as the model does.
@@ -90,8 +91,8 @@ TEST_CASE(
       const int64_t rows = cfg.fields * 3;  // make_ctr_batch: 3 ids per field
       const int64_t W = cfg.row_width();
 
-      // The hand-wired model, every value random (the bias too: it must land somewhere).
-      CtrModel m(cfg);
+      // The reference, every value random (the bias too: it must land somewhere).
+      troupe::test::CtrReference m(cfg);
       std::map<std::string, Tensor> values;
       uint64_t seed = 40;
       for (auto& p : m.parameters()) {
@@ -107,7 +108,7 @@ TEST_CASE(
       const std::vector<int64_t>& unique = wired.unique;
       const Tensor& want = wired.logits;
 
-      // The Keras form, from its config, with the hand-wired values.
+      // The Keras form, from its config, with the reference's values.
       auto model =
           graph::build_keras_model(keras::ctr_model_config(cfg, rows, "adagrad", 0.1f, weighted));
       INFO((model ? std::string() : model.error().message));
@@ -145,7 +146,7 @@ TEST_CASE(
              {}});
       REQUIRE(g.feed(columns_batch).ok());
       for (auto& t : g.tables()) {
-        REQUIRE(t.ids == unique);  // the batch's unique ids, ascending, as CtrModel's
+        REQUIRE(t.ids == unique);  // the batch's unique ids, ascending, as the reference's
         const auto& w = g.weights()[t.weight].weight();
         const int64_t width = w.shape[1];
         Tensor r(Shape{static_cast<int64_t>(t.ids.size()), width});
@@ -187,7 +188,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "CtrGraph trains the Keras form over the hand-wired model's variables: the same logits, "
+    "CtrGraph trains the Keras form over the programs' variables: the same logits, "
     "dense gradients by name and row gradients in the table's layout",
     "[ctr][keras]") {
   // dim 8 and 16: the factorization machine's vector path; 3: its loop. Batches with values
@@ -203,7 +204,7 @@ TEST_CASE(
       cfg.hidden = {6, 5};
       cfg.seed = 3;
       const int64_t rows = cfg.fields * 3, W = cfg.row_width();
-      CtrModel m(cfg);
+      troupe::test::CtrReference m(cfg);
       std::vector<Tensor> values;
       uint64_t seed = 60;
       for (auto& p : m.parameters()) {
@@ -257,10 +258,9 @@ TEST_CASE("The Keras form of a built-in model names what is missing and refuses 
   cfg.dense = 1;
   cfg.dim = 2;
   cfg.hidden = {3};
-  CtrModel m(cfg);
   std::map<std::string, Tensor> values;
-  for (auto& p : m.parameters())
-    values[p.name] = *p.value;
+  for (const auto& [name, shape] : ctr_dense_variables(cfg))
+    values[name] = Tensor(shape);
   values.erase("dnn/dense_1/kernel");
   auto r = keras::ctr_model_values(cfg, values, Tensor(Shape{4, cfg.row_width()}));
   REQUIRE_FALSE(r.ok());

@@ -4,8 +4,10 @@
 #include <limits>
 #include <random>
 
+#include "core/keras/ctr_graph.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "ctr_batch.hpp"
+#include "ctr_reference.hpp"
 #include "helpers.hpp"
 
 using namespace troupe::core;
@@ -13,18 +15,19 @@ using namespace troupe::core;
 namespace {
 
 // sum_i c_i * logit_i: a loss whose gradient with respect to the logits is c.
-double weighted(CtrModel& m, const Batch& b, const Tensor& rows, const std::vector<int32_t>& index,
-                const std::vector<float>& c) {
-  auto logits = m.forward(b, rows, index);
-  REQUIRE(logits.ok());
+double weighted(troupe::test::CtrReference& m, const Batch& b, const Tensor& rows,
+                const std::vector<int32_t>& index, const std::vector<float>& c) {
+  const ConstTensorView logits = m.forward(b, rows, index);
   double s = 0.0;
   for (int64_t i = 0; i < b.size(); ++i)
-    s += static_cast<double>(c[static_cast<size_t>(i)]) * (*logits)[i];
+    s += static_cast<double>(c[static_cast<size_t>(i)]) * logits[i];
   return s;
 }
 
 }  // namespace
 
+// The tests' reference of the CTR models (ctr_reference.hpp), checked itself: the graph
+// programs train is checked against it (test_builtin_models.cpp).
 TEST_CASE("CTR models: analytic gradients match finite differences", "[ctr]") {
   for (CtrKind kind : {CtrKind::logistic, CtrKind::fm, CtrKind::deepfm, CtrKind::wide_deep}) {
     INFO(ctr_kind_name(kind));
@@ -35,7 +38,7 @@ TEST_CASE("CTR models: analytic gradients match finite differences", "[ctr]") {
     cfg.dim = 3;
     cfg.hidden = {6, 5};
     cfg.seed = 3;
-    CtrModel m(cfg);
+    troupe::test::CtrReference m(cfg);
     const Batch b = troupe::test::make_ctr_batch(5, cfg.fields, cfg.dense, 11);
     std::vector<int64_t> unique;
     std::vector<int32_t> index;
@@ -45,7 +48,7 @@ TEST_CASE("CTR models: analytic gradients match finite differences", "[ctr]") {
         Shape{static_cast<int64_t>(unique.size()), cfg.row_width()}, 5, -0.5f, 0.5f);
     const std::vector<float> c{0.3f, -1.1f, 0.7f, 0.2f, -0.4f};
 
-    REQUIRE(m.forward(b, rows, index).ok());
+    m.forward(b, rows, index);
     m.backward(ConstTensorView(c.data(), Shape{5, 1}));
     const Tensor row_grads = m.row_grads();
     std::vector<Tensor> grads;
@@ -80,14 +83,13 @@ TEST_CASE("CTR models: FM term equals the explicit sum over field pairs", "[ctr]
   cfg.fields = 3;
   cfg.dense = 0;
   cfg.dim = 2;
-  CtrModel m(cfg);
+  troupe::test::CtrReference m(cfg);
   const Batch b = troupe::test::make_ctr_batch(1, 3, 0, 2);
   std::vector<int64_t> unique;
   std::vector<int32_t> index;
   unique_ids(b.ids, unique, index);
   Tensor rows = troupe::test::random_tensor(Shape{3, 3}, 9);
-  auto logit = m.forward(b, rows, index);
-  REQUIRE(logit.ok());
+  const ConstTensorView logit = m.forward(b, rows, index);
   auto e = [&](int f, int j) { return rows[index[f] * 3 + 1 + j] * b.values[f]; };
   double expect = 0.0;  // bias is 0
   for (int f = 0; f < 3; ++f)
@@ -96,7 +98,7 @@ TEST_CASE("CTR models: FM term equals the explicit sum over field pairs", "[ctr]
     for (int g = f + 1; g < 3; ++g)
       for (int j = 0; j < 2; ++j)
         expect += e(f, j) * e(g, j);
-  CHECK((*logit)[0] == Approx(expect).epsilon(1e-5));
+  CHECK(logit[0] == Approx(expect).epsilon(1e-5));
 }
 
 TEST_CASE("CTR models refuse batches that do not fit, naming what is wrong", "[ctr]") {
@@ -105,23 +107,18 @@ TEST_CASE("CTR models refuse batches that do not fit, naming what is wrong", "[c
   cfg.dense = 2;
   cfg.dim = 2;
   cfg.hidden = {3};
-  CtrModel m(cfg);
+  keras::CtrGraph m(cfg, /*rows=*/12, /*keyed=*/false);
   Batch b = troupe::test::make_ctr_batch(3, 5, 2, 1);  // 5 ids per example
-  std::vector<int64_t> unique;
-  std::vector<int32_t> index;
-  unique_ids(b.ids, unique, index);
-  Tensor rows(Shape{static_cast<int64_t>(unique.size()), 3});
-  auto r = m.forward(b, rows, index);
+  auto r = m.feed(b);
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message.find("example 0 has 5 ids") != std::string::npos);
   b = troupe::test::make_ctr_batch(3, 4, 1, 1);
-  unique_ids(b.ids, unique, index);
-  rows.resize(Shape{static_cast<int64_t>(unique.size()), 3});
-  CHECK(m.forward(b, rows, index).error().message.find("1 dense features") != std::string::npos);
+  CHECK(m.feed(b).error().message.find("1 dense features") != std::string::npos);
   b = troupe::test::make_ctr_batch(3, 4, 2, 1);
-  unique_ids(b.ids, unique, index);
-  rows.resize(Shape{static_cast<int64_t>(unique.size()), 2});  // rows of the wrong width
-  CHECK_FALSE(m.forward(b, rows, index).ok());
+  REQUIRE(m.feed(b).ok());
+  const int64_t u = static_cast<int64_t>(m.ids().size());
+  CHECK_FALSE(m.give_rows(Tensor(Shape{u, 2})).ok());  // rows of the wrong width
+  CHECK(m.give_rows(Tensor(Shape{u, 3})).ok());
   CHECK(parse_ctr_kind("deepfm").value() == CtrKind::deepfm);
   CHECK_FALSE(parse_ctr_kind("dfm").ok());
 }

@@ -5,6 +5,7 @@
 #include <set>
 #include <thread>
 
+#include "core/keras/ctr_graph.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/parallel.hpp"
 #include "helpers.hpp"
@@ -78,14 +79,22 @@ TEST_CASE("DeepFM with two intra-op threads computes what one thread does", "[pa
       Shape{static_cast<int64_t>(unique.size()), cfg.row_width()}, 3, -0.1f, 0.1f);
   const Tensor dlogits = troupe::test::random_tensor(Shape{512, 1}, 4);
 
+  std::vector<Tensor> values;
+  uint64_t seed = 5;
+  for (const auto& [name, shape] : ctr_dense_variables(cfg))
+    values.push_back(troupe::test::random_tensor(shape, ++seed, -0.1f, 0.1f));
   auto run = [&](int threads, std::vector<Tensor>& grads) {
     Threads t(threads);
-    CtrModel m(cfg);
-    Tensor logits = Tensor::from_view(m.forward(b, rows, index).value());
+    keras::CtrGraph m(cfg, 26 * 100, /*keyed=*/false);  // the model ctr_ps trains
+    REQUIRE(m.assign(values).ok());
+    REQUIRE(m.feed(b).ok());
+    REQUIRE(m.ids() == unique);
+    REQUIRE(m.give_rows(rows).ok());
+    Tensor logits = Tensor::from_view(m.forward(/*training=*/true).value());
     m.backward(dlogits);
-    grads.push_back(m.row_grads());
-    for (auto& p : m.parameters())
-      grads.push_back(*p.grad);
+    grads.push_back(Tensor::from_view(m.row_grads()));
+    for (const auto& g : m.dense_grads())
+      grads.push_back(Tensor::from_view(g.second));
     return logits;
   };
   std::vector<Tensor> g1, g2;

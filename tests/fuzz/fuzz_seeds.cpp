@@ -126,11 +126,8 @@ int main(int argc, char** argv) {
   model.config.model.dim = 2;
   model.config.model.hidden = {3};
   model.config.dynamic = true;
-  {
-    core::CtrModel shapes(model.config.model);
-    for (auto& p : shapes.parameters())
-      model.dense.emplace(p.name, *p.value);
-  }
+  for (const auto& [name, shape] : core::ctr_dense_variables(model.config.model))
+    model.dense.emplace(name, core::Tensor(shape, 0.5f));
   model.rows = core::Tensor(core::Shape{2, 3});
   model.keys = {1, -7};
   for (bool bf16 : {false, true}) {

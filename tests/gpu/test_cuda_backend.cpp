@@ -21,6 +21,7 @@
 #include "core/backend.hpp"
 #include "core/cpu/cpu_backend.hpp"
 #include "core/half.hpp"
+#include "core/keras/ctr_graph.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/dense.hpp"
 #include "core/trainer.hpp"
@@ -243,8 +244,18 @@ TEST_CASE("CUDA element-wise layers, losses, metrics and optimizers match the CP
 TEST_CASE("CUDA CTR models compute as on the CPU", "[gpu]") {
   if (!have_gpu()) return;
   core::CtrModelConfig cfg;  // DeepFM: 26 fields, 13 dense, dim 16, 400-400-400
-  core::CtrModel on_cpu(cfg), on_gpu(cfg);
-  REQUIRE(on_gpu.to(gpu0).ok());
+  const int64_t rows_total = cfg.fields * 50;
+  // The model ctr_ps trains (its Keras form's graph), with the same values on both.
+  core::keras::CtrGraph on_cpu(cfg, rows_total, false), on_gpu(cfg, rows_total, false);
+  REQUIRE(on_gpu.to(gpu0, core::Precision::float32).ok());
+  std::vector<Tensor> values;
+  uint64_t seed = 20;
+  for (const auto& [name, shape] : core::ctr_dense_variables(cfg))
+    values.push_back(random_tensor(shape, ++seed, -0.05f, 0.05f));
+  REQUIRE(on_cpu.assign(values).ok());
+  for (auto& v : values)
+    v = v.to(gpu0);
+  REQUIRE(on_gpu.assign(values).ok());
   std::mt19937 rng(3);
   std::vector<core::Example> ex(256);
   for (auto& e : ex) {
@@ -255,23 +266,27 @@ TEST_CASE("CUDA CTR models compute as on the CPU", "[gpu]") {
     e.label = static_cast<float>(rng() % 2);
   }
   const core::Batch b = core::collate(ex);
-  std::vector<int64_t> unique;
-  std::vector<int32_t> index;
-  core::unique_ids(b.ids, unique, index);
-  const Tensor rows =
-      random_tensor(Shape{static_cast<int64_t>(unique.size()), cfg.row_width()}, 4, -0.05f, 0.05f);
-  auto lc = on_cpu.forward(b, rows, index);
-  const Tensor rows_d = rows.to(gpu0);
-  auto lg = on_gpu.forward(b, rows_d, index);
+  REQUIRE((on_cpu.feed(b).ok() && on_gpu.feed(b).ok()));
+  const Tensor rows = random_tensor(
+      Shape{static_cast<int64_t>(on_cpu.ids().size()), cfg.row_width()}, 4, -0.05f, 0.05f);
+  REQUIRE(on_cpu.give_rows(rows).ok());
+  REQUIRE(on_gpu.give_rows(rows.to(gpu0)).ok());
+  auto lc = on_cpu.forward(/*training=*/true);
+  auto lg = on_gpu.forward(/*training=*/true);
   REQUIRE((lc.ok() && lg.ok()));
   gpu_close_to_cpu(Tensor::from_view(*lg), Tensor::from_view(*lc), 1e-4f, "logits");
   const Tensor g = random_tensor(Shape{256, 1}, 5);
   on_cpu.backward(g);
   on_gpu.backward(g.to(gpu0));
-  gpu_close_to_cpu(on_gpu.row_grads(), on_cpu.row_grads(), 1e-4f, "row gradients");
-  auto pc = on_cpu.parameters(), pg = on_gpu.parameters();
-  for (size_t i = 0; i < pc.size(); ++i)
-    gpu_close_to_cpu(*pg[i].grad, *pc[i].grad, 1e-4f, pc[i].name);
+  // The gradients come to the host in the variables' layout, as a worker pushes them.
+  troupe::test::close_to_cpu(Tensor::from_view(on_gpu.row_grads()),
+                             Tensor::from_view(on_cpu.row_grads()), 1e-4f, "row gradients",
+                             "on the GPU");
+  const auto gc = on_cpu.dense_grads(), gg = on_gpu.dense_grads();
+  REQUIRE(gc.size() == gg.size());
+  for (size_t i = 0; i < gc.size(); ++i)
+    troupe::test::close_to_cpu(Tensor::from_view(gg[i].second), Tensor::from_view(gc[i].second),
+                               1e-4f, gc[i].first, "on the GPU");
 }
 
 TEST_CASE("a Dense layer's gradients on the GPU match finite differences on the GPU", "[gpu]") {

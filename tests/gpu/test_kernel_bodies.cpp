@@ -17,7 +17,6 @@
 #include "core/cpu/cpu_backend.hpp"
 #include "core/half.hpp"
 #include "core/optimizer.hpp"
-#include "gpu/kernels/ctr.cuh"
 #include "gpu/kernels/elementwise.cuh"
 #include "gpu/kernels/loss.cuh"
 #include "gpu/kernels/optimizer_step.hpp"
@@ -234,77 +233,4 @@ TEST_CASE("optimizer bodies update as core::Optimizer does, whole and by rows", 
     });
     close_to_cpu(w, w_cpu, 1e-5f, std::string(name) + " rows");
   }
-}
-
-TEST_CASE("CTR bodies compute the embedding part as the CPU backend does", "[kernels]") {
-  for (bool fm : {false, true})
-    for (int64_t width : {int64_t{1}, int64_t{5}}) {
-      INFO("fm " << fm << ", width " << width);
-      const int64_t n = 9, F = 3, D = 2, kdim = width - 1, u = 7;
-      const int64_t stride = F * kdim + D;
-      std::mt19937 rng(5);
-      std::vector<int32_t> index(static_cast<size_t>(n * F));
-      for (auto& r : index)
-        r = static_cast<int32_t>(rng() % u);
-      const Tensor values = random_tensor(Shape{n * F}, 1);
-      const Tensor rows = random_tensor(Shape{u, width}, 2);
-      const Tensor features = random_tensor(Shape{n, D}, 3);
-      const Tensor bias = random_tensor(Shape{1}, 4), dense_w = random_tensor(Shape{D, 1}, 5);
-      core::CtrArgs a;
-      a.n = n;
-      a.fields = F;
-      a.dim = kdim;
-      a.dense = D;
-      a.width = width;
-      a.fm = fm && width > 1;
-      a.values = values;
-      a.index = ints(index);
-      a.rows = rows;
-      a.features = features;
-      a.bias = bias;
-      a.dense_w = dense_w;
-      Tensor dnn_in_cpu(Shape{n, stride}), sum_cpu(Shape{n, std::max<int64_t>(kdim, 1)}),
-          logits_cpu(Shape{n, 1});
-      a.dnn_in = width > 1 ? core::TensorView(dnn_in_cpu) : core::TensorView();
-      a.sum = width > 1 ? core::TensorView(sum_cpu) : core::TensorView();
-      a.logits = logits_cpu;
-      cpu.ctr_forward(a);
-
-      k::CtrShape s{n, F, kdim, D, width, a.fm};
-      Tensor dnn_in(dnn_in_cpu.shape()), sum(sum_cpu.shape()), logits(Shape{n, 1});
-      run_body(n, [&](int64_t i) {
-        k::ctr_forward(i, s, values.data(), index.data(), rows.data(), features.data(), bias.data(),
-                       dense_w.data(), dnn_in.data(), sum.data(), logits.data());
-      });
-      close_to_cpu(logits, logits_cpu, 1e-5f, "CTR logits");
-      if (width > 1) close_to_cpu(dnn_in, dnn_in_cpu, 0.0f, "CTR embeddings");
-
-      const Tensor dlogits = random_tensor(Shape{n}, 6);
-      const Tensor ddnn_in = random_tensor(Shape{n, stride}, 7);
-      Tensor dbias(Shape{1}), ddense(Shape{D, 1}), demb(Shape{n, std::max<int64_t>(F * kdim, 1)}),
-          row_grads_cpu(Shape{u, width});
-      core::CtrGradArgs g;
-      g.dlogits = dlogits;
-      g.ddnn_in = width > 1 ? ConstTensorView(ddnn_in) : ConstTensorView();
-      g.dbias = dbias;
-      g.ddense_w = ddense;
-      g.demb = demb;
-      g.row_grads = row_grads_cpu;
-      cpu.ctr_backward(a, g);
-      Tensor row_grads(Shape{u, width});
-      run_body(n * F, [&](int64_t t) {
-        k::ctr_backward(t, s, values.data(), index.data(), dnn_in.data(), sum.data(),
-                        dlogits.data(), width > 1 ? ddnn_in.data() : nullptr, row_grads.data());
-      });
-      close_to_cpu(row_grads, row_grads_cpu, 1e-5f, "CTR row gradients");
-      // The dense part is column sums on the device: dbias and the dense weights'.
-      Tensor db(Shape{1}), dd(Shape{D});
-      run_body(1, [&](int64_t j) { k::column_sum(j, dlogits.data(), nullptr, db.data(), n, 1); });
-      run_body(D, [&](int64_t j) {
-        k::column_sum(j, features.data(), dlogits.data(), dd.data(), n, D);
-      });
-      CHECK(db[0] == Approx(dbias[0]).epsilon(1e-5));
-      for (int64_t j = 0; j < D; ++j)
-        CHECK(dd[j] == Approx(ddense[j]).epsilon(1e-5));
-    }
 }
