@@ -123,15 +123,36 @@ class MirroredRunner final : public Runner {
             core::Expected<std::optional<core::Batch>> batch =
                 it_ ? epochs_.next(*it_)
                     : core::Expected<std::optional<core::Batch>>(data_error_.error());
+            // The gradients (on the host in float32, the metrics too: one collective) are
+            // reduced in buckets as the backward pass makes them final, late layers first,
+            // while the earlier layers compute.
+            const auto wire = strategy_.gradient_wire();
+            const collective::Buffer metrics{extra_.data(), extra_.size()};
+            const bool metrics_along = st.replica.device.is_cpu() && wire == core::DType::float32;
+            std::vector<collective::Buffer> buffers = step_buffers();
+            if (metrics_along) buffers.push_back(metrics);
+            BucketedAllReduce reduce(ctx, ReduceOp::mean, std::move(buffers), wire);
+            marked_.assign(st.replica.params.size(), false);
+            auto mark = [&](size_t i) {
+              if (st.replica.graph && st.replica.graph->table[i]) return;  // made dense below
+              marked_[i] = true;
+              reduce.ready(i);
+            };
             core::Expected<BatchStats> mine = BatchStats{};
             if (!batch)
               mine = batch.error();
             else if (*batch)
-              mine = detail::run_batch(st.replica, **batch, /*backward=*/true);
-            if (!batch || !*batch || !mine) {
-              // Nothing to add: zero gradients, and the others learn why.
-              for (auto& p : st.replica.params)
-                if (p.grad->shape() == p.value->shape()) p.grad->fill(0.0f);  // a table's: none
+              mine = detail::run_batch(st.replica, **batch, /*backward=*/true, mark);
+            const bool stepped = batch && *batch && mine;
+            if (!stepped) {
+              // Nothing to add: zero gradients, and the others learn why. (Gradients already
+              // marked are on their way: a step that failed after its backward pass fails on
+              // every replica, and nothing of it is applied.)
+              for (size_t i = 0; i < st.replica.params.size(); ++i) {
+                auto& p = st.replica.params[i];
+                if (!marked_[i] && p.grad->shape() == p.value->shape())  // a table's: none
+                  p.grad->fill(0.0f);
+              }
               if (batch && !*batch) extra_[3] = 1.0f;
               if (!mine) {
                 local = mine.error();
@@ -142,22 +163,16 @@ class MirroredRunner final : public Runner {
               extra_[1] = static_cast<float>(mine->correct);
               extra_[2] = static_cast<float>(mine->examples);
             }
-            std::vector<collective::Buffer> buffers;
-            if (st.replica.graph)
-              graph_buffers(mine.ok() && batch && *batch, buffers);
-            else
-              for (auto& p : st.replica.params)
-                buffers.push_back(buffer_of(*p.grad));
-            const collective::Buffer metrics{extra_.data(), extra_.size()};
-            const auto wire = strategy_.gradient_wire();
-            if (st.replica.device.is_cpu() && wire == core::DType::float32) {
-              buffers.push_back(metrics);
-            } else if (auto ok = ctx.all_reduce(ReduceOp::mean, {metrics}); !ok) {
-              // Two: the gradients on the device and the metrics on the host, or the
-              // gradients in bfloat16 and the counts exact.
-              return ok;
-            }
-            if (auto ok = ctx.all_reduce(ReduceOp::mean, buffers, wire); !ok) return ok;
+            if (st.replica.graph) fill_dense_tables(stepped);
+            // Every replica marks the same gradients in the same order: one that did not
+            // step (or whose model reports none) marks them here.
+            for (size_t i : detail::gradient_order(st.replica))
+              if (!marked_[i]) mark(i);
+            if (auto ok = reduce.finish(); !ok) return ok;
+            if (!metrics_along)
+              // Two collectives: the gradients on the device and the metrics on the host,
+              // or the gradients in bfloat16 and the counts exact.
+              if (auto ok = ctx.all_reduce(ReduceOp::mean, {metrics}); !ok) return ok;
             const auto scale = static_cast<float>(replicas);
             if (!local) return local;
             if (auto ok = failed_elsewhere({extra_.begin() + 4, extra_.end()}, scale,
@@ -258,33 +273,41 @@ class MirroredRunner final : public Runner {
   void finish(History& h) override { h.mirrored = strategy_.stats(); }
 
  private:
-  // A Keras model's buffers to all-reduce (mean): the trainable weights' gradients (a
-  // table's made dense: zeros but for the rows its batch used), and the values of the
-  // non-trainable ones (a BatchNormalization's moving statistics, averaged across the
-  // workers as TensorFlow's mirrored variables are).
-  void graph_buffers(bool stepped, std::vector<collective::Buffer>& buffers) {
+  // The buffers to all-reduce (mean), one per parameter: its gradient; for a Keras model a
+  // table's made dense (fill_dense_tables), and the values of the non-trainable weights (a
+  // BatchNormalization's moving statistics, averaged across the workers as TensorFlow's
+  // mirrored variables are).
+  std::vector<collective::Buffer> step_buffers() {
     auto& st = model_.state();
-    auto& g = *st.replica.graph;
+    std::vector<collective::Buffer> buffers;
     for (size_t w = 0; w < st.replica.params.size(); ++w) {
       auto& p = st.replica.params[w];
-      if (!g.trains[w]) {
-        buffers.push_back(buffer_of(*p.value));
-      } else if (g.table[w]) {
-        auto& dense = dense_table_grads_[w];
-        dense.fill(0.0f);
-        const int t = g.table_of(w);
-        if (stepped) {
-          const auto& use = g.tables()[static_cast<size_t>(t)];
-          const core::ConstTensorView rows = g.host_gradient(w);
-          const int64_t width = dense.shape()[1];
-          for (size_t r = 0; r < use.ids.size(); ++r)
-            std::copy_n(rows.data() + static_cast<int64_t>(r) * width, width,
-                        dense.data() + use.ids[r] * width);
-        }
-        buffers.push_back(buffer_of(dense));
-      } else {
+      if (!st.replica.graph)
         buffers.push_back(buffer_of(*p.grad));
-      }
+      else if (!st.replica.graph->trains[w])
+        buffers.push_back(buffer_of(*p.value));
+      else if (st.replica.graph->table[w])
+        buffers.push_back(buffer_of(dense_table_grads_[w]));
+      else
+        buffers.push_back(buffer_of(*p.grad));
+    }
+    return buffers;
+  }
+
+  // Each trained table's gradient made dense: zeros but for the rows its batch used.
+  void fill_dense_tables(bool stepped) {
+    auto& g = *model_.state().replica.graph;
+    for (size_t w = 0; w < dense_table_grads_.size(); ++w) {
+      if (!g.table[w] || !g.trains[w]) continue;
+      auto& dense = dense_table_grads_[w];
+      dense.fill(0.0f);
+      if (!stepped) continue;
+      const auto& use = g.tables()[static_cast<size_t>(g.table_of(w))];
+      const core::ConstTensorView rows = g.host_gradient(w);
+      const int64_t width = dense.shape()[1];
+      for (size_t r = 0; r < use.ids.size(); ++r)
+        std::copy_n(rows.data() + static_cast<int64_t>(r) * width, width,
+                    dense.data() + use.ids[r] * width);
     }
   }
 
@@ -363,6 +386,7 @@ class MirroredRunner final : public Runner {
   std::vector<int64_t> counters_;
   std::vector<float> extra_;
   std::vector<core::Tensor> dense_table_grads_;  // a Keras model's, per weight
+  std::vector<bool> marked_;                     // per parameter: this step's, on its way
   core::graph::MetricStates metric_layout_;      // its metric states, zero
   int64_t epoch_first_ = 0;
   uint64_t generation_ = 0;

@@ -125,7 +125,8 @@ int GraphReplica::table_of(size_t w) const {
 }
 
 core::Expected<BatchStats> GraphReplica::run(const core::Batch& batch, bool train,
-                                             const RowsFn& rows, float loss_scale) {
+                                             const RowsFn& rows, float loss_scale,
+                                             const std::function<void(size_t)>& weight_done) {
   auto& g = graph();
   if (auto st = g.feed(batch); !st) return st.error();
   auto& uses = g.tables();
@@ -144,7 +145,8 @@ core::Expected<BatchStats> GraphReplica::run(const core::Batch& batch, bool trai
       if (!table[w] && !trains[w]) before[w] = ws[w].weight().value.to(core::Device::cpu());
   if (auto st = g.forward(train, seed + steps++); !st) return st.error();
   objective->reset_states();  // this batch's states alone: the caller merges them
-  auto loss = train ? objective->train_step(g, batch, loss_scale) : objective->test_step(g, batch);
+  auto loss = train ? objective->train_step(g, batch, loss_scale, weight_done)
+                    : objective->test_step(g, batch);
   if (!loss) return loss.error();
   if (!std::isfinite(*loss))
     return make_error(Errc::invalid_argument, "loss is not finite (" + std::to_string(*loss) + ")");

@@ -61,10 +61,11 @@ struct GraphReplica {
       std::function<core::Expected<core::Tensor>(size_t t, const std::vector<int64_t>& ids)> rows);
 
   /// One batch: fed, its tables' rows fetched, forward, the objective (with the backward
-  /// pass when `train`, the gradients times `loss_scale`). The batch's loss, examples and
-  /// metric states are returned.
+  /// pass when `train`, the gradients times `loss_scale`, `weight_done` called as
+  /// Graph::backward says). The batch's loss, examples and metric states are returned.
   core::Expected<BatchStats> run(const core::Batch& batch, bool train, const RowsFn& rows,
-                                 float loss_scale = 1.0f);
+                                 float loss_scale = 1.0f,
+                                 const std::function<void(size_t)>& weight_done = {});
 
   /// For a non-trainable weight w: its value before the last run() minus its value now (a
   /// BatchNormalization's moving statistics moved by the step), on the host. A PS holds

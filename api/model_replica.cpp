@@ -53,11 +53,22 @@ std::vector<core::Initializer> initializers(const ModelSpec& spec,
   return out;
 }
 
-core::Expected<BatchStats> run_batch(Replica& r, const core::Batch& batch, bool backward) {
+std::vector<size_t> gradient_order(Replica& r) {
+  if (r.graph) return r.graph->graph().gradient_order();
+  std::vector<size_t> order;
+  if (r.layers)
+    for (size_t i = r.params.size(); i-- > 0;)
+      order.push_back(i);
+  return order;
+}
+
+core::Expected<BatchStats> run_batch(Replica& r, const core::Batch& batch, bool backward,
+                                     const std::function<void(size_t)>& gradient_done) {
   if (batch.size() == 0) return BatchStats{};
   if (r.graph) {
     auto& g = *r.graph;
-    return g.run(batch, backward, held_tables(g), r.loss_scale ? r.loss_scale->scale() : 1.0f);
+    return g.run(batch, backward, held_tables(g), r.loss_scale ? r.loss_scale->scale() : 1.0f,
+                 gradient_done);
   }
   if (r.ctr) {
     // The rows of the batch's ids from the local table.
@@ -99,7 +110,19 @@ core::Expected<BatchStats> run_batch(Replica& r, const core::Batch& batch, bool 
     return make_error(Errc::invalid_argument, "loss is not finite (" + std::to_string(*loss) + ")");
   core::Accuracy accuracy;
   accuracy.update(logits, r.loss.labels());
-  if (backward) r.layers->backward(r.loss.backward());
+  if (backward && gradient_done) {
+    // Layer i's parameters follow the layers before it's in params; each layer's are
+    // reported last first, as the layers are.
+    size_t end = r.params.size();
+    r.layers->backward(r.loss.backward(), [&](size_t layer) {
+      const size_t count = r.layers->layer(layer).parameters().size();
+      for (size_t i = 0; i < count; ++i)
+        gradient_done(end - 1 - i);
+      end -= count;
+    });
+  } else if (backward) {
+    r.layers->backward(r.loss.backward());
+  }
   const auto n = batch.size();
   return BatchStats{static_cast<double>(*loss) * static_cast<double>(n), accuracy.correct(), n, 1};
 }

@@ -92,8 +92,14 @@ struct Replica {
 /// Forward (and backward) of one batch: its loss and accuracy counts (and, for CTR models,
 /// the AUC histograms; for Keras models, their compiled metrics). A loss that is not finite
 /// is an invalid_argument error. CTR and Keras models gather the batch's rows from the
-/// replica's tables.
-core::Expected<BatchStats> run_batch(Replica& replica, const core::Batch& batch, bool backward);
+/// replica's tables. With `gradient_done` (classifiers and Keras models), the backward
+/// pass calls gradient_done(i) as soon as params[i]'s gradient is final, for every
+/// gradient it computes, in gradient_order(replica).
+core::Expected<BatchStats> run_batch(Replica& replica, const core::Batch& batch, bool backward,
+                                     const std::function<void(size_t)>& gradient_done = {});
+/// The order run_batch reports gradients final in (the same every step): a Keras model's
+/// Graph::gradient_order(), a classifier's parameters from the last to the first.
+std::vector<size_t> gradient_order(Replica& replica);
 /// Feeds a batch to the CTR model (an error names what does not fit): replica.ids() are
 /// then its unique ids, ascending.
 core::Status feed_ctr(Replica& replica, const core::Batch& batch);

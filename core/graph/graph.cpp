@@ -142,6 +142,10 @@ Status Graph::to(Device device, Precision precision) {
   return {};
 }
 
+size_t Graph::layer_index(const Node& n) const {
+  return static_cast<size_t>(std::find(layers_.begin(), layers_.end(), n.layer) - layers_.begin());
+}
+
 void Graph::plan_backward() {
   // Tables: one use per table weight, in weights() order.
   table_of_weight_.assign(weights_.size(), npos);
@@ -153,8 +157,7 @@ void Graph::plan_backward() {
     }
   for (auto& n : nodes_) {
     if (n.table < 0) continue;
-    const size_t first = first_weight_[static_cast<size_t>(
-        std::find(layers_.begin(), layers_.end(), n.layer) - layers_.begin())];
+    const size_t first = first_weight_[layer_index(n)];
     for (size_t i = 0; i < n.layer->weights().size(); ++i)
       if (n.layer->weights()[i].table) n.table = static_cast<int>(table_of_weight_[first + i]);
   }
@@ -163,10 +166,9 @@ void Graph::plan_backward() {
   for (auto& n : nodes_) {
     bool trained = false;
     if (!n.host) {
-      const auto li =
-          static_cast<size_t>(std::find(layers_.begin(), layers_.end(), n.layer) - layers_.begin());
+      const size_t first = first_weight_[layer_index(n)];
       for (size_t i = 0; i < n.layer->weights().size(); ++i)
-        trained = trained || trains(weights_[first_weight_[li] + i]);
+        trained = trained || trains(weights_[first + i]);
       for (int in : n.inputs)
         trained = trained || needs_grad_[static_cast<size_t>(in)];
     }
@@ -174,6 +176,26 @@ void Graph::plan_backward() {
     for (int out : n.outputs)
       needs_grad_[static_cast<size_t>(out)] = trained && spec(out).kind == ColumnKind::floats;
   }
+  // A weight's gradient is final once its layer's first call (in forward order) has run
+  // backward; a trained weight no call reaches is final at the end (zeros).
+  final_at_.assign(weights_.size(), npos);
+  for (size_t k = 0; k < nodes_.size(); ++k) {
+    const Node& n = nodes_[k];
+    if (n.host || !n.wants_grad) continue;
+    const size_t first = first_weight_[layer_index(n)];
+    for (size_t i = 0; i < n.layer->weights().size(); ++i)
+      if (trains(weights_[first + i]) && final_at_[first + i] == npos) final_at_[first + i] = k;
+  }
+  gradient_order_.clear();
+  for (size_t k = nodes_.size(); k-- > 0;) {
+    const Node& n = nodes_[k];
+    if (n.host || !n.wants_grad) continue;
+    const size_t first = first_weight_[layer_index(n)];
+    for (size_t i = 0; i < n.layer->weights().size(); ++i)
+      if (final_at_[first + i] == k) gradient_order_.push_back(first + i);
+  }
+  for (size_t w = 0; w < weights_.size(); ++w)
+    if (final_at_[w] == npos && trains(weights_[w])) gradient_order_.push_back(w);
   grads_.resize(weights_.size());
   scratch_grads_.resize(weights_.size());
   tensor_grads_.resize(specs_.size());
@@ -395,7 +417,13 @@ ConstTensorView Graph::output(size_t i) const {
   return values_[static_cast<size_t>(outputs_[i].tensor)].tensor;
 }
 
-void Graph::backward(const std::vector<ConstTensorView>& doutputs) {
+const std::vector<size_t>& Graph::gradient_order() {
+  if (!planned_) plan_backward();
+  return gradient_order_;
+}
+
+void Graph::backward(const std::vector<ConstTensorView>& doutputs,
+                     const std::function<void(size_t)>& weight_done) {
   TROUPE_ASSERT(forwarded_ && doutputs.size() == outputs_.size(), "backward() needs a forward()");
   Backend& be = *backend_for(device_).value();
   dvalues_.assign(specs_.size(), ConstTensorView{});
@@ -442,9 +470,7 @@ void Graph::backward(const std::vector<ConstTensorView>& doutputs) {
     for (int in : n.inputs)
       c.want_dinputs.push_back(needs_grad_[static_cast<size_t>(in)]);
     c.dinputs.assign(n.inputs.size(), ConstTensorView{});
-    const auto li =
-        static_cast<size_t>(std::find(layers_.begin(), layers_.end(), n.layer) - layers_.begin());
-    const size_t first = first_weight_[li];
+    const size_t first = first_weight_[layer_index(n)];
     c.dweights.assign(n.layer->weights().size(), nullptr);
     for (size_t i = 0; i < c.dweights.size(); ++i) {
       const size_t w = first + i;
@@ -463,6 +489,7 @@ void Graph::backward(const std::vector<ConstTensorView>& doutputs) {
         be.add(scratch_grads_[w], t != npos ? tables_[t].row_grads : grads_[w]);
       }
       written[w] = true;
+      if (weight_done && final_at_[w] == k) weight_done(w);
     }
     for (size_t i = 0; i < n.inputs.size(); ++i)
       if (c.want_dinputs[i]) {
@@ -480,6 +507,7 @@ void Graph::backward(const std::vector<ConstTensorView>& doutputs) {
                                       wt.shape[wt.shape.rank() - 1]}
                               : wt.shape;
     g = Tensor(s, DType::float32, device_);
+    if (weight_done) weight_done(w);
   }
 }
 

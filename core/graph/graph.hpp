@@ -17,6 +17,7 @@
 //   g.backward({dloss});                             // then g.gradient(i), t.row_grads
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -105,8 +106,16 @@ class Graph {
   /// Output i of the last forward (on the device).
   ConstTensorView output(size_t i) const;
   /// Back-propagates d(loss)/d(output i) for each output (an empty view: none), leaving
-  /// gradient(w) for every weight trains() says, and each table's row_grads.
-  void backward(const std::vector<ConstTensorView>& doutputs);
+  /// gradient(w) for every weight trains() says, and each table's row_grads. With
+  /// `weight_done`, calls weight_done(w) as soon as weight w's gradient is final (its
+  /// layer's last call in the reverse order done; on a device: its kernels queued), for
+  /// every such weight once, in gradient_order(): a data-parallel step reduces the late
+  /// layers' gradients while the earlier ones are computed.
+  void backward(const std::vector<ConstTensorView>& doutputs,
+                const std::function<void(size_t)>& weight_done = {});
+  /// The weights backward() reports final, in the order it reports them: the same every
+  /// step (a replica that has no batch marks them in this order too).
+  const std::vector<size_t>& gradient_order();
   /// Weight w's gradient from the last backward (its shape; on the device). Each stays at
   /// one address once the outputs are set.
   const Tensor& gradient(size_t w) const { return grads_[w]; }
@@ -124,8 +133,10 @@ class Graph {
     Tensor host_index;  // its staging on the host (a graph on a GPU)
     bool wants_grad = false;
   };
-  // Which tensors need gradients: those on a path from a trained weight to an output.
+  // Which tensors need gradients: those on a path from a trained weight to an output; and
+  // where each weight's gradient is final.
   void plan_backward();
+  size_t layer_index(const Node& n) const;  // in layers_
   Status collect_tables();
 
   std::vector<Input> inputs_;
@@ -157,7 +168,10 @@ class Graph {
   std::vector<Tensor> tensor_grads_;      // per tensor: sums where a tensor fans out
   std::vector<ConstTensorView> dvalues_;  // per tensor, during backward
   std::vector<bool> needs_grad_;          // per tensor
-  std::vector<Tensor> zeros_;             // per tensor: for outputs no gradient reached
+  std::vector<size_t> final_at_;          // per weight: the node after whose backward its
+                                          // gradient is final (npos: none reaches it)
+  std::vector<size_t> gradient_order_;
+  std::vector<Tensor> zeros_;  // per tensor: for outputs no gradient reached
   bool planned_ = false;
   bool forwarded_ = false;
 };

@@ -99,15 +99,17 @@ Status Objective::read_labels(size_t i, const Graph& g, const Batch& batch, bool
   return {};
 }
 
-Expected<double> Objective::train_step(Graph& g, const Batch& batch, float loss_scale) {
-  return step(g, batch, loss_scale, true);
+Expected<double> Objective::train_step(Graph& g, const Batch& batch, float loss_scale,
+                                       const std::function<void(size_t)>& weight_done) {
+  return step(g, batch, loss_scale, true, weight_done);
 }
 
 Expected<double> Objective::test_step(Graph& g, const Batch& batch) {
   return step(g, batch, 1.0f, false);
 }
 
-Expected<double> Objective::step(Graph& g, const Batch& batch, float loss_scale, bool backward) {
+Expected<double> Objective::step(Graph& g, const Batch& batch, float loss_scale, bool backward,
+                                 const std::function<void(size_t)>& weight_done) {
   const size_t no = config_.outputs.size();
   // Every label first: an error leaves the states as they were.
   for (size_t i = 0; i < no; ++i) {
@@ -173,7 +175,7 @@ Expected<double> Objective::step(Graph& g, const Batch& batch, float loss_scale,
     const int64_t label_count = m.kind == MetricKind::sparse_categorical_accuracy ? rows : rows * c;
     update_metric(m, preds[i], rows, c, labels_[i].host, label_count, states_.values[1 + k]);
   }
-  if (backward) g.backward(doutputs_);
+  if (backward) g.backward(doutputs_, weight_done);
   return total;
 }
 

@@ -18,6 +18,7 @@
 // numbers; the loss checks they are below the class count). Metrics read the predictions
 // on the host: a device's outputs are copied back once per step.
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,10 +44,12 @@ class Objective {
   Status set_label_column(const std::string& output, std::string column);
 
   /// After g.forward(true): the losses, the metrics, then g.backward with the gradients of
-  /// the weighted sum times `loss_scale`. Returns the batch's loss (the weighted sum, as
-  /// History's "loss"). A label column missing or of the wrong shape, or a class index
-  /// outside the classes, is an error and nothing is accumulated.
-  Expected<double> train_step(Graph& g, const Batch& batch, float loss_scale = 1.0f);
+  /// the weighted sum times `loss_scale` (and `weight_done`, Graph::backward's). Returns the
+  /// batch's loss (the weighted sum, as History's "loss"). A label column missing or of the
+  /// wrong shape, or a class index outside the classes, is an error and nothing is
+  /// accumulated.
+  Expected<double> train_step(Graph& g, const Batch& batch, float loss_scale = 1.0f,
+                              const std::function<void(size_t)>& weight_done = {});
   /// After g.forward(false): the losses and metrics, no backward pass.
   Expected<double> test_step(Graph& g, const Batch& batch);
 
@@ -69,7 +72,8 @@ class Objective {
     Tensor host_pred;              // a device's predictions, copied back for the metrics
   };
 
-  Expected<double> step(Graph& g, const Batch& batch, float loss_scale, bool backward);
+  Expected<double> step(Graph& g, const Batch& batch, float loss_scale, bool backward,
+                        const std::function<void(size_t)>& weight_done = {});
   // Output i's labels from the batch into labels_[i] (floats; class indices if sparse).
   Status read_labels(size_t i, const Graph& g, const Batch& batch, bool sparse);
 

@@ -4,6 +4,7 @@
 // error ends fit() on all of them; BackupAndRestore resumes the whole job to the same
 // weights as a run that was never stopped.
 #include <filesystem>
+#include <fstream>
 #include <future>
 
 #include <catch2/catch.hpp>
@@ -236,4 +237,79 @@ TEST_CASE("mirrored BackupAndRestore resumes the whole job to a run that never s
         reference[0].history->epochs.back().at("val_loss"));
   // Trained: the chief removed the backup.
   CHECK(core::CheckpointManager(backup_dir, 0, "backup").checkpoints().empty());
+}
+
+TEST_CASE(
+    "mirrored fit of a Keras model reduces its gradients in buckets during the backward pass, "
+    "changing no bit",
+    "[fit][mirrored][keras][buckets]") {
+  // The blobs as named columns ("x", and "label" as class ids), for a Keras model of
+  // x [8] -> Dense 64 relu -> Dense 64 relu -> Dense 4 (seeded initializers: both runs
+  // start from the same weights).
+  Registry reg;
+  reg.add_dataset("blobs_columns", [](const core::InputContext& ctx) {
+    auto ds = core::from_vector(test::blobs(512, 1))
+                  .shard(ctx.num_input_pipelines, ctx.input_pipeline_id);
+    return core::to_batches(ds, 32, /*drop_remainder=*/true).map([](const core::Batch& b) {
+      core::Batch out;
+      const int64_t n = b.features.shape()[0], d = b.features.shape()[1];
+      out.columns.push_back({"x",
+                             core::ColumnKind::floats,
+                             core::Shape{n, d},
+                             std::vector<float>(b.features.data(), b.features.data() + n * d),
+                             {},
+                             {}});
+      out.columns.push_back({"label",
+                             core::ColumnKind::ints,
+                             core::Shape{n},
+                             {},
+                             std::vector<int64_t>(b.classes.begin(), b.classes.end()),
+                             {}});
+      return out;
+    });
+  });
+  auto dense = [](const char* name, int units, const char* activation, int seed) {
+    return std::string(R"({"class_name": "Dense", "config": {"name": ")") + name +
+           R"(", "units": )" + std::to_string(units) + R"(, "activation": ")" + activation +
+           R"(", "kernel_initializer": {"class_name": "GlorotUniform", "config": {"seed": )" +
+           std::to_string(seed) + "}}}}";
+  };
+  test::TempDir dir;
+  std::ofstream(dir.file("mlp.json"))
+      << R"({"class_name": "Sequential", "config": {"name": "mlp", "layers": [)"
+      << R"({"class_name": "InputLayer", "config": {"batch_shape": [null, 8], "name": "x"}}, )"
+      << dense("h1", 64, "relu", 1) << ", " << dense("h2", 64, "relu", 2) << ", "
+      << dense("out", 4, "linear", 3) << "]}}";
+  auto source = read_keras_source(dir.file("mlp.json"));
+  REQUIRE(source.ok());
+  ModelSpec spec;
+  spec.keras = *source;
+  spec.keras_options.compile_json =
+      R"({"optimizer": {"class_name": "SGD", "config": {"learning_rate": 0.1}},
+          "loss": {"class_name": "SparseCategoricalCrossentropy", "config": {"from_logits": true}},
+          "metrics": ["accuracy"]})";
+  FitOptions o;
+  o.epochs = 2;  // 8 steps an epoch: each shard's 256 examples in batches of 32
+  auto run = [&](size_t bytes_per_pack) {
+    MirroredOptions mo;
+    mo.bytes_per_pack = bytes_per_pack;
+    return run_replicas(
+        2, spec, reg, "blobs_columns", o, [](int) { return Callbacks{}; }, mo);
+  };
+  // h2's kernel alone is 16 KiB: with 8 KiB packs the output layer's gradients and h2's go
+  // to the engine's thread while h1's backward runs; with 1 GiB, all after the pass.
+  const auto during = run(8 << 10), after = run(size_t{1} << 30);
+  for (const auto* runs : {&during, &after})
+    for (const auto& r : *runs) {
+      INFO((r.history ? "" : r.history.error().to_string()));
+      REQUIRE(r.history.ok());
+      CHECK(r.history->steps == 16);
+    }
+  CHECK(during[0].weights == during[1].weights);
+  CHECK(during[0].weights == after[0].weights);
+  // A bucket a step, and one in each epoch's last attempt, where the shards have ended: a
+  // replica without a batch marks its zeros in the same order.
+  CHECK(during[0].history->mirrored.collectives_submitted == 16 + 2);
+  CHECK(after[0].history->mirrored.collectives_submitted == 0);
+  CHECK(during[0].history->epochs[1].at("loss") < during[0].history->epochs[0].at("loss"));
 }

@@ -110,6 +110,70 @@ TEST_CASE("A shared layer and a tensor used twice sum their gradients", "[graph]
   check_gradients(c);
 }
 
+TEST_CASE(
+    "backward reports each trained weight's gradient as soon as it is final, once, in "
+    "gradient_order()",
+    "[graph]") {
+  // y1 = S(a), y2 = S(b) with one Dense S (two calls), z = E(y1), f = F(b) with F frozen,
+  // and BatchNormalization n = N(z): its moving statistics get no gradient.
+  Graph g;
+  const int a = g.add_input("a", {ColumnKind::floats, {3}});
+  const int b = g.add_input("b", {ColumnKind::floats, {3}});
+  auto shared = make("Dense", R"({"name": "s", "units": 2})");
+  auto y1 = g.call(shared, {a});
+  auto f = g.call(make("Dense", R"({"name": "f", "units": 2, "trainable": false})"), {b});
+  auto y2 = g.call(shared, {b});
+  REQUIRE((y1.ok() && f.ok() && y2.ok()));
+  auto z = g.call(make("Dense", R"({"name": "e", "units": 2})"), {(*y1)[0]});
+  REQUIRE(z.ok());
+  auto n = g.call(make("BatchNormalization", R"({"name": "n"})"), {(*z)[0]});
+  REQUIRE(n.ok());
+  REQUIRE(g.set_outputs({(*n)[0], (*y2)[0], (*f)[0]}, {"n", "y2", "f"}).ok());
+  Batch batch = one_column("a", Shape{4, 3}, {1, 2, 3, -1, 0, 2, 0.5f, 1, -2, 3, 1, 0});
+  batch.columns.push_back(
+      one_column("b", Shape{4, 3}, {2, 1, 0, 1, -1, 3, 0, 2, 1, -2, 1, 1}).columns[0]);
+  REQUIRE(g.feed(batch).ok());
+  REQUIRE(g.forward(/*training=*/true).ok());
+  std::vector<Tensor> dys;
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    Tensor dy(Shape{4, 2});
+    for (int64_t j = 0; j < dy.size(); ++j)
+      dy[j] = 0.25f * static_cast<float>(j % 5) - 0.4f + 0.1f * static_cast<float>(i);
+    dys.push_back(dy);
+  }
+  std::vector<size_t> reported;
+  std::vector<Tensor> at_report;
+  g.backward({dys[0], dys[1], dys[2]}, [&](size_t w) {
+    reported.push_back(w);
+    at_report.push_back(Tensor::from_view(g.gradient(w)));  // what a bucket would send now
+  });
+  std::vector<std::string> paths;
+  for (size_t w : reported)
+    paths.push_back(g.weights()[w].path);
+  // e's weights before s's: s's first call (on a) is the last the reverse pass reaches.
+  CHECK(paths ==
+        std::vector<std::string>{"n/gamma", "n/beta", "e/kernel", "e/bias", "s/kernel", "s/bias"});
+  CHECK(reported == g.gradient_order());
+  for (size_t i = 0; i < reported.size(); ++i) {
+    INFO(paths[i]);
+    const Tensor& final_grad = g.gradient(reported[i]);
+    REQUIRE(final_grad.size() == at_report[i].size());
+    for (int64_t j = 0; j < final_grad.size(); ++j)
+      CHECK(at_report[i][j] == final_grad[j]);
+  }
+  // The same order in the next step, and a backward pass without the hook computes the
+  // same gradients.
+  std::vector<size_t> again;
+  REQUIRE(g.forward(true).ok());
+  g.backward({dys[0], dys[1], dys[2]}, [&](size_t w) { again.push_back(w); });
+  CHECK(again == reported);
+  REQUIRE(g.forward(true).ok());
+  g.backward({dys[0], dys[1], dys[2]});
+  for (size_t i = 0; i < reported.size(); ++i)
+    for (int64_t j = 0; j < at_report[i].size(); ++j)
+      CHECK(g.gradient(reported[i])[j] == at_report[i][j]);
+}
+
 TEST_CASE("A shared layer called on another width is an error naming it", "[graph]") {
   Graph g;
   const int a = g.add_input("a", {ColumnKind::floats, {3}});
