@@ -24,6 +24,7 @@
 #include "bench_stats.hpp"
 #include "classifier_batch.hpp"
 #include "core/json_text.hpp"
+#include "core/keras/classifier_graph.hpp"
 #include "core/keras/ctr_graph.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/losses.hpp"
@@ -227,7 +228,7 @@ json dense_bench(Cublas& cb, int64_t n, int64_t in, int64_t out, tc::Precision p
 
 json classifier_step(const std::string& name, int batch, tc::Precision p, int runs,
                      double seconds) {
-  auto model = tc::make_model(name, 1).value();
+  auto model = tc::keras::make_classifier(name, 1).value();  // as fmnist_local trains it
   (void)model->to(gpu0, p);
   auto opt = tc::make_optimizer(name == "mlp" ? "sgd" : "rmsprop", 0.01f).value();
   tc::ClassifierTrainer trainer(*model, *opt);

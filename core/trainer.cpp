@@ -4,7 +4,7 @@
 
 namespace troupe::core {
 
-ClassifierTrainer::ClassifierTrainer(Sequential& model, Optimizer& optimizer,
+ClassifierTrainer::ClassifierTrainer(Classifier& model, Optimizer& optimizer,
                                      LossScaleOptions loss_scale)
     : model_(model),
       optimizer_(optimizer),
@@ -13,12 +13,6 @@ ClassifierTrainer::ClassifierTrainer(Sequential& model, Optimizer& optimizer,
       loss_scale_(loss_scale) {
   for (auto& p : params_)
     slots_.push_back(optimizer_.make_slots(p.value->shape(), p.value->device()));
-  size_t first = 0;
-  for (size_t i = 0; i < model_.size(); ++i) {
-    first_param_.push_back(first);
-    first += model_.layer(i).parameters().size();
-  }
-  first_param_.push_back(first);
 }
 
 Expected<float> ClassifierTrainer::train_step(ConstTensorView x, const int32_t* labels) {
@@ -58,14 +52,7 @@ Expected<float> ClassifierTrainer::compute_gradients(
   auto loss = loss_.forward(logits, labels);
   if (!loss) return loss;
   if (auto st = device_status(*loss); !st) return st.error();
-  if (!gradient_done) {
-    model_.backward(loss_.backward());
-    return loss;
-  }
-  model_.backward(loss_.backward(), [&](size_t layer) {
-    for (size_t i = first_param_[layer + 1]; i-- > first_param_[layer];)
-      gradient_done(i);
-  });
+  model_.backward_parameters(loss_.backward(), gradient_done);
   return loss;
 }
 

@@ -1,6 +1,7 @@
 // Fashion-MNIST in one process: the MLP 784-128-10 (SGD) or the multi-worker tutorial's CNN
-// (RMSprop), trained for a few epochs and evaluated on the 10k test images. The last line
-// of output is one JSON object with the results.
+// (RMSprop), each as its Keras form's layer graph (core/keras/classifier_graph.hpp),
+// trained for a few epochs and evaluated on the 10k test images. The last line of output
+// is one JSON object with the results.
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -14,6 +15,7 @@
 #include "core/data/dataset.hpp"
 #include "core/data/idx.hpp"
 #include "core/json_text.hpp"
+#include "core/keras/classifier_graph.hpp"
 #include "core/trainer.hpp"
 #include "device_flags.hpp"
 #include "examples/command_line.hpp"
@@ -94,7 +96,7 @@ int main(int argc, char** argv) {
   if (!test) return fail(test.error());
   const double load_s = seconds_since(t_start);
 
-  auto model = tc::make_model(model_name, seed);
+  auto model = tc::keras::make_classifier(model_name, seed);  // its Keras form's graph
   if (!model) return fail(model.error());
   if (auto st = (*model)->to(choice->device, choice->precision); !st) return fail(st.error());
   auto optimizer = tc::make_optimizer(optimizer_name, lr);

@@ -2,7 +2,8 @@
 //
 //   build/bin/troupe launch --workers 2 -- build/bin/fmnist_mirrored
 //
-// Every worker holds a replica of the MLP 784-128-10 (--model: cnn, deep_mlp), takes its
+// Every worker holds a replica of the MLP 784-128-10 (--model: cnn, deep_mlp; each as its
+// Keras form's layer graph, core/keras/classifier_graph.hpp), takes its
 // shard of each global batch (128 by default: 64 per worker with two), and all-reduces the
 // gradients every step over the ring, bucket by bucket as the backward pass finishes them
 // (the late layers' while the earlier ones compute; --no-overlap: all after it); SGD lr
@@ -22,6 +23,7 @@
 
 #include "core/checkpoint/checkpoint_manager.hpp"
 #include "core/json_text.hpp"
+#include "core/keras/classifier_graph.hpp"
 #include "core/trainer.hpp"
 #include "device_flags.hpp"
 #include "examples/command_line.hpp"
@@ -133,7 +135,7 @@ int main(int argc, char** argv) {
 
   // Every replica starts from the same values: built with the same seed, then the chief's
   // broadcast (mirror) makes sure of it.
-  auto model = core::make_model(model_name, seed);
+  auto model = core::keras::make_classifier(model_name, seed);  // its Keras form's graph
   if (!model) return fail(model.error());
   if (auto st = (*model)->to(choice->device, choice->precision); !st) return fail(st.error());
   auto optimizer = core::make_optimizer("sgd", lr);

@@ -289,6 +289,32 @@ Status Graph::feed(const Batch& batch) {
   return collect_tables();
 }
 
+Status Graph::feed(ConstTensorView x) {
+  if (!planned_) plan_backward();
+  const bool host = std::any_of(nodes_.begin(), nodes_.end(), [](const Node& n) { return n.host; });
+  if (inputs_.size() != 1 || inputs_[0].spec.kind != ColumnKind::floats || !tables_.empty() || host)
+    return make_error(Errc::internal,
+                      "a batch given as one tensor to a graph of several inputs, tables or host "
+                      "layers");
+  const Input& in = inputs_[0];
+  const int64_t n = x.shape().rank() == 0 ? 0 : x.shape()[0];
+  const Shape shape = in.spec.with_batch(n);
+  if (x.size() != shape.num_elements())
+    return make_error(Errc::invalid_argument, "input '" + in.name + "': the data gives " +
+                                                  x.shape().to_string() + ", the model takes " +
+                                                  in.spec.to_string() + " per example");
+  forwarded_ = false;
+  batch_ = n;
+  values_.assign(specs_.size(), Ref{});
+  fed_.resize(2);
+  Ref r;
+  r.kind = ColumnKind::floats;
+  r.shape = shape;
+  r.tensor = on(device_, x.reshaped(shape), fed_[1]);
+  values_[static_cast<size_t>(in.tensor)] = r;
+  return {};
+}
+
 Status Graph::collect_tables() {
   // Every call's ids, then each table's unique ones and each call's index into them. The
   // buffers are kept from step to step: on the CPU a step allocates nothing here once warm

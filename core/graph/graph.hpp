@@ -98,6 +98,11 @@ class Graph {
   /// kind or per-example shape, is an error naming it and what the batch has), copies the
   /// float ones to the device, runs the host layers, and collects each table's ids.
   Status feed(const Batch& batch);
+  /// For a graph of one float input and no host layers or tables (a classifier): `x`
+  /// [batch, ...] as that input, used in place where it is on the graph's device (copied
+  /// there otherwise; it must stay valid until backward()). Another number of values per
+  /// example is an error naming the input; another kind of graph an internal error.
+  Status feed(ConstTensorView x);
   /// After feed(): one per embedding table the graph reads, in weights() order.
   std::vector<TableUse>& tables() { return tables_; }
   int64_t batch_size() const { return batch_; }

@@ -337,9 +337,16 @@ Expected<json> classifier_model_config(const ClassifierForm& form, const std::st
                       "a built-in MLP has a Keras form over 28x28 images only (its first width "
                       "784)");
   Functional f;
-  f.input("image", {28, 28}, "float32");
-  f.call("Rescaling", "rescaling", {{"scale", 1.0 / 255.0}, {"offset", 0.0}}, {"image"}, {28, 28});
-  std::string x = "rescaling";
+  std::string x;
+  if (form.features) {  // as the programs read them: [784], scaled
+    f.input("features", {28 * 28}, "float32");
+    x = "features";
+  } else {
+    f.input("image", {28, 28}, "float32");
+    f.call("Rescaling", "rescaling", {{"scale", 1.0 / 255.0}, {"offset", 0.0}}, {"image"},
+           {28, 28});
+    x = "rescaling";
+  }
   uint64_t seed = form.seed;
   std::vector<int64_t> widths = form.widths;
   if (form.cnn) {
@@ -360,8 +367,10 @@ Expected<json> classifier_model_config(const ClassifierForm& form, const std::st
     x = "conv2d";
     widths = {26 * 26 * 32, 128, 10};
   }
-  f.call("Flatten", "flatten", {{"data_format", "channels_last"}}, {x}, {widths.front()});
-  x = "flatten";
+  if (!form.features || form.cnn) {
+    f.call("Flatten", "flatten", {{"data_format", "channels_last"}}, {x}, {widths.front()});
+    x = "flatten";
+  }
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
     const std::string name = "dense_" + std::to_string(i);
     f.call("Dense", name, dense(widths[i + 1], i + 2 < widths.size() ? "relu" : "linear", seed + i),

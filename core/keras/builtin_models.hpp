@@ -79,6 +79,10 @@ struct ClassifierForm {
   bool cnn = false;
   std::vector<int64_t> widths = {784, 128, 10};  // an MLP's
   uint64_t seed = 1;
+  /// The input as the programs read Fashion-MNIST (core::load_fashion_mnist): `features`
+  /// [784], the pixels already scaled to [0, 1], so no Rescaling (and, for the MLP, no
+  /// Flatten) in front; what ClassifierGraph trains. Off: a file's form, below.
+  bool features = false;
 };
 
 /// A classifier's Keras form: input `image` [28, 28] (the pixels, as `troupe train --format

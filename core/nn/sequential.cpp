@@ -16,6 +16,7 @@ void Sequential::add(std::unique_ptr<Layer> layer) {
     const Status moved = layer->to(device_, precision_);
     TROUPE_ASSERT(moved.ok(), "a layer added to a model on a device no backend serves");
   }
+  first_param_.push_back(first_param_.back() + layer->parameters().size());
   layers_.push_back(std::move(layer));
 }
 
@@ -50,6 +51,18 @@ ConstTensorView Sequential::backward(ConstTensorView dy,
     if (layer_done) layer_done(i);
   }
   return dy;
+}
+
+void Sequential::backward_parameters(ConstTensorView dy,
+                                     const std::function<void(size_t)>& gradient_done) {
+  if (!gradient_done) {
+    backward(dy);
+    return;
+  }
+  backward(dy, [&](size_t layer) {
+    for (size_t p = first_param_[layer + 1]; p-- > first_param_[layer];)
+      gradient_done(p);
+  });
 }
 
 std::vector<Parameter> Sequential::parameters() {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/expected.hpp"
+#include "core/nn/classifier.hpp"
 #include "core/nn/layer.hpp"
 
 namespace troupe::core {
@@ -16,7 +17,7 @@ namespace troupe::core {
 ///
 ///   auto model = make_mlp({784, 128, 10}, /*seed=*/1);
 ///   auto logits = model->forward(batch.features);
-class Sequential {
+class Sequential final : public Classifier {
  public:
   Sequential() = default;
   Sequential(const Sequential&) = delete;
@@ -31,9 +32,9 @@ class Sequential {
   }
   void add(std::unique_ptr<Layer> layer);
 
-  ConstTensorView forward(ConstTensorView x);
+  ConstTensorView forward(ConstTensorView x) override;
   /// The first layer's check of an input shape (the others follow from it).
-  Status check_input(const Shape& shape) const;
+  Status check_input(const Shape& shape) const override;
   /// Back-propagates dy (the gradient of the loss with respect to the output of the last
   /// forward) and leaves each parameter's gradient in Parameter::grad. Returns the gradient
   /// with respect to the input (empty unless the first layer's input_grad() is on).
@@ -42,8 +43,12 @@ class Sequential {
   /// final (last layer first): a data-parallel step starts reducing them while the earlier
   /// layers' are computed.
   ConstTensorView backward(ConstTensorView dy, const std::function<void(size_t)>& layer_done);
+  /// Classifier's: the layers' parameters reported last layer first, each layer's last
+  /// parameter first.
+  void backward_parameters(ConstTensorView dy,
+                           const std::function<void(size_t)>& gradient_done) override;
   /// Every parameter, in layer order; stable for the model's lifetime.
-  std::vector<Parameter> parameters();
+  std::vector<Parameter> parameters() override;
   int64_t num_parameters();
 
   size_t size() const { return layers_.size(); }
@@ -51,12 +56,13 @@ class Sequential {
 
   /// Moves every layer to `device`, computing there in `precision` (Layer::to). A device
   /// no backend serves is an error naming it, and nothing moves.
-  Status to(Device device, Precision precision = Precision::float32);
-  Device device() const { return device_; }
-  Precision precision() const { return precision_; }
+  Status to(Device device, Precision precision = Precision::float32) override;
+  Device device() const override { return device_; }
+  Precision precision() const override { return precision_; }
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<size_t> first_param_{0};  // layer i's first parameter; then the count
   Device device_;
   Precision precision_ = Precision::float32;
 };

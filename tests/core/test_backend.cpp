@@ -13,6 +13,7 @@
 #include "core/keras/ctr_graph.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/dense.hpp"
+#include "core/nn/sequential.hpp"
 #include "core/trainer.hpp"
 #include "ctr_batch.hpp"
 #include "fake_device.hpp"

@@ -13,6 +13,7 @@
 
 #include "core/graph/keras_model.hpp"
 #include "core/keras/builtin_models.hpp"
+#include "core/keras/classifier_graph.hpp"
 #include "core/keras/ctr_graph.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/sequential.hpp"
@@ -337,4 +338,56 @@ TEST_CASE(
   auto refused = keras::classifier_model_config(narrow);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().message.find("784") != std::string::npos);
+}
+
+TEST_CASE(
+    "ClassifierGraph trains the built-in classifiers as their graph from the hand-wired "
+    "model's initial values: the same logits and gradients, each reported final once",
+    "[keras][classifier]") {
+  for (const char* name : {"mlp", "cnn"}) {
+    INFO(name);
+    auto model = keras::make_classifier(name, 4);
+    INFO((model ? std::string() : model.error().message));
+    REQUIRE(model.ok());
+    Classifier& graph = **model;
+    auto hand = make_model(name, 4).value();
+    auto gp = graph.parameters(), hp = hand->parameters();
+    REQUIRE(gp.size() == hp.size());
+    for (size_t i = 0; i < gp.size(); ++i) {  // the same values under the same names
+      INFO(gp[i].name);
+      CHECK(gp[i].name == hp[i].name);
+      REQUIRE(gp[i].value->shape() == hp[i].value->shape());
+      CHECK(std::equal(gp[i].value->data(), gp[i].value->data() + gp[i].value->size(),
+                       hp[i].value->data()));
+    }
+    // Gradients exist before the first backward pass (a mirrored step gives their
+    // addresses to its all-reduce first) and stay where they are.
+    std::vector<const float*> grad_at;
+    for (auto& p : gp) {
+      REQUIRE(p.grad->shape() == p.value->shape());
+      grad_at.push_back(p.grad->data());
+    }
+    const Tensor x = troupe::test::random_tensor(Shape{5, 784}, 3, 0.0f, 1.0f);
+    REQUIRE(graph.check_input(x.shape()).ok());
+    check_close(graph.forward(x), hand->forward(x), "logits");
+    const Tensor dy = troupe::test::random_tensor(Shape{5, 10}, 8);
+    hand->backward(dy);
+    std::vector<int> reports(gp.size(), 0);
+    std::vector<Tensor> at_report(gp.size());
+    graph.backward_parameters(dy, [&](size_t i) {
+      ++reports[i];
+      at_report[i] = *gp[i].grad;  // what a bucket would send now
+    });
+    for (size_t i = 0; i < gp.size(); ++i) {
+      INFO(gp[i].name);
+      CHECK(reports[i] == 1);
+      CHECK(gp[i].grad->data() == grad_at[i]);
+      check_close(*gp[i].grad, *hp[i].grad, gp[i].name);
+      check_close(at_report[i], *gp[i].grad, gp[i].name + " when reported");
+    }
+    auto wrong = graph.check_input(Shape{5, 783});
+    REQUIRE_FALSE(wrong.ok());
+    CHECK(wrong.error().message.find("784") != std::string::npos);
+  }
+  CHECK_FALSE(keras::make_classifier("resnet", 1).ok());
 }

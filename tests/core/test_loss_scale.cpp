@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/loss_scale.hpp"
+#include "core/nn/sequential.hpp"
 #include "core/trainer.hpp"
 #include "helpers.hpp"
 

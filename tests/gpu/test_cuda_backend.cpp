@@ -24,6 +24,7 @@
 #include "core/keras/ctr_graph.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/dense.hpp"
+#include "core/nn/sequential.hpp"
 #include "core/trainer.hpp"
 #include "gpu/cuda.hpp"
 #include "gpu/cuda_devices.hpp"
