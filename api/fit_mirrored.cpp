@@ -146,8 +146,8 @@ class MirroredRunner final : public Runner {
             const bool stepped = batch && *batch && mine;
             if (!stepped) {
               // Nothing to add: zero gradients, and the others learn why. (Gradients already
-              // marked are on their way: a step that failed after its backward pass fails on
-              // every replica, and nothing of it is applied.)
+              // marked are on their way, a non-finite loss's among them: this replica's
+              // failure flag fails the step on every replica, and nothing of it is applied.)
               for (size_t i = 0; i < st.replica.params.size(); ++i) {
                 auto& p = st.replica.params[i];
                 if (!marked_[i] && p.grad->shape() == p.value->shape())  // a table's: none

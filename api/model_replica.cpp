@@ -110,19 +110,7 @@ core::Expected<BatchStats> run_batch(Replica& r, const core::Batch& batch, bool 
     return make_error(Errc::invalid_argument, "loss is not finite (" + std::to_string(*loss) + ")");
   core::Accuracy accuracy;
   accuracy.update(logits, r.loss.labels());
-  if (backward && gradient_done) {
-    // Layer i's parameters follow the layers before it's in params; each layer's are
-    // reported last first, as the layers are.
-    size_t end = r.params.size();
-    r.layers->backward(r.loss.backward(), [&](size_t layer) {
-      const size_t count = r.layers->layer(layer).parameters().size();
-      for (size_t i = 0; i < count; ++i)
-        gradient_done(end - 1 - i);
-      end -= count;
-    });
-  } else if (backward) {
-    r.layers->backward(r.loss.backward());
-  }
+  if (backward) r.layers->backward_parameters(r.loss.backward(), gradient_done);
   const auto n = batch.size();
   return BatchStats{static_cast<double>(*loss) * static_cast<double>(n), accuracy.correct(), n, 1};
 }

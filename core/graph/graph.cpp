@@ -297,6 +297,9 @@ Status Graph::feed(ConstTensorView x) {
                       "a batch given as one tensor to a graph of several inputs, tables or host "
                       "layers");
   const Input& in = inputs_[0];
+  if (x.dtype() != DType::float32)
+    return make_error(Errc::invalid_argument,
+                      "input '" + in.name + "' takes float32 values, the data gives another type");
   const int64_t n = x.shape().rank() == 0 ? 0 : x.shape()[0];
   const Shape shape = in.spec.with_batch(n);
   if (x.size() != shape.num_elements())
@@ -532,7 +535,8 @@ void Graph::backward(const std::vector<ConstTensorView>& doutputs,
     const Shape s = t != npos ? Shape{static_cast<int64_t>(tables_[t].ids.size()),
                                       wt.shape[wt.shape.rank() - 1]}
                               : wt.shape;
-    g = Tensor(s, DType::float32, device_);
+    if (g.device() != device_ || g.shape() != s) g = Tensor(s, DType::float32, device_);
+    be.fill(g, 0.0f);  // in place: a caller may hold its address (gradient())
     if (weight_done) weight_done(w);
   }
 }

@@ -45,18 +45,18 @@ namespace troupe::core::keras {
 /// The model's config.json object (module, class_name, config, compile_config) over a
 /// table of `rows` rows: its loss, AUC and accuracy from logits, and the optimizer
 /// `optimizer` (core::make_optimizer's names, Keras's defaults besides the rate; "" for
-/// Keras's compile() default, RMSprop at 0.001). Initializers as the hand-wired model's:
+/// Keras's compile() default, RMSprop at 0.001). Initializers as the programs' variables':
 /// the tables uniform in [-0.05, 0.05], kernels Glorot-uniform, biases zero.
 /// With `weighted`, a third input `values` [fields] (float32) scales each id's rows before
 /// anything uses them (Reshape to [fields, 1], then Multiply with each Embedding's output),
-/// as the hand-wired model scales them by the batch's values. No program writes the weighted
+/// as the models' formulas scale them by the batch's values. No program writes the weighted
 /// form to a file yet (graph_tests check it against the formulas in Troupe's graph; Keras has
 /// not loaded one).
 nlohmann::json ctr_model_config(const CtrModelConfig& config, int64_t rows,
                                 const std::string& optimizer = "", float learning_rate = 0.0f,
                                 bool weighted = false);
 
-/// The graph weight of the Keras form that holds the hand-wired model's parameter
+/// The graph weight of the Keras form that holds the programs' variable
 /// `parameter` (ctr_dense_variables()'s names: "dense_w" is "dense_linear/kernel", "bias"
 /// "dense_linear/bias", "dnn/dense_N/kernel" "dnn_N/kernel" and the last one's
 /// "dnn_out/kernel"); "" for the bias of a model without dense features (it has no weight
@@ -64,8 +64,8 @@ nlohmann::json ctr_model_config(const CtrModelConfig& config, int64_t rows,
 /// "linear/embeddings", its columns 1..dim "embedding/embeddings".
 std::string ctr_graph_path(const CtrModelConfig& config, const std::string& parameter);
 
-/// The Keras form's weights (by graph weight path, "dnn_0/kernel") holding a hand-wired
-/// model's values: `dense` its parameters by ctr_dense_variables()'s names, `rows` its
+/// The Keras form's weights (by graph weight path, "dnn_0/kernel") holding the programs'
+/// variables' values: `dense` its parameters by ctr_dense_variables()'s names, `rows` its
 /// table [rows, row_width]. A missing parameter or a shape that differs is an
 /// invalid_argument error naming it; so is the `weighted` form of LR or FM without dense
 /// features (the bias spread over the linear table's rows would be scaled by the values).
@@ -86,18 +86,18 @@ struct ClassifierForm {
 };
 
 /// A classifier's Keras form: input `image` [28, 28] (the pixels, as `troupe train --format
-/// idx` reads them) -> Rescaling(1/255) (what Troupe's IDX reader did for the hand-wired
-/// model) -> the MLP's Flatten and Dense layers `dense_0`.. (relu but the last), or the
-/// CNN's Reshape(28, 28, 1), `conv2d` Conv2D(32, 3, relu), Flatten, `dense_0` Dense(128,
-/// relu), `dense_1` Dense(10); the logits out, compiled with sparse categorical
+/// idx` reads them) -> Rescaling(1/255) (what Troupe's IDX reader does for the programs;
+/// ClassifierForm::features drops it) -> the MLP's Flatten and Dense layers `dense_0`.. (relu but
+/// the last), or the CNN's Reshape(28, 28, 1), `conv2d` Conv2D(32, 3, relu), Flatten, `dense_0`
+/// Dense(128, relu), `dense_1` Dense(10); the logits out, compiled with sparse categorical
 /// cross-entropy from logits, accuracy and `optimizer` (as ctr_model_config's). Its graph
-/// weight paths are the hand-wired parameters' names ("dense_0/kernel", "conv2d/bias"). An
+/// weight paths are the Sequential parameters' names ("dense_0/kernel", "conv2d/bias"). An
 /// MLP whose input is not 784 wide is an invalid_argument error.
 Expected<nlohmann::json> classifier_model_config(const ClassifierForm& form,
                                                  const std::string& optimizer = "",
                                                  float learning_rate = 0.0f);
 
-/// Writes a classifier with the hand-wired values `weights` (by parameter name: what
+/// Writes a classifier with the values `weights` (by parameter name: what
 /// troupe::Model::read_weights() and its checkpoints hold) as a .keras file, atomically. A
 /// missing parameter or a shape that differs is an invalid_argument error naming it.
 Status write_classifier_keras(const std::string& path, const ClassifierForm& form,

@@ -30,6 +30,8 @@ class ClassifierGraph final : public Classifier {
   static Expected<std::unique_ptr<ClassifierGraph>> make(ClassifierForm form);
 
   Status check_input(const Shape& shape) const override;
+  /// In training mode, as Sequential's: the built-in classifiers have no layer that
+  /// computes otherwise out of training (Dropout, BatchNormalization).
   ConstTensorView forward(ConstTensorView x) override;
   void backward_parameters(ConstTensorView dy,
                            const std::function<void(size_t)>& gradient_done) override;

@@ -388,6 +388,9 @@ TEST_CASE(
     auto wrong = graph.check_input(Shape{5, 783});
     REQUIRE_FALSE(wrong.ok());
     CHECK(wrong.error().message.find("784") != std::string::npos);
+    auto ints = (*model)->graph().feed(Tensor(Shape{2, 784}, DType::int32, Device::cpu()));
+    REQUIRE_FALSE(ints.ok());
+    CHECK(ints.error().message.find("float32") != std::string::npos);
   }
   CHECK_FALSE(keras::make_classifier("resnet", 1).ok());
 }
