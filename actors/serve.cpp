@@ -270,10 +270,11 @@ core::Status serve(const net::ClusterResolver& resolver, const Registry& registr
   // The gate outlives the actor system. A task told to shut down acknowledges, and its
   // process exits right after: CAF, stopping, writes what it still holds (that reply among
   // it) and closes its connections; the gate relays it all until each one ends. Stopped
-  // before, it would cut the reply off, and the chief would wait out its timeout.
+  // before, it would cut the reply off, and the chief would wait out its timeout. A loaded
+  // machine stops CAF slowly: up to 5 s (connections that end sooner end the wait).
   std::unique_ptr<net::CafGate> gate;
   auto status = serve_task(resolver, registry, options, on_ready, gate);
-  if (gate) gate->drain(std::chrono::seconds(2));
+  if (gate) gate->drain(std::chrono::seconds(5));
   return status;
 }
 

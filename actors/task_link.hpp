@@ -29,7 +29,9 @@ void reach_task(caf::event_based_actor* self, const Endpoint& at, std::chrono::m
                 std::function<void(caf::actor)> on_actor, std::function<void()> on_fail);
 
 /// How long a shutdown waits for each step: reaching a task afresh, then its acknowledgement.
-inline constexpr std::chrono::seconds shutdown_ack_timeout{3};
+/// 3 s was too short for a task whose machine is loaded (under the sanitizers in CI, a
+/// worker that had answered every step went unacknowledged).
+inline constexpr std::chrono::seconds shutdown_ack_timeout{6};
 /// The longest shut_down_task takes: an ask on the live handle, then reaching the task
 /// afresh and asking again.
 inline constexpr std::chrono::seconds shutdown_bound{3 * shutdown_ack_timeout};
