@@ -99,7 +99,7 @@ core::Status Model::State::place() {
 const ModelSpec& Model::spec() const {
   return s_->spec;
 }
-core::Sequential& Model::layers() {
+core::Classifier& Model::layers() {
   TROUPE_ASSERT(s_->replica.layers != nullptr, "layers() of a CTR model (see ctr())");
   return *s_->replica.layers;
 }

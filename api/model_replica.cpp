@@ -55,11 +55,8 @@ std::vector<core::Initializer> initializers(const ModelSpec& spec,
 
 std::vector<size_t> gradient_order(Replica& r) {
   if (r.graph) return r.graph->graph().gradient_order();
-  std::vector<size_t> order;
-  if (r.layers)
-    for (size_t i = r.params.size(); i-- > 0;)
-      order.push_back(i);
-  return order;
+  if (r.layers) return r.layers->gradient_order();
+  return {};
 }
 
 core::Expected<BatchStats> run_batch(Replica& r, const core::Batch& batch, bool backward,
@@ -172,7 +169,12 @@ Replica::Replica(const ModelSpec& s, bool with_table) {
     table_index = static_cast<int>(params.size());
     params.push_back({ctr_table, &table, &table_grad});
   } else {
-    layers = s.build();
+    layers = s.build ? s.build() : nullptr;
+    if (!layers) {
+      status = core::make_error(core::Errc::invalid_argument,
+                                "model '" + s.name + "': ModelSpec::build gave no classifier");
+      return;
+    }
     params = layers->parameters();
   }
   for (const auto& p : params)
@@ -217,6 +219,7 @@ std::vector<std::string> Replica::dense_names() const {
 }
 
 core::Status Replica::place(const ModelSpec& spec) {
+  if (!status) return status;  // the model could not be made: every step says why
   if (placed) return {};
   auto d = select_device(spec.device);
   if (!d) return d.error();

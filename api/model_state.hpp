@@ -28,7 +28,7 @@ namespace detail {
 /// attached to a ParameterServerStrategy, leave it empty and read the rows each batch
 /// needs from the PS tasks.
 struct Replica {
-  std::unique_ptr<core::Sequential> layers;    // classifiers
+  std::unique_ptr<core::Classifier> layers;    // classifiers
   std::unique_ptr<core::keras::CtrGraph> ctr;  // CTR models, as their Keras form's graph
   /// Keras models: the graph, its weights as params (tables included: a table's gradient
   /// is its rows' in graph->tables(), and it is held only where this process computes on
@@ -70,7 +70,8 @@ struct Replica {
   /// values the PS tasks start from); false where it may not be held (a worker's replica).
   bool hold_table();
   /// Moves the layers to the spec's device (troupe::select_device: a worker's GPU by its
-  /// local rank) and precision, once; an error names the device and what was seen.
+  /// local rank) and precision, once; an error names the device and what was seen (or,
+  /// when the model could not be made, why: `status`).
   core::Status place(const ModelSpec& spec);
   /// Sets every parameter (in order); a shape that differs is an error naming it.
   core::Status assign(std::vector<core::Tensor> values);
@@ -98,7 +99,7 @@ struct Replica {
 core::Expected<BatchStats> run_batch(Replica& replica, const core::Batch& batch, bool backward,
                                      const std::function<void(size_t)>& gradient_done = {});
 /// The order run_batch reports gradients final in (the same every step): a Keras model's
-/// Graph::gradient_order(), a classifier's parameters from the last to the first.
+/// Graph::gradient_order(), a classifier's Classifier::gradient_order().
 std::vector<size_t> gradient_order(Replica& replica);
 /// Feeds a batch to the CTR model (an error names what does not fit): replica.ids() are
 /// then its unique ids, ascending.

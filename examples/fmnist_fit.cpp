@@ -23,6 +23,7 @@
 #include "core/data/idx.hpp"
 #include "core/json_text.hpp"
 #include "core/keras/builtin_models.hpp"
+#include "core/keras/classifier_graph.hpp"
 #include "device_flags.hpp"
 #include "examples/command_line.hpp"
 #include "fmnist_data.hpp"
@@ -64,7 +65,8 @@ const tc::keras::ClassifierForm kForm{false, {784, 128, 10}, 1};
 troupe::ModelSpec model_spec(const Settings& s) {
   troupe::ModelSpec m;
   m.name = "fmnist_mlp";
-  m.build = [] { return tc::make_mlp(kForm.widths, kForm.seed); };
+  // The MLP as its Keras form's layer graph (the form --export writes).
+  m.build = [] { return tc::keras::ClassifierGraph::make(kForm).value(); };
   m.optimizer = s.optimizer;
   m.learning_rate = s.lr;
   m.seed = s.seed;

@@ -17,6 +17,7 @@
 
 #include "core/data/idx.hpp"
 #include "core/json_text.hpp"
+#include "core/keras/classifier_graph.hpp"
 #include "core/trainer.hpp"
 #include "device_flags.hpp"
 #include "examples/command_line.hpp"
@@ -45,9 +46,10 @@ struct Settings {
   troupe::examples::WireFlag wire;
 };
 
-// The model replica of this process's worker; only the worker actor's thread uses it.
+// The model replica of this process's worker (the MLP as its Keras form's layer graph);
+// only the worker actor's thread uses it.
 struct Replica {
-  std::unique_ptr<tc::Sequential> model = tc::make_mlp({784, 128, 10}, 1);
+  std::unique_ptr<tc::Classifier> model = tc::keras::make_classifier("mlp", 1).value();
   std::vector<tc::Parameter> params = model->parameters();
   tc::SoftmaxCrossEntropy loss;
   std::vector<std::string> names;
@@ -89,7 +91,7 @@ troupe::Registry make_registry(const Settings& s) {
         if (!loss) return loss.error();
         if (!std::isfinite(*loss))
           return tc::make_error(tc::Errc::invalid_argument, "loss is not finite");
-        m.model->backward(m.loss.backward());
+        m.model->backward_parameters(m.loss.backward(), {});
         std::vector<tc::TensorView> grads;
         for (auto& p : m.params)
           grads.push_back(*p.grad);

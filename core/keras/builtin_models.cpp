@@ -332,14 +332,16 @@ Expected<std::map<std::string, Tensor>> ctr_model_values(const CtrModelConfig& c
 
 Expected<json> classifier_model_config(const ClassifierForm& form, const std::string& optimizer,
                                        float learning_rate) {
-  if (!form.cnn && (form.widths.size() < 2 || form.widths.front() != 28 * 28))
+  if (!form.cnn && form.widths.size() < 2)
+    return make_error(Errc::invalid_argument, "an MLP needs at least two widths (in and out)");
+  if (!form.cnn && !form.features && form.widths.front() != 28 * 28)
     return make_error(Errc::invalid_argument,
                       "a built-in MLP has a Keras form over 28x28 images only (its first width "
-                      "784)");
+                      "784); features of another width need ClassifierForm::features");
   Functional f;
   std::string x;
-  if (form.features) {  // as the programs read them: [784], scaled
-    f.input("features", {28 * 28}, "float32");
+  if (form.features) {  // as the programs read them: [784] (an MLP's first width), scaled
+    f.input("features", {form.cnn ? 28 * 28 : form.widths.front()}, "float32");
     x = "features";
   } else {
     f.input("image", {28, 28}, "float32");

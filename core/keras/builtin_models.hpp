@@ -74,14 +74,15 @@ Expected<std::map<std::string, Tensor>> ctr_model_values(const CtrModelConfig& c
                                                          const Tensor& rows, bool weighted = false);
 
 /// Troupe's built-in Fashion-MNIST classifiers (core/nn/sequential.hpp): make_mlp(widths)
-/// with widths[0] = 784, or make_cnn.
+/// with widths[0] = 784 (any width with `features`), or make_cnn.
 struct ClassifierForm {
   bool cnn = false;
   std::vector<int64_t> widths = {784, 128, 10};  // an MLP's
   uint64_t seed = 1;
   /// The input as the programs read Fashion-MNIST (core::load_fashion_mnist): `features`
   /// [784], the pixels already scaled to [0, 1], so no Rescaling (and, for the MLP, no
-  /// Flatten) in front; what ClassifierGraph trains. Off: a file's form, below.
+  /// Flatten) in front; what ClassifierGraph trains. An MLP's `features` are widths[0]
+  /// wide, whatever it is. Off: a file's form, below.
   bool features = false;
 };
 
@@ -92,7 +93,7 @@ struct ClassifierForm {
 /// Dense(128, relu), `dense_1` Dense(10); the logits out, compiled with sparse categorical
 /// cross-entropy from logits, accuracy and `optimizer` (as ctr_model_config's). Its graph
 /// weight paths are the Sequential parameters' names ("dense_0/kernel", "conv2d/bias"). An
-/// MLP whose input is not 784 wide is an invalid_argument error.
+/// MLP whose input is not 784 wide is an invalid_argument error (but with `features`).
 Expected<nlohmann::json> classifier_model_config(const ClassifierForm& form,
                                                  const std::string& optimizer = "",
                                                  float learning_rate = 0.0f);

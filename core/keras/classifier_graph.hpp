@@ -25,8 +25,8 @@ namespace troupe::core::keras {
 class ClassifierGraph final : public Classifier {
  public:
   /// The classifier of `form` (form.features is implied), its initial values those
-  /// core::make_mlp / make_cnn give for form.seed, by name. An MLP whose first width is
-  /// not 784 is an invalid_argument error.
+  /// core::make_mlp / make_cnn give for form.seed, by name. An MLP's features are its
+  /// first width wide (784 for Fashion-MNIST).
   static Expected<std::unique_ptr<ClassifierGraph>> make(ClassifierForm form);
 
   Status check_input(const Shape& shape) const override;
@@ -35,6 +35,7 @@ class ClassifierGraph final : public Classifier {
   ConstTensorView forward(ConstTensorView x) override;
   void backward_parameters(ConstTensorView dy,
                            const std::function<void(size_t)>& gradient_done) override;
+  std::vector<size_t> gradient_order() override { return graph().gradient_order(); }
   std::vector<Parameter> parameters() override { return params_; }
   Status to(Device device, Precision precision = Precision::float32) override;
   Device device() const override { return graph().device(); }

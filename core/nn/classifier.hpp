@@ -26,6 +26,9 @@ class Classifier {
   /// gradients while the earlier ones are computed).
   virtual void backward_parameters(ConstTensorView dy,
                                    const std::function<void(size_t)>& gradient_done) = 0;
+  /// The order backward_parameters reports gradients final in, every step (indices into
+  /// parameters()): a replica that has no batch to step on reports its zeros in it.
+  virtual std::vector<size_t> gradient_order() = 0;
   /// Every parameter, named, its value and its gradient allocated (of its shape, on the
   /// model's device) before any backward pass, each at one address for the model's
   /// lifetime but for to(), which moves them.

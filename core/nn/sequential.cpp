@@ -65,6 +65,13 @@ void Sequential::backward_parameters(ConstTensorView dy,
   });
 }
 
+std::vector<size_t> Sequential::gradient_order() {
+  std::vector<size_t> order;
+  for (size_t p = first_param_.back(); p-- > 0;)
+    order.push_back(p);
+  return order;
+}
+
 std::vector<Parameter> Sequential::parameters() {
   std::vector<Parameter> all;
   for (auto& l : layers_)

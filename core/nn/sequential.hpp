@@ -47,6 +47,8 @@ class Sequential final : public Classifier {
   /// parameter first.
   void backward_parameters(ConstTensorView dy,
                            const std::function<void(size_t)>& gradient_done) override;
+  /// The parameters from the last to the first.
+  std::vector<size_t> gradient_order() override;
   /// Every parameter, in layer order; stable for the model's lifetime.
   std::vector<Parameter> parameters() override;
   int64_t num_parameters();

@@ -16,6 +16,7 @@
 #include "core/graph/metric_state.hpp"
 #include "core/loss_scale.hpp"
 #include "core/metrics.hpp"
+#include "core/nn/classifier.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/sequential.hpp"
 #include "troupe/coordinator_types.hpp"
@@ -37,8 +38,9 @@ class Registry;
 struct ModelSpec {
   /// Names the model's registered steps ("<name>/train", "<name>/evaluate").
   std::string name;
-  /// The layers (softmax cross-entropy on the logits of the last one is the loss).
-  std::function<std::unique_ptr<core::Sequential>()> build;
+  /// The classifier (softmax cross-entropy on its logits is the loss): a core::Sequential
+  /// of layers, or a built-in model's layer graph (core::keras::ClassifierGraph).
+  std::function<std::unique_ptr<core::Classifier>()> build;
   std::string optimizer = "sgd";  // core::make_optimizer's names
   float learning_rate = 0.01f;
   /// Initial values, as a PS task makes them: kernels (rank >= 2) glorot-uniform with
@@ -178,8 +180,8 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   const ModelSpec& spec() const;
-  /// The classifier's layers (a CTR model has none: see ctr()).
-  core::Sequential& layers();
+  /// The classifier (ModelSpec::build's; a CTR model has none: see ctr()).
+  core::Classifier& layers();
   /// The CTR model (ModelSpec::ctr) as the layer graph it trains (core/keras/ctr_graph.hpp),
   /// or null.
   core::keras::CtrGraph* ctr();

@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "core/keras/classifier_graph.hpp"
 #include "helpers.hpp"
 #include "troupe/troupe.hpp"
 
@@ -47,6 +48,19 @@ inline ModelSpec blobs_model(const std::string& optimizer = "sgd", float lr = 0.
   m.seed = 3;
   m.eval_examples = []() -> core::Expected<std::vector<core::Example>> { return blobs(256, 99); };
   m.eval_batch_size = 64;
+  return m;
+}
+
+/// The blobs classifier as its Keras form's layer graph (core::keras::ClassifierGraph): the
+/// same parameters, by name and in order, as blobs_model's Sequential.
+inline ModelSpec blobs_graph_model(const std::string& optimizer = "sgd", float lr = 0.1f) {
+  ModelSpec m = blobs_model(optimizer, lr);
+  m.build = [] {
+    core::keras::ClassifierForm form;
+    form.widths = {8, 16, 4};
+    form.features = true;
+    return core::keras::ClassifierGraph::make(form).value();
+  };
   return m;
 }
 
