@@ -26,6 +26,7 @@ core::Expected<std::unique_ptr<ChannelServer>> ChannelServer::start(
   door.secret = s->options_.secret;
   door.tls = net::links_encrypted();
   door.identity = s->options_.identity;
+  door.max_unproven = s->options_.max_unproven;
   auto started = net::ConnectionServer::start(
       std::move(*listener), port,
       [s](net::Socket& socket, const std::string& peer) { s->serve(socket, peer); },

@@ -32,6 +32,9 @@ struct ChannelServerOptions {
   /// At most this many connections are open at once (each holds a thread); one more is
   /// closed as it arrives, named and counted the same way.
   size_t max_connections = 256;
+  /// Connections held at once before they proved the secret (net::DoorOptions); past it
+  /// the oldest is dropped.
+  size_t max_unproven = 64;
   /// Bytes that the requests of all connections may hold at once, from the header read to
   /// the reply written; a request waits for room (net::ChannelLimits::budget).
   uint64_t memory_budget = net::channel_memory_budget;

@@ -1,5 +1,6 @@
 #include "actors/serve.hpp"
 
+#include <algorithm>
 #include <iostream>
 #include <mutex>
 
@@ -46,13 +47,14 @@ core::Expected<uint16_t> publish_task(caf::actor_system& sys, const caf::actor& 
 // The gate on the task's address in front of CAF's `door`; none without a secret (then
 // CAF's own port, `caf_port`, is the task's). Returns the port peers dial.
 core::Expected<uint16_t> open_gate(const net::HostPort& task, const net::TaskId& id,
-                                   const std::string& secret, net::CafDoor* door, uint16_t caf_port,
+                                   const net::ClusterSpec& cluster, const std::string& secret,
+                                   net::CafDoor* door, uint16_t caf_port,
                                    std::function<void()> on_refused,
                                    std::unique_ptr<net::CafGate>& gate) {
   if (!door) return caf_port;
   auto g = net::CafGate::open(
-      net::bind_host(task.host), task.port, [door] { return door->connect(); }, secret, {},
-      std::move(on_refused), id.to_string());
+      net::bind_host(task.host), task.port, [door] { return door->connect(); }, secret,
+      net::GateLimits::for_cluster(cluster), std::move(on_refused), id.to_string());
   if (!g) return g.error();
   gate = std::move(*g);
   return gate->port();
@@ -119,7 +121,8 @@ core::Status serve_worker(caf::actor_system& sys, const net::ClusterResolver& re
       std::lock_guard<std::mutex> lock(published->mu);
       caf_port = published->port;
     }
-    auto port = open_gate(hp, task, secret, door.get(), caf_port, {}, gate);
+    auto port =
+        open_gate(hp, task, resolver.cluster_spec(), secret, door.get(), caf_port, {}, gate);
     if (!port) {
       caf::anon_send_exit(sup, caf::exit_reason::user_shutdown);
       started = make_error(port.error().code, "CAF gate: " + port.error().message);
@@ -216,6 +219,10 @@ core::Status serve_task(const net::ClusterResolver& resolver, const Registry& re
         return co.error();
       }
       co->identity = task.to_string();  // a worker's handshake must be for this PS task
+      // Every worker (and the chief, an evaluator) holds a connection: room for all of them.
+      const auto limits = net::GateLimits::for_cluster(resolver.cluster_spec());
+      co->max_connections = std::max(co->max_connections, limits.max_connections);
+      co->max_unproven = std::max(co->max_unproven, limits.max_unproven);
       auto started =
           ChannelServer::start(sys, served, net::bind_host(hp->host), std::move(*co), shared);
       if (!started) {
@@ -236,7 +243,7 @@ core::Status serve_task(const net::ClusterResolver& resolver, const Registry& re
     return make_error(port.error().code, "task " + task.to_string() + ": " + port.error().message);
   }
   auto public_port = open_gate(
-      *hp, task, *secret, door.get(), *port,
+      *hp, task, resolver.cluster_spec(), *secret, door.get(), *port,
       [served] { caf::anon_send(served, net::refused_atom::value, true); }, gate);
   if (!public_port) {
     caf::anon_send_exit(served, caf::exit_reason::user_shutdown);

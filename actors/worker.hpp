@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,9 +26,9 @@ struct WorkerOptions {
   const Registry* registry = nullptr;
   /// Bound on every request to a PS shard.
   std::chrono::milliseconds request_timeout{30000};
-  /// How long a connection to a PS shard is retried before the closure fails. The chief has
-  /// reached every shard before any closure runs, so this covers a dropped handshake or a
-  /// brief restart, not a start-up.
+  /// How long a reconnection to a PS shard (and its first answer) is waited for before the
+  /// closure fails: a dropped handshake or a brief restart. The first connection to each
+  /// PS task, made while the job starts, waits request_timeout instead.
   std::chrono::milliseconds connect_timeout{3000};
   /// Send tensors through the PS tasks' tensor channels (when they have one).
   bool tensor_channel = true;
@@ -175,6 +176,10 @@ class WorkerRuntime final : public StepContext {
   };
   std::map<int, Backoff> unreachable_until_;
   static constexpr std::chrono::milliseconds unreachable_backoff{200};
+  /// PS tasks this runtime has reached once. The first connection to one is made while
+  /// the whole job starts (every task dialling at once, on a loaded machine: slow, not
+  /// lost), so it is given request_timeout; a reconnection after a failure, connect_timeout.
+  std::set<int> reached_;
   /// A dataset_iterator actor and the batches it has handed over that no step took yet.
   struct Iterator {
     caf::actor actor;

@@ -66,22 +66,54 @@ core::Expected<caf::actor> WorkerRuntime::ps(int task) {
   };
   // A replica the chief failed over meanwhile is given up at once: the closure fails
   // `unavailable` and runs again, routed to the promoted copies.
-  auto a = net::connect_with_retry(sys_, options_.cluster.address(id), id.to_string(),
-                                   options_.connect_timeout,
-                                   [&] { return routing_->is_lost(task) || cancelled(); });
-  if (!a) return unreachable(a.error());
+  const auto timeout =
+      reached_.count(task) != 0 ? options_.connect_timeout : options_.request_timeout;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto left = [&] {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now()));
+  };
+  const auto give_up = [&] { return routing_->is_lost(task) || cancelled(); };
   // The first request doubles as a check that this is a live process: right after a PS
   // died, the address may still yield its old connection, and requests to that vanish.
+  // Within `timeout`, a link that dropped meanwhile (its proxy terminated: a loaded
+  // machine's start-up drops some) is made again, and a silent one asked again every
+  // connect_timeout; a PS the chief declared lost, or a cancelled closure, ends it.
   core::Expected<int32_t> port = make_error(Errc::internal, "no reply");
-  self_->request(*a, options_.connect_timeout, net::channel_atom::value)
-      .receive([&](int32_t p) { port = p; }, [&](caf::error& e) { port = net::from_caf(e); });
+  caf::actor a;
+  int links = 0, asks = 0;
+  while (!port) {
+    if (!a || net::is_terminated(a)) {
+      auto made = net::connect_with_retry(sys_, options_.cluster.address(id), id.to_string(),
+                                          left(), give_up);
+      if (!made) return unreachable(made.error());
+      a = *made;
+      ++links;
+    }
+    ++asks;
+    bool timed_out = false;
+    self_->request(a, std::min(left(), options_.connect_timeout), net::channel_atom::value)
+        .receive([&](int32_t p) { port = p; },
+                 [&](caf::error& e) {
+                   timed_out = e == caf::sec::request_timeout;
+                   port = net::from_caf(e);
+                 });
+    if (port || std::chrono::steady_clock::now() >= deadline || give_up() ||
+        (!timed_out && !net::is_terminated(a)))
+      break;
+  }
   if (!port)
-    return unreachable(
-        make_error(Errc::unavailable, id.to_string() + " did not answer: " + port.error().message));
+    return unreachable(make_error(
+        Errc::unavailable, id.to_string() + " did not answer (" + std::to_string(asks) +
+                               (asks == 1 ? " ask" : " asks") + " over " + std::to_string(links) +
+                               (links == 1 ? " link" : " links") + " in " +
+                               std::to_string(timeout.count()) + " ms): " + port.error().message));
   unreachable_until_.erase(task);
-  ps_[task] = *a;
+  reached_.insert(task);
+  ps_[task] = a;
   channel_ports_[task] = *port;
-  return *a;
+  return a;
 }
 
 void WorkerRuntime::Batch::add(int task, size_t var, size_t shard, net::PsItem item, bool answer) {

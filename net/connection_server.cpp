@@ -257,7 +257,7 @@ void ConnectionServer::accept_loop() {
     }
     if (door_.accept_check) {
       if (auto st = door_.accept_check(*s); !st) {
-        refuse(peer, st.error().message);
+        if (st.error().code != core::Errc::cancelled) refuse(peer, st.error().message);
         continue;
       }
     }

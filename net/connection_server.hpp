@@ -49,7 +49,8 @@ struct DoorOptions {
   /// dropped, so strangers never crowd out a member, whose proof takes one round trip.
   size_t max_unproven = 64;
   /// Run on each accepted connection before anything else, on the acceptor's thread (so
-  /// it must not block): an error refuses it at once. For a loopback port that only this
+  /// it must not block): an error refuses it at once (`cancelled`: the peer has already
+  /// gone, so it is dropped without a refusal). For a loopback port that only this
   /// process may use (net::peer_is_this_process).
   std::function<core::Status(const Socket&)> accept_check;
 };

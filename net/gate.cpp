@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -86,6 +87,14 @@ core::Status relay(const Socket& outside, const Socket& inside, BaspFrameCheck& 
       if (!send_all(*ends[1 - i], buf.data(), n)) return {};
     }
   }
+}
+
+GateLimits GateLimits::for_cluster(const ClusterSpec& cluster) {
+  GateLimits limits;
+  const size_t tasks = cluster.tasks().size();
+  limits.max_connections = std::max(limits.max_connections, 2 * tasks + 16);
+  limits.max_unproven = std::max(limits.max_unproven, tasks + 16);
+  return limits;
 }
 
 core::Expected<std::unique_ptr<CafGate>> CafGate::open(const std::string& host, uint16_t port,
@@ -177,7 +186,10 @@ void serve_tunnel(Socket& inside, const std::string& host, uint16_t port, const 
   if (auto st =
           authenticate_to(*outside, secret, limits.handshake_timeout, links_encrypted(), dialled);
       !st) {
-    std::fprintf(stderr, "troupe: CAF link to %s refused: %s\n", where.c_str(),
+    // A refusal, or a link that broke before either side proved anything (the task
+    // ending, a reset): CAF sees the connection close and tries again either way.
+    std::fprintf(stderr, "troupe: CAF link to %s %s: %s\n", where.c_str(),
+                 st.error().code == Errc::permission_denied ? "refused" : "broke in its handshake",
                  st.error().message.c_str());
     return;
   }

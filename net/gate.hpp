@@ -39,6 +39,13 @@ struct GateLimits {
   std::chrono::milliseconds handshake_timeout{5000};
   /// Unproven peers held at once; past it the oldest is dropped (DoorOptions).
   size_t max_unproven = 64;
+
+  /// Limits that let every other task of `cluster` in at once, never below the defaults:
+  /// each a member (twice: a restarted task's new link while its old one has not closed
+  /// yet), and each unproven at the same moment (a job's start, when they all dial in
+  /// before the machine has scheduled any of them to answer its challenge: a member slow
+  /// to answer is not a stranger). A flood of strangers still has a bound, the job's size.
+  static GateLimits for_cluster(const ClusterSpec& cluster);
 };
 
 /// Follows the BASP frames of a byte stream as it passes: a 32-byte header in network

@@ -189,7 +189,10 @@ core::Expected<Socket> listen_on(const std::string& host, uint16_t& port) {
     return core::Status(io_error("bind " + host_port_text(host, port), errno));
   });
   if (!s) return s.error();
-  if (::listen(s->fd(), 64) != 0) return io_error("listen", errno);
+  // A backlog for hundreds of peers dialling at once (a job's start): a full queue drops
+  // their SYNs, and each waits a retransmission (1 s, 3 s, ...) to be heard. The kernel
+  // caps it at net.core.somaxconn.
+  if (::listen(s->fd(), 4096) != 0) return io_error("listen", errno);
   sockaddr_storage bound{};
   socklen_t len = sizeof(bound);
   if (::getsockname(s->fd(), reinterpret_cast<sockaddr*>(&bound), &len) != 0)
@@ -198,9 +201,22 @@ core::Expected<Socket> listen_on(const std::string& host, uint16_t& port) {
   return s;
 }
 
+namespace {
+
+// What the kernel says of the TCP socket at one end of a loopback connection.
+struct TcpEnd {
+  enum class Kind {
+    unknown,  // not asked, or the answer was unclear (a sandbox without sock_diag)
+    open,     // held by some process: `inode` names it
+    closed,   // its owner closed it (orphaned, in TIME_WAIT, or gone entirely)
+  } kind = Kind::unknown;
+  unsigned long inode = 0;
+};
+
 // The same from /proc/net/tcp, for where netlink is not allowed: read in one piece (a
-// table read in several may skip a line while sockets come and go).
-static unsigned long proc_tcp_inode(const sockaddr_in& src, const sockaddr_in& dst) {
+// table read in several may skip a line while sockets come and go). A missing line is
+// not proof of a closed socket here, so it is unknown.
+TcpEnd proc_tcp_end(const sockaddr_in& src, const sockaddr_in& dst) {
   // The kernel prints an IPv4 address as the 32-bit word it stores, in hex, and the port
   // as a number.
   char local_hex[32], remote_hex[32];
@@ -208,28 +224,31 @@ static unsigned long proc_tcp_inode(const sockaddr_in& src, const sockaddr_in& d
   std::snprintf(remote_hex, sizeof remote_hex, "%08X:%04X", dst.sin_addr.s_addr,
                 ntohs(dst.sin_port));
   FILE* table = std::fopen("/proc/net/tcp", "re");
-  if (table == nullptr) return 0;
+  if (table == nullptr) return {};
   std::vector<char> buffer(8 << 20);
   std::setvbuf(table, buffer.data(), _IOFBF, buffer.size());
-  unsigned long inode = 0;
+  TcpEnd end;
   char line[512];
-  while (inode == 0 && std::fgets(line, sizeof line, table) != nullptr) {
+  while (end.kind == TcpEnd::Kind::unknown && std::fgets(line, sizeof line, table) != nullptr) {
     char local[64], remote[64];
     unsigned long ino = 0;
     // sl local rem st tx:rx tr:when retrnsmt uid timeout inode
     if (std::sscanf(line, " %*s %63s %63s %*s %*s %*s %*s %*s %*s %lu", local, remote, &ino) == 3 &&
-        std::strcmp(local, local_hex) == 0 && std::strcmp(remote, remote_hex) == 0)
-      inode = ino;
+        std::strcmp(local, local_hex) == 0 && std::strcmp(remote, remote_hex) == 0) {
+      end.inode = ino;
+      end.kind = ino != 0 ? TcpEnd::Kind::open : TcpEnd::Kind::closed;
+    }
   }
   std::fclose(table);
-  return inode;
+  return end;
 }
 
-// The inode of the IPv4 TCP socket bound to `src` and connected to `dst`; 0 when the kernel
-// knows none (sock_diag's exact lookup over netlink).
-static unsigned long tcp_inode(const sockaddr_in& src, const sockaddr_in& dst) {
+// The IPv4 TCP socket bound to `src` and connected to `dst` (sock_diag's exact lookup over
+// netlink). A socket without an inode has been closed by its owner (the kernel finishes
+// its goodbye alone); no socket at all, likewise.
+TcpEnd tcp_end(const sockaddr_in& src, const sockaddr_in& dst) {
   const int fd = ::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-  if (fd < 0) return proc_tcp_inode(src, dst);  // no sock_diag here (a sandbox)
+  if (fd < 0) return proc_tcp_end(src, dst);  // no sock_diag here (a sandbox)
   struct {
     nlmsghdr header;
     inet_diag_req_v2 req;
@@ -248,7 +267,7 @@ static unsigned long tcp_inode(const sockaddr_in& src, const sockaddr_in& dst) {
   ask.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
   sockaddr_nl kernel{};
   kernel.nl_family = AF_NETLINK;
-  unsigned long inode = 0;
+  TcpEnd end;
   if (::sendto(fd, &ask, sizeof ask, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) ==
       static_cast<ssize_t>(sizeof ask)) {
     alignas(nlmsghdr) char buf[8192];
@@ -257,17 +276,42 @@ static unsigned long tcp_inode(const sockaddr_in& src, const sockaddr_in& dst) {
     const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n > 0) {
       auto* h = reinterpret_cast<nlmsghdr*>(buf);
-      for (int left = static_cast<int>(n); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
-        if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY) break;  // NLMSG_ERROR: no such socket
-        const auto* msg = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
-        inode = msg->idiag_inode;
-        break;
+      if (NLMSG_OK(h, static_cast<int>(n))) {
+        if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
+          end.inode = static_cast<const inet_diag_msg*>(NLMSG_DATA(h))->idiag_inode;
+          end.kind = end.inode != 0 ? TcpEnd::Kind::open : TcpEnd::Kind::closed;
+        } else if (h->nlmsg_type == NLMSG_ERROR) {
+          // ENOENT: the exact lookup found no such socket (closed and gone).
+          const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
+          if (e->error == -ENOENT) end.kind = TcpEnd::Kind::closed;
+        }
       }
     }
   }
   ::close(fd);
-  return inode;
+  return end;
 }
+
+// Whether one of this process's descriptors is the socket `inode`; an error when
+// /proc/self/fd cannot be read.
+core::Expected<bool> holds_socket(unsigned long inode) {
+  DIR* fds = ::opendir("/proc/self/fd");
+  if (fds == nullptr) return io_error("reading /proc/self/fd", errno);
+  const std::string wanted = "socket:[" + std::to_string(inode) + "]";
+  bool ours = false;
+  char target[64];
+  while (!ours) {
+    const dirent* e = ::readdir(fds);
+    if (e == nullptr) break;
+    const std::string link = std::string("/proc/self/fd/") + e->d_name;
+    const ssize_t n = ::readlink(link.c_str(), target, sizeof target);
+    ours = n > 0 && std::string(target, static_cast<size_t>(n)) == wanted;
+  }
+  ::closedir(fds);
+  return ours;
+}
+
+}  // namespace
 
 core::Status peer_is_this_process(const Socket& s) {
   sockaddr_in mine{}, theirs{};
@@ -277,25 +321,24 @@ core::Status peer_is_this_process(const Socket& s) {
       mine.sin_family != AF_INET || theirs.sin_family != AF_INET)
     return make_error(Errc::permission_denied, "not an IPv4 connection");
   const std::string peer = text_of(reinterpret_cast<const sockaddr*>(&theirs));
+  const auto gone = [&] {
+    return make_error(Errc::cancelled,
+                      peer +
+                          " was closed by its owner before it was checked (nothing of it "
+                          "is read)");
+  };
   // The peer's socket is the one whose source is their end and destination ours: asked
   // of the kernel exactly (sock_diag), not read from /proc/net/tcp, which can skip a line
   // while sockets come and go (a flood of strangers is such a time).
-  const unsigned long inode = tcp_inode(theirs, mine);
-  if (inode != 0) {
-    const std::string wanted = "socket:[" + std::to_string(inode) + "]";
-    if (DIR* fds = ::opendir("/proc/self/fd")) {
-      bool ours = false;
-      char target[64];
-      while (!ours) {
-        const dirent* e = ::readdir(fds);
-        if (e == nullptr) break;
-        const std::string link = std::string("/proc/self/fd/") + e->d_name;
-        const ssize_t n = ::readlink(link.c_str(), target, sizeof target);
-        ours = n > 0 && std::string(target, static_cast<size_t>(n)) == wanted;
-      }
-      ::closedir(fds);
-      if (ours) return {};
-    }
+  auto end = tcp_end(theirs, mine);
+  if (end.kind == TcpEnd::Kind::closed) return gone();
+  if (end.kind == TcpEnd::Kind::open) {
+    auto ours = holds_socket(end.inode);
+    if (!ours) return make_error(Errc::permission_denied, peer + ": " + ours.error().message);
+    if (*ours) return {};
+    // Not among our descriptors: another process's, or ours closed in between (a loaded
+    // process's CAF gives a connection up while it waits to be accepted).
+    if (tcp_end(theirs, mine).kind == TcpEnd::Kind::closed) return gone();
   }
   return make_error(Errc::permission_denied,
                     peer +

@@ -81,7 +81,9 @@ core::Expected<Socket> listen_on(const std::string& host, uint16_t& port);
 /// process holds (Linux: the kernel names the peer's socket, sock_diag over netlink, and
 /// /proc/self/fd lists this process's). For a loopback port that only this
 /// process may use (a tunnel CAF dials): any other local process, another user's or
-/// another container's in the pod, is permission_denied, naming the peer.
+/// another container's in the pod, is permission_denied, naming the peer. A peer whose
+/// owner has already closed it (the kernel says so: its socket orphaned or gone) is
+/// `cancelled`: nobody's refusal, the connection is just dropped unread.
 core::Status peer_is_this_process(const Socket& s);
 
 /// Accepts one connection; `peer` receives "host:port" of the other end.

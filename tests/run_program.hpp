@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -22,12 +23,16 @@ inline ProgramRun run_program(const std::string& command) {
   ProgramRun r;
   FILE* p = popen(command.c_str(), "r");
   if (p == nullptr) return r;
-  char buf[4096];
+  // Whole lines, however long (a launcher's line names every task: 100 KB at 128 workers).
+  char* line = nullptr;
+  size_t capacity = 0;
   std::string last;
-  while (std::fgets(buf, sizeof buf, p)) {
-    r.output += buf;
-    if (buf[0] == '{') last = buf;
+  ssize_t n;
+  while ((n = ::getline(&line, &capacity, p)) > 0) {
+    r.output.append(line, static_cast<size_t>(n));
+    if (line[0] == '{') last.assign(line, static_cast<size_t>(n));
   }
+  std::free(line);
   const int status = pclose(p);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   if (!last.empty()) r.last_json = nlohmann::json::parse(last, nullptr, /*allow_exceptions=*/false);

@@ -25,6 +25,7 @@
 #include "helpers.hpp"
 #include "net/auth.hpp"
 #include "net/connection_server.hpp"
+#include "net/gate.hpp"
 #include "net/socket.hpp"
 
 using namespace troupe;
@@ -270,6 +271,67 @@ TEST_CASE("ConnectionServer's door: strangers cost no thread, never crowd out me
   CHECK(closed_by_server(*junk));
   CHECK(quick.member_served());
   CHECK(quick.refused == 2);
+}
+
+// Found at 64 workers on one host: every task dialled ps:0's gate and channel at once,
+// before the machine had scheduled any of them to answer its challenge, and past 64
+// unproven the door dropped members as if they were strangers. A door sized for its job
+// holds every task unproven at once, and every one a member.
+TEST_CASE("A door sized for its job lets every task dial at once and prove late",
+          "[net][connection_server][auth]") {
+  auto cluster_of = [](int workers) {
+    std::vector<std::string> addresses;
+    for (int i = 0; i < workers; ++i)
+      addresses.push_back("127.0.0.1:" + std::to_string(20000 + i));
+    return net::ClusterSpec(
+        {{"chief", {"127.0.0.1:19998"}}, {"ps", {"127.0.0.1:19999"}}, {"worker", addresses}});
+  };
+  const net::GateLimits defaults;
+  const auto small = net::GateLimits::for_cluster(cluster_of(2));
+  CHECK(small.max_unproven == defaults.max_unproven);
+  CHECK(small.max_connections == defaults.max_connections);
+  const auto job = net::GateLimits::for_cluster(cluster_of(150));
+  CHECK(job.max_unproven >= 152);
+  CHECK(job.max_connections >= 2 * 152);
+
+  // Every other task (151) dials, and only then does each prove the secret and get served.
+  auto dial_all_then_prove = [](size_t max_unproven, size_t max_connections) {
+    uint16_t port = 0;
+    auto listener = net::listen_on("127.0.0.1", port);
+    REQUIRE(listener);
+    net::DoorOptions door;
+    door.secret = door_secret;
+    door.deadline = 30000ms;
+    door.max_unproven = max_unproven;
+    std::atomic<int> refused{0};
+    auto server = net::ConnectionServer::start(
+        std::move(*listener), port,
+        [](net::Socket& sock, const std::string&) { net::send_all(sock, "ok", 2); },
+        [&](const std::string&, const std::string&) { ++refused; }, max_connections, door);
+    REQUIRE(server);
+    std::vector<net::Socket> tasks;
+    for (int i = 0; i < 151; ++i) {
+      auto s = net::connect_to("127.0.0.1", port, 5s);
+      REQUIRE(s);
+      tasks.push_back(std::move(*s));
+    }
+    int served = 0;
+    for (auto& s : tasks) {
+      if (!net::authenticate_to(s, door_secret, 5s).ok()) continue;
+      net::set_io_timeout(s, 5s);
+      char ok[2] = {};
+      served += ::recv(s.fd(), ok, 2, MSG_WAITALL) == 2 && ok[0] == 'o' ? 1 : 0;
+    }
+    (*server)->stop();
+    return std::make_pair(served, refused.load());
+  };
+  const auto sized = dial_all_then_prove(job.max_unproven, job.max_connections);
+  CHECK(sized.first == 151);
+  CHECK(sized.second == 0);
+  // The default door drops the first dialled past its 64: members refused.
+  const auto fixed = dial_all_then_prove(defaults.max_unproven, defaults.max_connections);
+  CHECK(fixed.first < 151);
+  CHECK(fixed.second == 151 - fixed.first);
 }
 
 // A flood of strangers wrote 24 000 refusal lines into one PS's log in 20 s: the lines are

@@ -3,7 +3,13 @@
 // Kubernetes service name) listens on the wildcard, or where TROUPE_BIND_ADDRESS says.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <future>
@@ -74,4 +80,66 @@ TEST_CASE("a task's links bind its address, the wildcard when it is not ours, or
   CHECK(net::bind_host("192.0.2.1") == "127.0.0.1");
   CHECK(net::bind_host("::1") == "127.0.0.1");
   ::unsetenv(net::bind_address_env);
+}
+
+namespace {
+
+// The next connection on `listener`, waiting at most 10 s for it.
+net::Socket accept_within_10s(const net::Socket& listener) {
+  pollfd p{listener.fd(), POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 10000) == 1);
+  std::string peer;
+  auto s = net::accept_on(listener, peer);
+  REQUIRE(s.ok());
+  return std::move(*s);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "peer_is_this_process: this process's connection passes, one its owner closed before the "
+    "check is dropped as gone, another process's is refused",
+    "[net][socket]") {
+  uint16_t port = 0;
+  auto listener = net::listen_on("127.0.0.1", port);
+  REQUIRE(listener.ok());
+
+  // Ours, still open.
+  auto mine = net::connect_to("127.0.0.1", port, 5s);
+  REQUIRE(mine.ok());
+  auto accepted = accept_within_10s(*listener);
+  CHECK(net::peer_is_this_process(accepted).ok());
+
+  // Ours, closed while it waited to be accepted (what a loaded process's CAF does to a
+  // connection it gave up on): not another process's, just gone.
+  auto given_up = net::connect_to("127.0.0.1", port, 5s);
+  REQUIRE(given_up.ok());
+  *given_up = net::Socket();  // closed
+  auto late = accept_within_10s(*listener);
+  auto gone = net::peer_is_this_process(late);
+  REQUIRE_FALSE(gone.ok());
+  CHECK(gone.error().code == core::Errc::cancelled);
+  CHECK_THAT(gone.error().message, Catch::Contains("closed by its owner"));
+
+  // Another process's, open: refused by name.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // only async-signal-safe calls here
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) ::_exit(1);
+    for (;;)
+      ::pause();  // holds the connection open until killed
+  }
+  auto theirs = accept_within_10s(*listener);
+  auto refused = net::peer_is_this_process(theirs);
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == core::Errc::permission_denied);
+  CHECK_THAT(refused.error().message, Catch::Contains("another process's connection"));
 }
