@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <map>
+#include <thread>
 #include <unordered_map>
 
 #include "actors/serve.hpp"
@@ -43,7 +45,15 @@ core::Expected<std::unique_ptr<ParameterServerStrategy>> ParameterServerStrategy
                           ": each copy of a shard needs a PS task of its own (the cluster has " +
                           std::to_string(impl->spec.num_tasks("ps")) + ")");
   impl->cfg = std::make_unique<caf::actor_system_config>();
-  net::configure(*impl->cfg);
+  {
+    // The chief's links tolerate silence as long as its tasks' do, on a crowded host.
+    net::NodeOptions node;
+    const auto tasks = impl->spec.tasks();
+    if (std::find(tasks.begin(), tasks.end(), resolver.task()) != tasks.end())
+      if (auto hp = net::parse_host_port(impl->spec.address(resolver.task())))
+        node = net::for_host_load(node, impl->spec, hp->host, std::thread::hardware_concurrency());
+    net::configure(*impl->cfg, node);
+  }
   impl->sys = std::make_unique<caf::actor_system>(*impl->cfg);
   impl->self.emplace(*impl->sys);
   for (int i = 0; i < impl->spec.num_tasks("ps"); ++i) {

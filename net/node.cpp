@@ -1,5 +1,7 @@
 #include "net/node.hpp"
 
+#include <algorithm>
+
 #include "core/expected.hpp"
 #include "net/wire.hpp"
 
@@ -21,6 +23,21 @@ void configure(caf::actor_system_config& cfg, const NodeOptions& options) {
   cfg.set("scheduler.policy", caf::atom_from_string(options.scheduler_policy));
   // One node's logs must not interleave with the program's JSON line on stdout.
   cfg.set("logger.console", caf::atom("none"));
+}
+
+NodeOptions for_host_load(NodeOptions options, const ClusterSpec& cluster, const std::string& host,
+                          unsigned cores) {
+  size_t on_host = 0;
+  for (const auto& task : cluster.tasks()) {
+    auto hp = parse_host_port(cluster.address(task));
+    if (hp && hp->host == host) ++on_host;
+  }
+  const double per_core = static_cast<double>(on_host) / std::max(1u, cores);
+  if (per_core <= 4.0) return options;
+  const auto grown = std::chrono::milliseconds(static_cast<int64_t>(1000.0 * per_core / 4.0));
+  options.connection_timeout =
+      std::max(options.connection_timeout, std::min(grown, std::chrono::milliseconds(30000)));
+  return options;
 }
 
 }  // namespace troupe::net

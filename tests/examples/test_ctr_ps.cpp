@@ -232,8 +232,9 @@ TEST_CASE(
 // Found at 64 workers on this machine: 61 lines "tunnel ... refused ...: is another
 // process's connection" (the chief's own CAF, whose connection had closed while it waited
 // to be accepted), members dropped by the PS tasks' doors as unproven past 64, and at 128
-// the job died on a PS that answered later than 3 s. Not timed: on 2 cores it takes
-// 20-60 s, and a loaded run is slow, not failed.
+// the job died on a PS that answered later than 3 s, its links to tasks that went
+// unscheduled for over a second dropped. Not timed: on 2 cores it takes 15-60 s, and a
+// loaded run is slow, not failed.
 TEST_CASE("ctr_ps with 128 workers and 4 PS tasks on one machine completes and refuses no member",
           "[example][ctr][scale]") {
   troupe::test::TempDir dir;
@@ -245,6 +246,12 @@ TEST_CASE("ctr_ps with 128 workers and 4 PS tasks on one machine completes and r
   CHECK(chief["workers"] == 128);
   CHECK(chief["steps"] == 128 * 32);
   CHECK(chief["examples"] == 128 * 32 * 64);
+  // Slow to be scheduled is not lost: no worker's link to the chief dropped (before, CAF's
+  // fixed 1 s link timeout dropped about half of them at start-up).
+  CHECK(chief["workers_lost"] == 0);
+  // (Not checked: that every one of the 132 tasks acknowledged the shutdown. Under other
+  // load on the machine some do not within the chief's 6 s a step, and the launcher ends
+  // them by id, as check_all_gone verifies.)
   // No door, gate or tunnel of any task turned a member away.
   int logs = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir.file("run"))) {

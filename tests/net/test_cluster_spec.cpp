@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "net/cluster_spec.hpp"
+#include "net/node.hpp"
 
 using namespace troupe::net;
 using troupe::core::Errc;
@@ -155,4 +156,34 @@ TEST_CASE("TF_CONFIG as Kubeflow's TFJob operator writes it is read", "[tf_confi
   REQUIRE(hp.ok());
   CHECK(hp->host == "fmnist-ps-worker-1.default.svc");
   CHECK(hp->port == 2222);
+}
+
+TEST_CASE("A crowded host's tasks tolerate longer silence on their links", "[net][cluster]") {
+  auto job_of = [](int workers, const std::string& host) {
+    std::vector<std::string> addresses;
+    for (int i = 0; i < workers; ++i)
+      addresses.push_back(host + ":" + std::to_string(20000 + i));
+    return ClusterSpec({{"chief", {"127.0.0.1:19990"}},
+                        {"ps", {"127.0.0.1:19991", "127.0.0.1:19992"}},
+                        {"worker", addresses}});
+  };
+  const NodeOptions defaults;
+  auto timeout_ms = [&](const ClusterSpec& c, const std::string& host, unsigned cores) {
+    return for_host_load(defaults, c, host, cores).connection_timeout.count();
+  };
+  // 2 PS x 2 workers and a chief on 2 cores: 2.5 tasks a core, CAF's defaults.
+  CHECK(timeout_ms(job_of(2, "127.0.0.1"), "127.0.0.1", 2) == defaults.connection_timeout.count());
+  // 131 tasks on 2 cores: 65.5 a core, a second for every 4 of them.
+  CHECK(timeout_ms(job_of(128, "127.0.0.1"), "127.0.0.1", 2) == 16375);
+  // The same job on 64 cores, or with its workers on other hosts: no longer crowded.
+  CHECK(timeout_ms(job_of(128, "127.0.0.1"), "127.0.0.1", 64) ==
+        defaults.connection_timeout.count());
+  CHECK(timeout_ms(job_of(128, "10.0.0.7"), "127.0.0.1", 2) == defaults.connection_timeout.count());
+  // At most 30 s, and never below what the options asked for.
+  CHECK(timeout_ms(job_of(600, "127.0.0.1"), "127.0.0.1", 2) == 30000);
+  NodeOptions patient;
+  patient.connection_timeout = std::chrono::seconds(45);
+  CHECK(
+      for_host_load(patient, job_of(600, "127.0.0.1"), "127.0.0.1", 2).connection_timeout.count() ==
+      45000);
 }
