@@ -456,8 +456,10 @@ TEST_CASE("troupe export --job reads the model from a running job's PS tasks", "
   REQUIRE(files.size() == 1);
   const auto bytes = troupe::test::read_bytes(files[0]);
   const std::string run_dir = dir.file("run");
+  // Each try bounded (timeout(1) ends it by its id), so that one that hangs is seen.
   auto export_job = [&](const std::string& args) {
-    return run_program(bin + "/troupe export --job " + run_dir + " " + args + " 2>&1");
+    return run_program("timeout -k 5 60 " + bin + "/troupe export --job " + run_dir + " " + args +
+                       " 2>&1");
   };
   {
     // Before the job: no tasks.json to read, named.
@@ -492,11 +494,14 @@ TEST_CASE("troupe export --job reads the model from a running job's PS tasks", "
   // Read live until the 40 steps are in (each pushes once to every shard) and nothing was
   // applied during the read.
   // The bound is generous: under the sanitizers on two shared cores the job's start and its
-  // 40 steps alone have taken over 90 s.
+  // 40 steps alone have taken over 90 s. It stays under the test's own limit (300 s), so
+  // that a run that never gets there says where it stood.
   nlohmann::json live;
   std::string last_try;
-  const auto deadline = std::chrono::steady_clock::now() + 300s;
+  int tries = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 200s;
   while (std::chrono::steady_clock::now() < deadline) {
+    ++tries;
     auto r = export_job("--out " + dir.file("live.tmodel"));
     last_try = r.output;
     if (r.exit_code == 0 && r.last_json["updates_during_read"] == 0 &&
@@ -505,7 +510,7 @@ TEST_CASE("troupe export --job reads the model from a running job's PS tasks", "
       break;
     }
   }
-  INFO("last export try: " << last_try);
+  INFO("export tries: " << tries << "; the last: " << last_try);
   REQUIRE(live.is_object());
   CHECK(live["source"] == "live");
   CHECK(live["table"] == "dynamic");
