@@ -111,6 +111,7 @@ const core::CtrExportConfig& Predictor::config() const {
 core::CriteoOptions Predictor::criteo_options() const {
   core::CriteoOptions o;
   o.raw_keys = impl_->config.dynamic;
+  o.bucket_tfrecord_keys = !impl_->config.dynamic;
   if (impl_->config.buckets_per_field > 0) o.buckets_per_field = impl_->config.buckets_per_field;
   return o;
 }

@@ -65,8 +65,7 @@ troupe::ModelSpec model_spec(const Settings& s) {
   m.learning_rate = s.lr;
   const std::string path = s.data + "/heldout" + s.ext();
   const auto format = s.record_format();
-  tc::CriteoOptions criteo{s.buckets};
-  criteo.raw_keys = s.table.dynamic();
+  const tc::CriteoOptions criteo = s.table.criteo(s.buckets);
   m.eval_examples = [path, format, criteo] { return tc::read_examples(path, format, criteo); };
   m.eval_batch_size = 4096;
   m.device = s.device.device;
@@ -79,8 +78,7 @@ troupe::Registry make_registry(const Settings& s) {
   r.add_dataset("clicks", [s](const tc::InputContext& ctx) {
     tc::SparseInputOptions o;
     o.format = s.record_format();
-    o.criteo.buckets_per_field = s.buckets;
-    o.criteo.raw_keys = s.table.dynamic();
+    o.criteo = s.table.criteo(s.buckets);
     o.batch = static_cast<size_t>(s.batch);
     return troupe::examples::ctr_train_batches(s.data, s.ext(), ctx, o);
   });

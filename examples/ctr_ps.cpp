@@ -84,8 +84,7 @@ struct Settings {
   tc::SparseInputOptions input(size_t batch_size) const {
     tc::SparseInputOptions o;
     o.format = tc::parse_record_format(format).value();
-    o.criteo.buckets_per_field = buckets;
-    o.criteo.raw_keys = table.dynamic();
+    o.criteo = table.criteo(buckets);
     o.batch = batch_size;
     o.shuffle_buffer = shuffle_buffer;
     o.seed = seed;

@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/data/text_formats.hpp"
 #include "core/nn/ctr_export.hpp"
 #include "troupe/strategy.hpp"
 
@@ -33,6 +34,16 @@ struct TableFlags {
     c.learning_rate = lr;
     c.dynamic = dynamic();
     c.buckets_per_field = c.dynamic ? 0 : buckets;
+    return c;
+  }
+
+  /// How the input reads ids for this table: raw keys for a dynamic one; for a fixed one,
+  /// each Criteo value hashed into `buckets` of its field, and a TFRecord raw key too.
+  core::CriteoOptions criteo(int64_t buckets) const {
+    core::CriteoOptions c;
+    c.buckets_per_field = buckets;
+    c.raw_keys = dynamic();
+    c.bucket_tfrecord_keys = !dynamic();
     return c;
   }
 

@@ -40,6 +40,25 @@ std::unique_ptr<Iterator<RawRecord>> stream(std::string path) {
       });
 }
 
+// A fixed table's rows from a record's TFRecord ids (CriteoOptions::bucket_tfrecord_keys).
+Status bucket_keys(Example& e, const CriteoOptions& o, const RawRecord& r) {
+  if (!o.bucket_tfrecord_keys || o.raw_keys) return {};
+  if (auto st = check(o); !st) return st;
+  const int64_t rows = criteo_categorical_fields * o.buckets_per_field;
+  for (size_t k = 0; k < e.ids.size(); ++k) {
+    int64_t& id = e.ids[k];
+    if (id >= 0 && id < rows) continue;
+    if (e.ids.size() != static_cast<size_t>(criteo_categorical_fields))
+      return make_error(Errc::data_loss,
+                        r.where() + ": id " + std::to_string(id) + " is no row of the table's " +
+                            std::to_string(rows) + ", and a raw key is hashed into its field's " +
+                            "buckets only in a record of one id per field (26), not " +
+                            std::to_string(e.ids.size()));
+    id = static_cast<int64_t>(k) * o.buckets_per_field + key_bucket(id, o.buckets_per_field);
+  }
+  return {};
+}
+
 }  // namespace
 
 Dataset<RawRecord> file_records(const std::string& path, RecordFormat format) {
@@ -59,6 +78,7 @@ Expected<Batch> parse_batch(const std::vector<RawRecord>& records, RecordFormat 
       if (!parsed)
         return make_error(parsed.error().code, r.where() + ": " + parsed.error().message);
       e = std::move(*parsed);
+      if (auto st = bucket_keys(e, criteo, r); !st) return st.error();
     } else {
       auto kept = format == RecordFormat::criteo ? parse_criteo_line(r, criteo, e)
                                                  : parse_libsvm_line(r, e);
@@ -76,7 +96,7 @@ Expected<Batch> parse_batch(const std::vector<RawRecord>& records, RecordFormat 
 
 Expected<std::vector<Example>> read_examples(const std::string& path, RecordFormat format,
                                              const CriteoOptions& criteo) {
-  if (format == RecordFormat::criteo)
+  if (format == RecordFormat::criteo || criteo.bucket_tfrecord_keys)
     if (auto st = check(criteo); !st) return st.error();
   std::vector<Example> out;
   auto parse = [&](const RawRecord& r) -> Status {
@@ -85,6 +105,7 @@ Expected<std::vector<Example>> read_examples(const std::string& path, RecordForm
       auto parsed = parse_example(r.data);
       if (!parsed)
         return make_error(parsed.error().code, r.where() + ": " + parsed.error().message);
+      if (auto st = bucket_keys(*parsed, criteo, r); !st) return st.error();
       out.push_back(std::move(*parsed));
       return {};
     }

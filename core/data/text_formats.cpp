@@ -155,6 +155,17 @@ int64_t hash_bucket(std::string_view value, int64_t buckets) {
   return static_cast<int64_t>(h % static_cast<uint64_t>(buckets));
 }
 
+int64_t key_bucket(int64_t key, int64_t buckets) {
+  // SplitMix64's finalizer: a bijection of 64-bit words that spreads each input bit.
+  uint64_t h = static_cast<uint64_t>(key);
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 31;
+  return static_cast<int64_t>(h % static_cast<uint64_t>(buckets));
+}
+
 int64_t categorical_key(int field, std::string_view value) {
   uint64_t h = 0xcbf29ce484222325ull;
   auto add = [&h](unsigned char c) {

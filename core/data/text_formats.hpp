@@ -35,6 +35,11 @@ struct CriteoOptions {
   /// Instead of buckets: each value's 64-bit key, categorical_key(field, value), for
   /// dynamic tables (no fixed vocabulary; buckets_per_field unused).
   bool raw_keys = false;
+  /// A fixed table's rows from TFRecord ids (ctr_datagen --raw-ids writes raw keys): an id
+  /// that is no row of the 26 fields' buckets, [0, 26 * buckets_per_field), is a raw key,
+  /// hashed into the buckets of its field (key_bucket), the k-th of a record's 26 ids being
+  /// field k's. So hashed and dynamic tables train on the same files. Ids already rows stay.
+  bool bucket_tfrecord_keys = false;
 };
 inline constexpr int criteo_integer_fields = 13;
 inline constexpr int criteo_categorical_fields = 26;
@@ -46,6 +51,10 @@ int64_t hash_bucket(std::string_view value, int64_t buckets);
 /// field's number and the value's bytes, so equal values of different fields are different
 /// keys (and 10^9 distinct values collide with probability about 3%).
 int64_t categorical_key(int field, std::string_view value);
+/// The bucket of a raw 64-bit key (a key of categorical_key or the user's own ids, which
+/// may be sequential): mixed first, so that every bit of the key counts, then modulo
+/// `buckets`.
+int64_t key_bucket(int64_t key, int64_t buckets);
 
 /// Reads a Criteo-format file: dense features log(1 + max(x, 0)) of the 13 integers
 /// (missing: 0), sparse ids one per categorical field (values empty: all ones), the label.

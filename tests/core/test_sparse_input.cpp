@@ -227,6 +227,79 @@ TEST_CASE("tf.train.Example round trip, unpacked lists, int64 labels, malformed 
   }
 }
 
+TEST_CASE("A fixed table hashes TFRecord raw keys into their field's buckets and keeps rows",
+          "[records]") {
+  constexpr int64_t buckets = 1000;
+  std::vector<int64_t> ids(criteo_categorical_fields);
+  for (int k = 0; k < criteo_categorical_fields; ++k)
+    ids[static_cast<size_t>(k)] = k % 2 == 0 ? categorical_key(k, "v" + std::to_string(k))
+                                             : k * buckets + 7;  // already a row
+  ids[4] = 12345;                  // a user's small sequential key: a row of the table, kept as one
+  ids[6] = -1;                     // negative: a key
+  ids[8] = int64_t{26} * buckets;  // one past the last row: a key
+  RawRecord r;
+  r.data = encode_example(example(1.0f, ids, {}, {}));
+  CriteoOptions o;
+  o.buckets_per_field = buckets;
+
+  // Without the option, the ids are the record's.
+  auto plain = parse_batch({r}, RecordFormat::tfrecord, o);
+  REQUIRE(plain.ok());
+  CHECK(plain->ids == ids);
+
+  o.bucket_tfrecord_keys = true;
+  auto batch = parse_batch({r, r}, RecordFormat::tfrecord, o);
+  REQUIRE(batch.ok());
+  REQUIRE(batch->ids.size() == 2 * ids.size());
+  for (size_t k = 0; k < ids.size(); ++k) {
+    INFO("field " << k);
+    const int64_t id = batch->ids[k];
+    CHECK(batch->ids[ids.size() + k] == id);  // the same key, the same row
+    if (ids[k] >= 0 && ids[k] < 26 * buckets) {
+      CHECK(id == ids[k]);
+    } else {
+      CHECK(id == static_cast<int64_t>(k) * buckets + key_bucket(ids[k], buckets));
+      CHECK(id >= static_cast<int64_t>(k) * buckets);
+      CHECK(id < static_cast<int64_t>(k + 1) * buckets);
+    }
+  }
+  // The held-out reader maps them alike.
+  TempDir dir;
+  write_text(dir.file("h.tfrecord"), frame_record(r.data));
+  auto read = read_examples(dir.file("h.tfrecord"), RecordFormat::tfrecord, o);
+  REQUIRE(read.ok());
+  REQUIRE(read->size() == 1);
+  CHECK(std::equal(read->front().ids.begin(), read->front().ids.end(), batch->ids.begin()));
+  // Keys spread over the buckets: 20000 keys of one field fill most of 1000 buckets.
+  std::set<int64_t> used;
+  for (int v = 0; v < 20000; ++v)
+    used.insert(key_bucket(categorical_key(3, std::to_string(v)), buckets));
+  CHECK(used.size() > 990);
+  std::set<int64_t> sequential;
+  for (int64_t key = int64_t{1} << 40; key < (int64_t{1} << 40) + 20000; ++key)
+    sequential.insert(key_bucket(key, buckets));
+  CHECK(sequential.size() > 990);
+
+  // A raw key in a record that is not one id per field has no field: an error naming it.
+  RawRecord few;
+  few.data = encode_example(example(0.0f, {3, categorical_key(0, "x")}, {}, {}));
+  few.file = std::make_shared<const std::string>("few.tfrecord");
+  auto refused = parse_batch({few}, RecordFormat::tfrecord, o);
+  REQUIRE(!refused.ok());
+  CHECK(refused.error().code == Errc::data_loss);
+  CHECK(refused.error().message.find("few.tfrecord") != std::string::npos);
+  CHECK(refused.error().message.find("one id per field (26), not 2") != std::string::npos);
+  // Records of rows only are read as before, whatever their count.
+  RawRecord rows;
+  rows.data = encode_example(example(0.0f, {3, 2000}, {}, {}));
+  CHECK(parse_batch({rows}, RecordFormat::tfrecord, o).ok());
+  // No buckets: an error, not a division by zero.
+  o.buckets_per_field = 0;
+  auto none = parse_batch({r}, RecordFormat::tfrecord, o);
+  REQUIRE(!none.ok());
+  CHECK(none.error().message.find("buckets_per_field") != std::string::npos);
+}
+
 TEST_CASE("sparse_input: files sharded by worker, every record once, formats alike", "[records]") {
   TempDir dir;
   // Four files of 10 examples; example k has label k (unique) and ids {k, 100 + k}.

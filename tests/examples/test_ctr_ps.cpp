@@ -273,7 +273,8 @@ TEST_CASE("ctr_ps with a dynamic table keeps under its row cap and learns as a h
   generate(dir, "--rows 200000 --files 2 --vocab 50000 --raw-ids --format both");
   const std::string common =
       "--batch 512 --hidden 32 --dim 8 --lr 0.2 --cache --steps-per-worker 400 ";
-  // Same rows, same data (Criteo text hashed into 2048 buckets a field).
+  // Same rows, same data: the TFRecord files' raw keys, here in a dynamic table, below
+  // hashed into 2048 buckets a field.
   const auto dynamic =
       launch_ctr(dir, "--ps 2 --workers 2",
                  common +
@@ -318,11 +319,15 @@ TEST_CASE("ctr_ps with a dynamic table keeps under its row cap and learns as a h
   CHECK(scored.last_json["latency_samples"] == 50);
   CHECK(scored.last_json["latency_us_p99"].get<double>() >=
         scored.last_json["latency_us_p50"].get<double>());
+  // The same TFRecord files in a fixed table: their raw keys hashed into 2048 buckets a
+  // field, as the Criteo text's values are.
   const auto hashed =
-      launch_ctr(dir, "--ps 2 --workers 2", common + "--table fixed --buckets-per-field 2048");
+      launch_ctr(dir, "--ps 2 --workers 2",
+                 common + "--format tfrecord --table fixed --buckets-per-field 2048");
   INFO(hashed.dump());
   CHECK(hashed["table_rows"] == 53248);
   CHECK(dynamic["auc"].get<double>() >= hashed["auc"].get<double>() - 0.002);
+  CHECK(hashed["auc"].get<double>() > 0.7);  // the hashed table learned from the raw keys
 
   // A dynamic table under fit() (troupe::Model): the chief reads it whole only to write a
   // checkpoint (keys and rows), and the side-car evaluator scores each checkpoint's rows as
