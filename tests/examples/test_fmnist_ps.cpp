@@ -109,7 +109,7 @@ TEST_CASE("fmnist_ps trains by host name over TLS and survives a killed worker",
   // TLS 1.3, the restarted worker's new connections included.
   troupe::test::TempDir dir;
   auto r = run_program(bin + "/troupe launch --tls --host localhost --ps 2 --workers 2" +
-                       " --restart-failed --chaos kill:worker:1@0.5s --run-dir " + dir.path() +
+                       " --restart-failed --chaos kill:worker:1@2s --run-dir " + dir.path() +
                        " -- " + bin + "/fmnist_ps --steps-per-worker 3000 2>/dev/null");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
@@ -123,8 +123,10 @@ TEST_CASE("fmnist_ps trains by host name over TLS and survives a killed worker",
   CHECK(j["restarts"] == 1);
   CHECK(j["tls"] == true);
   CHECK(chief["tls"] == true);
-  // Training ended at least train_s into the launch: past 1.5 s, 1 s after the kill.
-  if (chief["train_s"].get<double>() > 1.5) CHECK(chief["worker_rejoins"] == 1);
+  // Training ended at least train_s into the launch: past 3 s, 1 s after the kill. The kill
+  // comes at 2 s, not 0.5 s: a sanitized TLS worker can take longer than 0.5 s to first
+  // join, and its restart is then its first join, no rejoin (seen in a sanitizer run).
+  if (chief["train_s"].get<double>() > 3.0) CHECK(chief["worker_rejoins"] == 1);
   auto listing = nlohmann::json::parse(std::ifstream(dir.file("tasks.json")));
   CHECK(listing[0]["address"].get<std::string>().rfind("localhost:", 0) == 0);
   check_all_gone(j["tasks"]);
