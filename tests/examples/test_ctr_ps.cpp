@@ -319,8 +319,7 @@ TEST_CASE("ctr_ps with a dynamic table keeps under its row cap and learns as a h
   CHECK(scored.last_json["latency_samples"] == 50);
   CHECK(scored.last_json["latency_us_p99"].get<double>() >=
         scored.last_json["latency_us_p50"].get<double>());
-  // The same TFRecord files in a fixed table: their raw keys hashed into 2048 buckets a
-  // field, as the Criteo text's values are.
+  // The same TFRecord files in a fixed table: raw keys hashed into 2048 buckets a field.
   const auto hashed =
       launch_ctr(dir, "--ps 2 --workers 2",
                  common + "--format tfrecord --table fixed --buckets-per-field 2048");
