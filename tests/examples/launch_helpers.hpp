@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -25,6 +26,26 @@ inline void check_all_gone(const nlohmann::json& tasks) {
     INFO(t.dump());
     CHECK(::kill(t["pid"].get<int>(), 0) != 0);  // no such process any more
   }
+}
+
+/// What the tasks of a launch in `run_dir` wrote to their logs (<task>.log), the last
+/// `lines` lines of each: for the message of a check that failed.
+inline std::string task_logs(const std::string& run_dir, size_t lines = 20) {
+  std::string out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(run_dir, ec)) {
+    if (e.path().extension() != ".log") continue;
+    std::ifstream in(e.path());
+    std::vector<std::string> tail;
+    for (std::string line; std::getline(in, line);) {
+      tail.push_back(std::move(line));
+      if (tail.size() > lines) tail.erase(tail.begin());
+    }
+    out += "--- " + e.path().filename().string() + "\n";
+    for (const auto& l : tail)
+      out += l + "\n";
+  }
+  return out;
 }
 
 /// The last line of `in` that holds a JSON object (null when there is none).

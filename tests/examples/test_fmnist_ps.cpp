@@ -32,6 +32,7 @@ TEST_CASE("troupe launch trains fmnist_ps with 2 PS and 2 workers", "[example][p
   auto r = run_program(bin + "/troupe launch --ps 2 --workers 2 --run-dir " + dir.path() + " -- " +
                        bin + "/fmnist_ps 2>/dev/null");
   INFO(r.output);
+  INFO(troupe::test::task_logs(dir.path()));
   REQUIRE(r.exit_code == 0);
   const auto& j = r.last_json;
   REQUIRE(j.is_object());
@@ -112,6 +113,7 @@ TEST_CASE("fmnist_ps trains by host name over TLS and survives a killed worker",
                        " --restart-failed --chaos kill:worker:1@2s --run-dir " + dir.path() +
                        " -- " + bin + "/fmnist_ps --steps-per-worker 3000 2>/dev/null");
   INFO(r.output);
+  INFO(troupe::test::task_logs(dir.path()));
   REQUIRE(r.exit_code == 0);
   const auto& j = r.last_json;
   REQUIRE(j.is_object());
@@ -176,6 +178,7 @@ TEST_CASE("fmnist_ps carries on when a PS is killed and restored from its snapsh
   auto status = launch.wait_exit(120s);
   REQUIRE(status.has_value());
   INFO(launch.captured_stderr());
+  INFO(troupe::test::task_logs(run_dir));
   CHECK((WIFEXITED(*status) && WEXITSTATUS(*status) == 0));
   const auto j = troupe::test::last_json_line(out);
   REQUIRE(j.is_object());
