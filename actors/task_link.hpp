@@ -29,9 +29,12 @@ void reach_task(caf::event_based_actor* self, const Endpoint& at, std::chrono::m
                 std::function<void(caf::actor)> on_actor, std::function<void()> on_fail);
 
 /// How long a shutdown waits for each step: reaching a task afresh, then its acknowledgement.
-/// 3 s was too short for a task whose machine is loaded (under the sanitizers in CI, a
-/// worker that had answered every step went unacknowledged).
-inline constexpr std::chrono::seconds shutdown_ack_timeout{6};
+/// The wait ends at the answer, so only a task that is connected but does not answer (a
+/// stalled one) waits it out. 3 s, then 6 s, were too short where the chief's machine is
+/// loaded: a job of 128 workers and 4 PS tasks on 2 cores, and 2 workers under the
+/// sanitizers in CI, each had a task that acknowledged after the chief had stopped waiting
+/// (it had exited by then, and the chief's try afresh was refused).
+inline constexpr std::chrono::seconds shutdown_ack_timeout{15};
 /// The longest shut_down_task takes: an ask on the live handle, then reaching the task
 /// afresh and asking again.
 inline constexpr std::chrono::seconds shutdown_bound{3 * shutdown_ack_timeout};

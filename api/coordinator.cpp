@@ -1,6 +1,8 @@
+#include <algorithm>
 #include <map>
 #include <mutex>
 
+#include "actors/task_link.hpp"
 #include "api/impl.hpp"
 #include "net/ask.hpp"
 #include "net/gate.hpp"
@@ -174,8 +176,11 @@ core::Status ClusterCoordinator::shutdown_cluster() {
   // The coordinator knows the current connections (rejoined workers', restored PS tasks').
   auto& s = impl_->strategy.impl();
   core::Status result;
+  // The coordinator answers within its own bound for the slowest task (shutdown_bound).
+  const auto bound = std::max<std::chrono::milliseconds>(
+      s.options.request_timeout, actors::shutdown_bound + std::chrono::seconds(5));
   (*s.self)
-      ->request(impl_->coordinator, s.options.request_timeout, net::shutdown_atom::value)
+      ->request(impl_->coordinator, bound, net::shutdown_atom::value)
       .receive(
           [&](std::vector<std::string>& silent) {
             if (silent.empty()) return;
