@@ -20,6 +20,10 @@ SAN_SKIP ?= tutorial CNN
 # troupe launch: example_tests, ctr_tests, multihost_tests), neither built nor run.
 SAN_PROGRAMS ?= yes
 SAN_TARGET = $(if $(filter no,$(SAN_PROGRAMS)),troupe_tests_without_programs,troupe_tests)
+# Those suites unbuilt, Catch2's discovery leaves one unlabelled placeholder test each
+# (<suite>_NOT_BUILT-<hash>), which would fail: left out by name.
+SAN_UNBUILT = ^(example_tests|ctr_tests|multihost_tests)_NOT_BUILT-
+SAN_EXCLUDE = $(SAN_SKIP)$(if $(filter no,$(SAN_PROGRAMS)),$(if $(SAN_SKIP),|)$(SAN_UNBUILT))
 SAN_CONFIGURE = cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER=clang++ -DTROUPE_FUZZ=ON -DTROUPE_SANITIZE=address,undefined \
   -DTROUPE_WITH_CUDA=OFF -DTROUPE_KERAS_VENV=$(CURDIR)/$(BUILD)/keras-venv
@@ -52,7 +56,7 @@ sanitize: deps
 	$(SAN_CONFIGURE)
 	cmake --build $(SAN_BUILD) -j$(JOBS) --target $(SAN_TARGET)
 	$(SAN_ENV) ctest --test-dir $(SAN_BUILD) --output-on-failure -j$(JOBS) --timeout 900 \
-	  $(if $(SAN_TESTS),-R '$(SAN_TESTS)') $(if $(SAN_SKIP),-E '$(SAN_SKIP)') \
+	  $(if $(SAN_TESTS),-R '$(SAN_TESTS)') $(if $(SAN_EXCLUDE),-E '$(SAN_EXCLUDE)') \
 	  $(if $(filter no,$(SAN_PROGRAMS)),-LE '^program$$')
 
 # Only what the demo runs: the launcher and the job (make test builds the rest).
