@@ -382,12 +382,18 @@ core::Expected<std::optional<PsRestore>> restore_ps_snapshots(const std::string&
   core::CheckpointManager fulls(dir, 2, "ps");
   if (fulls.checkpoints().empty()) return std::optional<PsRestore>();
   PsRestore r;
-  auto latest = fulls.restore_latest(skipped);
+  // A full snapshot whose records do not hold (load() checks each against its variable's
+  // definition) is skipped for the one before it, as one that cannot be read is.
+  std::optional<PsShardState> state;
+  auto latest = fulls.restore_latest(skipped, [&](const core::Checkpoint& c) -> core::Status {
+    auto loaded = PsShardState::from_snapshot(c);
+    if (!loaded) return loaded.error();
+    state.emplace(std::move(*loaded));
+    return {};
+  });
   if (!latest)
     return make_error(latest.error().code,
                       "cannot restore from " + dir + ": " + latest.error().message);
-  auto state = PsShardState::from_snapshot(latest->second);
-  if (!state) return make_error(state.error().code, dir + ": " + state.error().message);
   r.full = latest->first;
   r.state = std::make_shared<PsShardState>(std::move(*state));
   // Its deltas in order: k = 1, 2, ... with none missing; the first that does not apply

@@ -1,6 +1,8 @@
 // PsShardState's snapshots: the full copy, the delta copy, and a state rebuilt from them.
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <set>
 
 #include "actors/ps_shard_state.hpp"
 
@@ -209,23 +211,61 @@ core::Status PsShardState::load(const core::Checkpoint& ckpt, bool delta) {
     return make_error(Errc::data_loss, "PS snapshot has a negative update count (" +
                                            std::to_string(count->second[0]) + ")");
   const std::string suffix = "/def";
+  std::set<std::string> defined;
   for (const auto& [key, def] : ckpt.ints) {
     if (key.size() <= suffix.size() ||
         key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0)
       continue;
     const std::string name = key.substr(0, key.size() - suffix.size());  // "<var>#<shard>"
     if (auto st = load_shard(name, def, ckpt, delta); !st) return st;
+    defined.insert(name);
   }
+  // Every record belongs to a variable defined in this snapshot: one whose definition is
+  // missing would otherwise be dropped, and the task would serve on without it.
+  for (const auto& entry : ckpt.tensors)
+    if (!known_record(entry.first, /*tensor=*/true, defined))
+      return make_error(Errc::data_loss, "PS snapshot record '" + entry.first +
+                                             "' belongs to no variable defined in it");
+  for (const auto& entry : ckpt.ints)
+    if (!known_record(entry.first, /*tensor=*/false, defined))
+      return make_error(Errc::data_loss, "PS snapshot record '" + entry.first +
+                                             "' belongs to no variable defined in it");
   PsShardState& st = *this;
   st.counters_.updates_applied = count->second[0];
   st.restored_from_ = count->second[0];
   return {};
 }
 
+bool PsShardState::known_record(const std::string& key, bool tensor,
+                                const std::set<std::string>& defined) const {
+  if (!tensor && (key == "updates_applied" || key == "delta")) return true;
+  if (tensor && defined.count(key) != 0) return true;  // a variable's value (or rows)
+  const auto slash = key.rfind('/');
+  if (slash == std::string::npos || defined.count(key.substr(0, slash)) == 0) return false;
+  const std::string name = key.substr(0, slash), what = key.substr(slash + 1);
+  if (!tensor)
+    return what == "def" || what == "optimizer" || what == "iterations" || what == "applied_tags" ||
+           what == "keys" || what == "row_meta" || what == "dynamic" || what == "evicted";
+  // "slot<i>": one of the slots its optimizer keeps (load_shard read each of those).
+  const Shard& shard = vars_.at(name);
+  for (size_t i = 0; i < shard.slots.slots.size() && !shard.table; ++i)
+    if (what == "slot" + std::to_string(i)) return true;
+  return false;
+}
+
 core::Status PsShardState::load_shard(const std::string& name, const std::vector<int64_t>& def,
                                       const core::Checkpoint& ckpt, bool delta) {
   PsShardState& st = *this;
   if (def.size() < 6) return incomplete(name, "short definition");
+  // Each field in its range before it is narrowed: a shard index of 2^40 must not become 0.
+  constexpr int64_t int32_max = std::numeric_limits<int32_t>::max();
+  constexpr int64_t float_bits_end = int64_t{1} << 32;
+  if (def[0] < 0 || def[0] > int32_max)
+    return incomplete(name, "shard index " + std::to_string(def[0]) + " out of range");
+  if (def[2] < 0 || def[2] > int32_max)
+    return incomplete(name, "initializer " + std::to_string(def[2]) + " out of range");
+  if (def[3] < 0 || def[3] >= float_bits_end || def[5] < 0 || def[5] >= float_bits_end)
+    return incomplete(name, "an initializer value or learning rate that is not 32 bits");
   net::VariableDef d;
   d.shard = static_cast<int32_t>(def[0]);
   const std::string tail = "#" + std::to_string(d.shard);

@@ -64,6 +64,12 @@ core::Status PsShardState::create(const net::VariableDef& def) {
   }
   if (def.name.empty() || def.shape.size() > static_cast<size_t>(core::Shape::max_rank))
     return reject(make_error(Errc::invalid_argument, "bad variable definition '" + def.name + "'"));
+  // A shard's first row in its variable: no variable has 2^40 rows (a shard holds at most
+  // 2^34 elements).
+  if (def.shard < 0 || def.row_offset < 0 || def.row_offset > (int64_t{1} << 40))
+    return reject(make_error(Errc::invalid_argument,
+                             "variable '" + def.name + "': shard " + std::to_string(def.shard) +
+                                 " at row " + std::to_string(def.row_offset) + " is out of range"));
   int64_t elements = 1;
   for (int64_t d : def.shape) {
     if (d < 0 || (d > 0 && elements > (int64_t{1} << 34) / d))

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -163,6 +164,10 @@ class PsShardState {
   /// One shard's entries of a snapshot or delta into this state (load, install).
   core::Status load_shard(const std::string& name, const std::vector<int64_t>& def,
                           const core::Checkpoint& ckpt, bool delta);
+  /// Whether snapshot record `key` (a tensor's or ints' key) is one of a variable in
+  /// `defined` (loaded from the same snapshot), or a count of the whole state.
+  bool known_record(const std::string& key, bool tensor,
+                    const std::set<std::string>& defined) const;
 
   core::Expected<Shard*> find(const std::string& name);
   core::Expected<const Shard*> lookup(const std::string& name) const;  // find, not counted

@@ -74,14 +74,20 @@ std::optional<std::string> CheckpointManager::latest() const {
 }
 
 Expected<std::pair<int64_t, Checkpoint>> CheckpointManager::restore_latest(
-    std::vector<Error>* skipped) const {
+    std::vector<Error>* skipped, const std::function<Status(const Checkpoint&)>& accept) const {
   auto all = checkpoints();
   std::optional<Error> newest_damage;
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     auto ckpt = read_checkpoint(it->second);
-    if (ckpt) return std::make_pair(it->first, std::move(*ckpt));
-    if (!newest_damage) newest_damage = ckpt.error();
-    if (skipped) skipped->push_back(ckpt.error());
+    Status taken = ckpt ? Status() : Status(ckpt.error());
+    if (taken.ok() && accept) {
+      taken = accept(*ckpt);
+      if (!taken.ok())
+        taken = make_error(taken.error().code, it->second + ": " + taken.error().message);
+    }
+    if (taken.ok()) return std::make_pair(it->first, std::move(*ckpt));
+    if (!newest_damage) newest_damage = taken.error();
+    if (skipped) skipped->push_back(taken.error());
   }
   if (!newest_damage) return make_error(Errc::not_found, directory_ + ": no checkpoint to restore");
   // Saved state that cannot be read is lost data, not an empty directory: a caller that

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -33,11 +34,13 @@ class CheckpointManager {
   std::vector<std::pair<int64_t, std::string>> checkpoints() const;
   /// The path of the newest checkpoint, if any.
   std::optional<std::string> latest() const;
-  /// The newest checkpoint that reads cleanly and its step. Damaged newer ones are left on
-  /// disk and reported in `skipped`. not_found when there is no checkpoint at all;
-  /// data_loss, naming the newest, when there are some and none reads.
+  /// The newest checkpoint that reads cleanly (and that `accept`, where given, takes) and
+  /// its step. Damaged newer ones, and those `accept` refused, are left on disk and reported
+  /// in `skipped`, each naming its file. not_found when there is no checkpoint at all;
+  /// data_loss, naming the newest, when there are some and none reads and is taken.
   Expected<std::pair<int64_t, Checkpoint>> restore_latest(
-      std::vector<Error>* skipped = nullptr) const;
+      std::vector<Error>* skipped = nullptr,
+      const std::function<Status(const Checkpoint&)>& accept = {}) const;
 
   const std::string& directory() const { return directory_; }
 

@@ -9,6 +9,7 @@
 #include "actors/ps_shard.hpp"
 #include "core/checkpoint/checkpoint_manager.hpp"
 #include "core/partitioner.hpp"
+#include "helpers.hpp"
 #include "ps_shard_helpers.hpp"
 
 using namespace troupe;
@@ -133,6 +134,20 @@ TEST_CASE("A PS shard's snapshot restores values, slots, applied ids and counts"
           "'emb#1': a negative iteration count (-3)");
   refused([](core::Checkpoint& c) { c.ints["updates_applied"] = {-1}; },
           "negative update count (-1)");
+  // Records against their definitions: a variable whose definition is gone is not left
+  // out (the task would serve without it), a field out of range is not narrowed into one.
+  refused([](core::Checkpoint& c) { c.ints.erase("w#0/def"); },
+          "record 'w#0' belongs to no variable defined in it");
+  refused(
+      [](core::Checkpoint& c) {
+        c.tensors["emb#1/slot2"] = core::Tensor(core::Shape{4, 2});
+      },
+      "record 'emb#1/slot2' belongs to no variable");
+  refused([](core::Checkpoint& c) { c.ints["x/iterations"] = {1}; }, "record 'x/iterations'");
+  refused([](core::Checkpoint& c) { c.ints["emb#1/def"][0] = int64_t{1} << 40; },
+          "'emb#1': shard index 1099511627776 out of range");
+  refused([](core::Checkpoint& c) { c.ints["emb#1/def"][1] = int64_t{1} << 62; },
+          "'emb#1': variable 'emb': shard 1 at row 4611686018427387904 is out of range");
 }
 
 TEST_CASE("A PS shard's state can be read and assigned back, a bad one changes nothing",
@@ -508,4 +523,41 @@ TEST_CASE("A rejoining shard keeps updates until its copy is in, then holds each
   auto again = back.install("w#0", *carried);
   REQUIRE_FALSE(again.ok());
   CHECK(again.error().code == core::Errc::invalid_argument);  // not rejoining any more
+}
+
+TEST_CASE("A PS restore skips a full snapshot whose records do not hold for the one before",
+          "[ps_shard]") {
+  test::TempDir dir;
+  PsShardState ps;
+  REQUIRE(ps.create(def("w", {3})).ok());
+  CHECK(ps.push(1, "w#0", tensor({3}, {1, 2, 3})).value());
+  const auto first = ps.pull("w#0")->data;
+  core::CheckpointManager fulls(dir.path(), 2, "ps");
+  REQUIRE(fulls.save(ps.snapshot(), 0).ok());
+  CHECK(ps.push(2, "w#0", tensor({3}, {1, 1, 1})).value());
+  core::Checkpoint newer = ps.snapshot();
+  newer.ints.erase("w#0/def");  // its checksums hold: only its content is wrong
+  REQUIRE(fulls.save(newer, 1).ok());
+
+  std::vector<core::Error> skipped;
+  auto restored = actors::restore_ps_snapshots(dir.path(), &skipped);
+  REQUIRE(restored.ok());
+  REQUIRE(restored->has_value());
+  CHECK((*restored)->full == 0);
+  CHECK((*restored)->state->counters().updates_applied == 1);
+  CHECK((*restored)->state->pull("w#0")->data == first);
+  REQUIRE(skipped.size() == 1);
+  CHECK(skipped[0].code == core::Errc::data_loss);
+  CHECK_THAT(skipped[0].message,
+             Catch::Contains("ps-1.tckpt") && Catch::Contains("record 'w#0' belongs to no"));
+
+  // Neither holds: data_loss naming the newest, and no state.
+  core::Checkpoint older = ps.snapshot();
+  older.ints["w#0/def"][0] = int64_t{1} << 40;
+  REQUIRE(fulls.save(older, 2).ok());  // keeps 2: ps-1 and ps-2
+  auto none = actors::restore_ps_snapshots(dir.path());
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.error().code == core::Errc::data_loss);
+  CHECK_THAT(none.error().message,
+             Catch::Contains("ps-2.tckpt") && Catch::Contains("out of range"));
 }
