@@ -4,7 +4,9 @@
 
 #include "net/cluster_spec.hpp"
 #ifdef TROUPE_WITH_GPU
-#include "gpu/cuda_devices.hpp"
+#include <mutex>
+
+#include "gpu/module.hpp"
 #endif
 
 namespace troupe {
@@ -14,10 +16,36 @@ using core::make_error;
 
 namespace {
 
-// gpu/ serves CUDA devices where it is built; registered before the first choice.
-void register_devices() {
 #ifdef TROUPE_WITH_GPU
-  gpu::register_cuda_devices();
+// Stands for the CUDA devices when libtroupe_gpu.so does not load: none, and why.
+class UnloadedCuda final : public core::DeviceProvider {
+ public:
+  explicit UnloadedCuda(std::string why) : why_(std::move(why)) {}
+  int count() override { return 0; }
+  std::string describe() override { return why_; }
+  core::Expected<core::Backend*> backend(int) override {
+    return make_error(Errc::unavailable, why_);
+  }
+
+ private:
+  std::string why_;
+};
+#endif
+
+// gpu/ serves CUDA devices where it is built, from a module loaded the first time a CUDA
+// device is named: a CPU-only process maps none of CUDA's libraries.
+void register_devices(core::DeviceKind kind) {
+#ifdef TROUPE_WITH_GPU
+  if (kind != core::DeviceKind::cuda) return;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    auto module = gpu::load_module();
+    core::register_device_provider(
+        core::DeviceKind::cuda,
+        module ? (*module)->devices() : new UnloadedCuda(module.error().message));
+  });
+#else
+  (void)kind;
 #endif
 }
 
@@ -55,21 +83,21 @@ core::Expected<core::Device> select_device(const std::string& request) {
 }
 
 core::Expected<core::Device> select_device(const std::string& request, int rank) {
-  register_devices();
   auto parsed = core::parse_device(request);
   if (!parsed) return parsed.error();
+  register_devices(parsed->kind);
   return core::select_device(*parsed, rank);
 }
 
 core::Expected<core::Precision> select_precision(const std::string& request, core::Device device) {
-  register_devices();
+  register_devices(device.kind);
   auto backend = core::backend_for(device);
   if (!backend) return backend.error();
   return core::resolve_precision(request, **backend);
 }
 
 std::string device_name(core::Device device) {
-  register_devices();
+  register_devices(device.kind);
   auto backend = core::backend_for(device);
   return backend ? (*backend)->name() : device.to_string();
 }

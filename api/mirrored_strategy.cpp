@@ -9,13 +9,12 @@
 #include "api/staged_all_reduce.hpp"
 #include "net/auth.hpp"
 #ifdef TROUPE_WITH_NCCL
-#include <cuda_runtime_api.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <set>
 
-#include "gpu/nccl.hpp"
+#include "gpu/module.hpp"
 #endif
 
 namespace troupe {
@@ -52,9 +51,9 @@ class MirroredNccl final : public collective::Implementation {
  public:
   /// `use` says whether NCCL takes device buffers under communication=auto (every worker
   /// has a GPU of its own); with communication=nccl it takes everything.
-  MirroredNccl(std::function<collective::ElasticRing&()> ring, int device,
-               std::shared_ptr<bool> use)
-      : ring_(std::move(ring)), device_(device), use_(std::move(use)) {}
+  MirroredNccl(const gpu::ModuleApi& gpu, std::function<collective::ElasticRing&()> ring,
+               int device, std::shared_ptr<bool> use)
+      : gpu_(gpu), ring_(std::move(ring)), device_(device), use_(std::move(use)) {}
   collective::Communication kind() const override { return collective::Communication::nccl; }
   const char* name() const override { return "nccl"; }
   bool enabled(const collective::AllReduceOptions& o) const override {
@@ -64,26 +63,23 @@ class MirroredNccl final : public collective::Implementation {
     auto& group = ring_();
     const uint64_t generation = group.membership().generation;
     if (!current_ || generation != generation_) {
-      if (current_) current_->abort();  // after a loss a destroy could wait on the lost
+      if (current_) gpu_.abort_nccl(*current_);  // after a loss a destroy could wait on the lost
       current_.reset();
       auto& ring = group.ring();
       const std::string tag = "nccl id " + std::to_string(generation);
-      auto made = gpu::NcclImplementation::create(
-          ring.rank(), ring.size(), device_,
-          [&](char* bytes, size_t n) {
-            std::vector<float> words((n + sizeof(float) - 1) / sizeof(float));
-            std::memcpy(words.data(), bytes, n);
-            auto st = ring.broadcast(words.data(), words.size(), 0, tag);
-            std::memcpy(bytes, words.data(), n);
-            return st;
-          },
-          gpu::HostBuffers::stage);
+      auto made = gpu_.make_nccl(ring.rank(), ring.size(), device_, [&](char* bytes, size_t n) {
+        std::vector<float> words((n + sizeof(float) - 1) / sizeof(float));
+        std::memcpy(words.data(), bytes, n);
+        auto st = ring.broadcast(words.data(), words.size(), 0, tag);
+        std::memcpy(bytes, words.data(), n);
+        return st;
+      });
       if (!made)
         return make_error(made.error().code,
                           "NCCL communicator for generation " + std::to_string(generation) +
                               " on GPU " + std::to_string(device_) +
                               " (NCCL needs a GPU per worker: " + std::to_string(ring.size()) +
-                              " workers, this one sees " + std::to_string(gpu::device_count()) +
+                              " workers, this one sees " + std::to_string(gpu_.device_count()) +
                               "): " + made.error().message);
       current_ = std::move(*made);
       generation_ = generation;
@@ -92,22 +88,20 @@ class MirroredNccl final : public collective::Implementation {
   }
 
  private:
+  const gpu::ModuleApi& gpu_;
   std::function<collective::ElasticRing&()> ring_;
   int device_;
   std::shared_ptr<bool> use_;
-  std::unique_ptr<gpu::NcclImplementation> current_;
+  std::unique_ptr<collective::Implementation> current_;
   uint64_t generation_ = 0;
 };
 
 // Whether every rank computes on a GPU of its own: each puts a hash of its host and its
 // GPU's PCI bus id into its slot of a vector the ring sums (an all-gather); NCCL refuses
 // two ranks on one GPU.
-core::Expected<bool> distinct_gpus(collective::Ring& ring, int device) {
+core::Expected<bool> distinct_gpus(const gpu::ModuleApi& gpu, collective::Ring& ring, int device) {
   char bus[64] = {};
-  if (cudaDeviceGetPCIBusId(bus, sizeof bus, device) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
+  if (!gpu.pci_bus_id(device, bus, sizeof bus)) return false;
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   uint64_t h = 1469598103934665603ull;
@@ -189,8 +183,18 @@ core::Expected<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   auto use_nccl = std::make_shared<bool>(options.communication == collective::Communication::nccl);
   int nccl_device = -1;
   const bool nccl_asked = options.communication == collective::Communication::nccl;
-  if (nccl_asked || (on_gpu && gpu::device_count() > 0)) {
-    const int gpus = gpu::device_count();
+  // The GPU module is loaded only here: a model on the CPU without nccl asked for maps none
+  // of CUDA's libraries.
+  const gpu::ModuleApi* gpu_module = nullptr;
+  if (nccl_asked || on_gpu) {
+    auto module = gpu::load_module();
+    if (!module && nccl_asked)
+      return make_error(module.error().code, "MultiWorkerMirroredStrategy: communication=nccl: " +
+                                                 module.error().message);
+    if (module) gpu_module = *module;
+  }
+  if (gpu_module != nullptr && (nccl_asked || gpu_module->device_count() > 0)) {
+    const int gpus = gpu_module->device_count();
     if (gpus == 0)
       return make_error(Errc::unavailable,
                         "MultiWorkerMirroredStrategy: communication=nccl but task " +
@@ -202,7 +206,8 @@ core::Expected<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
                                                     std::to_string(nccl_device) + " of " +
                                                     std::to_string(gpus) + " GPUs");
     impls.push_back(std::make_unique<MirroredNccl>(
-        [raw]() -> collective::ElasticRing& { return *raw->ring; }, nccl_device, use_nccl));
+        *gpu_module, [raw]() -> collective::ElasticRing& { return *raw->ring; }, nccl_device,
+        use_nccl));
   }
 #endif
   // A model on a device without NCCL: its buffers through host memory, by the ring.
@@ -232,7 +237,7 @@ core::Expected<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   // a joiner in elastic mode cannot ask, so elastic jobs keep the ring unless told nccl).
   if (nccl_device >= 0 && options.communication == collective::Communication::automatic &&
       !options.elastic) {
-    auto distinct = distinct_gpus(impl->ring->ring(), nccl_device);
+    auto distinct = distinct_gpus(*gpu_module, impl->ring->ring(), nccl_device);
     if (!distinct) return distinct.error();
     *use_nccl = *distinct;
   }

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Peak memory of each task of a job: runs a `troupe launch` command line, reads every
-process's TF_CONFIG task and peak resident set (VmHWM, /proc/PID/status) while it runs, and
-prints one JSON line per task, then one line of the job's result and the largest peak of
-each role.
+process's TF_CONFIG task, peak resident set (VmHWM, /proc/PID/status) and private memory
+(Private_Clean + Private_Dirty, /proc/PID/smaps_rollup: what the process alone costs the
+machine, its share of no library) while it runs, and prints one JSON line per task, then
+one line of the job's result and the largest peaks of each role.
 
     bench/task_memory.py [--label NAME] -- build/bin/troupe launch --ps 2 --workers 2 -- \
         build/bin/troupe train --model big.keras --data ... --steps 20
@@ -46,6 +47,18 @@ def peak_kb(pid):
     return None
 
 
+def private_kb(pid):
+    try:
+        total = 0
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                    total += int(line.split()[1])
+        return total
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def descendants(root):
     children = {}
     for d in os.listdir("/proc"):
@@ -75,7 +88,7 @@ def main():
     if not cmd:
         ap.error("give the job's command after --")
     job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    peaks, pids = {}, {}
+    peaks, private, pids = {}, {}, {}
     while job.poll() is None:
         for pid in descendants(job.pid):
             task = pids.get(pid) or task_of(pid)
@@ -85,19 +98,28 @@ def main():
             kb = peak_kb(pid)
             if kb is not None:
                 peaks[task] = max(peaks.get(task, 0), kb)
+            kb = private_kb(pid)
+            if kb is not None:
+                private[task] = max(private.get(task, 0), kb)
         time.sleep(0.1)
     out = job.stdout.read().strip().splitlines()
     result = json.loads(out[-1]) if out else {}
     for task in sorted(peaks):
         print(json.dumps({"bench": "task_memory", "label": args.label, "task": task,
-                          "peak_rss_mb": round(peaks[task] / 1024, 1)}))
-    roles = {}
-    for task, kb in peaks.items():
-        role = task.split(":")[0]
-        roles[role] = max(roles.get(role, 0), round(kb / 1024, 1))
+                          "peak_rss_mb": round(peaks[task] / 1024, 1),
+                          "peak_private_mb": round(private.get(task, 0) / 1024, 1)}))
+
+    def by_role(values):
+        roles = {}
+        for task, kb in values.items():
+            role = task.split(":")[0]
+            roles[role] = max(roles.get(role, 0), round(kb / 1024, 1))
+        return roles
+
     chief = result.get("chief", {}) if isinstance(result, dict) else {}
     print(json.dumps({"bench": "task_memory", "label": args.label, "ok": job.returncode == 0,
-                      "chief_ok": chief.get("ok"), "peak_rss_mb_by_role": roles}))
+                      "chief_ok": chief.get("ok"), "peak_rss_mb_by_role": by_role(peaks),
+                      "peak_private_mb_by_role": by_role(private)}))
     return job.returncode
 
 

@@ -17,6 +17,10 @@ install(TARGETS ${_troupe_targets} EXPORT TroupeTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${TROUPE_INSTALL_INCLUDEDIR})
 install(TARGETS troupe RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(TARGET troupe_gpu_module)
+  # Loaded by path when a program asks for a CUDA device (gpu/module.hpp).
+  install(TARGETS troupe_gpu_module LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 
 # The public headers (troupe/) include the runtime's own (core/, net/, actors/): all of
 # them go under one directory, laid out as in the source tree.

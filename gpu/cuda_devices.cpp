@@ -66,11 +66,15 @@ class CudaDevices final : public core::DeviceProvider {
 
 }  // namespace
 
-void register_cuda_devices() {
+core::DeviceProvider* cuda_device_provider() {
   // Never destroyed: tensors in static storage may outlive any order of destruction, and
   // CUDA's own teardown at exit must not race ours.
   static CudaDevices* devices = new CudaDevices();
-  core::register_device_provider(core::DeviceKind::cuda, devices);
+  return devices;
+}
+
+void register_cuda_devices() {
+  core::register_device_provider(core::DeviceKind::cuda, cuda_device_provider());
 }
 
 }  // namespace troupe::gpu

@@ -15,11 +15,9 @@
 #include "core/collective/collective.hpp"
 #include "core/expected.hpp"
 #include "gpu/cuda.hpp"
+#include "gpu/module.hpp"  // ShareId
 
 namespace troupe::gpu {
-
-/// Copies rank 0's `n` bytes at `bytes` to every rank.
-using ShareId = std::function<core::Status(char* bytes, size_t n)>;
 
 class NcclCommunicator {
  public:

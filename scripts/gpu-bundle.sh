@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs what the GPU checks need for a bare CUDA machine (nvcc, the driver and CUDA's own
 # libraries, none of Debian's) into one archive: the GPU test suites, bench_gpu, troupe,
-# fmnist_local, fmnist_mirrored, ctr_ps and ctr_datagen, stripped; every shared library
+# fmnist_local, fmnist_mirrored, ctr_ps and ctr_datagen, stripped, and the CUDA backend
+# module they load (lib/libtroupe_gpu.so); every shared library
 # they load that is not glibc's, libstdc++'s, libgcc's or CUDA's; the Keras layer fixtures
 # and a few model fixtures with their data; a Fashion-MNIST (its test split serving as the
 # training split, to stay small); the PyTorch peer (bench/compare_gpu.sh,
@@ -29,8 +30,13 @@ for p in "${progs[@]}"; do
   cp "$build/bin/$p" "$stage/bin/"
   strip "$stage/bin/$p"
 done
+# The CUDA backend, which the programs load from ../lib when a GPU is asked for.
+module="$build/lib/libtroupe_gpu.so"
+[ -f "$module" ] || { echo "gpu-bundle: $module is missing (a CUDA build?)" >&2; exit 1; }
+cp "$module" "$stage/lib/"
+strip --strip-unneeded "$stage/lib/libtroupe_gpu.so"
 # The libraries outside what every CUDA machine has, under their sonames.
-for p in "${progs[@]}"; do ldd "$build/bin/$p"; done |
+for p in "${progs[@]}"; do ldd "$build/bin/$p"; done | cat - <(ldd "$module") |
   awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
   grep -v -E '^(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^ ]*)\.so|/usr/local/cuda' |
   while read -r soname path; do

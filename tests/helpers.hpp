@@ -4,6 +4,7 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -73,6 +74,28 @@ inline core::Tensor random_tensor(core::Shape shape, uint64_t seed, float lo = -
     t[i] = d(rng);
   return t;
 }
+
+// The files process `pid` has mapped whose paths contain one of `parts` (each named once):
+// which shared libraries it loaded, from /proc/PID/maps.
+inline std::vector<std::string> mapped_files_with(long pid, const std::vector<std::string>& parts) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::vector<std::string> found;
+  std::string line;
+  while (std::getline(maps, line)) {
+    const auto slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string path = line.substr(slash);
+    for (const auto& part : parts)
+      if (path.find(part) != std::string::npos &&
+          std::find(found.begin(), found.end(), path) == found.end())
+        found.push_back(path);
+  }
+  return found;
+}
+
+// The CUDA libraries a process that computes on the CPU must not map (gpu/module.hpp).
+inline const std::vector<std::string> cuda_library_names{"libcudart", "libcublas", "libcudnn",
+                                                         "libnccl", "libtroupe_gpu"};
 
 inline std::vector<char> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -56,6 +56,10 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
     CHECK(workers == std::set<int>{0, 1});
     CHECK(c.stats().completed == scheduled);
     CHECK(c.stats().workers_lost == 0);
+    // Tasks that computed on the CPU mapped none of CUDA's libraries, in a build that has
+    // them too (the CUDA backend is a module loaded when a GPU is asked for).
+    for (auto& child : children)
+      CHECK(test::mapped_files_with(child->pid(), test::cuda_library_names).empty());
   }
 
   SECTION("Gradients reach the sharded variable on the PS tasks") {

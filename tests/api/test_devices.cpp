@@ -91,4 +91,9 @@ TEST_CASE("the CPU is always there and a GPU this process lacks is refused namin
   // What the process saw: no GPU (CUDA built), or no CUDA at all.
   CHECK_THAT(gpu.error().message,
              Catch::Contains("no CUDA device") || Catch::Contains("built without CUDA"));
+#ifdef TROUPE_TEST_GPU_MODULE
+  // The answer came from the CUDA module, loaded for the question (CUDA's runtime with it).
+  CHECK(test::mapped_files_with(getpid(), {"libtroupe_gpu.so"}).size() == 1);
+  CHECK_FALSE(test::mapped_files_with(getpid(), {"libcudart"}).empty());
+#endif
 }

@@ -45,6 +45,29 @@ TEST_CASE("the programs refuse a GPU this machine does not have, naming it", "[e
       "cuda:99", /*launched=*/true);
 }
 
+#ifdef TROUPE_TEST_GPU_MODULE
+TEST_CASE("a CUDA module that does not load is named and the CPU does not need it",
+          "[example][device]") {
+  troupe::test::TempDir dir;
+  const std::string damaged = dir.path() + "/libtroupe_gpu.so";
+  troupe::test::write_bytes(damaged, {'n', 'o', 't', ' ', 'E', 'L', 'F'});
+  for (const std::string& module : {damaged, dir.path() + "/absent.so"}) {
+    INFO(module);
+    auto r = run_program("TROUPE_GPU_MODULE=" + module + " " + bin +
+                         "/fmnist_local --max-steps 2 --device cuda:0 2>/dev/null");
+    refused(r, "cuda:0");
+    CHECK_THAT(r.last_json["error"].get<std::string>(),
+               Catch::Contains(module) && Catch::Contains("could not be loaded"));
+  }
+  // The CPU path never looks for it.
+  auto cpu = run_program("TROUPE_GPU_MODULE=" + damaged + " " + bin +
+                         "/fmnist_local --max-steps 2 --device cpu 2>/dev/null");
+  INFO(cpu.output);
+  CHECK(cpu.exit_code == 0);
+  CHECK(cpu.last_json["ok"] == true);
+}
+#endif
+
 TEST_CASE("a misspelt --device or --precision is named before anything runs", "[example][device]") {
   for (const std::string program :
        {"fmnist_local", "fmnist_ps", "ctr_ps --data /nonexistent", "ctr_fit --data /nonexistent"}) {
