@@ -429,8 +429,9 @@ caf::result<std::vector<std::string>> shutdown_tasks(Self* self) {
   };
   auto tally = std::make_shared<Tally>(
       Tally{self->make_response_promise<std::vector<std::string>>(), tasks.size(), {}});
-  auto one_done = [tally](const std::string& name, bool acknowledged) {
-    if (!acknowledged) tally->silent.push_back(name);
+  // Each silent task as "worker:3 (why)".
+  auto one_done = [tally](const std::string& name, const std::string& why) {
+    if (!why.empty()) tally->silent.push_back(name + " (" + why + ")");
     if (--tally->left > 0) return;
     std::sort(tally->silent.begin(), tally->silent.end());
     tally->promise.deliver(std::move(tally->silent));
@@ -439,8 +440,10 @@ caf::result<std::vector<std::string>> shutdown_tasks(Self* self) {
   const auto bound = shutdown_bound + std::chrono::seconds(1);
   for (const auto& [name, proxy] : tasks)
     self->request(proxy, bound, net::shutdown_atom::value)
-        .then([one_done, name = name](bool acknowledged) { one_done(name, acknowledged); },
-              [one_done, name = name](caf::error&) { one_done(name, false); });
+        .then([one_done, name = name](std::string& why) { one_done(name, why); },
+              [one_done, name = name](caf::error& e) {
+                one_done(name, "its proxy: " + caf::to_string(e));
+              });
   return tally->promise;
 }
 

@@ -331,6 +331,7 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
       [=](net::channel_atom, int32_t port) { self->state.channel_port = port; },
       [=](net::shutdown_atom) {
         self->quit();
+        std::cerr << "troupe: the PS task acknowledges the shutdown" << std::endl;  // its log
         return caf::ok_atom::value;  // acknowledged: the chief may exit now
       },
       [=](net::stats_atom) {

@@ -26,24 +26,50 @@ void reach_task(caf::event_based_actor* self, const Endpoint& at, std::chrono::m
 }
 
 void shut_down_task(caf::event_based_actor* self, const Endpoint& at, bool live,
-                    std::function<void(bool)> done) {
-  auto ask = [self](const caf::actor& task, std::function<void(bool)> answered) {
+                    std::function<void(std::string)> done) {
+  const std::string wait = std::to_string(shutdown_ack_timeout.count()) + " s";
+  // `answered("")` on the acknowledgement, else with what happened instead.
+  auto ask = [self, wait](const caf::actor& task, std::function<void(std::string)> answered) {
     self->request(task, shutdown_ack_timeout, net::shutdown_atom::value)
-        .then([answered](caf::ok_atom) { answered(true); },
-              [answered](caf::error&) { answered(false); });
+        .then([answered](caf::ok_atom) { answered(std::string()); },
+              [answered, wait](caf::error& e) {
+                answered(e == caf::sec::request_timeout ? "no answer within " + wait
+                                                        : "an error, " + caf::to_string(e));
+              });
   };
-  auto afresh = [self, at, done, ask] {
+  const std::string where = at.host + ":" + std::to_string(at.port);
+  const std::string ended =
+      "an error, " + caf::to_string(caf::error(caf::sec::request_receiver_down));
+  auto afresh = [self, at, done, ask, where, ended](std::string before) {
     reach_task(
-        self, at, shutdown_ack_timeout, [done, ask](caf::actor task) { ask(task, done); },
-        [done] { done(false); });
+        self, at, shutdown_ack_timeout,
+        [self, at, done, ask, before, ended](caf::actor task) {
+          ask(task, [self, at, done, ask, before, ended](std::string why) {
+            if (why != ended) return done(why.empty() ? why : before + "reached afresh: " + why);
+            // Its process answered but the actor it served had just ended: it stopped after
+            // the first request, whose answer was late or lost (seen under the sanitizers: the
+            // task logged its acknowledgement, the chief had given up on it). Unless a
+            // supervisor has put a new one in its place, which is then asked too.
+            reach_task(
+                self, at, shutdown_ack_timeout,
+                [done, ask, before](caf::actor again) {
+                  ask(again, [done, before](std::string w) {
+                    done(w.empty() ? w : before + "reached afresh twice: " + w);
+                  });
+                },
+                [done] { done(std::string()); });
+          });
+        },
+        [done, before, where] { done(before + "not reachable afresh at " + where); });
   };
-  if (!live || !at.handle || net::is_terminated(at.handle)) return afresh();
+  if (!live || !at.handle || net::is_terminated(at.handle))
+    return afresh(live ? "its connection had ended; " : "lost before; ");
   // A handle that looks live may be a connection CAF has not yet noticed is gone (a task
   // that stalled past its heartbeats and went on): without an answer there, the task is
   // reached afresh, so that it is told rather than left serving.
-  ask(at.handle, [done, afresh](bool acknowledged) {
-    if (acknowledged) return done(true);
-    afresh();
+  ask(at.handle, [done, afresh](std::string why) {
+    if (why.empty()) return done(why);
+    afresh("asked on its connection: " + why + "; ");
   });
 }
 
@@ -55,11 +81,11 @@ void watch_task(caf::event_based_actor* self, const Endpoint& task, const uint64
   });
 }
 
-caf::typed_response_promise<bool> shut_down_reply(caf::event_based_actor* self, const Endpoint& at,
-                                                  bool live) {
-  auto promise = self->make_response_promise<bool>();
+caf::typed_response_promise<std::string> shut_down_reply(caf::event_based_actor* self,
+                                                         const Endpoint& at, bool live) {
+  auto promise = self->make_response_promise<std::string>();
   shut_down_task(self, at, live,
-                 [promise](bool acknowledged) mutable { promise.deliver(acknowledged); });
+                 [promise](std::string why) mutable { promise.deliver(std::move(why)); });
   return promise;
 }
 

@@ -36,20 +36,21 @@ void reach_task(caf::event_based_actor* self, const Endpoint& at, std::chrono::m
 /// (it had exited by then, and the chief's try afresh was refused).
 inline constexpr std::chrono::seconds shutdown_ack_timeout{15};
 /// The longest shut_down_task takes: an ask on the live handle, then reaching the task
-/// afresh and asking again.
-inline constexpr std::chrono::seconds shutdown_bound{3 * shutdown_ack_timeout};
+/// afresh and asking again, and where that actor had just ended, once more.
+inline constexpr std::chrono::seconds shutdown_bound{5 * shutdown_ack_timeout};
 
-/// Asks the task to stop serving and calls `done(acknowledged)` once, within
-/// shutdown_bound. `live`: `at.handle` is its current connection; otherwise (a task known
-/// lost, or not connected) it is reached at its address afresh first, as it may be back
-/// without having rejoined. A live handle whose connection has dropped (a PS that stalled
-/// while nothing watched it, then went on), or that gives no acknowledgement, is followed
-/// by a try afresh.
+/// Asks the task to stop serving and calls `done` once, within shutdown_bound: with "" when
+/// it acknowledged, else with what happened instead ("asked on its connection: no answer
+/// within 15 s; not reachable afresh at 127.0.0.1:4001"). `live`: `at.handle` is its
+/// current connection; otherwise (a task known lost, or not connected) it is reached at
+/// its address afresh first, as it may be back without having rejoined. A live handle
+/// whose connection has dropped (a PS that stalled while nothing watched it, then went
+/// on), or that gives no acknowledgement, is followed by a try afresh.
 void shut_down_task(caf::event_based_actor* self, const Endpoint& at, bool live,
-                    std::function<void(bool)> done);
-/// shut_down_task as a handler's answer: the promise of `acknowledged`.
-caf::typed_response_promise<bool> shut_down_reply(caf::event_based_actor* self, const Endpoint& at,
-                                                  bool live);
+                    std::function<void(std::string)> done);
+/// shut_down_task as a handler's answer: the promise of its "" or reason.
+caf::typed_response_promise<std::string> shut_down_reply(caf::event_based_actor* self,
+                                                         const Endpoint& at, bool live);
 
 /// Monitors `task`'s current actor and, when it goes down, sends `self` (task_down,
 /// `counter`) so that the proxy's state handles it in order with its other messages.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <iostream>
 
 #include <caf/io/all.hpp>
 
@@ -161,6 +162,7 @@ void worker(caf::blocking_actor* self, WorkerOptions options) {
   auto mark = std::make_shared<CancelMark>();
   auto routing = std::make_shared<PsRouting>();
   auto control = self->system().spawn(worker_control, mark, routing);
+  const int index = options.index;
   WorkerRuntime rt(self->system(), std::move(options), mark, routing);
   bool running = true;
   // The control actor ends with the worker, whichever way it ends.
@@ -187,6 +189,8 @@ void worker(caf::blocking_actor* self, WorkerOptions options) {
       },
       [&](net::shutdown_atom) {
         running = false;
+        // In the task's log: whether a shutdown the chief calls silent reached it.
+        std::cerr << "troupe: worker:" << index << " acknowledges the shutdown" << std::endl;
         return caf::ok_atom::value;  // acknowledged: the chief may exit now
       },
       // An exit message other than `normal` ends the worker with that reason: its node

@@ -131,7 +131,7 @@ void lose(Self* self) {
   recover(self);
 }
 
-caf::result<bool> shut_down(Self* self, bool live) {
+caf::result<std::string> shut_down(Self* self, bool live) {
   return shut_down_reply(self, self->state.task, live);
 }
 
@@ -232,11 +232,14 @@ void send_closure(Self* self, net::ClosureMsg& c) {
                                           const bool cancelled = it->cancelled;
                                           self->state.in_flight.erase(it);
                                           time_head(self);
-                                          if (!cancelled)
-                                            self->state.book->complete(id, std::move(bytes));
+                                          // The coordinator hears of the progress before
+                                          // the caller sees the result: what the caller
+                                          // schedules next comes after it.
                                           self->send(self->state.coordinator,
                                                      chief::done_atom::value, self->state.index,
                                                      id);
+                                          if (!cancelled)
+                                            self->state.book->complete(id, std::move(bytes));
                                         }),
             current<caf::error&>(self, [=](caf::error& err) {
               auto& s = self->state;

@@ -187,9 +187,10 @@ core::Status ClusterCoordinator::shutdown_cluster() {
             std::string names;
             for (const auto& n : silent)
               names += (names.empty() ? "" : ", ") + n;
-            result = core::make_error(core::Errc::unavailable,
-                                      "shutdown not acknowledged by " + names +
-                                          " (stopped, lost or unreachable; may still be serving)");
+            result =
+                core::make_error(core::Errc::unavailable,
+                                 "shutdown not acknowledged by " + names +
+                                     "; stopped, lost or unreachable, they may still be serving");
           },
           [&](caf::error& e) { result = net::from_caf(e); });
   return result;

@@ -78,12 +78,24 @@ struct PsCluster {
     }
     const auto shutdown = coord->shutdown_cluster();
     INFO("shutdown: " << (shutdown.ok() ? std::string("ok") : shutdown.error().to_string()));
+    const auto stats = coord->stats();
+    INFO("workers lost " << stats.workers_lost << ", rejoined " << stats.worker_rejoins);
     if (shutdown.ok() != gone.empty()) {
-      // What each task said last, to tell why one did not acknowledge (refused, lost, busy).
-      for (size_t k = 0; k < children.size(); ++k) {
+      // What each task said last, to tell why one did not acknowledge (refused, lost, busy):
+      // the ones the shutdown names first, as a long log may be cut short.
+      std::vector<size_t> order;
+      for (int named = 1; named >= 0; --named)
+        for (size_t k = 0; k < children.size(); ++k) {
+          const std::string name =
+              k < 2 ? "ps:" + std::to_string(k) : "worker:" + std::to_string(k - 2);
+          const bool in_error =
+              !shutdown.ok() && shutdown.error().message.find(name) != std::string::npos;
+          if (in_error == (named == 1)) order.push_back(k);
+        }
+      for (size_t k : order) {
         const std::string err = children[k]->captured_stderr();
         UNSCOPED_INFO("child " << k << " (0, 1: PS; 2, 3: workers), its stderr's end: "
-                               << err.substr(err.size() > 3000 ? err.size() - 3000 : 0));
+                               << err.substr(err.size() > 1500 ? err.size() - 1500 : 0));
       }
     }
     REQUIRE(shutdown.ok() == gone.empty());
