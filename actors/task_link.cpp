@@ -40,16 +40,19 @@ void shut_down_task(caf::event_based_actor* self, const Endpoint& at, bool live,
   const std::string where = at.host + ":" + std::to_string(at.port);
   const std::string ended =
       "an error, " + caf::to_string(caf::error(caf::sec::request_receiver_down));
-  auto afresh = [self, at, done, ask, where, ended](std::string before) {
+  // `asked`: a shutdown sent on its live connection before went unanswered.
+  auto afresh = [self, at, done, ask, where, ended](std::string before, bool asked) {
     reach_task(
         self, at, shutdown_ack_timeout,
-        [self, at, done, ask, before, ended](caf::actor task) {
-          ask(task, [self, at, done, ask, before, ended](std::string why) {
-            if (why != ended) return done(why.empty() ? why : before + "reached afresh: " + why);
+        [self, at, done, ask, before, ended, asked](caf::actor task) {
+          ask(task, [self, at, done, ask, before, ended, asked](std::string why) {
+            if (why != ended || !asked)
+              return done(why.empty() ? why : before + "reached afresh: " + why);
             // Its process answered but the actor it served had just ended: it stopped after
             // the first request, whose answer was late or lost (seen under the sanitizers: the
             // task logged its acknowledgement, the chief had given up on it). Unless a
-            // supervisor has put a new one in its place, which is then asked too.
+            // supervisor has put a new one in its place, which is then asked too. (An actor
+            // never asked before that has ended, ended on its own: it stays silent.)
             reach_task(
                 self, at, shutdown_ack_timeout,
                 [done, ask, before](caf::actor again) {
@@ -63,13 +66,15 @@ void shut_down_task(caf::event_based_actor* self, const Endpoint& at, bool live,
         [done, before, where] { done(before + "not reachable afresh at " + where); });
   };
   if (!live || !at.handle || net::is_terminated(at.handle))
-    return afresh(live ? "its connection had ended; " : "lost before; ");
+    return afresh(live ? "its connection had ended; " : "lost before; ", false);
   // A handle that looks live may be a connection CAF has not yet noticed is gone (a task
   // that stalled past its heartbeats and went on): without an answer there, the task is
   // reached afresh, so that it is told rather than left serving.
   ask(at.handle, [done, afresh](std::string why) {
     if (why.empty()) return done(why);
-    afresh("asked on its connection: " + why + "; ");
+    // Only a request that went unanswered may have reached it; an error (a dropped
+    // connection) says it may not have.
+    afresh("asked on its connection: " + why + "; ", why.rfind("no answer", 0) == 0);
   });
 }
 
