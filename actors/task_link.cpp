@@ -10,19 +10,68 @@
 
 namespace troupe::actors {
 
-void reach_task(caf::event_based_actor* self, const Endpoint& at, std::chrono::milliseconds timeout,
-                std::function<void(caf::actor)> on_actor, std::function<void()> on_fail) {
+namespace {
+
+// One try of reaching the task: `on_error` gets what went wrong (an actor found terminated
+// there, one of the connection CAF is replacing, is sec::remote_linking_failed).
+void reach_once(caf::event_based_actor* self, const Endpoint& at, std::chrono::milliseconds timeout,
+                std::function<void(caf::actor)> on_actor,
+                std::function<void(const caf::error&)> on_error) {
   auto route = net::caf_route(at.host, at.port, at.name);  // through the tunnel, with a secret
-  if (!route) return on_fail();
+  if (!route) return on_error(caf::sec::cannot_connect_to_node);
   auto mm = self->system().middleman().actor_handle();
   self->request(mm, timeout, caf::connect_atom::value, route->host, route->port)
       .then(
           [=](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
             auto found = caf::actor_cast<caf::actor>(ptr);
-            if (!found || net::is_terminated(found)) return on_fail();
+            if (!found || net::is_terminated(found))
+              return on_error(caf::sec::remote_linking_failed);
             on_actor(std::move(found));
           },
-          [=](caf::error&) { on_fail(); });
+          [=](caf::error& e) { on_error(e); });
+}
+
+// Answers `get` with `ok` after `wait`, then ends: a delay an event-based actor can chain a
+// callback to (request(...).then(...)) without a handler of its own.
+caf::behavior answer_after(caf::event_based_actor* self, std::chrono::milliseconds wait) {
+  return {[=](caf::get_atom) {
+    auto promise = self->make_response_promise<caf::ok_atom>();
+    self->delayed_send(self, wait, caf::ok_atom::value);
+    self->become([=](caf::ok_atom) mutable {
+      promise.deliver(caf::ok_atom::value);
+      self->quit();
+    });
+    return promise;
+  }};
+}
+
+// reach_once again every 250 ms until `deadline`, unless nobody listens at the address (the
+// task is gone). Seen at the end of a job: a task just resumed from a stall, still holding
+// the connection the chief had dropped, cut the chief's new handshake, and was left serving.
+void reach_until(caf::event_based_actor* self, const Endpoint& at,
+                 std::chrono::steady_clock::time_point deadline,
+                 std::function<void(caf::actor)> on_actor,
+                 std::function<void(std::string)> on_fail) {
+  using namespace std::chrono;
+  const auto left = duration_cast<milliseconds>(deadline - steady_clock::now());
+  if (left <= milliseconds(0))
+    return on_fail(caf::to_string(caf::error(caf::sec::request_timeout)));
+  reach_once(self, at, left, on_actor, [=](const caf::error& e) {
+    const milliseconds pause(250);
+    if (e == caf::sec::cannot_connect_to_node || steady_clock::now() + pause >= deadline)
+      return on_fail(caf::to_string(e));
+    self->request(self->spawn(answer_after, pause), caf::infinite, caf::get_atom::value)
+        .then([=](caf::ok_atom) { reach_until(self, at, deadline, on_actor, on_fail); },
+              [=](caf::error& timer) { on_fail(caf::to_string(timer)); });
+  });
+}
+
+}  // namespace
+
+void reach_task(caf::event_based_actor* self, const Endpoint& at, std::chrono::milliseconds timeout,
+                std::function<void(caf::actor)> on_actor, std::function<void()> on_fail) {
+  reach_once(self, at, timeout, std::move(on_actor),
+             [on_fail = std::move(on_fail)](const caf::error&) { on_fail(); });
 }
 
 void shut_down_task(caf::event_based_actor* self, const Endpoint& at, bool live,
@@ -42,8 +91,8 @@ void shut_down_task(caf::event_based_actor* self, const Endpoint& at, bool live,
       "an error, " + caf::to_string(caf::error(caf::sec::request_receiver_down));
   // `asked`: a shutdown sent on its live connection before went unanswered.
   auto afresh = [self, at, done, ask, where, ended](std::string before, bool asked) {
-    reach_task(
-        self, at, shutdown_ack_timeout,
+    reach_until(
+        self, at, std::chrono::steady_clock::now() + shutdown_ack_timeout,
         [self, at, done, ask, before, ended, asked](caf::actor task) {
           ask(task, [self, at, done, ask, before, ended, asked](std::string why) {
             if (why != ended || !asked)
@@ -63,7 +112,9 @@ void shut_down_task(caf::event_based_actor* self, const Endpoint& at, bool live,
                 [done] { done(std::string()); });
           });
         },
-        [done, before, where] { done(before + "not reachable afresh at " + where); });
+        [done, before, where](std::string why) {
+          done(before + "not reachable afresh at " + where + " (" + why + ")");
+        });
   };
   if (!live || !at.handle || net::is_terminated(at.handle))
     return afresh(live ? "its connection had ended; " : "lost before; ", false);
