@@ -76,27 +76,27 @@ void reach_task(caf::event_based_actor* self, const Endpoint& at, std::chrono::m
 
 void shut_down_task(caf::event_based_actor* self, const Endpoint& at, bool live,
                     std::function<void(std::string)> done) {
-  const std::string wait = std::to_string(shutdown_ack_timeout.count()) + " s";
-  // `answered("")` on the acknowledgement, else with what happened instead.
-  auto ask = [self, wait](const caf::actor& task, std::function<void(std::string)> answered) {
+  // `answered` gets no error on the acknowledgement, else what came instead.
+  auto ask = [self](const caf::actor& task, std::function<void(caf::error)> answered) {
     self->request(task, shutdown_ack_timeout, net::shutdown_atom::value)
-        .then([answered](caf::ok_atom) { answered(std::string()); },
-              [answered, wait](caf::error& e) {
-                answered(e == caf::sec::request_timeout ? "no answer within " + wait
-                                                        : "an error, " + caf::to_string(e));
-              });
+        .then([answered](caf::ok_atom) { answered(caf::error{}); },
+              [answered](caf::error& e) { answered(std::move(e)); });
+  };
+  auto text = [](const caf::error& e) {
+    return e == caf::sec::request_timeout
+               ? "no answer within " + std::to_string(shutdown_ack_timeout.count()) + " s"
+               : "an error, " + caf::to_string(e);
   };
   const std::string where = at.host + ":" + std::to_string(at.port);
-  const std::string ended =
-      "an error, " + caf::to_string(caf::error(caf::sec::request_receiver_down));
   // `asked`: a shutdown sent on its live connection before went unanswered.
-  auto afresh = [self, at, done, ask, where, ended](std::string before, bool asked) {
+  auto afresh = [self, at, done, ask, text, where](std::string before, bool asked) {
     reach_until(
         self, at, std::chrono::steady_clock::now() + shutdown_ack_timeout,
-        [self, at, done, ask, before, ended, asked](caf::actor task) {
-          ask(task, [self, at, done, ask, before, ended, asked](std::string why) {
-            if (why != ended || !asked)
-              return done(why.empty() ? why : before + "reached afresh: " + why);
+        [self, at, done, ask, text, before, asked](caf::actor task) {
+          ask(task, [self, at, done, ask, text, before, asked](caf::error e) {
+            if (!e) return done(std::string());
+            if (e != caf::sec::request_receiver_down || !asked)
+              return done(before + "reached afresh: " + text(e));
             // Its process answered but the actor it served had just ended: it stopped after
             // the first request, whose answer was late or lost (seen under the sanitizers: the
             // task logged its acknowledgement, the chief had given up on it). Unless a
@@ -104,9 +104,9 @@ void shut_down_task(caf::event_based_actor* self, const Endpoint& at, bool live,
             // never asked before that has ended, ended on its own: it stays silent.)
             reach_task(
                 self, at, shutdown_ack_timeout,
-                [done, ask, before](caf::actor again) {
-                  ask(again, [done, before](std::string w) {
-                    done(w.empty() ? w : before + "reached afresh twice: " + w);
+                [done, ask, text, before](caf::actor again) {
+                  ask(again, [done, text, before](caf::error w) {
+                    done(w ? before + "reached afresh twice: " + text(w) : std::string());
                   });
                 },
                 [done] { done(std::string()); });
@@ -121,11 +121,11 @@ void shut_down_task(caf::event_based_actor* self, const Endpoint& at, bool live,
   // A handle that looks live may be a connection CAF has not yet noticed is gone (a task
   // that stalled past its heartbeats and went on): without an answer there, the task is
   // reached afresh, so that it is told rather than left serving.
-  ask(at.handle, [done, afresh](std::string why) {
-    if (why.empty()) return done(why);
+  ask(at.handle, [done, afresh, text](caf::error e) {
+    if (!e) return done(std::string());
     // Only a request that went unanswered may have reached it; an error (a dropped
     // connection) says it may not have.
-    afresh("asked on its connection: " + why + "; ", why.rfind("no answer", 0) == 0);
+    afresh("asked on its connection: " + text(e) + "; ", e == caf::sec::request_timeout);
   });
 }
 
