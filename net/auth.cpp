@@ -68,9 +68,10 @@ core::Status read_by(int fd, char* buf, size_t n, std::chrono::steady_clock::tim
     const auto left = duration_cast<milliseconds>(deadline - steady_clock::now()).count();
     pollfd p{fd, POLLIN, 0};
     const int ready = left <= 0 ? 0 : ::poll(&p, 1, static_cast<int>(left));
+    // Too slow is not refused: a member's peer on a crowded host can be.
     if (ready == 0)
-      return make_error(Errc::permission_denied, std::string("no whole ") + what + " within " +
-                                                     std::to_string(budget.count()) + " ms");
+      return make_error(Errc::unavailable, std::string("no whole ") + what + " within " +
+                                               std::to_string(budget.count()) + " ms");
     if (ready < 0) {
       if (errno == EINTR) continue;
       return make_error(Errc::io_error, std::string("poll: ") + std::strerror(errno));
@@ -247,8 +248,9 @@ core::Status authenticate_to(Socket& s, const std::string& secret,
   std::string answer(32, '\0');
   if (auto st = read_by(s.fd(), answer.data(), answer.size(), deadline, timeout, "server proof");
       !st)
-    return make_error(Errc::permission_denied,
-                      "the server did not prove the cluster secret (" + st.error().message + ")");
+    return make_error(
+        st.error().code == Errc::unavailable ? Errc::unavailable : Errc::permission_denied,
+        "the server did not prove the cluster secret (" + st.error().message + ")");
   if (!same(answer, proof(secret, "troupe server", nonce_c, nonce_s + dialled)))
     return make_error(Errc::permission_denied,
                       dialled.empty() ? "the server did not prove the cluster secret"

@@ -246,42 +246,52 @@ void ConnectionServer::accept_loop() {
       if (!admit(std::move(member), std::move(peer), std::move(key))) return;
     }
     if (fds[0].revents == 0) continue;
-    std::string peer;
-    auto s = accept_on(listener_, peer);
-    if (!s) {
-      if (s.error().code == core::Errc::io_error) {  // not the peer's doing: wait
-        trouble(s.error().message + ": not accepting for 100 ms");
-        accept_paused_until = clock::now() + std::chrono::milliseconds(100);
+    // Every connection waiting in the backlog, up to a batch: at a job's start hundreds of
+    // members dial at once, and one accept per wake-up of this thread (scheduled rarely on
+    // a crowded host) left some unanswered past their dialler's wait for the challenge.
+    for (int batch = 0; batch < 256; ++batch) {
+      if (batch > 0) {
+        pollfd more{listener_.fd(), POLLIN, 0};
+        if (::poll(&more, 1, 0) <= 0) break;
       }
-      continue;  // else the peer gave up before we accepted it
-    }
-    if (door_.accept_check) {
-      if (auto st = door_.accept_check(*s); !st) {
-        if (st.error().code != core::Errc::cancelled) refuse(peer, st.error().message);
+      std::string peer;
+      auto s = accept_on(listener_, peer);
+      if (!s) {
+        if (s.error().code == core::Errc::io_error) {  // not the peer's doing: wait
+          trouble(s.error().message + ": not accepting for 100 ms");
+          accept_paused_until = clock::now() + std::chrono::milliseconds(100);
+          break;
+        }
+        continue;  // else the peer gave up before we accepted it
+      }
+      if (door_.accept_check) {
+        if (auto st = door_.accept_check(*s); !st) {
+          if (st.error().code != core::Errc::cancelled) refuse(peer, st.error().message);
+          continue;
+        }
+      }
+      if (!door) {
+        if (!admit(std::move(*s), std::move(peer), {})) return;
         continue;
       }
-    }
-    if (!door) {
-      if (!admit(std::move(*s), std::move(peer), {})) return;
-      continue;
-    }
-    auto a = Admission::make(door_.secret, door_.tls, door_.identity);
-    if (!a) {
-      refuse(peer, a.error().message);
-      continue;
-    }
-    const std::string& challenge = a->challenge();
-    if (::send(s->fd(), challenge.data(), challenge.size(), MSG_DONTWAIT | MSG_NOSIGNAL) !=
-        static_cast<ssize_t>(challenge.size())) {
-      refuse(peer, "cannot send the challenge");
-      continue;
-    }
-    unproven.push_back(
-        Unproven{std::move(*s), std::move(peer), std::move(*a), clock::now() + door_.deadline});
-    if (unproven.size() > door_.max_unproven) {
-      refuse(unproven.front().peer, std::to_string(door_.max_unproven) +
-                                        " unproven connections held: the oldest is dropped");
-      unproven.pop_front();
+      auto a = Admission::make(door_.secret, door_.tls, door_.identity);
+      if (!a) {
+        refuse(peer, a.error().message);
+        continue;
+      }
+      const std::string& challenge = a->challenge();
+      if (::send(s->fd(), challenge.data(), challenge.size(), MSG_DONTWAIT | MSG_NOSIGNAL) !=
+          static_cast<ssize_t>(challenge.size())) {
+        refuse(peer, "cannot send the challenge");
+        continue;
+      }
+      unproven.push_back(
+          Unproven{std::move(*s), std::move(peer), std::move(*a), clock::now() + door_.deadline});
+      if (unproven.size() > door_.max_unproven) {
+        refuse(unproven.front().peer, std::to_string(door_.max_unproven) +
+                                          " unproven connections held: the oldest is dropped");
+        unproven.pop_front();
+      }
     }
   }
 }

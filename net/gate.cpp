@@ -89,11 +89,24 @@ core::Status relay(const Socket& outside, const Socket& inside, BaspFrameCheck& 
   }
 }
 
+namespace {
+std::atomic<int64_t> handshake_ms{GateLimits{}.handshake_timeout.count()};
+}  // namespace
+
+void set_link_handshake_timeout(std::chrono::milliseconds timeout) {
+  handshake_ms = std::max(GateLimits{}.handshake_timeout, timeout).count();
+}
+
+std::chrono::milliseconds link_handshake_timeout() {
+  return std::chrono::milliseconds(handshake_ms.load());
+}
+
 GateLimits GateLimits::for_cluster(const ClusterSpec& cluster) {
   GateLimits limits;
+  limits.handshake_timeout = link_handshake_timeout();
   const size_t tasks = cluster.tasks().size();
   limits.max_connections = std::max(limits.max_connections, 2 * tasks + 16);
-  limits.max_unproven = std::max(limits.max_unproven, tasks + 16);
+  limits.max_unproven = std::max(limits.max_unproven, 2 * tasks + 16);
   return limits;
 }
 
@@ -166,6 +179,9 @@ struct Tunnels {
   std::map<std::tuple<std::string, std::string, uint16_t, std::string>,
            std::unique_ptr<ConnectionServer>>
       open;
+  // When a tunnel last found something listening at (host, port).
+  std::mutex reached_mu;
+  std::map<std::pair<std::string, uint16_t>, std::chrono::steady_clock::time_point> reached;
 };
 
 Tunnels& tunnels() {
@@ -183,6 +199,11 @@ void serve_tunnel(Socket& inside, const std::string& host, uint16_t port, const 
   const std::string where = host + ":" + std::to_string(port);
   auto outside = connect_to(host, port, limits.handshake_timeout);
   if (!outside) return;  // not up (yet): CAF sees the connection close and tries again
+  {
+    auto& t = tunnels();
+    std::lock_guard<std::mutex> lock(t.reached_mu);
+    t.reached[{host, port}] = std::chrono::steady_clock::now();
+  }
   if (auto st =
           authenticate_to(*outside, secret, limits.handshake_timeout, links_encrypted(), dialled);
       !st) {
@@ -230,6 +251,13 @@ core::Expected<uint16_t> tunnel_to(const std::string& host, uint16_t port,
   return local;
 }
 
+std::chrono::steady_clock::time_point tunnel_reached(const std::string& host, uint16_t port) {
+  auto& t = tunnels();
+  std::lock_guard<std::mutex> lock(t.reached_mu);
+  auto it = t.reached.find({host, port});
+  return it == t.reached.end() ? std::chrono::steady_clock::time_point{} : it->second;
+}
+
 void close_tunnels_to(const std::string& host, uint16_t port) {
   std::vector<std::unique_ptr<ConnectionServer>> closing;
   {
@@ -253,7 +281,9 @@ core::Expected<HostPort> caf_route(const std::string& host, uint16_t port,
   auto secret = cluster_secret_from_env();
   if (!secret) return secret.error();
   if (secret->empty()) return HostPort{host, port};
-  auto local = tunnel_to(host, port, *secret, {}, dialled);
+  GateLimits limits;
+  limits.handshake_timeout = link_handshake_timeout();
+  auto local = tunnel_to(host, port, *secret, limits, dialled);
   if (!local) return local.error();
   return HostPort{"127.0.0.1", *local};
 }

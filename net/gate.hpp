@@ -42,9 +42,12 @@ struct GateLimits {
 
   /// Limits that let every other task of `cluster` in at once, never below the defaults:
   /// each a member (twice: a restarted task's new link while its old one has not closed
-  /// yet), and each unproven at the same moment (a job's start, when they all dial in
-  /// before the machine has scheduled any of them to answer its challenge: a member slow
-  /// to answer is not a stranger). A flood of strangers still has a bound, the job's size.
+  /// yet), and each unproven at the same moment, twice too (a job's start, when they all
+  /// dial in before the machine has scheduled any of them to answer its challenge, and a
+  /// link given up and dialled again before this gate has seen the first one close: at 256
+  /// workers on 2 cores, once each was held, members were dropped). A member slow to answer
+  /// is not a stranger. A flood of strangers still has a bound, twice the job's size. The
+  /// handshake's bound is link_handshake_timeout().
   static GateLimits for_cluster(const ClusterSpec& cluster);
 };
 
@@ -128,6 +131,19 @@ core::Expected<uint16_t> tunnel_to(const std::string& host, uint16_t port,
 /// through them close. For a process done with a peer (a ClusterCoordinator's workers);
 /// the next caf_route to that address opens a new tunnel.
 void close_tunnels_to(const std::string& host, uint16_t port);
+
+/// The process's bound on a CAF link's handshake, through its tunnels and at its gate:
+/// GateLimits' 5 s, or the node's connection timeout where that is longer (a crowded host,
+/// net::for_job: there a live member can take longer than 5 s to be scheduled to answer).
+/// net::configure sets it; tunnels and GateLimits::for_cluster use it.
+void set_link_handshake_timeout(std::chrono::milliseconds timeout);
+std::chrono::milliseconds link_handshake_timeout();
+
+/// When one of this process's tunnels last found a listener at (host, port) (its TCP
+/// connection accepted, before any proof); the clock's epoch if none ever did. Through a
+/// tunnel, CAF sees a task that is not up and one too busy to finish a handshake alike (the
+/// connection closes), so this is what tells them apart.
+std::chrono::steady_clock::time_point tunnel_reached(const std::string& host, uint16_t port);
 
 /// Where this process's CAF should connect to reach the CAF port of the task at `host:port`:
 /// through a tunnel when the job has a cluster secret (net/auth.hpp), directly when not.
