@@ -169,8 +169,8 @@ core::Status serve_task(const net::ClusterResolver& resolver, const Registry& re
                                                     probe.error().message);
   }
   caf::actor_system_config cfg;
-  net::configure(cfg, net::for_host_load(options, resolver.cluster_spec(), hp->host,
-                                         std::thread::hardware_concurrency()));
+  net::configure(cfg, net::for_job(options, resolver.cluster_spec(), hp->host,
+                                   std::thread::hardware_concurrency()));
   caf::actor_system sys{cfg};
   // With a secret, CAF listens nowhere: the gate hands it each member through this door.
   auto door = secret->empty() ? nullptr : std::make_shared<net::CafDoor>(sys, hp->port);

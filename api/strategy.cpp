@@ -46,13 +46,14 @@ core::Expected<std::unique_ptr<ParameterServerStrategy>> ParameterServerStrategy
                           std::to_string(impl->spec.num_tasks("ps")) + ")");
   impl->cfg = std::make_unique<caf::actor_system_config>();
   {
-    // The chief's links tolerate silence as long as its tasks' do, on a crowded host.
-    net::NodeOptions node;
+    // The chief's heartbeats are spaced as its tasks' are, and its links tolerate silence
+    // as long as theirs do on a crowded host.
+    std::string host;
     const auto tasks = impl->spec.tasks();
     if (std::find(tasks.begin(), tasks.end(), resolver.task()) != tasks.end())
-      if (auto hp = net::parse_host_port(impl->spec.address(resolver.task())))
-        node = net::for_host_load(node, impl->spec, hp->host, std::thread::hardware_concurrency());
-    net::configure(*impl->cfg, node);
+      if (auto hp = net::parse_host_port(impl->spec.address(resolver.task()))) host = hp->host;
+    net::configure(*impl->cfg,
+                   net::for_job({}, impl->spec, host, std::thread::hardware_concurrency()));
   }
   impl->sys = std::make_unique<caf::actor_system>(*impl->cfg);
   impl->self.emplace(*impl->sys);

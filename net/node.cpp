@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/expected.hpp"
+#include "net/gate.hpp"
 #include "net/wire.hpp"
 
 namespace troupe::net {
@@ -19,24 +20,31 @@ void configure(caf::actor_system_config& cfg, const NodeOptions& options) {
       });
   cfg.set("middleman.heartbeat-interval", caf::timespan{options.heartbeat_interval});
   cfg.set("middleman.connection-timeout", caf::timespan{options.connection_timeout});
+  set_link_handshake_timeout(options.connection_timeout);
   cfg.set("scheduler.max-threads", options.scheduler_threads);
   cfg.set("scheduler.policy", caf::atom_from_string(options.scheduler_policy));
   // One node's logs must not interleave with the program's JSON line on stdout.
   cfg.set("logger.console", caf::atom("none"));
 }
 
-NodeOptions for_host_load(NodeOptions options, const ClusterSpec& cluster, const std::string& host,
-                          unsigned cores) {
+NodeOptions for_job(NodeOptions options, const ClusterSpec& cluster, const std::string& host,
+                    unsigned cores) {
+  using std::chrono::milliseconds;
+  const auto tasks = cluster.tasks();
+  const auto spaced = milliseconds(100 * static_cast<int64_t>(tasks.size()) / 32);
+  options.heartbeat_interval = std::max(options.heartbeat_interval, spaced);
+  options.connection_timeout =
+      std::max(options.connection_timeout, 10 * options.heartbeat_interval);
   size_t on_host = 0;
-  for (const auto& task : cluster.tasks()) {
+  for (const auto& task : tasks) {
     auto hp = parse_host_port(cluster.address(task));
-    if (hp && hp->host == host) ++on_host;
+    if (!host.empty() && hp && hp->host == host) ++on_host;
   }
   const double per_core = static_cast<double>(on_host) / std::max(1u, cores);
   if (per_core <= 4.0) return options;
-  const auto grown = std::chrono::milliseconds(static_cast<int64_t>(1000.0 * per_core / 4.0));
+  const auto grown = milliseconds(static_cast<int64_t>(1000.0 * per_core / 4.0));
   options.connection_timeout =
-      std::max(options.connection_timeout, std::min(grown, std::chrono::milliseconds(30000)));
+      std::max(options.connection_timeout, std::min(grown, milliseconds(30000)));
   return options;
 }
 

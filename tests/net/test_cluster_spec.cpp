@@ -169,23 +169,50 @@ TEST_CASE("A crowded host's tasks tolerate longer silence on their links", "[net
   };
   const NodeOptions defaults;
   auto timeout_ms = [&](const ClusterSpec& c, const std::string& host, unsigned cores) {
-    return for_host_load(defaults, c, host, cores).connection_timeout.count();
+    return for_job(defaults, c, host, cores).connection_timeout.count();
   };
   // 2 PS x 2 workers and a chief on 2 cores: 2.5 tasks a core, CAF's defaults.
   CHECK(timeout_ms(job_of(2, "127.0.0.1"), "127.0.0.1", 2) == defaults.connection_timeout.count());
   // 131 tasks on 2 cores: 65.5 a core, a second for every 4 of them.
   CHECK(timeout_ms(job_of(128, "127.0.0.1"), "127.0.0.1", 2) == 16375);
   // The same job on 64 cores, or with its workers on another host (a name: nothing is dialled): no
-  // longer crowded.
-  CHECK(timeout_ms(job_of(128, "127.0.0.1"), "127.0.0.1", 64) ==
-        defaults.connection_timeout.count());
-  CHECK(timeout_ms(job_of(128, "other-host"), "127.0.0.1", 2) ==
-        defaults.connection_timeout.count());
+  // longer crowded, and the timeout is that of the job's size (10 heartbeats of 409 ms).
+  CHECK(timeout_ms(job_of(128, "127.0.0.1"), "127.0.0.1", 64) == 4090);
+  CHECK(timeout_ms(job_of(128, "other-host"), "127.0.0.1", 2) == 4090);
   // At most 30 s, and never below what the options asked for.
   CHECK(timeout_ms(job_of(600, "127.0.0.1"), "127.0.0.1", 2) == 30000);
   NodeOptions patient;
   patient.connection_timeout = std::chrono::seconds(45);
-  CHECK(
-      for_host_load(patient, job_of(600, "127.0.0.1"), "127.0.0.1", 2).connection_timeout.count() ==
-      45000);
+  CHECK(for_job(patient, job_of(600, "127.0.0.1"), "127.0.0.1", 2).connection_timeout.count() ==
+        45000);
+}
+
+TEST_CASE("Heartbeats are spaced by the job's size and the timeout follows them",
+          "[net][cluster]") {
+  auto job_of = [](int workers) {
+    std::vector<std::string> addresses;
+    for (int i = 0; i < workers; ++i)
+      addresses.push_back("host-" + std::to_string(i) + ":2222");  // one task a host
+    return ClusterSpec({{"chief", {"chief-host:2222"}},
+                        {"ps", {"ps-host-0:2222", "ps-host-1:2222"}},
+                        {"worker", addresses}});
+  };
+  const NodeOptions defaults;
+  // Up to 32 tasks: 100 ms and 1 s, as CAF is configured by default here.
+  auto small = for_job(defaults, job_of(29), "host-0", 2);
+  CHECK(small.heartbeat_interval.count() == 100);
+  CHECK(small.connection_timeout.count() == 1000);
+  // 515 tasks (512 workers) each on a host of its own: 100 ms per 32 tasks, a timeout of
+  // 10 intervals; every task derives the same interval, its host unknown or not.
+  auto large = for_job(defaults, job_of(512), "host-0", 2);
+  CHECK(large.heartbeat_interval.count() == 1609);
+  CHECK(large.connection_timeout.count() == 16090);
+  CHECK(for_job(defaults, job_of(512), "", 2).heartbeat_interval.count() == 1609);
+  // Asked-for settings longer than these stay.
+  NodeOptions slow;
+  slow.heartbeat_interval = std::chrono::seconds(2);
+  slow.connection_timeout = std::chrono::seconds(60);
+  auto kept = for_job(slow, job_of(512), "host-0", 2);
+  CHECK(kept.heartbeat_interval.count() == 2000);
+  CHECK(kept.connection_timeout.count() == 60000);
 }
