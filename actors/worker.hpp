@@ -28,7 +28,8 @@ struct WorkerOptions {
   std::chrono::milliseconds request_timeout{30000};
   /// How long a reconnection to a PS shard (and its first answer) is waited for before the
   /// closure fails: a dropped handshake or a brief restart. The first connection to each
-  /// PS task, made while the job starts, waits request_timeout instead.
+  /// PS task, made while the job starts, is tried until the chief declares that PS lost
+  /// (within 4 x request_timeout).
   std::chrono::milliseconds connect_timeout{3000};
   /// Send tensors through the PS tasks' tensor channels (when they have one).
   bool tensor_channel = true;
@@ -178,8 +179,10 @@ class WorkerRuntime final : public StepContext {
   static constexpr std::chrono::milliseconds unreachable_backoff{200};
   /// PS tasks this runtime has reached once. The first connection to one is made while
   /// the whole job starts (every task dialling at once, on a loaded machine: slow, not
-  /// lost), so it is given request_timeout; a reconnection after a failure, connect_timeout.
+  /// lost), so it is tried until the chief declares the PS lost, within
+  /// first_reach_bound(); a reconnection after a failure, connect_timeout.
   std::set<int> reached_;
+  std::chrono::milliseconds first_reach_bound() const { return 4 * options_.request_timeout; }
   /// A dataset_iterator actor and the batches it has handed over that no step took yet.
   struct Iterator {
     caf::actor actor;

@@ -66,9 +66,15 @@ core::Expected<caf::actor> WorkerRuntime::ps(int task) {
   };
   // A replica the chief failed over meanwhile is given up at once: the closure fails
   // `unavailable` and runs again, routed to the promoted copies.
-  const auto timeout =
-      reached_.count(task) != 0 ? options_.connect_timeout : options_.request_timeout;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // The first reach is made while the whole job starts: on a crowded host a live PS can
+  // take longer than any fixed bound to answer 100 handshakes. There the bound counts from
+  // the last sign of life (a link made, a listener reached), within first_reach_bound():
+  // only a PS that shows none for request_timeout fails the closure.
+  const bool first = reached_.count(task) == 0;
+  const auto timeout = first ? options_.request_timeout : options_.connect_timeout;
+  const auto start = std::chrono::steady_clock::now();
+  const auto cap = start + (first ? first_reach_bound() : timeout);
+  auto deadline = start + timeout;
   const auto left = [&] {
     return std::max(std::chrono::milliseconds(1),
                     std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -85,11 +91,14 @@ core::Expected<caf::actor> WorkerRuntime::ps(int task) {
   int links = 0, asks = 0;
   while (!port) {
     if (!a || net::is_terminated(a)) {
-      auto made = net::connect_with_retry(sys_, options_.cluster.address(id), id.to_string(),
-                                          left(), give_up);
+      auto made = net::connect_with_retry(
+          sys_, options_.cluster.address(id), id.to_string(), left(), give_up,
+          {timeout, std::chrono::duration_cast<std::chrono::milliseconds>(
+                        cap - std::chrono::steady_clock::now())});
       if (!made) return unreachable(made.error());
       a = *made;
       ++links;
+      deadline = std::min(std::chrono::steady_clock::now() + timeout, cap);
     }
     ++asks;
     bool timed_out = false;
@@ -108,7 +117,10 @@ core::Expected<caf::actor> WorkerRuntime::ps(int task) {
         Errc::unavailable, id.to_string() + " did not answer (" + std::to_string(asks) +
                                (asks == 1 ? " ask" : " asks") + " over " + std::to_string(links) +
                                (links == 1 ? " link" : " links") + " in " +
-                               std::to_string(timeout.count()) + " ms): " + port.error().message));
+                               std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                  std::chrono::steady_clock::now() - start)
+                                                  .count()) +
+                               " ms): " + port.error().message));
   unreachable_until_.erase(task);
   reached_.insert(task);
   ps_[task] = a;

@@ -24,9 +24,20 @@ bool is_terminated(const caf::actor& a);
 /// actor. `task` names the peer in the error.
 /// `give_up`, when set, is asked after each failed attempt: true ends the tries at once (the
 /// caller learned meanwhile that the task is gone for good, say a failed-over PS task).
+///
+/// `patience`, when set, counts from the last sign of life instead of from the start: an
+/// attempt that reached a listener and failed later (a handshake cut or timed out: a live
+/// process too busy to finish it, as 100 tasks dialling one PS at start-up make it) moves
+/// the deadline to `patience.window` from then, within `patience.cap` of the start. A
+/// refusal (nobody listening) is no sign of life.
+struct Patience {
+  std::chrono::milliseconds window{0};
+  std::chrono::milliseconds cap{0};
+};
 core::Expected<caf::actor> connect_with_retry(caf::actor_system& sys, const std::string& address,
                                               const std::string& task,
                                               std::chrono::milliseconds timeout,
-                                              const std::function<bool()>& give_up = {});
+                                              const std::function<bool()>& give_up = {},
+                                              Patience patience = {});
 
 }  // namespace troupe::net
