@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -23,8 +24,10 @@
 #include "net/auth.hpp"
 #include "net/caf_door.hpp"
 #include "net/channel.hpp"
+#include "net/connect.hpp"
 #include "net/gate.hpp"
 #include "net/node.hpp"
+#include "net/socket.hpp"
 #include "process.hpp"
 
 using namespace troupe;
@@ -271,4 +274,55 @@ TEST_CASE("Over TLS a CAF gate carries members' messages and refuses plain peers
   CHECK(counter.refused_at_least(1) == 1);
   CHECK(ask() == xs);
   net::set_links_encrypted(false);
+}
+
+// A task that is up but too busy to finish a handshake shows a sign of life each attempt
+// (its port accepts): with patience, connect_with_retry waits for it past `timeout`, up to
+// the cap. A refused port (nobody listening) is no sign of life: it fails after `timeout`.
+TEST_CASE("connect_with_retry waits for a listener that does not finish within its cap",
+          "[net][gate]") {
+  using namespace std::chrono_literals;
+  using clock = std::chrono::steady_clock;
+  uint16_t port = 0;
+  auto listener = net::listen_on("127.0.0.1", port);
+  REQUIRE(listener);
+  std::atomic<bool> stop{false};
+  std::atomic<int> accepted{0};
+  std::thread busy([&] {  // accepts every connection and closes it before any handshake
+    while (!stop) {
+      pollfd p{listener->fd(), POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      std::string peer;
+      if (auto s = net::accept_on(*listener, peer)) ++accepted;
+    }
+  });
+  caf::actor_system_config cfg;
+  caf::actor_system sys{(net::configure(cfg), cfg)};
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+
+  auto t0 = clock::now();
+  auto patient = net::connect_with_retry(sys, address, "ps:9", 300ms, {}, {300ms, 1500ms});
+  const auto waited = clock::now() - t0;
+  REQUIRE_FALSE(patient);
+  INFO(patient.error().message);
+  CHECK(patient.error().code == core::Errc::unavailable);
+  CHECK(waited >= 1500ms);  // every attempt reached the listener: waited up to the cap
+  CHECK(accepted >= 2);
+  CHECK(patient.error().message.find("ps:9 at " + address + " unreachable after") !=
+        std::string::npos);
+
+  // Without patience the same listener gets `timeout` from the start, as before.
+  t0 = clock::now();
+  auto plain = net::connect_with_retry(sys, address, "ps:9", 300ms);
+  REQUIRE_FALSE(plain);
+  CHECK(clock::now() - t0 < 1500ms);
+
+  stop = true;
+  busy.join();
+  listener->close();  // the port refuses now
+  t0 = clock::now();
+  auto refused = net::connect_with_retry(sys, address, "ps:9", 300ms, {}, {300ms, 5000ms});
+  REQUIRE_FALSE(refused);
+  INFO(refused.error().message);
+  CHECK(clock::now() - t0 < 5000ms);  // no sign of life: the cap is never reached
 }
