@@ -13,6 +13,7 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -50,73 +51,35 @@ void emit(nlohmann::json j, nlohmann::json& all) {
   all.push_back(std::move(j));
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"Parameter-server benchmarks (run under troupe launch)"};
-  int closures = 20000, rounds = 5, reps = 20, memory_closures = 100000;
-  size_t in_flight = troupe::CoordinatorOptions{}.max_in_flight_per_worker;
-  app.add_option("--closures", closures);
-  app.add_option("--rounds", rounds, "repetitions of each closure measurement");
-  app.add_option("--reps", reps, "transfers per size and round");
-  app.add_option("--in-flight", in_flight, "closures in flight per worker");
-  app.add_option("--memory-closures", memory_closures,
-                 "pushing closures for the memory figure (0: skip it)");
-  if (auto end = troupe::examples::parse_command_line(app, argc, argv, "bench_ps")) return *end;
-
-  troupe::Registry registry;
-  registry.add_step("noop", [](troupe::StepContext&) { return 0; });
-  registry.add_step("push_one", [](troupe::StepContext& ctx) -> tc::Expected<int> {
-    const tc::Tensor one(tc::Shape{1}, 1.0f);
-    if (auto st = ctx.push({{"mem", one}}); !st) return st.error();
-    return 0;
-  });
-  auto resolver = troupe::net::TFConfigClusterResolver::from_env();
-  if (!resolver) {
-    std::cout << troupe::core::json_text(
-                     nlohmann::json{{"ok", false}, {"error", resolver.error().to_string()}})
-              << std::endl;
-    return 2;
-  }
-  if (resolver->task().type != "chief") {
-    auto st = troupe::serve(*resolver, registry);
-    if (!st) return fail(st.error().to_string());
-    std::cout << troupe::core::json_text(nlohmann::json{
-                     {"ok", true}, {"program", "bench_ps"}, {"task", resolver->task().to_string()}})
-              << std::endl;
-    return 0;
-  }
-
-  auto strategy = troupe::ParameterServerStrategy::make(*resolver);
-  if (!strategy) return fail(strategy.error().to_string());
-  nlohmann::json all = nlohmann::json::array();
-
+// PS transfers and sparse rows, each next to raw TCP moving the same bytes.
+tc::Status transfers(troupe::ParameterServerStrategy& strategy,
+                     troupe::ParameterServerStrategy::Impl& impl, int reps, nlohmann::json& all) {
   // 1. PS transfers next to raw TCP, alternating per size so drift hits both: through the
   // tensor channel (what workers use) and as CAF messages (the control plane).
   troupe::bench::TcpBaseline tcp;
-  auto& impl = (*strategy)->impl();
   int32_t channel_port = 0;
   (*impl.self)
       ->request(impl.ps[0], std::chrono::seconds(30), troupe::net::channel_atom::value)
       .receive([&](int32_t p) { channel_port = p; }, [](caf::error&) {});
-  if (channel_port == 0) return fail("ps:0 announces no tensor channel");
+  if (channel_port == 0)
+    return tc::make_error(tc::Errc::internal, "ps:0 announces no tensor channel");
   auto ps_host = troupe::net::parse_host_port(impl.spec.address({"ps", 0}));
-  if (!ps_host) return fail(ps_host.error().to_string());
+  if (!ps_host) return ps_host.error();
   auto channel = troupe::net::connect_to(ps_host->host, static_cast<uint16_t>(channel_port),
                                          std::chrono::seconds(30));
-  if (!channel) return fail(channel.error().to_string());
+  if (!channel) return channel.error();
   // Under troupe launch the PS asks for the job's secret, as it does of every worker.
   auto secret = troupe::net::cluster_secret_from_env();
-  if (!secret) return fail(secret.error().to_string());
+  if (!secret) return secret.error();
   if (!secret->empty())
     if (auto st = troupe::net::authenticate_to(*channel, *secret, std::chrono::seconds(30)); !st)
-      return fail(st.error().to_string());
+      return st.error();
   for (int64_t bytes : {int64_t{4} << 10, int64_t{1} << 20, int64_t{4} << 20, int64_t{16} << 20}) {
     const int64_t n = bytes / 4;
     const std::string var = "t" + std::to_string(bytes);
     const std::string name = var + "#0";  // the PS's key of its only shard
-    auto v = (*strategy)->create_variable(var, tc::Shape{n}, {}, "sgd", 0.0f);
-    if (!v) return fail(v.error().to_string());
+    auto v = strategy.create_variable(var, tc::Shape{n}, {}, "sgd", 0.0f);
+    if (!v) return v.error();
     const troupe::net::WireTensor grad{{n}, std::vector<float>(static_cast<size_t>(n), 0.0f)};
     std::vector<double> pull_s, push_s, caf_pull_s, caf_push_s, tcp_pull_s, tcp_push_s;
     uint64_t id = 1;
@@ -131,7 +94,8 @@ int main(int argc, char** argv) {
     for (int r = 0; r < reps; ++r) {
       pull_s.push_back(over_channel(troupe::net::PsOp::pull, false));
       push_s.push_back(over_channel(troupe::net::PsOp::push, true));
-      if (pull_s.back() < 0 || push_s.back() < 0) return fail("tensor channel request failed");
+      if (pull_s.back() < 0 || push_s.back() < 0)
+        return tc::make_error(tc::Errc::internal, "tensor channel request failed");
       auto t0 = clock_type::now();
       (*impl.self)
           ->request(impl.ps[0], std::chrono::seconds(30), troupe::net::pull_atom::value, name)
@@ -174,8 +138,8 @@ int main(int argc, char** argv) {
   for (int64_t width : {int64_t{16}, int64_t{64}}) {
     const int64_t table_rows = (int64_t{64} << 20) / (4 * width);  // a 64 MiB table
     const std::string var = "table" + std::to_string(width);
-    auto v = (*strategy)->create_variable(var, tc::Shape{table_rows, width}, {}, "sgd", 0.0f);
-    if (!v) return fail(v.error().to_string());
+    auto v = strategy.create_variable(var, tc::Shape{table_rows, width}, {}, "sgd", 0.0f);
+    if (!v) return v.error();
     std::mt19937_64 rng(static_cast<uint64_t>(width));
     // A table of the same size in this process: gathering the same rows from it, with
     // nothing sent, is the floor a pull cannot go under (random rows are cache misses).
@@ -194,7 +158,7 @@ int main(int argc, char** argv) {
         pull.items.push_back({var + "#0", rows, {}});
         auto t0 = clock_type::now();
         if (!troupe::net::send_request(*channel, pull) || !troupe::net::recv_reply(*channel))
-          return fail("tensor channel rows pull failed");
+          return tc::make_error(tc::Errc::internal, "tensor channel rows pull failed");
         pull_s.push_back(seconds_since(t0));
         troupe::net::PsRequest push{
             static_cast<uint8_t>(troupe::net::PsOp::push_rows), id++ << 16, {}};
@@ -204,7 +168,7 @@ int main(int argc, char** argv) {
              {{unique, width}, std::vector<float>(static_cast<size_t>(unique * width), 0.0f)}});
         t0 = clock_type::now();
         if (!troupe::net::send_request(*channel, push) || !troupe::net::recv_reply(*channel))
-          return fail("tensor channel rows push failed");
+          return tc::make_error(tc::Errc::internal, "tensor channel rows push failed");
         push_s.push_back(seconds_since(t0));
         t0 = clock_type::now();
         std::vector<float> gathered(static_cast<size_t>(unique * width));
@@ -212,7 +176,7 @@ int main(int argc, char** argv) {
           std::copy_n(local.data() + rows[i] * width, width,
                       gathered.data() + static_cast<int64_t>(i) * width);
         gather_s.push_back(seconds_since(t0));
-        if (gathered[0] != 1.0f) return fail("local gather");
+        if (gathered[0] != 1.0f) return tc::make_error(tc::Errc::internal, "local gather");
         // The same payload bytes over raw TCP: ids out and rows back; ids and rows out.
         tcp_pull_s.push_back(tcp.pull(static_cast<uint64_t>(unique * (8 + 4 * width))));
         tcp_push_s.push_back(tcp.push(static_cast<uint64_t>(unique * (8 + 4 * width))));
@@ -244,40 +208,118 @@ int main(int argc, char** argv) {
     }
   }
 
+  return {};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Parameter-server benchmarks (run under troupe launch)"};
+  int closures = 20000, rounds = 5, reps = 20, memory_closures = 100000;
+  double idle_seconds = 3.0;
+  size_t in_flight = troupe::CoordinatorOptions{}.max_in_flight_per_worker;
+  std::vector<std::string> sections{"transfers", "closures", "idle", "memory"};
+  app.add_option("--closures", closures);
+  app.add_option("--rounds", rounds, "repetitions of each closure measurement");
+  app.add_option("--reps", reps, "transfers per size and round");
+  app.add_option("--in-flight", in_flight, "closures in flight per worker");
+  app.add_option("--memory-closures", memory_closures,
+                 "pushing closures for the memory figure (0: skip it)");
+  app.add_option("--idle-seconds", idle_seconds,
+                 "how long the chief's CPU is measured with every worker connected and idle");
+  app.add_option("--sections", sections, "which figures to measure")
+      ->check(CLI::IsMember({"transfers", "closures", "idle", "memory"}))
+      ->delimiter(',');
+  if (auto end = troupe::examples::parse_command_line(app, argc, argv, "bench_ps")) return *end;
+
+  troupe::Registry registry;
+  registry.add_step("noop", [](troupe::StepContext&) { return 0; });
+  registry.add_step("push_one", [](troupe::StepContext& ctx) -> tc::Expected<int> {
+    const tc::Tensor one(tc::Shape{1}, 1.0f);
+    if (auto st = ctx.push({{"mem", one}}); !st) return st.error();
+    return 0;
+  });
+  auto resolver = troupe::net::TFConfigClusterResolver::from_env();
+  if (!resolver) {
+    std::cout << troupe::core::json_text(
+                     nlohmann::json{{"ok", false}, {"error", resolver.error().to_string()}})
+              << std::endl;
+    return 2;
+  }
+  if (resolver->task().type != "chief") {
+    auto st = troupe::serve(*resolver, registry);
+    if (!st) return fail(st.error().to_string());
+    std::cout << troupe::core::json_text(nlohmann::json{
+                     {"ok", true}, {"program", "bench_ps"}, {"task", resolver->task().to_string()}})
+              << std::endl;
+    return 0;
+  }
+
+  auto strategy = troupe::ParameterServerStrategy::make(*resolver);
+  if (!strategy) return fail(strategy.error().to_string());
+  nlohmann::json all = nlohmann::json::array();
+  const auto wanted = [&](const std::string& s) {
+    return std::find(sections.begin(), sections.end(), s) != sections.end();
+  };
+  auto& impl = (*strategy)->impl();
+  if (wanted("transfers"))
+    if (auto st = transfers(**strategy, impl, reps, all); !st) return fail(st.error().to_string());
+
   // 2. Trivial closures over the workers: schedule N, join, fetch.
   troupe::CoordinatorOptions copts;
   copts.max_in_flight_per_worker = in_flight;
   auto coord = troupe::ClusterCoordinator::make(**strategy, copts);
   if (!coord) return fail(coord.error().to_string());
-  std::vector<double> no_result, with_result;
-  for (int r = 0; r < rounds; ++r) {
-    auto t0 = clock_type::now();
-    for (int i = 0; i < closures; ++i)
-      (*coord)->schedule_no_result("noop", 1);
-    if (auto st = (*coord)->join(); !st) return fail(st.error().to_string());
-    no_result.push_back(closures / seconds_since(t0));
-    t0 = clock_type::now();
-    std::vector<troupe::RemoteValue<int>> values;
-    values.reserve(static_cast<size_t>(closures));
-    for (int i = 0; i < closures; ++i)
-      values.push_back((*coord)->schedule<int>("noop"));
-    for (auto& v : values)
-      (void)v.fetch();
-    with_result.push_back(closures / seconds_since(t0));
+  // Every worker has been reached once and nothing is scheduled: what the chief's links,
+  // proxies and heartbeats to them cost it when the job is idle.
+  if (wanted("idle")) {
+    const double cpu0 = troupe::bench::cpu_seconds();
+    const auto t0 = clock_type::now();
+    std::this_thread::sleep_for(std::chrono::duration<double>(idle_seconds));  // measured span
+    const double wall = seconds_since(t0);
+    emit({{"bench", "chief_idle"},
+          {"workers", (*strategy)->num_workers()},
+          {"ps", impl.ps.size()},
+          {"seconds", wall},
+          {"chief_core_fraction", (troupe::bench::cpu_seconds() - cpu0) / wall}},
+         all);
   }
-  emit({{"bench", "closures"},
-        {"workers", (*strategy)->num_workers()},
-        {"closures", closures},
-        {"rounds", rounds},
-        {"no_result_per_sec_median", median(no_result)},
-        {"fetched_per_sec_median", median(with_result)}},
-       all);
+  if (wanted("closures")) {
+    std::vector<double> no_result, with_result, cpu_us;
+    for (int r = 0; r < rounds; ++r) {
+      double cpu0 = troupe::bench::cpu_seconds();
+      auto t0 = clock_type::now();
+      for (int i = 0; i < closures; ++i)
+        (*coord)->schedule_no_result("noop", 1);
+      if (auto st = (*coord)->join(); !st) return fail(st.error().to_string());
+      no_result.push_back(closures / seconds_since(t0));
+      cpu_us.push_back(1e6 * (troupe::bench::cpu_seconds() - cpu0) / closures);
+      t0 = clock_type::now();
+      std::vector<troupe::RemoteValue<int>> values;
+      values.reserve(static_cast<size_t>(closures));
+      for (int i = 0; i < closures; ++i)
+        values.push_back((*coord)->schedule<int>("noop"));
+      for (auto& v : values)
+        (void)v.fetch();
+      with_result.push_back(closures / seconds_since(t0));
+    }
+    emit({{"bench", "closures"},
+          {"workers", (*strategy)->num_workers()},
+          {"closures", closures},
+          {"rounds", rounds},
+          {"no_result_per_sec_median", median(no_result)},
+          {"fetched_per_sec_median", median(with_result)},
+          // The chief's whole process (its scheduling thread and CAF's) over the no-result
+          // rounds, per closure scheduled to joined.
+          {"chief_cpu_us_per_closure_median", median(cpu_us)}},
+         all);
+  }
 
   // 3. Memory over many closures that each push to ps:0: the PS's at-most-once tags and
   // the chief's books must follow the closures in flight, not the closures ever run.
   // Closures go in rounds of 10k, each joined (scheduling all at once would measure the
   // backlog's peak instead); resident memory is read after the first round and the last.
-  if (memory_closures > 10000) {
+  if (wanted("memory") && memory_closures > 10000) {
     auto mem = (*strategy)->create_variable("mem", tc::Shape{1}, {}, "sgd", 0.0f);
     if (!mem) return fail(mem.error().to_string());
     auto coord_mem = troupe::ClusterCoordinator::make(**strategy, copts);

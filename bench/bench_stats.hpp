@@ -2,6 +2,7 @@
 
 // Small statistics shared by the benchmarks: they report medians of several runs.
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +30,14 @@ inline double rss_mib() {
   long pages = 0, resident = 0;
   statm >> pages >> resident;
   return static_cast<double>(resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1 << 20);
+}
+
+// CPU seconds (user + system) this process has used, all its threads.
+inline double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * t.tv_usec; };
+  return s(u.ru_utime) + s(u.ru_stime);
 }
 
 }  // namespace troupe::bench
