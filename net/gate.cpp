@@ -194,9 +194,31 @@ RefusalLog& tunnel_log() {
   return *log;
 }
 
+// Handshakes a tunnel has in flight to its address at once. CAF gives up on a link and
+// dials again sooner than a busy task's gate answers: each such try, held through its
+// whole handshake, sat unproven at the task's gate, and at 128 workers the gates' room
+// for twice the job's tasks overflowed (members dropped). Past this many, a new try is
+// closed at once and CAF dials again after its back-off; so every process holds at most
+// this many unproven connections at any gate, within GateLimits::for_cluster's room.
+constexpr int max_tunnel_handshakes = 2;
+
 void serve_tunnel(Socket& inside, const std::string& host, uint16_t port, const std::string& secret,
-                  const GateLimits& limits, const std::string& dialled) {
+                  const GateLimits& limits, const std::string& dialled,
+                  std::atomic<int>& handshakes) {
   const std::string where = host + ":" + std::to_string(port);
+  if (++handshakes > max_tunnel_handshakes) {
+    --handshakes;
+    return;  // CAF sees the connection close and tries again
+  }
+  struct Done {
+    std::atomic<int>& n;
+    bool counted = true;
+    void now() {
+      if (counted) --n;
+      counted = false;
+    }
+    ~Done() { now(); }
+  } done{handshakes};
   auto outside = connect_to(host, port, limits.handshake_timeout);
   if (!outside) return;  // not up (yet): CAF sees the connection close and tries again
   {
@@ -214,6 +236,7 @@ void serve_tunnel(Socket& inside, const std::string& host, uint16_t port, const 
                  st.error().message.c_str());
     return;
   }
+  done.now();
   BaspFrameCheck check(limits.max_message_bytes);
   if (auto st = relay(*outside, inside, check); !st)
     std::fprintf(stderr, "troupe: CAF link to %s cut: %s\n", where.c_str(),
@@ -238,8 +261,9 @@ core::Expected<uint16_t> tunnel_to(const std::string& host, uint16_t port,
   door.accept_check = peer_is_this_process;
   auto server = ConnectionServer::start(
       std::move(*listener), local,
-      [host, port, secret, limits, dialled](Socket& s, const std::string&) {
-        serve_tunnel(s, host, port, secret, limits, dialled);
+      [host, port, secret, limits, dialled, handshakes = std::make_shared<std::atomic<int>>(0)](
+          Socket& s, const std::string&) {
+        serve_tunnel(s, host, port, secret, limits, dialled, *handshakes);
       },
       [host, port](const std::string& peer, const std::string& why) {
         tunnel_log().say("troupe: tunnel to " + host_port_text(host, port) + " refused " + peer +
