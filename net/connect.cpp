@@ -40,9 +40,11 @@ core::Expected<caf::actor> connect_with_retry(caf::actor_system& sys, const std:
     last = a ? std::string("the previous process's connection, not yet dropped")
              : sys.render(a.error());
     const auto now = std::chrono::steady_clock::now();
-    // A listener reached: the process is up, and busy if the handshake did not finish.
+    // A sign that the process itself runs, not only its kernel (a stopped process's port
+    // still accepts TCP connections): through a tunnel, a handshake in which it proved the
+    // secret; directly, a connection it closed during CAF's handshake.
     const bool alive = tunnelled ? tunnel_reached(task_hp->host, task_hp->port) >= tried
-                                 : (!a && a.error() != caf::sec::cannot_connect_to_node);
+                                 : (!a && a.error() == caf::sec::disconnect_during_handshake);
     if (alive && patience.window.count() > 0)
       deadline = std::max(deadline, std::min(now + patience.window, cap));
     if (give_up && give_up())

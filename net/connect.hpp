@@ -26,10 +26,11 @@ bool is_terminated(const caf::actor& a);
 /// caller learned meanwhile that the task is gone for good, say a failed-over PS task).
 ///
 /// `patience`, when set, counts from the last sign of life instead of from the start: an
-/// attempt that reached a listener and failed later (a handshake cut or timed out: a live
-/// process too busy to finish it, as 100 tasks dialling one PS at start-up make it) moves
-/// the deadline to `patience.window` from then, within `patience.cap` of the start. A
-/// refusal (nobody listening) is no sign of life.
+/// attempt that shows the process runs but failed (through a tunnel, the task proved the
+/// secret; directly, it closed the connection during CAF's handshake: a live process too
+/// busy to finish, as 100 tasks dialling one PS at start-up make it) moves the deadline to
+/// `patience.window` from then, within `patience.cap` of the start. A refusal (nobody
+/// listening) or a silent connection (a stopped process's kernel accepts it) is not one.
 struct Patience {
   std::chrono::milliseconds window{0};
   std::chrono::milliseconds cap{0};

@@ -221,11 +221,6 @@ void serve_tunnel(Socket& inside, const std::string& host, uint16_t port, const 
   } done{handshakes};
   auto outside = connect_to(host, port, limits.handshake_timeout);
   if (!outside) return;  // not up (yet): CAF sees the connection close and tries again
-  {
-    auto& t = tunnels();
-    std::lock_guard<std::mutex> lock(t.reached_mu);
-    t.reached[{host, port}] = std::chrono::steady_clock::now();
-  }
   if (auto st =
           authenticate_to(*outside, secret, limits.handshake_timeout, links_encrypted(), dialled);
       !st) {
@@ -237,6 +232,12 @@ void serve_tunnel(Socket& inside, const std::string& host, uint16_t port, const 
     return;
   }
   done.now();
+  {
+    // The task proved the secret: its process runs (a stopped one's port accepts too).
+    auto& t = tunnels();
+    std::lock_guard<std::mutex> lock(t.reached_mu);
+    t.reached[{host, port}] = std::chrono::steady_clock::now();
+  }
   BaspFrameCheck check(limits.max_message_bytes);
   if (auto st = relay(*outside, inside, check); !st)
     std::fprintf(stderr, "troupe: CAF link to %s cut: %s\n", where.c_str(),

@@ -139,10 +139,11 @@ void close_tunnels_to(const std::string& host, uint16_t port);
 void set_link_handshake_timeout(std::chrono::milliseconds timeout);
 std::chrono::milliseconds link_handshake_timeout();
 
-/// When one of this process's tunnels last found a listener at (host, port) (its TCP
-/// connection accepted, before any proof); the clock's epoch if none ever did. Through a
-/// tunnel, CAF sees a task that is not up and one too busy to finish a handshake alike (the
-/// connection closes), so this is what tells them apart.
+/// When one of this process's tunnels last had the task at (host, port) prove the cluster
+/// secret; the clock's epoch if none ever did. Through a tunnel, CAF sees a task that is
+/// not up and one too busy to finish a handshake alike (the connection closes), so this is
+/// what tells them apart. (A TCP connection accepted is no sign: a stopped process's
+/// kernel accepts them.)
 std::chrono::steady_clock::time_point tunnel_reached(const std::string& host, uint16_t port);
 
 /// Where this process's CAF should connect to reach the CAF port of the task at `host:port`:
