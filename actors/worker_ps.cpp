@@ -68,7 +68,8 @@ core::Expected<caf::actor> WorkerRuntime::ps(int task) {
   // `unavailable` and runs again, routed to the promoted copies.
   // The first reach is made while the whole job starts: on a crowded host a live PS can
   // take longer than any fixed bound to answer 100 handshakes. There the bound counts from
-  // the last sign of life (a link made, a listener reached), within first_reach_bound():
+  // the last sign of life (a link made, or the PS proving the secret to a tunnel or
+  // closing a handshake itself: net::Patience), within first_reach_bound():
   // only a PS that shows none for request_timeout fails the closure.
   const bool first = reached_.count(task) == 0;
   const auto timeout = first ? options_.request_timeout : options_.connect_timeout;

@@ -179,7 +179,7 @@ struct Tunnels {
   std::map<std::tuple<std::string, std::string, uint16_t, std::string>,
            std::unique_ptr<ConnectionServer>>
       open;
-  // When a tunnel last found something listening at (host, port).
+  // When a tunnel last had the task at (host, port) prove the secret (tunnel_reached).
   std::mutex reached_mu;
   std::map<std::pair<std::string, uint16_t>, std::chrono::steady_clock::time_point> reached;
 };
