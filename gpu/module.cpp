@@ -33,7 +33,15 @@ void abort_nccl(collective::Implementation& nccl) {
   static_cast<NcclImplementation&>(nccl).abort();
 }
 
-const ModuleApi api{cuda_device_provider, device_count, pci_bus_id, make_nccl, abort_nccl};
+// The module carries its own, hidden copy of core: the tensors the CUDA backend makes for
+// itself (cuDNN's rounded operands and transposed filters, workspaces) find their device in
+// that copy's registry, so the module serves its devices there as well as to the loader.
+core::DeviceProvider* devices() {
+  register_cuda_devices();
+  return cuda_device_provider();
+}
+
+const ModuleApi api{devices, device_count, pci_bus_id, make_nccl, abort_nccl};
 
 }  // namespace
 }  // namespace troupe::gpu
