@@ -30,6 +30,7 @@
 #include "core/nn/losses.hpp"
 #include "core/partitioner.hpp"
 #include "core/trainer.hpp"
+#include "deepfm_step.hpp"
 #include "examples/command_line.hpp"
 #include "gpu/cuda.hpp"
 #include "gpu/cuda_devices.hpp"
@@ -244,37 +245,11 @@ json classifier_step(const std::string& name, int batch, tc::Precision p, int ru
           {"examples_per_sec", batch / sec}};
 }
 
-json deepfm_step(int batch, tc::Precision p, double peak_tflops, int runs, double seconds) {
-  tc::CtrModelConfig cfg;  // 26 fields, 13 dense, dim 16, 400-400-400
-  // As ctr_ps's workers compute it: its Keras form's layer graph, the rows given from the
-  // device, the gradients back on the host in the variables' layout.
-  tc::keras::CtrGraph model(cfg, cfg.fields * 100000, /*keyed=*/false);
-  (void)model.to(gpu0, p);
-  std::mt19937_64 rng(11);
-  std::vector<tc::Example> ex(static_cast<size_t>(batch));
-  for (auto& e : ex) {
-    for (int f = 0; f < cfg.fields; ++f)
-      e.ids.push_back(f * 100000 + static_cast<int64_t>(rng() % 100000));
-    for (int j = 0; j < cfg.dense; ++j)
-      e.features.push_back(static_cast<float>(rng() % 1000) / 1000.0f);
-    e.label = static_cast<float>(rng() % 2);
-  }
-  const tc::Batch b = tc::collate(ex);
-  TROUPE_ASSERT(model.feed(b).ok(), "bench batch does not fit the model");
-  const auto rows =
-      random_on_gpu(tc::Shape{static_cast<int64_t>(model.ids().size()), cfg.row_width()}, 3, 0.05f);
-  tc::SigmoidBinaryCrossEntropy loss;
-  const double sec = seconds_per_call(
-      [&] {
-        TROUPE_ASSERT(model.feed(b).ok(), "bench batch does not fit the model");
-        TROUPE_ASSERT(model.give_rows(rows).ok(), "rows of the batch's ids");
-        auto logits = model.forward(/*training=*/true);
-        (void)loss.forward(*logits, b.labels.data());
-        model.backward(loss.backward());
-        (void)model.dense_grads();
-        (void)model.row_grads();
-      },
-      runs, seconds);
+json deepfm_step(int batch, tc::Precision p, double peak_tflops, int runs, double seconds,
+                 bool profile) {
+  troupe::bench::DeepfmStep step(batch, gpu0, p);
+  const tc::CtrModelConfig& cfg = step.config();
+  const double sec = seconds_per_call([&] { step.run(); }, runs, seconds);
   // The MLP's products dominate: 2 FLOPs per multiply-add, three products per layer.
   int64_t macs = 0, in = cfg.fields * cfg.dim + cfg.dense;
   for (int64_t h : cfg.hidden) {
@@ -290,7 +265,8 @@ json deepfm_step(int batch, tc::Precision p, double peak_tflops, int runs, doubl
           {"precision", tc::precision_name(p)},
           {"examples_per_sec", batch / sec},
           {"mlp_tflops", tflops},
-          {"fraction_of_gemm_peak", peak_tflops > 0 ? tflops / peak_tflops : 0.0}};
+          {"fraction_of_gemm_peak", peak_tflops > 0 ? tflops / peak_tflops : 0.0},
+          {"profile", profile ? step.profile(5) : json()}};
 }
 
 }  // namespace
@@ -305,6 +281,10 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds, "minimum seconds per timed window");
   app.add_option("--deepfm-batches", deepfm_batches);
   app.add_option("--precisions", precisions);
+  bool profile = false;
+  app.add_flag("--profile", profile,
+               "time each part of a DeepFM step and each layer call (the device synchronized "
+               "after each) into the step's line");
   if (auto end = troupe::examples::parse_command_line(app, argc, argv, "bench_gpu")) return *end;
 
   troupe::gpu::register_cuda_devices();
@@ -341,7 +321,7 @@ int main(int argc, char** argv) {
     emit(classifier_step("mlp", 128, *p, runs, seconds));
     emit(classifier_step("cnn", 128, *p, runs, seconds));
     for (int b : deepfm_batches)
-      emit(deepfm_step(b, *p, peak[name], runs, seconds));
+      emit(deepfm_step(b, *p, peak[name], runs, seconds, profile));
   }
   if (auto st = backend().synchronize(); !st) {
     summary["error"] = st.error().message;

@@ -16,6 +16,7 @@
 #include "bench_stats.hpp"
 #include "classifier_batch.hpp"
 #include "cpu_peak.hpp"
+#include "deepfm_step.hpp"
 
 #include "core/cpu/cpu_backend.hpp"
 #include "core/cpu/gemm.hpp"
@@ -149,36 +150,9 @@ double examples_per_sec(Step& step, int batch, double seconds) {
 // the first.
 std::vector<nlohmann::json> bench_ctr(int batch, const std::vector<int>& threads, int runs,
                                       double seconds_per_run, tc::Precision precision,
-                                      const Peak& peak) {
-  tc::CtrModelConfig cfg;
-  tc::keras::CtrGraph model(cfg, cfg.fields * 100000, /*keyed=*/false);
-  (void)model.to(tc::Device::cpu(), precision);
-  std::vector<tc::Example> ex(static_cast<size_t>(batch));
-  uint64_t state = 11;
-  auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull; };
-  for (auto& e : ex) {
-    for (int f = 0; f < cfg.fields; ++f)
-      e.ids.push_back(f * 100000 + static_cast<int64_t>((next() >> 33) % 100000));
-    for (int j = 0; j < cfg.dense; ++j)
-      e.features.push_back(static_cast<float>(next() >> 40) / (1 << 24));
-    e.label = static_cast<float>((next() >> 63) & 1);
-  }
-  const tc::Batch b = tc::collate(ex);
-  tc::SigmoidBinaryCrossEntropy loss;
-  const tc::Tensor rows =
-      tc::initialize(tc::Shape{static_cast<int64_t>(b.ids.size()), cfg.row_width()},
-                     {tc::Initializer::Kind::random_uniform, 0.05f, 3});
-  auto step = [&] {
-    TROUPE_ASSERT(model.feed(b).ok(), "bench batch does not fit the model");
-    const auto u = static_cast<int64_t>(model.ids().size());
-    TROUPE_ASSERT(model.give_rows(rows.view().rows(0, u)).ok(), "rows of the batch's ids");
-    auto logits = model.forward(/*training=*/true);
-    (void)loss.forward(*logits, b.labels.data());
-    model.backward(loss.backward());
-    (void)model.dense_grads();
-    (void)model.row_grads();
-  };
-  using clock = std::chrono::steady_clock;
+                                      const Peak& peak, bool profile) {
+  troupe::bench::DeepfmStep deepfm(batch, tc::Device::cpu(), precision);
+  auto step = [&] { deepfm.run(); };
   step();
   const double step_flops = flops_of(step);
   std::vector<std::vector<double>> rates(threads.size());
@@ -199,6 +173,11 @@ std::vector<nlohmann::json> bench_ctr(int batch, const std::vector<int>& threads
                      {"examples_per_sec_median", median(rates[t])},
                      {"speedup_vs_first", median(rates[t]) / median(rates[0])}};
     add_efficiency(j, step_flops, median(rates[t]) / batch, peak.of(precision), threads[t]);
+    if (profile) {
+      tc::set_intra_op_threads(threads[t]);
+      j["profile"] = deepfm.profile(5);
+      tc::set_intra_op_threads(1);
+    }
     out.push_back(j);
   }
   return out;
@@ -221,6 +200,9 @@ int main(int argc, char** argv) {
   app.add_option("--deepfm-batches", ctr_batches,
                  "also DeepFM steps at these batches, with each --threads count in turn");
   app.add_option("--threads", threads, "intra-op thread counts for --deepfm-batches");
+  bool profile = false;
+  app.add_flag("--profile", profile,
+               "time each part of a DeepFM step and each layer call into the step's line");
   std::vector<std::string> precisions{"float32"};
   app.add_option("--precisions", precisions,
                  "policies of every step (mixed_bfloat16: bf16 products where the CPU has "
@@ -267,7 +249,7 @@ int main(int argc, char** argv) {
                {"peak_fraction", j.value("peak_fraction", 0.0)}});
         }
       for (int b : ctr_batches)
-        for (auto& j : bench_ctr(b, threads, runs, seconds, *precision, peak)) {
+        for (auto& j : bench_ctr(b, threads, runs, seconds, *precision, peak, profile)) {
           j["matmul"] = engine;
           std::cout << troupe::core::json_text(j) << std::endl;
           summary["results"].push_back({{"model", "deepfm"},

@@ -4,7 +4,7 @@
 #   summary.txt        one line per check: its exit status and what it was
 #   gpu_tests.log, gpu_layer_tests.log   the suites' output (each case alone where a
 #                      whole run died on a signal or a timeout)
-#   bench_gpu.jsonl    bench_gpu's JSON lines
+#   bench_gpu.jsonl    bench_gpu's JSON lines (a DeepFM step's time by part and layer in "profile")
 #   compare_gpu.jsonl  bench/compare_gpu.sh: PyTorch's steps against bench_gpu's
 #   programs.log       fmnist_local and troupe train on the CPU and on the GPU, then jobs
 #                      of several processes (GPU_CHECK_JOBS=0 leaves them out), and the
@@ -52,7 +52,7 @@ suite() {
 suite gpu_tests
 suite gpu_layer_tests
 
-timeout 240 "$B/bin/bench_gpu" --runs 3 --seconds 0.2 > "$out/bench_gpu.jsonl" 2>&1
+timeout 240 "$B/bin/bench_gpu" --runs 3 --seconds 0.2 --profile > "$out/bench_gpu.jsonl" 2>&1
 note "$? bench_gpu"
 
 # Whole programs on the CPU and the GPU: the same steps from the same seed.

@@ -412,7 +412,9 @@ Status Graph::forward(bool training, uint64_t seed) {
       return make_error(Errc::internal, "table '" + weights_[tables_[t].weight].path + "' given " +
                                             r.shape().to_string() + " rows for " +
                                             std::to_string(tables_[t].ids.size()) + " ids");
+    const auto t0 = std::chrono::steady_clock::now();
     if (r.device() != device_) tables_[t].rows = r.to(device_);
+    if (!profile_.empty()) timed(profile_.back().forward_s, t0);
     rows[t] = tables_[t].rows;
   }
   for (size_t k = 0; k < nodes_.size(); ++k) {
@@ -428,7 +430,9 @@ Status Graph::forward(bool training, uint64_t seed) {
       n.call.rows = rows[static_cast<size_t>(n.table)];
       n.call.index = n.index;
     }
+    const auto t0 = std::chrono::steady_clock::now();
     if (auto st = n.layer->forward(n.call); !st) return st;
+    if (!profile_.empty()) timed(profile_[k].forward_s, t0);
     TROUPE_ASSERT(n.call.outputs.size() == n.outputs.size(), "a layer gave another output count");
     for (size_t o = 0; o < n.outputs.size(); ++o) {
       const int id = n.outputs[o];
@@ -509,7 +513,9 @@ void Graph::backward(const std::vector<ConstTensorView>& doutputs,
       c.dweights[i] = written[w] ? &scratch_grads_[w] : &target;
     }
     c.state = n.state.get();
+    const auto t0 = std::chrono::steady_clock::now();
     n.layer->backward(c);
+    if (!profile_.empty()) timed(profile_[k].backward_s, t0);
     for (size_t i = 0; i < c.dweights.size(); ++i) {
       const size_t w = first + i;
       if (c.dweights[i] == nullptr) continue;
@@ -539,6 +545,26 @@ void Graph::backward(const std::vector<ConstTensorView>& doutputs,
     be.fill(g, 0.0f);  // in place: a caller may hold its address (gradient())
     if (weight_done) weight_done(w);
   }
+}
+
+void Graph::set_profiling(bool on) {
+  profile_.clear();
+  if (!on) return;
+  for (const Node& n : nodes_)
+    profile_.push_back({n.layer->name(), n.layer->class_name()});
+  profile_.push_back({"(rows)", "to the device"});
+}
+
+std::vector<Graph::CallTime> Graph::take_profile() {
+  std::vector<CallTime> out = profile_;
+  for (auto& c : profile_)
+    c.forward_s = c.backward_s = 0;
+  return out;
+}
+
+void Graph::timed(double& into, std::chrono::steady_clock::time_point from) {
+  (void)backend_for(device_).value()->synchronize();
+  into += std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count();
 }
 
 }  // namespace troupe::core::graph

@@ -16,6 +16,7 @@
 //   g.forward(/*training=*/true, seed);
 //   g.backward({dloss});                             // then g.gradient(i), t.row_grads
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -126,6 +127,18 @@ class Graph {
   const Tensor& gradient(size_t w) const { return grads_[w]; }
   Tensor& gradient(size_t w) { return grads_[w]; }
 
+  // ---- Where a step's time goes ----
+  /// Wall time of each layer call, forward and backward, summed over the steps since the
+  /// last take_profile(); the tables' rows copied to the device are the entry "(rows)".
+  struct CallTime {
+    std::string layer, class_name;
+    double forward_s = 0, backward_s = 0;
+  };
+  /// With profiling on, the device is synchronized after every call it times: steps are
+  /// slower, and each call's time is its own (bench_gpu --profile).
+  void set_profiling(bool on);
+  std::vector<CallTime> take_profile();
+
  private:
   struct Node {
     std::shared_ptr<Layer> layer;
@@ -179,6 +192,9 @@ class Graph {
   std::vector<Tensor> zeros_;  // per tensor: for outputs no gradient reached
   bool planned_ = false;
   bool forwarded_ = false;
+  std::vector<CallTime> profile_;  // per node, then "(rows)"; empty: profiling off
+  // With profiling on, syncs the device and adds the time since `from` to `into`.
+  void timed(double& into, std::chrono::steady_clock::time_point from);
 };
 
 }  // namespace troupe::core::graph

@@ -73,6 +73,8 @@ class CtrGraph {
   std::vector<std::pair<std::string, ConstTensorView>> dense_grads();
   /// The rows' gradients on the host in the table's layout, [ids, row_width].
   ConstTensorView row_grads();
+  /// The layer graph the last feed() chose (its form: plain or weighted), to profile it.
+  graph::Graph& layer_graph() { return graph(); }
 
  private:
   struct Form {
@@ -96,9 +98,11 @@ class CtrGraph {
   std::vector<std::string> names_;
   std::vector<Shape> shapes_;
   Batch columns_;
-  std::vector<Tensor> parts_;    // each table use's rows (host)
-  std::vector<Tensor> staging_;  // gradients copied to the host
-  Tensor merged_, host_rows_;
+  std::vector<Tensor> parts_;    // each table use's rows (on the graph's device)
+  std::vector<Tensor> staging_;  // dense gradients copied to the host
+  Tensor given_rows_;            // the rows given, where they were copied to the device
+  Tensor merged_;                // the rows' gradients in the table's layout, on the host
+  Tensor device_merged_;         // and on a GPU, before they come down
   // Without dense features: the bias [1], its gradient, a [1, 1] one and the logits.
   Tensor bias_ = Tensor(Shape{1}), dbias_ = Tensor(Shape{1}), one_ = Tensor(Shape{1, 1}, 1.0f);
   Tensor logits_;

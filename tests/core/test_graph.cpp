@@ -62,6 +62,50 @@ TEST_CASE("A graph of one Dense computes x w + b and its gradients", "[graph]") 
   CHECK(g.gradient(1)[0] == 1.0f);  // column sums of dy
 }
 
+TEST_CASE("A profiled step times each layer call and computes what an unprofiled one does",
+          "[graph]") {
+  Graph g;
+  const int x = g.add_input("x", {ColumnKind::floats, {2}});
+  auto h = g.call(make("Dense", R"({"name": "hidden", "units": 3, "activation": "relu"})"), {x});
+  REQUIRE(h.ok());
+  auto y = g.call(make("Dense", R"({"name": "out", "units": 1})"), *h);
+  REQUIRE(y.ok());
+  REQUIRE(g.set_outputs(*y, {"out"}).ok());
+  const Batch b = one_column("x", Shape{2, 2}, {1, -2, 0.5f, 3});
+  auto values = [](ConstTensorView t) { return std::vector<float>(t.data(), t.data() + t.size()); };
+  auto step = [&] {
+    REQUIRE(g.feed(b).ok());
+    REQUIRE(g.forward(true).ok());
+    auto out = values(g.output(0));
+    const Tensor dy(Shape{2, 1}, {1, -1});
+    g.backward({dy});
+    return std::make_pair(out, values(g.gradient(0)));
+  };
+  const auto plain = step();
+  g.set_profiling(true);
+  for (int i = 0; i < 3; ++i) {
+    const auto profiled = step();
+    CHECK(profiled.first == plain.first);
+    CHECK(profiled.second == plain.second);
+  }
+  const auto times = g.take_profile();
+  REQUIRE(times.size() == 3);  // the two calls, then the tables' rows
+  CHECK(times[0].layer == "hidden");
+  CHECK(times[0].class_name == "Dense");
+  CHECK(times[1].layer == "out");
+  CHECK(times[2].layer == "(rows)");
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(times[i].forward_s > 0);
+    CHECK(times[i].backward_s > 0);
+  }
+  CHECK(times[2].forward_s == 0);         // no tables: nothing copied
+  for (const auto& t : g.take_profile())  // taken: the sums start again
+    CHECK(t.forward_s + t.backward_s == 0);
+  g.set_profiling(false);
+  step();
+  CHECK(g.take_profile().empty());
+}
+
 TEST_CASE("Graph inputs are checked against the batch by name, kind and shape", "[graph]") {
   Graph g;
   const int x = g.add_input("x", {ColumnKind::floats, {3}});
