@@ -172,15 +172,22 @@ Status CtrGraph::give_rows(ConstTensorView rows) {
     return make_error(Errc::internal, "CtrGraph: rows " + rows.shape().to_string() + " for " +
                                           std::to_string(n) + " ids of width " +
                                           std::to_string(width));
-  const ConstTensorView host = on(Device::cpu(), rows, host_rows_);
+  // Split where the graph computes: on a GPU, rows given from the host go there whole, once.
+  const Device device = graph().device();
+  const ConstTensorView all = on(device, rows, given_rows_);
   auto& uses = graph().tables();
   parts_.resize(uses.size());
   for (size_t t = 0; t < uses.size(); ++t) {
     const int64_t from = form_->from[t], w = from == 0 ? 1 : width - 1;
-    Tensor& part = parts_[t];  // the buffer the graph held last step (moved to a device there)
-    if (!part.device().is_cpu()) part = Tensor();
-    part.resize(Shape{n, w});
-    copy_row_columns(host.data(), part.data(), n, width, from, w, /*to_wide=*/false);
+    Tensor& part = parts_[t];  // the buffer the graph held last step
+    if (part.device() != device)
+      part = Tensor(Shape{n, w}, DType::float32, device);
+    else
+      part.resize(Shape{n, w});
+    if (device.is_cpu())
+      copy_row_columns(all.data(), part.data(), n, width, from, w, /*to_wide=*/false);
+    else
+      backend_->take_columns(all, from, part);
     std::swap(uses[t].rows, part);
   }
   return {};
@@ -222,7 +229,7 @@ std::vector<TensorView> CtrGraph::gradients() {
 }
 
 std::vector<std::pair<std::string, ConstTensorView>> CtrGraph::dense_grads() {
-  staging_.resize(names_.size() + 1);
+  staging_.resize(names_.size());
   std::vector<std::pair<std::string, ConstTensorView>> out;
   for (size_t i = 0; i < names_.size(); ++i)
     out.emplace_back(names_[i], on(Device::cpu(), dense_grad(i), staging_[i]));
@@ -231,15 +238,23 @@ std::vector<std::pair<std::string, ConstTensorView>> CtrGraph::dense_grads() {
 
 ConstTensorView CtrGraph::row_grads() {
   const int64_t n = static_cast<int64_t>(ids().size()), width = config_.row_width();
-  merged_.resize(Shape{n, width});
-  staging_.resize(names_.size() + 1);  // the last: a table's gradients on the host
+  // Merged where the graph computes; from a GPU, the merged rows come down once.
+  const Device device = graph().device();
+  Tensor& merged = device.is_cpu() ? merged_ : device_merged_;
+  if (merged.device() != device)
+    merged = Tensor(Shape{n, width}, DType::float32, device);
+  else
+    merged.resize(Shape{n, width});
   auto& uses = graph().tables();
   for (size_t t = 0; t < uses.size(); ++t) {
     const int64_t from = form_->from[t], w = from == 0 ? 1 : width - 1;
-    const ConstTensorView g = on(Device::cpu(), uses[t].row_grads, staging_.back());
-    copy_row_columns(g.data(), merged_.data(), n, width, from, w, /*to_wide=*/true);
+    if (device.is_cpu())
+      copy_row_columns(uses[t].row_grads.data(), merged.data(), n, width, from, w,
+                       /*to_wide=*/true);
+    else
+      backend_->copy_columns(uses[t].row_grads, merged, from, /*accumulate=*/false);
   }
-  return merged_;
+  return device.is_cpu() ? ConstTensorView(merged_) : on(Device::cpu(), merged, merged_);
 }
 
 }  // namespace troupe::core::keras
