@@ -70,20 +70,50 @@ void unique_ids(const int64_t* ids, size_t n, std::vector<int64_t>& unique,
   unique.clear();
   index.resize(n);
   if (n == 0) return;
-  // The ids relative to the smallest, as unsigned keys that sort as the ids do; each with
-  // its position, so one pass over the sorted keys gives both the unique ids and the index.
+  const auto [lo_at, hi_at] = std::minmax_element(ids, ids + n);
+  const int64_t lo = *lo_at;
+  const uint64_t span = static_cast<uint64_t>(*hi_at) - static_cast<uint64_t>(lo);
+  if (span / 64 <= n) {
+    // Ids in a span of at most 64 per id (a batch of a fixed table's fields): a bitmap of
+    // the span gives the sorted unique ids, and each id's index is the count of set bits
+    // before its own; two passes over the ids, the bitmap in cache.
+    thread_local std::vector<uint64_t> bits;
+    thread_local std::vector<uint32_t> before;  // set bits in the words before each
+    const size_t words = static_cast<size_t>(span / 64) + 1;
+    bits.assign(words, 0);
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t k = static_cast<uint64_t>(ids[i]) - static_cast<uint64_t>(lo);
+      bits[k >> 6] |= uint64_t{1} << (k & 63);
+    }
+    before.resize(words);
+    uint32_t count = 0;
+    for (size_t w = 0; w < words; ++w) {
+      before[w] = count;
+      for (uint64_t x = bits[w]; x != 0; x &= x - 1)
+        unique.push_back(lo +
+                         static_cast<int64_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(x))));
+      count += static_cast<uint32_t>(__builtin_popcountll(bits[w]));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t k = static_cast<uint64_t>(ids[i]) - static_cast<uint64_t>(lo);
+      const uint64_t below = bits[k >> 6] & ((uint64_t{1} << (k & 63)) - 1);
+      index[i] =
+          static_cast<int32_t>(before[k >> 6] + static_cast<uint32_t>(__builtin_popcountll(below)));
+    }
+    return;
+  }
+  // Otherwise the ids relative to the smallest, as unsigned keys that sort as the ids do;
+  // each with its position, so one pass over the sorted keys gives both the unique ids and
+  // the index.
   thread_local std::vector<uint64_t> keys;
   thread_local std::vector<uint32_t> pos;
-  const int64_t lo = *std::min_element(ids, ids + n);
-  uint64_t range = 0;
   keys.resize(n);
   pos.resize(n);
   for (size_t i = 0; i < n; ++i) {
     keys[i] = static_cast<uint64_t>(ids[i]) - static_cast<uint64_t>(lo);
     pos[i] = static_cast<uint32_t>(i);
-    range |= keys[i];
   }
-  radix_sort(keys, pos, range);
+  radix_sort(keys, pos, span);
   for (size_t j = 0; j < n; ++j) {
     if (j == 0 || keys[j] != keys[j - 1])
       unique.push_back(static_cast<int64_t>(keys[j] + static_cast<uint64_t>(lo)));

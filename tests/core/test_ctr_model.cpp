@@ -132,22 +132,34 @@ TEST_CASE("unique_ids: ascending unique ids and each id's row, whatever the ids'
   };
   std::mt19937_64 rng(5);
   const int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
-  for (const auto& [n, range] : std::vector<std::pair<size_t, uint64_t>>{{0, 10},
-                                                                         {1, 10},
-                                                                         {7, 3},
-                                                                         {1000, 50},
-                                                                         {26624, 2600000},
-                                                                         {5000, uint64_t{1} << 40},
-                                                                         {3000, 0}}) {
-    INFO("n " << n << " range " << range);
+  // Spans of up to 64 per id go through a bitmap, wider ones through a sort: both, with
+  // and without the int64 extremes among the ids.
+  struct Case {
+    size_t n;
+    uint64_t range;  // 0: hashed ids, the whole int64 range
+    bool extremes;
+  };
+  for (const Case& c : std::vector<Case>{{0, 10, false},
+                                         {1, 10, false},
+                                         {7, 3, false},
+                                         {1000, 50, true},
+                                         {1000, 50, false},
+                                         {64, 4096, false},
+                                         {20000, 1000000, false},
+                                         {26624, 2600000, false},
+                                         {26624, 2600000, true},
+                                         {5000, uint64_t{1} << 40, true},
+                                         {3000, 0, true}}) {
+    const size_t n = c.n;
+    INFO("n " << n << " range " << c.range << " extremes " << c.extremes);
     std::vector<int64_t> ids(n);
     for (auto& id : ids)
-      id = range == 0 ? static_cast<int64_t>(rng())  // hashed ids: the whole int64 range
-                      : static_cast<int64_t>(rng() % range) - static_cast<int64_t>(range / 3);
-    if (n > 10) {
+      id = c.range == 0 ? static_cast<int64_t>(rng())
+                        : static_cast<int64_t>(rng() % c.range) - static_cast<int64_t>(c.range / 3);
+    if (n > 10) ids[5] = ids[6];
+    if (c.extremes) {
       ids[3] = lo;
       ids[4] = hi;
-      ids[5] = ids[6];
     }
     std::vector<int64_t> unique;
     std::vector<int32_t> index;
