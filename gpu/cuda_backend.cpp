@@ -5,6 +5,7 @@
 #include "core/half.hpp"
 #include "gpu/cuda_internal.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -207,24 +208,39 @@ void CudaBackend::copy(void* dst, core::Device dst_device, const void* src, core
     return;
   }
   auto& st = *staging_;
-  for (size_t at = 0; at < bytes; at += kStagingBytes) {
-    const size_t n = bytes - at < kStagingBytes ? bytes - at : kStagingBytes;
-    const int slot = st.next;
-    st.next ^= 1;
-    TROUPE_GPU_TRY(cudaEventSynchronize(st.done[slot]));  // its last DMA has ended
-    if (upload) {
+  if (upload) {  // this chunk copied in while the last one's DMA runs
+    for (size_t at = 0; at < bytes; at += kStagingBytes) {
+      const size_t n = std::min(kStagingBytes, bytes - at);
+      const int slot = st.next;
+      st.next ^= 1;
+      TROUPE_GPU_TRY(cudaEventSynchronize(st.done[slot]));  // its last DMA has ended
       std::memcpy(st.buffer[slot], static_cast<const char*>(src) + at, n);
       TROUPE_GPU_TRY(cudaMemcpyAsync(static_cast<char*>(dst) + at, st.buffer[slot], n,
                                      cudaMemcpyHostToDevice, stream_));
       TROUPE_GPU_TRY(cudaEventRecord(st.done[slot], stream_));
-    } else {
-      TROUPE_GPU_TRY(cudaMemcpyAsync(st.buffer[slot], static_cast<const char*>(src) + at, n,
-                                     cudaMemcpyDeviceToHost, stream_));
-      TROUPE_GPU_TRY(cudaEventRecord(st.done[slot], stream_));
-      TROUPE_GPU_TRY(cudaEventSynchronize(st.done[slot]));
-      std::memcpy(static_cast<char*>(dst) + at, st.buffer[slot], n);
     }
+    return;
   }
+  // Down: the next chunk's DMA runs while this one is copied out. A buffer's DMA is queued
+  // after its earlier ones on the stream, and after this thread copied it out.
+  auto fetch = [&](size_t at, int slot) {
+    if (at >= bytes) return true;
+    TROUPE_GPU_TRY(
+        cudaMemcpyAsync(st.buffer[slot], static_cast<const char*>(src) + at,
+                        std::min(kStagingBytes, bytes - at), cudaMemcpyDeviceToHost, stream_),
+        false);
+    TROUPE_GPU_TRY(cudaEventRecord(st.done[slot], stream_), false);
+    return true;
+  };
+  int slot = st.next;
+  if (!fetch(0, slot)) return;
+  for (size_t at = 0; at < bytes; at += kStagingBytes) {
+    if (!fetch(at + kStagingBytes, slot ^ 1)) return;
+    TROUPE_GPU_TRY(cudaEventSynchronize(st.done[slot]));
+    std::memcpy(static_cast<char*>(dst) + at, st.buffer[slot], std::min(kStagingBytes, bytes - at));
+    slot ^= 1;
+  }
+  st.next = slot;
 }
 
 void CudaBackend::fill(core::TensorView x, float value) {
