@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "net/auth.hpp"
 #include "net/caf_door.hpp"
@@ -237,6 +238,81 @@ TEST_CASE("A tunnel carries this process's connections only", "[net][gate]") {
   m.self->request(m.remote, 5s, int32_t{1})
       .receive([&](int32_t y) { got = y; }, [&](caf::error& e) { FAIL(m.sys.render(e)); });
   CHECK(got == 2);
+  net::close_tunnels_to("127.0.0.1", echo.port());
+}
+
+// A task that accepts TCP connections but never answers a handshake (a stopped process's
+// kernel accepts them; a task too busy to be scheduled): a tunnel holds at most two
+// handshakes in flight to it, closing further tries at once so CAF dials again later,
+// and such a task never counts as reached; a gate that proves the secret does.
+TEST_CASE("A tunnel holds two handshakes in flight and counts only a proven secret as reached",
+          "[net][gate]") {
+  uint16_t silent_port = 0;
+  auto listener = net::listen_on("127.0.0.1", silent_port);
+  REQUIRE(listener.ok());
+  std::mutex mu;
+  std::condition_variable changed;
+  std::vector<net::Socket> held;  // accepted, never answered
+  std::atomic<bool> stop{false};
+  std::thread acceptor([&] {
+    while (!stop) {
+      pollfd p{listener->fd(), POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      std::string peer;
+      auto s = net::accept_on(*listener, peer);
+      if (!s) continue;
+      std::lock_guard<std::mutex> lock(mu);
+      held.push_back(std::move(*s));
+      changed.notify_all();
+    }
+  });
+  net::GateLimits limits;
+  limits.handshake_timeout = 20s;  // held for the whole test, unless let go
+  auto tunnel = net::tunnel_to("127.0.0.1", silent_port, secret, limits);
+  REQUIRE(tunnel.ok());
+  std::vector<net::Socket> tries;
+  for (int i = 0; i < 4; ++i) {
+    auto c = net::connect_to("127.0.0.1", *tunnel, 5s);
+    REQUIRE(c.ok());
+    tries.push_back(std::move(*c));
+  }
+  {  // two dialled through to the silent task...
+    std::unique_lock<std::mutex> lock(mu);
+    CHECK(changed.wait_for(lock, 10s, [&] { return held.size() >= 2; }));
+  }
+  // ... and the other two closed at once, while the two held stay open.
+  auto closed_now = [](const net::Socket& t) {
+    char b;
+    const ssize_t r = ::recv(t.fd(), &b, 1, MSG_DONTWAIT | MSG_PEEK);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+  };
+  auto count_closed = [&] { return std::count_if(tries.begin(), tries.end(), closed_now); };
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (count_closed() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::vector<pollfd> fds;
+    for (auto& t : tries)
+      fds.push_back({t.fd(), POLLIN, 0});
+    ::poll(fds.data(), fds.size(), 100);
+  }
+  CHECK(count_closed() == 2);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    CHECK(held.size() == 2);
+  }
+  // Accepted, never proven: not reached.
+  CHECK(net::tunnel_reached("127.0.0.1", silent_port) == std::chrono::steady_clock::time_point{});
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    held.clear();  // the held handshakes break now, and their tries close
+  }
+  stop = true;
+  acceptor.join();
+  net::close_tunnels_to("127.0.0.1", silent_port);
+
+  GatedActor echo([]() -> caf::behavior { return {[](int32_t x) { return x + 1; }}; });
+  const auto before = std::chrono::steady_clock::now();
+  Member m(echo.port());  // its CAF's handshake through the tunnel proves the secret
+  CHECK(net::tunnel_reached("127.0.0.1", echo.port()) >= before);
   net::close_tunnels_to("127.0.0.1", echo.port());
 }
 
