@@ -1,5 +1,6 @@
 #include "actors/channel_server.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -27,11 +28,35 @@ core::Expected<std::unique_ptr<ChannelServer>> ChannelServer::start(
   door.tls = net::links_encrypted();
   door.identity = s->options_.identity;
   door.max_unproven = s->options_.max_unproven;
-  auto started = net::ConnectionServer::start(
-      std::move(*listener), port,
-      [s](net::Socket& socket, const std::string& peer) { s->serve(socket, peer); },
-      [s](const std::string& peer, const std::string& why) { s->refuse(peer, why); },
-      max_connections, std::move(door));
+  // Served request by request: hundreds of workers' connections cost a few threads, not
+  // one each; a request that finds every thread busy (a slow peer's) gets a new one soon.
+  net::RequestPool::Options pool;
+  pool.threads = s->options_.threads;
+  pool.max_threads = std::max(s->options_.threads, max_connections);
+  pool.idle_timeout = s->options_.idle_timeout;
+  pool.farewell = [s](net::Socket& socket, const std::string& peer) {  // as recv_request says it
+    const core::Error idle = core::make_error(
+        core::Errc::unavailable,
+        "connection idle for " + std::to_string(s->options_.idle_timeout.count()) + " ms");
+    std::fprintf(stderr, "troupe: tensor channel: ended the connection of %s: %s\n", peer.c_str(),
+                 idle.to_string().c_str());
+    (void)net::send_reply(socket, idle);
+  };
+  auto serve_one = [s](net::Socket& socket, const std::string& peer) {
+    return s->serve_one(socket, peer);
+  };
+  auto refuse = [s](const std::string& peer, const std::string& why) { s->refuse(peer, why); };
+  auto started =
+      s->options_.pooled.value_or(s->options_.expected_members >= ChannelServerOptions::pooled_from)
+          ? net::ConnectionServer::start_pooled(std::move(*listener), port, serve_one, refuse,
+                                                max_connections, std::move(door), pool)
+          : net::ConnectionServer::start(
+                std::move(*listener), port,
+                [serve_one](net::Socket& socket, const std::string& peer) {
+                  while (serve_one(socket, peer)) {
+                  }
+                },
+                refuse, max_connections, std::move(door));
   if (!started) return started.error();
   server->server_ = std::move(*started);
   return server;
@@ -40,11 +65,16 @@ core::Expected<std::unique_ptr<ChannelServer>> ChannelServer::start(
 core::Expected<ChannelServerOptions> ChannelServerOptions::from_env(std::string secret) {
   ChannelServerOptions o;
   o.secret = std::move(secret);
-  if (const char* direct = std::getenv(channel_direct_env)) {
-    if (std::string(direct) != "0" && std::string(direct) != "1")
-      return core::make_error(core::Errc::invalid_argument, std::string(channel_direct_env) + "='" +
-                                                                direct + "' is neither 0 nor 1");
-    o.direct = std::string(direct) == "1";
+  for (const char* env : {channel_direct_env, channel_pooled_env}) {
+    const char* v = std::getenv(env);
+    if (v == nullptr) continue;
+    if (std::string(v) != "0" && std::string(v) != "1")
+      return core::make_error(core::Errc::invalid_argument,
+                              std::string(env) + "='" + v + "' is neither 0 nor 1");
+    if (env == channel_direct_env)
+      o.direct = std::string(v) == "1";
+    else
+      o.pooled = std::string(v) == "1";
   }
   const char* mb = std::getenv(channel_memory_env);
   if (mb == nullptr) return o;
@@ -93,46 +123,44 @@ void ChannelServer::refuse(const std::string& peer, const std::string& why) {
   caf::anon_send(shard_, net::refused_atom::value, false);
 }
 
-void ChannelServer::serve(net::Socket& socket, const std::string& peer) {
-  // With a secret, a member: the door (net::ConnectionServer) has had its proof.
+bool ChannelServer::serve_one(net::Socket& socket, const std::string& peer) {
+  // With a secret, a member: the door (net::ConnectionServer) has had its proof. Its
+  // socket is readable: the request has begun (or the peer hung up).
   net::set_io_timeout(socket, options_.stall_timeout);
   net::ChannelLimits limits;
   limits.idle_timeout = options_.idle_timeout;
   limits.budget = &budget_;
-  caf::scoped_actor self{sys_};
-  for (;;) {
-    net::ByteBudget::Lease lease;  // the request's memory, until its reply is written
-    auto request = net::recv_request(socket, limits, &lease);
-    if (!request) {
-      // A peer that hangs up between frames is the normal end of a connection.
-      if (!net::is_clean_close(request.error())) {
-        std::fprintf(stderr, "troupe: tensor channel: %s %s: %s\n",
-                     request.error().code == core::Errc::unavailable ? "ended the connection of"
-                                                                     : "rejected a request from",
-                     peer.c_str(), request.error().to_string().c_str());
-        (void)net::send_reply(socket, request.error());
-      }
-      return;
+  net::ByteBudget::Lease lease;  // the request's memory, until its reply is written
+  auto request = net::recv_request(socket, limits, &lease);
+  if (!request) {
+    // A peer that hangs up between frames is the normal end of a connection.
+    if (!net::is_clean_close(request.error())) {
+      std::fprintf(stderr, "troupe: tensor channel: %s %s: %s\n",
+                   request.error().code == core::Errc::unavailable ? "ended the connection of"
+                                                                   : "rejected a request from",
+                   peer.c_str(), request.error().to_string().c_str());
+      (void)net::send_reply(socket, request.error());
     }
-    core::Expected<std::vector<net::PsItem>> reply = std::vector<net::PsItem>{};
-    const net::WireDtype wire = request->wire;  // the reply goes as the request came
-    bool timed_out = false;
-    const auto op = static_cast<net::PsOp>(request->op);
-    if (shared_ && options_.direct) {
-      // Straight on the shards, no hop to the actor and back.
-      reply =
-          op == net::PsOp::pull || op == net::PsOp::pull_rows ? read(*request) : update(*request);
-    } else {
-      const core::Status answered = net::ask(
-          *self, shard_, {options_.answer_timeout, "the PS shard's answer", &timed_out},
-          [&](std::vector<net::PsItem>& items) { reply = std::move(items); },
-          net::batch_atom::value, std::move(*request));
-      if (!answered) reply = answered.error();
-    }
-    // A timed-out request may still be applied: the peer cannot know, so the connection
-    // ends after the error; its next request reconnects and is tagged as before.
-    if (!net::send_reply(socket, reply, wire) || timed_out) return;
+    return false;
   }
+  core::Expected<std::vector<net::PsItem>> reply = std::vector<net::PsItem>{};
+  const net::WireDtype wire = request->wire;  // the reply goes as the request came
+  bool timed_out = false;
+  const auto op = static_cast<net::PsOp>(request->op);
+  if (shared_ && options_.direct) {
+    // Straight on the shards, no hop to the actor and back.
+    reply = op == net::PsOp::pull || op == net::PsOp::pull_rows ? read(*request) : update(*request);
+  } else {
+    caf::scoped_actor self{sys_};
+    const core::Status answered = net::ask(
+        *self, shard_, {options_.answer_timeout, "the PS shard's answer", &timed_out},
+        [&](std::vector<net::PsItem>& items) { reply = std::move(items); }, net::batch_atom::value,
+        std::move(*request));
+    if (!answered) reply = answered.error();
+  }
+  // A timed-out request may still be applied: the peer cannot know, so the connection
+  // ends after the error; its next request reconnects and is tagged as before.
+  return net::send_reply(socket, reply, wire) && !timed_out;
 }
 
 }  // namespace troupe::actors

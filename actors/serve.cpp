@@ -225,6 +225,10 @@ core::Status serve_task(const net::ClusterResolver& resolver, const Registry& re
       const auto limits = net::GateLimits::for_cluster(resolver.cluster_spec());
       co->max_connections = std::max(co->max_connections, limits.max_connections);
       co->max_unproven = std::max(co->max_unproven, limits.max_unproven);
+      // Pooled serving (a few threads, not one per worker) from a job of pooled_from members.
+      const auto& tasks = resolver.cluster_spec().tasks();
+      co->expected_members = static_cast<size_t>(
+          std::count_if(tasks.begin(), tasks.end(), [](const auto& t) { return t.type != "ps"; }));
       auto started =
           ChannelServer::start(sys, served, net::bind_host(hp->host), std::move(*co), shared);
       if (!started) {

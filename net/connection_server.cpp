@@ -20,6 +20,21 @@ namespace troupe::net {
 core::Expected<std::unique_ptr<ConnectionServer>> ConnectionServer::start(
     Socket listener, uint16_t port, Handler handler, Refused refused, size_t max_connections,
     DoorOptions door) {
+  return launch(std::move(listener), port, std::move(handler), {}, std::move(refused),
+                max_connections, std::move(door), nullptr);
+}
+
+core::Expected<std::unique_ptr<ConnectionServer>> ConnectionServer::start_pooled(
+    Socket listener, uint16_t port, RequestPool::Handler handler, Refused refused,
+    size_t max_connections, DoorOptions door, RequestPool::Options pool) {
+  pool.tls_deadline = door.deadline;
+  return launch(std::move(listener), port, nullptr, std::move(handler), std::move(refused),
+                max_connections, std::move(door), &pool);
+}
+
+core::Expected<std::unique_ptr<ConnectionServer>> ConnectionServer::launch(
+    Socket listener, uint16_t port, Handler handler, RequestPool::Handler request_handler,
+    Refused refused, size_t max_connections, DoorOptions door, const RequestPool::Options* pool) {
   // Never blocks the acceptor: a peer that gives up between poll() and accept() is EAGAIN.
   const int flags = ::fcntl(listener.fd(), F_GETFL);
   if (flags < 0 || ::fcntl(listener.fd(), F_SETFL, flags | O_NONBLOCK) != 0)
@@ -28,11 +43,46 @@ core::Expected<std::unique_ptr<ConnectionServer>> ConnectionServer::start(
   std::unique_ptr<ConnectionServer> server(
       new ConnectionServer(std::move(listener), port, std::move(handler), std::move(refused),
                            max_connections, std::move(door)));
+  if (pool != nullptr) {
+    auto made = RequestPool::start(
+        std::move(request_handler), *pool,
+        [s = server.get()](const std::string& peer, RequestPool::Ended why,
+                           const std::string& text) { s->pool_closed(peer, why, text); });
+    if (!made) return made.error();
+    server->pool_ = std::move(*made);
+  }
   if (::pipe2(server->wake_, O_CLOEXEC) != 0)
     return core::make_error(core::Errc::io_error,
                             "listener on port " + std::to_string(port) + ": cannot create a pipe");
   server->acceptor_ = std::thread([s = server.get()] { s->supervise(); });
   return server;
+}
+
+void ConnectionServer::pool_closed(const std::string& peer, RequestPool::Ended why,
+                                   const std::string& text) {
+  switch (why) {
+    case RequestPool::Ended::tls:  // as the threaded door's failed TLS handshake: refused
+      if (refused_) refused_(peer, text);
+      break;
+    case RequestPool::Ended::idle:
+      trouble("closed " + peer + ": " + text);
+      break;
+    case RequestPool::Ended::failed:
+      trouble("serving " + peer + " failed (" + text + "): closed");
+      break;
+  }
+}
+
+size_t ConnectionServer::members() const {
+  if (pool_) return pool_->size();
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<size_t>(std::count_if(connections_.begin(), connections_.end(),
+                                           [](const Connection& c) { return !c.finished; }));
+}
+
+size_t ConnectionServer::serving_threads() const {
+  if (pool_) return pool_->threads();
+  return members();
 }
 
 ConnectionServer::ConnectionServer(Socket listener, uint16_t port, Handler handler, Refused refused,
@@ -64,6 +114,7 @@ void ConnectionServer::stop() {
   // No new connection can appear now: join every one.
   for (auto& c : connections_)
     if (c.thread.joinable()) c.thread.join();
+  if (pool_) pool_->stop();
 }
 
 void ConnectionServer::stop_accepting() {
@@ -82,7 +133,9 @@ void ConnectionServer::drain(std::chrono::milliseconds timeout) {
   }
   stop_accepting();
   listener_.close();  // a peer dialling now is refused, not left in the backlog
-  {
+  if (pool_) {
+    pool_->wait_empty(deadline);
+  } else {
     std::unique_lock<std::mutex> lock(mu_);
     ended_.wait_until(lock, deadline, [this] {
       return std::all_of(connections_.begin(), connections_.end(),
@@ -313,10 +366,12 @@ bool ConnectionServer::admit(Socket s, std::string peer, std::string tls_key) {
   // Reap members whose peer has gone, so a reconnecting peer does not pile up threads.
   reap();
   // Bounded: past the cap a member is closed at once, before it costs a thread.
-  if (connections_.size() >= max_connections_) {
-    if (refused_) refused_(peer, std::to_string(connections_.size()) + " connections already open");
+  const size_t open = pool_ ? pool_->size() : connections_.size();
+  if (open >= max_connections_) {
+    if (refused_) refused_(peer, std::to_string(open) + " connections already open");
     return true;  // `s` closes here
   }
+  if (pool_) return pool_->add(std::move(s), std::move(peer), std::move(tls_key));
   auto& c = connections_.emplace_back();
   c.socket = std::move(s);
   c.peer = std::move(peer);

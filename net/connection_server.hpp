@@ -13,6 +13,7 @@
 
 #include "core/expected.hpp"
 #include "net/channel.hpp"
+#include "net/request_pool.hpp"
 
 namespace troupe::net {
 
@@ -81,11 +82,20 @@ class ConnectionServer {
                                                                  Handler handler, Refused refused,
                                                                  size_t max_connections = 256,
                                                                  DoorOptions door = {});
+  /// The same door, its members served request by request (net/request_pool.hpp):
+  /// `handler` serves one request of a member whose socket is readable and says whether
+  /// its connection goes on. Threads follow the requests in flight, not the members open.
+  static core::Expected<std::unique_ptr<ConnectionServer>> start_pooled(
+      Socket listener, uint16_t port, RequestPool::Handler handler, Refused refused,
+      size_t max_connections, DoorOptions door, RequestPool::Options pool);
   ~ConnectionServer();
   ConnectionServer(const ConnectionServer&) = delete;
   ConnectionServer& operator=(const ConnectionServer&) = delete;
 
   uint16_t port() const { return port_; }
+  /// Members open now, and the threads serving them (the acceptor's apart).
+  size_t members() const;
+  size_t serving_threads() const;
   /// For a handler (on its member's thread) that keeps its connection past its return (a
   /// ring's link): moves `s` out under the server's lock, so that nothing of the server
   /// (stop() included) touches it again.
@@ -109,6 +119,12 @@ class ConnectionServer {
   struct Unproven;
   ConnectionServer(Socket listener, uint16_t port, Handler handler, Refused refused,
                    size_t max_connections, DoorOptions door);
+  // start and start_pooled (with `pool`): the acceptor's thread, and the pool's.
+  static core::Expected<std::unique_ptr<ConnectionServer>> launch(
+      Socket listener, uint16_t port, Handler handler, RequestPool::Handler request_handler,
+      Refused refused, size_t max_connections, DoorOptions door, const RequestPool::Options* pool);
+  // A member the pool closed: its failed TLS handshake is refused, the rest is trouble.
+  void pool_closed(const std::string& peer, RequestPool::Ended why, const std::string& text);
   // Runs accept_loop, and again after it failed, until stopped.
   void supervise();
   // Returns once stopped; throws (std::system_error for poll) on failure.
@@ -132,9 +148,10 @@ class ConnectionServer {
   int wake_[2] = {-1, -1};  // a pipe: writing to it ends accept_loop
   RefusalLog trouble_log_{5, std::chrono::seconds(10)};
   std::thread acceptor_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable ended_;  // a handler returned
   std::list<Connection> connections_;
+  std::unique_ptr<RequestPool> pool_;  // pooled: the members, instead of connections_
   bool stopped_ = false;
 };
 

@@ -190,6 +190,22 @@ TEST_CASE("TROUPE_CHANNEL_MEMORY_MB sets a PS channel budget, and a bad value is
     CHECK(o.error().code == core::Errc::invalid_argument);
     CHECK(o.error().message.find(actors::channel_memory_env) != std::string::npos);
   }
+  // TROUPE_CHANNEL_POOLED: "0" gives each connection a thread, "1" pools them, unset the
+  // job's size decides; anything but 0 or 1 is named.
+  {
+    test::Env unset(actors::channel_pooled_env, nullptr);
+    CHECK_FALSE(actors::ChannelServerOptions::from_env("").value().pooled.has_value());
+  }
+  for (const char* v : {"0", "1"}) {
+    test::Env set(actors::channel_pooled_env, v);
+    CHECK(actors::ChannelServerOptions::from_env("").value().pooled == (v[0] == '1'));
+  }
+  {
+    test::Env set(actors::channel_pooled_env, "yes");
+    auto o = actors::ChannelServerOptions::from_env("");
+    REQUIRE_FALSE(o.ok());
+    CHECK(o.error().message.find(actors::channel_pooled_env) != std::string::npos);
+  }
 }
 
 TEST_CASE("A PS's tensor channel answers a request its shard holds past the bound with an error",
@@ -225,4 +241,93 @@ TEST_CASE("A PS's tensor channel answers a request its shard holds past the boun
   release.set_value();
   (*server)->stop();
   caf::anon_send_exit(stuck, caf::exit_reason::user_shutdown);
+}
+
+// Hundreds of workers keep a connection to each PS task: the channel serves them request by
+// request on a few threads (net::RequestPool), not on a thread per connection.
+TEST_CASE("A PS's tensor channel serves many connections on a few threads", "[net][channel]") {
+  Fixture f;
+  f.create("v", 4);
+  actors::ChannelServerOptions o;
+  o.pooled = true;  // as for a job of ChannelServerOptions::pooled_from members or more
+  o.threads = 3;
+  auto server = actors::ChannelServer::start(f.sys, f.ps, "127.0.0.1", o);
+  REQUIRE(server.ok());
+  std::vector<net::Socket> members;
+  for (int i = 0; i < 48; ++i) {
+    auto m = net::connect_to("127.0.0.1", (*server)->port(), 10s);
+    REQUIRE(m.ok());
+    members.push_back(std::move(*m));
+  }
+  // Each asks in turn, twice over: one request in flight at a time needs no fourth thread.
+  for (int round = 0; round < 2; ++round)
+    for (auto& m : members) {
+      REQUIRE(net::send_request(m, pull_of("v#0")));
+      auto reply = net::recv_reply(m);
+      REQUIRE(reply.ok());
+      REQUIRE(reply->size() == 1);
+      CHECK((*reply)[0].tensor.data == std::vector<float>(4, 2.0f));
+    }
+  CHECK((*server)->connections() == 48);
+  CHECK((*server)->serving_threads() == 3);
+  {  // not pooled (TROUPE_CHANNEL_POOLED=0): a thread per connection, as before
+    actors::ChannelServerOptions threaded = o;
+    threaded.pooled = false;
+    auto other = actors::ChannelServer::start(f.sys, f.ps, "127.0.0.1", threaded);
+    REQUIRE(other.ok());
+    std::vector<net::Socket> each;
+    for (int i = 0; i < 8; ++i) {
+      auto m = net::connect_to("127.0.0.1", (*other)->port(), 10s);
+      REQUIRE(m.ok());
+      REQUIRE(net::send_request(*m, pull_of("v#0")));
+      REQUIRE(net::recv_reply(*m).ok());
+      each.push_back(std::move(*m));
+    }
+    CHECK((*other)->serving_threads() == 8);
+    (*other)->stop();
+  }
+  // A member that hangs up is gone from the pool.
+  members.pop_back();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while ((*server)->connections() != 47 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  CHECK((*server)->connections() == 47);
+  (*server)->stop();
+}
+
+// A slow member holds one thread for at most its stall timeout; the others' requests get
+// more threads meanwhile instead of waiting behind it.
+TEST_CASE("A PS's tensor channel serves members while slow ones hold its threads",
+          "[net][channel][limits]") {
+  Fixture f;
+  f.create("v", 4);
+  actors::ChannelServerOptions o;
+  o.pooled = true;
+  o.threads = 2;
+  o.stall_timeout = 60s;  // far past this test's waits: only more threads answer in time
+  auto server = actors::ChannelServer::start(f.sys, f.ps, "127.0.0.1", o);
+  REQUIRE(server.ok());
+  const std::string frame = frame_bytes(pull_of("v#0"));
+  std::vector<net::Socket> slow;
+  for (int i = 0; i < 3; ++i) {  // more slow members than threads
+    auto s = net::connect_to("127.0.0.1", (*server)->port(), 10s);
+    REQUIRE(s.ok());
+    REQUIRE(::send(s->fd(), frame.data(), 8, MSG_NOSIGNAL) == 8);  // a frame begun, not ended
+    slow.push_back(std::move(*s));
+  }
+  auto member = net::connect_to("127.0.0.1", (*server)->port(), 10s);
+  REQUIRE(member.ok());
+  REQUIRE(net::send_request(*member, pull_of("v#0")));
+  REQUIRE(net::wait_readable(*member, 20s));
+  auto reply = net::recv_reply(*member);
+  REQUIRE(reply.ok());
+  CHECK((*reply)[0].tensor.data == std::vector<float>(4, 2.0f));
+  CHECK((*server)->serving_threads() >= 4);  // the slow ones' three, and the member's
+  // The slow members finish their frames and are answered too.
+  for (auto& s : slow) {
+    REQUIRE(::send(s.fd(), frame.data() + 8, frame.size() - 8, MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(frame.size() - 8));
+    CHECK(net::recv_reply(s).ok());
+  }
+  (*server)->stop();
 }
