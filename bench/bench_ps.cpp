@@ -68,45 +68,60 @@ tc::Status transfers(troupe::ParameterServerStrategy& strategy,
   auto channel = troupe::net::connect_to(ps_host->host, static_cast<uint16_t>(channel_port),
                                          std::chrono::seconds(30));
   if (!channel) return channel.error();
-  // Under troupe launch the PS asks for the job's secret, as it does of every worker.
+  // Under troupe launch the PS asks for the job's secret, as it does of every worker, and
+  // proves it is the task dialled (ps:0).
   auto secret = troupe::net::cluster_secret_from_env();
   if (!secret) return secret.error();
   if (!secret->empty())
-    if (auto st = troupe::net::authenticate_to(*channel, *secret, std::chrono::seconds(30)); !st)
+    if (auto st = troupe::net::authenticate_to(*channel, *secret, std::chrono::seconds(30),
+                                               troupe::net::links_encrypted(), "ps:0");
+        !st)
       return st.error();
   for (int64_t bytes : {int64_t{4} << 10, int64_t{1} << 20, int64_t{4} << 20, int64_t{16} << 20}) {
     const int64_t n = bytes / 4;
     const std::string var = "t" + std::to_string(bytes);
     const std::string name = var + "#0";  // the PS's key of its only shard
+    impl.next_ps = 0;  // placed on ps:0, whose channel this measures (round-robin otherwise)
     auto v = strategy.create_variable(var, tc::Shape{n}, {}, "sgd", 0.0f);
     if (!v) return v.error();
     const troupe::net::WireTensor grad{{n}, std::vector<float>(static_cast<size_t>(n), 0.0f)};
     std::vector<double> pull_s, push_s, caf_pull_s, caf_push_s, tcp_pull_s, tcp_push_s;
     uint64_t id = 1;
+    std::string failed;  // the channel's error, where a request failed
     auto over_channel = [&](troupe::net::PsOp op, bool with_grad) {
       troupe::net::PsRequest req{static_cast<uint8_t>(op), id++, {}};
       req.items.push_back({name, {}, with_grad ? grad : troupe::net::WireTensor{}});
       const auto t0 = clock_type::now();
-      if (!troupe::net::send_request(*channel, req)) return -1.0;
-      if (!troupe::net::recv_reply(*channel)) return -1.0;
+      if (auto st = troupe::net::send_request(*channel, req); !st) {
+        failed = st.error().to_string();
+        return -1.0;
+      }
+      if (auto reply = troupe::net::recv_reply(*channel); !reply) {
+        failed = reply.error().to_string();
+        return -1.0;
+      }
       return seconds_since(t0);
     };
     for (int r = 0; r < reps; ++r) {
       pull_s.push_back(over_channel(troupe::net::PsOp::pull, false));
       push_s.push_back(over_channel(troupe::net::PsOp::push, true));
       if (pull_s.back() < 0 || push_s.back() < 0)
-        return tc::make_error(tc::Errc::internal, "tensor channel request failed");
+        return tc::make_error(tc::Errc::internal,
+                              "tensor channel request for " + name + " failed: " + failed);
+      bool caf_failed = false;
       auto t0 = clock_type::now();
       (*impl.self)
           ->request(impl.ps[0], std::chrono::seconds(30), troupe::net::pull_atom::value, name)
-          .receive([](troupe::net::WireTensor&) {}, [](caf::error&) {});
+          .receive([](troupe::net::WireTensor&) {}, [&](caf::error&) { caf_failed = true; });
       caf_pull_s.push_back(seconds_since(t0));
       t0 = clock_type::now();
       (*impl.self)
           ->request(impl.ps[0], std::chrono::seconds(30), troupe::net::push_atom::value, id++, name,
                     grad)
-          .receive([](bool) {}, [](caf::error&) {});
+          .receive([](bool) {}, [&](caf::error&) { caf_failed = true; });
       caf_push_s.push_back(seconds_since(t0));
+      if (caf_failed)  // an error's round trip is no transfer's time
+        return tc::make_error(tc::Errc::internal, "a CAF pull or push of " + name + " failed");
       tcp_pull_s.push_back(tcp.pull(static_cast<uint64_t>(bytes)));
       tcp_push_s.push_back(tcp.push(static_cast<uint64_t>(bytes)));
     }
@@ -138,6 +153,7 @@ tc::Status transfers(troupe::ParameterServerStrategy& strategy,
   for (int64_t width : {int64_t{16}, int64_t{64}}) {
     const int64_t table_rows = (int64_t{64} << 20) / (4 * width);  // a 64 MiB table
     const std::string var = "table" + std::to_string(width);
+    impl.next_ps = 0;  // on ps:0, as above
     auto v = strategy.create_variable(var, tc::Shape{table_rows, width}, {}, "sgd", 0.0f);
     if (!v) return v.error();
     std::mt19937_64 rng(static_cast<uint64_t>(width));
