@@ -153,21 +153,25 @@ TEST_CASE("A PS's tensor channel ends a connection idle past its idle timeout",
           "[net][channel][limits]") {
   Fixture f;
   f.create("v", 4);
-  actors::ChannelServerOptions o;
-  o.idle_timeout = 300ms;
-  auto server = actors::ChannelServer::start(f.sys, f.ps, "127.0.0.1", o);
-  REQUIRE(server.ok());
-  auto member = net::connect_to("127.0.0.1", (*server)->port(), 10s);
-  REQUIRE(member.ok());
-  const net::PsRequest pull = pull_of("v#0");
-  // Used, it is served; left idle, the server ends it (with an error frame naming why).
-  REQUIRE(net::send_request(*member, pull));
-  REQUIRE(net::recv_reply(*member).ok());
-  REQUIRE(net::wait_readable(*member, 10s));
-  auto ended = net::recv_reply(*member);
-  REQUIRE_FALSE(ended.ok());
-  CHECK(ended.error().message.find("idle") != std::string::npos);
-  (*server)->stop();
+  for (bool pooled : {false, true}) {  // a thread per connection, and request by request
+    INFO("pooled " << pooled);
+    actors::ChannelServerOptions o;
+    o.idle_timeout = 300ms;
+    o.pooled = pooled;
+    auto server = actors::ChannelServer::start(f.sys, f.ps, "127.0.0.1", o);
+    REQUIRE(server.ok());
+    auto member = net::connect_to("127.0.0.1", (*server)->port(), 10s);
+    REQUIRE(member.ok());
+    const net::PsRequest pull = pull_of("v#0");
+    // Used, it is served; left idle, the server ends it (with an error frame naming why).
+    REQUIRE(net::send_request(*member, pull));
+    REQUIRE(net::recv_reply(*member).ok());
+    REQUIRE(net::wait_readable(*member, 10s));
+    auto ended = net::recv_reply(*member);
+    REQUIRE_FALSE(ended.ok());
+    CHECK(ended.error().message.find("idle") != std::string::npos);
+    (*server)->stop();
+  }
 }
 
 TEST_CASE("TROUPE_CHANNEL_MEMORY_MB sets a PS channel budget, and a bad value is named",
