@@ -64,9 +64,8 @@ void ConnectionServer::pool_closed(const std::string& peer, RequestPool::Ended w
     case RequestPool::Ended::tls:  // as the threaded door's failed TLS handshake: refused
       if (refused_) refused_(peer, text);
       break;
-    case RequestPool::Ended::idle:
-      trouble("closed " + peer + ": " + text);
-      break;
+    case RequestPool::Ended::idle:  // the handler's farewell said so; a flood of these
+      break;                        // would crowd real trouble out of its log
     case RequestPool::Ended::failed:
       trouble("serving " + peer + " failed (" + text + "): closed");
       break;

@@ -1,11 +1,13 @@
 #include "net/request_pool.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <system_error>
 #include <utility>
 
@@ -73,17 +75,17 @@ void RequestPool::stop() {
   empty_cv_.notify_all();
 }
 
-void RequestPool::arm_locked(uint64_t id, const Member& m, bool first) {
+bool RequestPool::arm_locked(uint64_t id, const Member& m, bool first) {
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
   ev.data.u64 = id;
-  // Fails only for a descriptor already closed: its turn then never comes, and the
-  // member stays until it idles out or the pool stops.
-  (void)::epoll_ctl(epoll_, first ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, m.socket.fd(), &ev);
+  // Re-arming fails only for a descriptor already closed: its turn then never comes, and
+  // the member stays until it idles out or the pool stops.
+  return ::epoll_ctl(epoll_, first ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, m.socket.fd(), &ev) == 0;
 }
 
 bool RequestPool::add(Socket s, std::string peer, std::string tls_key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (stopped_) return false;
   const uint64_t id = next_id_++;
   Member& m = members_[id];
@@ -91,7 +93,13 @@ bool RequestPool::add(Socket s, std::string peer, std::string tls_key) {
   m.peer = std::move(peer);
   m.tls_key = std::move(tls_key);
   m.last = clock::now();
-  arm_locked(id, m, /*first=*/true);
+  if (arm_locked(id, m, /*first=*/true)) return true;
+  // Not watched (the epoll set's limit, out of memory): closed now, not held unserved.
+  const std::string why = std::string("cannot watch it: ") + std::strerror(errno);
+  const std::string who = m.peer;
+  members_.erase(id);
+  lock.unlock();
+  if (closed_) closed_(who, Ended::failed, why);
   return true;
 }
 
@@ -189,23 +197,37 @@ void RequestPool::serve_locked(uint64_t id, std::unique_lock<std::mutex>& lock) 
 }
 
 void RequestPool::close_idle_locked(std::unique_lock<std::mutex>& lock) {
-  if (options_.idle_timeout.count() <= 0) return;
   const auto now = clock::now();
-  std::vector<uint64_t> expired;
-  for (auto& [id, m] : members_)
-    if (!m.busy && now - m.last >= options_.idle_timeout) {
-      m.busy = true;  // a thread that has its event now leaves it alone
-      (void)::epoll_ctl(epoll_, EPOLL_CTL_DEL, m.socket.fd(), nullptr);
-      expired.push_back(id);
-    }
-  const std::string why = "idle for " + std::to_string(options_.idle_timeout.count()) + " ms";
-  for (uint64_t id : expired) {
+  std::vector<std::pair<uint64_t, Ended>> expired;
+  for (auto& [id, m] : members_) {
+    if (m.busy) continue;
+    // A member still owing its TLS handshake has the door's deadline for it, counted from
+    // its admission as on a thread of its own; the others, the idle timeout.
+    const bool tls = !m.tls_key.empty();
+    const auto bound = tls ? options_.tls_deadline : options_.idle_timeout;
+    if (bound.count() <= 0 || now - m.last < bound) continue;
+    // A request that arrived while every thread was held is no idleness.
+    pollfd p{m.socket.fd(), POLLIN, 0};
+    if (!tls && (::poll(&p, 1, 0) > 0 || buffered(m.socket) > 0)) continue;
+    m.busy = true;  // a thread that has its event now leaves it alone
+    (void)::epoll_ctl(epoll_, EPOLL_CTL_DEL, m.socket.fd(), nullptr);
+    expired.emplace_back(id, tls ? Ended::tls : Ended::idle);
+  }
+  for (const auto& [id, ended] : expired) {
     Member& m = members_.at(id);
-    lock.unlock();
-    if (options_.farewell) options_.farewell(m.socket, m.peer);
-    m.socket.shutdown();
     const std::string peer = m.peer;
-    if (closed_) closed_(peer, Ended::idle, why);
+    const std::string why =
+        ended == Ended::tls
+            ? "no TLS handshake within " + std::to_string(options_.tls_deadline.count()) + " ms"
+            : "idle for " + std::to_string(options_.idle_timeout.count()) + " ms";
+    lock.unlock();
+    // On this thread, which grows the pool: the farewell's writes may not hold it long.
+    if (ended == Ended::idle && options_.farewell) {
+      set_io_timeout(m.socket, std::chrono::milliseconds(100));
+      options_.farewell(m.socket, peer);
+    }
+    m.socket.shutdown();
+    if (closed_) closed_(peer, ended, why);
     lock.lock();
     if (stopped_) return;
     members_.erase(id);
@@ -214,12 +236,17 @@ void RequestPool::close_idle_locked(std::unique_lock<std::mutex>& lock) {
 }
 
 void RequestPool::watch_loop() {
-  // Idle members are looked for a few times per idle_timeout (at most each second).
-  const auto idle_every = options_.idle_timeout.count() > 0
-                              ? std::clamp<std::chrono::milliseconds>(
-                                    options_.idle_timeout / 4, std::chrono::milliseconds(1),
-                                    std::chrono::milliseconds(1000))
-                              : std::chrono::milliseconds(0);
+  // Idle members (and TLS handshakes not begun) are looked for a few times per bound, at
+  // least each second.
+  auto every = [](std::chrono::milliseconds bound) {
+    return std::clamp<std::chrono::milliseconds>(bound / 4, std::chrono::milliseconds(1),
+                                                 std::chrono::milliseconds(1000));
+  };
+  auto idle_every = options_.idle_timeout.count() > 0 ? every(options_.idle_timeout)
+                                                      : std::chrono::milliseconds(0);
+  if (options_.tls_deadline.count() > 0)
+    idle_every = idle_every.count() > 0 ? std::min(idle_every, every(options_.tls_deadline))
+                                        : every(options_.tls_deadline);
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopped_) {
     if (all_held_locked()) {

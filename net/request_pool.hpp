@@ -43,9 +43,11 @@ class RequestPool {
     size_t max_threads = 64;  // grown to while requests wait
     std::chrono::milliseconds grow_after{20};
     std::chrono::milliseconds idle_timeout{0};  // 0: members may idle for ever
-    /// Said to a member closed for idling, on a serving thread, before it is closed.
+    /// Said to a member closed for idling, before it is closed (on the watchdog's thread,
+    /// its writes bounded to 100 ms).
     std::function<void(Socket& s, const std::string& peer)> farewell;
-    /// The TLS handshake on a member's first turn (its key from the door).
+    /// The TLS handshake on a member's first turn (its key from the door), counted from
+    /// its admission: a member that has not begun it by then is closed (Ended::tls).
     std::chrono::milliseconds tls_deadline{5000};
   };
 
@@ -86,7 +88,7 @@ class RequestPool {
   void watch_loop();  // grows the pool while every thread is held; closes idle members
   // Serves member `id` (busy) with the lock released, then arms or closes it.
   void serve_locked(uint64_t id, std::unique_lock<std::mutex>& lock);
-  void arm_locked(uint64_t id, const Member& m, bool first);
+  bool arm_locked(uint64_t id, const Member& m, bool first);  // false: not watched
   void close_idle_locked(std::unique_lock<std::mutex>& lock);
   void grow_locked();  // one more thread
   bool all_held_locked() const { return idle_threads_ == 0; }
