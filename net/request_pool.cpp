@@ -138,12 +138,14 @@ void RequestPool::run_loop() {
     lock.lock();
     --idle_threads_;
     if (stopped_) return;
-    if (n <= 0 || ev.data.u64 == 0) continue;
-    auto it = members_.find(ev.data.u64);
+    // A copy: epoll_event is packed, its u64 not aligned for a reference (find's).
+    const uint64_t id = ev.data.u64;
+    if (n <= 0 || id == 0) continue;
+    auto it = members_.find(id);
     if (it == members_.end() || it->second.busy) continue;  // closed for idling meanwhile
     it->second.busy = true;
     if (all_held_locked()) watch_cv_.notify_one();
-    serve_locked(ev.data.u64, lock);
+    serve_locked(id, lock);
   }
 }
 
