@@ -56,8 +56,9 @@ struct DoorOptions {
   std::function<core::Status(const Socket&)> accept_check;
 };
 
-/// A listening socket that serves each member on a thread of its own: what the tensor
-/// channel, the CAF port's gate (net/gate.hpp), the tunnels and the collective rings share.
+/// A listening socket that serves each member on a thread of its own (or, start_pooled,
+/// request by request on a net::RequestPool's few threads): what the tensor channel, the
+/// CAF port's gate (net/gate.hpp), the tunnels and the collective rings share.
 /// With a secret (DoorOptions) one thread, the acceptor, holds every unproven connection
 /// and drives its handshake as bytes arrive (never blocking on one); a connection becomes
 /// a member, and gets a thread, only once proven. At most `max_connections` members are
