@@ -40,6 +40,9 @@ core::Expected<caf::actor> connect_with_retry(caf::actor_system& sys, const std:
     last = a ? std::string("the previous process's connection, not yet dropped")
              : sys.render(a.error());
     const auto now = std::chrono::steady_clock::now();
+    if (tunnelled && !a)  // CAF saw the tunnel close: say why it closed
+      if (auto f = tunnel_failure(task_hp->host, task_hp->port); f.when >= tried)
+        last = "through the tunnel: " + f.why;
     // A sign that the process itself runs, not only its kernel (a stopped process's port
     // still accepts TCP connections): through a tunnel, a handshake in which it proved the
     // secret; directly, a connection it closed during CAF's handshake.

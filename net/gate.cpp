@@ -182,6 +182,7 @@ struct Tunnels {
   // When a tunnel last had the task at (host, port) prove the secret (tunnel_reached).
   std::mutex reached_mu;
   std::map<std::pair<std::string, uint16_t>, std::chrono::steady_clock::time_point> reached;
+  std::map<std::pair<std::string, uint16_t>, TunnelFailure> failed;  // under reached_mu
 };
 
 Tunnels& tunnels() {
@@ -206,8 +207,21 @@ void serve_tunnel(Socket& inside, const std::string& host, uint16_t port, const 
                   const GateLimits& limits, const std::string& dialled,
                   std::atomic<int>& handshakes) {
   const std::string where = host + ":" + std::to_string(port);
+  // A try turned away for the ones in flight names the last one that ended too.
+  const auto failed = [&](std::string why, bool turned_away = false) {
+    auto& t = tunnels();
+    std::lock_guard<std::mutex> lock(t.reached_mu);
+    auto& f = t.failed[{host, port}];
+    if (!turned_away)
+      f.ended = why;
+    else if (!f.ended.empty())
+      why += "; the last to end: " + f.ended;
+    f.why = std::move(why);
+    f.when = std::chrono::steady_clock::now();
+  };
   if (++handshakes > max_tunnel_handshakes) {
     --handshakes;
+    failed(std::to_string(max_tunnel_handshakes) + " handshakes already in flight", true);
     return;  // CAF sees the connection close and tries again
   }
   struct Done {
@@ -220,7 +234,10 @@ void serve_tunnel(Socket& inside, const std::string& host, uint16_t port, const 
     ~Done() { now(); }
   } done{handshakes};
   auto outside = connect_to(host, port, limits.handshake_timeout);
-  if (!outside) return;  // not up (yet): CAF sees the connection close and tries again
+  if (!outside) {  // not up (yet): CAF sees the connection close and tries again
+    failed(outside.error().message);
+    return;
+  }
   if (auto st =
           authenticate_to(*outside, secret, limits.handshake_timeout, links_encrypted(), dialled);
       !st) {
@@ -229,6 +246,7 @@ void serve_tunnel(Socket& inside, const std::string& host, uint16_t port, const 
     std::fprintf(stderr, "troupe: CAF link to %s %s: %s\n", where.c_str(),
                  st.error().code == Errc::permission_denied ? "refused" : "broke in its handshake",
                  st.error().message.c_str());
+    failed("handshake: " + st.error().message);
     return;
   }
   done.now();
@@ -281,6 +299,13 @@ std::chrono::steady_clock::time_point tunnel_reached(const std::string& host, ui
   std::lock_guard<std::mutex> lock(t.reached_mu);
   auto it = t.reached.find({host, port});
   return it == t.reached.end() ? std::chrono::steady_clock::time_point{} : it->second;
+}
+
+TunnelFailure tunnel_failure(const std::string& host, uint16_t port) {
+  auto& t = tunnels();
+  std::lock_guard<std::mutex> lock(t.reached_mu);
+  auto it = t.failed.find({host, port});
+  return it == t.failed.end() ? TunnelFailure{} : it->second;
 }
 
 void close_tunnels_to(const std::string& host, uint16_t port) {

@@ -146,6 +146,17 @@ std::chrono::milliseconds link_handshake_timeout();
 /// kernel accepts them.)
 std::chrono::steady_clock::time_point tunnel_reached(const std::string& host, uint16_t port);
 
+/// Why the last of this process's tunnel tries to the task at (host, port) that failed
+/// closed CAF's connection, and when; an empty text if none has. CAF itself sees only
+/// `disconnect_during_handshake` whatever it was (nothing listening, a handshake that timed
+/// out, too many tries in flight): errors that give up on a task name this instead.
+struct TunnelFailure {
+  std::string why;
+  std::chrono::steady_clock::time_point when{};
+  std::string ended;  ///< why the last try that was not turned away at once failed
+};
+TunnelFailure tunnel_failure(const std::string& host, uint16_t port);
+
 /// Where this process's CAF should connect to reach the CAF port of the task at `host:port`:
 /// through a tunnel when the job has a cluster secret (net/auth.hpp), directly when not.
 core::Expected<HostPort> caf_route(const std::string& host, uint16_t port,

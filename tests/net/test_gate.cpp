@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "helpers.hpp"
 #include "net/auth.hpp"
 #include "net/caf_door.hpp"
 #include "net/channel.hpp"
@@ -350,6 +351,33 @@ TEST_CASE("Over TLS a CAF gate carries members' messages and refuses plain peers
   CHECK(counter.refused_at_least(1) == 1);
   CHECK(ask() == xs);
   net::set_links_encrypted(false);
+}
+
+// Through a tunnel CAF sees every failure as a connection closed in its handshake: the
+// error that gives the task up names why the tunnel closed it.
+TEST_CASE("connect_with_retry through a tunnel names why the tunnel closed each try",
+          "[net][gate]") {
+  using namespace std::chrono_literals;
+  test::Env env("TROUPE_CLUSTER_SECRET", "tunnel-failure-test-secret-0123456789");
+  uint16_t port = 0;
+  {
+    auto taken = net::listen_on("127.0.0.1", port);  // a port nobody listens on once closed
+    REQUIRE(taken);
+  }
+  caf::actor_system_config cfg;
+  caf::actor_system sys{(net::configure(cfg), cfg)};
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  auto made = net::connect_with_retry(sys, address, "ps:7", 400ms);
+  REQUIRE_FALSE(made);
+  INFO(made.error().message);
+  CHECK(made.error().message.find("ps:7 at " + address + " unreachable after") !=
+        std::string::npos);
+  CHECK(made.error().message.find("through the tunnel: connect to 127.0.0.1:" +
+                                  std::to_string(port)) != std::string::npos);
+  CHECK(made.error().message.find("refused") != std::string::npos);
+  const auto f = net::tunnel_failure("127.0.0.1", port);
+  CHECK(f.why.find("refused") != std::string::npos);
+  CHECK(f.when > std::chrono::steady_clock::time_point{});
 }
 
 // A task that is up but too busy to finish a handshake shows a sign of life each attempt
