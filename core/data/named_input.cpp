@@ -372,11 +372,17 @@ Dataset<Batch> record_input(std::vector<std::string> files, int64_t shards, int6
   if (o.format == DataFormat::criteo)
     criteo = std::make_shared<const TextLayout>(criteo_layout(o.features).value());
   const bool by_file = static_cast<int64_t>(files.size()) >= shards;
-  auto names = from_vector(std::move(files));
-  if (by_file) names = names.shard(shards, shard);
-  auto records = names.flat_map(
-      [o, criteo](const std::string& path) { return named_records(path, o, criteo); });
-  if (!by_file) records = records.shard(shards, shard);
+  auto records = [&] {
+    if (!by_file && o.format == DataFormat::tfrecord)
+      return sharded_tfrecords(std::move(files), shards, shard).map([](RawRecord r) {
+        return NamedRecord{std::move(r), nullptr};
+      });
+    auto names = from_vector(std::move(files));
+    if (by_file) names = names.shard(shards, shard);
+    auto all = names.flat_map(
+        [o, criteo](const std::string& path) { return named_records(path, o, criteo); });
+    return by_file ? all : all.shard(shards, shard);
+  }();
   if (o.shuffle_buffer > 0)
     records = records.shuffle(o.shuffle_buffer, o.seed + static_cast<uint64_t>(shard));
   return records.batch(o.batch, o.drop_remainder).map([o](const std::vector<NamedRecord>& group) {

@@ -68,14 +68,15 @@ Expected<TFRecordReader> TFRecordReader::open(const std::string& path, uint64_t 
   return r;
 }
 
-Expected<bool> TFRecordReader::next(RawRecord& out) {
-  auto damaged = [&](const std::string& what) {
-    return make_error(Errc::data_loss, *path_ + ": record " + std::to_string(index_) + " at byte " +
-                                           std::to_string(offset_) + ": " + what);
-  };
+Error TFRecordReader::damaged(const std::string& what) const {
+  return make_error(Errc::data_loss, *path_ + ": record " + std::to_string(index_) + " at byte " +
+                                         std::to_string(offset_) + ": " + what);
+}
+
+Expected<std::optional<uint64_t>> TFRecordReader::header() {
   char header[12];
   const size_t got = std::fread(header, 1, sizeof header, file_.get());
-  if (got == 0 && std::feof(file_.get())) return false;
+  if (got == 0 && std::feof(file_.get())) return std::optional<uint64_t>();
   if (got < sizeof header) return damaged("truncated header");
   uint64_t len;
   uint32_t len_crc;
@@ -89,17 +90,42 @@ Expected<bool> TFRecordReader::next(RawRecord& out) {
     const uint64_t left = *size_ - std::min(*size_, offset_ + 12);
     if (len > left || left - len < 4) return damaged("truncated data");
   }
-  out.data.resize(len);
+  return std::optional<uint64_t>(len);
+}
+
+Expected<bool> TFRecordReader::next(RawRecord& out) {
+  auto len = header();
+  if (!len) return len.error();
+  if (!*len) return false;
+  out.data.resize(**len);
   uint32_t data_crc = 0;
-  if (std::fread(out.data.data(), 1, len, file_.get()) != len ||
+  if (std::fread(out.data.data(), 1, **len, file_.get()) != **len ||
       std::fread(&data_crc, 1, 4, file_.get()) != 4)
     return damaged("truncated data");
-  if (masked_crc(out.data.data(), len) != data_crc) return damaged("data CRC mismatch");
+  if (masked_crc(out.data.data(), **len) != data_crc) return damaged("data CRC mismatch");
   out.file = path_;
   out.index = index_++;
   out.is_line = false;
   out.offset = static_cast<int64_t>(offset_);
-  offset_ += 12 + len + 4;
+  offset_ += 12 + **len + 4;
+  return true;
+}
+
+Expected<bool> TFRecordReader::skip() {
+  auto len = header();
+  if (!len) return len.error();
+  if (!*len) return false;
+  // The data and its CRC read past through the stream's buffer (an fseeko per record is a
+  // system call each: slower than the copy).
+  const uint64_t rest = **len + 4;
+  char sink[4096];
+  for (uint64_t left = rest; left > 0;) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(left, sizeof sink));
+    if (std::fread(sink, 1, want, file_.get()) != want) return damaged("truncated data");
+    left -= want;
+  }
+  ++index_;
+  offset_ += 12 + rest;
   return true;
 }
 

@@ -56,8 +56,17 @@ class TFRecordReader {
   /// The next record into `out`; false at the end of the file. A truncated record or a CRC
   /// mismatch is a data_loss error naming the file, the record and its byte offset.
   Expected<bool> next(RawRecord& out);
+  /// Passes over the next record without reading its data: its header is checked (length,
+  /// length CRC, and that the file holds the data) but not its data's CRC. What a reader
+  /// of every n-th record does with the others, which another reader reads and checks.
+  /// False at the end of the file; errors as next().
+  Expected<bool> skip();
 
  private:
+  /// The next record's header: its data's length; nullopt at the end of the file.
+  Expected<std::optional<uint64_t>> header();
+  Error damaged(const std::string& what) const;
+
   detail::FilePtr file_;
   std::shared_ptr<const std::string> path_;
   uint64_t max_record_bytes_ = 0;

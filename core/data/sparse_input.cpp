@@ -67,6 +67,34 @@ Dataset<RawRecord> file_records(const std::string& path, RecordFormat format) {
   return Dataset<RawRecord>([path] { return stream<LineReader>(path); });
 }
 
+Dataset<RawRecord> sharded_tfrecords(std::vector<std::string> files, int64_t shards,
+                                     int64_t shard) {
+  TROUPE_ASSERT(shards >= 1 && shard >= 0 && shard < shards, "shard index out of range");
+  auto paths = std::make_shared<const std::vector<std::string>>(std::move(files));
+  return Dataset<RawRecord>([paths, shards, shard] {
+    return detail::make_fn_iterator<RawRecord>(
+        [paths, shards, shard, file = size_t{0}, pos = int64_t{0},
+         reader = std::optional<TFRecordReader>()]() mutable -> std::optional<RawRecord> {
+          while (file < paths->size()) {
+            if (!reader) reader.emplace(TFRecordReader::open((*paths)[file]).value());
+            if (pos % shards == shard) {
+              RawRecord r;
+              if (reader->next(r).value()) {
+                ++pos;
+                return r;
+              }
+            } else if (reader->skip().value()) {
+              ++pos;
+              continue;
+            }
+            reader.reset();  // this file's end
+            ++file;
+          }
+          return std::nullopt;
+        });
+  });
+}
+
 Expected<Batch> parse_batch(const std::vector<RawRecord>& records, RecordFormat format,
                             const CriteoOptions& criteo) {
   std::vector<Example> examples;
@@ -135,10 +163,14 @@ Dataset<Batch> sparse_input(std::vector<std::string> files, const InputContext& 
   const int64_t id = ctx.input_pipeline_id;
   const RecordFormat format = options.format;
   const bool by_file = static_cast<int64_t>(files.size()) >= n;
-  auto names = from_vector(std::move(files));
-  if (by_file) names = names.shard(n, id);
-  auto records = names.flat_map([format](std::string path) { return file_records(path, format); });
-  if (!by_file) records = records.shard(n, id);
+  auto records = [&] {
+    if (!by_file && format == RecordFormat::tfrecord)
+      return sharded_tfrecords(std::move(files), n, id);
+    auto names = from_vector(std::move(files));
+    if (by_file) names = names.shard(n, id);
+    auto all = names.flat_map([format](std::string path) { return file_records(path, format); });
+    return by_file ? all : all.shard(n, id);
+  }();
   if (options.shuffle_buffer > 0)
     records = records.shuffle(options.shuffle_buffer, options.seed + static_cast<uint64_t>(id));
   const CriteoOptions criteo = options.criteo;
