@@ -40,9 +40,6 @@ core::Expected<caf::actor> connect_with_retry(caf::actor_system& sys, const std:
     last = a ? std::string("the previous process's connection, not yet dropped")
              : sys.render(a.error());
     const auto now = std::chrono::steady_clock::now();
-    if (tunnelled && !a)  // CAF saw the tunnel close: say why it closed
-      if (auto f = tunnel_failure(task_hp->host, task_hp->port); f.when >= tried)
-        last = "through the tunnel: " + f.why;
     // A sign that the process itself runs, not only its kernel (a stopped process's port
     // still accepts TCP connections): through a tunnel, a handshake in which it proved the
     // secret; directly, a connection it closed during CAF's handshake.
@@ -53,7 +50,11 @@ core::Expected<caf::actor> connect_with_retry(caf::actor_system& sys, const std:
     if (give_up && give_up())
       return core::make_error(core::Errc::unavailable,
                               task + " at " + address + " is no longer tried (" + last + ")");
-    if (now >= deadline)
+    if (now >= deadline) {
+      // CAF sees a tunnel that closed a try as any closed connection: say why it closed.
+      if (tunnelled)
+        if (auto f = tunnel_failure(task_hp->host, task_hp->port); f.when >= start)
+          last += "; through the tunnel: " + f.why;
       return core::make_error(
           core::Errc::unavailable,
           task + " at " + address + " unreachable after " + std::to_string(attempt) +
@@ -61,6 +62,7 @@ core::Expected<caf::actor> connect_with_retry(caf::actor_system& sys, const std:
               std::to_string(
                   std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count()) +
               " ms (" + last + ")");
+    }
     std::this_thread::sleep_for(
         std::min<std::chrono::steady_clock::duration>(backoff, deadline - now));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
