@@ -146,6 +146,9 @@ struct Placement {
 /// indices and each row's position in the caller's list.
 struct RowRoute {
   std::vector<std::vector<int64_t>> local, where;
+  /// Rows given in ascending order: each shard's are one run of the caller's list, from
+  /// where[k].front() on, so they are copied to and from it as one block.
+  bool contiguous = false;
 };
 /// A row outside every shard is an out_of_range error naming it and the variable.
 core::Expected<RowRoute> route_rows(const std::string& name, const std::vector<Placement>& shards,

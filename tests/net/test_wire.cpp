@@ -139,3 +139,55 @@ TEST_CASE("Keys of a dynamic table are routed to the shard their hash names", "[
   }
   CHECK(net::route_rows("ids", shards, keys).error().code == core::Errc::out_of_range);
 }
+
+TEST_CASE("Rows in ascending order are routed as one run per shard", "[wire]") {
+  // A fixed table of 3 shards x 100 rows. Ascending rows take the run path; the same rows
+  // shuffled take the row-by-row path; both put every row on its shard and gather alike.
+  std::vector<net::Placement> shards(3);
+  for (int i = 0; i < 3; ++i) {
+    auto& def = shards[static_cast<size_t>(i)].def;
+    def.shard = i;
+    def.row_offset = 100 * i;
+    def.shape = {100, 2};
+  }
+  const std::vector<int64_t> ascending{0, 7, 99, 100, 250, 299};
+  const std::vector<int64_t> shuffled{250, 0, 299, 100, 99, 7};
+  auto runs = net::route_rows("t", shards, ascending);
+  auto each = net::route_rows("t", shards, shuffled);
+  REQUIRE(runs.ok());
+  REQUIRE(each.ok());
+  CHECK(runs->contiguous);
+  CHECK_FALSE(each->contiguous);
+  CHECK(runs->local == std::vector<std::vector<int64_t>>{{0, 7, 99}, {0}, {50, 99}});
+  CHECK(runs->where == std::vector<std::vector<int64_t>>{{0, 1, 2}, {3}, {4, 5}});
+  // Each shard answers its rows' values (2 per row: the global row and its negative).
+  auto answer = [&](const net::RowRoute& route, int shard) {
+    net::WireTensor part;
+    for (int64_t local : route.local[static_cast<size_t>(shard)]) {
+      part.data.push_back(static_cast<float>(100 * shard + local));
+      part.data.push_back(-static_cast<float>(100 * shard + local));
+    }
+    return part;
+  };
+  for (const auto* route : {&*runs, &*each}) {
+    const auto& rows = route == &*runs ? ascending : shuffled;
+    std::vector<net::WireTensor> parts{answer(*route, 0), answer(*route, 1), answer(*route, 2)};
+    core::Tensor out{core::Shape{6, 2}};
+    REQUIRE(net::gather_routed("t", *route, {&parts[0], &parts[1], &parts[2]}, out).ok());
+    for (int64_t k = 0; k < 6; ++k) {
+      CHECK(out.data()[2 * k] == static_cast<float>(rows[static_cast<size_t>(k)]));
+      CHECK(out.data()[2 * k + 1] == -static_cast<float>(rows[static_cast<size_t>(k)]));
+    }
+  }
+  // A row below, above or between the shards is an error naming it, on either path.
+  shards[1].def.shape = {50, 2};  // rows 150..199 now belong to no shard
+  for (const std::vector<int64_t>& bad :
+       {std::vector<int64_t>{-1, 5}, std::vector<int64_t>{5, 300}, std::vector<int64_t>{5, 160},
+        std::vector<int64_t>{160, 5}}) {
+    auto route = net::route_rows("t", shards, bad);
+    REQUIRE_FALSE(route.ok());
+    CHECK(route.error().code == core::Errc::out_of_range);
+    const int64_t named = bad[0] == 5 ? bad[1] : bad[0];
+    CHECK_THAT(route.error().message, Catch::Contains("row " + std::to_string(named) + " of 't'"));
+  }
+}
