@@ -444,18 +444,9 @@ core::Status WorkerRuntime::push_rows(const std::vector<RowsOf>& vars) {
       if (route->local[shard].empty()) continue;
       net::PsItem item;
       item.name = net::shard_key(s[shard].def);
+      item.tensor.data = net::routed_part(*route, shard, grads);
       item.rows = std::move(route->local[shard]);
       item.tensor.dims = {static_cast<int64_t>(item.rows.size()), width};
-      const size_t count = item.rows.size() * static_cast<size_t>(width);
-      if (route->contiguous) {
-        const float* from = grads.data() + route->where[shard].front() * width;
-        item.tensor.data.assign(from, from + count);
-      } else {
-        item.tensor.data.resize(count);
-        for (size_t j = 0; j < route->where[shard].size(); ++j)
-          std::copy_n(grads.data() + route->where[shard][j] * width, width,
-                      item.tensor.data.data() + static_cast<int64_t>(j) * width);
-      }
       if (auto st = add_update(batch, s[shard], i, shard, std::move(item)); !st) return st.error();
     }
     counts.push_back(s.size());

@@ -157,6 +157,20 @@ core::Status gather_routed(const std::string& name, const RowRoute& route,
   return {};
 }
 
+std::vector<float> routed_part(const RowRoute& route, size_t shard, core::ConstTensorView all) {
+  const int64_t width = all.shape().row_size();
+  const std::vector<int64_t>& where = route.where[shard];
+  if (route.contiguous && !where.empty()) {
+    const float* from = all.data() + where.front() * width;
+    return std::vector<float>(from, from + static_cast<int64_t>(where.size()) * width);
+  }
+  std::vector<float> part(where.size() * static_cast<size_t>(width));
+  for (size_t j = 0; j < where.size(); ++j)
+    std::copy_n(all.data() + where[j] * width, width,
+                part.data() + static_cast<int64_t>(j) * width);
+  return part;
+}
+
 caf::error to_caf(const core::Error& e) {
   return caf::error(static_cast<uint8_t>(e.code), error_category, caf::make_message(e.message));
 }

@@ -157,6 +157,9 @@ core::Expected<RowRoute> route_rows(const std::string& name, const std::vector<P
 /// positions of `out` ([rows, width]). A part of the wrong size is a data_loss error.
 core::Status gather_routed(const std::string& name, const RowRoute& route,
                            const std::vector<const WireTensor*>& parts, core::Tensor& out);
+/// The other way: the rows of `all` ([rows, width], in the caller's order) that go to
+/// `shard`, in the order of route.local[shard].
+std::vector<float> routed_part(const RowRoute& route, size_t shard, core::ConstTensorView all);
 
 /// A closure on the wire: code never travels, only the registered step's name and its
 /// msgpack-encoded arguments. The id tags the step's gradient pushes (at-most-once
