@@ -16,10 +16,11 @@ namespace troupe::net {
 bool is_terminated(const caf::actor& a);
 
 /// Connects to the actor published at `address` ("host:port"), retrying until `timeout`:
-/// the task may still be starting, and a handshake can be dropped by a busy peer (seen on
-/// a loaded two-core machine as `connection_timeout`). Right after a peer at that address
-/// died, CAF may still hand out its dead proxy (the middleman caches connections per
-/// address until it processes the proxy's down message); that counts as not connected. Blocks the
+/// the task may still be starting. Each try dials the socket itself and waits for the
+/// peer's handshake (up to the deadline, within link_handshake_timeout()) before CAF takes
+/// the connection: CAF 0.17.6 would give a connection it dials only until its next
+/// heartbeat tick to be answered. A handle to a proxy already terminated (the previous
+/// process at that address, its connection not yet dropped) counts as not connected. Blocks the
 /// calling thread, so call it from a blocking actor or the main thread, never from an event-based
 /// actor. `task` names the peer in the error.
 /// `give_up`, when set, is asked after each failed attempt: true ends the tries at once (the
@@ -27,7 +28,7 @@ bool is_terminated(const caf::actor& a);
 ///
 /// `patience`, when set, counts from the last sign of life instead of from the start: an
 /// attempt that shows the process runs but failed (through a tunnel, the task proved the
-/// secret; directly, it closed the connection during CAF's handshake: a live process too
+/// secret; directly, it closed the connection before its handshake: a live process too
 /// busy to finish, as 100 tasks dialling one PS at start-up make it) moves the deadline to
 /// `patience.window` from then, within `patience.cap` of the start. A refusal (nobody
 /// listening) or a silent connection (a stopped process's kernel accepts it) is not one.

@@ -35,6 +35,12 @@ class Socket {
   int fd() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
   void close();
+  /// Gives up ownership of a plain socket's descriptor (to CAF, say): the caller closes it.
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
   /// Ends both directions: a thread blocked reading this socket returns.
   void shutdown() const;
 

@@ -430,3 +430,70 @@ TEST_CASE("connect_with_retry waits for a listener that does not finish within i
   INFO(refused.error().message);
   CHECK(clock::now() - t0 < 5000ms);  // no sign of life: the cap is never reached
 }
+
+// CAF 0.17.6 gives a connection it dials only until its next heartbeat tick (100 ms here)
+// to be answered. connect_with_retry waits for the peer's handshake itself: a peer that
+// answers after 400 ms, slower than a tick, is reached on the first connection; a peer
+// whose kernel accepts but which never answers is an error that says so.
+TEST_CASE("connect_with_retry reaches a peer slower to answer than a heartbeat interval",
+          "[net][gate]") {
+  using namespace std::chrono_literals;
+  caf::actor_system_config server_cfg;
+  caf::actor_system server{(net::configure(server_cfg), server_cfg)};
+  auto echo = server.spawn([]() -> caf::behavior { return {[](int32_t x) { return x + 1; }}; });
+  auto caf_port = server.middleman().publish(echo, 0, "127.0.0.1");
+  REQUIRE(caf_port);
+
+  // In front of it, a relay that holds each connection 400 ms before it dials CAF.
+  uint16_t port = 0;
+  auto listener = net::listen_on("127.0.0.1", port);
+  REQUIRE(listener);
+  std::atomic<bool> stop{false};
+  std::atomic<int> accepted{0};
+  std::thread slow([&] {
+    while (!stop) {
+      pollfd p{listener->fd(), POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      std::string peer;
+      auto inside = net::accept_on(*listener, peer);
+      if (!inside) continue;
+      ++accepted;
+      std::this_thread::sleep_for(400ms);  // the slow peer itself, not a wait for a condition
+      auto outside = net::connect_to("127.0.0.1", *caf_port, 0ms);
+      if (!outside) continue;
+      net::BaspFrameCheck check(1u << 20);
+      (void)net::relay(*outside, *inside, check);
+    }
+  });
+  {
+    caf::actor_system_config cfg;
+    caf::actor_system sys{(net::configure(cfg), cfg)};
+    const std::string address = "127.0.0.1:" + std::to_string(port);
+    auto reached = net::connect_with_retry(sys, address, "ps:3", 3000ms);
+    INFO((reached ? std::string("reached") : reached.error().message));
+    REQUIRE(reached);
+    CHECK(accepted == 1);  // the first connection waited: no redial
+    caf::scoped_actor self{sys};
+    int32_t answer = 0;
+    self->request(*reached, 5s, int32_t{41})
+        .receive([&](int32_t x) { answer = x; }, [](caf::error&) {});
+    CHECK(answer == 42);
+    stop = true;
+  }  // the client's system ends: its connection closes, and so does the relay
+  slow.join();
+
+  // A listener that accepts and never answers: the tries wait out the deadline.
+  uint16_t mute_port = 0;
+  auto mute = net::listen_on("127.0.0.1", mute_port);
+  REQUIRE(mute);
+  caf::actor_system_config cfg;
+  caf::actor_system sys{(net::configure(cfg), cfg)};
+  const auto t0 = std::chrono::steady_clock::now();
+  auto silent =
+      net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(mute_port), "ps:4", 600ms);
+  REQUIRE_FALSE(silent);
+  INFO(silent.error().message);
+  CHECK(std::chrono::steady_clock::now() - t0 >= 600ms);
+  CHECK(silent.error().message.find("no handshake came within") != std::string::npos);
+  caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
+}
