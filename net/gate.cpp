@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "net/auth.hpp"
+#include "net/relay_pool.hpp"
 #include "net/tls.hpp"
 
 namespace troupe::net {
@@ -124,6 +125,7 @@ core::Expected<std::unique_ptr<CafGate>> CafGate::open(const std::string& host, 
   gate->secret_ = std::move(secret);
   gate->limits_ = limits;
   gate->on_refused_ = std::move(on_refused);
+  gate->relays_ = RelayPool::process().new_group();
   auto* g = gate.get();
   DoorOptions door;  // each peer proves the secret before it costs a thread
   door.secret = gate->secret_;
@@ -165,8 +167,38 @@ void CafGate::serve(Socket& outside, const std::string& peer) {
                  inside.error().message.c_str());
     return;
   }
+  if (!outside.tls()) {
+    // Relayed on the process's pool: this thread ends now.
+    Socket kept = ConnectionServer::keep(outside);
+    if (RelayPool::process().add(relays_, kept, *inside, limits_.max_message_bytes,
+                                 [this, peer](core::Status st) {
+                                   if (!st) refuse(peer, st.error().message);
+                                 }))
+      return;
+    outside = std::move(kept);
+  }
   BaspFrameCheck check(limits_.max_message_bytes);
   if (auto st = relay(outside, *inside, check); !st) refuse(peer, st.error().message);
+}
+
+void CafGate::stop() {
+  server_->stop();
+  RelayPool::process().close(relays_);
+}
+
+void CafGate::drain(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  server_->drain(timeout);
+  RelayPool::process().wait_empty(relays_, deadline);
+  stop();
+}
+
+CafGate::~CafGate() {
+  if (server_) stop();
+}
+
+size_t CafGate::links() const {
+  return server_->members() + RelayPool::process().size(relays_);
 }
 
 namespace {
@@ -176,9 +208,11 @@ namespace {
 struct Tunnels {
   std::mutex mu;
   // (secret, host, port, dialled)
-  std::map<std::tuple<std::string, std::string, uint16_t, std::string>,
-           std::unique_ptr<ConnectionServer>>
-      open;
+  struct Tunnel {
+    std::unique_ptr<ConnectionServer> server;
+    uint64_t relays = 0;  // its group in RelayPool::process()
+  };
+  std::map<std::tuple<std::string, std::string, uint16_t, std::string>, Tunnel> open;
   // When a tunnel last had the task at (host, port) prove the secret (tunnel_reached).
   std::mutex reached_mu;
   std::map<std::pair<std::string, uint16_t>, std::chrono::steady_clock::time_point> reached;
@@ -205,7 +239,7 @@ constexpr int max_tunnel_handshakes = 2;
 
 void serve_tunnel(Socket& inside, const std::string& host, uint16_t port, const std::string& secret,
                   const GateLimits& limits, const std::string& dialled,
-                  std::atomic<int>& handshakes) {
+                  std::atomic<int>& handshakes, uint64_t relays) {
   const std::string where = host + ":" + std::to_string(port);
   // A try turned away for the ones in flight names the last one that ended too.
   const auto failed = [&](std::string why, bool turned_away = false) {
@@ -256,10 +290,19 @@ void serve_tunnel(Socket& inside, const std::string& host, uint16_t port, const 
     std::lock_guard<std::mutex> lock(t.reached_mu);
     t.reached[{host, port}] = std::chrono::steady_clock::now();
   }
+  const auto cut = [where](const core::Status& st) {
+    if (!st)
+      std::fprintf(stderr, "troupe: CAF link to %s cut: %s\n", where.c_str(),
+                   st.error().message.c_str());
+  };
+  if (!outside->tls()) {
+    // Relayed on the process's pool: this thread ends now.
+    Socket kept = ConnectionServer::keep(inside);
+    if (RelayPool::process().add(relays, *outside, kept, limits.max_message_bytes, cut)) return;
+    inside = std::move(kept);
+  }
   BaspFrameCheck check(limits.max_message_bytes);
-  if (auto st = relay(*outside, inside, check); !st)
-    std::fprintf(stderr, "troupe: CAF link to %s cut: %s\n", where.c_str(),
-                 st.error().message.c_str());
+  cut(relay(*outside, inside, check));
 }
 
 }  // namespace
@@ -270,7 +313,7 @@ core::Expected<uint16_t> tunnel_to(const std::string& host, uint16_t port,
   auto& t = tunnels();
   std::lock_guard<std::mutex> lock(t.mu);
   auto key = std::make_tuple(secret, host, port, dialled);
-  if (auto it = t.open.find(key); it != t.open.end()) return it->second->port();
+  if (auto it = t.open.find(key); it != t.open.end()) return it->second.server->port();
   uint16_t local = 0;
   auto listener = listen_on("127.0.0.1", local);
   if (!listener) return listener.error();
@@ -278,11 +321,12 @@ core::Expected<uint16_t> tunnel_to(const std::string& host, uint16_t port,
   // is checked as each connection is accepted, before it costs a thread.
   DoorOptions door;
   door.accept_check = peer_is_this_process;
+  const uint64_t relays = RelayPool::process().new_group();
   auto server = ConnectionServer::start(
       std::move(*listener), local,
-      [host, port, secret, limits, dialled, handshakes = std::make_shared<std::atomic<int>>(0)](
-          Socket& s, const std::string&) {
-        serve_tunnel(s, host, port, secret, limits, dialled, *handshakes);
+      [host, port, secret, limits, dialled, relays,
+       handshakes = std::make_shared<std::atomic<int>>(0)](Socket& s, const std::string&) {
+        serve_tunnel(s, host, port, secret, limits, dialled, *handshakes, relays);
       },
       [host, port](const std::string& peer, const std::string& why) {
         tunnel_log().say("troupe: tunnel to " + host_port_text(host, port) + " refused " + peer +
@@ -290,7 +334,7 @@ core::Expected<uint16_t> tunnel_to(const std::string& host, uint16_t port,
       },
       limits.max_connections, std::move(door));
   if (!server) return server.error();
-  t.open.emplace(std::move(key), std::move(*server));
+  t.open.emplace(std::move(key), Tunnels::Tunnel{std::move(*server), relays});
   return local;
 }
 
@@ -309,7 +353,7 @@ TunnelFailure tunnel_failure(const std::string& host, uint16_t port) {
 }
 
 void close_tunnels_to(const std::string& host, uint16_t port) {
-  std::vector<std::unique_ptr<ConnectionServer>> closing;
+  std::vector<Tunnels::Tunnel> closing;
   {
     auto& t = tunnels();
     std::lock_guard<std::mutex> lock(t.mu);
@@ -322,8 +366,10 @@ void close_tunnels_to(const std::string& host, uint16_t port) {
       }
     }
   }
-  for (auto& server : closing)  // outside the lock: a tunnel to elsewhere may open meanwhile
-    server->stop();
+  for (auto& tunnel : closing) {  // outside the lock: a tunnel to elsewhere may open meanwhile
+    tunnel.server->stop();
+    RelayPool::process().close(tunnel.relays);
+  }
 }
 
 core::Expected<HostPort> caf_route(const std::string& host, uint16_t port,

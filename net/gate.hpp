@@ -93,10 +93,14 @@ class CafGate {
                                                        std::string identity = {});
   uint16_t port() const { return server_->port(); }
   uint64_t refused() const { return refused_; }
-  void stop() { server_->stop(); }
+  /// Stops accepting and ends every member's link.
+  void stop();
   /// Stops accepting and lets each relay run until CAF closes its side (it writes what it
   /// still holds first), for up to `timeout`; then stop().
-  void drain(std::chrono::milliseconds timeout) { server_->drain(timeout); }
+  void drain(std::chrono::milliseconds timeout);
+  ~CafGate();
+  /// Members' links relayed now (on the process's RelayPool; over TLS, on threads).
+  size_t links() const;
   /// No more calls of `inside` or `on_refused` once this returns: what they reach may be
   /// gone (a member admitted later is closed at once).
   void forget_caf();
@@ -113,6 +117,7 @@ class CafGate {
   CafInside inside_;
   std::function<void()> on_refused_;
   std::atomic<uint64_t> refused_{0};
+  uint64_t relays_ = 0;  // this gate's group in RelayPool::process()
   std::unique_ptr<ConnectionServer> server_;
 };
 
