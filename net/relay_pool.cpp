@@ -37,6 +37,9 @@ struct RelayPool::Link {
   Ended ended;
   core::Status ended_status;
   bool done = false;
+  // A side that hung up while bytes it sent still waited for the other: out of the epoll
+  // set, it is read to its end as the other side takes them (drain_hung_up).
+  bool removed[2] = {false, false};
 };
 
 RelayPool& RelayPool::process() {
@@ -123,6 +126,7 @@ void RelayPool::close(uint64_t group) {
 
 void RelayPool::arm(Link& l) {
   for (int side : {outside_side, inside_side}) {
+    if (l.removed[side]) continue;
     // Read a side while what it sent before has all been taken; watch a side for room
     // while bytes wait for it.
     uint32_t want = 0;
@@ -153,7 +157,18 @@ bool RelayPool::flush(Link& l, int to) {
   return true;
 }
 
-bool RelayPool::pump(Link& l, int from, core::Status& why) {
+bool RelayPool::drain_hung_up(Link& l, int from, core::Status& why) {
+  // Out of the epoll set: read what it still holds until its end, or until the other
+  // side cannot take more (then the other side's room calls this again).
+  while (l.waiting[from].empty()) {
+    bool read = false;
+    if (!pump(l, from, why, &read)) return false;
+    if (!read) return false;  // hung up, yet nothing to read and no end: give up on it
+  }
+  return true;
+}
+
+bool RelayPool::pump(Link& l, int from, core::Status& why, bool* read) {
   thread_local std::vector<unsigned char> buf(64 << 10);
   const int to = 1 - from;
   ssize_t r;
@@ -162,6 +177,7 @@ bool RelayPool::pump(Link& l, int from, core::Status& why) {
   } while (r < 0 && errno == EINTR);
   if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
   if (r <= 0) return false;
+  if (read != nullptr) *read = true;
   const auto n = static_cast<size_t>(r);
   if (from == outside_side)
     if (auto st = l.check.feed(buf.data(), n); !st) {
@@ -199,10 +215,23 @@ void RelayPool::run() {
       const uint32_t ev = events[i].events;
       core::Status why;
       bool ok = true;
-      if (ev & EPOLLOUT) ok = flush(l, end->side);
+      if (ev & EPOLLOUT) {
+        ok = flush(l, end->side);
+        if (ok && l.removed[1 - end->side] && l.waiting[1 - end->side].empty())
+          ok = drain_hung_up(l, 1 - end->side, why);
+      }
       if (ok && (ev & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
-        // Hung up while its bytes wait for the other side: nothing more can come of it.
-        ok = l.waiting[end->side].empty() ? pump(l, end->side, why) : !(ev & (EPOLLHUP | EPOLLERR));
+        if (l.waiting[end->side].empty()) {
+          ok = pump(l, end->side, why);
+        } else if (ev & EPOLLERR) {
+          ok = false;
+        } else if (ev & EPOLLHUP) {
+          // Hung up with bytes still waiting for the other side (CAF's last words, the
+          // shutdown acknowledgement among them): they go out first, as on a relay
+          // thread. Out of the set meanwhile, or its hang-up would fire again and again.
+          ::epoll_ctl(epoll_, EPOLL_CTL_DEL, l.socket[end->side].fd(), nullptr);
+          l.removed[end->side] = true;
+        }
       }
       if (ok) {
         arm(l);

@@ -60,8 +60,9 @@ class RelayPool {
   // A link's two sockets in the epoll set as its copying needs them now.
   void arm(Link& l);
   // Copies what side `from` has, or flushes what waits for side `to`; false ends the link.
-  bool pump(Link& l, int from, core::Status& why);
+  bool pump(Link& l, int from, core::Status& why, bool* read = nullptr);
   bool flush(Link& l, int to);
+  bool drain_hung_up(Link& l, int from, core::Status& why);
 
   int epoll_ = -1;
   std::thread thread_;

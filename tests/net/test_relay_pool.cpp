@@ -53,9 +53,15 @@ struct Outcome {
   }
 };
 
-Ends relayed(uint64_t group, Outcome& outcome, uint32_t max_payload = 1u << 20) {
+// `outside_buffer`, when set: the pool's end towards the network sends at most that many
+// bytes ahead of the network's reads.
+Ends relayed(uint64_t group, Outcome& outcome, uint32_t max_payload = 1u << 20,
+             int outside_buffer = 0) {
   auto [network, outside] = socket_pair();
   auto [caf, inside] = socket_pair();
+  if (outside_buffer > 0)
+    REQUIRE(::setsockopt(outside.fd(), SOL_SOCKET, SO_SNDBUF, &outside_buffer,
+                         sizeof outside_buffer) == 0);
   REQUIRE(net::RelayPool::process().add(group, outside, inside, max_payload, outcome.callback()));
   return {std::move(network), std::move(caf)};
 }
@@ -145,6 +151,33 @@ TEST_CASE("The relay pool carries both ways in order under backpressure", "[net]
   REQUIRE(st.has_value());
   CHECK(st->ok());
   CHECK(pool.wait_empty(group, std::chrono::steady_clock::now() + 5s));
+}
+
+// CAF writes its last bytes (a shutdown acknowledgement) and closes at once: while the
+// network side is slow to read, those bytes wait in the link, and they all get out before
+// the link ends.
+TEST_CASE("The relay pool delivers what CAF wrote before it closed", "[net][relay]") {
+  auto& pool = net::RelayPool::process();
+  const auto group = pool.new_group();
+  Outcome outcome;
+  auto ends = relayed(group, outcome, 1u << 20, 4096);
+  std::vector<unsigned char> last(160u << 10);
+  for (size_t i = 0; i < last.size(); ++i)
+    last[i] = static_cast<unsigned char>(i * 29 + 1);
+  std::thread caf([&] {
+    net::set_io_timeout(ends.caf, 10s);
+    CHECK(net::send_all(ends.caf, last.data(), last.size()));
+    ends.caf.close();
+  });
+  // Read only once CAF has written everything and closed: the rest waits in the link.
+  caf.join();
+  std::vector<unsigned char> got(last.size());
+  REQUIRE(read_exactly(ends.network, got.data(), got.size()));
+  CHECK(got == last);
+  CHECK(ends_within(ends.network, 5s));
+  auto st = outcome.wait(5s);
+  REQUIRE(st.has_value());
+  CHECK(st->ok());
 }
 
 // A frame CAF must not read (an unknown operation, an oversized payload) ends the link
