@@ -35,7 +35,8 @@ struct Attempt {
 // one tick to answer, a PS that hundreds of workers dial at once, could never be reached.
 // So dial the socket here, wait up to `budget` for the first bytes of the peer's handshake
 // (a BASP server writes its handshake as soon as it accepts, before the client's), and only
-// then hand the socket to CAF's BASP broker, which reads the bytes already there at once.
+// then hand the socket to CAF's BASP broker, which reads the bytes already there on its
+// next turn (a tick already queued before that read still closes it: a rare try retried).
 Attempt dial(caf::actor_system& sys, const HostPort& hp, std::chrono::milliseconds budget) {
   auto s = connect_to(hp.host, hp.port, budget);
   if (!s) return {s.error()};
@@ -54,8 +55,7 @@ Attempt dial(caf::actor_system& sys, const HostPort& hp, std::chrono::millisecon
   auto basp = mm.named_broker<caf::io::basp_broker>(caf::atom("BASP"));
   Attempt out{core::make_error(core::Errc::unavailable, "CAF's handshake did not finish")};
   caf::scoped_actor self{sys};
-  self->request(basp, std::max(budget, link_handshake_timeout()), caf::connect_atom_v,
-                std::move(scribe), hp.port)
+  self->request(basp, budget, caf::connect_atom_v, std::move(scribe), hp.port)
       .receive(
           [&](caf::node_id&, caf::strong_actor_ptr& addr, std::set<std::string>&) {
             if (addr)

@@ -167,7 +167,7 @@ void CafGate::serve(Socket& outside, const std::string& peer) {
                  inside.error().message.c_str());
     return;
   }
-  if (!outside.tls()) {
+  if (!outside.tls() && RelayPool::process().available()) {
     // Relayed on the process's pool: this thread ends now.
     Socket kept = ConnectionServer::keep(outside);
     if (RelayPool::process().add(relays_, kept, *inside, limits_.max_message_bytes,
@@ -295,7 +295,7 @@ void serve_tunnel(Socket& inside, const std::string& host, uint16_t port, const 
       std::fprintf(stderr, "troupe: CAF link to %s cut: %s\n", where.c_str(),
                    st.error().message.c_str());
   };
-  if (!outside->tls()) {
+  if (!outside->tls() && RelayPool::process().available()) {
     // Relayed on the process's pool: this thread ends now.
     Socket kept = ConnectionServer::keep(inside);
     if (RelayPool::process().add(relays, *outside, kept, limits.max_message_bytes, cut)) return;

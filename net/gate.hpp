@@ -124,8 +124,8 @@ class CafGate {
 /// The client side: a loopback port CAF dials to reach the gate at `host:port`. Each
 /// connection to it is relayed there once this process has proved `secret` and the gate
 /// has proved it back; a gate that does not is named on stderr and the connection closed.
-/// One tunnel per (secret, host, port, dialled), kept until close_tunnels_to, so CAF's
-/// cache of connections by address keeps working. `dialled` names the task meant: the gate
+/// One tunnel per (secret, host, port, dialled), kept until close_tunnels_to: each new
+/// link to the task goes through the same loopback port. `dialled` names the task meant: the gate
 /// must prove it is that one.
 core::Expected<uint16_t> tunnel_to(const std::string& host, uint16_t port,
                                    const std::string& secret, GateLimits limits = {},

@@ -33,14 +33,26 @@ struct RelayPool::Link {
   std::vector<unsigned char> waiting[2];
   size_t waiting_from[2] = {0, 0};
   uint32_t armed[2] = {0, 0};
+  bool registered[2] = {false, false};  // in the epoll set
+  // Side i hung up (or failed) while bytes it sent still waited for the other: out of the
+  // epoll set, it is read to its end as the other side takes them (drain_hung_up), and
+  // the other side is not read meanwhile (there is nobody left to take its bytes).
+  bool hung_up[2] = {false, false};
   BaspFrameCheck check;
   Ended ended;
   core::Status ended_status;
-  bool done = false;
-  // A side that hung up while bytes it sent still waited for the other: out of the epoll
-  // set, it is read to its end as the other side takes them (drain_hung_up).
-  bool removed[2] = {false, false};
+  // Relaying ended: each side still open has been sent a FIN after its queued bytes and is
+  // read (and what comes dropped) until the peer closes too, at most until linger_until:
+  // closed with unread bytes, a socket would reset, and the peer could lose the last ones.
+  bool lingering = false;
+  std::chrono::steady_clock::time_point linger_until{};
+  bool gone = false;  // both sides closed: freed after this batch of events
 };
+
+namespace {
+// How long an ended link's sockets wait for their peers to close after the FIN.
+constexpr auto linger_time = std::chrono::seconds(2);
+}  // namespace
 
 RelayPool& RelayPool::process() {
   static auto* pool = new RelayPool;
@@ -71,8 +83,15 @@ bool RelayPool::start() {  // under mu_
   return false;
 }
 
+bool RelayPool::available() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return start();
+}
+
 bool RelayPool::add(uint64_t group, Socket& outside, Socket& inside, uint32_t max_payload,
                     Ended ended) {
+  // Under mu_ throughout: the pool's thread handles events under it too, so it sees the
+  // link only once both sockets are in.
   std::lock_guard<std::mutex> lock(mu_);
   if (!start()) return false;
   auto link = std::make_unique<Link>(group, outside, inside, max_payload, std::move(ended));
@@ -82,13 +101,19 @@ bool RelayPool::add(uint64_t group, Socket& outside, Socket& inside, uint32_t ma
     ev.events = EPOLLIN;
     ev.data.ptr = &l.end[side];
     if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, l.socket[side].fd(), &ev) != 0) {
-      if (side == inside_side)
-        ::epoll_ctl(epoll_, EPOLL_CTL_DEL, l.socket[outside_side].fd(), nullptr);
-      outside = std::move(l.socket[outside_side]);
-      inside = std::move(l.socket[inside_side]);
-      return false;
+      if (side == outside_side) {  // nothing of it registered: the caller relays
+        outside = std::move(l.socket[outside_side]);
+        inside = std::move(l.socket[inside_side]);
+        return false;
+      }
+      // The outside is in the set (an event for it may already be out): the link ends
+      // as any other, its sockets shut down.
+      l.socket[outside_side].shutdown();
+      l.socket[inside_side].shutdown();
+      break;
     }
     l.armed[side] = EPOLLIN;
+    l.registered[side] = true;
   }
   ++open_[group];
   links_.emplace(&l, std::move(link));
@@ -124,14 +149,20 @@ void RelayPool::close(uint64_t group) {
   open_.erase(group);
 }
 
+void RelayPool::unregister(Link& l, int side) {
+  if (!l.registered[side]) return;
+  ::epoll_ctl(epoll_, EPOLL_CTL_DEL, l.socket[side].fd(), nullptr);
+  l.registered[side] = false;
+}
+
 void RelayPool::arm(Link& l) {
   for (int side : {outside_side, inside_side}) {
-    if (l.removed[side]) continue;
-    // Read a side while what it sent before has all been taken; watch a side for room
-    // while bytes wait for it.
+    if (!l.registered[side]) continue;
+    // Read a side while what it sent before has all been taken (and someone is left to
+    // take more); watch a side for room while bytes wait for it.
     uint32_t want = 0;
-    if (l.waiting[side].empty()) want |= EPOLLIN;
-    if (!l.waiting[1 - side].empty()) want |= EPOLLOUT;
+    if (l.lingering || (l.waiting[side].empty() && !l.hung_up[1 - side])) want |= EPOLLIN;
+    if (!l.lingering && !l.waiting[1 - side].empty()) want |= EPOLLOUT;
     if (want == l.armed[side]) continue;
     epoll_event ev{};
     ev.events = want;
@@ -155,6 +186,19 @@ bool RelayPool::flush(Link& l, int to) {
   w.clear();
   from = 0;
   return true;
+}
+
+bool RelayPool::peer_gone(Link& l, int x, core::Status& why) {
+  if (l.hung_up[1 - x]) return false;  // both gone: nothing more can be delivered
+  // Side x hung up or takes no more: nothing can reach it now, but what it sent still goes
+  // to the other side, then what it still holds, as a relay thread's blocking send did
+  // (CAF's last words, the shutdown acknowledgement among them). Out of the epoll set
+  // meanwhile, or its hang-up would fire again and again; the other side is not read.
+  unregister(l, x);
+  l.hung_up[x] = true;
+  l.waiting[1 - x].clear();
+  l.waiting_from[1 - x] = 0;
+  return l.waiting[x].empty() ? drain_hung_up(l, x, why) : true;
 }
 
 bool RelayPool::drain_hung_up(Link& l, int from, core::Status& why) {
@@ -191,75 +235,108 @@ bool RelayPool::pump(Link& l, int from, core::Status& why, bool* read) {
         ::send(l.socket[to].fd(), buf.data() + sent, n - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (w < 0 && errno == EINTR) continue;
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    if (w <= 0) return false;
+    if (w <= 0) return peer_gone(l, to, why);  // what it read is for nobody now
     sent += static_cast<size_t>(w);
   }
   if (sent < n) l.waiting[from].assign(buf.begin() + sent, buf.begin() + n);
   return true;
 }
 
+bool RelayPool::relay_event(Link& l, int side, uint32_t ev, core::Status& why) {
+  const int other = 1 - side;
+  if (ev & EPOLLOUT) {
+    if (!flush(l, side)) return peer_gone(l, side, why);
+    if (l.hung_up[other] && l.waiting[other].empty() && !drain_hung_up(l, other, why)) return false;
+  }
+  if (!(ev & (EPOLLIN | EPOLLHUP | EPOLLERR))) return true;
+  if (l.hung_up[other]) return !(ev & (EPOLLHUP | EPOLLERR));  // its taker is gone too
+  if (l.waiting[side].empty()) return pump(l, side, why);
+  return peer_gone(l, side, why);  // hung up (or failed) while its bytes still wait
+}
+
+void RelayPool::linger_event(Link& l, int side) {
+  thread_local std::vector<unsigned char> sink(16 << 10);
+  for (;;) {
+    const ssize_t r = ::recv(l.socket[side].fd(), sink.data(), sink.size(), MSG_DONTWAIT);
+    if (r > 0) continue;
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    break;  // the peer closed too (or the socket failed): done with this side
+  }
+  unregister(l, side);
+  l.socket[side].close();
+}
+
+void RelayPool::end_relaying(Link& l, std::vector<Ending>& ending) {
+  ending.push_back({std::move(l.ended), std::move(l.ended_status), l.group});
+  l.lingering = true;
+  l.linger_until = std::chrono::steady_clock::now() + linger_time;
+  for (int side : {outside_side, inside_side}) {
+    if (!l.registered[side]) {
+      l.socket[side].close();  // hung up: nobody there to lose anything
+      continue;
+    }
+    ::shutdown(l.socket[side].fd(), SHUT_WR);  // a FIN after what is queued
+  }
+  arm(l);
+  lingering_.push_back(&l);
+}
+
 void RelayPool::run() {
   std::vector<epoll_event> events(256);
-  std::vector<Link*> ending;
+  std::vector<Ending> ending;
   for (;;) {
-    const int n = ::epoll_wait(epoll_, events.data(), static_cast<int>(events.size()), -1);
-    if (n < 0) {
-      if (errno == EINTR) continue;
+    int timeout_ms = -1;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!lingering_.empty()) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            lingering_.front()->linger_until - std::chrono::steady_clock::now());
+        timeout_ms = static_cast<int>(std::max<int64_t>(0, left.count() + 1));
+      }
+    }
+    const int n = ::epoll_wait(epoll_, events.data(), static_cast<int>(events.size()), timeout_ms);
+    if (n < 0 && errno != EINTR) {
       std::fprintf(stderr, "troupe: the relay pool's epoll_wait failed (errno %d)\n", errno);
       return;
     }
-    for (int i = 0; i < n; ++i) {
-      auto* end = static_cast<Link::End*>(events[i].data.ptr);
-      Link& l = *end->link;
-      if (l.done) continue;  // ended by an earlier event of this batch
-      const uint32_t ev = events[i].events;
-      core::Status why;
-      bool ok = true;
-      if (ev & EPOLLOUT) {
-        ok = flush(l, end->side);
-        if (ok && l.removed[1 - end->side] && l.waiting[1 - end->side].empty())
-          ok = drain_hung_up(l, 1 - end->side, why);
-      }
-      if (ok && (ev & (EPOLLIN | EPOLLHUP | EPOLLERR))) {
-        if (l.waiting[end->side].empty()) {
-          ok = pump(l, end->side, why);
-        } else if (ev & EPOLLERR) {
-          ok = false;
-        } else if (ev & EPOLLHUP) {
-          // Hung up with bytes still waiting for the other side (CAF's last words, the
-          // shutdown acknowledgement among them): they go out first, as on a relay
-          // thread. Out of the set meanwhile, or its hang-up would fire again and again.
-          ::epoll_ctl(epoll_, EPOLL_CTL_DEL, l.socket[end->side].fd(), nullptr);
-          l.removed[end->side] = true;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (int i = 0; i < n; ++i) {
+        auto* end = static_cast<Link::End*>(events[i].data.ptr);
+        Link& l = *end->link;
+        if (l.gone || !l.registered[end->side]) continue;  // done with earlier in this batch
+        if (l.lingering) {
+          linger_event(l, end->side);
+        } else {
+          core::Status why;
+          if (relay_event(l, end->side, events[i].events, why)) {
+            arm(l);
+          } else {
+            l.ended_status = std::move(why);
+            end_relaying(l, ending);
+          }
         }
+        if (l.lingering && !l.registered[outside_side] && !l.registered[inside_side]) l.gone = true;
       }
-      if (ok) {
-        arm(l);
-      } else {
-        l.done = true;
-        l.ended_status = std::move(why);
-        ending.push_back(&l);
+      // Lingered long enough: closed as they are.
+      const auto now = std::chrono::steady_clock::now();
+      while (!lingering_.empty() &&
+             (lingering_.front()->gone || lingering_.front()->linger_until <= now)) {
+        Link* l = lingering_.front();
+        lingering_.pop_front();
+        for (int side : {outside_side, inside_side})
+          unregister(*l, side);
+        links_.erase(l);  // closes what is still open
       }
     }
-    for (Link* l : ending) {
-      for (auto& s : l->socket)
-        ::epoll_ctl(epoll_, EPOLL_CTL_DEL, s.fd(), nullptr);
-      std::unique_ptr<Link> gone;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = links_.find(l);
-        gone = std::move(it->second);
-        links_.erase(it);
-      }
-      for (auto& s : gone->socket)
-        s.close();  // either side sees the other go
-      if (gone->ended) gone->ended(std::move(gone->ended_status));
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        --open_[gone->group];
-      }
-      changed_.notify_all();
+    // Outside the lock: `ended` may take locks of its own (a gate's refusal count).
+    for (auto& e : ending) {
+      if (e.ended) e.ended(std::move(e.status));
+      std::lock_guard<std::mutex> lock(mu_);
+      --open_[e.group];
     }
+    if (!ending.empty()) changed_.notify_all();
     ending.clear();
   }
 }

@@ -17,11 +17,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "core/expected.hpp"
 #include "net/socket.hpp"
@@ -40,6 +42,9 @@ class RelayPool {
   static RelayPool& process();
 
   uint64_t new_group();
+  /// Whether the pool's thread runs (started here if not yet): false where it cannot be
+  /// had, and every link then relays on a thread of its own.
+  bool available();
   /// Relays between `outside` (the network; what it sends passes a BaspFrameCheck with
   /// `max_payload`) and `inside` (this process's CAF) until either ends or the group is
   /// closed; then both are closed and `ended` runs. Plain sockets only. False, the
@@ -55,21 +60,36 @@ class RelayPool {
  private:
   RelayPool() = default;
   struct Link;
+  struct Ending {
+    Ended ended;
+    core::Status status;
+    uint64_t group;
+  };
   bool start();
   void run();
-  // A link's two sockets in the epoll set as its copying needs them now.
+  // The link's registered sockets in the epoll set as its state needs them now.
   void arm(Link& l);
-  // Copies what side `from` has, or flushes what waits for side `to`; false ends the link.
+  void unregister(Link& l, int side);
+  // One event of a relaying link; false ends its relaying (`why`: a refused frame).
+  bool relay_event(Link& l, int side, uint32_t events, core::Status& why);
+  // Copies what side `from` has (false at its end, or when the other side fails).
   bool pump(Link& l, int from, core::Status& why, bool* read = nullptr);
+  // Writes what waits for side `to` (false when it fails).
   bool flush(Link& l, int to);
   bool drain_hung_up(Link& l, int from, core::Status& why);
+  // Side `x` hung up or takes no more; false when the link is over.
+  bool peer_gone(Link& l, int x, core::Status& why);
+  // Relaying over: FIN each open side, linger; its `ended` runs after this batch.
+  void end_relaying(Link& l, std::vector<Ending>& ending);
+  void linger_event(Link& l, int side);
 
   int epoll_ = -1;
   std::thread thread_;
-  mutable std::mutex mu_;
+  mutable std::mutex mu_;  // also held by the pool's thread while it handles events
   mutable std::condition_variable changed_;  // a link ended
   std::unordered_map<Link*, std::unique_ptr<Link>> links_;
-  std::unordered_map<uint64_t, size_t> open_;  // links per group
+  std::deque<Link*> lingering_;                // in the order their lingering ends
+  std::unordered_map<uint64_t, size_t> open_;  // links per group still relaying
   uint64_t next_group_ = 1;
   bool started_ = false, failed_ = false;
 };

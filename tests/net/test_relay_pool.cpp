@@ -170,7 +170,11 @@ TEST_CASE("The relay pool delivers what CAF wrote before it closed", "[net][rela
     ends.caf.close();
   });
   // Read only once CAF has written everything and closed: the rest waits in the link.
+  // Meanwhile the network side goes on sending (heartbeats), for nobody now.
   caf.join();
+  auto heartbeat = basp_header(0x06, 0);
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(net::send_all(ends.network, heartbeat.data(), heartbeat.size()));
   std::vector<unsigned char> got(last.size());
   REQUIRE(read_exactly(ends.network, got.data(), got.size()));
   CHECK(got == last);
