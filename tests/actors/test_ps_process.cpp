@@ -67,7 +67,7 @@ std::vector<std::string> snapshotting_ps(const test::TempDir& dir) {
 std::unique_ptr<test::ChildProcess> start_ps(const std::vector<std::string>& argv, uint16_t port) {
   auto ps =
       std::make_unique<test::ChildProcess>(argv, std::vector<std::string>{ps_tf_config(port)});
-  REQUIRE(ps->wait_for_stderr("ready ps:0", 10s));
+  REQUIRE(ps->wait_for_stderr("ready ps:0", 30s));
   return ps;
 }
 
@@ -111,7 +111,7 @@ net::VariableDef constant_variable(const std::string& name, std::vector<int64_t>
 TEST_CASE("A PS process holds variables and applies each closure id once", "[process][ps]") {
   const uint16_t port = test::free_loopback_port();
   test::ChildProcess ps({TROUPE_BIN_DIR "/troupe", "serve"}, {ps_tf_config(port)});
-  REQUIRE(ps.wait_for_stderr("ready ps:0", 10s));
+  REQUIRE(ps.wait_for_stderr("ready ps:0", 30s));
 
   caf::actor_system_config cfg;
   net::configure(cfg);
@@ -313,7 +313,7 @@ TEST_CASE("A PS process with a cluster secret lets no stranger through its CAF p
   const uint16_t port = test::free_loopback_port();
   test::ChildProcess ps({TROUPE_BIN_DIR "/troupe", "serve"},
                         {ps_tf_config(port), std::string(net::cluster_secret_env) + "=" + secret});
-  REQUIRE(ps.wait_for_stderr("ready ps:0", 10s));
+  REQUIRE(ps.wait_for_stderr("ready ps:0", 30s));
 
   caf::actor_system_config cfg;
   net::configure(cfg);
@@ -397,8 +397,8 @@ TEST_CASE("With a cluster secret a task listens only behind its doors: another u
   test::ChildProcess worker(
       {TROUPE_BIN_DIR "/troupe", "serve"},
       {"TF_CONFIG=" + net::TFConfigClusterResolver::render(spec, {"worker", 0}), secret_env});
-  REQUIRE(ps.wait_for_stderr("ready ps:0", 10s));
-  REQUIRE(worker.wait_for_stderr("ready worker:0", 10s));
+  REQUIRE(ps.wait_for_stderr("ready ps:0", 30s));
+  REQUIRE(worker.wait_for_stderr("ready worker:0", 30s));
 
   for (auto* task : {&ps, &worker}) {
     const auto ports = test::listening_ports(task->pid());
