@@ -53,15 +53,16 @@ struct Outcome {
   }
 };
 
-// `outside_buffer`, when set: the pool's end towards the network sends at most that many
-// bytes ahead of the network's reads.
+// `send_buffer`, when set: each of the pool's two ends sends at most that many bytes ahead
+// of its reader, so the pool meets a full socket (and holds bytes back) whatever the
+// reader's speed.
 Ends relayed(uint64_t group, Outcome& outcome, uint32_t max_payload = 1u << 20,
-             int outside_buffer = 0) {
+             int send_buffer = 0) {
   auto [network, outside] = socket_pair();
   auto [caf, inside] = socket_pair();
-  if (outside_buffer > 0)
-    REQUIRE(::setsockopt(outside.fd(), SOL_SOCKET, SO_SNDBUF, &outside_buffer,
-                         sizeof outside_buffer) == 0);
+  if (send_buffer > 0)
+    for (const net::Socket* s : {&outside, &inside})
+      REQUIRE(::setsockopt(s->fd(), SOL_SOCKET, SO_SNDBUF, &send_buffer, sizeof send_buffer) == 0);
   REQUIRE(net::RelayPool::process().add(group, outside, inside, max_payload, outcome.callback()));
   return {std::move(network), std::move(caf)};
 }
@@ -101,13 +102,13 @@ size_t threads_of_this_process() {
 
 }  // namespace
 
-// Eight MiB each way at once, read slowly on one side: what a side cannot take waits in
+// Eight MiB each way at once through small socket buffers: what a side cannot take waits in
 // the link, its sender is not read meanwhile, and every byte arrives in order.
 TEST_CASE("The relay pool carries both ways in order under backpressure", "[net][relay]") {
   auto& pool = net::RelayPool::process();
   const auto group = pool.new_group();
   Outcome outcome;
-  auto ends = relayed(group, outcome);
+  auto ends = relayed(group, outcome, 1u << 20, 4096);
   constexpr uint32_t frame = 60000;
   constexpr int frames = 140;  // 8.4 MB from the network side, as BASP frames
   std::vector<unsigned char> stream;
@@ -128,14 +129,13 @@ TEST_CASE("The relay pool carries both ways in order under backpressure", "[net]
   std::vector<unsigned char> got_network(back.size());
   std::thread network_reader(
       [&] { CHECK(read_exactly(ends.network, got_network.data(), got_network.size())); });
-  // CAF's side reads in small pieces with pauses, so the pool's link must hold bytes back.
+  // CAF's side reads in small pieces; the small send buffers make the pool hold bytes back.
   std::vector<unsigned char> got_caf(stream.size());
   size_t have = 0;
   while (have < got_caf.size()) {
     const size_t n = std::min<size_t>(4096, got_caf.size() - have);
     REQUIRE(read_exactly(ends.caf, got_caf.data() + have, n));
     have += n;
-    if (have % (1 << 20) < 4096) std::this_thread::sleep_for(20ms);  // a slow reader
   }
   to_caf.join();
   to_network.join();
