@@ -92,6 +92,23 @@ core::Status relay(const Socket& outside, const Socket& inside, BaspFrameCheck& 
 
 namespace {
 std::atomic<int64_t> handshake_ms{GateLimits{}.handshake_timeout.count()};
+
+// A proven link of a gate or tunnel, relayed until either side ends; `ended` is told why.
+// A plain link goes to the process's relay pool and this (the member's) thread returns at
+// once; one over TLS, or where the pool has no thread, is relayed here. `served` is the
+// one of the two sockets the ConnectionServer owns (moved out of its reach first).
+void relay_link(uint64_t group, Socket& outside, Socket& inside, Socket& served,
+                uint32_t max_payload, const RelayPool::Ended& ended) {
+  if (!outside.tls() && RelayPool::process().available()) {
+    Socket kept = ConnectionServer::keep(served);
+    Socket& o = &served == &outside ? kept : outside;
+    Socket& i = &served == &outside ? inside : kept;
+    if (RelayPool::process().add(group, o, i, max_payload, ended)) return;
+    served = std::move(kept);
+  }
+  BaspFrameCheck check(max_payload);
+  ended(relay(outside, inside, check));
+}
 }  // namespace
 
 void set_link_handshake_timeout(std::chrono::milliseconds timeout) {
@@ -167,18 +184,10 @@ void CafGate::serve(Socket& outside, const std::string& peer) {
                  inside.error().message.c_str());
     return;
   }
-  if (!outside.tls() && RelayPool::process().available()) {
-    // Relayed on the process's pool: this thread ends now.
-    Socket kept = ConnectionServer::keep(outside);
-    if (RelayPool::process().add(relays_, kept, *inside, limits_.max_message_bytes,
-                                 [this, peer](core::Status st) {
-                                   if (!st) refuse(peer, st.error().message);
-                                 }))
-      return;
-    outside = std::move(kept);
-  }
-  BaspFrameCheck check(limits_.max_message_bytes);
-  if (auto st = relay(outside, *inside, check); !st) refuse(peer, st.error().message);
+  relay_link(relays_, outside, *inside, outside, limits_.max_message_bytes,
+             [this, peer](const core::Status& st) {
+               if (!st) refuse(peer, st.error().message);
+             });
 }
 
 void CafGate::stop() {
@@ -295,14 +304,7 @@ void serve_tunnel(Socket& inside, const std::string& host, uint16_t port, const 
       std::fprintf(stderr, "troupe: CAF link to %s cut: %s\n", where.c_str(),
                    st.error().message.c_str());
   };
-  if (!outside->tls() && RelayPool::process().available()) {
-    // Relayed on the process's pool: this thread ends now.
-    Socket kept = ConnectionServer::keep(inside);
-    if (RelayPool::process().add(relays, *outside, kept, limits.max_message_bytes, cut)) return;
-    inside = std::move(kept);
-  }
-  BaspFrameCheck check(limits.max_message_bytes);
-  cut(relay(*outside, inside, check));
+  relay_link(relays, *outside, inside, inside, limits.max_message_bytes, cut);
 }
 
 }  // namespace
