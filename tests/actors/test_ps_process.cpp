@@ -116,7 +116,7 @@ TEST_CASE("A PS process holds variables and applies each closure id once", "[pro
   caf::actor_system_config cfg;
   net::configure(cfg);
   caf::actor_system sys{cfg};
-  auto remote = sys.middleman().remote_actor("127.0.0.1", port);
+  auto remote = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(port), "ps:0", 30s);
   REQUIRE(remote);
   caf::scoped_actor self{sys};
 
@@ -321,7 +321,7 @@ TEST_CASE("A PS process with a cluster secret lets no stranger through its CAF p
   caf::scoped_actor self{sys};
   auto tunnel = net::tunnel_to("127.0.0.1", port, secret, {}, "ps:0");
   REQUIRE(tunnel.ok());
-  auto member = sys.middleman().remote_actor("127.0.0.1", *tunnel);
+  auto member = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(*tunnel), "ps:0", 30s);
   REQUIRE(member);
   const auto def = constant_variable("w", {4}, 1.0f, "sgd");
   REQUIRE(ask<caf::ok_atom>(self, *member, net::create_atom::value, def));
@@ -425,9 +425,9 @@ TEST_CASE("With a cluster secret a task listens only behind its doors: another u
     auto hp = net::parse_host_port(address);
     auto tunnel = net::tunnel_to(hp->host, hp->port, secret, {}, who);
     REQUIRE(tunnel.ok());
-    auto found = sys.middleman().remote_actor("127.0.0.1", *tunnel);
+    auto found = net::connect_with_retry(sys, "127.0.0.1:" + std::to_string(*tunnel), who, 30s);
     REQUIRE(found);
-    return *found;
+    return found.value();
   };
   reach(addresses[1], "worker:0");
   auto member = reach(addresses[0], "ps:0");
