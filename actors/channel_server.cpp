@@ -99,9 +99,13 @@ core::Expected<std::vector<net::PsItem>> ChannelServer::read(const net::PsReques
     std::shared_lock<WriterFirstLock> lock(shared_->lock);
     items = shared_->state.read(request);
   }
-  if (items)
+  if (items) {
     shared_->pulls.fetch_add(static_cast<int64_t>(request.items.size()), std::memory_order_relaxed);
-  else
+    net::PsLoad load;
+    net::add_load_out(*items, load);
+    shared_->rows_pulled.fetch_add(load.rows_out, std::memory_order_relaxed);
+    shared_->bytes_pulled.fetch_add(load.bytes_out, std::memory_order_relaxed);
+  } else
     shared_->rejected.fetch_add(1, std::memory_order_relaxed);
   return items;
 }

@@ -342,6 +342,10 @@ caf::behavior ps_shard(caf::stateful_actor<PsShardActorState>* self, PsShardOpti
         net::PsStats s;
         s.variables = c.variables;
         s.pulls = c.pulls + st.shared->pulls.load(std::memory_order_relaxed);
+        s.rows_pulled = c.load.rows_out + st.shared->rows_pulled.load(std::memory_order_relaxed);
+        s.bytes_pulled = c.load.bytes_out + st.shared->bytes_pulled.load(std::memory_order_relaxed);
+        s.rows_pushed = c.load.rows_in;
+        s.bytes_pushed = c.load.bytes_in;
         s.updates_applied = c.updates_applied;
         s.updates_duplicate = c.updates_duplicate;
         s.requests_rejected =

@@ -18,7 +18,8 @@ using core::make_error;
 // live row's value then its slots), ints "<var>/keys" (a key a row), "<var>/row_meta"
 // (occurrence count and last step, two a row) and "<var>/dynamic" (min count, admission
 // probability bits, ttl steps, sketch width, the table's step and iterations). The
-// admission sketch is not saved: keys not yet admitted start counting again.
+// admission sketch is not saved: keys not yet admitted start counting again. A shard of
+// interleaved rows has "<var>/row_stride" (its row stride), absent when it is 1.
 namespace {
 
 int64_t float_bits(float f) {
@@ -138,6 +139,7 @@ bool PsShardState::write_shard(const std::string& name, core::Checkpoint& c, boo
                            float_bits(d.learning_rate)};
   def.insert(def.end(), d.shape.begin(), d.shape.end());
   c.ints[name + "/def"] = std::move(def);
+  if (d.row_stride != 1) c.ints[name + "/row_stride"] = {d.row_stride};  // interleaved rows
   c.ints[name + "/optimizer"] = core::text_ints(d.optimizer);
   c.ints[name + "/applied_tags"] = shard.applied.to_ints();
   if (const core::DynamicTable* t = shard.table.get()) {
@@ -245,7 +247,8 @@ bool PsShardState::known_record(const std::string& key, bool tensor,
   const std::string name = key.substr(0, slash), what = key.substr(slash + 1);
   if (!tensor)
     return what == "def" || what == "optimizer" || what == "iterations" || what == "applied_tags" ||
-           what == "keys" || what == "row_meta" || what == "dynamic" || what == "evicted";
+           what == "keys" || what == "row_meta" || what == "dynamic" || what == "evicted" ||
+           what == "row_stride";
   // "slot<i>": one of the slots its optimizer keeps (load_shard read each of those).
   const Shard& shard = vars_.at(name);
   for (size_t i = 0; i < shard.slots.slots.size() && !shard.table; ++i)
@@ -278,6 +281,10 @@ core::Status PsShardState::load_shard(const std::string& name, const std::vector
   d.seed = static_cast<uint64_t>(def[4]);
   d.learning_rate = bits_float(def[5]);
   d.shape.assign(def.begin() + 6, def.end());
+  if (auto stride = ckpt.ints.find(name + "/row_stride"); stride != ckpt.ints.end()) {
+    if (stride->second.size() != 1) return incomplete(name, "a row stride of other than one value");
+    d.row_stride = stride->second[0];  // create() bounds it
+  }
   auto opt = ckpt.ints.find(name + "/optimizer");
   if (opt == ckpt.ints.end()) return incomplete(name, "no optimizer");
   auto opt_name = core::ints_text(opt->second);

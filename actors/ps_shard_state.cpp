@@ -19,7 +19,7 @@ bool same_def(const net::VariableDef& a, const net::VariableDef& b) {
          a.seed == b.seed && a.optimizer == b.optimizer && a.learning_rate == b.learning_rate &&
          a.dynamic == b.dynamic && a.min_count == b.min_count &&
          a.admit_probability == b.admit_probability && a.ttl_steps == b.ttl_steps &&
-         a.sketch_width == b.sketch_width;
+         a.sketch_width == b.sketch_width && a.row_stride == b.row_stride;
 }
 
 core::DynamicTableOptions table_options(const net::VariableDef& def) {
@@ -70,6 +70,13 @@ core::Status PsShardState::create(const net::VariableDef& def) {
     return reject(make_error(Errc::invalid_argument,
                              "variable '" + def.name + "': shard " + std::to_string(def.shard) +
                                  " at row " + std::to_string(def.row_offset) + " is out of range"));
+  // Interleaved: the stride is the shard count, which the partitioners bound well below 2^20.
+  if (def.row_stride < 1 || def.row_stride > (int64_t{1} << 20) ||
+      (def.row_stride > 1 && (def.dynamic || def.row_offset >= def.row_stride)))
+    return reject(make_error(Errc::invalid_argument,
+                             "variable '" + def.name + "': shard " + std::to_string(def.shard) +
+                                 " with row stride " + std::to_string(def.row_stride) +
+                                 " and first row " + std::to_string(def.row_offset)));
   int64_t elements = 1;
   for (int64_t d : def.shape) {
     if (d < 0 || (d > 0 && elements > (int64_t{1} << 34) / d))
@@ -310,6 +317,7 @@ core::Expected<std::vector<net::PsItem>> PsShardState::handle(net::PsRequest& re
     return reject(
         make_error(Errc::invalid_argument, "unknown PS op " + std::to_string(request.op)));
   std::vector<net::PsItem> out(request.items.size());
+  net::PsLoad load = net::load_in(request);
   for (size_t i = 0; i < request.items.size(); ++i) {
     net::PsItem& item = request.items[i];
     out[i].name = item.name;
@@ -350,6 +358,11 @@ core::Expected<std::vector<net::PsItem>> PsShardState::handle(net::PsRequest& re
     if (!applied) return applied.error();
     out[i].tensor = std::move(*value);
   }
+  net::add_load_out(out, load);
+  counters_.load.rows_in += load.rows_in;
+  counters_.load.bytes_in += load.bytes_in;
+  counters_.load.rows_out += load.rows_out;
+  counters_.load.bytes_out += load.bytes_out;
   return out;
 }
 

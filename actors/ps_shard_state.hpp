@@ -30,6 +30,7 @@ class PsShardState {
     int64_t updates_applied = 0;
     int64_t updates_duplicate = 0;  // a closure id seen before: ignored (at most once)
     int64_t requests_rejected = 0;
+    net::PsLoad load;  // of the batched requests handle() served
   };
   /// The dynamic tables' counters and sizes, summed over this task's shards of them.
   struct TableTotals {

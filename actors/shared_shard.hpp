@@ -45,6 +45,7 @@ struct SharedShard {
   // What the channel's direct pulls did, counted here: they hold the lock shared and must
   // not write the state's counters. The shard's stats add them.
   std::atomic<int64_t> pulls{0};
+  std::atomic<int64_t> rows_pulled{0}, bytes_pulled{0};
   std::atomic<int64_t> rejected{0};
   std::atomic<int64_t> bf16_requests{0};
   /// The newest placement epoch this task has seen (net::PsRouting), from the chief or from

@@ -307,11 +307,12 @@ core::Expected<std::vector<std::vector<net::WireTensor>>> WorkerRuntime::exchang
 
 namespace {
 
+// Each variable whole from its shards' parts, laid out by `strides[i]` (its row_stride).
 core::Expected<std::vector<core::Tensor>> concat_all(
-    const std::vector<std::vector<net::WireTensor>>& parts) {
+    const std::vector<std::vector<net::WireTensor>>& parts, const std::vector<int64_t>& strides) {
   std::vector<core::Tensor> out;
-  for (const auto& shard_parts : parts) {
-    auto whole = net::concat_shards(shard_parts);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    auto whole = net::concat_shards(parts[i], i < strides.size() ? strides[i] : 1);
     if (!whole) return whole.error();
     out.push_back(std::move(*whole));
   }
@@ -322,10 +323,12 @@ core::Expected<std::vector<core::Tensor>> concat_all(
 core::Expected<net::WireTensor> shard_part(const std::string& name, core::ConstTensorView grad,
                                            const net::Placement& p) {
   if (grad.shape().rank() == 0) return net::WireTensor::from(grad);
-  const int64_t end = p.def.row_offset + (p.def.shape.empty() ? 1 : p.def.shape[0]);
-  if (end > grad.shape()[0])
+  const int64_t last =
+      p.def.row_offset + (net::shard_row_count(p.def) - 1) * std::max<int64_t>(1, p.def.row_stride);
+  if (last >= grad.shape()[0])
     return make_error(Errc::invalid_argument, "gradient of '" + name + "' has too few rows");
-  return net::WireTensor::from(grad.rows(p.def.row_offset, end));
+  if (p.def.row_stride <= 1) return net::WireTensor::from(grad.rows(p.def.row_offset, last + 1));
+  return net::WireTensor::from(net::part_for_shard(grad, p.def));
 }
 
 }  // namespace
@@ -334,10 +337,12 @@ core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull(
     const std::vector<std::string>& names) {
   Batch batch = new_batch();
   std::vector<size_t> counts;
+  std::vector<int64_t> strides;
   for (size_t i = 0; i < names.size(); ++i) {
     auto shards = shards_of(names[i]);
     if (!shards) return shards.error();
     counts.push_back((*shards)->size());
+    strides.push_back((*shards)->empty() ? 1 : (*shards)->front().def.row_stride);
     for (size_t k = 0; k < (*shards)->size(); ++k) {
       auto task = serving((**shards)[k]);
       if (!task) return task.error();
@@ -346,7 +351,7 @@ core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull(
   }
   auto parts = exchange(net::PsOp::pull, batch, counts);
   if (!parts) return parts.error();
-  return concat_all(*parts);
+  return concat_all(*parts, strides);
 }
 
 core::Expected<std::vector<std::vector<net::WireTensor>>> WorkerRuntime::send_gradients(
@@ -381,7 +386,12 @@ core::Expected<std::vector<core::Tensor>> WorkerRuntime::push_pull(
     const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) {
   auto parts = send_gradients(net::PsOp::push_pull, grads);
   if (!parts) return parts.error();
-  return concat_all(*parts);
+  std::vector<int64_t> strides;
+  for (const auto& g : grads) {
+    auto shards = shards_of(g.first);
+    strides.push_back(shards && !(*shards)->empty() ? (*shards)->front().def.row_stride : 1);
+  }
+  return concat_all(*parts, strides);
 }
 
 core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull_rows(

@@ -149,13 +149,15 @@ core::Expected<Variable> ParameterServerStrategy::create_variable(const std::str
   if (auto st = check_new_name(m, name); !st) return st.error();
   int shards = 1;
   if (m.partitioner && shape.rank() >= 1) shards = m.partitioner->num_shards(shape);
-  core::ShardedVariableSpec sharded(core::VariableSpec{name, shape, init}, shards);
+  core::ShardedVariableSpec sharded(core::VariableSpec{name, shape, init}, shards,
+                                    m.options.row_layout);
   std::vector<net::Placement> placed;
   for (const auto& s : sharded.shards()) {
     net::Placement p;
     p.def = definition(name, init, optimizer, learning_rate);
     p.def.shard = s.index;
     p.def.row_offset = s.row_offset;
+    p.def.row_stride = s.shape.rank() == 0 || shards == 1 ? 1 : s.row_stride;
     p.def.shape = s.shape.to_vector();
     placed.push_back(p);
   }
@@ -226,9 +228,7 @@ core::Status ParameterServerStrategy::assign(const Variable& v, core::ConstTenso
                         "variable '" + v.name + "' is a dynamic table: its rows come by key");
     found = true;
     const core::Shape shard_shape(p.def.shape);
-    const core::ConstTensorView part =
-        shard_shape.rank() == 0 ? value
-                                : value.rows(p.def.row_offset, p.def.row_offset + shard_shape[0]);
+    const core::Tensor part = net::part_for_shard(value, p.def);
     auto opt = core::make_optimizer_from(p.def.optimizer, p.def.learning_rate);
     if (!opt) return opt.error();
     net::ShardState state;
@@ -261,7 +261,7 @@ core::Expected<core::Tensor> ParameterServerStrategy::read(const Variable& v) {
     if (!part) return part.error();
     parts.push_back(std::move(*part));
   }
-  return net::concat_shards(parts);
+  return net::concat_shards(parts, shards.front().def.row_stride);
 }
 
 core::Expected<core::Tensor> ParameterServerStrategy::read_rows(const Variable& v,
@@ -374,8 +374,13 @@ core::Expected<std::vector<Variable>> ParameterServerStrategy::find_variables() 
         dims[0] += p.def.shape.empty() ? 0 : p.def.shape[0];
     } else if (!dims.empty()) {
       dims[0] = 0;
+      const auto n = static_cast<int64_t>(shards.size());
       for (const auto& p : shards) {
-        if (p.def.row_offset != dims[0] || p.def.shape.size() != first.shape.size())
+        // A run after the shard before it, or interleaved: shard k's rows from row k.
+        const bool follows = first.row_stride > 1
+                                 ? p.def.row_stride == n && p.def.row_offset == p.def.shard
+                                 : p.def.row_stride == 1 && p.def.row_offset == dims[0];
+        if (!follows || p.def.shape.size() != first.shape.size())
           return make_error(Errc::unavailable,
                             shard_text(p.def.shard) + " does not follow the shard before it");
         dims[0] += p.def.shape[0];
@@ -401,11 +406,26 @@ core::Expected<std::vector<PsTaskStats>> ParameterServerStrategy::ps_stats() {
     auto v = m.ask_ps<std::vector<int64_t>>(task, net::stats_atom::value);
     if (!v) return v.error();
     const auto s = net::PsStats::from(*v);
-    out.push_back(PsTaskStats{s.variables, s.pulls, s.updates_applied, s.snapshots, s.rss_bytes,
-                              s.snapshot_copy_us, s.snapshot_write_ms, s.bf16_requests,
-                              s.table_rows, s.rows_admitted, s.rows_evicted,
-                              s.grads_dropped_unadmitted, s.table_bytes, s.snapshot_full_bytes,
-                              s.snapshot_delta_bytes, s.snapshot_updates});
+    out.push_back(PsTaskStats{s.variables,
+                              s.pulls,
+                              s.updates_applied,
+                              s.snapshots,
+                              s.rss_bytes,
+                              s.snapshot_copy_us,
+                              s.snapshot_write_ms,
+                              s.bf16_requests,
+                              s.table_rows,
+                              s.rows_admitted,
+                              s.rows_evicted,
+                              s.grads_dropped_unadmitted,
+                              s.table_bytes,
+                              s.snapshot_full_bytes,
+                              s.snapshot_delta_bytes,
+                              s.snapshot_updates,
+                              s.rows_pulled,
+                              s.rows_pushed,
+                              s.bytes_pulled,
+                              s.bytes_pushed});
   }
   return out;
 }

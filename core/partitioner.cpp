@@ -69,7 +69,11 @@ std::string MaxSizePartitioner::describe() const {
          ", max_shards=" + std::to_string(max_shards_) + ")";
 }
 
-std::vector<ShardInfo> split_rows(const Shape& shape, int num_shards) {
+std::string row_layout_name(RowLayout layout) {
+  return layout == RowLayout::interleaved ? "interleaved" : "range";
+}
+
+std::vector<ShardInfo> split_rows(const Shape& shape, int num_shards, RowLayout layout) {
   TROUPE_ASSERT(shape.rank() >= 1, "only variables of rank >= 1 can be sharded");
   TROUPE_ASSERT(num_shards >= 1 && num_shards <= std::max<int64_t>(1, shape[0]),
                 "num_shards must be in [1, rows]");
@@ -80,7 +84,8 @@ std::vector<ShardInfo> split_rows(const Shape& shape, int num_shards) {
   for (int i = 0; i < num_shards; ++i) {
     ShardInfo s;
     s.index = i;
-    s.row_offset = offset;
+    s.row_offset = layout == RowLayout::interleaved ? i : offset;
+    s.row_stride = layout == RowLayout::interleaved ? num_shards : 1;
     s.shape = shape;
     s.shape[0] = base + (i < extra ? 1 : 0);
     offset += s.shape[0];
@@ -93,16 +98,20 @@ ShardedVariableSpec::ShardedVariableSpec(VariableSpec spec, const Partitioner& p
     : ShardedVariableSpec(spec, spec.shape.rank() == 0 ? 1 : partitioner.num_shards(spec.shape)) {}
 
 ShardedVariableSpec::ShardedVariableSpec(VariableSpec spec, int num_shards)
+    : ShardedVariableSpec(std::move(spec), num_shards, RowLayout::range) {}
+
+ShardedVariableSpec::ShardedVariableSpec(VariableSpec spec, int num_shards, RowLayout layout)
     : spec_(std::move(spec)) {
   if (spec_.shape.rank() == 0) {
     shards_.push_back(ShardInfo{0, 0, spec_.shape});
   } else {
-    shards_ = split_rows(spec_.shape, num_shards);
+    shards_ = split_rows(spec_.shape, num_shards, layout);
   }
 }
 
 int ShardedVariableSpec::shard_of_row(int64_t row) const {
   TROUPE_ASSERT(row >= 0 && row < first_dim(spec_.shape), "row outside the variable");
+  if (shards_.front().row_stride > 1) return static_cast<int>(row % shards_.front().row_stride);
   // upper_bound on row offsets: the last shard whose offset is <= row.
   auto it = std::upper_bound(shards_.begin(), shards_.end(), row,
                              [](int64_t r, const ShardInfo& s) { return r < s.row_offset; });
@@ -160,6 +169,49 @@ Tensor initialize(const Shape& shape, const Initializer& init) {
 ConstTensorView shard_view(ConstTensorView full, const ShardInfo& shard) {
   if (full.shape().rank() == 0) return full;
   return full.rows(shard.row_offset, shard.row_offset + shard.shape[0]);
+}
+
+Tensor shard_rows(ConstTensorView full, int64_t first, int64_t stride, int64_t count) {
+  if (full.shape().rank() == 0) return Tensor::from_view(full);
+  TROUPE_ASSERT(first >= 0 && stride >= 1 && count >= 0 &&
+                    (count == 0 || first + (count - 1) * stride < full.shape()[0]),
+                "shard rows outside the variable");
+  if (stride == 1) return Tensor::from_view(full.rows(first, first + count));
+  Shape s = full.shape();
+  s[0] = count;
+  Tensor out(s);
+  const int64_t width = s.row_size();
+  for (int64_t i = 0; i < count; ++i)
+    std::memcpy(out.data() + i * width, full.data() + (first + i * stride) * width,
+                static_cast<size_t>(width) * sizeof(float));
+  return out;
+}
+
+Expected<Tensor> interleave_rows(const std::vector<ConstTensorView>& shards,
+                                 const std::string& what) {
+  if (shards.empty()) return make_error(Errc::data_loss, what + ": no shards");
+  Shape s = shards.front().shape();
+  if (s.rank() == 0) return make_error(Errc::data_loss, what + ": a scalar cannot be interleaved");
+  const auto n = static_cast<int64_t>(shards.size());
+  int64_t rows = 0;
+  for (const auto& v : shards)
+    rows += v.shape().rank() == s.rank() ? v.shape()[0] : 0;
+  for (int64_t i = 0; i < n; ++i) {
+    Shape want = s;
+    want[0] = rows / n + (i < rows % n ? 1 : 0);
+    if (shards[static_cast<size_t>(i)].shape() != want)
+      return make_error(Errc::data_loss, what + ": interleaved shard " + std::to_string(i) +
+                                             " is " +
+                                             shards[static_cast<size_t>(i)].shape().to_string() +
+                                             ", not " + want.to_string());
+  }
+  s[0] = rows;
+  Tensor out(s);
+  const int64_t width = s.row_size();
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(out.data() + r * width, shards[static_cast<size_t>(r % n)].data() + (r / n) * width,
+                static_cast<size_t>(width) * sizeof(float));
+  return out;
 }
 
 Tensor concat_rows(const std::vector<ConstTensorView>& shards) {

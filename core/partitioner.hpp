@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/expected.hpp"
 #include "core/tensor.hpp"
 
 namespace troupe::core {
@@ -60,16 +61,28 @@ class MaxSizePartitioner final : public Partitioner {
   int max_shards_;
 };
 
-/// One shard of a variable: rows [row_offset, row_offset + shape[0]) of the full variable.
+/// How a variable's rows are dealt to its shards.
+///   range:       shard i holds one run of rows, [row_offset, row_offset + rows), as
+///                TensorFlow's ShardedVariable does ("div").
+///   interleaved: row r is on shard r % shards, at local row r / shards ("mod"): a table
+///                whose ids are ranked by frequency (a vocabulary lookup's) has its hot
+///                rows spread over every shard instead of crowding the first.
+enum class RowLayout { range, interleaved };
+std::string row_layout_name(RowLayout layout);
+
+/// One shard of a variable: rows row_offset + i * row_stride, i in [0, shape[0]), of the
+/// full variable (row_stride 1: a run; the shard count: interleaved, row_offset the index).
 struct ShardInfo {
   int index = 0;
   int64_t row_offset = 0;
   Shape shape;
+  int64_t row_stride = 1;
 };
 
 /// Splits `shape` into `num_shards` along axis 0; the first (rows % num_shards) shards get
 /// one row more, as TensorFlow's ShardedVariable does.
-std::vector<ShardInfo> split_rows(const Shape& shape, int num_shards);
+std::vector<ShardInfo> split_rows(const Shape& shape, int num_shards,
+                                  RowLayout layout = RowLayout::range);
 
 /// How a variable is initialised.
 struct Initializer {
@@ -105,6 +118,7 @@ class ShardedVariableSpec {
   int num_shards() const { return static_cast<int>(shards_.size()); }
   /// The shard holding `row` of the full variable.
   int shard_of_row(int64_t row) const;
+  ShardedVariableSpec(VariableSpec spec, int num_shards, RowLayout layout);
 
  private:
   VariableSpec spec_;
@@ -115,9 +129,17 @@ class ShardedVariableSpec {
 /// Keras does for kernels: fan_in = product of all but the last dim, fan_out = last dim).
 Tensor initialize(const Shape& shape, const Initializer& init);
 
-/// The full-variable value of one shard: rows of `full` selected by `shard`.
+/// The full-variable value of one shard: rows of `full` selected by `shard` (a run of
+/// them; see shard_rows for any layout).
 ConstTensorView shard_view(ConstTensorView full, const ShardInfo& shard);
+/// Rows first, first + stride, ... (`count` of them) of `full`, copied; a scalar whole.
+Tensor shard_rows(ConstTensorView full, int64_t first, int64_t stride, int64_t count);
 /// Concatenates shards (in order) into one tensor.
 Tensor concat_rows(const std::vector<ConstTensorView>& shards);
+/// The full variable from the shards of an interleaved layout (shard i's local row j is
+/// row i + j * shards.size()). Shards whose row counts or row widths are not those
+/// split_rows gives are a data_loss error naming `what`.
+Expected<Tensor> interleave_rows(const std::vector<ConstTensorView>& shards,
+                                 const std::string& what);
 
 }  // namespace troupe::core

@@ -118,6 +118,8 @@ int main(int argc, char** argv) {
   app.add_option("--steps-per-execution", s.steps_per_execution)->check(CLI::Range(1, 1000));
   int ps_replicas = 1;
   troupe::examples::add_ps_replicas_flag(app, ps_replicas);
+  troupe::core::RowLayout shard_rows = troupe::core::RowLayout::range;
+  troupe::examples::add_shard_rows_flag(app, shard_rows);
   app.add_option("--optimizer", s.optimizer)
       ->check(CLI::IsMember({"adagrad", "adam", "ftrl", "sgd"}));
   app.add_option("--lr", s.lr);
@@ -161,6 +163,7 @@ int main(int argc, char** argv) {
   const int num_ps = resolver->cluster_spec().num_tasks("ps");
   troupe::StrategyOptions strategy_options;
   strategy_options.ps_replicas = ps_replicas;
+  strategy_options.row_layout = shard_rows;
   auto strategy = troupe::ParameterServerStrategy::make(
       *resolver, std::make_shared<tc::FixedShardsPartitioner>(std::max(1, num_ps)),
       strategy_options);
@@ -252,6 +255,7 @@ int main(int argc, char** argv) {
   out["wire_dtype"] = troupe::net::wire_dtype_name(*wire);
   out["ps_bf16_requests"] = bf16_requests;
   out.update(troupe::examples::replication_json(ps_replicas, &h->stats));
+  if (ps_stats) out.update(troupe::examples::ps_load_json(*ps_stats));
   std::cout << tc::json_text(out) << std::endl;
   return 0;
 }

@@ -259,6 +259,8 @@ int main(int argc, char** argv) {
   app.add_option("--shards", s.shards, "fixed: shards per variable (0: one per PS task)");
   int ps_replicas = 1;
   troupe::examples::add_ps_replicas_flag(app, ps_replicas);
+  troupe::core::RowLayout shard_rows = troupe::core::RowLayout::range;
+  troupe::examples::add_shard_rows_flag(app, shard_rows);
   app.add_option("--shard-bytes", s.shard_bytes, "min_size / max_size: bytes per shard")
       ->check(CLI::PositiveNumber);
   app.add_option("--shuffle-buffer", s.shuffle_buffer, "records shuffled before batching");
@@ -327,6 +329,7 @@ int main(int argc, char** argv) {
     partitioner = std::make_shared<tc::MaxSizePartitioner>(s.shard_bytes);
   troupe::StrategyOptions strategy_options;
   strategy_options.ps_replicas = ps_replicas;
+  strategy_options.row_layout = shard_rows;
   auto strategy = troupe::ParameterServerStrategy::make(*resolver, partitioner, strategy_options);
   if (!strategy) return fail(strategy.error());
 
@@ -530,6 +533,7 @@ int main(int argc, char** argv) {
       {"train_s", train_s},
       {"wall_s", std::chrono::duration<double>(clock_type::now() - t_start).count()}};
   out.update(troupe::examples::replication_json(ps_replicas, &stats));
+  if (ps_stats) out.update(troupe::examples::ps_load_json(*ps_stats));
   std::cout << tc::json_text(out) << std::endl;
   return 0;
 }

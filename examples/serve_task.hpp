@@ -3,6 +3,11 @@
 // Serving a PS or worker task, and running the evaluator task, the same in every
 // distributed example.
 
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
 #include <CLI/CLI.hpp>
 
 #include "program.hpp"
@@ -39,6 +44,19 @@ inline void add_ps_replicas_flag(CLI::App& app, int& replicas) {
       ->check(CLI::Range(1, 64));
 }
 
+/// --shard-rows, the same on every PS program: how a partitioned variable's rows are dealt
+/// to its shards (StrategyOptions::row_layout).
+inline void add_shard_rows_flag(CLI::App& app, core::RowLayout& layout) {
+  app.add_option("--shard-rows", layout,
+                 "how a table's rows are dealt to its shards: range (runs of rows, as "
+                 "TensorFlow does) or interleaved (row r on shard r % shards: spreads the hot "
+                 "rows of ids ranked by frequency over every PS task)")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, core::RowLayout>{{"range", core::RowLayout::range},
+                                                 {"interleaved", core::RowLayout::interleaved}},
+          CLI::ignore_case));
+}
+
 /// A PS job's replication figures for its final JSON line (`stats` null: no coordinator).
 inline nlohmann::json replication_json(int replicas, const CoordinatorStats* stats) {
   const CoordinatorStats none;
@@ -49,6 +67,29 @@ inline nlohmann::json replication_json(int replicas, const CoordinatorStats* sta
                         {"under_replicated_shards", s.under_replicated_shards},
                         {"longest_stall_ms", s.longest_stall_ms},
                         {"updates_lost", s.updates_lost}};
+}
+
+/// The load the workers put on each PS task (`ps_load`: rows and value bytes pulled and
+/// pushed, one entry per task) and its balance (`ps_load_balance`: the busiest task's rows
+/// over the mean, 1 when even; null without load). A lost task (failed over) counts as none.
+inline nlohmann::json ps_load_json(const std::vector<PsTaskStats>& tasks) {
+  nlohmann::json per = nlohmann::json::array();
+  int64_t most = 0, total = 0;
+  for (const auto& p : tasks) {
+    per.push_back({{"rows_pulled", p.rows_pulled},
+                   {"rows_pushed", p.rows_pushed},
+                   {"bytes_pulled", p.bytes_pulled},
+                   {"bytes_pushed", p.bytes_pushed},
+                   {"lost", p.lost}});
+    const int64_t rows = p.rows_pulled + p.rows_pushed;
+    most = std::max(most, rows);
+    total += rows;
+  }
+  nlohmann::json balance;  // null
+  if (total > 0)
+    balance =
+        static_cast<double>(most) * static_cast<double>(tasks.size()) / static_cast<double>(total);
+  return nlohmann::json{{"ps_load", per}, {"ps_load_balance", balance}};
 }
 
 /// The evaluator task: follows `<model_dir>/ckpt`, evaluates each new checkpoint of a model

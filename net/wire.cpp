@@ -70,7 +70,32 @@ core::ConstTensorView WireTensor::view() const {
   return {data.data(), core::Shape(dims)};
 }
 
-core::Expected<core::Tensor> concat_shards(const std::vector<WireTensor>& shards) {
+namespace {
+int64_t rows_of_tensor(const WireTensor& t) {
+  return t.dims.empty() ? (t.data.empty() ? 0 : 1) : t.dims[0];
+}
+}  // namespace
+
+PsLoad load_in(const PsRequest& request) {
+  PsLoad load;
+  for (const auto& item : request.items) {
+    if (item.tensor.data.empty()) continue;
+    load.rows_in += rows_of_tensor(item.tensor);
+    load.bytes_in += static_cast<int64_t>(item.tensor.data.size()) * 4;
+  }
+  return load;
+}
+
+void add_load_out(const std::vector<PsItem>& reply, PsLoad& load) {
+  for (const auto& item : reply) {
+    if (item.tensor.data.empty()) continue;
+    load.rows_out += rows_of_tensor(item.tensor);
+    load.bytes_out += static_cast<int64_t>(item.tensor.data.size()) * 4;
+  }
+}
+
+core::Expected<core::Tensor> concat_shards(const std::vector<WireTensor>& shards,
+                                           int64_t row_stride) {
   if (shards.empty()) return core::make_error(core::Errc::internal, "no shards to concatenate");
   std::vector<core::ConstTensorView> views;
   for (const auto& t : shards) {
@@ -78,7 +103,17 @@ core::Expected<core::Tensor> concat_shards(const std::vector<WireTensor>& shards
       return core::make_error(core::Errc::data_loss, "inconsistent tensor from a PS");
     views.push_back(t.view());
   }
-  return core::concat_rows(views);
+  if (row_stride <= 1 || shards.front().dims.empty()) return core::concat_rows(views);
+  if (row_stride != static_cast<int64_t>(shards.size()))
+    return core::make_error(core::Errc::data_loss, std::to_string(shards.size()) +
+                                                       " shards of a variable interleaved over " +
+                                                       std::to_string(row_stride));
+  return core::interleave_rows(views, "a variable from its PS tasks");
+}
+
+core::Tensor part_for_shard(core::ConstTensorView full, const VariableDef& def) {
+  return core::shard_rows(full, def.row_offset, std::max<int64_t>(1, def.row_stride),
+                          shard_row_count(def));
 }
 
 core::Expected<RowRoute> route_rows(const std::string& name, const std::vector<Placement>& shards,
@@ -92,6 +127,25 @@ core::Expected<RowRoute> route_rows(const std::string& name, const std::vector<P
     for (size_t k = 0; k < rows.size(); ++k) {
       const auto shard = static_cast<size_t>(core::dynamic_shard_of(rows[k], n));
       r.local[shard].push_back(rows[k]);
+      r.where[shard].push_back(static_cast<int64_t>(k));
+    }
+    return r;
+  }
+  if (!shards.empty() && shards.front().def.row_stride > 1) {
+    // Interleaved: row r on shard r % n, at r / n.
+    const auto n = static_cast<int64_t>(shards.size());
+    if (shards.front().def.row_stride != n)
+      return core::make_error(core::Errc::internal,
+                              "'" + name + "' interleaved over " +
+                                  std::to_string(shards.front().def.row_stride) +
+                                  " shards, placed on " + std::to_string(n));
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const int64_t row = rows[k];
+      const auto shard = static_cast<size_t>(row < 0 ? 0 : row % n);
+      if (row < 0 || row / n >= shard_row_count(shards[shard].def))
+        return core::make_error(core::Errc::out_of_range,
+                                "row " + std::to_string(row) + " of '" + name + "'");
+      r.local[shard].push_back(row / n);
       r.where[shard].push_back(static_cast<int64_t>(k));
     }
     return r;

@@ -68,9 +68,11 @@ struct WireTensor {
   bool holds(uint64_t n) const;
 };
 
-/// The whole variable from its shards' tensors, in shard order; an inconsistent tensor is
+/// The whole variable from its shards' tensors, in shard order, laid out by `row_stride`
+/// (VariableDef's: 1, or the shard count for interleaved rows); an inconsistent tensor is
 /// a data_loss error.
-core::Expected<core::Tensor> concat_shards(const std::vector<WireTensor>& shards);
+core::Expected<core::Tensor> concat_shards(const std::vector<WireTensor>& shards,
+                                           int64_t row_stride = 1);
 
 /// What a PS shard needs to create its slice of a variable and its optimizer state.
 struct VariableDef {
@@ -92,7 +94,17 @@ struct VariableDef {
   float admit_probability = 1.0f;
   int64_t ttl_steps = 0;
   int64_t sketch_width = 0;  // 0: the table's default
+  /// The rows held are row_offset + i * row_stride of the full variable: 1, a run of rows
+  /// (core::RowLayout::range); the shard count, interleaved (row_offset is then the shard's
+  /// number). Not for dynamic tables.
+  int64_t row_stride = 1;
 };
+/// The rows of the full variable `def` holds.
+inline int64_t shard_row_count(const VariableDef& def) {
+  return def.shape.empty() ? 1 : def.shape[0];
+}
+/// The part of a full-variable tensor (a value, a dense gradient) that `def`'s shard holds.
+core::Tensor part_for_shard(core::ConstTensorView full, const VariableDef& def);
 
 /// The name a PS task keeps a variable shard under, and the name PS requests use for it:
 /// "<variable>#<shard>". Two shards of one variable may live on one PS task.
@@ -209,6 +221,18 @@ struct PsRequest {
   uint64_t epoch = 0;
 };
 
+/// The load one batched request puts on a PS task: rows (of a dense tensor its first
+/// dimension, a scalar one row) and value bytes (4 per element, whatever the wire's type)
+/// sent to it (pushes) and sent back (pulls, a push_pull's value). Measures how evenly a
+/// partitioner spreads the work over the PS tasks.
+struct PsLoad {
+  int64_t rows_in = 0, bytes_in = 0, rows_out = 0, bytes_out = 0;
+};
+/// What `request` brings (its items' tensors: gradients; pulls bring none).
+PsLoad load_in(const PsRequest& request);
+/// What `reply` takes back, added to `load`.
+void add_load_out(const std::vector<PsItem>& reply, PsLoad& load);
+
 /// The parts of a closure tag: (closure id << 16) | repetition, and the closure id is
 /// (incarnation << 32) + n. A tag of 0 is no closure's (pulls).
 inline uint64_t tag_closure(uint64_t tag) {
@@ -247,6 +271,11 @@ struct PsStats {
   int64_t snapshot_full_bytes = 0;       // the newest full snapshot's file
   int64_t snapshot_delta_bytes = 0;      // the newest delta snapshot's file (0: none)
   int64_t snapshot_updates = -1;  // updates_applied in the newest snapshot written (-1: none)
+  // The load workers put on this task through batched requests (PsLoad):
+  int64_t rows_pulled = 0;
+  int64_t rows_pushed = 0;
+  int64_t bytes_pulled = 0;
+  int64_t bytes_pushed = 0;
 
   // The one list of the fields, in wire order (append new ones at the end).
   template <class S>
@@ -275,7 +304,11 @@ struct PsStats {
                       &s.table_bytes,
                       &s.snapshot_full_bytes,
                       &s.snapshot_delta_bytes,
-                      &s.snapshot_updates};
+                      &s.snapshot_updates,
+                      &s.rows_pulled,
+                      &s.rows_pushed,
+                      &s.bytes_pulled,
+                      &s.bytes_pushed};
   }
 
   std::vector<int64_t> to_vector() const {
@@ -330,7 +363,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, VariableDef& x) {
   return f(caf::meta::type_name("troupe.variable_def"), x.name, x.shard, x.row_offset, x.shape,
            x.init_kind, x.init_value, x.seed, x.optimizer, x.learning_rate, x.dynamic, x.min_count,
-           x.admit_probability, x.ttl_steps, x.sketch_width);
+           x.admit_probability, x.ttl_steps, x.sketch_width, x.row_stride);
 }
 
 template <class Inspector>

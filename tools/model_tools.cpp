@@ -39,6 +39,7 @@ nlohmann::json failed(const std::string& program, const core::Error& e, int& cod
 struct Piece {
   int64_t row_offset = 0;
   core::Tensor value;
+  int64_t row_stride = 1;  // interleaved rows: the shard count
 };
 
 // Gathers the variables of every PS task's snapshot chain under `dir`: dense shards (and a
@@ -84,7 +85,9 @@ core::Status gather(const std::string& dir, const ExportOptions& o, int64_t widt
         }
         continue;
       }
-      pieces[name].push_back({def[1], value->second});
+      auto stride = c.ints.find(var + "/row_stride");
+      pieces[name].push_back(
+          {def[1], value->second, stride == c.ints.end() ? 1 : stride->second.at(0)});
     }
   }
   if (out.config.dynamic) {
@@ -99,13 +102,21 @@ core::Expected<core::Tensor> assemble(const std::string& name, std::vector<Piece
   std::sort(pieces.begin(), pieces.end(),
             [](const Piece& a, const Piece& b) { return a.row_offset < b.row_offset; });
   core::Shape shape = pieces.front().value.shape();
+  const bool interleaved = pieces.front().row_stride > 1;
   int64_t rows = 0;
-  for (const auto& p : pieces) {
-    if (p.row_offset != rows || p.value.shape().rank() != shape.rank())
+  std::vector<core::ConstTensorView> views;
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    const Piece& p = pieces[k];
+    const bool follows = interleaved ? p.row_stride == static_cast<int64_t>(pieces.size()) &&
+                                           p.row_offset == static_cast<int64_t>(k)
+                                     : p.row_stride == 1 && p.row_offset == rows;
+    if (!follows || p.value.shape().rank() != shape.rank())
       return core::make_error(core::Errc::data_loss,
                               "variable '" + name + "': its shards do not tile it");
     rows += p.value.shape()[0];
+    views.push_back(p.value);
   }
+  if (interleaved) return core::interleave_rows(views, "variable '" + name + "'");
   shape[0] = rows;
   core::Tensor out(shape);
   float* at = out.data();

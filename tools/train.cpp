@@ -142,6 +142,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--compile", o.compile,
                  "a compile_config as JSON (Keras's form) instead of the file's");
   examples::add_ps_replicas_flag(app, o.ps_replicas);
+  examples::add_shard_rows_flag(app, o.shard_rows);
   app.add_option("--evaluator-timeout-s", o.evaluator_timeout_s,
                  "the evaluator task: how long it waits for a new checkpoint before it ends")
       ->check(CLI::PositiveNumber);
@@ -312,6 +313,7 @@ int run_train(TrainOptions o) {
     const int num_ps = resolver->cluster_spec().num_tasks("ps");
     StrategyOptions so;
     so.ps_replicas = o.ps_replicas;
+    so.row_layout = o.shard_rows;
     // As TensorFlow's tutorials advise: shards of at least 256 KiB, at most one per PS task,
     // so embedding tables split and small dense variables stay whole.
     auto s = ParameterServerStrategy::make(
@@ -349,6 +351,7 @@ int run_train(TrainOptions o) {
     out["workers_lost"] = h->stats.workers_lost;
     out["closures_retried"] = h->stats.retried;
     out["worker_rejoins"] = h->stats.worker_rejoins;
+    if (auto ps = strategy->ps_stats(); ps) out.update(examples::ps_load_json(*ps));
   }
   if (!o.out.empty() && writes) {
     if (auto st = write_trained(model, o.out); !st) {

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/partitioner.hpp"
+
 namespace CLI {
 class App;
 }
@@ -35,6 +37,7 @@ struct TrainOptions {
   int64_t shuffle = 0;
   uint64_t seed = 1;
   int ps_replicas = 1;
+  core::RowLayout shard_rows = core::RowLayout::range;  // --shard-rows
   int steps_per_execution = 1;
   bool elastic = false;  // mirrored: re-form without a lost worker
   int64_t evaluator_timeout_s =

@@ -42,6 +42,9 @@ struct PsTaskStats {
   int64_t snapshot_full_bytes = 0;       // the newest full snapshot's file
   int64_t snapshot_delta_bytes = 0;      // the newest delta snapshot's file (0: none)
   int64_t snapshot_updates = -1;         // updates_applied in the newest snapshot (-1: none)
+  // The load of the workers' batched requests: rows and value bytes (4 per element) sent
+  // back (pulls) and sent in (pushes).
+  int64_t rows_pulled = 0, rows_pushed = 0, bytes_pulled = 0, bytes_pushed = 0;
   /// Failed over (replicated shards): not asked; every figure above is 0.
   bool lost = false;
 };
@@ -79,6 +82,10 @@ struct StrategyOptions {
   /// docs/failure-semantics.md). 1: one copy, today's restore from snapshots. At most the
   /// number of PS tasks.
   int ps_replicas = 1;
+  /// How a partitioned variable's rows are dealt to its shards (core::RowLayout): in runs,
+  /// as TensorFlow does, or interleaved, row r on shard r % shards, which spreads the hot
+  /// rows of a table whose ids are ranked by frequency over every PS task.
+  core::RowLayout row_layout = core::RowLayout::range;
 };
 
 /// TensorFlow's ParameterServerStrategy, on the chief: variables live on the PS tasks,

@@ -105,6 +105,68 @@ TEST_CASE("Rows of two variables pulled and pushed in one call reach each variab
   c->shutdown_cluster();
 }
 
+TEST_CASE("Interleaved rows: row r on shard r % shards is read, pulled, pushed and found",
+          "[process][cluster]") {
+  // A table of 7 rows interleaved over 2 PS tasks (rows 0, 2, 4, 6 and 1, 3, 5), row r
+  // set to {r, 10 + r}: the chief reads it whole and by rows, a worker pulls and pushes
+  // rows and the whole variable, each PS task counts only its own rows, and a second
+  // strategy finds it as it is.
+  test::LocalCluster cluster(2, 1);
+  auto resolver = cluster.chief();
+  StrategyOptions so;
+  so.row_layout = core::RowLayout::interleaved;
+  auto strategy =
+      ParameterServerStrategy::make(resolver, std::make_shared<core::FixedShardsPartitioner>(2), so)
+          .value();
+  auto a = strategy->create_variable("a", core::Shape{7, 2},
+                                     {core::Initializer::Kind::constant, 0.0f, 0}, "sgd", 0.5f);
+  REQUIRE(a.ok());
+  core::Tensor value{core::Shape{7, 2}};
+  for (int64_t r = 0; r < 7; ++r) {
+    value[2 * r] = static_cast<float>(r);
+    value[2 * r + 1] = static_cast<float>(10 + r);
+  }
+  REQUIRE(strategy->assign(*a, value).ok());
+  auto same = [](const core::Tensor& x, const core::Tensor& y) {
+    return x.shape() == y.shape() &&
+           std::equal(x.data(), x.data() + x.size(), y.data(), y.data() + y.size());
+  };
+  CHECK(same(strategy->read(*a).value(), value));
+  const core::Tensor three = strategy->read_rows(*a, {5, 0, 3}).value();
+  CHECK(std::vector<float>(three.data(), three.data() + 6) ==
+        std::vector<float>{5, 15, 0, 10, 3, 13});
+
+  auto c = ClusterCoordinator::make(*strategy).value();
+  // rows_step: the sum of the rows pulled, then a gradient of ones on them.
+  auto rows = c->schedule<double>("rows_step", std::string("a"), std::vector<int64_t>{5, 0, 3});
+  CHECK(rows.fetch().value() == Approx(5 + 15 + 0 + 10 + 3 + 13));
+  REQUIRE(c->join().ok());
+  const auto load = strategy->ps_stats().value();
+  REQUIRE(load.size() == 2);
+  // Rows 5 and 3 are shard 1's, row 0 shard 0's, wherever each shard was placed.
+  CHECK(std::multiset<int64_t>{load[0].rows_pulled, load[1].rows_pulled} ==
+        std::multiset<int64_t>{1, 2});
+  CHECK(load[0].rows_pushed + load[1].rows_pushed == 3);
+  CHECK(load[0].bytes_pulled + load[1].bytes_pulled == 3 * 2 * 4);
+  // ones_step: the whole variable pulled, a gradient of ones pushed to every row.
+  CHECK(c->schedule<double>("ones_step", std::string("a")).fetch().value() ==
+        Approx(7 * 3 + 7 * 13 - 3 * 0.5 * 2));
+  REQUIRE(c->join().ok());
+  core::Tensor expected = value;
+  for (int64_t r = 0; r < 7; ++r)
+    for (int64_t k = 0; k < 2; ++k)
+      expected[2 * r + k] -= (r == 0 || r == 3 || r == 5 ? 1.0f : 0.5f);
+  CHECK(same(strategy->read(*a).value(), expected));
+
+  auto reader = ParameterServerStrategy::make(resolver).value();
+  auto found = reader->find_variables();
+  REQUIRE(found.ok());
+  REQUIRE(found->size() == 1);
+  CHECK((*found)[0].shape == (core::Shape{7, 2}));
+  CHECK(same(reader->read((*found)[0]).value(), expected));
+  c->shutdown_cluster();
+}
+
 TEST_CASE(
     "A dataset slower than the worker's dataset bound fails naming it, and the worker serves on",
     "[process][cluster]") {

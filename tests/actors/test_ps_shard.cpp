@@ -248,6 +248,51 @@ TEST_CASE("A batched PS request runs every item under one tag", "[ps_shard]") {
   CHECK(w->at(0).tensor.data == std::vector<float>{0.0f, 0.0f, 0.0f, 0.0f});
 }
 
+TEST_CASE("A PS shard counts the rows and bytes its batched requests move", "[ps_shard]") {
+  PsShardState ps;
+  REQUIRE(ps.create(def("w", {2, 3})).ok());
+  REQUIRE(ps.create(def("emb", {10, 4})).ok());
+  using net::PsOp;
+  auto run = [&](PsOp op, uint64_t tag, std::vector<net::PsItem> items) {
+    net::PsRequest r{static_cast<uint8_t>(op), tag, std::move(items)};
+    return ps.handle(r);
+  };
+  REQUIRE(run(PsOp::pull_rows, 0, {{"emb#0", {1, 2, 3}, {}}}).ok());
+  REQUIRE(
+      run(PsOp::push_rows, 1, {{"emb#0", {4, 5}, tensor({2, 4}, std::vector<float>(8, 1))}}).ok());
+  REQUIRE(run(PsOp::push_pull, 2, {{"w#0", {}, tensor({2, 3}, std::vector<float>(6, 1))}}).ok());
+  const net::PsLoad& load = ps.counters().load;
+  CHECK(load.rows_out == 3 + 2);  // three table rows, then w's two rows back
+  CHECK(load.bytes_out == (3 * 4 + 6) * 4);
+  CHECK(load.rows_in == 2 + 2);
+  CHECK(load.bytes_in == (8 + 6) * 4);
+}
+
+TEST_CASE("An interleaved shard keeps its row stride through a snapshot, a bad one is refused",
+          "[ps_shard]") {
+  PsShardState ps;
+  auto d = def("emb", {3, 2});
+  d.shard = 1;
+  d.row_offset = 1;
+  d.row_stride = 4;
+  REQUIRE(ps.create(d).ok());
+  auto restored = PsShardState::from_snapshot(ps.snapshot());
+  REQUIRE(restored.ok());
+  REQUIRE(restored->definitions().size() == 1);
+  CHECK(restored->definitions()[0].row_stride == 4);
+  // A first row past the stride, a dynamic table interleaved, a stride of 0: refused.
+  for (auto bad : {std::pair<int64_t, int64_t>{4, 4}, {0, 0}}) {
+    auto b = def("other", {3, 2});
+    b.row_offset = bad.first;
+    b.row_stride = bad.second;
+    CHECK(ps.create(b).error().code == core::Errc::invalid_argument);
+  }
+  auto dyn = def("dyn", {3, 2});
+  dyn.dynamic = true;
+  dyn.row_stride = 2;
+  CHECK(ps.create(dyn).error().code == core::Errc::invalid_argument);
+}
+
 TEST_CASE("The ps_shard actor answers requests and errors as values", "[ps_shard]") {
   caf::actor_system_config cfg;
   cfg.add_message_types<caf::id_block::troupe>();

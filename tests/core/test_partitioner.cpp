@@ -64,6 +64,40 @@ TEST_CASE("ShardedVariableSpec locates rows and round-trips values", "[partition
   CHECK(scalar.num_shards() == 1);
 }
 
+TEST_CASE("Interleaved rows put row r on shard r % shards and round-trip values", "[partitioner]") {
+  VariableSpec spec{"emb", Shape{11, 3}, {Initializer::Kind::glorot_uniform, 0.0f, 7}};
+  ShardedVariableSpec sharded(spec, 4, RowLayout::interleaved);
+  REQUIRE(sharded.num_shards() == 4);
+  // The slack to the first shards, as in runs: 3, 3, 3, 2 rows.
+  for (int i = 0; i < 4; ++i) {
+    const auto& s = sharded.shards()[static_cast<size_t>(i)];
+    CHECK(s.row_offset == i);
+    CHECK(s.row_stride == 4);
+    CHECK(s.shape == (Shape{i < 3 ? 3 : 2, 3}));
+  }
+  for (int64_t r = 0; r < 11; ++r)
+    CHECK(sharded.shard_of_row(r) == r % 4);
+
+  const Tensor full = initialize(spec.shape, spec.init);
+  std::vector<Tensor> parts;
+  for (const auto& s : sharded.shards())
+    parts.push_back(shard_rows(full, s.row_offset, s.row_stride, s.shape[0]));
+  // Shard 2 holds rows 2, 6 and 10.
+  for (int64_t j = 0; j < 3; ++j)
+    for (int64_t k = 0; k < 3; ++k)
+      CHECK(parts[2][j * 3 + k] == full[(2 + 4 * j) * 3 + k]);
+  std::vector<ConstTensorView> views(parts.begin(), parts.end());
+  auto back = interleave_rows(views, "emb");
+  REQUIRE(back.ok());
+  CHECK(max_abs_diff(full, *back) == 0.0f);
+  // Shards that are not an interleaved split are refused, naming the variable.
+  std::swap(views[0], views[3]);
+  auto wrong = interleave_rows(views, "emb");
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(wrong.error().code == Errc::data_loss);
+  CHECK_THAT(wrong.error().message, Catch::Contains("emb") && Catch::Contains("shard 0"));
+}
+
 TEST_CASE("Initializers are seeded and scaled", "[partitioner]") {
   Initializer g{Initializer::Kind::glorot_uniform, 0.0f, 3};
   Tensor a = initialize(Shape{100, 50}, g), b = initialize(Shape{100, 50}, g);

@@ -140,6 +140,45 @@ TEST_CASE("Keys of a dynamic table are routed to the shard their hash names", "[
   CHECK(net::route_rows("ids", shards, keys).error().code == core::Errc::out_of_range);
 }
 
+TEST_CASE("Interleaved rows are routed to shard r % n at r / n and assembled back", "[wire]") {
+  // A table of 7 rows over 3 shards interleaved: 3, 2, 2 rows.
+  std::vector<net::Placement> shards(3);
+  for (int i = 0; i < 3; ++i) {
+    auto& def = shards[static_cast<size_t>(i)].def;
+    def.shard = i;
+    def.row_offset = i;
+    def.row_stride = 3;
+    def.shape = {i == 0 ? 3 : 2, 2};
+  }
+  const std::vector<int64_t> rows{0, 1, 5, 6, 4};
+  auto route = net::route_rows("t", shards, rows);
+  REQUIRE(route.ok());
+  CHECK_FALSE(route->contiguous);
+  CHECK(route->local == std::vector<std::vector<int64_t>>{{0, 2}, {0, 1}, {1}});
+  CHECK(route->where == std::vector<std::vector<int64_t>>{{0, 3}, {1, 4}, {2}});
+  CHECK(net::route_rows("t", shards, {7}).error().code == core::Errc::out_of_range);
+  CHECK(net::route_rows("t", shards, {-1}).error().code == core::Errc::out_of_range);
+  // A placement whose stride is not its shard count is refused, not misrouted.
+  auto two = std::vector<net::Placement>(shards.begin(), shards.begin() + 2);
+  CHECK_FALSE(net::route_rows("t", two, {1}).ok());
+
+  // The whole variable: row r = {r, -r}; each shard's part, and the parts back.
+  core::Tensor full{core::Shape{7, 2}};
+  for (int64_t r = 0; r < 7; ++r) {
+    full[2 * r] = static_cast<float>(r);
+    full[2 * r + 1] = -static_cast<float>(r);
+  }
+  std::vector<net::WireTensor> parts;
+  for (const auto& p : shards)
+    parts.push_back(net::WireTensor::from(net::part_for_shard(full, p.def)));
+  CHECK(parts[1].data == std::vector<float>{1, -1, 4, -4});
+  auto back = net::concat_shards(parts, 3);
+  REQUIRE(back.ok());
+  CHECK(std::vector<float>(back->data(), back->data() + back->size()) ==
+        std::vector<float>(full.data(), full.data() + full.size()));
+  CHECK(net::concat_shards(parts, 2).error().code == core::Errc::data_loss);
+}
+
 TEST_CASE("Rows in ascending order are routed as one run per shard", "[wire]") {
   // A fixed table of 3 shards x 100 rows. Ascending rows take the run path; the same rows
   // shuffled take the row-by-row path; both put every row on its shard and gather alike.
