@@ -19,6 +19,10 @@
 // are rare, new ones appearing all through the log. TFRecord ids are then the keys the
 // Criteo reader computes with raw keys (core::categorical_key), for dynamic tables; the
 // Criteo text trains hashed tables too.
+//
+// With --ranked-ids the TFRecord ids are frequency ranks (rank * 26 + field): the ids a
+// vocabulary ordered by frequency would give, the hottest first, for measuring how a
+// table's rows load its PS tasks (ctr_ps --shard-rows).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -58,6 +62,7 @@ struct Settings {
   int64_t buckets = 1 << 20;
   uint64_t seed = 1;
   bool raw_ids = false;
+  bool ranked_ids = false;
 };
 
 uint64_t mix64(uint64_t x) {
@@ -240,6 +245,11 @@ int main(int argc, char** argv) {
   app.add_flag("--raw-ids", s.raw_ids,
                "raw 64-bit ids (vocabularies up to 10^8 and beyond, nothing stored per id); "
                "TFRecord ids are their keys (core::categorical_key)");
+  app.add_flag("--ranked-ids", s.ranked_ids,
+               "TFRecord ids by frequency rank instead of hash: rank * 26 + field (rank 0 the "
+               "most frequent; a rank past --buckets-per-field wraps), one vocabulary over the "
+               "fields ordered by frequency as a lookup layer's is, so the hottest ids are the "
+               "table's first rows (the Criteo text is unchanged)");
   app.add_option("--zipf", s.zipf, "Zipf exponent of category frequencies")
       ->check(CLI::Range(0.0, 5.0));
   app.add_option("--teacher-dim", s.dim)->check(CLI::Range(1, 64));
@@ -261,6 +271,7 @@ int main(int argc, char** argv) {
     return 1;
   };
   if (ec) return fail(s.out + ": " + ec.message());
+  if (s.raw_ids && s.ranked_ids) return fail("--ranked-ids and --raw-ids exclude each other");
   if (!s.raw_ids && s.vocab > (int64_t{1} << 24))
     return fail("--vocab above 2^24 needs --raw-ids (the teacher's tables would not fit)");
   const bool text = s.format != "tfrecord", records = s.format != "criteo";
@@ -301,7 +312,9 @@ int main(int argc, char** argv) {
         line.push_back('\t');
         line += cat;
         e.ids[static_cast<size_t>(f)] = s.raw_ids ? tc::categorical_key(f, cat)
-                                                  : f * s.buckets + tc::hash_bucket(cat, s.buckets);
+                                        : s.ranked_ids
+                                            ? (r.cat[f] % s.buckets) * kFields + f
+                                            : f * s.buckets + tc::hash_bucket(cat, s.buckets);
       }
       line.push_back('\n');
       if (w.text && std::fwrite(line.data(), 1, line.size(), w.text) != line.size()) return false;
@@ -336,6 +349,7 @@ int main(int argc, char** argv) {
       {"zipf", s.zipf},
       {"buckets_per_field", s.buckets},
       {"raw_ids", s.raw_ids},
+      {"ranked_ids", s.ranked_ids},
       {"seed", s.seed},
       {"teacher_auc", auc.result()},
       {"teacher_logloss", logloss.result()},

@@ -267,6 +267,41 @@ TEST_CASE("ctr_ps with 128 workers and 4 PS tasks on one machine completes and r
   CHECK(logs == 1 + 4 + 128);
 }
 
+TEST_CASE("ctr_ps with interleaved rows spreads ids ranked by frequency over the PS tasks",
+          "[example][ctr]") {
+  // Ids ranked by frequency: the hottest are the table's first rows. In runs of rows
+  // (TensorFlow's layout) they load ps:0; interleaved, both tasks alike. The interleaved
+  // model, exported from the PS snapshots, scores the held-out file as the chief did.
+  troupe::test::TempDir dir;
+  generate(dir,
+           "--rows 20000 --heldout-rows 5000 --files 2 --vocab 1000 "
+           "--buckets-per-field 1024 --format tfrecord --ranked-ids");
+  const std::string common =
+      "--format tfrecord --buckets-per-field 1024 --batch 256 --steps-per-worker 150 ";
+  const auto range = launch_ctr(dir, "--ps 2 --workers 2", common + "--shard-rows range");
+  const auto spread = launch_ctr(dir, "--ps 2 --workers 2",
+                                 common + "--shard-rows interleaved --ps-snapshot-dir " +
+                                     dir.file("snap") + " --ps-snapshot-interval-ms 200");
+  INFO(range.dump());
+  INFO(spread.dump());
+  for (const auto* run : {&range, &spread}) {
+    REQUIRE((*run)["ps_load"].size() == 2);
+    for (const auto& ps : (*run)["ps_load"]) {
+      CHECK(ps["rows_pulled"].get<int64_t>() > 0);
+      CHECK(ps["bytes_pulled"].get<int64_t>() >= 4 * ps["rows_pulled"].get<int64_t>());
+    }
+  }
+  CHECK(range["ps_load_balance"].get<double>() > 1.3);
+  CHECK(spread["ps_load_balance"].get<double>() < 1.2);
+  CHECK(spread["auc"].get<double>() > 0.65);
+  REQUIRE(spread["final_snapshot"] == true);
+  auto exported = run_program(bin + "/troupe export --checkpoint " + dir.file("snap") + " --out " +
+                              dir.file("m.tmodel") + " 2>&1");
+  INFO(exported.output);
+  REQUIRE(exported.exit_code == 0);
+  check_served(dir.file("m.tmodel"), dir.file("data") + "/heldout.tfrecord", spread);
+}
+
 TEST_CASE("ctr_ps with a dynamic table keeps under its row cap and learns as a hashed table",
           "[example][ctr]") {
   troupe::test::TempDir dir;
