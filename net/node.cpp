@@ -4,11 +4,15 @@
 
 #include "core/expected.hpp"
 #include "net/gate.hpp"
+#include "net/host_limits.hpp"
 #include "net/wire.hpp"
 
 namespace troupe::net {
 
 void configure(caf::actor_system_config& cfg, const NodeOptions& options) {
+  // A chief or PS task of hundreds of tasks holds a few descriptors per task: the soft
+  // limit (often 1024) is raised to the hard one, which the process may do itself.
+  raise_descriptor_limit();
   cfg.load<caf::io::middleman>();
   cfg.add_message_types<caf::id_block::troupe>();
   cfg.add_error_category(

@@ -24,6 +24,7 @@
 #include "core/json_text.hpp"
 #include "core/subprocess.hpp"
 #include "net/cluster_spec.hpp"
+#include "net/host_limits.hpp"
 #include "net/ports.hpp"
 #include "troupe/exit_codes.hpp"
 
@@ -216,9 +217,22 @@ bool should_restart(RestartPolicy policy, bool is_chief, int status, int restart
 
 nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
   exit_code = 1;
+  // The tasks inherit the raised limit; each raises its own as well (net::configure), as
+  // Slurm's and TFJob's tasks are not started by launch. The run's port leases hold one
+  // descriptor per task already.
+  const auto raised = net::raise_descriptor_limit();
   EnvUndo undo;
   auto plan = make_plan(o, undo);
   if (!plan) return {{"ok", false}, {"error", plan.error().to_string()}};
+  // Every task runs on this host: what the job needs of it, said before it starts.
+  const auto job_tasks = plan->spec.tasks().size();
+  const auto host_limits = net::describe(
+      raised,
+      net::host_needs(job_tasks, static_cast<uint64_t>(plan->spec.num_tasks("ps")), job_tasks),
+      net::read_host_limits());
+  for (const auto& s : host_limits["shortfalls"])
+    std::cerr << "troupe launch: the system's limits may be too low: " << s.get<std::string>()
+              << std::endl;
 
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -309,7 +323,8 @@ nlohmann::json launch(const LaunchOptions& o, int& exit_code) {
           {"restarts", group.restarts()},
           {"injections", chaos.injections()},
           {"chaos", chaos.log()},
-          {"evaluator", evaluations}};
+          {"evaluator", evaluations},
+          {"host_limits", host_limits}};
 }
 
 }  // namespace troupe::tools

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -241,4 +242,53 @@ TEST_CASE("troupe launch keeps its run directory private and refuses one others 
   CHECK(as_nobody("cat " + run_dir + "/worker-0.log") != 0);
   CHECK(as_nobody("ls " + run_dir) != 0);
   CHECK(as_nobody("ls " + dir.path()) == 0);  // the check itself works: nobody ran
+}
+
+TEST_CASE(
+    "troupe launch raises the descriptor limit its tasks inherit and says when the "
+    "system's is too low",
+    "[example][launch]") {
+  rlimit l{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &l) == 0);
+  if (l.rlim_max != RLIM_INFINITY && l.rlim_max < 512) {
+    WARN("skipped: the hard descriptor limit is under 512");
+    return;
+  }
+  troupe::test::TempDir dir;
+  const std::string job = dir.file("job.sh");
+  // The chief reports the soft limit it was started with; the others exit at once.
+  std::ofstream(job)
+      << "case \"$TF_CONFIG\" in\n"
+         "  *'\"type\":\"chief\"'*) echo \"{\\\"ok\\\":true,\\\"nofile\\\":\\\"$(ulimit "
+         "-Sn)\\\"}\" ;;\n"
+         "esac\n";
+  const std::string launch =
+      bin + "/troupe launch --ps 1 --workers 1 --grace-ms 300 -- /bin/sh " + job;
+
+  SECTION("a soft limit below the hard one is raised to it") {
+    auto r = run_program("ulimit -Sn 256 && " + launch + " 2>/dev/null");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    REQUIRE(r.last_json.is_object());
+    const auto& d = r.last_json["host_limits"]["descriptors"];
+    CHECK(d["soft_before"] == 256);
+    const std::string hard = l.rlim_max == RLIM_INFINITY ? "unlimited" : std::to_string(l.rlim_max);
+    CHECK(r.last_json["chief"]["nofile"] == hard);
+    CHECK(r.last_json["host_limits"]["shortfalls"].empty());
+    check_all_gone(r.last_json["tasks"]);
+  }
+  SECTION("a hard limit below what the job needs is named, and the job still runs") {
+    // 3 tasks need 64 + 6 * 3 descriptors in a chief: a hard limit of 70 falls short.
+    auto r = run_program("ulimit -n 70 && " + launch + " 2>&1");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    REQUIRE(r.last_json.is_object());
+    CHECK(r.last_json["chief"]["nofile"] == "70");
+    const auto& s = r.last_json["host_limits"]["shortfalls"];
+    REQUIRE(s.size() == 1);
+    CHECK(s[0].get<std::string>().find("RLIMIT_NOFILE) is 70") != std::string::npos);
+    CHECK(r.output.find("troupe launch: the system's limits may be too low: descriptors") !=
+          std::string::npos);
+    check_all_gone(r.last_json["tasks"]);
+  }
 }
