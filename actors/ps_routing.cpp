@@ -78,6 +78,11 @@ bool PsRouting::is_joining(int32_t task) const {
   return holds(joining_, task);
 }
 
+bool PsRouting::wait_past(uint64_t epoch, std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return moved_.wait_for(lock, timeout, [&] { return epoch_ > epoch; });
+}
+
 bool PsRouting::update(uint64_t epoch, std::vector<int32_t> lost, std::vector<int32_t> joining) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (epoch <= epoch_) return false;
@@ -88,6 +93,7 @@ bool PsRouting::update(uint64_t epoch, std::vector<int32_t> lost, std::vector<in
   epoch_ = epoch;
   lost_ = std::move(lost);
   joining_ = std::move(joining);
+  moved_.notify_all();
   return true;
 }
 
@@ -103,6 +109,7 @@ bool PsRouting::fail_over(int32_t task, const std::vector<net::Placement>& place
   remove(joining_, task);
   add(lost_, task);
   ++epoch_;
+  moved_.notify_all();
   return true;
 }
 
@@ -112,6 +119,7 @@ bool PsRouting::begin_rejoin(int32_t task) {
   remove(lost_, task);
   add(joining_, task);
   ++epoch_;
+  moved_.notify_all();
   return true;
 }
 
@@ -120,6 +128,7 @@ bool PsRouting::finish_rejoin(int32_t task) {
   if (!holds(joining_, task)) return false;
   remove(joining_, task);
   ++epoch_;
+  moved_.notify_all();
   return true;
 }
 

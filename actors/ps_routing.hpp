@@ -10,6 +10,8 @@
 // rejoins; the workers and the chief's own reads each keep one of these, told of each new
 // epoch. Thread-safe: a worker's control actor writes it while its step reads it.
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <vector>
@@ -26,6 +28,8 @@ class PsRouting {
   /// The task pulls of `p` go to; -1 when no replica serves (every one lost or rejoining).
   int32_t primary(const net::Placement& p) const;
   uint64_t epoch() const;
+  /// Waits at most `timeout` for the epoch to move past `epoch`; returns whether it has.
+  bool wait_past(uint64_t epoch, std::chrono::milliseconds timeout) const;
   std::vector<int32_t> lost() const;
   std::vector<int32_t> joining() const;
   bool is_lost(int32_t task) const;
@@ -48,6 +52,7 @@ class PsRouting {
  private:
   std::vector<int32_t> serving_locked(const net::Placement& p) const;
   mutable std::mutex mutex_;
+  mutable std::condition_variable moved_;  // notified with each new epoch
   uint64_t epoch_ = 0;
   std::vector<int32_t> lost_;     // sorted
   std::vector<int32_t> joining_;  // sorted, none of them lost

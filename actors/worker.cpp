@@ -185,7 +185,8 @@ void worker(caf::blocking_actor* self, WorkerOptions options) {
         return std::move(*r);
       },
       [&](net::stats_atom) {
-        return std::vector<int64_t>{rt.closures_run(), rt.channel_requests(), rt.caf_requests()};
+        return std::vector<int64_t>{rt.closures_run(), rt.channel_requests(), rt.caf_requests(),
+                                    rt.rerouted()};
       },
       [&](net::shutdown_atom) {
         running = false;

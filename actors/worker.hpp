@@ -116,6 +116,8 @@ class WorkerRuntime final : public StepContext {
   /// PS requests sent through the tensor channel, and as CAF messages.
   int64_t channel_requests() const { return channel_requests_; }
   int64_t caf_requests() const { return caf_requests_; }
+  /// Pulls and pushes made again, routed anew, across a failover (across_failover()).
+  int64_t rerouted() const { return rerouted_; }
 
  private:
   using Shards = std::vector<net::Placement>;  // ordered by shard index
@@ -158,11 +160,22 @@ class WorkerRuntime final : public StepContext {
   /// Each gradient's shard parts, sent with `op` (push or push_pull) through exchange().
   core::Expected<std::vector<std::vector<net::WireTensor>>> send_gradients(
       net::PsOp op, const std::vector<std::pair<std::string, core::ConstTensorView>>& grads);
+  /// Each public pull and push, made once: routed as the routing stands when it is made.
+  core::Expected<std::vector<core::Tensor>> pull_once(const std::vector<std::string>& names);
+  core::Expected<std::vector<std::vector<net::WireTensor>>> send_gradients_once(
+      net::PsOp op, const std::vector<std::pair<std::string, core::ConstTensorView>>& grads);
+  core::Expected<std::vector<core::Tensor>> pull_rows_once(const std::vector<RowsOf>& vars);
+  core::Status push_rows_once(const std::vector<RowsOf>& vars);
+  /// `attempt()` (a pull or push, routed when it is made), made again across a failover:
+  /// see worker_ps.cpp.
+  template <class Attempt>
+  auto across_failover(Attempt&& attempt) -> decltype(attempt());
 
   caf::actor_system& sys_;
   WorkerOptions options_;
   caf::scoped_actor self_;
   std::map<std::string, Shards> placements_;
+  bool replicated_ = false;  // some shard has a backup: a lost PS task is failed over
   std::map<int, caf::actor> ps_;
   std::map<int, int32_t> channel_ports_;  // as each PS announced it; 0: no channel
   std::map<int, net::Socket> channels_;
@@ -197,6 +210,7 @@ class WorkerRuntime final : public StepContext {
   uint64_t settled_below_ = 0;  // the running closure's ClosureMsg::settled_below
   int64_t closures_run_ = 0;
   int64_t channel_requests_ = 0, caf_requests_ = 0;
+  int64_t rerouted_ = 0;  // pulls and pushes made again across a failover
 };
 
 /// The worker actor (blocking: it runs steps on its own thread, never on the scheduler's).

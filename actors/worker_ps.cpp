@@ -36,7 +36,32 @@ core::Status WorkerRuntime::set_placements(const std::vector<net::Placement>& pl
       return a.def.shard < b.def.shard;
     });
   placements_ = std::move(by_name);
+  replicated_ = std::any_of(placements.begin(), placements.end(),
+                            [](const net::Placement& p) { return !p.backups.empty(); });
   return {};
+}
+
+// With replicated shards, a PS task that dies under a step is failed over by the chief in
+// moments (the task's links close). Failing the closure would have the coordinator send it
+// again, and with it every closure queued behind it on this worker, each failing against
+// the same task until the new epoch arrives: at 256 workers a quarter of a job's closures
+// ran twice. Instead the request is made again, routed anew, once this worker's routing
+// has moved past the epoch it was made in, within connect_timeout and while the closure
+// is not cancelled; past that the error stands. A push made again carries the same tag,
+// so a replica that applied it the first time ignores it.
+template <class Attempt>
+auto WorkerRuntime::across_failover(Attempt&& attempt) -> decltype(attempt()) {
+  using namespace std::chrono;
+  const auto deadline = steady_clock::now() + options_.connect_timeout;
+  for (;;) {
+    const uint64_t epoch = routing_->epoch();
+    auto result = attempt();
+    if (result || !replicated_ || result.error().code != Errc::unavailable) return result;
+    while (!routing_->wait_past(epoch, milliseconds(20))) {
+      if (steady_clock::now() >= deadline || cancelled()) return result;
+    }
+    ++rerouted_;
+  }
 }
 
 core::Expected<const WorkerRuntime::Shards*> WorkerRuntime::shards_of(
@@ -335,6 +360,11 @@ core::Expected<net::WireTensor> shard_part(const std::string& name, core::ConstT
 
 core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull(
     const std::vector<std::string>& names) {
+  return across_failover([&] { return pull_once(names); });
+}
+
+core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull_once(
+    const std::vector<std::string>& names) {
   Batch batch = new_batch();
   std::vector<size_t> counts;
   std::vector<int64_t> strides;
@@ -355,6 +385,11 @@ core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull(
 }
 
 core::Expected<std::vector<std::vector<net::WireTensor>>> WorkerRuntime::send_gradients(
+    net::PsOp op, const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) {
+  return across_failover([&] { return send_gradients_once(op, grads); });
+}
+
+core::Expected<std::vector<std::vector<net::WireTensor>>> WorkerRuntime::send_gradients_once(
     net::PsOp op, const std::vector<std::pair<std::string, core::ConstTensorView>>& grads) {
   Batch batch = new_batch();
   std::vector<size_t> counts;
@@ -396,6 +431,11 @@ core::Expected<std::vector<core::Tensor>> WorkerRuntime::push_pull(
 
 core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull_rows(
     const std::vector<RowsOf>& vars) {
+  return across_failover([&] { return pull_rows_once(vars); });
+}
+
+core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull_rows_once(
+    const std::vector<RowsOf>& vars) {
   Batch batch = new_batch();
   std::vector<const Shards*> shards(vars.size());
   std::vector<net::RowRoute> routes;
@@ -435,6 +475,10 @@ core::Expected<std::vector<core::Tensor>> WorkerRuntime::pull_rows(
 }
 
 core::Status WorkerRuntime::push_rows(const std::vector<RowsOf>& vars) {
+  return across_failover([&] { return push_rows_once(vars); });
+}
+
+core::Status WorkerRuntime::push_rows_once(const std::vector<RowsOf>& vars) {
   Batch batch = new_batch();
   std::vector<size_t> counts;
   for (size_t i = 0; i < vars.size(); ++i) {

@@ -85,7 +85,7 @@ TEST_CASE("Parameter-server training across processes", "[process][cluster]") {
           ->request(*worker, 5s, net::stats_atom::value)
           .receive(
               [&](const std::vector<int64_t>& s) {
-                REQUIRE(s.size() == 3);
+                REQUIRE(s.size() == 4);
                 by_channel += s[1];
                 by_caf += s[2];
               },

@@ -463,6 +463,22 @@ TEST_CASE("Replicated shards: a killed PS task fails over, each update applied o
   CHECK(stats.completed == n);
   CHECK(stats.ps_failovers == 1);
   CHECK(stats.under_replicated_shards == 2);  // ps:1 held a copy of each shard
+  // A worker whose request failed against ps:1 made it again once it heard of the
+  // failover, within the closure: the closure (and those queued behind it, up to 8 a
+  // worker) did not fail and go back to the chief.
+  int64_t rerouted = 0;
+  auto& impl = strategy->impl();
+  for (int w = 0; w < 2; ++w) {
+    auto worker =
+        net::connect_with_retry(*impl.sys, cluster.spec().address({"worker", w}), "worker", 5s);
+    REQUIRE(worker.ok());
+    (*impl.self)
+        ->request(*worker, 5s, net::stats_atom::value)
+        .receive([&](const std::vector<int64_t>& s) { rerouted += s.at(3); },
+                 [&](caf::error& e) { FAIL(impl.sys->render(e)); });
+  }
+  INFO("closures retried " << stats.retried << ", requests made again " << rerouted);
+  CHECK(stats.retried == 0);
   CHECK(stats.updates_lost == 0);
   CHECK(stats.ps_restores == 0);
   // The chief reads through the routing too: every copy it can reach says -n.
