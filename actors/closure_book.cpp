@@ -111,9 +111,13 @@ void ClosureBook::retried() {
   ++counters_.retried;
 }
 
-void ClosureBook::worker_lost() {
+void ClosureBook::worker_lost(uint64_t worker) {
+  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now().time_since_epoch());
   std::lock_guard<std::mutex> lock(mu_);
   ++counters_.workers_lost;
+  if (counters_.worker_losses.size() < 10000)
+    counters_.worker_losses.push_back({static_cast<int64_t>(worker), now.count()});
   cv_.notify_all();
 }
 

@@ -53,7 +53,7 @@ class ClosureBook {
   void fail(uint64_t id, core::Error error);
   void cancel(uint64_t id, const core::Error& why);
   void retried();
-  void worker_lost();
+  void worker_lost(uint64_t worker);
   void worker_rejoined();
   void ps_restored(int64_t updates_lost);
   void ps_reconnected();

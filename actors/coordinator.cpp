@@ -144,7 +144,7 @@ void worker_lost(Self* self, uint64_t w, std::vector<net::ClosureMsg>& held) {
   v.alive = false;
   v.ready = false;
   v.out.clear();
-  st.book->worker_lost();
+  st.book->worker_lost(w);
   std::optional<core::Error> poison;
   if (!held.empty() && st.book->pending(held.front().id)) {
     const net::ClosureMsg& running = held.front();

@@ -57,16 +57,22 @@ inline void add_shard_rows_flag(CLI::App& app, core::RowLayout& layout) {
           CLI::ignore_case));
 }
 
-/// A PS job's replication figures for its final JSON line (`stats` null: no coordinator).
+/// A PS job's replication figures and worker losses for its final JSON line (`stats` null: no
+/// coordinator).
 inline nlohmann::json replication_json(int replicas, const CoordinatorStats* stats) {
   const CoordinatorStats none;
   const CoordinatorStats& s = stats != nullptr ? *stats : none;
+  // When the chief saw each worker lost (set against a kill's time: bench/kill_detection.sh).
+  nlohmann::json losses = nlohmann::json::array();
+  for (const auto& l : s.worker_losses)
+    losses.push_back({{"worker", l.worker}, {"unix_ms", l.unix_ms}});
   return nlohmann::json{{"ps_replicas", replicas},
                         {"ps_failovers", s.ps_failovers},
                         {"replicas_rebuilt", s.replicas_rebuilt},
                         {"under_replicated_shards", s.under_replicated_shards},
                         {"longest_stall_ms", s.longest_stall_ms},
-                        {"updates_lost", s.updates_lost}};
+                        {"updates_lost", s.updates_lost},
+                        {"worker_losses", losses}};
 }
 
 /// The load the workers put on each PS task (`ps_load`: rows and value bytes pulled and

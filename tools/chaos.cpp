@@ -105,8 +105,14 @@ void ChaosInjector::send(const Due& d) {
   if (pid > 0) ::kill(pid, d.resume ? SIGCONT : (kill ? SIGKILL : SIGSTOP));
   std::cerr << "troupe chaos: " << what << " " << d.event.task.to_string() << " (pid " << pid
             << ") at " << at_s << " s" << std::endl;
-  log_.push_back(
-      {{"action", what}, {"task", d.event.task.to_string()}, {"pid", pid}, {"at_s", at_s}});
+  const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  log_.push_back({{"action", what},
+                  {"task", d.event.task.to_string()},
+                  {"pid", pid},
+                  {"at_s", at_s},
+                  {"unix_ms", unix_ms}});
   if (pid <= 0 || d.resume) return;
   ++injections_;
   if (!kill) {

@@ -85,13 +85,22 @@ struct CoordinatorOptions {
 };
 
 /// What a ClusterCoordinator has done so far (TensorFlow has no such counters).
+/// A worker loss as the coordinator saw it: which worker, and when (ms since the Unix
+/// epoch, so that a launcher's record of a kill on the same host can be set against it).
+struct WorkerLoss {
+  int64_t worker = 0;
+  int64_t unix_ms = 0;
+};
+
 struct CoordinatorStats {
-  int64_t scheduled = 0;       // closures scheduled
-  int64_t completed = 0;       // closures whose RemoteValue got a result
-  int64_t failed = 0;          // closures that raised an application error
-  int64_t cancelled = 0;       // closures cancelled by another closure's error
-  int64_t retried = 0;         // closures taken back from a lost worker and queued again
-  int64_t workers_lost = 0;    // times a worker was lost (down, hung, or silent)
+  int64_t scheduled = 0;     // closures scheduled
+  int64_t completed = 0;     // closures whose RemoteValue got a result
+  int64_t failed = 0;        // closures that raised an application error
+  int64_t cancelled = 0;     // closures cancelled by another closure's error
+  int64_t retried = 0;       // closures taken back from a lost worker and queued again
+  int64_t workers_lost = 0;  // times a worker was lost (down, hung, or silent)
+  /// Each loss counted in workers_lost, oldest first (the first 10,000).
+  std::vector<WorkerLoss> worker_losses;
   int64_t worker_rejoins = 0;  // times a lost worker came back and took closures again
   int64_t ps_restores = 0;     // times a PS task came back restored from its snapshot
   /// Times a PS task's connection dropped (a stall, a cut link) and the same process
