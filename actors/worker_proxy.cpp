@@ -32,6 +32,7 @@ struct WorkerProxyState {
   };
   uint64_t index = 0;
   Endpoint task;
+  bool shutting_down = false;  // told to shut the worker down: its link going down is expected
   std::vector<net::Placement> placements;
   std::shared_ptr<const PsRouting> routing;  // the chief's: which replicas serve now
   caf::actor coordinator;
@@ -117,8 +118,13 @@ void drop_connection(Self* self) {
 
 // The worker is lost (down, a CAF error, overdue, or it failed to come up at start-up):
 // every closure it held goes to the coordinator, which queues again those still pending.
-void lose(Self* self) {
+// `why` goes to the chief's log: a loss with no failure behind it (a crowded host) must
+// be told apart from a crash.
+void lose(Self* self, const std::string& why) {
   auto& st = self->state;
+  if (!st.shutting_down)
+    std::cerr << "troupe: worker:" << st.index << " lost: " << why << " (" << st.in_flight.size()
+              << " closures held)" << std::endl;
   drop_connection(self);
   std::vector<net::ClosureMsg> held;
   for (auto& f : st.in_flight)
@@ -132,6 +138,7 @@ void lose(Self* self) {
 }
 
 caf::result<std::string> shut_down(Self* self, bool live) {
+  self->state.shutting_down = true;
   return shut_down_reply(self, self->state.task, live);
 }
 
@@ -156,7 +163,7 @@ caf::result<caf::ok_atom> build_dataset(Self* self, const std::string& name) {
             current<caf::error&>(self, [=](caf::error& e) {
               if (chief::is_application_error(e)) return answer(e);
               answer(caf::error{});
-              lose(self);
+              lose(self, "building dataset '" + name + "': " + self->system().render(e));
             }));
   return promise;
 }
@@ -177,8 +184,8 @@ void tell_routing(Self* self) {
 // starts from the top; one recorded meanwhile is built too). Then it takes closures.
 void prepare(Self* self, bool rejoin, size_t step) {
   auto& st = self->state;
-  auto failed = current<caf::error&>(self, [=](caf::error&) {
-    if (!rejoin) return lose(self);
+  auto failed = current<caf::error&>(self, [=](caf::error& e) {
+    if (!rejoin) return lose(self, "bringing it up: " + self->system().render(e));
     drop_connection(self);  // not lost again: it never came back
     recover(self);
   });
@@ -246,7 +253,9 @@ void send_closure(Self* self, net::ClosureMsg& c) {
               auto it = find_in_flight(self, id);
               if (it == s.in_flight.end()) return;
               // CAF's own error: the worker is unreachable or gone; its closures run elsewhere.
-              if (!chief::is_application_error(err)) return lose(self);
+              if (!chief::is_application_error(err))
+                return lose(self,
+                            "closure " + std::to_string(id) + ": " + self->system().render(err));
               net::ClosureMsg closure = std::move(it->closure);
               const bool cancelled = it->cancelled;
               s.in_flight.erase(it);
@@ -280,7 +289,10 @@ void cancel_through(Self* self, uint64_t through) {
 void check_overdue(Self* self) {
   const auto& in_flight = self->state.in_flight;
   if (in_flight.empty() || !in_flight.front().started) return;
-  if (Clock::now() - *in_flight.front().started >= self->state.config.closure_timeout) lose(self);
+  if (Clock::now() - *in_flight.front().started >= self->state.config.closure_timeout)
+    lose(self, "closure " + std::to_string(in_flight.front().closure.id) + " ran past " +
+                   std::to_string(self->state.config.closure_timeout.count()) +
+                   " ms (closure_timeout)");
 }
 
 caf::behavior running(Self* self) {
@@ -299,7 +311,7 @@ caf::behavior running(Self* self) {
         tick(self);
       },
       [=](chief::task_down_atom, uint64_t connection) {
-        if (connection == self->state.connection) lose(self);
+        if (connection == self->state.connection) lose(self, "its connection went down");
       },
       [=](chief::rejoin_atom, uint64_t) {},
   };
@@ -324,7 +336,7 @@ caf::behavior preparing(Self* self, bool rejoin) {
       [=](chief::tick_atom) { tick(self); },
       [=](chief::task_down_atom, uint64_t connection) {
         if (connection != self->state.connection) return;
-        if (!rejoin) return lose(self);
+        if (!rejoin) return lose(self, "its connection went down while it was brought up");
         drop_connection(self);
         recover(self);
       },
