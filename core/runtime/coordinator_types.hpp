@@ -84,7 +84,6 @@ struct CoordinatorOptions {
   uint32_t incarnation = 0;
 };
 
-/// What a ClusterCoordinator has done so far (TensorFlow has no such counters).
 /// A worker loss as the coordinator saw it: which worker, and when (ms since the Unix
 /// epoch, so that a launcher's record of a kill on the same host can be set against it).
 struct WorkerLoss {
@@ -92,6 +91,7 @@ struct WorkerLoss {
   int64_t unix_ms = 0;
 };
 
+/// What a ClusterCoordinator has done so far (TensorFlow has no such counters).
 struct CoordinatorStats {
   int64_t scheduled = 0;     // closures scheduled
   int64_t completed = 0;     // closures whose RemoteValue got a result
