@@ -310,12 +310,18 @@ TEST_CASE("Parameter-server training across processes: failures and recovery",
   }
 
   SECTION("A dead PS fails the closures that need it instead of hanging") {
+    // Mid-training: both workers have reached ps:0 (a worker that never has gives a PS
+    // request_timeout, 30 s, to answer its first request, as at a crowded start-up).
+    for (int i = 0; i < 4; ++i)
+      c.schedule<double>("ones_step", std::string("v"));
+    REQUIRE(c.join().ok());
     children[0]->kill(SIGKILL);  // ps:0 holds shard 0 of v
     REQUIRE(children[0]->wait_exit(10s).has_value());
     auto r = c.schedule<double>("ones_step", std::string("v"));
     auto st = c.join();
     REQUIRE_FALSE(st.ok());
     CHECK(st.error().code == core::Errc::unavailable);
+    CHECK_THAT(st.error().message, Catch::Contains("ps:0"));
     CHECK(r.fetch().error().code == core::Errc::unavailable);
     CHECK(c.schedule<int>("add", 2, 2).fetch().value() == 4);  // workers still serve
   }
