@@ -154,6 +154,16 @@ void ClosureBook::replicas_rebuilt(int64_t shards, int64_t under_replicated) {
   cv_.notify_all();
 }
 
+void ClosureBook::first_closure_answered() {
+  std::lock_guard<std::mutex> lock(mu_);
+  first_answered_ = std::chrono::steady_clock::now();
+}
+
+std::optional<std::chrono::steady_clock::time_point> ClosureBook::last_first_closure_answered() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return first_answered_;
+}
+
 void ClosureBook::progress_gap(std::chrono::milliseconds gap) {
   std::lock_guard<std::mutex> lock(mu_);
   counters_.longest_stall_ms = std::max<int64_t>(counters_.longest_stall_ms, gap.count());

@@ -62,6 +62,11 @@ class ClosureBook {
   void ps_failed_over(int64_t under_replicated);
   /// A failed-over task rejoined with copies of `shards` shards.
   void replicas_rebuilt(int64_t shards, int64_t under_replicated);
+  /// A worker answered the first closure it ran on a connection: the job's start-up (or a
+  /// rejoin) moved on. Workers' first closures are timed from the last of these.
+  void first_closure_answered();
+  /// When a worker last answered its first closure on a connection (none yet: nullopt).
+  std::optional<std::chrono::steady_clock::time_point> last_first_closure_answered();
   /// Pending closures went `gap` without one finishing (the longest is kept).
   void progress_gap(std::chrono::milliseconds gap);
   void watchdog_fired();
@@ -92,6 +97,7 @@ class ClosureBook {
   Counters counters_;
   std::optional<core::Error> first_error_;
   std::map<size_t, std::pair<int64_t, int64_t>> ps_snapshots_;  // task -> (failures, age ms)
+  std::optional<std::chrono::steady_clock::time_point> first_answered_;
 };
 
 /// What the dispatch policy sees of a worker.
