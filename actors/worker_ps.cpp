@@ -112,9 +112,14 @@ core::Expected<caf::actor> WorkerRuntime::ps(int task) {
   // Within `timeout`, a link that dropped meanwhile (its proxy terminated: a loaded
   // machine's start-up drops some) is made again, and a silent one asked again every
   // connect_timeout; a PS the chief declared lost, or a cancelled closure, ends it.
+  // On the first reach a link that stays up is a sign of life too (its heartbeats keep it
+  // up: net::for_job's connection timeout): an ask it leaves unanswered, a PS behind a
+  // job's start-up storm, moves the deadline on within `cap`, and the next ask waits twice
+  // as long (fewer asks queued at a PS that is already slow).
   core::Expected<int32_t> port = make_error(Errc::internal, "no reply");
   caf::actor a;
   int links = 0, asks = 0;
+  auto ask_bound = options_.connect_timeout;
   while (!port) {
     if (!a || net::is_terminated(a)) {
       auto made = net::connect_with_retry(
@@ -128,14 +133,18 @@ core::Expected<caf::actor> WorkerRuntime::ps(int task) {
     }
     ++asks;
     bool timed_out = false;
-    self_->request(a, std::min(left(), options_.connect_timeout), net::channel_atom::value)
+    self_->request(a, std::min(left(), ask_bound), net::channel_atom::value)
         .receive([&](int32_t p) { port = p; },
                  [&](caf::error& e) {
                    timed_out = e == caf::sec::request_timeout;
                    port = net::from_caf(e);
                  });
-    if (port || std::chrono::steady_clock::now() >= deadline || give_up() ||
-        (!timed_out && !net::is_terminated(a)))
+    if (port || give_up()) break;
+    if (first && timed_out && !net::is_terminated(a)) {
+      deadline = std::min(std::chrono::steady_clock::now() + timeout, cap);
+      ask_bound *= 2;
+    }
+    if (std::chrono::steady_clock::now() >= deadline || (!timed_out && !net::is_terminated(a)))
       break;
   }
   if (!port)
