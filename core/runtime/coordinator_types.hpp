@@ -37,7 +37,9 @@ struct WatchdogReport {
 struct CoordinatorOptions {
   /// A closure not finished within this time of its worker starting it is taken back and
   /// run elsewhere (the worker counts as lost). Time spent waiting behind other closures
-  /// in the worker's mailbox does not count.
+  /// in the worker's mailbox does not count. A worker's first closure on a connection
+  /// (its first requests to the PS tasks, made while the whole job starts) counts from
+  /// its start or from the last first closure any worker answered, whichever is later.
   std::chrono::milliseconds closure_timeout{60000};
   /// Closures sent ahead to each worker: they wait in its mailbox rather than a round trip
   /// away. Only once every live worker has one does any worker get a second, so no closure
