@@ -178,7 +178,7 @@ core::Expected<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   // for, then the CPU ring.
   std::vector<std::unique_ptr<collective::Implementation>> impls;
   Impl* raw = impl.get();
-  const bool on_gpu = options.device.is_cuda();
+  [[maybe_unused]] const bool on_gpu = options.device.is_cuda();
 #ifdef TROUPE_WITH_NCCL
   auto use_nccl = std::make_shared<bool>(options.communication == collective::Communication::nccl);
   int nccl_device = -1;

@@ -342,7 +342,7 @@ core::Expected<std::vector<Variable>> ParameterServerStrategy::find_variables() 
     auto defs = m.ask_ps<std::vector<net::VariableDef>>(task, net::defs_atom::value);
     if (!defs) return defs.error();
     for (auto& d : *defs)
-      if (check_new_name(m, d.name).ok()) found[d.name].push_back({std::move(d), task});
+      if (check_new_name(m, d.name).ok()) found[d.name].push_back({std::move(d), task, {}});
   }
   std::vector<Variable> out;
   for (auto& [name, held] : found) {

@@ -276,7 +276,8 @@ TcpEnd tcp_end(const sockaddr_in& src, const sockaddr_in& dst) {
     const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n > 0) {
       auto* h = reinterpret_cast<nlmsghdr*>(buf);
-      if (NLMSG_OK(h, static_cast<int>(n))) {
+      const auto len = static_cast<size_t>(n);  // NLMSG_OK, without its signed compare
+      if (len >= sizeof(nlmsghdr) && h->nlmsg_len >= sizeof(nlmsghdr) && h->nlmsg_len <= len) {
         if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
           end.inode = static_cast<const inet_diag_msg*>(NLMSG_DATA(h))->idiag_inode;
           end.kind = end.inode != 0 ? TcpEnd::Kind::open : TcpEnd::Kind::closed;

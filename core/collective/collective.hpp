@@ -40,6 +40,10 @@ enum class Memory { host, device };
 
 /// A float buffer reduced in place, on the host or on a device.
 struct Buffer {
+  Buffer() = default;
+  /// `count` floats at `data`, on `device` (the host when left out).
+  Buffer(float* data_, size_t count_, core::Device device_ = {})
+      : data(data_), count(count_), device(device_) {}
   float* data = nullptr;
   size_t count = 0;
   core::Device device;

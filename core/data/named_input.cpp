@@ -37,7 +37,6 @@ const char* data_format_name(DataFormat format) {
 
 namespace {
 
-constexpr size_t criteo_fields = 1 + criteo_integer_fields + criteo_categorical_fields;
 constexpr const char* idx_image = "image";
 constexpr const char* idx_label = "label";
 

@@ -314,7 +314,7 @@ TEST_CASE("strangers dripping bytes at a rank's door do not keep its neighbour o
   std::thread drip([&] {
     for (size_t i = 0; !formed; ++i) {
       for (auto& s : strangers)
-        ::send(s.fd(), "TRA1" + i % 4, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ::send(s.fd(), &"TRA1"[i % 4], 1, MSG_NOSIGNAL | MSG_DONTWAIT);
       std::unique_lock<std::mutex> lock(mu);
       cv.wait_for(lock, std::chrono::milliseconds(300), [&] { return formed.load(); });
     }

@@ -195,7 +195,7 @@ TEST_CASE(
   // dim 8 and 16: the factorization machine's vector path; 3: its loop. Batches with values
   // run the weighted form, batches of ones the plain one; one CtrGraph takes both in turn.
   // Without dense features the bias is CtrGraph's own, added to the graph's output.
-  for (const auto [dim, dense] : {std::pair<int64_t, int64_t>{3, 2}, {8, 2}, {16, 2}, {8, 0}}) {
+  for (const auto& [dim, dense] : {std::pair<int64_t, int64_t>{3, 2}, {8, 2}, {16, 2}, {8, 0}}) {
     for (CtrKind kind : {CtrKind::logistic, CtrKind::fm, CtrKind::deepfm, CtrKind::wide_deep}) {
       CtrModelConfig cfg;
       cfg.kind = kind;

@@ -256,7 +256,7 @@ TEST_CASE("ConnectionServer's door: strangers cost no thread, never crowd out me
       continue;
     }
     if (::send(drip->fd(),
-               "TRA1xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" + sent, 1,
+               &"TRA1xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"[sent], 1,
                MSG_NOSIGNAL) != 1)
       closed = true;
     else
