@@ -310,8 +310,9 @@ TEST_CASE("Parameter-server training across processes: failures and recovery",
   }
 
   SECTION("A dead PS fails the closures that need it instead of hanging") {
-    // Mid-training: both workers have reached ps:0 (a worker that never has gives a PS
-    // request_timeout, 30 s, to answer its first request, as at a crowded start-up).
+    // Mid-training: the workers have reached ps:0 (closures go to idle workers first, so
+    // each runs one). A worker that never has gives a PS request_timeout, 30 s, to answer
+    // its first request, as at a crowded start-up.
     for (int i = 0; i < 4; ++i)
       c.schedule<double>("ones_step", std::string("v"));
     REQUIRE(c.join().ok());

@@ -9,7 +9,6 @@
 #include "actor_fixture.hpp"
 #include "actors/chief_protocol.hpp"
 #include "actors/worker.hpp"
-#include "net/node.hpp"
 
 using namespace troupe;
 using namespace std::chrono_literals;
