@@ -19,16 +19,20 @@ core::Expected<std::shared_ptr<const KerasSource>> read_keras_source(const std::
   std::ostringstream buf;
   buf << in.rdbuf();
   if (in.bad()) return make_error(Errc::io_error, "model file '" + path + "': read failed");
+  return keras_source(path, buf.str());
+}
+
+std::shared_ptr<const KerasSource> keras_source(std::string name, std::string bytes) {
   auto s = std::make_shared<KerasSource>();
-  s->name = path;
-  s->bytes = buf.str();
+  s->name = std::move(name);
+  s->bytes = std::move(bytes);
   const auto digest = core::sha256(s->bytes);
   static const char* hex = "0123456789abcdef";
   for (uint8_t b : digest) {
     s->sha256.push_back(hex[b >> 4]);
     s->sha256.push_back(hex[b & 15]);
   }
-  return std::shared_ptr<const KerasSource>(std::move(s));
+  return s;
 }
 
 core::Expected<std::vector<core::FeatureSpec>> keras_feature_specs(const KerasSource& source,
@@ -75,7 +79,7 @@ core::Expected<std::unique_ptr<GraphReplica>> GraphReplica::make(const KerasSour
     if (compile.is_discarded())
       return make_error(Errc::invalid_argument, "the compile settings given are not JSON");
   }
-  if (compile.is_null())
+  if (compile.is_null() || (compile.is_object() && compile.empty()))  // Keras 3 writes {}
     return make_error(Errc::invalid_argument,
                       source.name +
                           ": the model was saved without compile(): no loss to train "
@@ -124,11 +128,9 @@ int GraphReplica::table_of(size_t w) const {
   return t;
 }
 
-core::Expected<BatchStats> GraphReplica::run(const core::Batch& batch, bool train,
-                                             const RowsFn& rows, float loss_scale,
-                                             const std::function<void(size_t)>& weight_done) {
+core::Status GraphReplica::forward(const core::Batch& batch, bool train, const RowsFn& rows) {
   auto& g = graph();
-  if (auto st = g.feed(batch); !st) return st.error();
+  if (auto st = g.feed(batch); !st) return st;
   auto& uses = g.tables();
   if (!uses.empty()) {
     auto got = rows(uses);
@@ -143,7 +145,14 @@ core::Expected<BatchStats> GraphReplica::run(const core::Batch& batch, bool trai
   if (train)
     for (size_t w = 0; w < ws.size(); ++w)
       if (!table[w] && !trains[w]) before[w] = ws[w].weight().value.to(core::Device::cpu());
-  if (auto st = g.forward(train, seed + steps++); !st) return st.error();
+  return g.forward(train, seed + steps++);
+}
+
+core::Expected<BatchStats> GraphReplica::run(const core::Batch& batch, bool train,
+                                             const RowsFn& rows, float loss_scale,
+                                             const std::function<void(size_t)>& weight_done) {
+  if (auto st = forward(batch, train, rows); !st) return st.error();
+  auto& g = graph();
   objective->reset_states();  // this batch's states alone: the caller merges them
   auto loss = train ? objective->train_step(g, batch, loss_scale, weight_done)
                     : objective->test_step(g, batch);

@@ -60,6 +60,10 @@ struct GraphReplica {
   static RowsFn each_table(
       std::function<core::Expected<core::Tensor>(size_t t, const std::vector<int64_t>& ids)> rows);
 
+  /// One batch fed, its tables' rows fetched and the forward pass run (labels not needed:
+  /// inference); the outputs are then graph().output(i). Errors name what does not fit.
+  core::Status forward(const core::Batch& batch, bool train, const RowsFn& rows);
+
   /// One batch: fed, its tables' rows fetched, forward, the objective (with the backward
   /// pass when `train`, the gradients times `loss_scale`, `weight_done` called as
   /// Graph::backward says). The batch's loss, examples and metric states are returned.

@@ -233,4 +233,19 @@ void register_keras(Registry& registry) {
       });
 }
 
+core::Status save_keras(Model& model, const std::string& path) {
+  const auto& g = model.state().replica.graph;
+  if (!g)
+    return core::make_error(core::Errc::invalid_argument,
+                            "model '" + model.spec().name + "' is not a Keras model");
+  for (size_t w = 0; w < g->keyed.size(); ++w)
+    if (g->keyed[w])
+      return core::make_error(
+          core::Errc::invalid_argument,
+          path + ": '" + g->names[w] + "' is a dynamic table, which a Keras Embedding cannot hold");
+  auto ckpt = model.read_weights();
+  if (!ckpt) return ckpt.error();
+  return core::keras::save_model(path, g->loaded, ckpt->tensors);
+}
+
 }  // namespace troupe

@@ -416,6 +416,19 @@ int64_t Model::eval_batches() {
   return (n + s_->spec.eval_batch_size - 1) / s_->spec.eval_batch_size;
 }
 
+namespace detail {
+
+GraphReplica::RowsFn model_rows(Model::State& s) {
+  GraphReplica& g = *s.replica.graph;
+  return GraphReplica::each_table([&s, &g](size_t t, const std::vector<int64_t>& ids) {
+    if (s.strategy == nullptr) return held_rows(g, t, ids);
+    // The batch's rows (by index or key) from the PS tasks: the chief holds no table.
+    return s.strategy->read_rows(s.variables[g.tables()[t].weight], ids);
+  });
+}
+
+}  // namespace detail
+
 core::Expected<BatchStats> Model::evaluate() {
   if (auto st = s_->place(); !st) return st.error();
   if (auto& g = s_->replica.graph) {
@@ -424,14 +437,7 @@ core::Expected<BatchStats> Model::evaluate() {
     if (auto st = pull(); !st) return st.error();
     BatchStats total;
     for (const auto& batch : **batches) {
-      auto stats =
-          g->run(batch, /*train=*/false,
-                 detail::GraphReplica::each_table([&](size_t t, const std::vector<int64_t>& ids) {
-                   if (s_->strategy == nullptr) return detail::held_rows(*g, t, ids);
-                   // The batch's rows (by index or key) from the PS tasks: the chief
-                   // holds no table.
-                   return s_->strategy->read_rows(s_->variables[g->tables()[t].weight], ids);
-                 }));
+      auto stats = g->run(batch, /*train=*/false, detail::model_rows(*s_));
       if (!stats) return stats;
       total.merge(*stats);
     }

@@ -147,4 +147,10 @@ struct Model::State {
   core::Status place();
 };
 
+namespace detail {
+/// The rows a Keras model's batch reads, from where its tables are: held in this process,
+/// or (attached to a ParameterServerStrategy) read from the PS tasks by index or key.
+GraphReplica::RowsFn model_rows(Model::State& s);
+}  // namespace detail
+
 }  // namespace troupe

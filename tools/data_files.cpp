@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
+
+#include "core/data/guard.hpp"
 
 namespace troupe::tools {
 
@@ -55,6 +58,37 @@ core::Expected<core::DataFormat> data_format_of(const std::string& given,
   return make_error(Errc::invalid_argument,
                     "cannot tell the data's format from its name: give --format "
                     "tfrecord|criteo|idx|csv");
+}
+
+core::Status check_data_files(const std::vector<std::string>& files, core::DataFormat format,
+                              const std::vector<core::FeatureSpec>& specs) {
+  if (files.empty()) return make_error(Errc::invalid_argument, "no data files");
+  for (const auto& f : files) {
+    if (format == core::DataFormat::idx) break;  // IDX: `image` and `label` by the files' ranks
+    auto names = core::feature_names(f, format);
+    if (!names) return names.error();
+    for (const auto& s : specs)
+      if (std::find(names->begin(), names->end(), s.name) == names->end()) {
+        std::string have;
+        for (const auto& n : *names)
+          have += (have.empty() ? "" : ", ") + n;
+        return make_error(Errc::invalid_argument, "the model reads '" + s.name + "', which " + f +
+                                                      " does not have (it has " + have + ")");
+      }
+  }
+  core::NamedInputOptions first;
+  first.format = format;
+  first.features = specs;
+  first.batch = 1;
+  first.prefetch = 0;
+  first.drop_remainder = false;
+  first.epochs = 1;
+  std::optional<core::Batch> one;
+  return core::guard_user_data(files.front(), [&] {
+    const std::vector<std::string> head =
+        format == core::DataFormat::idx ? files : std::vector<std::string>{files.front()};
+    one = core::named_input(head, core::InputContext{}, first).make_iterator()->next();
+  });
 }
 
 }  // namespace troupe::tools

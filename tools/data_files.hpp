@@ -20,4 +20,11 @@ core::Expected<std::vector<std::string>> expand_data_files(const std::vector<std
 core::Expected<core::DataFormat> data_format_of(const std::string& given,
                                                 const std::vector<std::string>& paths);
 
+/// Whether `files` hold what a model reads (`specs`: its inputs and labels), before any
+/// task trains: every file offers each feature by name (else an invalid_argument error
+/// naming the feature, the file and what it has), and the first example reads as the specs
+/// want it (a feature of another kind or length is the reader's error, naming the file).
+core::Status check_data_files(const std::vector<std::string>& files, core::DataFormat format,
+                              const std::vector<core::FeatureSpec>& specs);
+
 }  // namespace troupe::tools

@@ -89,10 +89,8 @@ nlohmann::json run_keras_predict(const PredictOptions& o, int& code) {
       total.merge(r.run(b, /*train=*/false, rows).value());
       return;
     }
-    if (auto st = r.graph().feed(b); !st) throw core::BadExpectedAccess(st.error());
-    for (size_t t = 0; t < r.tables().size(); ++t)
-      r.tables()[t].rows = detail::held_rows(r, t, r.tables()[t].ids).value();
-    if (auto st = r.graph().forward(false); !st) throw core::BadExpectedAccess(st.error());
+    if (auto st = r.forward(b, /*train=*/false, rows); !st)
+      throw core::BadExpectedAccess(st.error());
   };
   auto status = core::guard_user_data("data", [&] {
     if (o.latency_samples > 0) {  // batch 1 from the start of the data, read separately

@@ -12,7 +12,6 @@
 #include <nlohmann/json.hpp>
 
 #include "api/model_state.hpp"
-#include "core/data/guard.hpp"
 #include "core/data/named_input.hpp"
 #include "core/json_text.hpp"
 #include "examples/serve_task.hpp"
@@ -93,19 +92,6 @@ nlohmann::json history_json(const History& h, int64_t batch) {
   out["steps"] = h.steps;
   out["epochs_run"] = h.epochs.size();
   return out;
-}
-
-// The trained model as a .keras file: its weights read from wherever they live.
-core::Status write_trained(Model& model, const std::string& out) {
-  auto& g = *model.state().replica.graph;
-  for (size_t w = 0; w < g.keyed.size(); ++w)
-    if (g.keyed[w])
-      return make_error(
-          Errc::invalid_argument,
-          "--out: '" + g.names[w] + "' is a dynamic table, which a Keras Embedding cannot hold");
-  auto ckpt = model.read_weights();
-  if (!ckpt) return ckpt.error();
-  return core::keras::save_model(out, g.loaded, ckpt->tensors);
 }
 
 }  // namespace
@@ -215,36 +201,7 @@ int run_train(TrainOptions o) {
   Model model(spec);
   if (!model.state().replica.status) return fail(model.state().replica.status.error());
   const auto specs = detail::feature_specs(*model.state().replica.graph);
-  // Every data file offers what the model reads (named in the error when not).
-  for (const auto& f : *files) {
-    if (*format == core::DataFormat::idx) break;
-    auto names = core::feature_names(f, *format);
-    if (!names) return fail(names.error());
-    for (const auto& s : specs)
-      if (std::find(names->begin(), names->end(), s.name) == names->end()) {
-        std::string have;
-        for (const auto& n : *names)
-          have += (have.empty() ? "" : ", ") + n;
-        return fail(make_error(Errc::invalid_argument, "the model reads '" + s.name + "', which " +
-                                                           f + " does not have (it has " + have +
-                                                           ")"));
-      }
-  }
-  // The first example read as the model wants it: a feature of another kind or length is
-  // refused now, before any task trains.
-  {
-    auto first = input_options(o, *format, specs, 1);
-    first.batch = 1;
-    first.prefetch = 0;
-    first.drop_remainder = false;
-    std::optional<core::Batch> one;
-    auto st = core::guard_user_data(files->front(), [&] {
-      const std::vector<std::string> head =
-          *format == core::DataFormat::idx ? *files : std::vector<std::string>{files->front()};
-      one = core::named_input(head, core::InputContext{}, first).make_iterator()->next();
-    });
-    if (!st) return fail(st.error());
-  }
+  if (auto st = check_data_files(*files, *format, specs); !st) return fail(st.error());
   if (!validation.empty())
     model.state().spec.eval_batches = [=] {
       auto options = input_options(o, *format, specs, 1);
@@ -354,7 +311,7 @@ int run_train(TrainOptions o) {
     if (auto ps = strategy->ps_stats(); ps) out.update(examples::ps_load_json(*ps));
   }
   if (!o.out.empty() && writes) {
-    if (auto st = write_trained(model, o.out); !st) {
+    if (auto st = save_keras(model, o.out); !st) {
       shutdown();
       return fail(st.error());
     }

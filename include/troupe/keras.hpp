@@ -33,6 +33,9 @@ struct KerasSource {
 /// Reads a model file. A file that cannot be read is not_found / io_error naming it; its
 /// contents are checked when a Model is made from it.
 core::Expected<std::shared_ptr<const KerasSource>> read_keras_source(const std::string& path);
+/// A model file's bytes held in memory (a .keras file Keras wrote to a buffer, a to_json()
+/// document), named `name` in errors.
+std::shared_ptr<const KerasSource> keras_source(std::string name, std::string bytes);
 
 /// How Troupe trains a Keras model beyond what its file says.
 struct KerasOptions {
@@ -55,6 +58,15 @@ struct KerasOptions {
 core::Expected<std::vector<core::FeatureSpec>> keras_feature_specs(const KerasSource& source,
                                                                    const KerasOptions& options);
 
+class Model;
+
+/// Writes `model` (made from a Keras source) as a .keras file that Keras loads: its graph
+/// and compile settings as read, its weights as they are now (read from the PS tasks when
+/// the model is attached to a ParameterServerStrategy). A model with a dynamic table is an
+/// invalid_argument error (a Keras Embedding holds no keyed rows), as is a model not made
+/// from a Keras source; a file that cannot be written is io_error, naming it.
+core::Status save_keras(Model& model, const std::string& path);
+
 class Registry;
 
 /// What the chief sends every worker to train a Keras model: the model, how to train it,
@@ -67,8 +79,6 @@ struct KerasJob {
   std::string device = "cpu";
   std::string precision = "float32";
 };
-
-class Model;
 
 /// What the chief of a parameter-server job sends its workers instead of the whole model
 /// file: `model`'s (the chief's Model of a Keras source) file without its embedding tables
