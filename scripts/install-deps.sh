@@ -24,6 +24,7 @@ packages=(
   python3-yaml          # the TFJob test reads the manifests of deploy/
   libzip-dev libhdf5-dev  # Keras .keras files (core/keras): the zip and the HDF5 weights in it
   python3-venv          # the Keras test fixtures' virtual environment (scripts/keras-venv.sh)
+  pybind11-dev python3-dev  # `import troupe`: the extension module (python/)
 )
 
 missing=()

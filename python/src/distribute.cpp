@@ -1,0 +1,82 @@
+#include "python/src/distribute.hpp"
+
+#include <pybind11/stl.h>
+
+#include "core/partitioner.hpp"
+#include "net/slurm.hpp"
+#include "python/src/errors.hpp"
+#include "troupe/keras.hpp"
+#include "troupe/registry.hpp"
+#include "troupe/troupe.hpp"
+
+namespace troupe::python {
+
+namespace {
+
+net::SimpleClusterResolver resolver_of(const Jobs& jobs, const std::string& type, int index) {
+  net::ClusterSpec spec(jobs);
+  check(spec.validate());
+  net::TaskId task{type, index};
+  if (!spec.has_job(type) || index < 0 || index >= static_cast<int>(spec.jobs().at(type).size()))
+    invalid("task " + task.to_string() + " is not in the cluster");
+  return net::SimpleClusterResolver(std::move(spec), std::move(task));
+}
+
+std::shared_ptr<const core::Partitioner> partitioner_of(const py::object& p) {
+  if (p.is_none()) return nullptr;
+  const auto d = p.cast<py::dict>();
+  const auto type = d["type"].cast<std::string>();
+  if (type == "min_size")
+    return std::make_shared<core::MinSizePartitioner>(d["min_shard_bytes"].cast<int64_t>(),
+                                                      d["max_shards"].cast<int>());
+  if (type == "max_size")
+    return std::make_shared<core::MaxSizePartitioner>(d["max_shard_bytes"].cast<int64_t>(),
+                                                      d["max_shards"].cast<int>());
+  if (type == "fixed")
+    return std::make_shared<core::FixedShardsPartitioner>(d["num_shards"].cast<int>());
+  invalid("no partitioner '" + type + "'");
+}
+
+}  // namespace
+
+const Registry& keras_registry() {
+  static const Registry* registry = [] {
+    auto* r = new Registry;  // lives as long as the process: tasks serve from it
+    register_keras(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+py::dict resolve_cluster() {
+  auto r = take(net::TFConfigClusterResolver::from_env(net::default_ps_jobs));
+  py::dict d;
+  d["cluster"] = r.cluster_spec().jobs();
+  d["task_type"] = r.task().type;
+  d["task_id"] = r.task().index;
+  d["rpc_layer"] = r.rpc_layer();
+  return d;
+}
+
+void serve_task(const Jobs& jobs, const std::string& type, int index) {
+  const auto resolver = resolver_of(jobs, type, index);
+  if (type != "ps" && type != "worker")
+    invalid("task " + resolver.task().to_string() + ": only ps and worker tasks serve");
+  if (resolver.cluster_spec().num_tasks("chief") == 0)
+    invalid("task " + resolver.task().to_string() +
+            ": the cluster has no chief task, which would give every task its work");
+  py::gil_scoped_release release;
+  check(serve(resolver, keras_registry()));
+}
+
+PsStrategy::PsStrategy(const Jobs& jobs, const std::string& type, int index,
+                       const py::object& partitioner, int ps_replicas) {
+  const auto resolver = resolver_of(jobs, type, index);
+  auto p = partitioner_of(partitioner);
+  StrategyOptions options;
+  options.ps_replicas = ps_replicas;
+  py::gil_scoped_release release;  // connecting to every PS task may take a while
+  strategy_ = take(ParameterServerStrategy::make(resolver, std::move(p), options));
+}
+
+}  // namespace troupe::python

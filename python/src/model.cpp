@@ -1,0 +1,407 @@
+#include "python/src/model.hpp"
+
+#include <mutex>
+#include <optional>
+
+#include <pybind11/stl.h>
+
+#include "api/graph_replica.hpp"
+#include "api/model_state.hpp"
+#include "core/data/named_input.hpp"
+#include "python/src/arrays.hpp"
+#include "python/src/distribute.hpp"
+#include "python/src/errors.hpp"
+#include "tools/data_files.hpp"
+#include "troupe/callbacks.hpp"
+#include "troupe/registry.hpp"
+
+namespace troupe::python {
+
+namespace {
+
+const char* kind_name(core::ColumnKind k) {
+  return k == core::ColumnKind::floats ? "float32"
+         : k == core::ColumnKind::ints ? "int64"
+                                       : "string";
+}
+
+py::dict spec_dict(const std::string& name, core::ColumnKind kind,
+                   const std::vector<int64_t>& shape) {
+  py::dict d;
+  d["name"] = name;
+  d["dtype"] = kind_name(kind);
+  py::tuple t(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i)
+    t[i] = shape[i];
+  d["shape"] = t;
+  return d;
+}
+
+py::dict logs_dict(const Logs& logs) {
+  py::dict d;
+  for (const auto& [k, v] : logs)
+    d[py::str(k)] = v;
+  return d;
+}
+
+// Python's side of fit(): the user's callbacks with Keras's method names, called on this
+// (the calling) thread between steps with the GIL held; Ctrl-C checked after every step.
+// What Python raises is kept and raised again when fit() returns.
+class PythonCallbacks final : public Callback {
+ public:
+  PythonCallbacks(py::list callbacks, py::object owner, int64_t interval)
+      : callbacks_(std::move(callbacks)), owner_(std::move(owner)), interval_(interval) {}
+
+  core::Status on_train_begin(FitState&) override {
+    return call("on_train_begin", [](py::handle f) { f(py::dict()); });
+  }
+  core::Status on_epoch_begin(FitState& s) override {
+    batch_ = 0;
+    return call("on_epoch_begin", [&](py::handle f) { f(s.epoch, py::dict()); });
+  }
+  core::Status on_train_batch_end(FitState& s, const Logs& logs) override {
+    const int64_t batch = batch_++;
+    auto st = call("on_train_batch_end", [&](py::handle f) { f(batch, logs_dict(logs)); });
+    return st ? stop_asked(s) : st;
+  }
+  core::Status on_epoch_end(FitState& s, const Logs& logs) override {
+    auto st = call("on_epoch_end", [&](py::handle f) { f(s.epoch, logs_dict(logs)); });
+    return st ? stop_asked(s) : st;
+  }
+  core::Status on_train_end(FitState&, const Logs& logs) override {
+    return call("on_train_end", [&](py::handle f) { f(logs_dict(logs)); });
+  }
+  // The points where Ctrl-C can be seen while C++ trains: after every step in one process;
+  // under a strategy, where fit() waits for every closure in flight, every interval_ steps
+  // (every step only where a Python callback asks for each batch).
+  int64_t batch_interval() const override { return interval_; }
+
+  /// What a callback raised (or KeyboardInterrupt), to raise from fit().
+  std::optional<py::error_already_set> raised;
+
+ private:
+  template <class Call>
+  core::Status call(const char* method, Call&& invoke) {
+    py::gil_scoped_acquire gil;
+    try {
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+      for (py::handle cb : callbacks_)
+        if (py::hasattr(cb, method)) invoke(cb.attr(method));
+    } catch (py::error_already_set& e) {
+      raised.emplace(std::move(e));
+      return core::make_error(core::Errc::cancelled, std::string("stopped in ") + method);
+    }
+    return {};
+  }
+  // Keras's way to stop: a callback sets model.stop_training.
+  core::Status stop_asked(FitState& s) {
+    py::gil_scoped_acquire gil;
+    if (!owner_.is_none() && py::hasattr(owner_, "stop_training") &&
+        py::bool_(owner_.attr("stop_training"))) {
+      s.stop_training = true;
+      owner_.attr("stop_training") = false;
+    }
+    return {};
+  }
+
+  py::list callbacks_;
+  py::object owner_;
+  int64_t interval_;
+  int64_t batch_ = 0;
+};
+
+// One of Troupe's own callbacks, described by its Python class (troupe.keras.callbacks).
+std::shared_ptr<Callback> builtin_callback(const py::dict& d) {
+  namespace cb = callbacks;
+  const auto type = d["type"].cast<std::string>();
+  if (type == "BackupAndRestore") {
+    cb::BackupAndRestoreCallback::Options o;
+    o.save_freq_steps = d["save_freq"].cast<int64_t>();
+    return std::make_shared<cb::BackupAndRestoreCallback>(d["backup_dir"].cast<std::string>(), o);
+  }
+  if (type == "ModelCheckpoint") {
+    cb::ModelCheckpoint::Options o;
+    o.save_freq_steps = d["save_freq"].cast<int64_t>();
+    o.save_best_only = d["save_best_only"].cast<bool>();
+    o.monitor = d["monitor"].cast<std::string>();
+    o.max_to_keep = d["max_to_keep"].cast<int>();
+    return std::make_shared<cb::ModelCheckpoint>(d["directory"].cast<std::string>(), o);
+  }
+  if (type == "TensorBoard") {
+    cb::TensorBoard::Options o;
+    o.update_freq_steps = d["update_freq"].cast<int64_t>();
+    return std::make_shared<cb::TensorBoard>(d["log_dir"].cast<std::string>(), o);
+  }
+  if (type == "EarlyStopping") {
+    cb::EarlyStopping::Options o;
+    o.monitor = d["monitor"].cast<std::string>();
+    o.min_delta = d["min_delta"].cast<double>();
+    o.patience = d["patience"].cast<int64_t>();
+    return std::make_shared<cb::EarlyStopping>(o);
+  }
+  invalid("no Troupe callback '" + type + "'");
+}
+
+struct FileData {
+  std::vector<std::string> files;
+  core::NamedInputOptions options;
+  core::InputContext shard;  // an explicit shard(n, i); else the fit's own context
+  bool sharded = false;
+};
+
+FileData file_data(const py::dict& d, const std::vector<core::FeatureSpec>& specs) {
+  FileData f;
+  f.files = d["files"].cast<std::vector<std::string>>();
+  auto format = take(tools::data_format_of(d["format"].cast<std::string>(), f.files));
+  check(tools::check_data_files(f.files, format, specs));
+  f.options.format = format;
+  f.options.features = specs;
+  f.options.batch = d["batch"].cast<size_t>();
+  f.options.drop_remainder = d["drop_remainder"].cast<bool>();
+  f.options.shuffle_buffer = d["shuffle"].cast<size_t>();
+  f.options.seed = d["seed"].cast<uint64_t>();
+  f.options.epochs = d["repeat"].cast<int64_t>();
+  f.options.cache = d["cache"].cast<bool>();
+  f.options.prefetch = d["prefetch"].cast<size_t>();
+  if (!d["shard"].is_none()) {
+    auto s = d["shard"].cast<std::pair<int64_t, int64_t>>();
+    f.shard.num_input_pipelines = s.first;
+    f.shard.input_pipeline_id = s.second;
+    f.sharded = true;
+  }
+  return f;
+}
+
+}  // namespace
+
+KerasModel::KerasModel(const std::string& name, std::string bytes, const std::string& compile_json,
+                       const std::map<std::string, std::string>& labels, const std::string& device,
+                       const std::string& precision, uint64_t seed)
+    : source_(keras_source(name, std::move(bytes))) {
+  options_.compile_json = compile_json;
+  options_.seed = seed;
+  options_.labels = labels;
+  ModelSpec spec;
+  spec.keras = source_;
+  spec.keras_options = options_;
+  spec.device = device;
+  spec.precision = precision;
+  spec.seed = seed;
+  model_ = std::make_unique<Model>(spec);
+  check(model_->state().replica.status);
+  specs_ = detail::feature_specs(*model_->state().replica.graph);
+  inputs_ = model_->state().replica.graph->graph().inputs().size();
+}
+
+py::list KerasModel::inputs() {
+  py::list out;
+  for (const auto& in : model_->state().replica.graph->graph().inputs())
+    out.append(spec_dict(in.name, in.spec.kind, in.spec.shape));
+  return out;
+}
+
+py::list KerasModel::outputs() {
+  py::list out;
+  for (const auto& o : model_->state().replica.graph->graph().outputs())
+    out.append(spec_dict(o.name, o.spec.kind, o.spec.shape));
+  return out;
+}
+
+py::list KerasModel::labels() {
+  py::list out;
+  for (size_t i = inputs_; i < specs_.size(); ++i)
+    out.append(spec_dict(specs_[i].name, specs_[i].kind, specs_[i].shape));
+  return out;
+}
+
+std::vector<core::Batch> KerasModel::batches_of(const py::dict& data, bool labels,
+                                                const std::string& what) {
+  std::vector<core::FeatureSpec> specs = specs_;
+  if (!labels) specs.resize(inputs_);
+  const auto kind = data["kind"].cast<std::string>();
+  const auto batch = data["batch"].cast<size_t>();
+  if (kind == "arrays") {
+    const auto table = read_arrays(data["arrays"].cast<py::dict>(), specs, what);
+    py::gil_scoped_release release;
+    return all_batches(table, batch);
+  }
+  FileData f = file_data(data, specs);
+  f.options.drop_remainder = false;  // every example counts
+  py::gil_scoped_release release;
+  return take(core::read_named_batches(f.files, f.options));
+}
+
+py::dict KerasModel::fit(const py::dict& data, const py::object& validation, int64_t epochs,
+                         int64_t steps_per_epoch, const py::list& callbacks,
+                         const py::object& owner, int verbose, bool batch_hooks,
+                         const py::object& strategy) {
+  Registry registry;
+  DatasetCreator creator{&registry, "python", {}};
+  const auto kind = data["kind"].cast<std::string>();
+  PsStrategy* ps = strategy.is_none() ? nullptr : &strategy.cast<PsStrategy&>();
+  if (ps != nullptr) {
+    // Every worker reads its share of the files; the model reaches it as data.
+    if (kind != "files")
+      invalid(
+          "fit under a ParameterServerStrategy: each worker reads its share of the data, "
+          "so give a troupe.data dataset of files (arrays stay in this process)");
+    if (!data["shard"].is_none())
+      invalid(
+          "fit under a ParameterServerStrategy: each worker reads its own share of the "
+          "files already (no shard())");
+    const FileData f = file_data(data, specs_);
+    KerasJob job;
+    job.source = take(worker_keras_source(*model_));
+    job.options = options_;
+    job.files = f.files;
+    job.data = f.options;
+    job.data.features.clear();  // each worker's from the model
+    job.data.epochs = -1;       // each worker's share repeats: an epoch is steps_per_epoch
+    job.device = model_->spec().device;
+    job.precision = model_->spec().precision;
+    creator = DatasetCreator{&keras_registry(), "keras", encode_keras_job(job)};
+  } else if (kind == "arrays") {
+    auto table = std::make_shared<const ArrayTable>(
+        read_arrays(data["arrays"].cast<py::dict>(), specs_, "fit's x"));
+    const auto batch = data["batch"].cast<size_t>();
+    const bool shuffle = data["shuffle"].cast<bool>();
+    const auto seed = data["seed"].cast<uint64_t>();
+    const bool drop = data["drop_remainder"].cast<bool>();
+    const int64_t repeat = data["repeat"].cast<int64_t>();
+    registry.add_dataset("python", [=](const core::InputContext& ctx) {
+      auto ds = table_batches(table, batch, shuffle, seed, drop);
+      if (ctx.num_input_pipelines > 1)
+        ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id);
+      return repeat == 1 ? ds : ds.repeat(repeat);
+    });
+  } else {
+    auto f = std::make_shared<const FileData>(file_data(data, specs_));
+    registry.add_dataset("python", [f](const core::InputContext& ctx) {
+      return core::named_input(f->files, f->sharded ? f->shard : ctx, f->options);
+    });
+  }
+  FitOptions fo;
+  fo.epochs = epochs;
+  fo.steps_per_epoch = steps_per_epoch;
+  if (!validation.is_none()) {
+    auto batches = std::make_shared<const std::vector<core::Batch>>(
+        batches_of(validation.cast<py::dict>(), true, "validation_data"));
+    auto& eval = model_->state().eval;
+    std::lock_guard<std::mutex> lock(eval.mu);
+    eval.batches = std::move(batches);
+    fo.validation = FitOptions::Validation::direct;
+  }
+  Callbacks all;
+  for (py::handle cb : callbacks)
+    if (py::hasattr(cb, "_troupe_callback"))
+      all.push_back(builtin_callback(cb.attr("_troupe_callback").cast<py::dict>()));
+  constexpr int64_t kInterruptSteps = 100;  // under a strategy, without batch hooks
+  auto python = std::make_shared<PythonCallbacks>(
+      callbacks, owner, ps == nullptr || batch_hooks ? 1 : kInterruptSteps);
+  all.push_back(python);
+  if (verbose > 0) all.push_back(std::make_shared<callbacks::ProgressDisplay>());
+
+  core::Expected<History> h = core::make_error(core::Errc::internal, "not run");
+  {
+    py::gil_scoped_release release;
+    h = ps != nullptr ? troupe::fit(*model_, ps->get(), creator, fo, all)
+                      : troupe::fit(*model_, creator, fo, all);
+  }
+  if (python->raised) throw std::move(*python->raised);
+  if (!h) throw TroupeError(h.error());
+  steps_ = h->steps;
+  py::list epochs_logs;
+  for (const auto& logs : h->epochs)
+    epochs_logs.append(logs_dict(logs));
+  py::dict stats;
+  stats["steps"] = h->steps;
+  stats["steps_run"] = h->steps_run;
+  stats["train_s"] = h->train_s;
+  if (ps != nullptr) {
+    stats["workers"] = ps->num_workers();
+    stats["workers_lost"] = h->stats.workers_lost;
+    stats["closures_retried"] = h->stats.retried;
+    stats["worker_rejoins"] = h->stats.worker_rejoins;
+  }
+  py::dict out;
+  out["epochs"] = epochs_logs;
+  out["stats"] = stats;
+  return out;
+}
+
+void KerasModel::shutdown_cluster() {
+  py::gil_scoped_release release;
+  if (auto* c = model_->coordinator_if_made()) check(c->shutdown_cluster());
+}
+
+py::dict KerasModel::evaluate(const py::dict& data) {
+  auto batches =
+      std::make_shared<const std::vector<core::Batch>>(batches_of(data, true, "evaluate's x"));
+  core::Expected<BatchStats> stats = core::make_error(core::Errc::internal, "not run");
+  {
+    py::gil_scoped_release release;
+    auto& eval = model_->state().eval;
+    {
+      std::lock_guard<std::mutex> lock(eval.mu);
+      eval.batches = batches;
+    }
+    stats = model_->evaluate();
+  }
+  if (!stats) throw TroupeError(stats.error());
+  return logs_dict(detail::graph_logs(*model_->state().replica.graph, *stats));
+}
+
+py::list KerasModel::predict(const py::dict& x, int64_t batch) {
+  py::dict data;
+  data["kind"] = "arrays";
+  data["arrays"] = x;
+  data["batch"] = batch;
+  const auto batches = batches_of(data, false, "predict's x");
+  auto& g = *model_->state().replica.graph;
+  const auto& outs = g.graph().outputs();
+  std::vector<std::vector<float>> values(outs.size());
+  int64_t examples = 0;
+  {
+    py::gil_scoped_release release;
+    auto& st = model_->state();
+    check(st.place());
+    if (st.strategy != nullptr) check(model_->pull());  // trained on the PS tasks
+    const auto rows = detail::model_rows(st);
+    for (const auto& b : batches) {
+      check(g.forward(b, /*train=*/false, rows));
+      for (size_t i = 0; i < outs.size(); ++i) {
+        const core::Tensor y = core::Tensor::from_view(g.graph().output(i)).to(core::Device::cpu());
+        values[i].insert(values[i].end(), y.data(), y.data() + y.size());
+      }
+      examples += b.size();
+    }
+  }
+  py::list out;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    std::vector<int64_t> shape{examples};
+    shape.insert(shape.end(), outs[i].spec.shape.begin(), outs[i].spec.shape.end());
+    out.append(to_numpy(std::move(values[i]), shape));
+  }
+  return out;
+}
+
+void KerasModel::save(const std::string& path) {
+  py::gil_scoped_release release;
+  check(save_keras(*model_, path));
+}
+
+py::dict KerasModel::get_weights() {
+  const core::Checkpoint ckpt = take(model_->read_weights());
+  py::dict out;
+  for (const auto& [name, t] : ckpt.tensors) {
+    const core::Tensor host = t.to(core::Device::cpu());
+    std::vector<int64_t> shape;
+    for (int d = 0; d < host.shape().rank(); ++d)
+      shape.push_back(host.shape()[d]);
+    out[py::str(name)] =
+        to_numpy(std::vector<float>(host.data(), host.data() + host.size()), shape);
+  }
+  return out;
+}
+
+}  // namespace troupe::python

@@ -1,0 +1,71 @@
+#pragma once
+
+// troupe._troupe.KerasModel: a Keras model (a .keras file's bytes, or model.to_json()'s)
+// trained, evaluated and scored by Troupe's C++ in this process, with NumPy in and out.
+// The Python class troupe.keras.Model wraps it; every call that waits releases the GIL,
+// and Python callbacks (and Ctrl-C) are served between steps on the calling thread.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include "troupe/fit.hpp"
+#include "troupe/keras.hpp"
+
+namespace troupe::python {
+
+namespace py = pybind11;
+
+class KerasModel {
+ public:
+  KerasModel(const std::string& name, std::string bytes, const std::string& compile_json,
+             const std::map<std::string, std::string>& labels, const std::string& device,
+             const std::string& precision, uint64_t seed);
+
+  /// [{"name", "kind", "shape"}] of the model's inputs, of its outputs, of its label columns.
+  py::list inputs();
+  py::list outputs();
+  py::list labels();
+
+  /// Model.fit: `data` and `validation` are troupe.data specs as dicts (arrays or files);
+  /// `callbacks` Python objects with Keras's callback methods, or Troupe's own by their
+  /// "troupe" attribute (a dict); `owner` the Python Model whose stop_training callbacks
+  /// set. Returns each epoch's logs.
+  /// With `strategy` (a PsStrategy), the chief's fit(): every step a closure on some
+  /// worker, each worker reading its share of `data` (files only). Returns
+  /// {"epochs": [logs...], "stats": {...}} (stats: the coordinator's counts under a
+  /// strategy).
+  py::dict fit(const py::dict& data, const py::object& validation, int64_t epochs,
+               int64_t steps_per_epoch, const py::list& callbacks, const py::object& owner,
+               int verbose, bool batch_hooks, const py::object& strategy);
+  /// Attached to a strategy: tells every PS and worker task to stop serving.
+  void shutdown_cluster();
+  /// The compiled loss and metrics over `data`, as Keras's evaluate(return_dict=True).
+  py::dict evaluate(const py::dict& data);
+  /// Every output for `x` (input name -> array), in batches of `batch`.
+  py::list predict(const py::dict& x, int64_t batch);
+  /// The model as a .keras file Keras loads, its weights as trained.
+  void save(const std::string& path);
+  /// The weights by path ("dense/kernel") as NumPy arrays.
+  py::dict get_weights();
+
+  const std::string& name() const { return source_->name; }
+  const std::string& sha256() const { return source_->sha256; }
+  int64_t steps() const { return steps_; }
+
+ private:
+  std::vector<core::Batch> batches_of(const py::dict& data, bool labels, const std::string& what);
+
+  std::shared_ptr<const KerasSource> source_;
+  KerasOptions options_;
+  std::unique_ptr<Model> model_;
+  std::vector<core::FeatureSpec> specs_;  // inputs, then label columns
+  size_t inputs_ = 0;
+  int64_t steps_ = 0;  // steps trained in all
+};
+
+}  // namespace troupe::python

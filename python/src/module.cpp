@@ -1,0 +1,73 @@
+// troupe._troupe: the C++ side of `import troupe`. The Python package (python/troupe/)
+// gives it TensorFlow's and Keras's shapes; everything here is the C++ API under it, and
+// every error is raised as the troupe.errors class of its code.
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "python/src/arrays.hpp"
+#include "python/src/distribute.hpp"
+#include "python/src/errors.hpp"
+#include "python/src/model.hpp"
+
+namespace py = pybind11;
+using troupe::python::Jobs;
+using troupe::python::KerasModel;
+using troupe::python::PsStrategy;
+using troupe::python::TroupeError;
+
+PYBIND11_MODULE(_troupe, m) {
+  m.doc() = "Troupe's C++ runtime (use the troupe package, not this module)";
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const TroupeError& e) {
+      py::object cls = py::module_::import("troupe.errors")
+                           .attr("error_class")(troupe::core::errc_name(e.code()));
+      PyErr_SetObject(cls.ptr(), py::str(e.what()).ptr());
+    }
+  });
+
+  py::class_<KerasModel>(m, "KerasModel")
+      .def(py::init<const std::string&, std::string, const std::string&,
+                    const std::map<std::string, std::string>&, const std::string&,
+                    const std::string&, uint64_t>(),
+           py::arg("name"), py::arg("data"), py::arg("compile_json") = "",
+           py::arg("labels") = std::map<std::string, std::string>{}, py::arg("device") = "cpu",
+           py::arg("precision") = "float32", py::arg("seed") = 1,
+           // Reading a large .keras file and building the graph: no Python meanwhile.
+           py::call_guard<py::gil_scoped_release>())
+      .def("inputs", &KerasModel::inputs)
+      .def("outputs", &KerasModel::outputs)
+      .def("labels", &KerasModel::labels)
+      .def("fit", &KerasModel::fit, py::arg("data"), py::arg("validation"), py::arg("epochs"),
+           py::arg("steps_per_epoch"), py::arg("callbacks"), py::arg("owner"), py::arg("verbose"),
+           py::arg("batch_hooks"), py::arg("strategy"))
+      .def("shutdown_cluster", &KerasModel::shutdown_cluster)
+      .def("evaluate", &KerasModel::evaluate, py::arg("data"))
+      .def("predict", &KerasModel::predict, py::arg("x"), py::arg("batch"))
+      .def("save", &KerasModel::save, py::arg("path"))
+      .def("get_weights", &KerasModel::get_weights)
+      .def_property_readonly("name", &KerasModel::name)
+      .def_property_readonly("sha256", &KerasModel::sha256)
+      .def_property_readonly("steps", &KerasModel::steps);
+
+  m.def("write_tfrecord", &troupe::python::write_tfrecord, py::arg("path"), py::arg("arrays"));
+  m.def("resolve_cluster", &troupe::python::resolve_cluster);
+  m.def("serve", &troupe::python::serve_task, py::arg("cluster"), py::arg("task_type"),
+        py::arg("task_id"));
+  py::class_<PsStrategy>(m, "PsStrategy")
+      .def(py::init<const Jobs&, const std::string&, int, const py::object&, int>(),
+           py::arg("cluster"), py::arg("task_type"), py::arg("task_id"), py::arg("partitioner"),
+           py::arg("ps_replicas"))
+      .def_property_readonly("num_workers", &PsStrategy::num_workers);
+
+  m.def("errc_names", [] {
+    std::vector<std::string> names;
+    for (int c = 1; c <= static_cast<int>(troupe::core::Errc::permission_denied); ++c)
+      names.push_back(troupe::core::errc_name(static_cast<troupe::core::Errc>(c)));
+    return names;
+  });
+}

@@ -1,0 +1,175 @@
+"""troupe.errors raised for bad models and bad data; callbacks, stop_training, Ctrl-C."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import zipfile
+
+import numpy as np
+import pytest
+from conftest import ctr_data, ctr_keras_model
+
+import troupe
+import troupe.keras
+from troupe import errors
+
+
+def test_error_classes_are_tensorflows():
+    assert issubclass(errors.InvalidArgumentError, errors.OpError)
+    assert errors.error_class("invalid_argument") is errors.InvalidArgumentError
+    assert errors.error_class("unavailable") is errors.UnavailableError
+    assert errors.error_class("cancelled") is errors.CancelledError
+    assert errors.error_class("data_loss") is errors.DataLossError
+    # Every code of the C++ runtime has its class; none falls through to UnknownError
+    # but io_error, which TensorFlow reports as such too.
+    for name in troupe._troupe.errc_names():
+        cls = errors.error_class(name)
+        assert issubclass(cls, errors.OpError)
+        assert (cls is errors.UnknownError) == (name == "io_error")
+
+
+def test_bad_model_files_are_named(tmp_path, ctr_file):
+    with pytest.raises(errors.NotFoundError, match="missing.keras"):
+        troupe.keras.load_model(tmp_path / "missing.keras")
+    damaged = tmp_path / "damaged.keras"
+    damaged.write_bytes(open(ctr_file, "rb").read()[:300])
+    with pytest.raises(errors.OpError, match="damaged.keras"):
+        troupe.keras.load_model(damaged)
+    # A zip whose weights file is not HDF5.
+    broken = tmp_path / "broken.keras"
+    with zipfile.ZipFile(ctr_file) as src, zipfile.ZipFile(broken, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            dst.writestr(item, b"not hdf5" if item.filename.endswith(".h5") else data)
+    with pytest.raises(errors.OpError, match="broken.keras"):
+        troupe.keras.load_model(broken)
+
+
+def test_an_unsupported_layer_is_named_before_training():
+    import keras
+
+    inp = keras.Input(shape=(5, 3), name="seq")
+    out = keras.layers.Dense(1)(keras.layers.LSTM(4, name="recurrent")(inp))
+    model = keras.Model(inp, out)
+    model.compile(optimizer="sgd", loss="mse")
+    with pytest.raises(errors.InvalidArgumentError, match="LSTM") as e:
+        troupe.keras.Model.from_keras(model)
+    assert "recurrent" in str(e.value)
+
+
+def test_bad_arrays_are_named():
+    model = troupe.keras.Model.from_keras(ctr_keras_model())
+    x, y = ctr_data(64, seed=1)
+    with pytest.raises(errors.InvalidArgumentError, match="'item'.*it has dense"):
+        model.fit({"dense": x["dense"]}, y, verbose=0)
+    with pytest.raises(errors.InvalidArgumentError, match=r"'dense' has shape \(64, 5\)"):
+        model.fit({"dense": np.zeros((64, 5), np.float32), "item": x["item"]}, y, verbose=0)
+    with pytest.raises(errors.InvalidArgumentError, match="'item'.*integer ids"):
+        model.predict({"dense": x["dense"], "item": x["item"] + 0.5})
+    with pytest.raises(errors.InvalidArgumentError, match="'item'.*integer ids"):
+        model.predict({"dense": x["dense"], "item": np.array(["a"] * 64)})
+    with pytest.raises(errors.InvalidArgumentError, match="'label' has 10 examples"):
+        model.fit(x, y[:10], verbose=0)
+    with pytest.raises(errors.InvalidArgumentError, match="'label'"):
+        model.evaluate(x, None)
+    with pytest.raises(ValueError, match="2 inputs"):
+        model.predict(x["dense"])
+    # Ids outside the table are the runtime's error, naming the layer; nothing crashes.
+    with pytest.raises(errors.OpError, match="item_emb"):
+        model.predict({"dense": x["dense"], "item": x["item"] + 1000})
+
+
+def test_python_callbacks_are_called_as_keras_calls_them():
+    import keras
+
+    model = troupe.keras.Model.from_keras(ctr_keras_model())
+    x, y = ctr_data(256, seed=2)
+    calls = []
+
+    class Record(keras.callbacks.Callback):  # Keras's own base class
+        def on_train_begin(self, logs=None):
+            calls.append("begin")
+
+        def on_epoch_end(self, epoch, logs=None):
+            calls.append((epoch, sorted(k for k in logs if k in ("auc", "loss"))))
+            if epoch == 1:
+                self.model.stop_training = True
+
+        def on_train_end(self, logs=None):
+            calls.append("end")
+
+    history = model.fit(x, y, batch_size=64, epochs=5, callbacks=[Record()], verbose=0)
+    assert calls == ["begin", (0, ["auc", "loss"]), (1, ["auc", "loss"]), "end"]
+    assert len(history.history["loss"]) == 2  # stopped after epoch 1
+
+    class Fails(troupe.keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if batch == 2:
+                raise RuntimeError("the callback's own error")
+
+    with pytest.raises(RuntimeError, match="the callback's own error"):
+        model.fit(x, y, batch_size=16, epochs=1, callbacks=[Fails()], verbose=0)
+
+
+def test_troupe_callbacks_run_in_cpp(tmp_path):
+    model = troupe.keras.Model.from_keras(ctr_keras_model())
+    x, y = ctr_data(256, seed=3)
+    vx, vy = ctr_data(128, seed=4)
+    cbs = [troupe.keras.callbacks.ModelCheckpoint(tmp_path / "ckpt"),
+           troupe.keras.callbacks.TensorBoard(tmp_path / "tb"),
+           troupe.keras.callbacks.EarlyStopping(monitor="loss", min_delta=10.0, patience=1),
+           troupe.keras.callbacks.BackupAndRestore(tmp_path / "backup")]
+    history = model.fit(x, y, batch_size=64, epochs=10, validation_data=(vx, vy),
+                        callbacks=cbs, verbose=0)
+    # No epoch lowers the loss by 10: stopped once patience ran out.
+    assert len(history.history["loss"]) == 2
+    assert any(f.startswith("ckpt") for f in os.listdir(tmp_path / "ckpt"))
+    assert os.listdir(tmp_path / "tb" / "train")
+    assert not os.path.exists(tmp_path / "backup") or not os.listdir(tmp_path / "backup")
+
+
+CTRL_C_SCRIPT = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, sys.argv[1])
+    from conftest import ctr_data, ctr_keras_model
+    import troupe.keras
+
+    model = troupe.keras.Model.from_keras(ctr_keras_model())
+    x, y = ctr_data(256, seed=1)
+
+    class Ready(troupe.keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if batch == 3 and not getattr(self, "said", False):
+                self.said = True
+                print("training", flush=True)
+
+    try:
+        model.fit(x, y, batch_size=8, epochs=100000, callbacks=[Ready()], verbose=0)
+        print(json.dumps({"interrupted": False}))
+    except KeyboardInterrupt:
+        print(json.dumps({"interrupted": True}), flush=True)
+        # The model is usable after the interruption.
+        print(json.dumps({"predicted": model.predict(x).shape[0]}), flush=True)
+""")
+
+
+def test_ctrl_c_stops_fit_and_raises_keyboard_interrupt(tmp_path):
+    script = tmp_path / "long_fit.py"
+    script.write_text(CTRL_C_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), os.path.dirname(__file__)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "training", proc.stderr.read()
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert {"interrupted": True} in lines, err
+    assert {"predicted": 256} in lines, err
+    assert proc.returncode == 0, err

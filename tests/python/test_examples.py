@@ -1,0 +1,74 @@
+"""examples/python under `troupe launch`: real processes on 127.0.0.1, a worker killed."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import troupe
+import troupe.keras
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+BIN = os.environ.get("TROUPE_BIN_DIR", "")
+FIXTURES = os.environ.get("TROUPE_KERAS_FIXTURES", "")
+
+
+def run_launch(args, timeout):
+    """Runs `troupe launch` in its own process group; on a timeout ends the group (the
+    launcher and the tasks it started) by the launcher's id. Returns (code, output, last
+    JSON line)."""
+    proc = subprocess.Popen([os.path.join(BIN, "troupe"), "launch"] + args,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"troupe launch ran past {timeout} s:\n{out[-4000:]}")
+    last = {}
+    for line in out.splitlines():
+        if line.startswith("{"):
+            try:
+                last = json.loads(line)
+            except ValueError:
+                pass
+    return proc.returncode, out, last
+
+
+@pytest.mark.skipif(not BIN or not FIXTURES, reason="TROUPE_BIN_DIR and TROUPE_KERAS_FIXTURES "
+                    "(set by CTest) name the launcher and the Keras fixtures")
+def test_the_ps_tutorial_trains_as_a_job_and_survives_a_killed_worker(tmp_path):
+    f = os.path.join(FIXTURES, "models", "ps_tutorial")
+    trained = str(tmp_path / "trained.keras")
+    code, out, last = run_launch(
+        ["--ps", "2", "--workers", "2", "--restart-failed", "--chaos", "kill:worker:1@3s",
+         "--run-dir", str(tmp_path / "run"), "--", sys.executable,
+         os.path.join(ROOT, "examples", "python", "ps_tutorial.py"),
+         "--model", os.path.join(f, "model.keras"),
+         "--data", os.path.join(f, "train.tfrecord"),
+         "--validation", os.path.join(f, "test.tfrecord"),
+         "--epochs", "10", "--steps-per-epoch", "4000", "--batch", "32", "--out", trained],
+        timeout=400)
+    assert code == 0, out[-4000:]
+    chief = last["chief"]
+    assert chief["ok"] is True and chief["epochs_run"] == 10
+    assert chief["steps"] == 40000
+    assert chief["workers_lost"] >= 1 and chief["worker_rejoins"] >= 1, out[-4000:]
+    assert last["injections"] == 1
+    assert chief["val_accuracy"] > 0.8
+    # What the PS tasks held at the end is what was saved: the file scores the validation
+    # data as the chief's last evaluation did.
+    model = troupe.keras.load_model(trained)
+    logs = model.evaluate(troupe.data.TFRecordDataset([os.path.join(f, "test.tfrecord")])
+                          .batch(256), return_dict=True)
+    assert logs["accuracy"] == pytest.approx(chief["val_accuracy"], abs=1e-9)
+    assert logs["loss"] == pytest.approx(chief["val_loss"], rel=1e-5)
+    # And predicts from NumPy strings as it was trained from the files' bytes.
+    inputs = dict(np.load(os.path.join(f, "test_inputs.npz")))
+    p = model.predict(inputs, batch_size=64)
+    assert p.shape == (len(inputs["features"]), 1) and np.all((p >= 0) & (p <= 1))
