@@ -137,3 +137,37 @@ def test_an_uncompiled_model_predicts_and_trains_once_compiled():
         model.evaluate(x, y)
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss="binary_crossentropy")
     assert model.fit(x, y, epochs=2, verbose=0).history["loss"][1] > 0
+
+
+def test_predict_and_evaluate_release_the_gil():
+    import os
+    import sys
+    import threading
+
+    model = troupe.keras.Model.from_keras(ctr_keras_model())
+    x, y = ctr_data(200_000, seed=8)
+    spins = [0]
+    stop = threading.Event()
+
+    def spin():  # gives the GIL up at every turn: it runs only when no one else holds it
+        while not stop.is_set():
+            spins[0] += 1
+            os.sched_yield()
+
+    # No forced switch during a call: a thread runs only when the caller lets the GIL go.
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(5.0)
+    thread = threading.Thread(target=spin)
+    thread.start()
+    try:
+        during = []
+        for call in (lambda: model.predict(x, batch_size=256),
+                     lambda: model.evaluate(x, y, batch_size=256)):
+            before = spins[0]
+            call()
+            during.append(spins[0] - before)
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(previous)
+    assert min(during) > 100, during
