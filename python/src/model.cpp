@@ -241,25 +241,7 @@ py::dict KerasModel::fit(const py::dict& data, const py::object& validation, int
   PsStrategy* ps = strategy.is_none() ? nullptr : &strategy.cast<PsStrategy&>();
   if (ps != nullptr) {
     // Every worker reads its share of the files; the model reaches it as data.
-    if (kind != "files")
-      invalid(
-          "fit under a ParameterServerStrategy: each worker reads its share of the data, "
-          "so give a troupe.data dataset of files (arrays stay in this process)");
-    if (!data["shard"].is_none())
-      invalid(
-          "fit under a ParameterServerStrategy: each worker reads its own share of the "
-          "files already (no shard())");
-    const FileData f = file_data(data, specs_);
-    KerasJob job;
-    job.source = take(worker_keras_source(*model_));
-    job.options = options_;
-    job.files = f.files;
-    job.data = f.options;
-    job.data.features.clear();  // each worker's from the model
-    job.data.epochs = -1;       // each worker's share repeats: an epoch is steps_per_epoch
-    job.device = model_->spec().device;
-    job.precision = model_->spec().precision;
-    creator = DatasetCreator{&keras_registry(), "keras", encode_keras_job(job)};
+    creator = DatasetCreator{&keras_registry(), "keras", keras_job(data)};
   } else if (kind == "arrays") {
     auto table = std::make_shared<const ArrayTable>(
         read_arrays(data["arrays"].cast<py::dict>(), specs_, "fit's x"));
@@ -327,6 +309,76 @@ py::dict KerasModel::fit(const py::dict& data, const py::object& validation, int
   out["epochs"] = epochs_logs;
   out["stats"] = stats;
   return out;
+}
+
+std::vector<char> KerasModel::keras_job(const py::dict& data) {
+  if (data["kind"].cast<std::string>() != "files")
+    invalid(
+        "a ParameterServerStrategy's workers each read their share of the data: give a "
+        "troupe.data dataset of files (arrays stay in this process)");
+  if (!data["shard"].is_none())
+    invalid(
+        "under a ParameterServerStrategy each worker reads its own share of the files "
+        "already (no shard())");
+  const FileData f = file_data(data, specs_);
+  KerasJob job;
+  job.source = take(worker_keras_source(*model_));
+  job.options = options_;
+  job.files = f.files;
+  job.data = f.options;
+  job.data.features.clear();  // each worker's from the model
+  job.data.epochs = -1;       // each worker's share repeats: an epoch is steps_per_epoch
+  job.device = model_->spec().device;
+  job.precision = model_->spec().precision;
+  return encode_keras_job(job);
+}
+
+ClusterCoordinator& KerasModel::coordinator(PsStrategy& strategy) {
+  if (model_->strategy() == nullptr) check(model_->attach(strategy.get()));
+  return *take(model_->coordinator());
+}
+
+PerWorkerDataset KerasModel::per_worker_dataset(const py::dict& data, PsStrategy& strategy) {
+  auto args = keras_job(data);
+  py::gil_scoped_release release;  // attaching creates the variables on the PS tasks
+  return take(coordinator(strategy).create_per_worker_dataset("keras", args));
+}
+
+RemoteValue<BatchStats> KerasModel::schedule_train(const PerWorkerDataset& dataset,
+                                                   uint32_t steps) {
+  auto* c = model_->coordinator_if_made();
+  if (c == nullptr) invalid("schedule: the model has no per-worker dataset yet");
+  py::gil_scoped_release release;  // with max_pending_closures, waits for room
+  return c->schedule_repeated<BatchStats>("keras/train", steps, dataset);
+}
+
+void KerasModel::join() {
+  auto* c = model_->coordinator_if_made();
+  if (c == nullptr) return;
+  py::gil_scoped_release release;
+  check(c->join());
+}
+
+bool KerasModel::done() {
+  auto* c = model_->coordinator_if_made();
+  return c == nullptr || c->done();
+}
+
+py::dict KerasModel::cluster_stats() {
+  py::dict d;
+  auto* c = model_->coordinator_if_made();
+  if (c == nullptr) return d;
+  const CoordinatorStats s = c->stats();
+  d["closures_scheduled"] = s.scheduled;
+  d["closures_completed"] = s.completed;
+  d["closures_retried"] = s.retried;
+  d["workers_lost"] = s.workers_lost;
+  d["worker_rejoins"] = s.worker_rejoins;
+  return d;
+}
+
+py::dict KerasModel::logs(const BatchStats& stats) {
+  return logs_dict(detail::graph_logs(*model_->state().replica.graph, stats));
 }
 
 void KerasModel::shutdown_cluster() {

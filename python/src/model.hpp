@@ -13,12 +13,15 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include "troupe/coordinator.hpp"
 #include "troupe/fit.hpp"
 #include "troupe/keras.hpp"
 
 namespace troupe::python {
 
 namespace py = pybind11;
+
+class PsStrategy;
 
 class KerasModel {
  public:
@@ -44,6 +47,21 @@ class KerasModel {
                int verbose, bool batch_hooks, const py::object& strategy);
   /// Attached to a strategy: tells every PS and worker task to stop serving.
   void shutdown_cluster();
+
+  // ClusterCoordinator from Python (the tutorial's custom loop): the model attached to
+  // `strategy` and its coordinator made on first use.
+  /// Every worker's iterator over its share of `data` (files), the model with it.
+  PerWorkerDataset per_worker_dataset(const py::dict& data, PsStrategy& strategy);
+  /// One "keras/train" closure of `steps` steps on some worker; its stats when it ends.
+  RemoteValue<BatchStats> schedule_train(const PerWorkerDataset& dataset, uint32_t steps);
+  /// Waits for every closure scheduled (GIL released); raises the first closure's error.
+  void join();
+  bool done();
+  /// A closure's stats as Keras's logs (loss and the compiled metrics).
+  py::dict logs(const BatchStats& stats);
+  /// The coordinator's counts: closures scheduled, completed, retried; workers lost and
+  /// rejoined ({} before it exists).
+  py::dict cluster_stats();
   /// The compiled loss and metrics over `data`, as Keras's evaluate(return_dict=True).
   py::dict evaluate(const py::dict& data);
   /// Every output for `x` (input name -> array), in batches of `batch`.
@@ -59,6 +77,10 @@ class KerasModel {
 
  private:
   std::vector<core::Batch> batches_of(const py::dict& data, bool labels, const std::string& what);
+  /// What every worker of a strategy's job reads: the files of `data` and the model
+  /// without its tables, as the "keras" dataset's arguments.
+  std::vector<char> keras_job(const py::dict& data);
+  ClusterCoordinator& coordinator(PsStrategy& strategy);
 
   std::shared_ptr<const KerasSource> source_;
   KerasOptions options_;

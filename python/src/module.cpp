@@ -46,6 +46,13 @@ PYBIND11_MODULE(_troupe, m) {
            py::arg("steps_per_epoch"), py::arg("callbacks"), py::arg("owner"), py::arg("verbose"),
            py::arg("batch_hooks"), py::arg("strategy"))
       .def("shutdown_cluster", &KerasModel::shutdown_cluster)
+      .def("per_worker_dataset", &KerasModel::per_worker_dataset, py::arg("data"),
+           py::arg("strategy"))
+      .def("schedule_train", &KerasModel::schedule_train, py::arg("dataset"), py::arg("steps"))
+      .def("join", &KerasModel::join)
+      .def("done", &KerasModel::done)
+      .def("logs", &KerasModel::logs)
+      .def("cluster_stats", &KerasModel::cluster_stats)
       .def("evaluate", &KerasModel::evaluate, py::arg("data"))
       .def("predict", &KerasModel::predict, py::arg("x"), py::arg("batch"))
       .def("save", &KerasModel::save, py::arg("path"))
@@ -55,6 +62,23 @@ PYBIND11_MODULE(_troupe, m) {
       .def_property_readonly("steps", &KerasModel::steps);
 
   m.def("write_tfrecord", &troupe::python::write_tfrecord, py::arg("path"), py::arg("arrays"));
+  py::class_<troupe::PerWorkerDataset>(m, "PerWorkerDataset")
+      .def_readonly("name", &troupe::PerWorkerDataset::name);
+  py::class_<troupe::BatchStats>(m, "BatchStats");
+  // A closure's result: fetch() waits for it (GIL released) and gives its BatchStats, or
+  // raises its error (a cancelled closure: CancelledError).
+  py::class_<troupe::RemoteValue<troupe::BatchStats>>(m, "RemoteStats")
+      .def("ready", &troupe::RemoteValue<troupe::BatchStats>::ready)
+      .def("fetch", [](const troupe::RemoteValue<troupe::BatchStats>& v) {
+        troupe::core::Expected<troupe::BatchStats> r =
+            troupe::core::make_error(troupe::core::Errc::internal, "not run");
+        {
+          py::gil_scoped_release release;
+          r = v.fetch();
+        }
+        return troupe::python::take(std::move(r));
+      });
+
   m.def("resolve_cluster", &troupe::python::resolve_cluster);
   m.def("serve", &troupe::python::serve_task, py::arg("cluster"), py::arg("task_type"),
         py::arg("task_id"));

@@ -173,3 +173,43 @@ def test_ctrl_c_stops_fit_and_raises_keyboard_interrupt(tmp_path):
     assert {"interrupted": True} in lines, err
     assert {"predicted": 256} in lines, err
     assert proc.returncode == 0, err
+
+
+def test_schedule_refuses_a_python_function_and_names_the_alternatives():
+    from troupe.distribute.coordinator import ClusterCoordinator
+
+    coordinator = ClusterCoordinator(strategy=object())  # no cluster needed to refuse
+
+    def my_step(iterator):
+        return next(iterator)
+
+    with pytest.raises(errors.InvalidArgumentError, match="my_step is a Python function") as e:
+        coordinator.schedule(my_step, args=(None,))
+    assert "model.train_step" in str(e.value) and "model.fit()" in str(e.value)
+    # A model's step is a reference to C++, run only by a worker.
+    model = troupe.keras.Model.from_keras(ctr_keras_model())
+    with pytest.raises(errors.InvalidArgumentError, match="scope"):
+        coordinator.schedule(model.train_step, args=(None,))
+    with pytest.raises(TypeError, match="runs on the workers"):
+        model.train_step(None)
+
+
+def test_tf_config_is_read_as_tensorflow_reads_it(monkeypatch):
+    from troupe.distribute.cluster_resolver import TFConfigClusterResolver
+
+    monkeypatch.setenv("TF_CONFIG", json.dumps({
+        "cluster": {"chief": ["127.0.0.1:2000"], "worker": ["127.0.0.1:2001",
+                                                            "127.0.0.1:2002"],
+                    "ps": ["127.0.0.1:2003"]},
+        "task": {"type": "worker", "index": 1}}))
+    r = TFConfigClusterResolver()
+    assert (r.task_type, r.task_id) == ("worker", 1)
+    assert r.cluster_spec().num_tasks("worker") == 2
+    assert r.cluster_spec().task_address("ps", 0) == "127.0.0.1:2003"
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["127.0.0.1:1"]}, "task": {')
+    with pytest.raises(errors.InvalidArgumentError, match="TF_CONFIG"):
+        TFConfigClusterResolver()
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["127.0.0.1:2001"]},
+                                                "task": {"type": "worker", "index": 3}}))
+    with pytest.raises(errors.InvalidArgumentError, match="3"):
+        TFConfigClusterResolver()

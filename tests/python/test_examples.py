@@ -42,7 +42,8 @@ def run_launch(args, timeout):
 
 @pytest.mark.skipif(not BIN or not FIXTURES, reason="TROUPE_BIN_DIR and TROUPE_KERAS_FIXTURES "
                     "(set by CTest) name the launcher and the Keras fixtures")
-def test_the_ps_tutorial_trains_as_a_job_and_survives_a_killed_worker(tmp_path):
+@pytest.mark.parametrize("loop", ["fit", "custom"])
+def test_the_ps_tutorial_trains_as_a_job_and_survives_a_killed_worker(tmp_path, loop):
     f = os.path.join(FIXTURES, "models", "ps_tutorial")
     trained = str(tmp_path / "trained.keras")
     code, out, last = run_launch(
@@ -52,11 +53,12 @@ def test_the_ps_tutorial_trains_as_a_job_and_survives_a_killed_worker(tmp_path):
          "--model", os.path.join(f, "model.keras"),
          "--data", os.path.join(f, "train.tfrecord"),
          "--validation", os.path.join(f, "test.tfrecord"),
-         "--epochs", "10", "--steps-per-epoch", "4000", "--batch", "32", "--out", trained],
+         "--epochs", "10", "--steps-per-epoch", "4000", "--batch", "32", "--out", trained,
+         "--loop", loop],
         timeout=400)
     assert code == 0, out[-4000:]
     chief = last["chief"]
-    assert chief["ok"] is True and chief["epochs_run"] == 10
+    assert chief["ok"] is True and chief["epochs_run"] == 10 and chief["loop"] == loop
     assert chief["steps"] == 40000
     assert chief["workers_lost"] >= 1 and chief["worker_rejoins"] >= 1, out[-4000:]
     assert last["injections"] == 1

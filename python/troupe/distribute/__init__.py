@@ -23,11 +23,12 @@ import threading
 import weakref
 
 from troupe import _troupe
-from troupe.distribute import cluster_resolver  # noqa: F401
+from troupe.distribute import cluster_resolver, coordinator  # noqa: F401
 from troupe.distribute.cluster_resolver import ClusterSpec
 
 __all__ = ["FixedShardsPartitioner", "MaxSizePartitioner", "MinSizePartitioner",
-           "ParameterServerStrategy", "Server", "cluster_resolver", "experimental"]
+           "ParameterServerStrategy", "Server", "cluster_resolver", "coordinator",
+           "experimental"]
 
 
 class MinSizePartitioner:

@@ -46,6 +46,18 @@ def _batch_hooks(callbacks):
     return False
 
 
+class _Step:
+    """A model's step registered in C++, by reference: what schedule() sends a worker."""
+
+    def __init__(self, model, name, steps):
+        self.__name__ = name
+        self._troupe_step = (model, int(steps))
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"{self.__name__} runs on the workers: schedule it with a "
+                        "ClusterCoordinator, or train with fit()")
+
+
 class History:
     """What fit() did, as Keras's History: ``history`` maps each metric to its value per
     epoch (``loss``, ``val_loss``, ...), ``epoch`` lists the epochs run."""
@@ -81,17 +93,18 @@ def _serialize(obj):
 _PREDICT_ONLY = {"optimizer": "sgd", "loss": "mean_squared_error"}
 
 
-def _has_compile_config(data):
-    """Whether a .keras file (zip) holds compile settings; a to_json() document never
-    does."""
+def _file_compile_config(data):
+    """A .keras file's (zip's) compile settings: a dict, {} when it has none (Keras 3
+    writes {}, older versions null, for a model never compiled; a to_json() document never
+    has them), None when the file cannot be read here (the C++ reader names what is wrong
+    with it)."""
     if not data.startswith(b"PK"):
-        return False
+        return {}
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as z:
-            # Keras 3 writes {} (older versions null) for a model never compiled.
-            return bool(json.loads(z.read("config.json")).get("compile_config"))
+            return json.loads(z.read("config.json")).get("compile_config") or {}
     except (zipfile.BadZipFile, KeyError, ValueError):
-        return True  # damaged: the C++ reader names what is wrong with it
+        return None
 
 class Model:
     """A Keras model that Troupe trains. Made by ``load_model`` or ``Model.from_keras``."""
@@ -105,7 +118,10 @@ class Model:
         # A model saved without compile() predicts and is saved as it is, and trains once
         # compile() gives it a loss (Keras's rule); its C++ replica is made with a stand-in
         # loss that no fit() or evaluate() ever uses.
-        self._compiled = bool(compile_config) or _has_compile_config(data)
+        in_file = _file_compile_config(data)
+        self._compiled = bool(compile_config) or in_file != {}
+        settings = compile_config or in_file or {}
+        self._steps_per_execution = int(settings.get("steps_per_execution") or 1)
         if compile_config:
             self._compile_json = json.dumps(compile_config)
         elif not self._compiled:
@@ -179,6 +195,7 @@ class Model:
         data = self._file_bytes()  # the weights as they are now
         self._compile_json = json.dumps(config)
         self._compiled = True
+        self._steps_per_execution = int(steps_per_execution)
         o = self._options
         self._core = _troupe.KerasModel(self._name, data, self._compile_json, o["labels"],
                                         o["device"], o["precision"], o["seed"])
@@ -261,6 +278,13 @@ class Model:
             x = {names[0]: x}
         outs = self._core.predict(x, int(batch_size or 32))
         return outs[0] if len(outs) == 1 else outs
+
+    @property
+    def train_step(self):
+        """The model's registered training step, for ClusterCoordinator.schedule(): one
+        batch of the worker's per-worker iterator (``steps_per_execution`` of them),
+        trained on the PS tasks' variables."""
+        return _Step(self, "train_step", self._steps_per_execution)
 
     def get_weights(self):
         """The weights by their Keras path ("dense/kernel") as float32 arrays."""
