@@ -250,10 +250,9 @@ py::dict KerasModel::fit(const py::dict& data, const py::object& validation, int
     const auto seed = data["seed"].cast<uint64_t>();
     const bool drop = data["drop_remainder"].cast<bool>();
     const int64_t repeat = data["repeat"].cast<int64_t>();
-    registry.add_dataset("python", [=](const core::InputContext& ctx) {
+    // Arrays train in this process only (a strategy's workers read files): one pipeline.
+    registry.add_dataset("python", [=](const core::InputContext&) {
       auto ds = table_batches(table, batch, shuffle, seed, drop);
-      if (ctx.num_input_pipelines > 1)
-        ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id);
       return repeat == 1 ? ds : ds.repeat(repeat);
     });
   } else {
