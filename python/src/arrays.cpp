@@ -151,11 +151,15 @@ core::Batch gather(const ArrayTable& table, const std::vector<int64_t>& rows) {
 }
 
 core::Dataset<core::Batch> table_batches(std::shared_ptr<const ArrayTable> table, size_t batch,
-                                         bool shuffle, uint64_t seed, bool drop_remainder) {
+                                         bool shuffle, uint64_t seed, bool drop_remainder,
+                                         const core::InputContext& shard) {
   auto iterators = std::make_shared<std::atomic<uint64_t>>(0);
+  const int64_t n = std::max<int64_t>(1, shard.num_input_pipelines);
+  const int64_t first = shard.input_pipeline_id;
   return core::Dataset<core::Batch>([=] {
-    auto order = std::make_shared<std::vector<int64_t>>(static_cast<size_t>(table->examples));
-    std::iota(order->begin(), order->end(), int64_t{0});
+    auto order = std::make_shared<std::vector<int64_t>>();
+    for (int64_t row = first; row < table->examples; row += n)
+      order->push_back(row);
     if (shuffle) {
       std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + (*iterators)++);
       std::shuffle(order->begin(), order->end(), rng);

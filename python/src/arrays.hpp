@@ -16,6 +16,7 @@
 #include "core/data/columns.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/example.hpp"
+#include "core/data/input_context.hpp"
 
 namespace troupe::python {
 
@@ -40,8 +41,11 @@ core::Batch gather(const ArrayTable& table, const std::vector<int64_t>& rows);
 
 /// The table in batches of `batch` (the last smaller unless drop_remainder), in order, or
 /// in a new random order for each iterator (each epoch) drawn from `seed` when `shuffle`.
+/// With `shard` of n pipelines, pipeline i takes examples i, i + n, ... (tf.data's DATA
+/// auto-shard policy).
 core::Dataset<core::Batch> table_batches(std::shared_ptr<const ArrayTable> table, size_t batch,
-                                         bool shuffle, uint64_t seed, bool drop_remainder);
+                                         bool shuffle, uint64_t seed, bool drop_remainder,
+                                         const core::InputContext& shard = {});
 
 /// Every batch of the table, in order (evaluation and prediction).
 std::vector<core::Batch> all_batches(const ArrayTable& table, size_t batch);

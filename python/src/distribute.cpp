@@ -2,6 +2,9 @@
 
 #include <pybind11/stl.h>
 
+#include <chrono>
+
+#include "core/collective/collective.hpp"
 #include "core/partitioner.hpp"
 #include "net/slurm.hpp"
 #include "python/src/errors.hpp"
@@ -77,6 +80,31 @@ PsStrategy::PsStrategy(const Jobs& jobs, const std::string& type, int index,
   options.ps_replicas = ps_replicas;
   py::gil_scoped_release release;  // connecting to every PS task may take a while
   strategy_ = take(ParameterServerStrategy::make(resolver, std::move(p), options));
+}
+
+MirroredStrategy::MirroredStrategy(const Jobs& jobs, const std::string& type, int index,
+                                   const py::dict& options) {
+  const auto resolver = resolver_of(jobs, type, index);
+  MirroredOptions o;
+  o.communication =
+      take(collective::parse_communication(options["communication"].cast<std::string>()));
+  o.elastic = options["elastic"].cast<bool>();
+  o.min_workers = options["min_workers"].cast<int>();
+  auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); };
+  o.timeout = ms(options["timeout_s"].cast<double>());
+  o.connect_timeout = ms(options["connect_timeout_s"].cast<double>());
+  py::gil_scoped_release release;  // waits for every worker of the ring
+  strategy_ = take(MultiWorkerMirroredStrategy::make(resolver, o));
+}
+
+py::dict MirroredStrategy::stats() const {
+  const MirroredStats s = strategy_->stats();
+  py::dict d;
+  d["reforms"] = s.reforms;
+  d["workers_lost"] = s.workers_lost;
+  d["workers_joined"] = s.workers_joined;
+  d["steps_redone"] = s.steps_redone;
+  return d;
 }
 
 }  // namespace troupe::python

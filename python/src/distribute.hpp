@@ -12,6 +12,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include "troupe/mirrored_strategy.hpp"
 #include "troupe/strategy.hpp"
 
 namespace troupe {
@@ -46,6 +47,24 @@ class PsStrategy {
 
  private:
   std::unique_ptr<ParameterServerStrategy> strategy_;
+};
+
+/// MultiWorkerMirroredStrategy, made by every worker's script: joins the ring of the
+/// cluster's chief and worker tasks when made (waits for all of them).
+class MirroredStrategy {
+ public:
+  /// `options`: {"communication": "auto"|"ring"|"nccl", "elastic": bool, "min_workers": int,
+  /// "timeout_s": float, "connect_timeout_s": float}.
+  MirroredStrategy(const Jobs& jobs, const std::string& type, int index, const py::dict& options);
+  MultiWorkerMirroredStrategy& get() { return *strategy_; }
+  int num_replicas_in_sync() const { return strategy_->num_replicas_in_sync(); }
+  int worker_index() const { return strategy_->worker_index(); }
+  bool is_chief() const { return strategy_->is_chief(); }
+  /// {"reforms", "workers_lost", "workers_joined", "steps_redone"}.
+  py::dict stats() const;
+
+ private:
+  std::unique_ptr<MultiWorkerMirroredStrategy> strategy_;
 };
 
 }  // namespace troupe::python

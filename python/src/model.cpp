@@ -172,6 +172,58 @@ FileData file_data(const py::dict& d, const std::vector<core::FeatureSpec>& spec
   return f;
 }
 
+// A fit()'s data in this process: arrays read once, or files; with their pipeline.
+struct LocalData {
+  std::shared_ptr<const ArrayTable> table;  // arrays
+  std::shared_ptr<const FileData> files;    // or files
+  size_t batch = 32;
+  bool shuffle = false, drop_remainder = false;
+  uint64_t seed = 1;
+  int64_t repeat = 1;
+  std::optional<core::InputContext> shard;  // an explicit shard(n, i) of the arrays
+};
+
+std::shared_ptr<const LocalData> local_data(const py::dict& data,
+                                            const std::vector<core::FeatureSpec>& specs) {
+  auto d = std::make_shared<LocalData>();
+  if (data["kind"].cast<std::string>() != "arrays") {
+    d->files = std::make_shared<const FileData>(file_data(data, specs));
+    return d;
+  }
+  d->table = std::make_shared<const ArrayTable>(
+      read_arrays(data["arrays"].cast<py::dict>(), specs, "fit's x"));
+  d->batch = data["batch"].cast<size_t>();
+  d->shuffle = data["shuffle"].cast<bool>();
+  d->seed = data["seed"].cast<uint64_t>();
+  d->drop_remainder = data["drop_remainder"].cast<bool>();
+  d->repeat = data["repeat"].cast<int64_t>();
+  if (data.contains("shard") && !data["shard"].is_none()) {
+    auto s = data["shard"].cast<std::pair<int64_t, int64_t>>();
+    d->shard = core::InputContext{s.first, s.second, 1};
+  }
+  return d;
+}
+
+/// The batches of `d` for pipeline `ctx` (unless the data names its own shard). With
+/// `split_batch` the data's batch is the global one and each replica takes its share
+/// (TensorFlow's get_per_replica_batch_size: one the replicas do not divide is an error).
+core::Dataset<core::Batch> local_dataset(const std::shared_ptr<const LocalData>& d,
+                                         const core::InputContext& ctx, bool split_batch) {
+  auto batch_of = [&](size_t global) {
+    return split_batch ? static_cast<size_t>(
+                             ctx.per_replica_batch_size(static_cast<int64_t>(global)).value())
+                       : global;
+  };
+  if (d->files) {
+    auto options = d->files->options;
+    options.batch = batch_of(options.batch);
+    return core::named_input(d->files->files, d->files->sharded ? d->files->shard : ctx, options);
+  }
+  auto ds = table_batches(d->table, batch_of(d->batch), d->shuffle, d->seed, d->drop_remainder,
+                          d->shard ? *d->shard : ctx);
+  return d->repeat == 1 ? ds : ds.repeat(d->repeat);
+}
+
 }  // namespace
 
 KerasModel::KerasModel(const std::string& name, std::string bytes, const std::string& compile_json,
@@ -237,28 +289,47 @@ py::dict KerasModel::fit(const py::dict& data, const py::object& validation, int
                          const py::object& strategy) {
   Registry registry;
   DatasetCreator creator{&registry, "python", {}};
-  const auto kind = data["kind"].cast<std::string>();
-  PsStrategy* ps = strategy.is_none() ? nullptr : &strategy.cast<PsStrategy&>();
+  PsStrategy* ps = nullptr;
+  MirroredStrategy* mirror = nullptr;
+  if (py::isinstance<MirroredStrategy>(strategy))
+    mirror = &strategy.cast<MirroredStrategy&>();
+  else if (!strategy.is_none())
+    ps = &strategy.cast<PsStrategy&>();
   if (ps != nullptr) {
     // Every worker reads its share of the files; the model reaches it as data.
     creator = DatasetCreator{&keras_registry(), "keras", keras_job(data)};
-  } else if (kind == "arrays") {
-    auto table = std::make_shared<const ArrayTable>(
-        read_arrays(data["arrays"].cast<py::dict>(), specs_, "fit's x"));
-    const auto batch = data["batch"].cast<size_t>();
-    const bool shuffle = data["shuffle"].cast<bool>();
-    const auto seed = data["seed"].cast<uint64_t>();
-    const bool drop = data["drop_remainder"].cast<bool>();
-    const int64_t repeat = data["repeat"].cast<int64_t>();
-    // Arrays train in this process only (a strategy's workers read files): one pipeline.
-    registry.add_dataset("python", [=](const core::InputContext&) {
-      auto ds = table_batches(table, batch, shuffle, seed, drop);
-      return repeat == 1 ? ds : ds.repeat(repeat);
+  } else if (data["kind"].cast<std::string>() == "function") {
+    // distribute_datasets_from_function: the Python function of the InputContext, called
+    // again whenever the ring re-forms; its dataset is this replica's, as it gives it.
+    auto fn = std::shared_ptr<py::object>(new py::object(data["fn"]), [](py::object* o) {
+      py::gil_scoped_acquire gil;
+      delete o;
+    });
+    auto specs = specs_;
+    registry.add_dataset("python", [fn, specs](const core::InputContext& ctx) {
+      std::shared_ptr<const LocalData> d;
+      {
+        py::gil_scoped_acquire gil;
+        try {
+          d = local_data(
+              (*fn)(ctx.num_input_pipelines, ctx.input_pipeline_id, ctx.num_replicas_in_sync)
+                  .cast<py::dict>(),
+              specs);
+        } catch (py::error_already_set& e) {
+          throw core::BadExpectedAccess(
+              core::make_error(core::Errc::invalid_argument,
+                               std::string("the dataset function raised ") + e.what()));
+        }
+      }
+      return local_dataset(d, ctx, false);
     });
   } else {
-    auto f = std::make_shared<const FileData>(file_data(data, specs_));
-    registry.add_dataset("python", [f](const core::InputContext& ctx) {
-      return core::named_input(f->files, f->sharded ? f->shard : ctx, f->options);
+    // Arrays or files in this process: one pipeline, or (mirrored) this replica's shard of
+    // the examples and of the global batch, again whenever the ring re-forms.
+    std::shared_ptr<const LocalData> d = local_data(data, specs_);
+    const bool mirrored = mirror != nullptr;
+    registry.add_dataset("python", [d, mirrored](const core::InputContext& ctx) {
+      return local_dataset(d, mirrored ? ctx : core::InputContext{}, mirrored);
     });
   }
   FitOptions fo;
@@ -278,15 +349,16 @@ py::dict KerasModel::fit(const py::dict& data, const py::object& validation, int
       all.push_back(builtin_callback(cb.attr("_troupe_callback").cast<py::dict>()));
   constexpr int64_t kInterruptSteps = 100;  // under a strategy, without batch hooks
   auto python = std::make_shared<PythonCallbacks>(
-      callbacks, owner, ps == nullptr || batch_hooks ? 1 : kInterruptSteps);
+      callbacks, owner, (ps == nullptr && mirror == nullptr) || batch_hooks ? 1 : kInterruptSteps);
   all.push_back(python);
   if (verbose > 0) all.push_back(std::make_shared<callbacks::ProgressDisplay>());
 
   core::Expected<History> h = core::make_error(core::Errc::internal, "not run");
   {
     py::gil_scoped_release release;
-    h = ps != nullptr ? troupe::fit(*model_, ps->get(), creator, fo, all)
-                      : troupe::fit(*model_, creator, fo, all);
+    h = ps != nullptr       ? troupe::fit(*model_, ps->get(), creator, fo, all)
+        : mirror != nullptr ? troupe::fit(*model_, mirror->get(), creator, fo, all)
+                            : troupe::fit(*model_, creator, fo, all);
   }
   if (python->raised) throw std::move(*python->raised);
   if (!h) throw TroupeError(h.error());
@@ -303,6 +375,13 @@ py::dict KerasModel::fit(const py::dict& data, const py::object& validation, int
     stats["workers_lost"] = h->stats.workers_lost;
     stats["closures_retried"] = h->stats.retried;
     stats["worker_rejoins"] = h->stats.worker_rejoins;
+  }
+  if (mirror != nullptr) {
+    stats["workers"] = mirror->num_replicas_in_sync();
+    stats["is_chief"] = mirror->is_chief();
+    stats["workers_lost"] = h->mirrored.workers_lost;
+    stats["workers_joined"] = h->mirrored.workers_joined;
+    stats["steps_redone"] = h->mirrored.steps_redone;
   }
   py::dict out;
   out["epochs"] = epochs_logs;

@@ -38,10 +38,11 @@ class KerasModel {
   /// `callbacks` Python objects with Keras's callback methods, or Troupe's own by their
   /// "troupe" attribute (a dict); `owner` the Python Model whose stop_training callbacks
   /// set. Returns each epoch's logs.
-  /// With `strategy` (a PsStrategy), the chief's fit(): every step a closure on some
-  /// worker, each worker reading its share of `data` (files only). Returns
-  /// {"epochs": [logs...], "stats": {...}} (stats: the coordinator's counts under a
-  /// strategy).
+  /// With `strategy` a PsStrategy, the chief's fit(): every step a closure on some
+  /// worker, each worker reading its share of `data` (files only). With a MirroredStrategy,
+  /// this worker's replica: its shard of `data` (arrays or files), `data`'s batch the
+  /// global one, split among the replicas. Returns {"epochs": [logs...], "stats": {...}}
+  /// (stats: the coordinator's or the ring's counts under a strategy).
   py::dict fit(const py::dict& data, const py::object& validation, int64_t epochs,
                int64_t steps_per_epoch, const py::list& callbacks, const py::object& owner,
                int verbose, bool batch_hooks, const py::object& strategy);

@@ -88,6 +88,15 @@ PYBIND11_MODULE(_troupe, m) {
            py::arg("ps_replicas"))
       .def_property_readonly("num_workers", &PsStrategy::num_workers);
 
+  py::class_<troupe::python::MirroredStrategy>(m, "MirroredStrategy")
+      .def(py::init<const Jobs&, const std::string&, int, const py::dict&>(), py::arg("cluster"),
+           py::arg("task_type"), py::arg("task_id"), py::arg("options"))
+      .def_property_readonly("num_replicas_in_sync",
+                             &troupe::python::MirroredStrategy::num_replicas_in_sync)
+      .def_property_readonly("worker_index", &troupe::python::MirroredStrategy::worker_index)
+      .def_property_readonly("is_chief", &troupe::python::MirroredStrategy::is_chief)
+      .def("stats", &troupe::python::MirroredStrategy::stats);
+
   m.def("errc_names", [] {
     std::vector<std::string> names;
     for (int c = 1; c <= static_cast<int>(troupe::core::Errc::permission_denied); ++c)

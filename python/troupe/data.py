@@ -20,6 +20,7 @@ import os
 import numpy as np
 
 _FORMATS = ("tfrecord", "criteo", "csv", "idx")
+_ONE_INPUT = ""  # the key of features given as one array
 
 
 class Dataset:
@@ -54,9 +55,13 @@ class Dataset:
         else:
             features, labels = tensors, None
         if not isinstance(features, dict):
-            raise TypeError(
-                "from_tensor_slices: the features are a dict of arrays by input name "
-                f"(got {type(features).__name__})")
+            try:  # one array: the input of a model of one input
+                return Dataset("arrays", arrays={"features": {_ONE_INPUT: np.asarray(features)},
+                                                 "labels": labels})
+            except (TypeError, ValueError):
+                raise TypeError("from_tensor_slices: the features are an array (a model of "
+                                "one input) or a dict of arrays by input name (got "
+                                f"{type(features).__name__})") from None
         arrays = {str(k): np.asarray(v) for k, v in features.items()}
         return Dataset("arrays", arrays={"features": arrays, "labels": labels})
 
@@ -127,9 +132,10 @@ class Dataset:
         return f"<troupe.data.Dataset of {what}, batch {self._batch}>"
 
     # ---- what the C++ module reads ----
-    def _spec(self, label_names, default_batch=32):
+    def _spec(self, label_names, default_batch=32, input_names=()):
         """This specification as the dict the C++ module takes; label_names are the
-        model's label columns (to place labels given as one array)."""
+        model's label columns (to place labels given as one array), input_names its inputs
+        (to place features given as one array)."""
         batch = self._batch or default_batch
         base = {"batch": batch, "drop_remainder": self._drop_remainder, "seed": self._seed,
                 "repeat": self._repeat}
@@ -138,11 +144,15 @@ class Dataset:
                         shuffle=self._shuffle, cache=self._cache, prefetch=self._prefetch,
                         shard=self._shard)
             return base
-        if self._shard is not None:
-            raise ValueError("shard: arrays in one process are not sharded")
         arrays = dict(self._arrays["features"])
+        if _ONE_INPUT in arrays:
+            if len(input_names) != 1:
+                raise ValueError(f"the features are one array for a model of "
+                                 f"{len(input_names)} inputs: give a dict by input name "
+                                 f"({', '.join(input_names)})")
+            arrays = {input_names[0]: arrays[_ONE_INPUT]}
         arrays.update(_label_arrays(self._arrays["labels"], label_names))
-        base.update(kind="arrays", arrays=arrays, shuffle=self._shuffle > 0)
+        base.update(kind="arrays", arrays=arrays, shuffle=self._shuffle > 0, shard=self._shard)
         return base
 
 

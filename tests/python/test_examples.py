@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -74,3 +75,54 @@ def test_the_ps_tutorial_trains_as_a_job_and_survives_a_killed_worker(tmp_path, 
     inputs = dict(np.load(os.path.join(f, "test_inputs.npz")))
     p = model.predict(inputs, batch_size=64)
     assert p.shape == (len(inputs["features"]), 1) and np.all((p >= 0) & (p <= 1))
+
+
+FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
+
+
+@pytest.mark.skipif(not BIN or not os.path.isdir(FASHION_MNIST),
+                    reason="TROUPE_BIN_DIR (set by CTest) names the launcher; Debian's "
+                    "dataset-fashion-mnist is the data")
+def test_the_mwms_tutorial_trains_on_every_worker_and_takes_a_killed_one_back(tmp_path):
+    """Every worker runs the script; worker 1 is killed by its id once the chief has saved
+    its first epoch's checkpoint, restarted by troupe launch, runs the script again and
+    rejoins: every worker ends at the same step with the same weights."""
+    run_dir = tmp_path / "run"
+    launch = subprocess.Popen(
+        [os.path.join(BIN, "troupe"), "launch", "--workers", "2", "--restart-failed",
+         "--run-dir", str(run_dir), "--", sys.executable,
+         os.path.join(ROOT, "examples", "python", "mwms_tutorial.py"), "--elastic",
+         "--epochs", "5", "--steps-per-epoch", "150"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        checkpoint = run_dir / "ckpt" / "model.keras"
+        deadline = time.monotonic() + 120
+        while not checkpoint.exists() and launch.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)  # bounded: the deadline, or launch ending
+        assert checkpoint.exists(), "no checkpoint after the first epoch"
+        tasks = json.loads((run_dir / "tasks.json").read_text())
+        victim = next(t["pid"] for t in tasks if t["type"] == "worker" and t["index"] == 1)
+        os.kill(victim, signal.SIGKILL)
+        out, _ = launch.communicate(timeout=240)
+    except BaseException:
+        os.killpg(launch.pid, signal.SIGKILL)
+        launch.communicate()
+        raise
+    assert launch.returncode == 0, out[-4000:]
+    last = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    assert last["restarts"] == 1
+    chief = last["chief"]
+    assert chief["task"] == "worker:0" and chief["is_chief"] is True
+    assert chief["epochs_run"] == 5 and chief["steps"] == 750
+    assert chief["workers_lost"] == 1 and chief["workers_joined"] == 1, out[-4000:]
+    assert chief["train_accuracy"] > 0.8 and chief["test_accuracy"] > 0.8
+    # The restarted worker began from the others' state and ended with the same weights.
+    worker = json.loads([line for line in (run_dir / "worker-1.log").read_text().splitlines()
+                         if line.startswith("{")][-1])
+    assert worker["steps"] == 750 and 0 < worker["steps_run"] < 750
+    assert worker["test_accuracy"] == chief["test_accuracy"]
+    assert worker["loss"] == chief["loss"]
+    # The tutorial's files: the chief's checkpoint, no worker's temporary directory left.
+    assert sorted(os.listdir(run_dir / "ckpt")) == ["model.keras"]
+    for t in last["tasks"]:
+        assert t["exit"] == 0

@@ -206,12 +206,17 @@ class Model:
                                "compile() first")
 
     def _data(self, x, y, batch_size, shuffle, what):
+        if hasattr(x, "_spec") and not isinstance(x, Dataset):  # a DistributedDataset
+            if y is not None or batch_size is not None:
+                raise ValueError(f"{what}: a distributed dataset carries its labels and "
+                                 "batches (no y, no batch_size)")
+            return x._spec(self.label_names, 32, self.input_names)
         if isinstance(x, Dataset):
             if y is not None:
                 raise ValueError(f"{what}: y is given with the dataset's labels in it")
             if batch_size is not None and x.element_spec_batch_size is not None:
                 raise ValueError(f"{what}: the dataset is batched already (batch_size)")
-            return x._spec(self.label_names, batch_size or 32)
+            return x._spec(self.label_names, batch_size or 32, self.input_names)
         if isinstance(x, np.ndarray) or not isinstance(x, dict):
             names = self.input_names
             if len(names) != 1:
@@ -221,7 +226,7 @@ class Model:
         ds = Dataset.from_tensor_slices((x, y))
         if shuffle:
             ds = ds.shuffle(1)
-        return ds._spec(self.label_names, batch_size or 32)
+        return ds._spec(self.label_names, batch_size or 32, self.input_names)
 
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
             validation_data=None, shuffle=True, steps_per_epoch=None):
