@@ -88,30 +88,36 @@ core::Expected<SidecarResult> run_sidecar_evaluator(Model& model, const SidecarE
       if (!stats) return stats.error();
       const int64_t ckpt_step = first_int(*ckpt, "step", step);
       const int64_t epoch = first_int(*ckpt, "epoch", -1);
-      nlohmann::json line{{"checkpoint", path},    {"step", ckpt_step},
-                          {"epoch", epoch},        {"test_accuracy", stats->accuracy()},
-                          {"loss", stats->loss()}, {"examples", stats->examples}};
-      if (stats->has_auc()) line["auc"] = stats->auc();
+      nlohmann::json line{{"checkpoint", path},
+                          {"step", ckpt_step},
+                          {"epoch", epoch},
+                          {"examples", stats->examples}};
+      // A Keras model's values are its compiled History names ("loss", "accuracy", "auc",
+      // "ctr_auc", ...); the built-in models' are loss, accuracy and (CTR) auc, the
+      // accuracy written as test_accuracy (a CTR model's graph names override the first).
       std::map<std::string, double> logs;
       if (const auto& g = model.state().replica.graph) logs = detail::graph_logs(*g, *stats);
-      for (const auto& [k, v] : logs)  // a Keras model: its History names
+      std::vector<std::pair<std::string, double>> scalars;  // the loss first
+      if (model.spec().keras == nullptr) {
+        scalars = {{"loss", stats->loss()}, {"accuracy", stats->accuracy()}};
+        if (stats->has_auc()) scalars.emplace_back("auc", stats->auc());
+        line["loss"] = stats->loss();
+        line["test_accuracy"] = stats->accuracy();
+        if (stats->has_auc()) line["auc"] = stats->auc();
+      } else {
+        if (logs.count("loss") != 0) scalars.emplace_back("loss", logs.at("loss"));
+        for (const auto& [k, v] : logs)
+          if (k != "loss") scalars.emplace_back(k, v);
+      }
+      for (const auto& [k, v] : logs)
         line[k] = v;
       out << core::json_text(line) << std::endl;
-      if (events) {
-        if (auto st = events->add_scalar("evaluation_loss_vs_iterations",
-                                         static_cast<float>(stats->loss()), ckpt_step);
-            !st)
-          return st.error();
-        if (auto st = events->add_scalar("evaluation_accuracy_vs_iterations",
-                                         static_cast<float>(stats->accuracy()), ckpt_step);
-            !st)
-          return st.error();
-        if (stats->has_auc())
-          if (auto st = events->add_scalar("evaluation_auc_vs_iterations",
-                                           static_cast<float>(stats->auc()), ckpt_step);
+      if (events)
+        for (const auto& [k, v] : scalars)
+          if (auto st = events->add_scalar("evaluation_" + k + "_vs_iterations",
+                                           static_cast<float>(v), ckpt_step);
               !st)
             return st.error();
-      }
       if (jsonl.is_open()) {
         nlohmann::json j = line;
         j["event"] = "evaluation";

@@ -1,13 +1,14 @@
-"""TensorFlow's parameter-server training tutorial on Troupe (its model.fit part, and with
---loop custom its custom training loop), ported as close to line for line as the API
-allows: `tf.distribute` becomes `troupe.distribute`, `tf.keras` model files become
-`troupe.keras` models, and the `dataset_fn` becomes a troupe.data dataset of files that
-every worker reads in C++.
+"""TensorFlow's parameter-server training tutorial on Troupe (its model.fit part, with
+--loop custom its custom training loop, and its side-car evaluator), ported as close to
+line for line as the API allows: `tf.distribute` becomes `troupe.distribute`, `tf.keras`
+model files become `troupe.keras` models, and the `dataset_fn` becomes a troupe.data
+dataset of files that every worker reads in C++.
 
-Run it as a job of 2 PS tasks and 2 workers, a worker killed 2 s in and restarted:
+Run it as a job of 2 PS tasks, 2 workers and an evaluator, a worker killed 2 s in and
+restarted:
 
-    build/bin/troupe launch --ps 2 --workers 2 --restart-failed --chaos kill:worker:1@2s -- \
-        python3 examples/python/ps_tutorial.py
+    build/bin/troupe launch --ps 2 --workers 2 --evaluator --restart-failed \
+        --chaos kill:worker:1@2s -- python3 examples/python/ps_tutorial.py
 
 Without --model it builds the tutorial's model (StringLookup + Embedding + Dense) and its
 toy data with Keras first (Keras and TensorFlow importable on the chief); with --model and
@@ -91,8 +92,38 @@ def tutorial_model_and_data(directory):
 
 if args.model:
     model_path, train_files, validation_files = args.model, args.data, args.validation
+elif cluster_resolver.task_type == "evaluator":  # the same data, in a directory of its own
+    os.makedirs(os.path.join(working_dir, "evaluator"), exist_ok=True)
+    model_path, train_files, validation_files = tutorial_model_and_data(
+        os.path.join(working_dir, "evaluator"))
 else:
     model_path, train_files, validation_files = tutorial_model_and_data(working_dir)
+
+log_dir = os.path.join(working_dir, "log")
+ckpt_filepath = os.path.join(working_dir, "ckpt")
+backup_dir = os.path.join(working_dir, "backup")
+
+if cluster_resolver.task_type == "evaluator":
+    # The tutorial's side-car evaluation: a model of the same architecture scores each
+    # checkpoint the chief writes, until its last one. It reads files only.
+    if not validation_files:
+        sys.exit("the evaluator scores --validation files: give them")
+    eval_model = troupe.keras.load_model(model_path)
+    eval_data = troupe.data.TFRecordDataset(validation_files).batch(256)
+    outcome = troupe.keras.utils.SidecarEvaluator(
+        model=eval_model,
+        data=eval_data,
+        # dir for training-saved checkpoint
+        checkpoint_dir=ckpt_filepath,
+        steps=None,  # Eval until dataset is exhausted
+        max_evaluations=None,  # Until the chief's last checkpoint
+        log_dir=log_dir,
+    ).start()
+    result = {"ok": True, "program": "ps_tutorial.py", "task": "evaluator",
+              "evaluations": outcome["evaluations"], "last_step": outcome["last_step"]}
+    result.update(outcome["logs"])
+    print(json.dumps(result), flush=True)
+    sys.exit(0)
 
 # The chief: a strategy over the cluster, its variables sharded as the tutorial's.
 NUM_PS = cluster_resolver.cluster_spec().num_tasks("ps")
@@ -108,10 +139,6 @@ dataset = (troupe.data.TFRecordDataset(train_files)
 
 with strategy.scope():
     model = troupe.keras.load_model(model_path)
-
-log_dir = os.path.join(working_dir, "log")
-ckpt_filepath = os.path.join(working_dir, "ckpt")
-backup_dir = os.path.join(working_dir, "backup")
 
 callbacks = [
     troupe.keras.callbacks.TensorBoard(log_dir=log_dir),

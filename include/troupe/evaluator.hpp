@@ -15,9 +15,9 @@ namespace troupe {
 struct SidecarEvaluatorOptions {
   /// Where the chief's ModelCheckpoint writes (ckpt-<step>.tckpt and the final marker).
   std::string checkpoint_dir;
-  /// Summaries go to `<logdir>/eval` (event file, tags evaluation_loss_vs_iterations and
-  /// evaluation_accuracy_vs_iterations at the checkpoint's step) and
-  /// `<logdir>/eval/metrics.jsonl`; none when empty.
+  /// Summaries go to `<logdir>/eval` (event file, a tag evaluation_<name>_vs_iterations at
+  /// the checkpoint's step for each value: loss, accuracy and auc, or a Keras model's
+  /// compiled History names) and `<logdir>/eval/metrics.jsonl`; none when empty.
   std::string logdir;
   /// How often the directory is looked at while waiting for a new checkpoint.
   std::chrono::milliseconds poll_interval{200};
@@ -45,8 +45,9 @@ struct SidecarResult {
 /// checkpoint it has not evaluated into `model`'s local layers (a chief that saves faster
 /// than it evaluates gets its intermediate checkpoints skipped, as TensorFlow's does),
 /// evaluates it on the model's evaluation examples, writes summaries, and prints one JSON
-/// line per checkpoint to `out` ({"checkpoint", "step", "epoch", "test_accuracy", "loss",
-/// "examples"}). A checkpoint deleted (the chief keeps only max_to_keep) or damaged between
+/// line per checkpoint to `out` ({"checkpoint", "step", "epoch", "examples"} and the
+/// values: "loss", "test_accuracy" and "auc" for the built-in models, a Keras model's
+/// compiled History names for a Keras model). A checkpoint deleted (the chief keeps only max_to_keep) or damaged between
 /// listing and reading is skipped with a warning on stderr, never fatal. Returns after
 /// evaluating the checkpoint the final marker names. It reads files only: it never
 /// connects to the training cluster.

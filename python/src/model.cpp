@@ -1,5 +1,7 @@
 #include "python/src/model.hpp"
 
+#include <chrono>
+#include <iostream>
 #include <mutex>
 #include <optional>
 
@@ -13,6 +15,7 @@
 #include "python/src/errors.hpp"
 #include "tools/data_files.hpp"
 #include "troupe/callbacks.hpp"
+#include "troupe/evaluator.hpp"
 #include "troupe/registry.hpp"
 
 namespace troupe::python {
@@ -479,6 +482,35 @@ py::dict KerasModel::evaluate(const py::dict& data) {
   }
   if (!stats) throw TroupeError(stats.error());
   return logs_dict(detail::graph_logs(*model_->state().replica.graph, *stats));
+}
+
+py::dict KerasModel::sidecar_evaluate(const py::dict& data, const std::string& checkpoint_dir,
+                                      int64_t max_evaluations, double idle_timeout_s,
+                                      const std::string& log_dir) {
+  auto batches = std::make_shared<const std::vector<core::Batch>>(
+      batches_of(data, true, "the evaluator's data"));
+  SidecarEvaluatorOptions o;
+  o.checkpoint_dir = checkpoint_dir;
+  o.logdir = log_dir;
+  o.max_evaluations = max_evaluations;
+  o.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(idle_timeout_s * 1000));
+  core::Expected<SidecarResult> r = core::make_error(core::Errc::internal, "not run");
+  {
+    py::gil_scoped_release release;
+    auto& eval = model_->state().eval;
+    {
+      std::lock_guard<std::mutex> lock(eval.mu);
+      eval.batches = batches;
+    }
+    r = run_sidecar_evaluator(*model_, o, std::cout);
+  }
+  if (!r) throw TroupeError(r.error());
+  py::dict out;
+  out["evaluations"] = r->evaluations;
+  out["skipped"] = r->skipped;
+  out["last_step"] = r->last_step;
+  out["logs"] = logs_dict(r->last_logs);
+  return out;
 }
 
 py::list KerasModel::predict(const py::dict& x, int64_t batch) {

@@ -65,6 +65,13 @@ class KerasModel {
   py::dict cluster_stats();
   /// The compiled loss and metrics over `data`, as Keras's evaluate(return_dict=True).
   py::dict evaluate(const py::dict& data);
+  /// TensorFlow's SidecarEvaluator: follows `checkpoint_dir` (a chief's ModelCheckpoint),
+  /// scores each new checkpoint on `data` (a JSON line each on stdout), until the chief's
+  /// final checkpoint (or `max_evaluations`; 0: no bound). Returns {"evaluations",
+  /// "skipped", "last_step", "logs"}.
+  py::dict sidecar_evaluate(const py::dict& data, const std::string& checkpoint_dir,
+                            int64_t max_evaluations, double idle_timeout_s,
+                            const std::string& log_dir);
   /// Every output for `x` (input name -> array), in batches of `batch`.
   py::list predict(const py::dict& x, int64_t batch);
   /// The model as a .keras file Keras loads, its weights as trained.

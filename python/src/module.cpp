@@ -54,6 +54,9 @@ PYBIND11_MODULE(_troupe, m) {
       .def("logs", &KerasModel::logs)
       .def("cluster_stats", &KerasModel::cluster_stats)
       .def("evaluate", &KerasModel::evaluate, py::arg("data"))
+      .def("sidecar_evaluate", &KerasModel::sidecar_evaluate, py::arg("data"),
+           py::arg("checkpoint_dir"), py::arg("max_evaluations"), py::arg("idle_timeout_s"),
+           py::arg("log_dir"))
       .def("predict", &KerasModel::predict, py::arg("x"), py::arg("batch"))
       .def("save", &KerasModel::save, py::arg("path"))
       .def("get_weights", &KerasModel::get_weights)

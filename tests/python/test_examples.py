@@ -47,9 +47,11 @@ def run_launch(args, timeout):
 def test_the_ps_tutorial_trains_as_a_job_and_survives_a_killed_worker(tmp_path, loop):
     f = os.path.join(FIXTURES, "models", "ps_tutorial")
     trained = str(tmp_path / "trained.keras")
+    # The fit loop's job has the tutorial's side-car evaluator following its checkpoints.
+    evaluator = ["--evaluator"] if loop == "fit" else []
     code, out, last = run_launch(
         ["--ps", "2", "--workers", "2", "--restart-failed", "--chaos", "kill:worker:1@3s",
-         "--run-dir", str(tmp_path / "run"), "--", sys.executable,
+         "--run-dir", str(tmp_path / "run")] + evaluator + ["--", sys.executable,
          os.path.join(ROOT, "examples", "python", "ps_tutorial.py"),
          "--model", os.path.join(f, "model.keras"),
          "--data", os.path.join(f, "train.tfrecord"),
@@ -64,6 +66,17 @@ def test_the_ps_tutorial_trains_as_a_job_and_survives_a_killed_worker(tmp_path, 
     assert chief["workers_lost"] >= 1 and chief["worker_rejoins"] >= 1, out[-4000:]
     assert last["injections"] == 1
     assert chief["val_accuracy"] > 0.8
+    if loop == "fit":
+        # It scored checkpoints as they came (it may skip some) and the last one as the
+        # chief scored its model at the end.
+        lines = last["evaluator"]
+        summary = lines[-1]
+        assert summary["task"] == "evaluator" and summary["last_step"] == 40000, lines
+        assert 1 <= summary["evaluations"] == len(lines) - 1 <= 10
+        assert [e["step"] for e in lines[:-1]] == sorted({e["step"] for e in lines[:-1]})
+        assert all("test_accuracy" not in e for e in lines)  # Keras's names only
+        assert summary["accuracy"] == pytest.approx(chief["val_accuracy"], abs=1e-9)
+        assert summary["loss"] == pytest.approx(chief["val_loss"], rel=1e-5)
     # What the PS tasks held at the end is what was saved: the file scores the validation
     # data as the chief's last evaluation did.
     model = troupe.keras.load_model(trained)

@@ -25,9 +25,9 @@ import numpy as np
 
 from troupe import _troupe
 from troupe.data import Dataset
-from troupe.keras import callbacks  # noqa: F401
+from troupe.keras import callbacks, utils  # noqa: F401
 
-__all__ = ["History", "Model", "callbacks", "load_model"]
+__all__ = ["History", "Model", "callbacks", "load_model", "utils"]
 
 
 def _batch_hooks(callbacks):
