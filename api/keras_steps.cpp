@@ -71,6 +71,67 @@ core::Status place(detail::GraphReplica& r, const KerasJob& job) {
   return {};
 }
 
+using Ran = std::pair<std::shared_ptr<detail::GraphReplica>, core::Expected<BatchStats>>;
+
+// One batch of the worker's iterator through the installed model: the dense variables
+// pulled whole (trainable or not), every table's rows of the batch in one round trip per
+// PS task; forward (and, training, backward). The replica's stats as the step's value.
+core::Expected<Ran> pull_and_run(StepContext& ctx, const PerWorkerDataset& ds, bool train) {
+  auto batch = ctx.next_batch(ds);  // first: building the dataset installs the model
+  if (!batch) return batch.error();
+  if (!*batch) return make_error(Errc::out_of_range, "per-worker dataset '" + ds.name + "' ended");
+  std::shared_ptr<detail::GraphReplica> r;
+  {
+    std::lock_guard<std::mutex> lock(installed().mu);
+    r = installed().replica;
+  }
+  if (!r)
+    return make_error(Errc::internal,
+                      "no Keras model installed on worker " + std::to_string(ctx.worker_index()));
+  auto values = ctx.pull(r->dense_names);
+  if (!values) return values.error();
+  auto& weights = r->graph().weights();
+  for (size_t i = 0; i < r->dense.size(); ++i) {
+    auto& w = weights[r->dense[i]].weight();
+    auto& v = (*values)[i];
+    if (v.shape() != w.shape)
+      return make_error(Errc::internal,
+                        "variable '" + r->dense_names[i] + "' has shape " + v.shape().to_string());
+    if (w.value.device() == v.device())
+      w.value = std::move(v);  // the pulled tensor itself, no copy
+    else
+      w.value.set(v);
+  }
+  auto stats = r->run(**batch, train, [&](const std::vector<core::graph::TableUse>& uses) {
+    std::vector<StepContext::RowsOf> want;
+    for (size_t t = 0; t < uses.size(); ++t)
+      want.push_back({r->table_names[t], &uses[t].ids, {}});
+    return ctx.pull_rows(want);
+  });
+  return Ran{std::move(r), std::move(stats)};
+}
+
+// A training step's changes to the PS tasks: the dense gradients (a non-trainable
+// variable's change, say a moving mean), and every table's row gradients.
+core::Expected<BatchStats> push_gradients(StepContext& ctx, detail::GraphReplica& r,
+                                          core::Expected<BatchStats> stats) {
+  std::vector<std::pair<std::string, core::ConstTensorView>> grads;
+  for (size_t w : r.dense)
+    grads.emplace_back(r.names[w], r.trains[w] ? r.host_gradient(w) : r.change(w));
+  if (auto st = ctx.push(grads); !st) return st.error();
+  std::vector<StepContext::RowsOf> row_grads;
+  size_t t = 0;
+  for (size_t w = 0; w < r.names.size(); ++w) {
+    if (!r.table[w]) continue;
+    const auto& use = r.tables()[t++];
+    if (!r.trains[w] || use.ids.empty()) continue;
+    row_grads.push_back({r.names[w], &use.ids, r.host_gradient(w)});
+  }
+  if (!row_grads.empty())
+    if (auto st = ctx.push_rows(row_grads); !st) return st.error();
+  return stats;
+}
+
 }  // namespace
 
 core::Expected<std::shared_ptr<const KerasSource>> worker_keras_source(Model& model) {
@@ -177,60 +238,22 @@ void register_keras(Registry& registry) {
         o.features = std::move(specs);
         return core::named_input(job.files, ctx, o);
       });
-  registry.add_step(
-      "keras/train", [](StepContext& ctx, PerWorkerDataset ds) -> core::Expected<BatchStats> {
-        auto batch = ctx.next_batch(ds);  // first: building the dataset installs the model
-        if (!batch) return batch.error();
-        if (!*batch)
-          return make_error(Errc::out_of_range, "per-worker dataset '" + ds.name + "' ended");
-        std::shared_ptr<detail::GraphReplica> r;
-        {
-          std::lock_guard<std::mutex> lock(installed().mu);
-          r = installed().replica;
-        }
-        if (!r)
-          return make_error(Errc::internal, "no Keras model installed on worker " +
-                                                std::to_string(ctx.worker_index()));
-        // The dense variables whole (trainable or not), the tables' rows of this batch.
-        auto values = ctx.pull(r->dense_names);
-        if (!values) return values.error();
-        auto& weights = r->graph().weights();
-        for (size_t i = 0; i < r->dense.size(); ++i) {
-          auto& w = weights[r->dense[i]].weight();
-          auto& v = (*values)[i];
-          if (v.shape() != w.shape)
-            return make_error(Errc::internal, "variable '" + r->dense_names[i] + "' has shape " +
-                                                  v.shape().to_string());
-          if (w.value.device() == v.device())
-            w.value = std::move(v);  // the pulled tensor itself, no copy
-          else
-            w.value.set(v);
-        }
-        // Every table's rows in one round trip per PS task, and their gradients likewise.
-        auto stats =
-            r->run(**batch, /*train=*/true, [&](const std::vector<core::graph::TableUse>& uses) {
-              std::vector<StepContext::RowsOf> want;
-              for (size_t t = 0; t < uses.size(); ++t)
-                want.push_back({r->table_names[t], &uses[t].ids, {}});
-              return ctx.pull_rows(want);
-            });
-        if (!stats) return stats;
-        std::vector<std::pair<std::string, core::ConstTensorView>> grads;
-        for (size_t w : r->dense)
-          grads.emplace_back(r->names[w], r->trains[w] ? r->host_gradient(w) : r->change(w));
-        if (auto st = ctx.push(grads); !st) return st.error();
-        std::vector<StepContext::RowsOf> row_grads;
-        size_t t = 0;
-        for (size_t w = 0; w < r->names.size(); ++w) {
-          if (!r->table[w]) continue;
-          const auto& use = r->tables()[t++];
-          if (!r->trains[w] || use.ids.empty()) continue;
-          row_grads.push_back({r->names[w], &use.ids, r->host_gradient(w)});
-        }
-        if (!row_grads.empty())
-          if (auto st = ctx.push_rows(row_grads); !st) return st.error();
-        return stats;
-      });
+  registry.add_step("keras/train",
+                    [](StepContext& ctx, PerWorkerDataset ds) -> core::Expected<BatchStats> {
+                      auto r = pull_and_run(ctx, ds, /*train=*/true);
+                      if (!r) return r.error();
+                      auto& [replica, stats] = *r;
+                      if (!stats) return stats;
+                      return push_gradients(ctx, *replica, std::move(stats));
+                    });
+  // The compiled loss and metrics of one batch under the PS tasks' variables as they are:
+  // nothing is pushed (ClusterCoordinator.schedule(model.evaluate_step)).
+  registry.add_step("keras/evaluate",
+                    [](StepContext& ctx, PerWorkerDataset ds) -> core::Expected<BatchStats> {
+                      auto r = pull_and_run(ctx, ds, /*train=*/false);
+                      if (!r) return r.error();
+                      return std::move(r->second);
+                    });
 }
 
 core::Status save_keras(Model& model, const std::string& path) {

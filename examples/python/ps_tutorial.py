@@ -172,11 +172,29 @@ else:
         print(f"Finished epoch {i}, loss is {last.fetch()['loss']:f}.", file=sys.stderr)
     result["epochs_run"] = args.epochs
     result.update(last.fetch())
+    result["steps"] = coordinator.stats()["closures_completed"]  # training steps
+    if validation_files:
+        # The tutorial's inline evaluation: the model's evaluation step scheduled on the
+        # workers, each reading its share of the validation files; the batches' metrics
+        # merged as the tutorial's eval_accuracy metric accumulates them.
+        def per_worker_eval_dataset_fn():
+            return troupe.data.TFRecordDataset(validation_files).batch(8)
+
+        per_worker_eval_dataset = coordinator.create_per_worker_dataset(
+            per_worker_eval_dataset_fn)
+        per_worker_eval_iterator = iter(per_worker_eval_dataset)
+        eval_steps_per_epoch = 32
+        eval_results = [coordinator.schedule(model.evaluate_step,
+                                             args=(per_worker_eval_iterator,))
+                        for _ in range(eval_steps_per_epoch)]
+        coordinator.join()
+        eval_logs = troupe.distribute.coordinator.merge_results(eval_results)
+        print("Evaluation accuracy: %f" % eval_logs["accuracy"], file=sys.stderr)
+        result["inline_val_accuracy"] = eval_logs["accuracy"]
     if validation is not None:  # read from the PS tasks, as TensorFlow's chief evaluates
         result.update({"val_" + k: v for k, v in
                        model.evaluate(validation, return_dict=True).items()})
     result.update(coordinator.stats())
-    result["steps"] = result["closures_completed"]
 
 if args.out:
     model.save(args.out)

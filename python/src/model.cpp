@@ -425,12 +425,29 @@ PerWorkerDataset KerasModel::per_worker_dataset(const py::dict& data, PsStrategy
   return take(coordinator(strategy).create_per_worker_dataset("keras", args));
 }
 
-RemoteValue<BatchStats> KerasModel::schedule_train(const PerWorkerDataset& dataset,
-                                                   uint32_t steps) {
+RemoteValue<BatchStats> KerasModel::schedule(const PerWorkerDataset& dataset,
+                                             const std::string& step, uint32_t steps) {
   auto* c = model_->coordinator_if_made();
   if (c == nullptr) invalid("schedule: the model has no per-worker dataset yet");
   py::gil_scoped_release release;  // with max_pending_closures, waits for room
-  return c->schedule_repeated<BatchStats>("keras/train", steps, dataset);
+  return c->schedule_repeated<BatchStats>(step, steps, dataset);
+}
+
+py::dict KerasModel::merged_logs(const std::vector<RemoteValue<BatchStats>>& values) {
+  if (values.empty()) invalid("no results to merge");
+  BatchStats all;
+  {
+    py::gil_scoped_release release;
+    for (size_t i = 0; i < values.size(); ++i) {
+      auto s = values[i].fetch();
+      if (!s) throw TroupeError(s.error());
+      if (i == 0)
+        all = *s;
+      else
+        all.merge(*s);
+    }
+  }
+  return logs(all);
 }
 
 void KerasModel::join() {

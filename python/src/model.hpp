@@ -53,8 +53,14 @@ class KerasModel {
   // `strategy` and its coordinator made on first use.
   /// Every worker's iterator over its share of `data` (files), the model with it.
   PerWorkerDataset per_worker_dataset(const py::dict& data, PsStrategy& strategy);
-  /// One "keras/train" closure of `steps` steps on some worker; its stats when it ends.
-  RemoteValue<BatchStats> schedule_train(const PerWorkerDataset& dataset, uint32_t steps);
+  /// One closure of registered step `step` ("keras/train", "keras/evaluate", or one a C++
+  /// extension registers in every worker) run `steps` times on some worker; its stats when
+  /// it ends.
+  RemoteValue<BatchStats> schedule(const PerWorkerDataset& dataset, const std::string& step,
+                                   uint32_t steps);
+  /// The compiled loss and metrics over every batch of `values` (closures' results, each
+  /// waited for; their metric states merged, as a Keras metric updated by each).
+  py::dict merged_logs(const std::vector<RemoteValue<BatchStats>>& values);
   /// Waits for every closure scheduled (GIL released); raises the first closure's error.
   void join();
   bool done();

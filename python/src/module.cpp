@@ -48,7 +48,8 @@ PYBIND11_MODULE(_troupe, m) {
       .def("shutdown_cluster", &KerasModel::shutdown_cluster)
       .def("per_worker_dataset", &KerasModel::per_worker_dataset, py::arg("data"),
            py::arg("strategy"))
-      .def("schedule_train", &KerasModel::schedule_train, py::arg("dataset"), py::arg("steps"))
+      .def("schedule", &KerasModel::schedule, py::arg("dataset"), py::arg("step"), py::arg("steps"))
+      .def("merged_logs", &KerasModel::merged_logs, py::arg("values"))
       .def("join", &KerasModel::join)
       .def("done", &KerasModel::done)
       .def("logs", &KerasModel::logs)

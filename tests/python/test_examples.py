@@ -66,6 +66,12 @@ def test_the_ps_tutorial_trains_as_a_job_and_survives_a_killed_worker(tmp_path, 
     assert chief["workers_lost"] >= 1 and chief["worker_rejoins"] >= 1, out[-4000:]
     assert last["injections"] == 1
     assert chief["val_accuracy"] > 0.8
+    if loop == "custom":
+        # The inline evaluation (model.evaluate_step on the workers, 32 batches of 8, the
+        # results merged) scores the trained model as the chief's evaluate() does.
+        assert chief["inline_val_accuracy"] > 0.8
+        assert abs(chief["inline_val_accuracy"] - chief["val_accuracy"]) < 0.05
+        assert chief["closures_completed"] == 40000 + 32
     if loop == "fit":
         # It scored checkpoints as they came (it may skip some) and the last one as the
         # chief scored its model at the end.

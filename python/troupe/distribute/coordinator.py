@@ -10,8 +10,13 @@ again elsewhere.
     result.fetch()            # {"loss": ..., "accuracy": ...} of that closure's last step
 
 A Python function cannot travel to the workers (they run C++ only, and never user
-Python): schedule() takes a model's registered step (``model.train_step``) and says so
-for anything else.
+Python): schedule() takes a model's registered steps (``model.train_step``,
+``model.evaluate_step``) and says so for anything else. The tutorial's inline evaluation:
+
+    results = [coordinator.schedule(model.evaluate_step, args=(per_worker_eval_iterator,))
+               for _ in range(eval_steps)]
+    coordinator.join()
+    merge_results(results)    # {"loss": ..., "accuracy": ...} over every batch scored
 """
 
 from troupe import errors
@@ -97,9 +102,9 @@ class ClusterCoordinator:
             raise errors.InvalidArgumentError(
                 f"schedule: {getattr(fn, '__name__', repr(fn))} is a Python function, which "
                 "cannot travel to the workers (they run C++ only): schedule a model's "
-                "registered step (model.train_step), a step a C++ extension registers, or "
-                "train with model.fit()")
-        model, steps = step
+                "registered steps (model.train_step, model.evaluate_step), or train with "
+                "model.fit()")
+        model, steps, registered = step
         if model._strategy is not self.strategy:
             raise errors.InvalidArgumentError(
                 "schedule: the model was not made in this strategy's scope()")
@@ -107,11 +112,11 @@ class ClusterCoordinator:
                      if isinstance(a, (PerWorkerIterator, PerWorkerDataset))]
         if len(iterators) != 1:
             raise errors.InvalidArgumentError(
-                "schedule: model.train_step takes one argument, a per-worker iterator "
+                f"schedule: model.{fn.__name__} takes one argument, a per-worker iterator "
                 "(iter(coordinator.create_per_worker_dataset(...)))")
         it = iterators[0]
         pwd = it._per_worker_dataset if isinstance(it, PerWorkerIterator) else it
-        value = model._core.schedule_train(pwd._for(model), steps)
+        value = model._core.schedule(pwd._for(model), registered, steps)
         if all(m is not model for m in self._models):
             self._models.append(model)
         return RemoteValue(model, value)
@@ -133,3 +138,17 @@ class ClusterCoordinator:
             for k, v in model._core.cluster_stats().items():
                 total[k] = total.get(k, 0) + v
         return total
+
+
+def merge_results(remote_values):
+    """The compiled loss and metrics over every batch the closures of ``remote_values``
+    scored (one model's; each waited for), their metric states merged as a Keras metric
+    updated by each step would hold them (what the tutorial's ``eval_accuracy.result()``
+    reads). A closure's error is raised."""
+    values = list(remote_values)
+    if not values:
+        raise ValueError("merge_results: no RemoteValues")
+    model = values[0]._model
+    if any(v._model is not model for v in values):
+        raise ValueError("merge_results: the results of one model's steps")
+    return model._core.merged_logs([v._value for v in values])

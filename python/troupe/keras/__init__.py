@@ -49,9 +49,9 @@ def _batch_hooks(callbacks):
 class _Step:
     """A model's step registered in C++, by reference: what schedule() sends a worker."""
 
-    def __init__(self, model, name, steps):
+    def __init__(self, model, name, steps, registered):
         self.__name__ = name
-        self._troupe_step = (model, int(steps))
+        self._troupe_step = (model, int(steps), registered)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"{self.__name__} runs on the workers: schedule it with a "
@@ -289,7 +289,15 @@ class Model:
         """The model's registered training step, for ClusterCoordinator.schedule(): one
         batch of the worker's per-worker iterator (``steps_per_execution`` of them),
         trained on the PS tasks' variables."""
-        return _Step(self, "train_step", self._steps_per_execution)
+        return _Step(self, "train_step", self._steps_per_execution, "keras/train")
+
+    @property
+    def evaluate_step(self):
+        """The model's registered evaluation step, for ClusterCoordinator.schedule(): the
+        compiled loss and metrics of one batch of the worker's per-worker iterator, under
+        the PS tasks' variables as they are (nothing is trained). Merge the results with
+        troupe.distribute.coordinator.merge_results()."""
+        return _Step(self, "evaluate_step", 1, "keras/evaluate")
 
     def get_weights(self):
         """The weights by their Keras path ("dense/kernel") as float32 arrays."""
