@@ -254,7 +254,10 @@ core::Expected<History> run_fit(Model& model, const MakeRunner& make_runner, Fit
         return c->batch_interval() > 0 && s.step % c->batch_interval() == 0;
       };
       if (*ran > 0 && std::any_of(callbacks.begin(), callbacks.end(), wants_call)) {
-        const Logs batch_logs = stats_logs(model, stretch);
+        const bool read = std::any_of(callbacks.begin(), callbacks.end(), [&](const auto& c) {
+          return wants_call(c) && c->reads_batch_logs();
+        });
+        const Logs batch_logs = read ? stats_logs(model, stretch) : Logs{};
         core::Status called;
         for (const auto& c : callbacks)
           if (wants_call(c) && called.ok()) called = c->on_train_batch_end(s, batch_logs);

@@ -29,7 +29,8 @@ class Batches:
 
 
 model = troupe.keras.load_model(a.model)
-ds = troupe.data.Dataset.from_files(a.data, a.format).batch(a.batch)
+# troupe train drops a last partial batch: the same batches here.
+ds = troupe.data.Dataset.from_files(a.data, a.format).batch(a.batch, drop_remainder=True)
 if a.shuffle:
     ds = ds.shuffle(a.shuffle)
 callbacks = [Batches()] if a.callback else []

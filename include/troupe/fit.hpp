@@ -110,6 +110,10 @@ class Callback {
   /// Batch-level calls wanted every this many steps (0: none). With a PS strategy fit()
   /// synchronises at the smallest such interval of its callbacks.
   virtual int64_t batch_interval() const { return 0; }
+  /// Whether on_train_batch_end reads its logs: when no callback called at a point does,
+  /// fit() passes empty logs there instead of computing the metrics (a callback that only
+  /// wants the point, as Python's check for Ctrl-C).
+  virtual bool reads_batch_logs() const { return true; }
 };
 
 using Callbacks = std::vector<std::shared_ptr<Callback>>;

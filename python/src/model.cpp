@@ -52,8 +52,11 @@ py::dict logs_dict(const Logs& logs) {
 // What Python raises is kept and raised again when fit() returns.
 class PythonCallbacks final : public Callback {
  public:
-  PythonCallbacks(py::list callbacks, py::object owner, int64_t interval)
-      : callbacks_(std::move(callbacks)), owner_(std::move(owner)), interval_(interval) {}
+  PythonCallbacks(py::list callbacks, py::object owner, int64_t interval, bool batch_hooks)
+      : callbacks_(std::move(callbacks)),
+        owner_(std::move(owner)),
+        interval_(interval),
+        batch_hooks_(batch_hooks) {}
 
   core::Status on_train_begin(FitState&) override {
     return call("on_train_begin", [](py::handle f) { f(py::dict()); });
@@ -78,6 +81,9 @@ class PythonCallbacks final : public Callback {
   // under a strategy, where fit() waits for every closure in flight, every interval_ steps
   // (every step only where a Python callback asks for each batch).
   int64_t batch_interval() const override { return interval_; }
+  // Only a callback's own on_train_batch_end reads the logs; a point kept for Ctrl-C
+  // alone does not make fit() compute the metrics at every step.
+  bool reads_batch_logs() const override { return batch_hooks_; }
 
   /// What a callback raised (or KeyboardInterrupt), to raise from fit().
   std::optional<py::error_already_set> raised;
@@ -110,6 +116,7 @@ class PythonCallbacks final : public Callback {
   py::list callbacks_;
   py::object owner_;
   int64_t interval_;
+  bool batch_hooks_;
   int64_t batch_ = 0;
 };
 
@@ -352,7 +359,8 @@ py::dict KerasModel::fit(const py::dict& data, const py::object& validation, int
       all.push_back(builtin_callback(cb.attr("_troupe_callback").cast<py::dict>()));
   constexpr int64_t kInterruptSteps = 100;  // under a strategy, without batch hooks
   auto python = std::make_shared<PythonCallbacks>(
-      callbacks, owner, (ps == nullptr && mirror == nullptr) || batch_hooks ? 1 : kInterruptSteps);
+      callbacks, owner, (ps == nullptr && mirror == nullptr) || batch_hooks ? 1 : kInterruptSteps,
+      batch_hooks);
   all.push_back(python);
   if (verbose > 0) all.push_back(std::make_shared<callbacks::ProgressDisplay>());
 

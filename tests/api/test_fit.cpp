@@ -135,6 +135,49 @@ TEST_CASE("fit trains in one process, epoch by epoch, and validates", "[fit]") {
   }
 }
 
+// Records the logs of every batch-level call; reads them or not (reads_batch_logs).
+class BatchLogs : public Callback {
+ public:
+  explicit BatchLogs(bool reads) : reads_(reads) {}
+  core::Status on_train_batch_end(FitState&, const Logs& logs) override {
+    seen.push_back(logs);
+    return {};
+  }
+  int64_t batch_interval() const override { return 1; }
+  bool reads_batch_logs() const override { return reads_; }
+  std::vector<Logs> seen;
+
+ private:
+  bool reads_;
+};
+
+TEST_CASE("fit computes batch logs only where a callback called there reads them",
+          "[fit][callbacks]") {
+  const auto reg = data_registry();
+  FitOptions o;
+  o.epochs = 1;
+  SECTION("a point kept without reading gets no metrics computed") {
+    Model model(test::blobs_model());
+    auto point = std::make_shared<BatchLogs>(false);
+    auto h = fit(model, {&reg, "blobs_train"}, o, {point});
+    REQUIRE(h.ok());
+    REQUIRE(point->seen.size() == 16);  // 512 examples, batches of 32: every step
+    for (const auto& logs : point->seen)
+      CHECK(logs.empty());
+  }
+  SECTION("beside one that reads, both get the step's logs") {
+    Model model(test::blobs_model());
+    auto point = std::make_shared<BatchLogs>(false);
+    auto reader = std::make_shared<BatchLogs>(true);
+    auto h = fit(model, {&reg, "blobs_train"}, o, {point, reader});
+    REQUIRE(h.ok());
+    REQUIRE(reader->seen.size() == 16);
+    CHECK(point->seen == reader->seen);
+    CHECK(reader->seen.back().count("loss") == 1);
+    CHECK(reader->seen.back().count("accuracy") == 1);
+  }
+}
+
 TEST_CASE("ModelCheckpoint keeps the newest checkpoints, marks the final one, restores exactly",
           "[fit][callbacks]") {
   const auto reg = data_registry();

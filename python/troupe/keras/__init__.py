@@ -37,12 +37,14 @@ def _batch_hooks(callbacks):
     for cb in callbacks:
         if hasattr(cb, "_troupe_callback"):
             continue
-        for klass in type(cb).__mro__:
-            if "on_train_batch_end" in klass.__dict__:
-                if klass.__module__ not in ("troupe.keras.callbacks",
-                                            "keras.src.callbacks.callback"):
-                    return True
-                break
+        # Keras's base on_train_batch_end calls on_batch_end: either, overridden, counts.
+        for method in ("on_train_batch_end", "on_batch_end"):
+            for klass in type(cb).__mro__:
+                if method in klass.__dict__:
+                    if klass.__module__ not in ("troupe.keras.callbacks",
+                                                "keras.src.callbacks.callback"):
+                        return True
+                    break
     return False
 
 

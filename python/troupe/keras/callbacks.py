@@ -27,6 +27,9 @@ class Callback:
         pass
 
     def on_train_batch_end(self, batch, logs=None):
+        self.on_batch_end(batch, logs=logs)  # Keras's alias
+
+    def on_batch_end(self, batch, logs=None):
         pass
 
     def on_epoch_end(self, epoch, logs=None):
