@@ -345,13 +345,97 @@ ProgressDisplay::ProgressDisplay(std::ostream& out, Options options)
       terminal_(options.terminal.value_or(&out == &std::cerr && ::isatty(STDERR_FILENO) != 0)) {}
 ProgressDisplay::ProgressDisplay() : ProgressDisplay(std::cerr, Options{}) {}
 
-core::Status ProgressDisplay::on_epoch_begin(FitState&) {
+core::Status ProgressDisplay::on_epoch_begin(FitState& s) {
   last_ = std::chrono::steady_clock::now();
   drawn_ = false;
+  epoch_steps_ = 0;
+  if (options_.style != Style::troupe) {
+    last_ -= std::chrono::seconds(1);  // Keras's bar: drawn at the epoch's first step
+    if (s.options->epochs > 1)
+      out_ << "Epoch " << s.epoch + 1 << "/" << s.options->epochs << "\n" << std::flush;
+  }
+  return {};
+}
+
+namespace {
+
+// Keras's forms: a time per step in s, ms or us; a value with 4 decimals (in e-notation
+// when it is that small); the bar, 20 wide.
+std::string per_step(double seconds) {
+  char buf[32];
+  if (seconds >= 1)
+    std::snprintf(buf, sizeof buf, "%.0fs/step", seconds);
+  else if (seconds >= 1e-3)
+    std::snprintf(buf, sizeof buf, "%.0fms/step", seconds * 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.0fus/step", seconds * 1e6);
+  return buf;
+}
+
+std::string keras_value(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, std::abs(v) > 1e-3 ? "%.4f" : "%.4e", v);
+  return buf;
+}
+
+std::string keras_bar(int64_t done, int64_t total) {
+  constexpr int64_t width = 20;
+  const int64_t filled = total > 0 ? std::min(width, width * done / total) : 0;
+  std::string bar;
+  for (int64_t i = 0; i < width; ++i)
+    bar += i < filled ? "\u2501" : "\u2500";  // heavy where done, light where to come
+  return bar;
+}
+
+std::string steps_of(int64_t done, int64_t total) {
+  if (total <= 0) return std::to_string(done) + "/Unknown";
+  const std::string t = std::to_string(total);
+  std::string d = std::to_string(done);
+  return std::string(t.size() > d.size() ? t.size() - d.size() : 0, ' ') + d + "/" + t;
+}
+
+}  // namespace
+
+void ProgressDisplay::keras_live(const FitState& s, const Progress& p) {
+  if (options_.style != Style::keras_bar || !terminal_) return;  // Keras: live on a tty only
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_ < std::chrono::milliseconds(100)) return;
+  last_ = now;
+  const double step_s = p.epoch_step > 0 ? p.elapsed_s / static_cast<double>(p.epoch_step) : 0;
+  std::string line = steps_of(p.epoch_step, s.steps_per_epoch) + " ";
+  if (s.steps_per_epoch > 0) {
+    line += keras_bar(p.epoch_step, s.steps_per_epoch) + " ";
+    const double eta = step_s * static_cast<double>(s.steps_per_epoch - p.epoch_step);
+    line += std::to_string(static_cast<int64_t>(eta)) + "s ";
+  } else {
+    line += std::to_string(static_cast<int64_t>(p.elapsed_s)) + "s ";
+  }
+  line += per_step(step_s) + " - loss: " + keras_value(p.loss);
+  out_ << "\r" << line << "\x1b[K" << std::flush;
+  drawn_ = true;
+}
+
+core::Status ProgressDisplay::keras_epoch_end(FitState& s, const Logs& logs) {
+  const auto it = logs.find("epoch_s");
+  const double epoch_s = it != logs.end() ? it->second : 0.0;
+  const int64_t steps = s.steps_per_epoch > 0 ? s.steps_per_epoch : epoch_steps_;
+  const double step_s = steps > 0 ? epoch_s / static_cast<double>(steps) : 0.0;
+  std::string line = steps_of(steps, steps);
+  const std::string elapsed = std::to_string(static_cast<int64_t>(std::lround(epoch_s))) + "s";
+  if (options_.style == Style::keras_bar)
+    line += " " + keras_bar(steps, steps) + " " + elapsed + " " + per_step(step_s);
+  else
+    line += " - " + elapsed + " - " + per_step(step_s);
+  for (const auto& [k, v] : logs)  // Troupe's own figures are not Keras's logs
+    if (k != "epoch_s" && k != "examples_per_sec") line += " - " + k + ": " + keras_value(v);
+  if (terminal_ && drawn_) out_ << "\r";
+  out_ << line << (terminal_ ? "\x1b[K" : "") << "\n" << std::flush;
   return {};
 }
 
 void ProgressDisplay::on_progress(const FitState& s, const Progress& p) {
+  epoch_steps_ = p.epoch_step;
+  if (options_.style != Style::troupe) return keras_live(s, p);
   const auto now = std::chrono::steady_clock::now();
   const auto every = terminal_ ? std::min<std::chrono::milliseconds>(options_.interval,
                                                                      std::chrono::milliseconds(100))
@@ -386,6 +470,7 @@ void ProgressDisplay::on_progress(const FitState& s, const Progress& p) {
 }
 
 core::Status ProgressDisplay::on_epoch_end(FitState& s, const Logs& logs) {
+  if (options_.style != Style::troupe) return keras_epoch_end(s, logs);
   std::ostringstream line;
   line << "epoch " << s.epoch + 1 << "/" << s.options->epochs << "  step " << s.step;
   line << std::setprecision(4);

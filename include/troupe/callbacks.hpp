@@ -162,14 +162,20 @@ class EarlyStopping : public Callback {
   bool warned_ = false;
 };
 
-/// Keras's progress bar: on a terminal, one live line (epoch, step/steps, a bar,
+/// A progress display: on a terminal, one live line (epoch, step/steps, a bar,
 /// examples/s, loss, ETA) redrawn at most every 100 ms (or `interval`, if shorter);
 /// otherwise plain lines every `interval`. A summary line at each epoch end either way.
+/// Style keras_bar draws Keras's fit(verbose=1) instead: "Epoch 1/3", then
+/// "37/100 ━━━━━━━───── 2s 5ms/step - loss: 0.4120" live on a terminal (nothing live
+/// otherwise) and the epoch's line with every log ("- accuracy: 0.8123 - loss: …");
+/// keras_epoch Keras's verbose=2: "Epoch 1/3" and "100/100 - 1s - 5ms/step - …" per epoch.
 class ProgressDisplay : public Callback {
  public:
+  enum class Style { troupe, keras_bar, keras_epoch };
   struct Options {
     std::chrono::milliseconds interval{10000};  // plain lines
     std::optional<bool> terminal;               // default: whether the stream is a tty
+    Style style = Style::troupe;
   };
   ProgressDisplay(std::ostream& out, Options options);
   ProgressDisplay();  // to stderr
@@ -182,8 +188,11 @@ class ProgressDisplay : public Callback {
   std::ostream& out_;
   Options options_;
   bool terminal_;
+  void keras_live(const FitState& s, const Progress& p);
+  core::Status keras_epoch_end(FitState& s, const Logs& logs);
   std::chrono::steady_clock::time_point last_;
   bool drawn_ = false;
+  int64_t epoch_steps_ = 0;  // steps done in this epoch, as on_progress last told
 };
 
 }  // namespace troupe::callbacks

@@ -362,7 +362,12 @@ py::dict KerasModel::fit(const py::dict& data, const py::object& validation, int
       callbacks, owner, (ps == nullptr && mirror == nullptr) || batch_hooks ? 1 : kInterruptSteps,
       batch_hooks);
   all.push_back(python);
-  if (verbose > 0) all.push_back(std::make_shared<callbacks::ProgressDisplay>());
+  if (verbose > 0) {  // Keras's progress bar (1) or a line per epoch (2), on stderr
+    callbacks::ProgressDisplay::Options po;
+    po.style = verbose == 1 ? callbacks::ProgressDisplay::Style::keras_bar
+                            : callbacks::ProgressDisplay::Style::keras_epoch;
+    all.push_back(std::make_shared<callbacks::ProgressDisplay>(std::cerr, po));
+  }
 
   core::Expected<History> h = core::make_error(core::Errc::internal, "not run");
   {

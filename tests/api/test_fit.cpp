@@ -445,6 +445,50 @@ TEST_CASE("ProgressDisplay draws a live line on a terminal and plain lines other
   }
 }
 
+TEST_CASE("ProgressDisplay draws Keras's progress bar and Keras's line per epoch",
+          "[fit][callbacks]") {
+  const auto reg = data_registry();
+  Model model(test::blobs_model());
+  FitOptions o;
+  o.epochs = 2;
+  o.steps_per_epoch = 16;
+  std::ostringstream out;
+  using Style = callbacks::ProgressDisplay::Style;
+  const Style style = GENERATE(Style::keras_bar, Style::keras_epoch);
+  const bool terminal = GENERATE(false, true);
+  CAPTURE(static_cast<int>(style), terminal);
+  callbacks::ProgressDisplay::Options po;
+  po.terminal = terminal;
+  po.style = style;
+  auto progress = std::make_shared<callbacks::ProgressDisplay>(out, po);
+  REQUIRE(fit(model, {&reg, "blobs_train"}, o, {progress}).ok());
+  const std::string text = out.str();
+  INFO(text);
+  CHECK(text.rfind("Epoch 1/2\n", 0) == 0);
+  CHECK(text.find("Epoch 2/2\n") != std::string::npos);
+  CHECK(std::count(text.begin(), text.end(), '\n') == 4);     // two headers, two epoch lines
+  CHECK(text.find("examples_per_sec") == std::string::npos);  // Keras's logs only
+  CHECK(text.find("epoch_s") == std::string::npos);
+  const std::string full_bar = [] {
+    std::string b;
+    for (int i = 0; i < 20; ++i)
+      b += "\u2501";
+    return b;
+  }();
+  if (style == Style::keras_bar) {
+    CHECK(text.find("16/16 " + full_bar + " ") != std::string::npos);
+    CHECK(text.find("/step - accuracy: ") != std::string::npos);
+    // Live on a terminal only: the first step's line, a twentieth of its bar done.
+    CHECK((text.find("\r 1/16 \u2501\u2500") != std::string::npos) == terminal);
+    CHECK((text.find("s/step - loss: ") != std::string::npos) == terminal);
+  } else {
+    CHECK(text.find("16/16 - ") != std::string::npos);
+    CHECK(text.find("/step - accuracy: ") != std::string::npos);
+    CHECK(text.find('\r') == std::string::npos);
+    CHECK(text.find(full_bar) == std::string::npos);
+  }
+}
+
 TEST_CASE("fit trains a CTR model in one process: AUC logged, the table updated by rows",
           "[fit][ctr]") {
   Registry reg;

@@ -213,3 +213,20 @@ def test_tf_config_is_read_as_tensorflow_reads_it(monkeypatch):
                                                 "task": {"type": "worker", "index": 3}}))
     with pytest.raises(errors.InvalidArgumentError, match="3"):
         TFConfigClusterResolver()
+
+
+def test_verbose_prints_keras_progress_lines(capfd):
+    """verbose=1: Keras's bar (live on a terminal only) and its epoch line; 2: Keras's line
+    per epoch; 0: nothing. On stderr, as Keras's fit writes them to its stream."""
+    model = troupe.keras.Model.from_keras(ctr_keras_model())
+    x, y = ctr_data(1000, seed=1)
+    capfd.readouterr()
+    model.fit(x, y, epochs=2, batch_size=100)
+    err = capfd.readouterr().err
+    assert err.startswith("Epoch 1/2\n") and "Epoch 2/2\n" in err
+    assert "10/10 " + "\u2501" * 20 + " " in err and " - auc: " in err and " - loss: " in err
+    model.fit(x, y, epochs=2, batch_size=100, verbose=2)
+    err = capfd.readouterr().err
+    assert "10/10 - " in err and "/step - auc: " in err and "\u2501" not in err
+    model.fit(x, y, epochs=2, batch_size=100, verbose=0)
+    assert capfd.readouterr().err == ""

@@ -252,8 +252,10 @@ class Model:
         for cb in callbacks:
             if hasattr(cb, "set_model") and not hasattr(cb, "_troupe_callback"):
                 cb.set_model(self)
-        if verbose == "auto":
-            verbose = 1
+        if verbose == "auto":  # Keras's: a line per epoch under a ParameterServerStrategy
+            from troupe.distribute import ParameterServerStrategy
+
+            verbose = 2 if isinstance(self._strategy, ParameterServerStrategy) else 1
         self.stop_training = False
         strategy = self._strategy._core if self._strategy is not None else None
         out = self._core.fit(data, validation, int(epochs), int(steps_per_epoch or 0),
