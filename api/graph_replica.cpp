@@ -78,6 +78,10 @@ core::Expected<std::unique_ptr<GraphReplica>> GraphReplica::make(const KerasSour
     compile = nlohmann::json::parse(options.compile_json, nullptr, false);
     if (compile.is_discarded())
       return make_error(Errc::invalid_argument, "the compile settings given are not JSON");
+    if (options.save_compile) {  // what a saved file carries, as after Keras's compile()
+      r->loaded.compile_config = compile;
+      r->loaded.config["compile_config"] = compile;
+    }
   }
   if (compile.is_null() || (compile.is_object() && compile.empty()))  // Keras 3 writes {}
     return make_error(Errc::invalid_argument,

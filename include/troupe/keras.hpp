@@ -48,6 +48,10 @@ struct KerasOptions {
   std::map<std::string, DynamicTableSpec> dynamic_tables;
   /// A compile_config (JSON, Keras's form) used instead of the file's, or where it has none.
   std::string compile_json;
+  /// Whether save_keras writes compile_json as the saved file's compile_config (as Keras's
+  /// compile() then save() does); off for a stand-in that only lets a model saved without
+  /// compile() be built (its file keeps no compile settings).
+  bool save_compile = true;
   /// Seed of the dropout masks.
   uint64_t seed = 1;
 };

@@ -238,9 +238,10 @@ core::Dataset<core::Batch> local_dataset(const std::shared_ptr<const LocalData>&
 
 KerasModel::KerasModel(const std::string& name, std::string bytes, const std::string& compile_json,
                        const std::map<std::string, std::string>& labels, const std::string& device,
-                       const std::string& precision, uint64_t seed)
+                       const std::string& precision, uint64_t seed, bool save_compile)
     : source_(keras_source(name, std::move(bytes))) {
   options_.compile_json = compile_json;
+  options_.save_compile = save_compile;
   options_.seed = seed;
   options_.labels = labels;
   ModelSpec spec;

@@ -27,7 +27,7 @@ class KerasModel {
  public:
   KerasModel(const std::string& name, std::string bytes, const std::string& compile_json,
              const std::map<std::string, std::string>& labels, const std::string& device,
-             const std::string& precision, uint64_t seed);
+             const std::string& precision, uint64_t seed, bool save_compile);
 
   /// [{"name", "kind", "shape"}] of the model's inputs, of its outputs, of its label columns.
   py::list inputs();

@@ -33,10 +33,10 @@ PYBIND11_MODULE(_troupe, m) {
   py::class_<KerasModel>(m, "KerasModel")
       .def(py::init<const std::string&, std::string, const std::string&,
                     const std::map<std::string, std::string>&, const std::string&,
-                    const std::string&, uint64_t>(),
+                    const std::string&, uint64_t, bool>(),
            py::arg("name"), py::arg("data"), py::arg("compile_json") = "",
            py::arg("labels") = std::map<std::string, std::string>{}, py::arg("device") = "cpu",
-           py::arg("precision") = "float32", py::arg("seed") = 1,
+           py::arg("precision") = "float32", py::arg("seed") = 1, py::arg("save_compile") = true,
            // Reading a large .keras file and building the graph: no Python meanwhile.
            py::call_guard<py::gil_scoped_release>())
       .def("inputs", &KerasModel::inputs)

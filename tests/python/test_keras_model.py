@@ -62,10 +62,13 @@ def test_fit_learns_and_the_result_goes_back_to_keras(tmp_path):
                    rtol=1e-4, atol=1e-5)
 
 
-def test_compile_overrides_the_file_and_keeps_the_weights():
+def test_compile_overrides_the_file_and_keeps_the_weights(tmp_path):
     import keras
 
     model = troupe.keras.Model.from_keras(ctr_keras_model(compile=False))
+    # A model saved without compile() is written back without compile settings.
+    model.save(tmp_path / "plain.keras")
+    assert getattr(keras.saving.load_model(tmp_path / "plain.keras"), "optimizer", None) is None
     x, y = ctr_data(512, seed=4)
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss="binary_crossentropy",
                   metrics=["accuracy"])
@@ -75,6 +78,14 @@ def test_compile_overrides_the_file_and_keeps_the_weights():
     relative_close(model.predict(x), before)  # compile() keeps the trained weights
     history = model.fit(x, y, batch_size=64, epochs=1, verbose=0)
     assert "auc" in history.history and "accuracy" not in history.history
+    # The file carries the last compile()'s settings, as Keras's compile() then save().
+    model.save(tmp_path / "compiled.keras")
+    back = keras.saving.load_model(tmp_path / "compiled.keras")
+    assert type(back.optimizer).__name__ == "SGD"
+    assert troupe.keras.load_model(tmp_path / "compiled.keras").fit(
+        x, y, batch_size=64, epochs=1, verbose=0).history.keys() == {"loss", "auc",
+                                                                    "epoch_s",
+                                                                    "examples_per_sec"}
 
 
 def test_a_dataset_of_tfrecord_files(tmp_path):
@@ -170,4 +181,6 @@ def test_predict_and_evaluate_release_the_gil():
         stop.set()
         thread.join()
         sys.setswitchinterval(previous)
-    assert min(during) > 100, during
+    # Released: tens of thousands of turns on an idle machine, tens with every core busy
+    # compiling; held: 3-6 (the GIL changes hands only as a call starts and ends).
+    assert min(during) > 25, during

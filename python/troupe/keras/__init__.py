@@ -130,8 +130,10 @@ class Model:
             self._compile_json = json.dumps(_PREDICT_ONLY)
         else:
             self._compile_json = ""
+        # A stand-in loss is never written into a saved file; a compile() override is.
         self._core = _troupe.KerasModel(name, data, self._compile_json,
-                                        self._options["labels"], device, precision, int(seed))
+                                        self._options["labels"], device, precision, int(seed),
+                                        self._compiled)
         # Made in a ParameterServerStrategy's scope: its variables go to the PS tasks.
         from troupe.distribute import _current_strategy
 
