@@ -49,9 +49,11 @@ struct KerasOptions {
   /// A compile_config (JSON, Keras's form) used instead of the file's, or where it has none.
   std::string compile_json;
   /// Whether save_keras writes compile_json as the saved file's compile_config (as Keras's
-  /// compile() then save() does); off for a stand-in that only lets a model saved without
-  /// compile() be built (its file keeps no compile settings).
-  bool save_compile = true;
+  /// compile() then save() does): for settings Keras serialized itself (Python's
+  /// compile()). Off, the saved file keeps the source file's: a shorthand given by hand
+  /// (troupe train --compile) or a stand-in that only lets a model saved without compile()
+  /// be built may not be what Keras can load.
+  bool save_compile = false;
   /// Seed of the dropout masks.
   uint64_t seed = 1;
 };

@@ -36,7 +36,7 @@ PYBIND11_MODULE(_troupe, m) {
                     const std::string&, uint64_t, bool>(),
            py::arg("name"), py::arg("data"), py::arg("compile_json") = "",
            py::arg("labels") = std::map<std::string, std::string>{}, py::arg("device") = "cpu",
-           py::arg("precision") = "float32", py::arg("seed") = 1, py::arg("save_compile") = true,
+           py::arg("precision") = "float32", py::arg("seed") = 1, py::arg("save_compile") = false,
            // Reading a large .keras file and building the graph: no Python meanwhile.
            py::call_guard<py::gil_scoped_release>())
       .def("inputs", &KerasModel::inputs)

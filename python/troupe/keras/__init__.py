@@ -130,10 +130,10 @@ class Model:
             self._compile_json = json.dumps(_PREDICT_ONLY)
         else:
             self._compile_json = ""
-        # A stand-in loss is never written into a saved file; a compile() override is.
+        # A stand-in loss is never written into a saved file; settings given here are.
         self._core = _troupe.KerasModel(name, data, self._compile_json,
                                         self._options["labels"], device, precision, int(seed),
-                                        self._compiled)
+                                        bool(compile_config))
         # Made in a ParameterServerStrategy's scope: its variables go to the PS tasks.
         from troupe.distribute import _current_strategy
 
@@ -202,7 +202,7 @@ class Model:
         self._steps_per_execution = int(steps_per_execution)
         o = self._options
         self._core = _troupe.KerasModel(self._name, data, self._compile_json, o["labels"],
-                                        o["device"], o["precision"], o["seed"])
+                                        o["device"], o["precision"], o["seed"], True)
 
     def _check_compiled(self, what):
         if not self._compiled:
