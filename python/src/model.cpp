@@ -67,10 +67,12 @@ class PythonCallbacks final : public Callback {
   }
   core::Status on_train_batch_end(FitState& s, const Logs& logs) override {
     const int64_t batch = batch_++;
+    steps = s.step;
     auto st = call("on_train_batch_end", [&](py::handle f) { f(batch, logs_dict(logs)); });
     return st ? stop_asked(s) : st;
   }
   core::Status on_epoch_end(FitState& s, const Logs& logs) override {
+    steps = s.step;
     auto st = call("on_epoch_end", [&](py::handle f) { f(s.epoch, logs_dict(logs)); });
     return st ? stop_asked(s) : st;
   }
@@ -87,6 +89,9 @@ class PythonCallbacks final : public Callback {
 
   /// What a callback raised (or KeyboardInterrupt), to raise from fit().
   std::optional<py::error_already_set> raised;
+  /// Steps done in all at the last batch-level point or epoch end (where an interrupted
+  /// fit() stopped: under a strategy no closure is in flight there).
+  int64_t steps = 0;
 
  private:
   template <class Call>
@@ -377,7 +382,10 @@ py::dict KerasModel::fit(const py::dict& data, const py::object& validation, int
         : mirror != nullptr ? troupe::fit(*model_, mirror->get(), creator, fo, all)
                             : troupe::fit(*model_, creator, fo, all);
   }
-  if (python->raised) throw std::move(*python->raised);
+  if (python->raised) {
+    steps_ = std::max(steps_, python->steps);
+    throw std::move(*python->raised);
+  }
   if (!h) throw TroupeError(h.error());
   steps_ = h->steps;
   py::list epochs_logs;

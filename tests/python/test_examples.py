@@ -145,3 +145,69 @@ def test_the_mwms_tutorial_trains_on_every_worker_and_takes_a_killed_one_back(tm
     assert sorted(os.listdir(run_dir / "ckpt")) == ["model.keras"]
     for t in last["tasks"]:
         assert t["exit"] == 0
+
+
+INTERRUPTED_CHIEF = r'''
+import json, sys
+import troupe, troupe.keras
+
+resolver = troupe.distribute.cluster_resolver.TFConfigClusterResolver()
+if resolver.task_type in ("worker", "ps"):
+    troupe.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
+                             task_index=resolver.task_id).join()
+    sys.exit(0)
+model_file, train, test = sys.argv[1:4]
+strategy = troupe.distribute.ParameterServerStrategy(resolver)
+with strategy.scope():
+    model = troupe.keras.load_model(model_file)
+data = troupe.data.TFRecordDataset([train]).batch(32).repeat()
+try:
+    model.fit(data, epochs=1000, steps_per_epoch=1000, verbose=2)
+    print(json.dumps({"interrupted": False}), flush=True)
+except KeyboardInterrupt:
+    # The variables on the PS tasks are usable after the interruption.
+    logs = model.evaluate(troupe.data.TFRecordDataset([test]).batch(256), return_dict=True)
+    print(json.dumps({"ok": True, "interrupted": True, "steps": model._core.steps,
+                      "accuracy": logs["accuracy"]}), flush=True)
+'''
+
+
+@pytest.mark.skipif(not BIN or not FIXTURES, reason="TROUPE_BIN_DIR and TROUPE_KERAS_FIXTURES "
+                    "(set by CTest) name the launcher and the Keras fixtures")
+def test_ctrl_c_stops_a_strategys_fit_at_its_next_point_and_the_job_ends(tmp_path):
+    """SIGINT to the chief of a PS job (by its id) stops fit() at the next 100-step point,
+    where no closure is in flight: KeyboardInterrupt, the PS tasks' variables usable, and
+    every task ends when the chief's interpreter exits."""
+    f = os.path.join(FIXTURES, "models", "ps_tutorial")
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED_CHIEF)
+    run_dir = tmp_path / "run"
+    launch = subprocess.Popen(
+        [os.path.join(BIN, "troupe"), "launch", "--ps", "1", "--workers", "2",
+         "--run-dir", str(run_dir), "--", sys.executable, str(script),
+         os.path.join(f, "model.keras"), os.path.join(f, "train.tfrecord"),
+         os.path.join(f, "test.tfrecord")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        chief_log = run_dir / "chief-0.log"
+        deadline = time.monotonic() + 60
+        # Training is under way once its second epoch has begun (verbose=2's header).
+        while launch.poll() is None and time.monotonic() < deadline and not (
+                chief_log.exists() and "Epoch 2/1000" in chief_log.read_text()):
+            time.sleep(0.1)  # bounded: the deadline, or launch ending
+        tasks = json.loads((run_dir / "tasks.json").read_text())
+        chief = next(t["pid"] for t in tasks if t["type"] == "chief")
+        os.kill(chief, signal.SIGINT)
+        out, _ = launch.communicate(timeout=120)
+    except BaseException:
+        os.killpg(launch.pid, signal.SIGKILL)
+        launch.communicate()
+        raise
+    assert launch.returncode == 0, out[-4000:]
+    last = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    result = last["chief"]
+    assert result["interrupted"] is True, out[-4000:]
+    assert 1000 <= result["steps"] < 1000 * 1000 and result["steps"] % 100 == 0
+    assert result["accuracy"] > 0.5
+    for t in last["tasks"]:
+        assert t["exit"] == 0, t
