@@ -382,10 +382,8 @@ py::dict KerasModel::fit(const py::dict& data, const py::object& validation, int
         : mirror != nullptr ? troupe::fit(*model_, mirror->get(), creator, fo, all)
                             : troupe::fit(*model_, creator, fo, all);
   }
-  if (python->raised) {
-    steps_ = std::max(steps_, python->steps);
-    throw std::move(*python->raised);
-  }
+  if (python->raised || !h) steps_ = std::max(steps_, python->steps);  // where it stopped
+  if (python->raised) throw std::move(*python->raised);
   if (!h) throw TroupeError(h.error());
   steps_ = h->steps;
   py::list epochs_logs;

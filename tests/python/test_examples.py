@@ -211,3 +211,66 @@ def test_ctrl_c_stops_a_strategys_fit_at_its_next_point_and_the_job_ends(tmp_pat
     assert result["accuracy"] > 0.5
     for t in last["tasks"]:
         assert t["exit"] == 0, t
+
+
+INTERRUPTED_REPLICA = r'''
+import json, sys
+import numpy as np
+import troupe, troupe.keras
+from troupe import errors
+
+model_file = sys.argv[1]
+strategy = troupe.distribute.MultiWorkerMirroredStrategy()
+with strategy.scope():
+    model = troupe.keras.load_model(model_file)
+rng = np.random.default_rng(0)
+x = rng.normal(size=(4096, 4)).astype(np.float32)
+items = rng.integers(0, 50, size=4096)
+y = (x[:, 0] > 0).astype(np.float32)
+data = troupe.data.Dataset.from_tensor_slices(({"dense": x, "item": items}, y)).batch(64)
+try:
+    model.fit(data.repeat(), epochs=1000, steps_per_epoch=200, verbose=2)
+    outcome = "finished"
+except KeyboardInterrupt:
+    outcome = "interrupted"
+except errors.CancelledError as e:
+    outcome = "cancelled: " + str(e)
+print(json.dumps({"ok": True, "outcome": outcome, "steps": model._core.steps}), flush=True)
+'''
+
+
+@pytest.mark.skipif(not BIN, reason="TROUPE_BIN_DIR (set by CTest) names the launcher")
+def test_ctrl_c_on_one_mirrored_worker_stops_every_worker_at_the_same_point(tmp_path, ctr_file):
+    """SIGINT to worker 1 of a MultiWorkerMirroredStrategy job: it raises KeyboardInterrupt
+    at the next 100-step point, the points being agreed, worker 0 stops there too with a
+    CancelledError naming worker 1, and both end at the same step."""
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED_REPLICA)
+    run_dir = tmp_path / "run"
+    launch = subprocess.Popen(
+        [os.path.join(BIN, "troupe"), "launch", "--workers", "2", "--run-dir", str(run_dir),
+         "--", sys.executable, str(script), ctr_file],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        log = run_dir / "worker-1.log"
+        deadline = time.monotonic() + 60
+        while launch.poll() is None and time.monotonic() < deadline and not (
+                log.exists() and "Epoch 2/1000" in log.read_text()):
+            time.sleep(0.1)  # bounded: the deadline, or launch ending
+        tasks = json.loads((run_dir / "tasks.json").read_text())
+        worker = next(t["pid"] for t in tasks if t["type"] == "worker" and t["index"] == 1)
+        os.kill(worker, signal.SIGINT)
+        out, _ = launch.communicate(timeout=120)
+    except BaseException:
+        os.killpg(launch.pid, signal.SIGKILL)
+        launch.communicate()
+        raise
+    assert launch.returncode == 0, out[-4000:]
+    last = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    chief = last["chief"]
+    other = json.loads([line for line in log.read_text().splitlines()
+                        if line.startswith("{")][-1])
+    assert other["outcome"] == "interrupted", out[-4000:]
+    assert chief["outcome"].startswith("cancelled: ") and "[1]" in chief["outcome"], chief
+    assert chief["steps"] == other["steps"] and chief["steps"] % 100 == 0
+    assert 200 <= chief["steps"] < 200 * 1000
