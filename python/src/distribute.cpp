@@ -42,8 +42,8 @@ std::shared_ptr<const core::Partitioner> partitioner_of(const py::object& p) {
 
 }  // namespace
 
-const Registry& keras_registry() {
-  static const Registry* registry = [] {
+Registry& worker_registry() {
+  static Registry* registry = [] {
     auto* r = new Registry;  // lives as long as the process: tasks serve from it
     register_keras(*r);
     return r;

@@ -25,8 +25,12 @@ namespace py = pybind11;
 
 using Jobs = std::map<std::string, std::vector<std::string>>;
 
-/// What every task of a Python job serves and runs: the generic Keras steps and dataset.
-const Registry& keras_registry();
+/// What every task of a Python job serves and runs: the generic Keras steps and dataset,
+/// and the steps C++ extensions add (include/troupe/python_extension.hpp) before serving.
+Registry& worker_registry();
+inline const Registry& keras_registry() {
+  return worker_registry();
+}
 
 /// TF_CONFIG (or a Slurm step) as {"cluster", "task_type", "task_id", "rpc_layer"}; a
 /// missing or malformed one is an InvalidArgumentError saying what is wrong.

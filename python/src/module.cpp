@@ -83,6 +83,10 @@ PYBIND11_MODULE(_troupe, m) {
         return troupe::python::take(std::move(r));
       });
 
+  // The registry every task serves, for C++ extensions to add steps to
+  // (include/troupe/python_extension.hpp).
+  m.def("_worker_registry",
+        [] { return py::capsule(&troupe::python::worker_registry(), "troupe.Registry"); });
   m.def("resolve_cluster", &troupe::python::resolve_cluster);
   m.def("serve", &troupe::python::serve_task, py::arg("cluster"), py::arg("task_type"),
         py::arg("task_id"));

@@ -274,3 +274,60 @@ def test_ctrl_c_on_one_mirrored_worker_stops_every_worker_at_the_same_point(tmp_
     assert chief["outcome"].startswith("cancelled: ") and "[1]" in chief["outcome"], chief
     assert chief["steps"] == other["steps"] and chief["steps"] % 100 == 0
     assert 200 <= chief["steps"] < 200 * 1000
+
+
+EXTENSION_JOB = r'''
+import json, sys
+import troupe, troupe.keras
+import troupe_test_steps  # noqa: F401  (adds "test/label_mean" to every task's registry)
+from troupe import errors
+from troupe.distribute.coordinator import ClusterCoordinator, merge_results
+
+resolver = troupe.distribute.cluster_resolver.TFConfigClusterResolver()
+if resolver.task_type in ("worker", "ps"):
+    troupe.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
+                             task_index=resolver.task_id).join()
+    sys.exit(0)
+model_file, train = sys.argv[1:3]
+strategy = troupe.distribute.ParameterServerStrategy(resolver)
+with strategy.scope():
+    model = troupe.keras.load_model(model_file)
+coordinator = ClusterCoordinator(strategy)
+it = iter(coordinator.create_per_worker_dataset(troupe.data.TFRecordDataset([train]).batch(32)))
+values = [coordinator.schedule(model.registered_step("test/label_mean"), args=(it,))
+          for _ in range(40)]
+coordinator.join()
+means = [v.fetch()["loss"] for v in values]
+try:
+    coordinator.schedule(model.registered_step("test/no_such_step"), args=(it,)).fetch()
+    unknown = "ran"
+except errors.OpError as e:
+    unknown = type(e).__name__ + ": " + str(e)
+print(json.dumps({"ok": True, "means": means, "merged": merge_results(values)["loss"],
+                  "unknown": unknown}), flush=True)
+'''
+
+
+@pytest.mark.skipif(not BIN or not FIXTURES, reason="TROUPE_BIN_DIR and TROUPE_KERAS_FIXTURES "
+                    "(set by CTest) name the launcher and the Keras fixtures")
+def test_a_step_a_cpp_extension_registers_runs_on_the_workers(tmp_path):
+    """tests/python/ext's module adds a step to every task's registry when imported; the
+    chief schedules it by name on the model's per-worker dataset."""
+    pytest.importorskip("troupe_test_steps")
+    f = os.path.join(FIXTURES, "models", "ps_tutorial")
+    script = tmp_path / "extension_job.py"
+    script.write_text(EXTENSION_JOB)
+    code, out, last = run_launch(
+        ["--ps", "1", "--workers", "2", "--run-dir", str(tmp_path / "run"), "--",
+         sys.executable, str(script), os.path.join(f, "model.keras"),
+         os.path.join(f, "train.tfrecord")], timeout=120)
+    assert code == 0, out[-4000:]
+    result = last["chief"]
+    means = result["means"]
+    # Each is a batch's mean of 32 labels of 0 and 1, read on a worker from the file.
+    assert len(means) == 40 and all(0 <= m <= 1 for m in means)
+    assert all(abs(m * 32 - round(m * 32)) < 1e-9 for m in means)
+    assert len(set(means)) > 1
+    assert result["merged"] == pytest.approx(sum(means) / len(means))
+    assert result["unknown"].startswith("NotFoundError") and "test/no_such_step" in \
+        result["unknown"], result["unknown"]

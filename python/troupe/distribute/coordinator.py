@@ -102,7 +102,8 @@ class ClusterCoordinator:
             raise errors.InvalidArgumentError(
                 f"schedule: {getattr(fn, '__name__', repr(fn))} is a Python function, which "
                 "cannot travel to the workers (they run C++ only): schedule a model's "
-                "registered steps (model.train_step, model.evaluate_step), or train with "
+                "registered steps (model.train_step, model.evaluate_step), a step a C++ "
+                "extension registers (model.registered_step(name)), or train with "
                 "model.fit()")
         model, steps, registered = step
         if model._strategy is not self.strategy:

@@ -297,6 +297,13 @@ class Model:
         trained on the PS tasks' variables."""
         return _Step(self, "train_step", self._steps_per_execution, "keras/train")
 
+    def registered_step(self, name, steps=1):
+        """A step a C++ extension registered by ``name`` in every task
+        (include/troupe/python_extension.hpp), for ClusterCoordinator.schedule(): run
+        ``steps`` times on a worker with this model's per-worker dataset; its result's
+        fetch() gives the BatchStats it returns as logs."""
+        return _Step(self, name, int(steps), str(name))
+
     @property
     def evaluate_step(self):
         """The model's registered evaluation step, for ClusterCoordinator.schedule(): the
