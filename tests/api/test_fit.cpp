@@ -412,22 +412,27 @@ TEST_CASE("EarlyStopping stops after `patience` epochs without improvement", "[f
   }
 }
 
-TEST_CASE("ProgressDisplay draws a live line on a terminal and plain lines otherwise",
-          "[fit][callbacks]") {
+// What a ProgressDisplay with these options draws over 2 epochs of 16 steps.
+std::string progress_text(const callbacks::ProgressDisplay::Options& po) {
   const auto reg = data_registry();
   Model model(test::blobs_model());
   FitOptions o;
   o.epochs = 2;
   o.steps_per_epoch = 16;
   std::ostringstream out;
+  auto progress = std::make_shared<callbacks::ProgressDisplay>(out, po);
+  REQUIRE(fit(model, {&reg, "blobs_train"}, o, {progress}).ok());
+  return out.str();
+}
+
+TEST_CASE("ProgressDisplay draws a live line on a terminal and plain lines otherwise",
+          "[fit][callbacks]") {
   const bool terminal = GENERATE(false, true);
   CAPTURE(terminal);
   callbacks::ProgressDisplay::Options po;
   po.terminal = terminal;
   po.interval = std::chrono::milliseconds(0);  // a plain line after every step
-  auto progress = std::make_shared<callbacks::ProgressDisplay>(out, po);
-  REQUIRE(fit(model, {&reg, "blobs_train"}, o, {progress}).ok());
-  const std::string text = out.str();
+  const std::string text = progress_text(po);
   INFO(text);
   CHECK(text.find("epoch 2/2  step 32  accuracy") != std::string::npos);  // the summary
   if (terminal) {
@@ -447,12 +452,6 @@ TEST_CASE("ProgressDisplay draws a live line on a terminal and plain lines other
 
 TEST_CASE("ProgressDisplay draws Keras's progress bar and Keras's line per epoch",
           "[fit][callbacks]") {
-  const auto reg = data_registry();
-  Model model(test::blobs_model());
-  FitOptions o;
-  o.epochs = 2;
-  o.steps_per_epoch = 16;
-  std::ostringstream out;
   using Style = callbacks::ProgressDisplay::Style;
   const Style style = GENERATE(Style::keras_bar, Style::keras_epoch);
   const bool terminal = GENERATE(false, true);
@@ -460,9 +459,7 @@ TEST_CASE("ProgressDisplay draws Keras's progress bar and Keras's line per epoch
   callbacks::ProgressDisplay::Options po;
   po.terminal = terminal;
   po.style = style;
-  auto progress = std::make_shared<callbacks::ProgressDisplay>(out, po);
-  REQUIRE(fit(model, {&reg, "blobs_train"}, o, {progress}).ok());
-  const std::string text = out.str();
+  const std::string text = progress_text(po);
   INFO(text);
   CHECK(text.rfind("Epoch 1/2\n", 0) == 0);
   CHECK(text.find("Epoch 2/2\n") != std::string::npos);

@@ -41,6 +41,37 @@ def run_launch(args, timeout):
     return proc.returncode, out, last
 
 
+def launch_and_signal(args, run_dir, ready, task, sig, timeout):
+    """Runs `troupe launch --run-dir run_dir ARGS` in its own process group, waits (bounded:
+    120 s, or launch ending) until ready() holds, sends `sig` to `task` ("type:index") by
+    the id tasks.json lists, and waits for launch. On a failure ends the group by the
+    launcher's id. Returns (code, output, launch's JSON line)."""
+    launch = subprocess.Popen(
+        [os.path.join(BIN, "troupe"), "launch", "--run-dir", str(run_dir)] + args,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while launch.poll() is None and time.monotonic() < deadline and not ready():
+            time.sleep(0.1)  # bounded: the deadline, or launch ending
+        assert ready(), "never ready to signal"
+        kind, index = task.split(":")
+        tasks = json.loads((run_dir / "tasks.json").read_text())
+        os.kill(next(t["pid"] for t in tasks if t["type"] == kind and t["index"] == int(index)),
+                sig)
+        out, _ = launch.communicate(timeout=timeout)
+    except BaseException:
+        os.killpg(launch.pid, signal.SIGKILL)
+        launch.communicate()
+        raise
+    assert launch.returncode == 0, out[-4000:]
+    return launch.returncode, out, json.loads(
+        [line for line in out.splitlines() if line.startswith("{")][-1])
+
+
+def log_has(path, text):
+    return lambda: path.exists() and text in path.read_text()
+
+
 @pytest.mark.skipif(not BIN or not FIXTURES, reason="TROUPE_BIN_DIR and TROUPE_KERAS_FIXTURES "
                     "(set by CTest) name the launcher and the Keras fixtures")
 @pytest.mark.parametrize("loop", ["fit", "custom"])
@@ -107,28 +138,12 @@ def test_the_mwms_tutorial_trains_on_every_worker_and_takes_a_killed_one_back(tm
     its first epoch's checkpoint, restarted by troupe launch, runs the script again and
     rejoins: every worker ends at the same step with the same weights."""
     run_dir = tmp_path / "run"
-    launch = subprocess.Popen(
-        [os.path.join(BIN, "troupe"), "launch", "--workers", "2", "--restart-failed",
-         "--run-dir", str(run_dir), "--", sys.executable,
+    checkpoint = run_dir / "ckpt" / "model.keras"
+    _, out, last = launch_and_signal(
+        ["--workers", "2", "--restart-failed", "--", sys.executable,
          os.path.join(ROOT, "examples", "python", "mwms_tutorial.py"), "--elastic",
          "--epochs", "5", "--steps-per-epoch", "150"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        checkpoint = run_dir / "ckpt" / "model.keras"
-        deadline = time.monotonic() + 120
-        while not checkpoint.exists() and launch.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)  # bounded: the deadline, or launch ending
-        assert checkpoint.exists(), "no checkpoint after the first epoch"
-        tasks = json.loads((run_dir / "tasks.json").read_text())
-        victim = next(t["pid"] for t in tasks if t["type"] == "worker" and t["index"] == 1)
-        os.kill(victim, signal.SIGKILL)
-        out, _ = launch.communicate(timeout=240)
-    except BaseException:
-        os.killpg(launch.pid, signal.SIGKILL)
-        launch.communicate()
-        raise
-    assert launch.returncode == 0, out[-4000:]
-    last = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+        run_dir, checkpoint.exists, "worker:1", signal.SIGKILL, timeout=240)
     assert last["restarts"] == 1
     chief = last["chief"]
     assert chief["task"] == "worker:0" and chief["is_chief"] is True
@@ -182,29 +197,13 @@ def test_ctrl_c_stops_a_strategys_fit_at_its_next_point_and_the_job_ends(tmp_pat
     script = tmp_path / "interrupted.py"
     script.write_text(INTERRUPTED_CHIEF)
     run_dir = tmp_path / "run"
-    launch = subprocess.Popen(
-        [os.path.join(BIN, "troupe"), "launch", "--ps", "1", "--workers", "2",
-         "--run-dir", str(run_dir), "--", sys.executable, str(script),
+    # Training is under way once its second epoch has begun (verbose=2's header).
+    _, out, last = launch_and_signal(
+        ["--ps", "1", "--workers", "2", "--", sys.executable, str(script),
          os.path.join(f, "model.keras"), os.path.join(f, "train.tfrecord"),
          os.path.join(f, "test.tfrecord")],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        chief_log = run_dir / "chief-0.log"
-        deadline = time.monotonic() + 60
-        # Training is under way once its second epoch has begun (verbose=2's header).
-        while launch.poll() is None and time.monotonic() < deadline and not (
-                chief_log.exists() and "Epoch 2/1000" in chief_log.read_text()):
-            time.sleep(0.1)  # bounded: the deadline, or launch ending
-        tasks = json.loads((run_dir / "tasks.json").read_text())
-        chief = next(t["pid"] for t in tasks if t["type"] == "chief")
-        os.kill(chief, signal.SIGINT)
-        out, _ = launch.communicate(timeout=120)
-    except BaseException:
-        os.killpg(launch.pid, signal.SIGKILL)
-        launch.communicate()
-        raise
-    assert launch.returncode == 0, out[-4000:]
-    last = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+        run_dir, log_has(run_dir / "chief-0.log", "Epoch 2/1000"), "chief:0", signal.SIGINT,
+        timeout=120)
     result = last["chief"]
     assert result["interrupted"] is True, out[-4000:]
     assert 1000 <= result["steps"] < 1000 * 1000 and result["steps"] % 100 == 0
@@ -247,26 +246,10 @@ def test_ctrl_c_on_one_mirrored_worker_stops_every_worker_at_the_same_point(tmp_
     script = tmp_path / "interrupted.py"
     script.write_text(INTERRUPTED_REPLICA)
     run_dir = tmp_path / "run"
-    launch = subprocess.Popen(
-        [os.path.join(BIN, "troupe"), "launch", "--workers", "2", "--run-dir", str(run_dir),
-         "--", sys.executable, str(script), ctr_file],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        log = run_dir / "worker-1.log"
-        deadline = time.monotonic() + 60
-        while launch.poll() is None and time.monotonic() < deadline and not (
-                log.exists() and "Epoch 2/1000" in log.read_text()):
-            time.sleep(0.1)  # bounded: the deadline, or launch ending
-        tasks = json.loads((run_dir / "tasks.json").read_text())
-        worker = next(t["pid"] for t in tasks if t["type"] == "worker" and t["index"] == 1)
-        os.kill(worker, signal.SIGINT)
-        out, _ = launch.communicate(timeout=120)
-    except BaseException:
-        os.killpg(launch.pid, signal.SIGKILL)
-        launch.communicate()
-        raise
-    assert launch.returncode == 0, out[-4000:]
-    last = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+    log = run_dir / "worker-1.log"
+    _, out, last = launch_and_signal(
+        ["--workers", "2", "--", sys.executable, str(script), ctr_file],
+        run_dir, log_has(log, "Epoch 2/1000"), "worker:1", signal.SIGINT, timeout=120)
     chief = last["chief"]
     other = json.loads([line for line in log.read_text().splitlines()
                         if line.startswith("{")][-1])

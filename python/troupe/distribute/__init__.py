@@ -124,7 +124,23 @@ def _current_strategy():
     return getattr(_scope, "strategy", None)
 
 
-class ParameterServerStrategy:
+class _Strategy:
+    """What the strategies share: scope(), where the models made adopt the strategy."""
+
+    @contextlib.contextmanager
+    def scope(self):
+        previous = _current_strategy()
+        _scope.strategy = self
+        try:
+            yield self
+        finally:
+            _scope.strategy = previous
+
+    def _adopt(self, model):
+        pass
+
+
+class ParameterServerStrategy(_Strategy):
     """The chief's strategy (tf.distribute.ParameterServerStrategy): connects to every PS
     task when made. Keras models made in ``scope()`` keep their variables on the PS tasks
     (each Embedding's table sharded by ``variable_partitioner``); their fit() runs every
@@ -146,15 +162,6 @@ class ParameterServerStrategy:
     @property
     def cluster_resolver(self):
         return self._resolver
-
-    @contextlib.contextmanager
-    def scope(self):
-        previous = _current_strategy()
-        _scope.strategy = self
-        try:
-            yield self
-        finally:
-            _scope.strategy = previous
 
     def _adopt(self, model):
         self._models.add(model)
@@ -214,7 +221,7 @@ class DistributedDataset:
         return None
 
 
-class MultiWorkerMirroredStrategy:
+class MultiWorkerMirroredStrategy(_Strategy):
     """Synchronous training on every worker (tf.distribute.MultiWorkerMirroredStrategy):
     the script runs on each chief and worker task of TF_CONFIG's cluster; a Keras model
     made in ``scope()`` is a replica on each, gradients all-reduced every step, and fit()
@@ -267,18 +274,6 @@ class MultiWorkerMirroredStrategy:
     def stats(self):
         """Re-formings of the ring, workers lost and joined, steps run again."""
         return self._core.stats() if self._core is not None else {}
-
-    @contextlib.contextmanager
-    def scope(self):
-        previous = _current_strategy()
-        _scope.strategy = self
-        try:
-            yield self
-        finally:
-            _scope.strategy = previous
-
-    def _adopt(self, model):
-        pass
 
     def distribute_datasets_from_function(self, dataset_fn, options=None):
         """``dataset_fn(input_context)`` returns this replica's troupe.data dataset: its
