@@ -68,12 +68,14 @@ class PythonCallbacks final : public Callback {
   core::Status on_train_batch_end(FitState& s, const Logs& logs) override {
     const int64_t batch = batch_++;
     steps = s.step;
-    auto st = call("on_train_batch_end", [&](py::handle f) { f(batch, logs_dict(logs)); });
+    auto st = call(
+        "on_train_batch_end", [&](py::handle f) { f(batch, logs_dict(logs)); }, true);
     return st ? stop_asked(s) : st;
   }
   core::Status on_epoch_end(FitState& s, const Logs& logs) override {
     steps = s.step;
-    auto st = call("on_epoch_end", [&](py::handle f) { f(s.epoch, logs_dict(logs)); });
+    auto st = call(
+        "on_epoch_end", [&](py::handle f) { f(s.epoch, logs_dict(logs)); }, true);
     return st ? stop_asked(s) : st;
   }
   core::Status on_train_end(FitState&, const Logs& logs) override {
@@ -94,11 +96,13 @@ class PythonCallbacks final : public Callback {
   int64_t steps = 0;
 
  private:
+  // Ctrl-C is looked for only at the points where fit() agrees among mirrored workers
+  // (after a batch-level point, at an epoch's end), so every worker stops at the same one.
   template <class Call>
-  core::Status call(const char* method, Call&& invoke) {
+  core::Status call(const char* method, Call&& invoke, bool signals = false) {
     py::gil_scoped_acquire gil;
     try {
-      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+      if (signals && PyErr_CheckSignals() != 0) throw py::error_already_set();
       for (py::handle cb : callbacks_)
         if (py::hasattr(cb, method)) invoke(cb.attr(method));
     } catch (py::error_already_set& e) {
@@ -337,7 +341,9 @@ py::dict KerasModel::fit(const py::dict& data, const py::object& validation, int
                                std::string("the dataset function raised ") + e.what()));
         }
       }
-      return local_dataset(d, ctx, false);
+      // Its dataset as the function gives it: sharded where it shards (TensorFlow does not
+      // shard what distribute_datasets_from_function's function returns).
+      return local_dataset(d, core::InputContext{}, false);
     });
   } else {
     // Arrays or files in this process: one pipeline, or (mirrored) this replica's shard of

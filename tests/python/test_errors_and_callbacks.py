@@ -217,7 +217,8 @@ def test_tf_config_is_read_as_tensorflow_reads_it(monkeypatch):
 
 def test_verbose_prints_keras_progress_lines(capfd):
     """verbose=1: Keras's bar (live on a terminal only) and its epoch line; 2: Keras's line
-    per epoch; 0: nothing. On stderr, as Keras's fit writes them to its stream."""
+    per epoch; 0: nothing. On stderr (Troupe's choice: Keras writes them to stdout, which
+    Troupe's programs keep for their JSON lines)."""
     model = troupe.keras.Model.from_keras(ctr_keras_model())
     x, y = ctr_data(1000, seed=1)
     capfd.readouterr()
@@ -230,3 +231,17 @@ def test_verbose_prints_keras_progress_lines(capfd):
     assert "10/10 - " in err and "/step - auc: " in err and "\u2501" not in err
     model.fit(x, y, epochs=2, batch_size=100, verbose=0)
     assert capfd.readouterr().err == ""
+
+
+def test_a_lambda_callback_gets_each_batchs_logs():
+    """keras.callbacks.LambdaCallback sets on_train_batch_end on the object, not its class:
+    fit() still computes the batch's logs for it."""
+    import keras
+
+    model = troupe.keras.Model.from_keras(ctr_keras_model())
+    x, y = ctr_data(320, seed=2)
+    losses = []
+    cb = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: losses.append(logs["loss"]))
+    model.fit(x, y, batch_size=32, epochs=1, callbacks=[cb], verbose=0)
+    assert len(losses) == 10 and all(v > 0 for v in losses)

@@ -296,7 +296,7 @@ print(json.dumps({"ok": True, "means": means, "merged": merge_results(values)["l
 def test_a_step_a_cpp_extension_registers_runs_on_the_workers(tmp_path):
     """tests/python/ext's module adds a step to every task's registry when imported; the
     chief schedules it by name on the model's per-worker dataset."""
-    pytest.importorskip("troupe_test_steps")
+    import troupe_test_steps  # noqa: F401  (built with the tests: it must load)
     f = os.path.join(FIXTURES, "models", "ps_tutorial")
     script = tmp_path / "extension_job.py"
     script.write_text(EXTENSION_JOB)
@@ -314,3 +314,41 @@ def test_a_step_a_cpp_extension_registers_runs_on_the_workers(tmp_path):
     assert result["merged"] == pytest.approx(sum(means) / len(means))
     assert result["unknown"].startswith("NotFoundError") and "test/no_such_step" in \
         result["unknown"], result["unknown"]
+
+
+UNSHARDED_FUNCTION = r'''
+import json, sys
+import numpy as np
+import troupe, troupe.keras
+
+strategy = troupe.distribute.MultiWorkerMirroredStrategy()
+with strategy.scope():
+    model = troupe.keras.load_model(sys.argv[1])
+rng = np.random.default_rng(0)
+x = {"dense": rng.normal(size=(128, 4)).astype(np.float32), "item": rng.integers(0, 50, 128)}
+y = (x["dense"][:, 0] > 0).astype(np.float32)
+contexts = []
+
+
+def dataset_fn(ctx):  # every worker reads all 128 examples: no shard() here
+    contexts.append([ctx.num_input_pipelines, ctx.input_pipeline_id, ctx.num_replicas_in_sync])
+    return troupe.data.Dataset.from_tensor_slices((x, y)).batch(32)
+
+
+h = model.fit(strategy.distribute_datasets_from_function(dataset_fn), epochs=1, verbose=0)
+print(json.dumps({"ok": True, "steps": h.stats["steps"], "contexts": contexts}), flush=True)
+'''
+
+
+@pytest.mark.skipif(not BIN, reason="TROUPE_BIN_DIR (set by CTest) names the launcher")
+def test_a_dataset_function_is_not_sharded_again(tmp_path, ctr_file):
+    """Two workers, a dataset function that does not shard: each worker trains on what it
+    returns (128 examples: 4 batches), not on a shard of it, as TensorFlow's
+    distribute_datasets_from_function; the function saw each worker's InputContext."""
+    script = tmp_path / "unsharded.py"
+    script.write_text(UNSHARDED_FUNCTION)
+    code, out, last = run_launch(["--workers", "2", "--run-dir", str(tmp_path / "run"), "--",
+                                  sys.executable, str(script), ctr_file], timeout=120)
+    assert code == 0, out[-4000:]
+    assert last["chief"]["steps"] == 4, out[-4000:]
+    assert [2, 0, 2] in last["chief"]["contexts"]

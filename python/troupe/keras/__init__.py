@@ -37,8 +37,12 @@ def _batch_hooks(callbacks):
     for cb in callbacks:
         if hasattr(cb, "_troupe_callback"):
             continue
-        # Keras's base on_train_batch_end calls on_batch_end: either, overridden, counts.
-        for method in ("on_train_batch_end", "on_batch_end"):
+        # Keras's base on_train_batch_end calls on_batch_end: either, overridden, counts,
+        # and so does one set on the object (keras.callbacks.LambdaCallback's).
+        methods = ("on_train_batch_end", "on_batch_end")
+        if any(m in getattr(cb, "__dict__", {}) for m in methods):
+            return True
+        for method in methods:
             for klass in type(cb).__mro__:
                 if method in klass.__dict__:
                     if klass.__module__ not in ("troupe.keras.callbacks",
