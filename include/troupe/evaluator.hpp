@@ -47,10 +47,10 @@ struct SidecarResult {
 /// evaluates it on the model's evaluation examples, writes summaries, and prints one JSON
 /// line per checkpoint to `out` ({"checkpoint", "step", "epoch", "examples"} and the
 /// values: "loss", "test_accuracy" and "auc" for the built-in models, a Keras model's
-/// compiled History names for a Keras model). A checkpoint deleted (the chief keeps only max_to_keep) or damaged between
-/// listing and reading is skipped with a warning on stderr, never fatal. Returns after
-/// evaluating the checkpoint the final marker names. It reads files only: it never
-/// connects to the training cluster.
+/// compiled History names for a Keras model). A checkpoint deleted (the chief keeps only
+/// max_to_keep) or damaged between listing and reading is skipped with a warning on stderr, never
+/// fatal. Returns after evaluating the checkpoint the final marker names. It reads files only: it
+/// never connects to the training cluster.
 core::Expected<SidecarResult> run_sidecar_evaluator(Model& model,
                                                     const SidecarEvaluatorOptions& options,
                                                     std::ostream& out);
