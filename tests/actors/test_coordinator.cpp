@@ -33,9 +33,13 @@ struct Log {
     cv.notify_all();
   }
   bool wait_for(const std::string& line, std::chrono::milliseconds bound) {
+    return wait_for_any({line}, bound);
+  }
+  bool wait_for_any(const std::vector<std::string>& any, std::chrono::milliseconds bound) {
     std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, bound,
-                       [&] { return std::find(lines.begin(), lines.end(), line) != lines.end(); });
+    return cv.wait_for(lock, bound, [&] {
+      return std::find_first_of(lines.begin(), lines.end(), any.begin(), any.end()) != lines.end();
+    });
   }
   size_t count(const std::string& line) {
     std::lock_guard<std::mutex> lock(mu);
@@ -44,12 +48,14 @@ struct Log {
 };
 
 struct FakeState {
-  std::vector<caf::response_promise> held;  // "hang" closures, never answered
+  std::vector<caf::response_promise> held;     // "hang" closures, never answered
+  std::vector<caf::response_promise> failing;  // "fail_later" closures, failed on "release"
   static inline const char* name = "fake_worker";
 };
 
-// Steps: "ok" answers its id's bytes, "fail" a step error, "hang" never answers, "crash"
-// ends the worker (its proxy sees it go down). Dataset "nosuch" is the worker's own error.
+// Steps: "ok" answers its id's bytes, "fail" a step error, "fail_later" the same error once
+// the worker is sent "release", "hang" never answers, "crash" ends the worker (its proxy
+// sees it go down). Dataset "nosuch" is the worker's own error.
 caf::behavior fake_worker(caf::stateful_actor<FakeState>* self, std::shared_ptr<Log> log,
                           std::string name) {
   return {
@@ -75,7 +81,17 @@ caf::behavior fake_worker(caf::stateful_actor<FakeState>* self, std::shared_ptr<
           self->state.held.push_back(self->make_response_promise());
           return caf::delegated<std::vector<char>>{};
         }
+        if (c.step == "fail_later") {
+          self->state.failing.push_back(self->make_response_promise());
+          return caf::delegated<std::vector<char>>{};
+        }
         return std::vector<char>(name.begin(), name.end());
+      },
+      [=](std::string& what) {
+        if (what != "release") return;
+        for (auto& p : self->state.failing)
+          p.deliver(net::to_caf(core::make_error(core::Errc::invalid_argument, "bad step")));
+        self->state.failing.clear();
       },
       [=](net::cancel_atom, uint64_t) { log->add(name + " cancel"); },
       [=](net::shutdown_atom) { return caf::ok_atom::value; },
@@ -184,10 +200,15 @@ TEST_CASE_METHOD(Fixture, "A step error cancels what is queued and what a busy w
   options.max_in_flight_per_worker = 1;  // the rest stay queued
   start(2, options);
   auto hung = schedule("hang");  // on whichever worker is up first
-  auto failing = schedule("fail");
+  // Fails only when released, after the rest are queued: a step error raised earlier would
+  // refuse the next schedule() with it, as TensorFlow's does.
+  auto failing = schedule("fail_later");
   std::vector<std::shared_ptr<detail::RemoteState>> queued;
   for (int i = 0; i < 5; ++i)
     queued.push_back(schedule("ok"));
+  REQUIRE(log->wait_for_any({"w0 run fail_later", "w1 run fail_later"}, 10s));
+  for (auto& f : fakes)
+    caf::anon_send(f, std::string("release"));
   const core::Status joined = join(*book);  // returns without the hung closure's answer
   REQUIRE_FALSE(joined.ok());
   CHECK(joined.error().code == core::Errc::invalid_argument);
