@@ -211,6 +211,11 @@ core::Status ClosureBook::join() {
   return e;
 }
 
+bool ClosureBook::wait_done(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return pending_.empty(); });
+}
+
 bool ClosureBook::done() {
   std::lock_guard<std::mutex> lock(mu_);
   return pending_.empty();

@@ -77,6 +77,9 @@ class ClosureBook {
   /// Waits until every scheduled closure is settled; returns (and clears) the first error.
   core::Status join();
   bool done();
+  /// Waits at most `timeout` until every scheduled closure is settled; returns whether
+  /// they are (join() then returns at once).
+  bool wait_done(std::chrono::milliseconds timeout);
   /// Whether closure `id` is still unsettled (a cancelled one is not: it must not run again).
   bool pending(uint64_t id);
   Counters counters();

@@ -61,6 +61,37 @@ core::Expected<uint16_t> open_gate(const net::HostPort& task, const net::TaskId&
   return gate->port();
 }
 
+// Waits for `served` (which `self` monitors) to go down and gives its exit reason. With a
+// `stop`, asks it every 100 ms meanwhile; once it says so, `served` is told to shut down
+// (as at a job's end) and `stopped` is set.
+caf::error await_down(caf::scoped_actor& self, const caf::actor& served,
+                      const std::function<bool()>& stop, bool& stopped) {
+  caf::error reason;
+  bool down = false;
+  auto on_down = [&](const caf::down_msg& dm) {
+    reason = dm.reason;
+    down = true;
+  };
+  while (!down) {
+    if (!stop || stopped) {
+      self->receive(on_down);
+      continue;
+    }
+    self->receive(
+        on_down, caf::after(std::chrono::milliseconds(100)) >> [&] {
+          if (!stop()) return;
+          stopped = true;
+          caf::anon_send_exit(served, caf::exit_reason::user_shutdown);
+        });
+  }
+  return reason;
+}
+
+core::Error stopped_error(const net::TaskId& task) {
+  return make_error(Errc::cancelled,
+                    "task " + task.to_string() + ": stopped by its process before the job ended");
+}
+
 // A worker task: the worker actor under the node's supervisor. When the actor fails
 // (anything but its orderly shutdown), the supervisor starts a fresh one and publishes it
 // on the task's port again; the coordinator sees the old one go down, finds the new one on
@@ -72,7 +103,7 @@ core::Status serve_worker(caf::actor_system& sys, const net::ClusterResolver& re
                           const net::HostPort& hp, const std::string& secret,
                           const std::shared_ptr<net::CafDoor>& door,
                           const std::function<void(const std::string&)>& on_ready,
-                          std::unique_ptr<net::CafGate>& gate) {
+                          const std::function<bool()>& stop, std::unique_ptr<net::CafGate>& gate) {
   const net::TaskId& task = resolver.task();
   WorkerOptions wo;
   wo.cluster_secret = secret;
@@ -131,8 +162,9 @@ core::Status serve_worker(caf::actor_system& sys, const net::ClusterResolver& re
       on_ready(net::host_port_text(hp.host, *port));
     }
   }
-  caf::error reason;
-  self->receive([&](const caf::down_msg& dm) { reason = dm.reason; });
+  bool stopped = false;
+  const caf::error reason = await_down(self, sup, stop, stopped);
+  if (stopped) return stopped_error(task);
   if (reason && reason != caf::exit_reason::normal)
     return make_error(Errc::unavailable,
                       "task " + task.to_string() + ": " + net::from_caf(reason).message);
@@ -146,7 +178,7 @@ core::Status serve_worker(caf::actor_system& sys, const net::ClusterResolver& re
 core::Status serve_task(const net::ClusterResolver& resolver, const Registry& registry,
                         const net::NodeOptions& options,
                         const std::function<void(const std::string&)>& on_ready,
-                        std::unique_ptr<net::CafGate>& gate) {
+                        const std::function<bool()>& stop, std::unique_ptr<net::CafGate>& gate) {
   const net::TaskId& task = resolver.task();
   if (task.type != "ps" && task.type != "worker")
     return make_error(Errc::invalid_argument,
@@ -241,7 +273,7 @@ core::Status serve_task(const net::ClusterResolver& resolver, const Registry& re
       caf::anon_send(served, net::channel_atom::value, static_cast<int32_t>(channel->port()));
     }
   } else {
-    return serve_worker(sys, resolver, registry, options, *hp, *secret, door, on_ready, gate);
+    return serve_worker(sys, resolver, registry, options, *hp, *secret, door, on_ready, stop, gate);
   }
   auto port = publish_task(sys, served, *hp, door.get());
   if (!port) {
@@ -261,12 +293,14 @@ core::Status serve_task(const net::ClusterResolver& resolver, const Registry& re
   // Serve until the actor quits (on shutdown), then end the channel's connections: the
   // actor system's destructor waits for every actor, the channel's scoped ones included.
   caf::error reason;
+  bool stopped = false;
   {
     caf::scoped_actor self{sys};
     self->monitor(served);
-    self->receive([&](const caf::down_msg& dm) { reason = dm.reason; });
+    reason = await_down(self, served, stop, stopped);
   }
   if (channel) channel->stop();
+  if (stopped) return stopped_error(task);
   // A PS shard that failed is not restarted in the process: its state would be lost. The
   // process exits with the error and is restarted whole, restoring its snapshot.
   if (reason && reason != caf::exit_reason::normal && reason != caf::exit_reason::user_shutdown)
@@ -279,14 +313,15 @@ core::Status serve_task(const net::ClusterResolver& resolver, const Registry& re
 
 core::Status serve(const net::ClusterResolver& resolver, const Registry& registry,
                    const net::NodeOptions& options,
-                   const std::function<void(const std::string&)>& on_ready) {
+                   const std::function<void(const std::string&)>& on_ready,
+                   const std::function<bool()>& stop) {
   // The gate outlives the actor system. A task told to shut down acknowledges, and its
   // process exits right after: CAF, stopping, writes what it still holds (that reply among
   // it) and closes its connections; the gate relays it all until each one ends. Stopped
   // before, it would cut the reply off, and the chief would wait out its timeout. A loaded
   // machine stops CAF slowly: up to 5 s (connections that end sooner end the wait).
   std::unique_ptr<net::CafGate> gate;
-  auto status = serve_task(resolver, registry, options, on_ready, gate);
+  auto status = serve_task(resolver, registry, options, on_ready, stop, gate);
   if (gate) gate->drain(std::chrono::seconds(5));
   return status;
 }

@@ -17,9 +17,12 @@ namespace troupe::actors {
 ///
 ///   auto resolver = net::TFConfigClusterResolver::from_env();
 ///   if (resolver && resolver->task().type == "ps") return serve(*resolver, registry).ok() ? 0 : 1;
-/// `on_ready` is called with the bound address once the task accepts connections.
+/// `on_ready` is called with the bound address once the task accepts connections. A
+/// `stop`, asked every 100 ms, ends serving early when it says so (the process was
+/// interrupted): the task shuts down as at a job's end and serve() returns `cancelled`.
 core::Status serve(const net::ClusterResolver& resolver, const Registry& registry,
                    const net::NodeOptions& options = {},
-                   const std::function<void(const std::string&)>& on_ready = {});
+                   const std::function<void(const std::string&)>& on_ready = {},
+                   const std::function<bool()>& stop = {});
 
 }  // namespace troupe::actors

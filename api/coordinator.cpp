@@ -130,6 +130,9 @@ core::Status ClusterCoordinator::join() {
 bool ClusterCoordinator::done() {
   return impl_->book->done();
 }
+bool ClusterCoordinator::wait_done(std::chrono::milliseconds timeout) {
+  return impl_->book->wait_done(timeout);
+}
 
 ClusterCoordinator::Stats ClusterCoordinator::stats() {
   auto c = impl_->book->counters();

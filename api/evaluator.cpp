@@ -139,6 +139,11 @@ core::Expected<SidecarResult> run_sidecar_evaluator(Model& model, const SidecarE
                   << ") could not be evaluated" << std::endl;
       return r;
     }
+    if (o.stop && o.stop())
+      return make_error(Errc::cancelled,
+                        "sidecar evaluator: stopped while waiting for a "
+                        "checkpoint in " +
+                            o.checkpoint_dir);
     if (std::chrono::steady_clock::now() - idle_since > o.idle_timeout)
       return make_error(Errc::unavailable, "sidecar evaluator: no new checkpoint in " +
                                                o.checkpoint_dir + " for " +

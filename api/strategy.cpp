@@ -14,8 +14,8 @@ using core::Errc;
 using core::make_error;
 
 core::Status serve(const net::ClusterResolver& resolver, const Registry& registry,
-                   const net::NodeOptions& options) {
-  return actors::serve(resolver, registry, options);
+                   const net::NodeOptions& options, const std::function<bool()>& stop) {
+  return actors::serve(resolver, registry, options, {}, stop);
 }
 
 ParameterServerStrategy::ParameterServerStrategy(std::unique_ptr<Impl> impl)

@@ -53,6 +53,12 @@ class RemoteValue {
     std::lock_guard<std::mutex> lock(state_->mu);
     return state_->status != detail::RemoteState::Status::pending;
   }
+  /// Waits at most `timeout` for the closure to be settled; returns whether it is.
+  bool wait_for(std::chrono::milliseconds timeout) const {
+    std::unique_lock<std::mutex> lock(state_->mu);
+    return state_->cv.wait_for(
+        lock, timeout, [&] { return state_->status != detail::RemoteState::Status::pending; });
+  }
   /// Waits for the closure and returns its value; a failed closure gives its error, a
   /// cancelled one a `cancelled` error.
   core::Expected<T> fetch() const {

@@ -67,6 +67,9 @@ class ClusterCoordinator {
   core::Status join();
   /// True when nothing scheduled is still pending.
   bool done();
+  /// Waits at most `timeout` until nothing scheduled is pending; returns whether that is
+  /// so. A caller that must stay responsive (to Ctrl-C, say) waits in slices, then joins.
+  bool wait_done(std::chrono::milliseconds timeout);
   Stats stats();
   /// The incarnation its closure ids carry (CoordinatorOptions::incarnation, or the one
   /// drawn for it).

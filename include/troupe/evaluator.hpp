@@ -29,6 +29,9 @@ struct SidecarEvaluatorOptions {
   /// Called with a checkpoint's path just before it is read (tests use it to delete the
   /// file underneath the evaluator).
   std::function<void(const std::string&)> before_read;
+  /// Asked at every look at the directory: when it says so, the evaluator stops there with
+  /// a `cancelled` error (a process that saw Ctrl-C, say).
+  std::function<bool()> stop;
 };
 
 struct SidecarResult {

@@ -9,6 +9,8 @@
 ///   auto strategy = troupe::ParameterServerStrategy::make(resolver).value();
 ///   auto coord = troupe::ClusterCoordinator::make(*strategy).value();
 
+#include <functional>
+
 #include "core/expected.hpp"
 #include "net/cluster_spec.hpp"
 #include "net/node_options.hpp"
@@ -30,7 +32,9 @@ namespace troupe {
 
 /// Serves this process's ps or worker task until the chief shuts the cluster down.
 /// `options` are the node's settings (heartbeats, scheduler, tensor channel on or off).
+/// `stop`, asked every 100 ms, ends serving early when it says so (a process that saw
+/// Ctrl-C, say): the task shuts down as at the job's end and serve() returns `cancelled`.
 core::Status serve(const net::ClusterResolver& resolver, const Registry& registry,
-                   const net::NodeOptions& options = {});
+                   const net::NodeOptions& options = {}, const std::function<bool()>& stop = {});
 
 }  // namespace troupe

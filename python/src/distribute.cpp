@@ -8,6 +8,7 @@
 #include "core/partitioner.hpp"
 #include "net/slurm.hpp"
 #include "python/src/errors.hpp"
+#include "python/src/interrupt.hpp"
 #include "troupe/keras.hpp"
 #include "troupe/registry.hpp"
 #include "troupe/troupe.hpp"
@@ -68,8 +69,14 @@ void serve_task(const Jobs& jobs, const std::string& type, int index) {
   if (resolver.cluster_spec().num_tasks("chief") == 0)
     invalid("task " + resolver.task().to_string() +
             ": the cluster has no chief task, which would give every task its work");
-  py::gil_scoped_release release;
-  check(serve(resolver, keras_registry()));
+  Interrupt interrupt;  // Ctrl-C ends serving, and join() raises KeyboardInterrupt
+  core::Status st;
+  {
+    py::gil_scoped_release release;
+    st = serve(resolver, keras_registry(), {}, interrupt.predicate());
+  }
+  interrupt.rethrow();
+  check(st);
 }
 
 PsStrategy::PsStrategy(const Jobs& jobs, const std::string& type, int index,

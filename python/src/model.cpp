@@ -13,6 +13,7 @@
 #include "python/src/arrays.hpp"
 #include "python/src/distribute.hpp"
 #include "python/src/errors.hpp"
+#include "python/src/interrupt.hpp"
 #include "python/src/local_data.hpp"
 #include "troupe/callbacks.hpp"
 #include "troupe/evaluator.hpp"
@@ -229,6 +230,8 @@ py::dict KerasModel::fit(const py::dict& data, const py::object& validation, int
   DatasetCreator creator{&registry, "python", {}};
   PsStrategy* ps = nullptr;
   MirroredStrategy* mirror = nullptr;
+  // KeyboardInterrupt raised in a dataset function, to raise from fit().
+  auto interrupted = std::make_shared<std::optional<py::error_already_set>>();
   if (py::isinstance<MirroredStrategy>(strategy))
     mirror = &strategy.cast<MirroredStrategy&>();
   else if (!strategy.is_none())
@@ -244,7 +247,7 @@ py::dict KerasModel::fit(const py::dict& data, const py::object& validation, int
       delete o;
     });
     auto specs = specs_;
-    registry.add_dataset("python", [fn, specs](const core::InputContext& ctx) {
+    registry.add_dataset("python", [fn, specs, interrupted](const core::InputContext& ctx) {
       std::shared_ptr<const LocalData> d;
       {
         py::gil_scoped_acquire gil;
@@ -254,9 +257,13 @@ py::dict KerasModel::fit(const py::dict& data, const py::object& validation, int
                   .cast<py::dict>(),
               specs);
         } catch (py::error_already_set& e) {
+          // Ctrl-C in the function stops fit() with KeyboardInterrupt, as anywhere else.
+          const bool ctrl_c = e.matches(PyExc_KeyboardInterrupt);
+          const std::string what = e.what();
+          if (ctrl_c) *interrupted = std::move(e);
           throw core::BadExpectedAccess(
-              core::make_error(core::Errc::invalid_argument,
-                               std::string("the dataset function raised ") + e.what()));
+              core::make_error(ctrl_c ? core::Errc::cancelled : core::Errc::invalid_argument,
+                               "the dataset function raised " + what));
         }
       }
       // Its dataset as the function gives it: sharded where it shards (TensorFlow does not
@@ -306,8 +313,10 @@ py::dict KerasModel::fit(const py::dict& data, const py::object& validation, int
         : mirror != nullptr ? troupe::fit(*model_, mirror->get(), creator, fo, all)
                             : troupe::fit(*model_, creator, fo, all);
   }
-  if (python->raised || !h) steps_ = std::max(steps_, python->steps);  // where it stopped
+  if (python->raised || *interrupted || !h)
+    steps_ = std::max(steps_, python->steps);  // where it stopped
   if (python->raised) throw std::move(*python->raised);
+  if (*interrupted) throw std::move(**interrupted);
   if (!h) throw TroupeError(h.error());
   steps_ = h->steps;
   py::list epochs_logs;
@@ -380,16 +389,14 @@ RemoteValue<BatchStats> KerasModel::schedule(const PerWorkerDataset& dataset,
 py::dict KerasModel::merged_logs(const std::vector<RemoteValue<BatchStats>>& values) {
   if (values.empty()) invalid("no results to merge");
   BatchStats all;
-  {
-    py::gil_scoped_release release;
-    for (size_t i = 0; i < values.size(); ++i) {
-      auto s = values[i].fetch();
-      if (!s) throw TroupeError(s.error());
-      if (i == 0)
-        all = *s;
-      else
-        all.merge(*s);
-    }
+  for (size_t i = 0; i < values.size(); ++i) {
+    wait_interruptibly([&](auto slice) { return values[i].wait_for(slice); });
+    auto s = values[i].fetch();
+    if (!s) throw TroupeError(s.error());
+    if (i == 0)
+      all = *s;
+    else
+      all.merge(*s);
   }
   return logs(all);
 }
@@ -397,8 +404,8 @@ py::dict KerasModel::merged_logs(const std::vector<RemoteValue<BatchStats>>& val
 void KerasModel::join() {
   auto* c = model_->coordinator_if_made();
   if (c == nullptr) return;
-  py::gil_scoped_release release;
-  check(c->join());
+  wait_interruptibly([c](auto slice) { return c->wait_done(slice); });
+  check(c->join());  // settled: returns at once
 }
 
 bool KerasModel::done() {
@@ -455,6 +462,8 @@ py::dict KerasModel::sidecar_evaluate(const py::dict& data, const std::string& c
   o.logdir = log_dir;
   o.max_evaluations = max_evaluations;
   o.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(idle_timeout_s * 1000));
+  Interrupt interrupt;
+  o.stop = interrupt.predicate();
   core::Expected<SidecarResult> r = core::make_error(core::Errc::internal, "not run");
   {
     py::gil_scoped_release release;
@@ -465,6 +474,7 @@ py::dict KerasModel::sidecar_evaluate(const py::dict& data, const std::string& c
     }
     r = run_sidecar_evaluator(*model_, o, std::cout);
   }
+  interrupt.rethrow();
   if (!r) throw TroupeError(r.error());
   py::dict out;
   out["evaluations"] = r->evaluations;

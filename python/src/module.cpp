@@ -9,6 +9,7 @@
 #include "python/src/arrays.hpp"
 #include "python/src/distribute.hpp"
 #include "python/src/errors.hpp"
+#include "python/src/interrupt.hpp"
 #include "python/src/model.hpp"
 
 namespace py = pybind11;
@@ -69,18 +70,13 @@ PYBIND11_MODULE(_troupe, m) {
   py::class_<troupe::PerWorkerDataset>(m, "PerWorkerDataset")
       .def_readonly("name", &troupe::PerWorkerDataset::name);
   py::class_<troupe::BatchStats>(m, "BatchStats");
-  // A closure's result: fetch() waits for it (GIL released) and gives its BatchStats, or
-  // raises its error (a cancelled closure: CancelledError).
+  // A closure's result: fetch() waits for it (GIL released, Ctrl-C seen) and gives its
+  // BatchStats, or raises its error (a cancelled closure: CancelledError).
   py::class_<troupe::RemoteValue<troupe::BatchStats>>(m, "RemoteStats")
       .def("ready", &troupe::RemoteValue<troupe::BatchStats>::ready)
       .def("fetch", [](const troupe::RemoteValue<troupe::BatchStats>& v) {
-        troupe::core::Expected<troupe::BatchStats> r =
-            troupe::core::make_error(troupe::core::Errc::internal, "not run");
-        {
-          py::gil_scoped_release release;
-          r = v.fetch();
-        }
-        return troupe::python::take(std::move(r));
+        troupe::python::wait_interruptibly([&](auto slice) { return v.wait_for(slice); });
+        return troupe::python::take(v.fetch());  // settled: returns at once
       });
 
   // The registry every task serves, for C++ extensions to add steps to

@@ -12,6 +12,7 @@
 
 #include "actor_fixture.hpp"
 #include "actors/coordinator.hpp"
+#include "core/runtime/remote_value.hpp"
 #include "net/connect.hpp"
 #include "net/node.hpp"
 
@@ -207,6 +208,9 @@ TEST_CASE_METHOD(Fixture, "A step error cancels what is queued and what a busy w
   for (int i = 0; i < 5; ++i)
     queued.push_back(schedule("ok"));
   REQUIRE(log->wait_for_any({"w0 run fail_later", "w1 run fail_later"}, 10s));
+  // A bounded wait says what is unsettled (what the Python API waits in, seeing Ctrl-C).
+  CHECK_FALSE(book->wait_done(20ms));
+  CHECK_FALSE(RemoteValue<int>(failing).wait_for(20ms));
   for (auto& f : fakes)
     caf::anon_send(f, std::string("release"));
   const core::Status joined = join(*book);  // returns without the hung closure's answer
@@ -214,6 +218,8 @@ TEST_CASE_METHOD(Fixture, "A step error cancels what is queued and what a busy w
   CHECK(joined.error().code == core::Errc::invalid_argument);
   CHECK(status_of(failing) == Status::failed);
   CHECK(status_of(hung) == Status::cancelled);
+  CHECK(book->wait_done(0ms));
+  CHECK(RemoteValue<int>(hung).wait_for(0ms));
   for (const auto& q : queued)
     CHECK(status_of(q) == Status::cancelled);
   // The busy worker's control actor is told (a running step sees cancelled()).

@@ -64,10 +64,17 @@ def test_a_dataset_function_that_raises_is_named(no_cluster):
     def broken(ctx):  # fit() asks first for its checks, then from C++ for the replica's
         calls.append(ctx)
         if len(calls) > 1:
-            raise OSError("no such shard")
+            raise error
         return troupe.data.Dataset.from_tensor_slices((x, y)).batch(32)
 
+    error = OSError("no such shard")
     with pytest.raises(troupe.errors.InvalidArgumentError,
                        match="dataset function raised OSError: no such shard"):
+        model.fit(strategy.distribute_datasets_from_function(broken), epochs=1, verbose=0)
+    assert len(calls) == 2
+    # Ctrl-C inside the function, called from C++, stops fit() as Ctrl-C anywhere else does.
+    calls.clear()
+    error = KeyboardInterrupt()
+    with pytest.raises(KeyboardInterrupt):
         model.fit(strategy.distribute_datasets_from_function(broken), epochs=1, verbose=0)
     assert len(calls) == 2

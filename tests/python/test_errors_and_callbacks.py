@@ -3,9 +3,11 @@
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import time
 import zipfile
 
 import numpy as np
@@ -156,23 +158,90 @@ CTRL_C_SCRIPT = textwrap.dedent("""
 """)
 
 
+def interrupt_when(proc, ready, never, timeout):
+    """Sends SIGINT to `proc` (by its id) once ready() says so, and waits for its end
+    (bounded: `timeout`); kills it if it outlives the test. Returns (stdout, stderr)."""
+    try:
+        assert ready(), never + ": " + (proc.stderr.read() if proc.poll() is not None else "")
+        os.kill(proc.pid, signal.SIGINT)
+        return proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 def test_ctrl_c_stops_fit_and_raises_keyboard_interrupt(tmp_path):
     script = tmp_path / "long_fit.py"
     script.write_text(CTRL_C_SCRIPT)
     proc = subprocess.Popen([sys.executable, str(script), os.path.dirname(__file__)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "training", proc.stderr.read()
-        os.kill(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
+    out, err = interrupt_when(proc, lambda: proc.stdout.readline().strip() == "training",
+                              "fit() never trained", timeout=60)
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     assert {"interrupted": True} in lines, err
     assert {"predicted": 256} in lines, err
     assert proc.returncode == 0, err
+
+
+WAITING_TASK_SCRIPT = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, sys.argv[1])
+    from conftest import ctr_data, ctr_keras_model
+    import troupe, troupe.keras
+
+    role, cluster = sys.argv[2], json.loads(sys.argv[3])
+    try:
+        if role == "evaluator":  # no checkpoint ever comes: it would wait 600 s
+            model = troupe.keras.Model.from_keras(ctr_keras_model())
+            data = troupe.data.Dataset.from_tensor_slices(ctr_data(64, seed=1)).batch(16)
+            evaluator = troupe.keras.utils.SidecarEvaluator(model, data, sys.argv[4])
+            print("waiting", flush=True)
+            evaluator.start()
+        else:  # no chief ever comes: it would serve forever
+            troupe.distribute.Server(cluster, job_name=role, task_index=0).join()
+        print(json.dumps({"outcome": "returned"}), flush=True)
+    except KeyboardInterrupt:
+        print(json.dumps({"outcome": "interrupted"}), flush=True)
+""")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def accepts(port):
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.mark.parametrize("role", ["ps", "worker", "evaluator"])
+def test_ctrl_c_ends_a_server_join_and_a_sidecar_evaluator(tmp_path, role):
+    """Server.join() of a PS or worker task, and SidecarEvaluator.start(), block in C++
+    until the job ends; SIGINT (by the process's id) ends them with KeyboardInterrupt."""
+    ports = {"chief": free_port(), "ps": free_port(), "worker": free_port()}
+    cluster = {job: [f"127.0.0.1:{port}"] for job, port in ports.items()}
+    script = tmp_path / "waiting_task.py"
+    script.write_text(WAITING_TASK_SCRIPT)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), os.path.dirname(__file__), role, json.dumps(cluster),
+         str(tmp_path / "no_checkpoints")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def started():
+        if role == "evaluator":
+            return proc.stdout.readline().strip() == "waiting"
+        # Serving once its port accepts connections (bounded: 60 s, or its end).
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline and not accepts(ports[role]):
+            time.sleep(0.05)
+        return accepts(ports[role])
+
+    out, err = interrupt_when(proc, started, f"{role} never started waiting", timeout=30)
+    assert json.loads(out.splitlines()[-1]) == {"outcome": "interrupted"}, err[-4000:]
+    assert proc.returncode == 0, err[-4000:]
 
 
 def test_schedule_refuses_a_python_function_and_names_the_alternatives():

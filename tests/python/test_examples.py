@@ -41,23 +41,25 @@ def run_launch(args, timeout):
     return proc.returncode, out, last
 
 
-def launch_and_signal(args, run_dir, ready, task, sig, timeout):
-    """Runs `troupe launch --run-dir run_dir ARGS` in its own process group, waits (bounded:
-    120 s, or launch ending) until ready() holds, sends `sig` to `task` ("type:index") by
-    the id tasks.json lists, and waits for launch. On a failure ends the group by the
-    launcher's id. Returns (code, output, launch's JSON line)."""
+def launch_and_signal(args, run_dir, signals, timeout):
+    """Runs `troupe launch --run-dir run_dir ARGS` in its own process group; for each
+    (ready, task, sig) of `signals` in turn, waits (bounded: 120 s, or launch ending) until
+    ready() holds and sends `sig` to `task` ("type:index") by the id tasks.json lists; then
+    waits for launch. On a failure ends the group by the launcher's id. Returns (code,
+    output, launch's JSON line)."""
     launch = subprocess.Popen(
         [os.path.join(BIN, "troupe"), "launch", "--run-dir", str(run_dir)] + args,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        while launch.poll() is None and time.monotonic() < deadline and not ready():
-            time.sleep(0.1)  # bounded: the deadline, or launch ending
-        assert ready(), "never ready to signal"
-        kind, index = task.split(":")
-        tasks = json.loads((run_dir / "tasks.json").read_text())
-        os.kill(next(t["pid"] for t in tasks if t["type"] == kind and t["index"] == int(index)),
-                sig)
+        for ready, task, sig in signals:
+            deadline = time.monotonic() + 120
+            while launch.poll() is None and time.monotonic() < deadline and not ready():
+                time.sleep(0.1)  # bounded: the deadline, or launch ending
+            assert ready(), f"never ready to signal {task}"
+            kind, index = task.split(":")
+            tasks = json.loads((run_dir / "tasks.json").read_text())
+            os.kill(next(t["pid"] for t in tasks
+                         if t["type"] == kind and t["index"] == int(index)), sig)
         out, _ = launch.communicate(timeout=timeout)
     except BaseException:
         os.killpg(launch.pid, signal.SIGKILL)
@@ -143,7 +145,7 @@ def test_the_mwms_tutorial_trains_on_every_worker_and_takes_a_killed_one_back(tm
         ["--workers", "2", "--restart-failed", "--", sys.executable,
          os.path.join(ROOT, "examples", "python", "mwms_tutorial.py"), "--elastic",
          "--epochs", "5", "--steps-per-epoch", "150"],
-        run_dir, checkpoint.exists, "worker:1", signal.SIGKILL, timeout=240)
+        run_dir, [(checkpoint.exists, "worker:1", signal.SIGKILL)], timeout=240)
     assert last["restarts"] == 1
     chief = last["chief"]
     assert chief["task"] == "worker:0" and chief["is_chief"] is True
@@ -162,16 +164,19 @@ def test_the_mwms_tutorial_trains_on_every_worker_and_takes_a_killed_one_back(tm
         assert t["exit"] == 0
 
 
-INTERRUPTED_CHIEF = r'''
-import json, sys
-import troupe, troupe.keras
-
-resolver = troupe.distribute.cluster_resolver.TFConfigClusterResolver()
+# A PS job's script: its PS and worker tasks serve, and only the chief goes on.
+SERVE = r'''resolver = troupe.distribute.cluster_resolver.TFConfigClusterResolver()
 if resolver.task_type in ("worker", "ps"):
     troupe.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
                              task_index=resolver.task_id).join()
     sys.exit(0)
-model_file, train, test = sys.argv[1:4]
+'''
+
+INTERRUPTED_CHIEF = r'''
+import json, sys
+import troupe, troupe.keras
+
+{serve}model_file, train, test = sys.argv[1:4]
 strategy = troupe.distribute.ParameterServerStrategy(resolver)
 with strategy.scope():
     model = troupe.keras.load_model(model_file)
@@ -184,7 +189,7 @@ except KeyboardInterrupt:
     logs = model.evaluate(troupe.data.TFRecordDataset([test]).batch(256), return_dict=True)
     print(json.dumps({"ok": True, "interrupted": True, "steps": model._core.steps,
                       "accuracy": logs["accuracy"]}), flush=True)
-'''
+'''.replace("{serve}", SERVE)
 
 
 @pytest.mark.skipif(not BIN or not FIXTURES, reason="TROUPE_BIN_DIR and TROUPE_KERAS_FIXTURES "
@@ -202,7 +207,7 @@ def test_ctrl_c_stops_a_strategys_fit_at_its_next_point_and_the_job_ends(tmp_pat
         ["--ps", "1", "--workers", "2", "--", sys.executable, str(script),
          os.path.join(f, "model.keras"), os.path.join(f, "train.tfrecord"),
          os.path.join(f, "test.tfrecord")],
-        run_dir, log_has(run_dir / "chief-0.log", "Epoch 2/1000"), "chief:0", signal.SIGINT,
+        run_dir, [(log_has(run_dir / "chief-0.log", "Epoch 2/1000"), "chief:0", signal.SIGINT)],
         timeout=120)
     result = last["chief"]
     assert result["interrupted"] is True, out[-4000:]
@@ -249,7 +254,7 @@ def test_ctrl_c_on_one_mirrored_worker_stops_every_worker_at_the_same_point(tmp_
     log = run_dir / "worker-1.log"
     _, out, last = launch_and_signal(
         ["--workers", "2", "--", sys.executable, str(script), ctr_file],
-        run_dir, log_has(log, "Epoch 2/1000"), "worker:1", signal.SIGINT, timeout=120)
+        run_dir, [(log_has(log, "Epoch 2/1000"), "worker:1", signal.SIGINT)], timeout=120)
     chief = last["chief"]
     other = json.loads([line for line in log.read_text().splitlines()
                         if line.startswith("{")][-1])
@@ -266,12 +271,7 @@ import troupe_test_steps  # noqa: F401  (adds "test/label_mean" to every task's 
 from troupe import errors
 from troupe.distribute.coordinator import ClusterCoordinator, merge_results
 
-resolver = troupe.distribute.cluster_resolver.TFConfigClusterResolver()
-if resolver.task_type in ("worker", "ps"):
-    troupe.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
-                             task_index=resolver.task_id).join()
-    sys.exit(0)
-model_file, train = sys.argv[1:3]
+{serve}model_file, train = sys.argv[1:3]
 strategy = troupe.distribute.ParameterServerStrategy(resolver)
 with strategy.scope():
     model = troupe.keras.load_model(model_file)
@@ -288,7 +288,7 @@ except errors.OpError as e:
     unknown = type(e).__name__ + ": " + str(e)
 print(json.dumps({"ok": True, "means": means, "merged": merge_results(values)["loss"],
                   "unknown": unknown}), flush=True)
-'''
+'''.replace("{serve}", SERVE)
 
 
 @pytest.mark.skipif(not BIN or not FIXTURES, reason="TROUPE_BIN_DIR and TROUPE_KERAS_FIXTURES "
@@ -314,6 +314,69 @@ def test_a_step_a_cpp_extension_registers_runs_on_the_workers(tmp_path):
     assert result["merged"] == pytest.approx(sum(means) / len(means))
     assert result["unknown"].startswith("NotFoundError") and "test/no_such_step" in \
         result["unknown"], result["unknown"]
+
+
+WAITING_CHIEF = r'''
+import json, sys, time
+import troupe, troupe.keras
+import troupe_test_steps  # noqa: F401  (adds "test/wait_until_cancelled" to every registry)
+from troupe import errors
+from troupe.distribute.coordinator import ClusterCoordinator
+
+{serve}strategy = troupe.distribute.ParameterServerStrategy(resolver)
+with strategy.scope():
+    model = troupe.keras.load_model(sys.argv[1])
+coordinator = ClusterCoordinator(strategy)
+it = iter(coordinator.create_per_worker_dataset(troupe.data.TFRecordDataset([sys.argv[2]])))
+# Runs a minute unless cancelled: join() and fetch() wait on it until a SIGINT.
+waiting = coordinator.schedule(model.registered_step("test/wait_until_cancelled"), args=(it,))
+result = {"ok": True}
+for call, wait in (("join", coordinator.join), ("fetch", waiting.fetch)):
+    t0 = time.monotonic()
+    try:
+        print(f"in {call}", file=sys.stderr, flush=True)  # chief-0.log, written as it comes
+        wait()
+        result[call] = "returned"
+    except KeyboardInterrupt:
+        result[call] = "interrupted"
+    result[call + "_s"] = time.monotonic() - t0
+# A failing closure cancels the waiting one; join() raises its error.
+coordinator.schedule(model.registered_step("test/no_such_step"), args=(it,))
+try:
+    coordinator.join()
+except errors.NotFoundError:
+    result["after"] = "not found raised"
+try:
+    waiting.fetch()
+except errors.CancelledError:
+    result["waiting"] = "cancelled"
+print(json.dumps(result), flush=True)
+'''.replace("{serve}", SERVE)
+
+
+@pytest.mark.skipif(not BIN or not FIXTURES, reason="TROUPE_BIN_DIR and TROUPE_KERAS_FIXTURES "
+                    "(set by CTest) name the launcher and the Keras fixtures")
+def test_ctrl_c_reaches_a_chief_waiting_in_join_or_fetch(tmp_path):
+    """SIGINT to a chief blocked in coordinator.join(), then in RemoteValue.fetch(), on a
+    closure that runs a minute: each raises KeyboardInterrupt within seconds, the
+    coordinator stays usable, and the job ends cleanly."""
+    f = os.path.join(FIXTURES, "models", "ps_tutorial")
+    script = tmp_path / "waiting_chief.py"
+    script.write_text(WAITING_CHIEF)
+    run_dir = tmp_path / "run"
+    log = run_dir / "chief-0.log"
+    _, out, last = launch_and_signal(
+        ["--ps", "1", "--workers", "2", "--", sys.executable, str(script),
+         os.path.join(f, "model.keras"), os.path.join(f, "train.tfrecord")], run_dir,
+        [(log_has(log, f"in {call}"), "chief:0", signal.SIGINT) for call in ("join", "fetch")],
+        timeout=120)
+    result = last["chief"]
+    assert result["join"] == "interrupted" and result["fetch"] == "interrupted", result
+    # Well before the minute the closure would run: the signal was seen while waiting.
+    assert result["join_s"] < 30 and result["fetch_s"] < 30, result
+    assert result["after"] == "not found raised" and result["waiting"] == "cancelled", result
+    for t in last["tasks"]:
+        assert t["exit"] == 0, t
 
 
 UNSHARDED_FUNCTION = r'''

@@ -100,7 +100,8 @@ def _cluster_dict(cluster):
 
 class Server:
     """A PS or worker task of the cluster (tf.distribute.Server): ``join()`` serves it
-    until the chief ends the job, then returns."""
+    until the chief ends the job, then returns. Ctrl-C ends serving there (the chief sees
+    a lost task) and raises KeyboardInterrupt."""
 
     def __init__(self, server_or_cluster_def, job_name=None, task_index=None, protocol=None,
                  start=True):

@@ -26,7 +26,8 @@ from troupe.data import Dataset
 class RemoteValue:
     """A scheduled closure's result (tf.distribute.experimental.coordinator.RemoteValue):
     ``fetch()`` waits for it and returns its logs, or raises its error (a closure
-    cancelled by an earlier error: CancelledError)."""
+    cancelled by an earlier error: CancelledError). Ctrl-C while it waits raises
+    KeyboardInterrupt; the closure stays scheduled."""
 
     def __init__(self, model, value):
         self._model = model
@@ -124,7 +125,8 @@ class ClusterCoordinator:
 
     def join(self):
         """Waits for every closure scheduled; raises the first error since the last
-        join()."""
+        join(). Ctrl-C while it waits raises KeyboardInterrupt; what was scheduled stays
+        scheduled."""
         for model in self._models:
             model._core.join()
 

@@ -2,9 +2,13 @@
 // registry the workers serve when the module is imported
 // (include/troupe/python_extension.hpp). "test/label_mean" reads one batch of the
 // per-worker iterator and returns its labels' sum as loss_sum (so fetch()'s "loss" is the
-// batch's mean label) and its size as examples.
+// batch's mean label) and its size as examples. "test/wait_until_cancelled" runs until the
+// coordinator cancels it (another closure's error), a minute at most: a closure that a
+// chief's join() or fetch() waits on for as long as a test needs.
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "troupe/python_extension.hpp"
 
@@ -31,9 +35,22 @@ troupe::core::Expected<troupe::BatchStats> label_mean(troupe::StepContext& ctx,
   return stats;
 }
 
+troupe::core::Expected<troupe::BatchStats> wait_until_cancelled(troupe::StepContext& ctx,
+                                                                troupe::PerWorkerDataset) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  while (!ctx.cancelled() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a step has no event to wait on
+  if (ctx.cancelled())
+    return troupe::core::make_error(troupe::core::Errc::cancelled, "cancelled while waiting");
+  troupe::BatchStats stats;
+  stats.batches = 1;
+  return stats;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(troupe_test_steps, m) {
-  m.doc() = "a step for tests/python: test/label_mean";
+  m.doc() = "steps for tests/python: test/label_mean, test/wait_until_cancelled";
   troupe::extension::worker_registry().add_step("test/label_mean", label_mean);
+  troupe::extension::worker_registry().add_step("test/wait_until_cancelled", wait_until_cancelled);
 }
