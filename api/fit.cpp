@@ -257,7 +257,8 @@ core::Expected<History> run_fit(Model& model, const MakeRunner& make_runner, Fit
         const bool read = std::any_of(callbacks.begin(), callbacks.end(), [&](const auto& c) {
           return wants_call(c) && c->reads_batch_logs();
         });
-        const Logs batch_logs = read ? stats_logs(model, stretch) : Logs{};
+        // As Keras's: the epoch's metrics so far, not the last stretch's alone.
+        const Logs batch_logs = read ? stats_logs(model, train) : Logs{};
         core::Status called;
         for (const auto& c : callbacks)
           if (wants_call(c) && called.ok()) called = c->on_train_batch_end(s, batch_logs);

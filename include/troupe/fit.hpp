@@ -93,7 +93,8 @@ struct Progress {
 };
 
 /// Keras's callback interface. An error returned from any hook ends fit() with it.
-/// Batch-level hooks run after every batch_interval() steps; with a PS strategy fit() waits
+/// Batch-level hooks run after every batch_interval() steps, with the epoch's metrics so
+/// far as their logs (as Keras's); with a PS strategy fit() waits
 /// there for every closure scheduled so far (a consistent point: no closure in flight).
 /// Mirrored: every replica runs the callbacks with the same logs; after the batch- and
 /// epoch-level hooks the replicas agree, so an error or stop_training on any one of them

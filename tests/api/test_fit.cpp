@@ -173,6 +173,9 @@ TEST_CASE("fit computes batch logs only where a callback called there reads them
     REQUIRE(h.ok());
     REQUIRE(reader->seen.size() == 16);
     CHECK(point->seen == reader->seen);
+    // The epoch's metrics so far, as Keras's batch logs: at the last step, the epoch's.
+    CHECK(reader->seen.back().at("loss") == h->epochs[0].at("loss"));
+    CHECK(reader->seen.back().at("accuracy") == h->epochs[0].at("accuracy"));
     CHECK(reader->seen.back().count("loss") == 1);
     CHECK(reader->seen.back().count("accuracy") == 1);
   }
@@ -366,6 +369,10 @@ TEST_CASE("TensorBoard writes epoch and batch scalars, MetricsLog writes JSON li
   REQUIRE(batch_loss.size() == 8);  // every 4 of 32 steps
   for (size_t i = 0; i < batch_loss.size(); ++i)
     CHECK(batch_loss[i].step == static_cast<int64_t>(4 * (i + 1)));
+  // As Keras's, a batch's logs are the epoch's so far: at its last step, the epoch's.
+  CHECK(batch_loss[3].value == epoch_loss[0].value);
+  CHECK(batch_loss[7].value == epoch_loss[1].value);
+  CHECK(batch_loss[4].value != epoch_loss[1].value);
   const auto val = test::read_scalars(dir.file("logs/validation"));
   std::vector<float> val_acc;
   for (const auto& s : val)

@@ -312,5 +312,7 @@ def test_a_lambda_callback_gets_each_batchs_logs():
     losses = []
     cb = keras.callbacks.LambdaCallback(
         on_train_batch_end=lambda batch, logs: losses.append(logs["loss"]))
-    model.fit(x, y, batch_size=32, epochs=1, callbacks=[cb], verbose=0)
+    history = model.fit(x, y, batch_size=32, epochs=1, callbacks=[cb], verbose=0)
     assert len(losses) == 10 and all(v > 0 for v in losses)
+    # Keras's batch logs are the epoch's so far: the last one is the epoch's.
+    assert losses[-1] == pytest.approx(history.history["loss"][0], rel=1e-6)
