@@ -24,6 +24,7 @@ import argparse
 import gzip
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -154,8 +155,9 @@ class EpochLine(troupe.keras.callbacks.Callback):
                               tf_config["cluster"])
         self.model.save(path)
         if not _is_chief(task_type, task_id, tf_config["cluster"]):
-            os.remove(path)
-            os.rmdir(os.path.dirname(path))
+            # The whole directory, as the tutorial's tf.io.gfile.rmtree: an incarnation of
+            # this worker killed while saving may have left a partial file there.
+            shutil.rmtree(os.path.dirname(path))
 
 
 history = multi_worker_model.fit(multi_worker_dataset, epochs=num_epochs,
