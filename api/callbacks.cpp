@@ -410,7 +410,7 @@ void ProgressDisplay::keras_live(const FitState& s, const Progress& p) {
   } else {
     line += std::to_string(static_cast<int64_t>(p.elapsed_s)) + "s ";
   }
-  line += per_step(step_s) + " - loss: " + keras_value(p.loss);
+  line += per_step(step_s) + " - loss: " + keras_value(p.epoch_loss);  // as Keras: the mean
   out_ << "\r" << line << "\x1b[K" << std::flush;
   drawn_ = true;
 }

@@ -224,14 +224,18 @@ core::Expected<History> run_fit(Model& model, const MakeRunner& make_runner, Fit
     int64_t epoch_step = s.step - epoch_first;
     int64_t epoch_examples = 0;
     BatchStats train;
+    double epoch_loss_sum = 0.0;  // as loss_sum: mean batch loss times batch size, summed
     auto progress = [&](int64_t steps, const BatchStats& last) {
       epoch_step += steps;
       epoch_examples += last.examples * steps;
+      epoch_loss_sum += last.loss_sum * static_cast<double>(steps);
       Progress p;
       p.step = epoch_first + epoch_step;
       p.epoch_step = epoch_step;
       p.examples = examples_total + epoch_examples;
       p.loss = last.loss();
+      p.epoch_loss =
+          epoch_examples > 0 ? epoch_loss_sum / static_cast<double>(epoch_examples) : p.loss;
       p.elapsed_s = seconds_since(t_epoch);
       p.examples_per_sec = p.elapsed_s > 0 ? static_cast<double>(epoch_examples) / p.elapsed_s : 0;
       for (const auto& c : callbacks)

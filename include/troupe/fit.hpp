@@ -84,11 +84,12 @@ struct FitState {
 /// or on a mirrored replica (the global batch's figures), after every finished closure with
 /// a PS strategy (no synchronisation).
 struct Progress {
-  int64_t step = 0;        // steps done in all
-  int64_t epoch_step = 0;  // steps done in this epoch
-  int64_t examples = 0;    // examples trained on in this fit()
-  double loss = 0.0;       // the latest batch's loss
-  double elapsed_s = 0.0;  // since this epoch began
+  int64_t step = 0;         // steps done in all
+  int64_t epoch_step = 0;   // steps done in this epoch
+  int64_t examples = 0;     // examples trained on in this fit()
+  double loss = 0.0;        // the latest batch's loss
+  double epoch_loss = 0.0;  // the epoch's mean loss so far (Keras's running value)
+  double elapsed_s = 0.0;   // since this epoch began
   double examples_per_sec = 0.0;
 };
 

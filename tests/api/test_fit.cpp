@@ -493,6 +493,53 @@ TEST_CASE("ProgressDisplay draws Keras's progress bar and Keras's line per epoch
   }
 }
 
+TEST_CASE("Progress carries the epoch's running loss and Keras's live bar shows it",
+          "[fit][callbacks]") {
+  // What fit() reports after each step: the epoch's mean loss so far, ending at History's.
+  struct Recorder : Callback {
+    std::vector<Progress> seen;
+    void on_progress(const FitState&, const Progress& p) override { seen.push_back(p); }
+  };
+  const auto reg = data_registry();
+  Model model(test::blobs_model());
+  FitOptions o;
+  o.epochs = 2;
+  o.steps_per_epoch = 16;
+  auto rec = std::make_shared<Recorder>();
+  auto h = fit(model, {&reg, "blobs_train"}, o, {rec});
+  REQUIRE(h.ok());
+  REQUIRE(rec->seen.size() == 32);
+  for (int e = 0; e < 2; ++e) {
+    double sum = 0.0;  // the batches are of one size: the mean of their losses
+    for (int i = 0; i < 16; ++i) {
+      const Progress& p = rec->seen[static_cast<size_t>(e * 16 + i)];
+      REQUIRE(p.epoch_step == i + 1);
+      sum += p.loss;
+      CHECK(p.epoch_loss == Approx(sum / (i + 1)).epsilon(1e-9));
+    }
+    CHECK(rec->seen[static_cast<size_t>(e * 16 + 15)].epoch_loss ==
+          Approx(h->epochs[static_cast<size_t>(e)].at("loss")).epsilon(1e-6));
+  }
+  // The live line shows the running loss, not the last batch's.
+  callbacks::ProgressDisplay::Options po;
+  po.terminal = true;
+  po.style = callbacks::ProgressDisplay::Style::keras_bar;
+  std::ostringstream out;
+  callbacks::ProgressDisplay bar(out, po);
+  FitState s;
+  s.options = &o;
+  s.steps_per_epoch = 16;
+  REQUIRE(bar.on_epoch_begin(s).ok());
+  Progress p;
+  p.epoch_step = 4;
+  p.loss = 0.5;
+  p.epoch_loss = 0.25;
+  p.elapsed_s = 0.1;
+  bar.on_progress(s, p);
+  INFO(out.str());
+  CHECK(out.str().find("- loss: 0.2500") != std::string::npos);
+}
+
 TEST_CASE("fit trains a CTR model in one process: AUC logged, the table updated by rows",
           "[fit][ctr]") {
   Registry reg;
