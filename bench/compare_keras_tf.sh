@@ -12,7 +12,8 @@
 #   ROUNDS   3;  PRECISION_deepfm_400 (default mixed_bfloat16), else float32
 #   WORK     /tmp/troupe-keras-bench;  LOCK: a flock file each run holds (empty: none)
 # Troupe's examples/s is steps * batch / epoch_s (the epoch's training, without the
-# validation that follows it, as TensorFlow's window has no scoring).
+# validation that follows it, as TensorFlow's window has no scoring). A Troupe run that
+# fails (mixed_bfloat16 on a CPU without AVX512_BF16 is refused) is shown, not counted.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${BIN:-$here/../build/bin}
@@ -60,10 +61,14 @@ for name in $models; do
     line=$(locked "$bin/troupe" launch --ps 2 --workers 2 -- "$bin/troupe" train \
       --model "$model" --data "$data"/train-*.tfrecord --format tfrecord --batch "$batch" \
       --steps "$steps" --precision "$precision" --validation "$data/heldout.tfrecord" \
-      --out "$trained/t.keras" 2>/dev/null | tail -1)
-    scored=$(locked "$tfpy" "$here/tf_keras_ps.py" --score "$trained/t.keras" \
-      --validation "$data/heldout.tfrecord" 2>/dev/null | grep '^{' | tail -1)
-    echo "{\"bench\":\"keras_vs_tf\",\"model\":\"$name\",\"side\":\"troupe\",\"precision\":\"$precision\",\"round\":$r,\"run\":$line,\"scored\":$scored}" | tee -a "$out"
+      --out "$trained/t.keras" 2>/dev/null | tail -1) || true
+    if [[ "$line" == *'"ok":true'* ]]; then
+      scored=$(locked "$tfpy" "$here/tf_keras_ps.py" --score "$trained/t.keras" \
+        --validation "$data/heldout.tfrecord" 2>/dev/null | grep '^{' | tail -1)
+      echo "{\"bench\":\"keras_vs_tf\",\"model\":\"$name\",\"side\":\"troupe\",\"precision\":\"$precision\",\"round\":$r,\"run\":$line,\"scored\":$scored}" | tee -a "$out"
+    else  # refused (mixed_bfloat16 on a CPU without AVX512_BF16) or failed: shown, not counted
+      echo "{\"bench\":\"keras_vs_tf\",\"model\":\"$name\",\"side\":\"troupe\",\"precision\":\"$precision\",\"round\":$r,\"failed\":${line:-null}}"
+    fi
     for api in $apis; do
       line=$(locked "$tfpy" "$here/tf_keras_ps.py" --api "$api" --model "$model" \
         --data "$data"/train-*.tfrecord --validation "$data/heldout.tfrecord" --ps 2 --workers 2 \
@@ -107,6 +112,9 @@ for model in dict.fromkeys(r["model"] for r in rows):
         print(json.dumps(line))
     tf_sides = [s for s in med if s != "troupe"]
     ratio = {"bench": "keras_vs_tf_ratio", "model": model}
+    if "troupe" not in med:  # every Troupe run failed: no ratio
+        tf_sides = []
+        ratio["troupe"] = "no run finished"
     for s in tf_sides:
         ratio["troupe_vs_" + s] = round(med["troupe"] / med[s], 2)
     if tf_sides:
