@@ -216,7 +216,8 @@ int main(int argc, char** argv) {
     return *end;
 
   Peak peak;
-  peak.f32 = troupe::bench::peak_f32_gflops(tc::cpu_has(tc::CpuFeature::avx512f));
+  peak.f32 = troupe::bench::peak_f32_gflops(tc::cpu_has(tc::CpuFeature::avx512f),
+                                            tc::cpu_has(tc::CpuFeature::avx2));
   peak.bf16 = troupe::bench::peak_bf16_gflops(tc::cpu_has(tc::CpuFeature::avx512_bf16));
   const nlohmann::json peak_line{{"bench", "cpu_peak"},
                                  {"f32_gflops_per_core", peak.f32},

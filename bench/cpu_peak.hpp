@@ -1,9 +1,11 @@
 #pragma once
 
 // This core's peak multiply-add throughput, measured: independent chains of AVX-512 FMAs
-// (float32: 16 lanes x 2 FLOP each) and of AVX512_BF16 dot products (vdpbf16ps: 16 lanes
-// x 2 bf16 pairs x 2 FLOP each), enough chains to hide the instructions' latency. The
-// figure a kernel's efficiency is quoted against (bench_train_step --peak).
+// (float32: 16 lanes x 2 FLOP each), of AVX2 FMAs where there is no AVX-512 (8 lanes; 12
+// chains, which leave the two operands in the 16 ymm registers), and of AVX512_BF16 dot
+// products (vdpbf16ps: 16 lanes x 2 bf16 pairs x 2 FLOP each), enough chains to hide the
+// instructions' latency. The figure a kernel's efficiency is quoted against
+// (bench_train_step --peak).
 
 #include <algorithm>
 #include <chrono>
@@ -32,6 +34,28 @@ __attribute__((target("avx512f"), noinline)) inline float fma_loop(long iteratio
   for (int c = 1; c < chains; ++c)
     s = _mm512_add_ps(s, acc[c]);
   return _mm512_reduce_add_ps(s);
+}
+
+constexpr int chains_avx2 = 12;
+
+__attribute__((target("avx2,fma"), noinline)) inline float fma256_loop(long iterations) {
+  __m256 acc[chains_avx2];
+  for (int c = 0; c < chains_avx2; ++c)
+    acc[c] = _mm256_set1_ps(0.001f * static_cast<float>(c));
+  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(0.0001f);
+  for (long i = 0; i < iterations; ++i)
+#pragma GCC unroll 12
+    for (int c = 0; c < chains_avx2; ++c)
+      acc[c] = _mm256_fmadd_ps(acc[c], a, b);
+  __m256 s = acc[0];
+  for (int c = 1; c < chains_avx2; ++c)
+    s = _mm256_add_ps(s, acc[c]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, s);
+  float sum = 0.0f;
+  for (float v : lanes)
+    sum += v;
+  return sum;
 }
 
 __attribute__((target("avx512f,avx512bf16"), noinline)) inline float dpbf16_loop(long iterations) {
@@ -75,12 +99,15 @@ double peak_gflops(Loop loop, double flop_per_iteration, double seconds) {
   return best;
 }
 
-/// float32 FMA peak of one core, GFLOP/s (0 without AVX-512).
-inline double peak_f32_gflops(bool has_avx512, double seconds = 0.3) {
+/// float32 FMA peak of one core, GFLOP/s: AVX-512's, else AVX2's (0 with neither).
+inline double peak_f32_gflops(bool has_avx512, bool has_avx2, double seconds = 0.3) {
 #if defined(__x86_64__)
   if (has_avx512) return peak_gflops(detail::fma_loop, detail::chains * 16 * 2.0, seconds);
+  if (has_avx2 && __builtin_cpu_supports("fma"))
+    return peak_gflops(detail::fma256_loop, detail::chains_avx2 * 8 * 2.0, seconds);
 #endif
   (void)has_avx512;
+  (void)has_avx2;
   (void)seconds;
   return 0.0;
 }
