@@ -202,4 +202,12 @@ class CudaBackend final : public core::Backend {
     if (failed((call), #call, __FILE__, __LINE__)) return __VA_ARGS__; \
   } while (0)
 
+/// The body of a CudaBackend method that launches one kernel: under the backend's lock, on
+/// its device, nothing when the backend is broken.
+#define TROUPE_GPU_KERNEL(...)                     \
+  std::lock_guard<std::recursive_mutex> lock(mu_); \
+  if (broken()) return;                            \
+  set_device();                                    \
+  TROUPE_GPU_TRY(__VA_ARGS__)
+
 }  // namespace troupe::gpu

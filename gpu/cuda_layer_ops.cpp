@@ -29,12 +29,6 @@ float* or_null(core::TensorView v) {
 
 }  // namespace
 
-#define TROUPE_GPU_KERNEL(...)                     \
-  std::lock_guard<std::recursive_mutex> lock(mu_); \
-  if (broken()) return;                            \
-  set_device();                                    \
-  TROUPE_GPU_TRY(__VA_ARGS__)
-
 void CudaBackend::activation_forward(core::ActFn f, core::ConstTensorView x, core::TensorView y) {
   TROUPE_GPU_KERNEL(
       launch::activation_forward(stream_, f, x.data(), y.data(), x.size(), last_dim(x.shape())));

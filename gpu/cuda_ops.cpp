@@ -16,12 +16,6 @@ float* slot(const std::vector<core::TensorView>& slots, size_t i) {
 
 }  // namespace
 
-#define TROUPE_GPU_KERNEL(...)                     \
-  std::lock_guard<std::recursive_mutex> lock(mu_); \
-  if (broken()) return;                            \
-  set_device();                                    \
-  TROUPE_GPU_TRY(__VA_ARGS__)
-
 void CudaBackend::relu_forward(core::ConstTensorView x, core::TensorView y) {
   TROUPE_GPU_KERNEL(launch::relu_forward(stream_, x.data(), y.data(), x.size()));
 }

@@ -19,12 +19,6 @@ int64_t width_of(const core::Shape& s) {
 
 }  // namespace
 
-#define TROUPE_GPU_KERNEL(...)                     \
-  std::lock_guard<std::recursive_mutex> lock(mu_); \
-  if (broken()) return;                            \
-  set_device();                                    \
-  TROUPE_GPU_TRY(__VA_ARGS__)
-
 void CudaBackend::pool2d_forward(core::PoolKind k, const core::Pool2dGeometry& g,
                                  core::ConstTensorView x, core::TensorView y) {
   TROUPE_GPU_KERNEL(launch::pool2d_forward(stream_, pool_shape(x, y.shape()), g,

@@ -24,7 +24,7 @@ namespace {
 
 const std::set<std::string> known_jobs{"chief", "worker", "ps", "evaluator"};
 
-core::Error invalid(const std::string& what) {
+core::Error tf_config_error(const std::string& what) {
   return make_error(Errc::invalid_argument, "TF_CONFIG: " + what);
 }
 
@@ -216,14 +216,14 @@ Expected<TFConfigClusterResolver> TFConfigClusterResolver::parse(const std::stri
   if (auto bad = core::first_invalid_utf8(tf_config)) {
     char byte[8];
     std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(tf_config[*bad]));
-    return invalid("not valid UTF-8 (byte " + std::string(byte) + " at offset " +
-                   std::to_string(*bad) + ")");
+    return tf_config_error("not valid UTF-8 (byte " + std::string(byte) + " at offset " +
+                           std::to_string(*bad) + ")");
   }
   try {
     return parse_json(tf_config);
   } catch (const json::exception& e) {
     // Whatever the checks below missed is still an error naming TF_CONFIG, never an abort.
-    return invalid(std::string("not valid JSON (") + e.what() + ")");
+    return tf_config_error(std::string("not valid JSON (") + e.what() + ")");
   }
 }
 
@@ -231,48 +231,50 @@ Expected<TFConfigClusterResolver> TFConfigClusterResolver::parse_json(
     const std::string& tf_config) {
   using nlohmann::json;
   const json j = json::parse(tf_config);
-  if (!j.is_object()) return invalid("must be a JSON object, got " + core::json_text(j));
-  if (!j.contains("cluster")) return invalid("no \"cluster\"");
+  if (!j.is_object()) return tf_config_error("must be a JSON object, got " + core::json_text(j));
+  if (!j.contains("cluster")) return tf_config_error("no \"cluster\"");
   const json& cluster = j["cluster"];
   if (!cluster.is_object() || cluster.empty())
-    return invalid("\"cluster\" must be a non-empty object of job lists, got " +
-                   core::json_text(cluster));
+    return tf_config_error("\"cluster\" must be a non-empty object of job lists, got " +
+                           core::json_text(cluster));
 
   std::map<std::string, std::vector<std::string>> jobs;
   for (const auto& [job, list] : cluster.items()) {
     if (!list.is_array())
-      return invalid("job '" + job + "' must be a list of addresses, got " + core::json_text(list));
+      return tf_config_error("job '" + job + "' must be a list of addresses, got " +
+                             core::json_text(list));
     std::vector<std::string> addresses;
     for (const auto& a : list) {
       if (!a.is_string())
-        return invalid("job '" + job + "' has a non-string address " + core::json_text(a));
+        return tf_config_error("job '" + job + "' has a non-string address " + core::json_text(a));
       addresses.push_back(a.get<std::string>());
     }
     jobs[job] = std::move(addresses);
   }
   TFConfigClusterResolver r;
   r.spec_ = ClusterSpec(std::move(jobs));
-  if (auto st = r.spec_.validate(); !st) return invalid(st.error().message);
+  if (auto st = r.spec_.validate(); !st) return tf_config_error(st.error().message);
 
-  if (!j.contains("task")) return invalid("no \"task\"");
+  if (!j.contains("task")) return tf_config_error("no \"task\"");
   const json& task = j["task"];
   if (!task.is_object() || !task.contains("type") || !task["type"].is_string())
-    return invalid("\"task\" must be {\"type\": string, \"index\": int}, got " +
-                   core::json_text(task));
+    return tf_config_error("\"task\" must be {\"type\": string, \"index\": int}, got " +
+                           core::json_text(task));
   r.task_.type = task["type"].get<std::string>();
   const json index = task.value("index", json(0));
   if (!index.is_number_integer())
-    return invalid("task index must be an integer, got " + core::json_text(index));
+    return tf_config_error("task index must be an integer, got " + core::json_text(index));
   const auto idx = index.get<int64_t>();
   if (!r.spec_.has_job(r.task_.type))
-    return invalid("task type '" + r.task_.type + "' is not a job of the cluster");
+    return tf_config_error("task type '" + r.task_.type + "' is not a job of the cluster");
   if (idx < 0 || idx >= r.spec_.num_tasks(r.task_.type))
-    return invalid("task index " + std::to_string(idx) + " out of range: job '" + r.task_.type +
-                   "' has " + std::to_string(r.spec_.num_tasks(r.task_.type)) + " tasks");
+    return tf_config_error("task index " + std::to_string(idx) + " out of range: job '" +
+                           r.task_.type + "' has " +
+                           std::to_string(r.spec_.num_tasks(r.task_.type)) + " tasks");
   r.task_.index = static_cast<int>(idx);
   const json rpc = j.value("rpc_layer", json("caf"));
   if (!rpc.is_string())
-    return invalid("\"rpc_layer\" must be a string, got " + core::json_text(rpc));
+    return tf_config_error("\"rpc_layer\" must be a string, got " + core::json_text(rpc));
   r.rpc_layer_ = rpc.get<std::string>();
   return r;
 }

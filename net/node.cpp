@@ -14,7 +14,7 @@ void configure(caf::actor_system_config& cfg, const NodeOptions& options) {
   // limit (often 1024) is raised to the hard one, which the process may do itself.
   raise_descriptor_limit();
   cfg.load<caf::io::middleman>();
-  cfg.add_message_types<caf::id_block::troupe>();
+  troupe::net::add_wire_types(cfg);
   cfg.add_error_category(
       error_category, [](uint8_t code, caf::atom_value, const caf::message& ctx) {
         std::string text = std::string("troupe.") + core::errc_name(static_cast<core::Errc>(code));

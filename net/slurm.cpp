@@ -13,7 +13,7 @@ using core::make_error;
 
 namespace {
 
-core::Error invalid(const std::string& what) {
+core::Error slurm_error(const std::string& what) {
   return make_error(Errc::invalid_argument, "Slurm: " + what);
 }
 
@@ -21,7 +21,7 @@ Expected<int> to_int(std::string_view text, const std::string& what) {
   int v = 0;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || p != text.data() + text.size() || text.empty())
-    return invalid(what + " '" + std::string(text) + "' is not an integer");
+    return slurm_error(what + " '" + std::string(text) + "' is not an integer");
   return v;
 }
 
@@ -54,17 +54,17 @@ Expected<std::vector<std::string>> expand_hostlist(std::string_view hostlist) {
   constexpr size_t max_hosts = 1 << 16;
   std::vector<std::string> hosts;
   const std::string quoted = "hostlist '" + std::string(hostlist) + "'";
-  if (hostlist.empty()) return invalid("empty " + quoted);
+  if (hostlist.empty()) return slurm_error("empty " + quoted);
   for (std::string_view part : split_top(hostlist)) {
     const size_t open = part.find('[');
     if (open == std::string_view::npos) {
       if (part.empty() || part.find(']') != std::string_view::npos)
-        return invalid(quoted + ": bad part '" + std::string(part) + "'");
+        return slurm_error(quoted + ": bad part '" + std::string(part) + "'");
       hosts.emplace_back(part);
       continue;
     }
     if (part.back() != ']' || part.find('[', open + 1) != std::string_view::npos)
-      return invalid(quoted + ": bad part '" + std::string(part) + "'");
+      return slurm_error(quoted + ": bad part '" + std::string(part) + "'");
     const std::string prefix(part.substr(0, open));
     const std::string_view ranges = part.substr(open + 1, part.size() - open - 2);
     size_t start = 0;
@@ -79,9 +79,10 @@ Expected<std::vector<std::string>> expand_hostlist(std::string_view hostlist) {
       if (!lo) return lo.error();
       auto hi = to_int(hi_text, quoted + ": range end");
       if (!hi) return hi.error();
-      if (*lo < 0 || *hi < *lo) return invalid(quoted + ": bad range '" + std::string(range) + "'");
+      if (*lo < 0 || *hi < *lo)
+        return slurm_error(quoted + ": bad range '" + std::string(range) + "'");
       if (hosts.size() + static_cast<size_t>(*hi - *lo + 1) > max_hosts)
-        return invalid(quoted + ": more than 65536 hosts");
+        return slurm_error(quoted + ": more than 65536 hosts");
       for (int i = *lo; i <= *hi; ++i) {
         std::string digits = std::to_string(i);
         if (digits.size() < lo_text.size())  // zero padding: "07-10" -> 07 08 09 10
@@ -97,12 +98,12 @@ Expected<std::vector<std::string>> expand_hostlist(std::string_view hostlist) {
 Expected<std::vector<int>> expand_tasks_per_node(std::string_view tasks_per_node) {
   std::vector<int> out;
   const std::string quoted = "tasks per node '" + std::string(tasks_per_node) + "'";
-  if (tasks_per_node.empty()) return invalid("empty " + quoted);
+  if (tasks_per_node.empty()) return slurm_error("empty " + quoted);
   for (std::string_view part : split_top(tasks_per_node)) {
     int repeat = 1;
     std::string_view count = part;
     if (const size_t paren = part.find("(x"); paren != std::string_view::npos) {
-      if (part.back() != ')') return invalid(quoted + ": bad part '" + std::string(part) + "'");
+      if (part.back() != ')') return slurm_error(quoted + ": bad part '" + std::string(part) + "'");
       auto r = to_int(part.substr(paren + 2, part.size() - paren - 3), quoted + ": repeat");
       if (!r) return r.error();
       repeat = *r;
@@ -111,7 +112,7 @@ Expected<std::vector<int>> expand_tasks_per_node(std::string_view tasks_per_node
     auto n = to_int(count, quoted + ": count");
     if (!n) return n.error();
     if (*n < 0 || repeat < 1 || out.size() + static_cast<size_t>(repeat) > (1u << 16))
-      return invalid(quoted + ": bad part '" + std::string(part) + "'");
+      return slurm_error(quoted + ": bad part '" + std::string(part) + "'");
     out.insert(out.end(), static_cast<size_t>(repeat), *n);
   }
   return out;
@@ -131,9 +132,9 @@ Expected<SlurmClusterResolver> SlurmClusterResolver::make(int rank, const std::s
   auto counts = expand_tasks_per_node(tasks_per_node);
   if (!counts) return counts.error();
   if (counts->size() != hosts->size())
-    return invalid("the step has " + std::to_string(hosts->size()) + " nodes ('" + nodelist +
-                   "') but tasks per node for " + std::to_string(counts->size()) + " ('" +
-                   tasks_per_node + "')");
+    return slurm_error("the step has " + std::to_string(hosts->size()) + " nodes ('" + nodelist +
+                       "') but tasks per node for " + std::to_string(counts->size()) + " ('" +
+                       tasks_per_node + "')");
   // Nodes sorted by name, each node's tasks on consecutive ports.
   std::map<std::string, int> per_node;
   for (size_t i = 0; i < hosts->size(); ++i)
@@ -142,21 +143,21 @@ Expected<SlurmClusterResolver> SlurmClusterResolver::make(int rank, const std::s
   for (const auto& [host, n] : per_node)
     for (int i = 0; i < n; ++i) {
       if (port_base < 1 || port_base + i > 65535)
-        return invalid("port base " + std::to_string(port_base) + " leaves no port for task " +
-                       std::to_string(i) + " of node " + host);
+        return slurm_error("port base " + std::to_string(port_base) + " leaves no port for task " +
+                           std::to_string(i) + " of node " + host);
       addresses.push_back(host + ":" + std::to_string(port_base + i));
     }
   int wanted = 0;
   for (const auto& [job, n] : jobs) {
-    if (n < 0) return invalid("job '" + job + "' has " + std::to_string(n) + " tasks");
+    if (n < 0) return slurm_error("job '" + job + "' has " + std::to_string(n) + " tasks");
     wanted += n;
   }
   if (wanted != static_cast<int>(addresses.size()))
-    return invalid("the jobs ask for " + std::to_string(wanted) + " tasks but the step has " +
-                   std::to_string(addresses.size()));
+    return slurm_error("the jobs ask for " + std::to_string(wanted) + " tasks but the step has " +
+                       std::to_string(addresses.size()));
   if (rank < 0 || rank >= wanted)
-    return invalid("rank " + std::to_string(rank) + " out of range: the step has " +
-                   std::to_string(wanted) + " tasks");
+    return slurm_error("rank " + std::to_string(rank) + " out of range: the step has " +
+                       std::to_string(wanted) + " tasks");
   // Jobs in name order (std::map) take consecutive ranks.
   SlurmClusterResolver r;
   std::map<std::string, std::vector<std::string>> cluster;
@@ -168,7 +169,7 @@ Expected<SlurmClusterResolver> SlurmClusterResolver::make(int rank, const std::s
     offset += n;
   }
   r.spec_ = ClusterSpec(std::move(cluster));
-  if (auto st = r.spec_.validate(); !st) return invalid(st.error().message);
+  if (auto st = r.spec_.validate(); !st) return slurm_error(st.error().message);
   return r;
 }
 
@@ -176,7 +177,7 @@ Expected<SlurmClusterResolver> SlurmClusterResolver::from_env(
     std::map<std::string, int> (*default_jobs)(int)) {
   auto need = [](const char* name) -> Expected<std::string> {
     if (const char* v = env(name)) return std::string(v);
-    return invalid(std::string(name) + " is not set (not inside a Slurm job step?)");
+    return slurm_error(std::string(name) + " is not set (not inside a Slurm job step?)");
   };
   auto procid = need("SLURM_PROCID");
   if (!procid) return procid.error();
@@ -189,7 +190,7 @@ Expected<SlurmClusterResolver> SlurmClusterResolver::from_env(
   const char* ntasks_text = env("SLURM_STEP_NUM_TASKS");
   if (ntasks_text == nullptr) ntasks_text = env("SLURM_NTASKS");
   if (ntasks_text == nullptr)
-    return invalid("neither SLURM_STEP_NUM_TASKS nor SLURM_NTASKS is set");
+    return slurm_error("neither SLURM_STEP_NUM_TASKS nor SLURM_NTASKS is set");
   auto ntasks = to_int(ntasks_text, "SLURM_STEP_NUM_TASKS");
   if (!ntasks) return ntasks.error();
 
@@ -197,11 +198,11 @@ Expected<SlurmClusterResolver> SlurmClusterResolver::from_env(
   if (const char* text = env(slurm_jobs_env)) {
     const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object() || j.empty())
-      return invalid(std::string(slurm_jobs_env) + " must be a JSON object of job sizes, got '" +
-                     text + "'");
+      return slurm_error(std::string(slurm_jobs_env) +
+                         " must be a JSON object of job sizes, got '" + text + "'");
     for (const auto& [job, n] : j.items()) {
       if (!n.is_number_integer())
-        return invalid(std::string(slurm_jobs_env) + ": job '" + job + "' needs an integer");
+        return slurm_error(std::string(slurm_jobs_env) + ": job '" + job + "' needs an integer");
       jobs[job] = n.get<int>();
     }
   } else if (default_jobs != nullptr) {

@@ -251,4 +251,8 @@ core::Error from_caf(const caf::error& e) {
   return core::Error{core::Errc::internal, what};
 }
 
+caf::actor_system_config& add_wire_types(caf::actor_system_config& cfg) {
+  return cfg.add_message_types<caf::id_block::troupe>();
+}
+
 }  // namespace troupe::net

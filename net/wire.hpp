@@ -478,6 +478,11 @@ caf::error to_caf(const core::Error& e);
 /// `unavailable` (peer gone, request timed out) or `internal`.
 core::Error from_caf(const caf::error& e);
 
+/// Registers every message type of the `troupe` type ID block (below) with cfg, and returns
+/// it. The one place that instantiates the registrations: they cost seconds of compile
+/// time per file that does.
+caf::actor_system_config& add_wire_types(caf::actor_system_config& cfg);
+
 }  // namespace troupe::net
 
 CAF_BEGIN_TYPE_ID_BLOCK(troupe, caf::first_custom_type_id)

@@ -37,6 +37,9 @@ extern char** environ;
 
 namespace troupe::test {
 
+/// A job secret for the tests that speak to doors and rings (32 bytes, as launch makes).
+inline const std::string secret = "the job's secret, 32 bytes long!";
+
 /// A free TCP port on 127.0.0.1 outside the ephemeral range (see net::PortLease).
 inline uint16_t free_loopback_port() {
   return net::PortLease::acquire().port();

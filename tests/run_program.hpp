@@ -13,6 +13,11 @@
 
 namespace troupe::test {
 
+#ifdef TROUPE_BIN_DIR
+/// Where the build put the programs the tests run.
+inline const std::string bin = TROUPE_BIN_DIR;
+#endif
+
 struct ProgramRun {
   int exit_code = -1;
   std::string output;

@@ -16,16 +16,8 @@ namespace troupe::core {
 
 namespace {
 
-// Below this many elements a chunk is not worth a thread's wake-up.
-constexpr int64_t kGrain = int64_t{1} << 14;
-
 int64_t last_dim(const Shape& s) {
   return s.rank() == 0 ? 1 : s[s.rank() - 1];
-}
-
-// Rows of `width` elements per chunk: at least kGrain elements.
-int64_t row_grain(int64_t width) {
-  return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, width));
 }
 
 // One loop per function, so that the switch in kernels::activate is folded away and the
@@ -73,14 +65,14 @@ void CpuBackend::activation_forward(ActFn f, ConstTensorView x, TensorView y) {
   float* out = y.data();
   if (f == ActFn::softmax) {
     const int64_t c = last_dim(x.shape());
-    parallel_for(x.size() / std::max<int64_t>(1, c), row_grain(c), [&](int64_t b, int64_t e) {
+    parallel_for(x.size() / std::max<int64_t>(1, c), rows_per_chunk(c), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r)
         kernels::softmax_row(in + r * c, out + r * c, c);
     });
     return;
   }
   const ForwardRange run = kForward[static_cast<size_t>(f)];
-  parallel_for(x.size(), kGrain, [&](int64_t b, int64_t e) { run(in, out, b, e); });
+  parallel_for(x.size(), kParallelGrain, [&](int64_t b, int64_t e) { run(in, out, b, e); });
 }
 
 void CpuBackend::activation_backward(ActFn f, ConstTensorView x, ConstTensorView y,
@@ -88,7 +80,7 @@ void CpuBackend::activation_backward(ActFn f, ConstTensorView x, ConstTensorView
   float* out = dx.data();
   if (f == ActFn::softmax) {
     const int64_t c = last_dim(y.shape());
-    parallel_for(y.size() / std::max<int64_t>(1, c), row_grain(c), [&](int64_t b, int64_t e) {
+    parallel_for(y.size() / std::max<int64_t>(1, c), rows_per_chunk(c), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r)
         kernels::softmax_backward_row(y.data() + r * c, dy.data() + r * c, out + r * c, c);
     });
@@ -97,14 +89,15 @@ void CpuBackend::activation_backward(ActFn f, ConstTensorView x, ConstTensorView
   const BackwardRange run = kBackward[static_cast<size_t>(f)];
   const float* xs = x.empty() ? nullptr : x.data();
   const float* ys = y.empty() ? nullptr : y.data();
-  parallel_for(dy.size(), kGrain, [&](int64_t b, int64_t e) { run(xs, ys, dy.data(), out, b, e); });
+  parallel_for(dy.size(), kParallelGrain,
+               [&](int64_t b, int64_t e) { run(xs, ys, dy.data(), out, b, e); });
 }
 
 void CpuBackend::axpby(float a, ConstTensorView x, float b, TensorView y) {
   // x may be y (Average scales its sum in place): no restrict.
   const float* in = x.data();
   float* out = y.data();
-  parallel_for(x.size(), kGrain, [&](int64_t begin, int64_t end) {
+  parallel_for(x.size(), kParallelGrain, [&](int64_t begin, int64_t end) {
     if (b == 0.0f)
       for (int64_t i = begin; i < end; ++i)
         out[i] = a * in[i];
@@ -118,7 +111,7 @@ void CpuBackend::multiply(ConstTensorView x1, ConstTensorView x2, TensorView y, 
   const float* a = x1.data();
   const float* b = x2.data();
   float* out = y.data();
-  parallel_for(x1.size(), kGrain, [&](int64_t begin, int64_t end) {
+  parallel_for(x1.size(), kParallelGrain, [&](int64_t begin, int64_t end) {
     if (accumulate)
       for (int64_t i = begin; i < end; ++i)
         out[i] += a[i] * b[i];
@@ -133,7 +126,7 @@ void CpuBackend::copy_columns(ConstTensorView src, TensorView dst, int64_t offse
   const int64_t r = dst.shape().rank() == 0 ? 1 : dst.shape()[0];
   const int64_t C = dst.size() / std::max<int64_t>(1, r), c = src.size() / std::max<int64_t>(1, r);
   TROUPE_ASSERT(offset >= 0 && offset + c <= C, "copy_columns outside the destination");
-  parallel_for(r, row_grain(c), [&](int64_t b, int64_t e) {
+  parallel_for(r, rows_per_chunk(c), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const float* from = src.data() + i * c;
       float* to = dst.data() + i * C + offset;
@@ -150,7 +143,7 @@ void CpuBackend::take_columns(ConstTensorView src, int64_t offset, TensorView ds
   const int64_t r = dst.shape().rank() == 0 ? 1 : dst.shape()[0];
   const int64_t c = dst.size() / std::max<int64_t>(1, r), C = src.size() / std::max<int64_t>(1, r);
   TROUPE_ASSERT(offset >= 0 && offset + c <= C, "take_columns outside the source");
-  parallel_for(r, row_grain(c), [&](int64_t b, int64_t e) {
+  parallel_for(r, rows_per_chunk(c), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
       std::memcpy(dst.data() + i * c, src.data() + i * C + offset,
                   static_cast<size_t>(c) * sizeof(float));
@@ -160,7 +153,7 @@ void CpuBackend::take_columns(ConstTensorView src, int64_t offset, TensorView ds
 void CpuBackend::reduce_middle(Reduce op, ConstTensorView x, TensorView y) {
   TROUPE_ASSERT(x.shape().rank() == 3 && x.shape()[1] > 0, "reduce_middle takes [a, m > 0, c]");
   const int64_t m = x.shape()[1], c = x.shape()[2];
-  parallel_for(x.shape()[0], row_grain(m * c), [&](int64_t b, int64_t e) {
+  parallel_for(x.shape()[0], rows_per_chunk(m * c), [&](int64_t b, int64_t e) {
     if (c == 1) {  // one value per position (a linear term's pooling): no row to copy
       for (int64_t a = b; a < e; ++a) {
         const float* in = x.data() + a * m;
@@ -196,7 +189,7 @@ void CpuBackend::reduce_middle_backward(Reduce op, ConstTensorView x, ConstTenso
   TROUPE_ASSERT(dx.shape().rank() == 3, "reduce_middle_backward gives [a, m, c]");
   const int64_t m = dx.shape()[1], c = dx.shape()[2];
   const float scale = op == Reduce::mean ? 1.0f / static_cast<float>(m) : 1.0f;
-  parallel_for(dx.shape()[0], row_grain(m * c), [&](int64_t b, int64_t e) {
+  parallel_for(dx.shape()[0], rows_per_chunk(m * c), [&](int64_t b, int64_t e) {
     if (c == 1 && op != Reduce::max) {
       for (int64_t a = b; a < e; ++a)
         std::fill_n(dx.data() + a * m, m, dy.data()[a] * scale);
@@ -226,7 +219,7 @@ void CpuBackend::reduce_middle_backward(Reduce op, ConstTensorView x, ConstTenso
 
 void CpuBackend::row_dot(ConstTensorView x1, ConstTensorView x2, TensorView y) {
   const int64_t r = y.size(), c = x1.size() / std::max<int64_t>(1, r);
-  parallel_for(r, row_grain(c), [&](int64_t b, int64_t e) {
+  parallel_for(r, rows_per_chunk(c), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const float* a = x1.data() + i * c;
       const float* v = x2.data() + i * c;
@@ -240,7 +233,7 @@ void CpuBackend::row_dot(ConstTensorView x1, ConstTensorView x2, TensorView y) {
 
 void CpuBackend::scale_rows(ConstTensorView x, ConstTensorView s, TensorView y, bool accumulate) {
   const int64_t r = s.size(), c = x.size() / std::max<int64_t>(1, r);
-  parallel_for(r, row_grain(c), [&](int64_t b, int64_t e) {
+  parallel_for(r, rows_per_chunk(c), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const float f = s.data()[i];
       const float* in = x.data() + i * c;
@@ -258,7 +251,7 @@ void CpuBackend::scale_rows(ConstTensorView x, ConstTensorView s, TensorView y, 
 void CpuBackend::column_sums(ConstTensorView x, TensorView y, bool accumulate) {
   const int64_t c = y.size(), r = x.size() / std::max<int64_t>(1, c);
   // Chunks of columns, each summed down the rows in order (row segments are contiguous).
-  parallel_for(c, std::max<int64_t>(16, row_grain(r)), [&](int64_t b, int64_t e) {
+  parallel_for(c, std::max<int64_t>(16, rows_per_chunk(r)), [&](int64_t b, int64_t e) {
     float* out = y.data();
     if (!accumulate) std::fill(out + b, out + e, 0.0f);
     for (int64_t i = 0; i < r; ++i) {
@@ -273,7 +266,7 @@ void CpuBackend::dropout_forward(ConstTensorView x, TensorView y, float rate, ui
   const float keep = 1.0f - rate;
   const float* in = x.data();
   float* out = y.data();
-  parallel_for(x.size(), kGrain, [&](int64_t b, int64_t e) {
+  parallel_for(x.size(), kParallelGrain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
       out[i] = kernels::dropout_keep(seed, i, rate) ? in[i] / keep : 0.0f;
   });

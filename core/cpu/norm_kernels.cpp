@@ -14,15 +14,9 @@ namespace troupe::core {
 
 namespace {
 
-constexpr int64_t kGrain = int64_t{1} << 14;
-
-int64_t row_grain(int64_t width) {
-  return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, width));
-}
-
 // Chunks of channels: each goes down all the rows.
 int64_t channel_grain(int64_t rows) {
-  return std::max<int64_t>(16, row_grain(rows));
+  return std::max<int64_t>(16, rows_per_chunk(rows));
 }
 
 // Per-channel coefficients of one call, kept between calls so that a step allocates
@@ -75,7 +69,7 @@ void CpuBackend::batch_norm_forward(ConstTensorView x, ConstTensorView mean, Con
   for (int64_t j = 0; j < c; ++j)
     kernels::norm_coefficients(mean.data()[j], kernels::rstd_of(var.data()[j], epsilon),
                                or_null(gamma), or_null(beta), j, inv[j], shift[j]);
-  parallel_for(r, row_grain(c), [&](int64_t b, int64_t e) {
+  parallel_for(r, rows_per_chunk(c), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const float* in = x.data() + i * c;
       float* out = y.data() + i * c;
@@ -114,7 +108,7 @@ void CpuBackend::batch_norm_backward(ConstTensorView x, ConstTensorView mean, Co
   if (!dgamma.empty()) std::copy(sum_dy_xhat, sum_dy_xhat + c, dgamma.data());
   if (dx.empty()) return;
   const float inv_r = 1.0f / static_cast<float>(r);
-  parallel_for(r, row_grain(c), [&](int64_t b, int64_t e) {
+  parallel_for(r, rows_per_chunk(c), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const float* in = x.data() + i * c;
       const float* g = dy.data() + i * c;
@@ -130,7 +124,7 @@ void CpuBackend::batch_norm_backward(ConstTensorView x, ConstTensorView mean, Co
 void CpuBackend::layer_norm_forward(ConstTensorView x, ConstTensorView gamma, ConstTensorView beta,
                                     float epsilon, TensorView y, TensorView mean, TensorView rstd) {
   const int64_t r = mean.size(), c = x.size() / std::max<int64_t>(1, r);
-  parallel_for(r, row_grain(c), [&](int64_t b, int64_t e) {
+  parallel_for(r, rows_per_chunk(c), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
       kernels::layer_norm_row(x.data() + i * c, c, or_null(gamma), or_null(beta), epsilon,
                               y.data() + i * c, mean.data() + i, rstd.data() + i);
@@ -142,7 +136,7 @@ void CpuBackend::layer_norm_backward(ConstTensorView x, ConstTensorView gamma, C
                                      TensorView dgamma, TensorView dbeta) {
   const int64_t r = mean.size(), c = x.size() / std::max<int64_t>(1, r);
   if (!dx.empty())
-    parallel_for(r, row_grain(c), [&](int64_t b, int64_t e) {
+    parallel_for(r, rows_per_chunk(c), [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i)
         kernels::layer_norm_backward_row(x.data() + i * c, c, or_null(gamma), mean.data()[i],
                                          rstd.data()[i], dy.data() + i * c, dx.data() + i * c);

@@ -13,16 +13,6 @@
 
 namespace troupe::core {
 
-namespace {
-
-constexpr int64_t kGrain = int64_t{1} << 14;  // elements per chunk at least
-
-int64_t rows_per_chunk(int64_t width) {
-  return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, width));
-}
-
-}  // namespace
-
 void CpuBackend::gather_index(ConstTensorView rows, ConstTensorView index, TensorView y) {
   const int64_t n = index.size(), d = rows.shape()[rows.shape().rank() - 1];
   TROUPE_ASSERT(y.size() == n * d, "gather_index: y is not [index, width]");
@@ -52,7 +42,7 @@ void CpuBackend::scatter_add_index(ConstTensorView dy, ConstTensorView index, Te
   const int32_t* at = index.data_as<int32_t>();
   // Ids repeat, so rows are shared between examples: split by columns instead, every chunk
   // adding its columns of every example in order (the sums do not depend on the split).
-  const int64_t column_grain = std::max<int64_t>(8, kGrain / std::max<int64_t>(1, n));
+  const int64_t column_grain = std::max<int64_t>(8, kParallelGrain / std::max<int64_t>(1, n));
   parallel_for(d, column_grain, [&](int64_t j0, int64_t j1) {
     const int64_t width = j1 - j0;
     if (width == d)

@@ -25,7 +25,7 @@ core::Dataset<core::Example> numbers(int n) {
   return core::from_vector(std::move(xs));
 }
 
-struct Fixture : test::ActorFixture {
+struct IteratorFixture : test::ActorFixture {
   core::Expected<actors::BatchMsg> next(const caf::actor& a, uint32_t n) {
     core::Expected<actors::BatchMsg> out = core::make_error(core::Errc::internal, "no reply");
     (*self)
@@ -41,7 +41,7 @@ struct Fixture : test::ActorFixture {
 
 TEST_CASE("A dataset_iterator hands over its worker's shard in order, then the end",
           "[dataset_iterator]") {
-  Fixture f;
+  IteratorFixture f;
   actors::DatasetIteratorOptions o;
   o.name = "numbers";
   o.context.num_input_pipelines = 2;
@@ -72,7 +72,7 @@ TEST_CASE("A dataset_iterator hands over its worker's shard in order, then the e
 
 TEST_CASE("A dataset_iterator makes batches ahead up to its prefetch depth only",
           "[dataset_iterator]") {
-  Fixture f;
+  IteratorFixture f;
   auto made = std::make_shared<std::atomic<int>>(0);
   actors::DatasetIteratorOptions o;
   o.name = "counted";
@@ -103,7 +103,7 @@ TEST_CASE("A dataset_iterator makes batches ahead up to its prefetch depth only"
 }
 
 TEST_CASE("A failing dataset function is an error naming the dataset", "[dataset_iterator]") {
-  Fixture f;
+  IteratorFixture f;
   actors::DatasetIteratorOptions o;
   o.name = "broken";
   o.fn = [](const core::InputContext&, const std::vector<char>&) -> core::Dataset<core::Batch> {

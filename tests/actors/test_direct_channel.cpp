@@ -30,7 +30,7 @@ namespace {
 struct System {
   caf::actor_system_config cfg;
   caf::actor_system sys;
-  System() : sys((cfg.add_message_types<caf::id_block::troupe>(), cfg)) {}
+  System() : sys(troupe::net::add_wire_types(cfg)) {}
 };
 
 // An actor that takes batched requests and never answers them: whatever the channel

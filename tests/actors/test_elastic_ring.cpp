@@ -31,7 +31,7 @@ ElasticOptions options() {
   return o;
 }
 
-struct Outcome {
+struct RingOutcome {
   std::vector<float> x;
   int64_t step = 0;
   std::vector<Membership> generations;  // every generation this slot was part of
@@ -42,10 +42,10 @@ struct Outcome {
 // collective, or a join, re-forms the ring; the state then comes from the root. With
 // `until_size`, training goes on past `steps` until the ring has that many members again
 // (every member sees the same step and membership, so all stop together), up to 100x.
-Outcome train(const std::vector<std::string>& addr, int slot, const ElasticOptions& o,
-              int64_t steps, int64_t die_at, std::promise<void>* reformed_without_me = nullptr,
-              std::promise<void>* died = nullptr, int until_size = 0) {
-  Outcome out;
+RingOutcome train(const std::vector<std::string>& addr, int slot, const ElasticOptions& o,
+                  int64_t steps, int64_t die_at, std::promise<void>* reformed_without_me = nullptr,
+                  std::promise<void>* died = nullptr, int until_size = 0) {
+  RingOutcome out;
   out.x.assign(1000, 0.0f);
   auto g = ElasticRing::join(slot, addr, o, 0, /*has_state=*/false);
   if (!g) {  // a failure on this thread must not throw out of it
@@ -122,7 +122,7 @@ TEST_CASE("the elastic ring re-forms without a slot that dies and takes it back"
   std::promise<void> reformed, died;
   auto reformed_f = reformed.get_future();
   auto died_f = died.get_future();
-  Outcome out0, out1, out2;
+  RingOutcome out0, out1, out2;
   // The survivors go on until slot 2 is back (however slowly it comes, under load).
   std::thread t0([&] { out0 = train(addr, 0, o, 400, -1, &reformed, nullptr, 3); });
   std::thread t1([&] { out1 = train(addr, 1, o, 400, -1, nullptr, nullptr, 3); });

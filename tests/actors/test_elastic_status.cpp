@@ -18,7 +18,7 @@ using std::chrono::milliseconds;
 
 namespace {
 
-const std::string secret = "the job's secret, 32 bytes long!";
+using troupe::test::secret;
 
 // Connects to `address`, proves `proof` and sends a status knock claiming `claimed` tag
 // bytes followed by `tag`. Returns the socket (the answer, if any, to be read from it).

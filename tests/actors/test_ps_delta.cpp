@@ -128,7 +128,7 @@ TEST_CASE(
 
 TEST_CASE("After a failed delta write the next PS snapshot is full", "[ps_shard][delta]") {
   caf::actor_system_config cfg;
-  cfg.add_message_types<caf::id_block::troupe>();
+  troupe::net::add_wire_types(cfg);
   caf::actor_system sys{cfg};
   troupe::test::TempDir root;
   const std::string dir = root.file("snap");

@@ -208,7 +208,7 @@ TEST_CASE("A PS shard rejects bad requests and keeps its state", "[ps_shard]") {
 
 TEST_CASE("The ps_shard actor answers requests and errors as values", "[ps_shard]") {
   caf::actor_system_config cfg;
-  cfg.add_message_types<caf::id_block::troupe>();
+  troupe::net::add_wire_types(cfg);
   caf::actor_system sys{cfg};
   auto ps = sys.spawn(actors::ps_shard, actors::PsShardOptions{});
   caf::scoped_actor self{sys};
@@ -295,7 +295,7 @@ TEST_CASE(
   // One scheduler thread, held by a blocker while the test fills the PS's mailbox: the
   // snapshot and the pushes are all queued before the PS runs, so the order is exact.
   caf::actor_system_config cfg;
-  cfg.add_message_types<caf::id_block::troupe>();
+  troupe::net::add_wire_types(cfg);
   cfg.set("scheduler.max-threads", size_t{1});
   caf::actor_system sys{cfg};
   char tmpl[] = "/tmp/troupe-snapsteps-XXXXXX";

@@ -48,7 +48,7 @@ struct Events {
   }
 };
 
-struct Fixture : test::ActorFixture {
+struct SupervisorFixture : test::ActorFixture {
   caf::actor which(const caf::actor& sup, const std::string& name) {
     caf::actor out;
     (*self)
@@ -76,7 +76,7 @@ struct Fixture : test::ActorFixture {
 }  // namespace
 
 TEST_CASE("one_for_one restarts only the failed child", "[supervisor]") {
-  Fixture f;
+  SupervisorFixture f;
   Events ev;
   SupervisorOptions o;
   o.on_restart = ev.hook();
@@ -101,7 +101,7 @@ TEST_CASE("one_for_one restarts only the failed child", "[supervisor]") {
 
 TEST_CASE("one_for_all and rest_for_one restart the children that depend on the failed one",
           "[supervisor]") {
-  Fixture f;
+  SupervisorFixture f;
   for (auto strategy : {RestartStrategy::one_for_all, RestartStrategy::rest_for_one}) {
     Events ev;
     SupervisorOptions o;
@@ -127,7 +127,7 @@ TEST_CASE("one_for_all and rest_for_one restart the children that depend on the 
 
 TEST_CASE("Restart policies: transient children may end normally, temporary ones are forgotten",
           "[supervisor]") {
-  Fixture f;
+  SupervisorFixture f;
   Events ev;
   SupervisorOptions o;
   o.on_restart = ev.hook();
@@ -157,7 +157,7 @@ TEST_CASE("Restart policies: transient children may end normally, temporary ones
 
 TEST_CASE("Past its intensity a supervisor gives up, stops its children, and escalates",
           "[supervisor]") {
-  Fixture f;
+  SupervisorFixture f;
   Events inner_ev, outer_ev;
   // outer (intensity 1) supervises inner (intensity 1) which supervises "job".
   SupervisorOptions inner_o;

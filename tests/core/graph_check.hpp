@@ -47,6 +47,17 @@ struct GraphCase {
   bool training = true;
 };
 
+/// Sets the weight at `path` to `values` (in its shape), or the test fails.
+inline void set_weight(core::graph::Graph& g, const std::string& path, std::vector<float> values) {
+  for (const auto& w : g.weights())
+    if (w.path == path) {
+      REQUIRE(static_cast<int64_t>(values.size()) == w.weight().shape.num_elements());
+      w.weight().value.set(core::Tensor(w.weight().shape, std::move(values)));
+      return;
+    }
+  FAIL("no weight " << path);
+}
+
 /// A batch for the graph's inputs: floats uniform in [-1, 1] (away from 0 by 0.05, so
 /// ReLU-like kinks are not straddled by the differences), ids, strings.
 inline core::Batch random_batch(const GraphCase& g) {

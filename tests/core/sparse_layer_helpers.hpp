@@ -55,15 +55,7 @@ inline Batch batch_of(std::vector<Column> columns) {
   return b;
 }
 
-inline void set_weight(Graph& g, const std::string& path, std::vector<float> values) {
-  for (const auto& w : g.weights())
-    if (w.path == path) {
-      REQUIRE(static_cast<int64_t>(values.size()) == w.weight().shape.num_elements());
-      w.weight().value.set(Tensor(w.weight().shape, std::move(values)));
-      return;
-    }
-  FAIL("no weight " << path);
-}
+using troupe::test::set_weight;
 
 inline std::vector<float> iota(int64_t n, float from = 1.0f) {
   std::vector<float> v(static_cast<size_t>(n));

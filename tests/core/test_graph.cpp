@@ -10,6 +10,7 @@ using namespace troupe::core::graph;
 using troupe::test::check_gradients;
 using troupe::test::GraphCase;
 using troupe::test::make;
+using troupe::test::set_weight;
 
 namespace {
 
@@ -22,16 +23,6 @@ Batch one_column(const std::string& name, Shape shape, std::vector<float> values
   c.floats = std::move(values);
   b.columns.push_back(std::move(c));
   return b;
-}
-
-void set_weight(Graph& g, const std::string& path, std::vector<float> values) {
-  for (const auto& w : g.weights())
-    if (w.path == path) {
-      REQUIRE(static_cast<int64_t>(values.size()) == w.weight().value.size());
-      w.weight().value.set(Tensor(w.weight().value.shape(), std::move(values)));
-      return;
-    }
-  FAIL("no weight " << path);
 }
 
 }  // namespace

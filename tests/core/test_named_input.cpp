@@ -15,12 +15,9 @@
 
 using namespace troupe::core;
 using troupe::test::TempDir;
+using troupe::test::write_text;
 
 namespace {
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
 
 void write_records(const std::string& path, const std::vector<std::string>& records) {
   std::string bytes;

@@ -13,6 +13,7 @@
 
 using namespace troupe::core;
 using troupe::test::TempDir;
+using troupe::test::write_text;
 
 namespace {
 
@@ -35,10 +36,6 @@ void write_gz(const std::string& path, const std::vector<char>& bytes) {
   REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) ==
           static_cast<int>(bytes.size()));
   gzclose(f);
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
 }
 
 }  // namespace

@@ -22,12 +22,9 @@
 
 using namespace troupe::core;
 using troupe::test::TempDir;
+using troupe::test::write_text;
 
 namespace {
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
 
 Example example(float label, std::vector<int64_t> ids, std::vector<float> values,
                 std::vector<float> dense) {

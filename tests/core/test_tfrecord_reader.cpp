@@ -15,14 +15,9 @@
 
 using namespace troupe::core;
 using troupe::test::TempDir;
+using troupe::test::write_text;
 
-namespace {
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("TFRecord reader streams records and names file, record and offset of damage",
           "[records]") {

@@ -14,7 +14,7 @@ using troupe::test::run_program;
 
 namespace {
 
-const std::string bin = TROUPE_BIN_DIR;
+using troupe::test::bin;
 
 // `j` is the program's JSON line (or, under troupe launch, its chief's).
 void refused(const troupe::test::ProgramRun& r, const std::string& device, bool launched = false) {

@@ -17,7 +17,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string bin = TROUPE_BIN_DIR;
+using troupe::test::bin;
 
 // The evaluator's per-checkpoint lines (its last line is its summary).
 std::vector<nlohmann::json> evaluations(const nlohmann::json& launch_result) {

@@ -19,7 +19,7 @@ using troupe::test::run_program;
 
 namespace {
 
-const std::string bin = TROUPE_BIN_DIR;
+using troupe::test::bin;
 using troupe::test::check_all_gone;
 
 bool has_checkpoint(const std::string& dir) {

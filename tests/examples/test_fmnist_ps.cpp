@@ -20,7 +20,7 @@ using troupe::test::run_program;
 
 namespace {
 
-const std::string bin = TROUPE_BIN_DIR;
+using troupe::test::bin;
 using troupe::test::check_all_gone;
 
 }  // namespace

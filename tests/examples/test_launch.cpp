@@ -21,7 +21,7 @@ using troupe::test::run_program;
 
 namespace {
 
-const std::string bin = TROUPE_BIN_DIR;
+using troupe::test::bin;
 using troupe::test::check_all_gone;
 
 // The status of a child that ends with `code`, or by `signal` when it is non-zero.

@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace troupe;
   static caf::actor_system_config cfg;
   static caf::actor_system* sys = [] {
-    cfg.add_message_types<caf::id_block::troupe>();
+    troupe::net::add_wire_types(cfg);
     return new caf::actor_system{cfg};
   }();
   deserialize<net::PsRequest>(*sys, data, size);

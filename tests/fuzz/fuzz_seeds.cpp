@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
   put("fuzz_named_input", "criteo", std::string("\x02") + "1\t5\t\t3\tab12\tcd34\n");
 
   caf::actor_system_config cfg;
-  cfg.add_message_types<caf::id_block::troupe>();
+  troupe::net::add_wire_types(cfg);
   caf::actor_system sys{cfg};
   auto serialized = [&](auto value) {
     std::vector<char> buf;

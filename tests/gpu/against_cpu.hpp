@@ -13,9 +13,13 @@
 #include <functional>
 #include <string>
 
+#include "core/cpu/cpu_backend.hpp"
 #include "core/tensor.hpp"
 
 namespace troupe::test {
+
+/// The CPU backend every suite compares against.
+inline core::CpuBackend cpu;
 
 /// |a - cpu| <= rel * max(1, |a|, |cpu|) for every element of two host tensors; the first
 /// element that is not fails the test, naming `what` and where `a` came from (`here`).

@@ -43,7 +43,7 @@ using troupe::test::random_tensor;
 
 namespace {
 
-core::CpuBackend cpu;
+using troupe::test::cpu;
 
 Tensor host(const Tensor& t) {
   REQUIRE(cuda().synchronize().ok());

@@ -29,7 +29,7 @@ using troupe::test::random_tensor;
 
 namespace {
 
-core::CpuBackend cpu;
+using troupe::test::cpu;
 
 Tensor on_gpu(const Shape& s) {
   return Tensor(s, core::DType::float32, troupe::test::gpu0);

@@ -33,7 +33,7 @@ namespace k = troupe::gpu::kernels;
 
 namespace {
 
-core::CpuBackend cpu;
+using troupe::test::cpu;
 
 ConstTensorView ints(const std::vector<int32_t>& v) {
   return {v.data(), Shape{static_cast<int64_t>(v.size())}, core::Device::cpu(), core::DType::int32};

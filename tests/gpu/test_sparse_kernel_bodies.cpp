@@ -27,7 +27,7 @@ namespace k = troupe::gpu::kernels;
 
 namespace {
 
-core::CpuBackend cpu;
+using troupe::test::cpu;
 
 }  // namespace
 

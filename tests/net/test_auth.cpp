@@ -146,7 +146,7 @@ TEST_CASE("The cluster secret comes from the environment, bad ones named", "[net
 TEST_CASE("A PS's tensor channel serves members and refuses strangers, counting them",
           "[net][auth]") {
   caf::actor_system_config cfg;
-  cfg.add_message_types<caf::id_block::troupe>();
+  troupe::net::add_wire_types(cfg);
   caf::actor_system sys{cfg};
   auto ps = sys.spawn(actors::ps_shard, actors::PsShardOptions{});
   caf::scoped_actor self{sys};
@@ -206,7 +206,7 @@ TEST_CASE("A PS's tensor channel serves members and refuses strangers, counting 
 
 TEST_CASE("A PS's tensor channel holds at most its cap of connections", "[net][auth]") {
   caf::actor_system_config cfg;
-  cfg.add_message_types<caf::id_block::troupe>();
+  troupe::net::add_wire_types(cfg);
   caf::actor_system sys{cfg};
   auto ps = sys.spawn(actors::ps_shard, actors::PsShardOptions{});
   caf::scoped_actor self{sys};

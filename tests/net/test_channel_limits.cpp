@@ -58,14 +58,14 @@ net::PsRequest pull_of(const std::string& name) {
   return r;
 }
 
-struct Fixture {
+struct ChannelFixture {
   caf::actor_system_config cfg;
   caf::actor_system sys;
   caf::actor ps;
-  Fixture() : sys((cfg.add_message_types<caf::id_block::troupe>(), cfg)) {
+  ChannelFixture() : sys(troupe::net::add_wire_types(cfg)) {
     ps = sys.spawn(actors::ps_shard, actors::PsShardOptions{});
   }
-  ~Fixture() { caf::anon_send_exit(ps, caf::exit_reason::user_shutdown); }
+  ~ChannelFixture() { caf::anon_send_exit(ps, caf::exit_reason::user_shutdown); }
   void create(const std::string& name, int64_t n) {
     net::VariableDef def;
     def.name = name;
@@ -104,7 +104,7 @@ TEST_CASE("ByteBudget grants up to its capacity, waits for room, never grants mo
 
 TEST_CASE("A PS's tensor channel holds requests to its memory budget and ends a stalled frame",
           "[net][channel][limits]") {
-  Fixture f;
+  ChannelFixture f;
   constexpr size_t floats = 128 * 1024;  // 512 KiB of payload per push
   f.create("w", floats);
   actors::ChannelServerOptions o;
@@ -153,7 +153,7 @@ TEST_CASE("A PS's tensor channel holds requests to its memory budget and ends a 
 
 TEST_CASE("A PS's tensor channel ends a connection idle past its idle timeout",
           "[net][channel][limits]") {
-  Fixture f;
+  ChannelFixture f;
   f.create("v", 4);
   for (bool pooled : {false, true}) {  // a thread per connection, and request by request
     INFO("pooled " << pooled);
@@ -220,7 +220,7 @@ TEST_CASE("A PS's tensor channel answers a request its shard holds past the boun
   // naming the wait at the bound, rather than waiting on for as long as the shard does,
   // and that connection ends (the request may still be applied later).
   caf::actor_system_config cfg;
-  caf::actor_system sys((cfg.add_message_types<caf::id_block::troupe>(), cfg));
+  caf::actor_system sys(troupe::net::add_wire_types(cfg));
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
   auto stuck = sys.spawn<caf::detached>([released]() -> caf::behavior {
@@ -252,7 +252,7 @@ TEST_CASE("A PS's tensor channel answers a request its shard holds past the boun
 // Hundreds of workers keep a connection to each PS task: the channel serves them request by
 // request on a few threads (net::RequestPool), not on a thread per connection.
 TEST_CASE("A PS's tensor channel serves many connections on a few threads", "[net][channel]") {
-  Fixture f;
+  ChannelFixture f;
   f.create("v", 4);
   actors::ChannelServerOptions o;
   o.pooled = true;  // as for a job of ChannelServerOptions::pooled_from members or more
@@ -305,7 +305,7 @@ TEST_CASE("A PS's tensor channel serves many connections on a few threads", "[ne
 // more threads meanwhile instead of waiting behind it.
 TEST_CASE("A PS's tensor channel serves members while slow ones hold its threads",
           "[net][channel][limits]") {
-  Fixture f;
+  ChannelFixture f;
   f.create("v", 4);
   actors::ChannelServerOptions o;
   o.pooled = true;
@@ -341,7 +341,7 @@ TEST_CASE("A PS's tensor channel serves members while slow ones hold its threads
 // Pooled, a member's first turn is its TLS handshake; its requests follow on the pool's
 // threads, TLS bytes already decrypted served at once (poll cannot see them).
 TEST_CASE("Over TLS a pooled tensor channel serves members", "[net][channel][tls]") {
-  Fixture f;
+  ChannelFixture f;
   f.create("v", 4);
   const std::string secret = "the job's secret, 32 bytes long!";
   net::set_links_encrypted(true);

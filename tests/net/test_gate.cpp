@@ -37,7 +37,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string secret = "the job's secret, 32 bytes long!";
+using troupe::test::secret;
 
 // A 32-byte BASP header: operation, padding, flags, then the payload length (big-endian).
 std::array<unsigned char, 32> basp_header(unsigned char operation, uint32_t payload) {

@@ -15,6 +15,7 @@
 #include "net/auth.hpp"
 #include "net/channel.hpp"
 #include "net/tls.hpp"
+#include "process.hpp"
 #include "socket_pair.hpp"
 
 using namespace troupe;
@@ -22,7 +23,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string secret = "the job's secret, 32 bytes long!";
+using troupe::test::secret;
 
 // Forwards bytes between `client` and `server` on a thread, keeping what the client sent
 // and, at offset `flip_at` of that stream (if any), changing one bit.
@@ -94,13 +95,13 @@ std::string tensor_bytes(const net::PsRequest& r) {
   return std::string(reinterpret_cast<const char*>(f), 64);
 }
 
-struct Outcome {
+struct TlsOutcome {
   core::Expected<net::PsRequest> got = core::make_error(core::Errc::internal, "not run");
   std::string wire;  // what the client sent, as the tap saw it
 };
 
 // The client proves the secret and pushes; the server admits it and reads the request.
-Outcome push_through(Tap& tap, bool tls) {
+TlsOutcome push_through(Tap& tap, bool tls) {
   auto server = std::async(std::launch::async, [&]() -> core::Expected<net::PsRequest> {
     if (auto st = net::authenticate_peer(tap.server(), secret, 5s, tls); !st) return st.error();
     return net::recv_request(tap.server());
@@ -108,7 +109,7 @@ Outcome push_through(Tap& tap, bool tls) {
   REQUIRE(net::authenticate_to(tap.client(), secret, 5s, tls).ok());
   CHECK((tap.client().tls() != nullptr) == tls);
   (void)net::send_request(tap.client(), push());  // the tap may have spoilt it on the way
-  Outcome out;
+  TlsOutcome out;
   out.got = server.get();
   out.wire = tap.finish();
   return out;
@@ -120,14 +121,14 @@ TEST_CASE("Over TLS the channel carries a push whole, and the wire shows none of
           "[net][tls]") {
   const net::PsRequest sent = push();
   Tap plain_tap;
-  const Outcome plain = push_through(plain_tap, false);
+  const TlsOutcome plain = push_through(plain_tap, false);
   REQUIRE(plain.got.ok());
   // Without TLS the tensor and the frame's magic are there for anyone on the path to read.
   CHECK(plain.wire.find(tensor_bytes(sent)) != std::string::npos);
   CHECK(plain.wire.find("TRC3") != std::string::npos);
 
   Tap tls_tap;
-  const Outcome tls = push_through(tls_tap, true);
+  const TlsOutcome tls = push_through(tls_tap, true);
   REQUIRE(tls.got.ok());
   CHECK(tls.got->tag == 7);
   REQUIRE(tls.got->items.size() == 1);
@@ -146,7 +147,7 @@ TEST_CASE("Over TLS a changed byte ends the link, and the reader never gets the 
   const auto whole = push_through(measure, true).wire.size();
   REQUIRE(whole > 32768);
   Tap tamper(static_cast<long>(whole) - 16000);
-  const Outcome spoilt = push_through(tamper, true);
+  const TlsOutcome spoilt = push_through(tamper, true);
   REQUIRE_FALSE(spoilt.got.ok());
   CHECK(spoilt.got.error().code == core::Errc::data_loss);
   CHECK(spoilt.got.error().message.find("integrity") != std::string::npos);
@@ -155,7 +156,7 @@ TEST_CASE("Over TLS a changed byte ends the link, and the reader never gets the 
   Tap plain_measure;
   const auto plain_whole = push_through(plain_measure, false).wire.size();
   Tap plain_tamper(static_cast<long>(plain_whole) - 16000);
-  const Outcome unnoticed = push_through(plain_tamper, false);
+  const TlsOutcome unnoticed = push_through(plain_tamper, false);
   REQUIRE(unnoticed.got.ok());
   CHECK(unnoticed.got->items[0].tensor.data != push().items[0].tensor.data);
 }

@@ -22,7 +22,7 @@ std::vector<char> serialize(caf::actor_system& sys, WireTensor& t) {
 
 TEST_CASE("Tensors cross the wire as one raw block", "[wire]") {
   caf::actor_system_config cfg;
-  cfg.add_message_types<caf::id_block::troupe>();
+  troupe::net::add_wire_types(cfg);
   caf::actor_system sys{cfg};
   WireTensor t{{2, 3}, {1, 2, 3, 4, 5, 6}};
   auto buf = serialize(sys, t);
@@ -64,7 +64,7 @@ TEST_CASE("A truncated tensor or a lying length is rejected without a huge alloc
 TEST_CASE("Closure bytes announcing more than their payload are refused before allocating",
           "[wire]") {
   caf::actor_system_config cfg;
-  cfg.add_message_types<caf::id_block::troupe>();
+  troupe::net::add_wire_types(cfg);
   caf::actor_system sys{cfg};
   // A round trip of a closure message is unchanged...
   net::ClosureMsg c;
