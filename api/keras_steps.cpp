@@ -268,7 +268,7 @@ core::Status save_keras(Model& model, const std::string& path) {
           path + ": '" + g->names[w] + "' is a dynamic table, which a Keras Embedding cannot hold");
   auto ckpt = model.read_weights();
   if (!ckpt) return ckpt.error();
-  return core::keras::save_model(path, g->loaded, ckpt->tensors);
+  return core::keras::save_model(path, g->loaded, std::move(ckpt->tensors));
 }
 
 }  // namespace troupe

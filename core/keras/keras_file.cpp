@@ -128,13 +128,13 @@ Expected<KerasFile> read_keras_bytes(const std::string& bytes, const std::string
   auto entries = read_zip(bytes, name, limits.zip);
   if (!entries) return entries.error();
   KerasFile f;
-  const std::string *config = nullptr, *metadata = nullptr, *weights = nullptr;
+  std::string *config = nullptr, *metadata = nullptr, *weights = nullptr;
   bool npz = false;
   for (ZipEntry& e : *entries) {
-    const std::string** slot = e.name == config_name     ? &config
-                               : e.name == metadata_name ? &metadata
-                               : e.name == weights_name  ? &weights
-                                                         : nullptr;
+    std::string** slot = e.name == config_name     ? &config
+                         : e.name == metadata_name ? &metadata
+                         : e.name == weights_name  ? &weights
+                                                   : nullptr;
     if (slot != nullptr) {
       if (*slot != nullptr) return make_error(Errc::data_loss, name + ": " + e.name + " twice");
       *slot = &e.bytes;
@@ -164,7 +164,7 @@ Expected<KerasFile> read_keras_bytes(const std::string& bytes, const std::string
   if (!w) return w.error();
   f.weights = std::move(w->datasets);
   f.weight_groups = std::move(w->groups);
-  f.weights_h5 = *weights;
+  f.weights_h5 = std::make_shared<const std::string>(std::move(*weights));
   return f;
 }
 
@@ -177,12 +177,17 @@ Expected<nlohmann::json> read_model_json(const std::string& path) {
   return j;
 }
 
-Expected<std::string> write_keras_bytes(const KerasFile& file, const std::string& name) {
+namespace {
+
+// The entries of a .keras file holding `file`, in Keras's order.
+Expected<std::vector<ZipEntry>> keras_entries(const KerasFile& file, const std::string& name) {
   if (auto s = check_model(file.config, name + ": config.json"); !s) return s.error();
   if (!file.metadata.is_object())
     return make_error(Errc::invalid_argument, name + ": metadata.json: not a JSON object");
-  auto h5 = write_h5_weights(file.weights, file.weight_groups, file.weights_h5,
-                             name + ": model.weights.h5");
+  static const std::string none;
+  auto h5 =
+      write_h5_weights(file.weights, file.weight_groups, file.weights_h5 ? *file.weights_h5 : none,
+                       name + ": model.weights.h5");
   if (!h5) return h5.error();
   std::vector<ZipEntry> entries;
   entries.push_back({metadata_name, dump(file.metadata)});
@@ -195,12 +200,20 @@ Expected<std::string> write_keras_bytes(const KerasFile& file, const std::string
                         name + ": asset " + path + ": not a name an asset can have");
     entries.push_back({path, bytes});
   }
-  return write_zip(entries, name);
+  return entries;
+}
+
+}  // namespace
+
+Expected<std::string> write_keras_bytes(const KerasFile& file, const std::string& name) {
+  auto entries = keras_entries(file, name);
+  if (!entries) return entries.error();
+  return write_zip(*entries, name);
 }
 
 Status write_keras(const std::string& path, const KerasFile& file) {
-  auto bytes = write_keras_bytes(file, path);
-  if (!bytes) return bytes.error();
+  auto entries = keras_entries(file, path);
+  if (!entries) return entries.error();
   std::string tmp = path + ".tmp-XXXXXX";
   Fd fd(::mkstemp(&tmp[0]));
   if (fd.get() < 0)
@@ -211,12 +224,20 @@ Status write_keras(const std::string& path, const KerasFile& file) {
     ::unlink(tmp.c_str());
     return make_error(Errc::io_error, path + ": " + what + " " + tmp + " failed (" + why + ")");
   };
-  size_t done = 0;
-  while (done < bytes->size()) {
-    const ssize_t n = ::write(fd.get(), bytes->data() + done, bytes->size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail("writing");
-    done += static_cast<size_t>(n);
+  // Written as the archive is read out of libzip: no second copy of a big model's bytes.
+  auto written = write_zip(*entries, path, [&](const char* data, size_t size) -> Status {
+    size_t done = 0;
+    while (done < size) {
+      const ssize_t n = ::write(fd.get(), data + done, size - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return fail("writing");
+      done += static_cast<size_t>(n);
+    }
+    return {};
+  });
+  if (!written) {
+    ::unlink(tmp.c_str());  // the archive failed: no partial file left behind
+    return written;
   }
   // mkstemp makes the file for its owner only; a saved model is as readable as others.
   if (::fchmod(fd.get(), 0644) != 0 || ::fsync(fd.get()) != 0) return fail("syncing");

@@ -11,6 +11,7 @@
 //   auto s = keras::write_keras("changed.keras", *f);   // keras.saving.load_model reads it
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -40,8 +41,10 @@ struct KerasFile {
   /// Everything else in the zip (assets/..., a StringLookup's vocabulary), path -> bytes.
   std::map<std::string, std::string> assets;
   /// The model.weights.h5 bytes as read: the writer keeps the stored type of each dataset
-  /// found here (a float16 or int32 one stays so). Empty for a file made from scratch.
-  std::string weights_h5;
+  /// found here (a float16 or int32 one stays so). Null for a file made from scratch.
+  /// Shared, never changed: a copy of a KerasFile (a model's file written back with new
+  /// weights) does not copy the whole weights file again.
+  std::shared_ptr<const std::string> weights_h5;
 };
 
 /// What a reader accepts before it refuses a file as a bomb or a lie.

@@ -116,7 +116,7 @@ Status set_weights_from(graph::KerasModel& model, const KerasFile& file, const s
 }
 
 Expected<std::map<std::string, Tensor>> keras_datasets(const graph::KerasModel& model,
-                                                       const std::map<std::string, Tensor>& values,
+                                                       std::map<std::string, Tensor> values,
                                                        bool tables) {
   std::map<std::string, Tensor> out;
   for (const auto& ref : model.graph->weights()) {
@@ -130,8 +130,9 @@ Expected<std::map<std::string, Tensor>> keras_datasets(const graph::KerasModel& 
                                                     v->second.shape().to_string() +
                                                     ", the model's is " +
                                                     ref.weight().shape.to_string());
+    Tensor& value = v->second;
     out[model.weights_path.at(ref.layer->name()) + "/vars/" + std::to_string(ref.index)] =
-        v->second.to(Device::cpu());
+        value.device().is_cpu() ? std::move(value) : value.to(Device::cpu());
   }
   return out;
 }
@@ -159,13 +160,13 @@ KerasFile file_of(const LoadedModel& m, std::map<std::string, Tensor> datasets) 
 }  // namespace
 
 Status save_model(const std::string& path, const LoadedModel& m,
-                  const std::map<std::string, Tensor>& values) {
+                  std::map<std::string, Tensor> values) {
   if (!m.keras3)
     return make_error(Errc::invalid_argument,
                       m.source +
                           ": a tf_keras 2 model description cannot be written as a "
                           "Keras 3 .keras file; save the model with Keras 3 first");
-  auto datasets = keras_datasets(m.model, values);
+  auto datasets = keras_datasets(m.model, std::move(values));
   if (!datasets) return datasets.error();
   return write_keras(path, file_of(m, std::move(*datasets)));
 }
@@ -175,7 +176,7 @@ Expected<std::string> without_tables(const LoadedModel& m,
   auto datasets = keras_datasets(m.model, values, /*tables=*/false);
   if (!datasets) return datasets.error();
   KerasFile out = file_of(m, std::move(*datasets));
-  out.weights_h5.clear();  // the original's stored types are not needed: written as float32
+  out.weights_h5.reset();  // the original's stored types are not needed: written as float32
   out.metadata[tables_elsewhere_key] = "parameter servers";
   return write_keras_bytes(out, m.source);
 }

@@ -55,8 +55,9 @@ Status set_weights_from(graph::KerasModel& model, const KerasFile& file, const s
 /// The datasets of a weights file holding `values` (by graph weight path, "dense/kernel"),
 /// at the paths Keras reads them from; a weight of the graph missing from `values` is an
 /// error naming it. Without `tables`, the embedding tables are left out (and need no value).
+/// Host tensors are moved out of `values` (a caller that keeps them passes a copy).
 Expected<std::map<std::string, Tensor>> keras_datasets(const graph::KerasModel& model,
-                                                       const std::map<std::string, Tensor>& values,
+                                                       std::map<std::string, Tensor> values,
                                                        bool tables = true);
 
 /// metadata.json's key (value "parameter servers") that marks a file written by
@@ -75,9 +76,10 @@ Expected<std::string> without_tables(const LoadedModel& m,
 
 /// Writes a .keras file of `m`'s architecture, compile settings and assets with the weights
 /// `values` (by graph weight path; see keras_datasets), atomically. Only a model read in
-/// Keras 3's form can be written (a tf_keras 2 JSON is refused, naming why).
+/// Keras 3's form can be written (a tf_keras 2 JSON is refused, naming why). `values` is
+/// taken (moved into the file's datasets): a caller that keeps them passes a copy.
 Status save_model(const std::string& path, const LoadedModel& m,
-                  const std::map<std::string, Tensor>& values);
+                  std::map<std::string, Tensor> values);
 
 /// The current values of every weight of a graph that holds them all, by path (tables
 /// included, on the host).

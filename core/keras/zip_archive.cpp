@@ -126,9 +126,13 @@ Expected<std::vector<ZipEntry>> read_zip(const std::string& bytes, const std::st
   return entries;
 }
 
-Expected<std::string> write_zip(const std::vector<ZipEntry>& entries, const std::string& name) {
+Status write_zip(const std::vector<ZipEntry>& entries, const std::string& name,
+                 const std::function<Status(const char* data, size_t n)>& sink) {
   // libzip writes nothing at all for an archive without entries.
-  if (entries.empty()) return std::string("PK\x05\x06", 4) + std::string(18, '\0');
+  if (entries.empty()) {
+    static const std::string empty = std::string("PK\x05\x06", 4) + std::string(18, '\0');
+    return sink(empty.data(), empty.size());
+  }
   zip_error_t err;
   zip_error_init(&err);
   Source out(zip_source_buffer_create(nullptr, 0, 0, &err));
@@ -171,7 +175,6 @@ Expected<std::string> write_zip(const std::vector<ZipEntry>& entries, const std:
 
   if (zip_source_open(out.get()) != 0)
     return make_error(Errc::internal, name + ": reading the archive back");
-  std::string bytes;
   char buf[1 << 16];
   for (;;) {
     const zip_int64_t n = zip_source_read(out.get(), buf, sizeof buf);
@@ -180,9 +183,22 @@ Expected<std::string> write_zip(const std::vector<ZipEntry>& entries, const std:
       return make_error(Errc::internal, name + ": reading the archive back");
     }
     if (n == 0) break;
-    bytes.append(buf, static_cast<size_t>(n));
+    if (auto st = sink(buf, static_cast<size_t>(n)); !st) {
+      zip_source_close(out.get());
+      return st;
+    }
   }
   zip_source_close(out.get());
+  return {};
+}
+
+Expected<std::string> write_zip(const std::vector<ZipEntry>& entries, const std::string& name) {
+  std::string bytes;
+  auto st = write_zip(entries, name, [&](const char* data, size_t n) {
+    bytes.append(data, n);
+    return Status{};
+  });
+  if (!st) return st.error();
   return bytes;
 }
 

@@ -5,6 +5,7 @@
 //   auto packed = write_zip(*entries, "model.keras");     // stored entries, as Keras writes
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,5 +35,9 @@ Expected<std::vector<ZipEntry>> read_zip(const std::string& bytes, const std::st
 /// A zip archive of `entries`, in that order, stored uncompressed (as Keras's own writer
 /// does) with a fixed modification time, so that equal entries give equal bytes.
 Expected<std::string> write_zip(const std::vector<ZipEntry>& entries, const std::string& name);
+/// The same archive given to `sink` piece by piece (a file written as it is made, with no
+/// copy of the whole archive in a string); the sink's first error ends it.
+Status write_zip(const std::vector<ZipEntry>& entries, const std::string& name,
+                 const std::function<Status(const char* data, size_t n)>& sink);
 
 }  // namespace troupe::core::keras
