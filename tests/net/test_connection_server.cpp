@@ -27,6 +27,7 @@
 #include "net/connection_server.hpp"
 #include "net/gate.hpp"
 #include "net/socket.hpp"
+#include "process.hpp"
 
 using namespace troupe;
 using namespace std::chrono_literals;
@@ -141,8 +142,6 @@ TEST_CASE("ConnectionServer drain ends a connection that outlasts it, and stop c
 
 namespace {
 
-const std::string door_secret = "the job's secret, 32 bytes long!";
-
 // Threads of this process now.
 size_t threads_now() {
   size_t n = 0;
@@ -186,7 +185,7 @@ struct Door {
     auto listener = net::listen_on("127.0.0.1", port);
     REQUIRE(listener);
     net::DoorOptions door;
-    door.secret = door_secret;
+    door.secret = test::secret;
     door.deadline = deadline;
     door.max_unproven = max_unproven;
     auto s = net::ConnectionServer::start(
@@ -199,7 +198,7 @@ struct Door {
   // A member's round trip: proof, then the handler's "ok".
   bool member_served() {
     auto s = net::connect_to("127.0.0.1", port, 5s);
-    if (!s || !net::authenticate_to(*s, door_secret, 5s).ok()) return false;
+    if (!s || !net::authenticate_to(*s, test::secret, 5s).ok()) return false;
     net::set_io_timeout(*s, 5s);
     char ok[2] = {};
     return ::recv(s->fd(), ok, 2, MSG_WAITALL) == 2 && ok[0] == 'o' && ok[1] == 'k';
@@ -300,7 +299,7 @@ TEST_CASE("A door sized for its job lets every task dial at once and prove late"
     auto listener = net::listen_on("127.0.0.1", port);
     REQUIRE(listener);
     net::DoorOptions door;
-    door.secret = door_secret;
+    door.secret = test::secret;
     door.deadline = 30000ms;
     door.max_unproven = max_unproven;
     std::atomic<int> refused{0};
@@ -317,7 +316,7 @@ TEST_CASE("A door sized for its job lets every task dial at once and prove late"
     }
     int served = 0;
     for (auto& s : tasks) {
-      if (!net::authenticate_to(s, door_secret, 5s).ok()) continue;
+      if (!net::authenticate_to(s, test::secret, 5s).ok()) continue;
       net::set_io_timeout(s, 5s);
       char ok[2] = {};
       served += ::recv(s.fd(), ok, 2, MSG_WAITALL) == 2 && ok[0] == 'o' ? 1 : 0;
