@@ -48,7 +48,15 @@ configure: deps $(BUILD)/CMakeCache.txt
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
-test: build
+# The Keras fixtures (a Python environment from PyPI, then models saved by Keras:
+# scripts/keras-fixtures.sh) are made while the C++ builds, so the download and the build
+# overlap; ctest's keras_fixtures test then finds them current. Their log:
+# $(BUILD)/keras-fixtures.log. A failed build waits for them to end before it fails.
+test: configure
+	@./scripts/keras-fixtures.sh $(BUILD)/keras-venv $(BUILD)/keras-fixtures \
+	    > $(BUILD)/keras-fixtures.log 2>&1 & fixtures=$$!; \
+	  cmake --build $(BUILD) -j$(JOBS) || { wait $$fixtures; exit 1; }; \
+	  wait $$fixtures || { cat $(BUILD)/keras-fixtures.log; exit 1; }
 	./scripts/check-test-count.sh $(BUILD)
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) --timeout 600
 
