@@ -1,7 +1,8 @@
 #pragma once
 
 // What the named-input suites share (test_named_input.cpp: TFRecord; test_named_files.cpp:
-// Criteo, CSV, IDX): the options of a read, its batches, its error, and IDX bytes.
+// Criteo, CSV, IDX): the options of a read, its batches and its error (IDX bytes:
+// idx_files.hpp).
 
 #include <catch2/catch.hpp>
 
@@ -40,15 +41,6 @@ inline core::Error read_error(const std::vector<std::string>& files,
   auto got = core::read_named_batches(files, o);
   REQUIRE_FALSE(got.ok());
   return got.error();
-}
-
-inline std::vector<char> idx_bytes(std::vector<uint32_t> dims, const std::vector<uint8_t>& data) {
-  std::vector<char> b{0, 0, 0x08, static_cast<char>(dims.size())};
-  for (uint32_t d : dims)
-    for (int s = 24; s >= 0; s -= 8)
-      b.push_back(static_cast<char>((d >> s) & 0xff));
-  b.insert(b.end(), data.begin(), data.end());
-  return b;
 }
 
 }  // namespace troupe::test

@@ -2,8 +2,6 @@
 // header, IDX files as image and label (Fashion-MNIST's installed files among them).
 #include <catch2/catch.hpp>
 
-#include <zlib.h>
-
 #include <fstream>
 #include <map>
 #include <set>
@@ -11,6 +9,7 @@
 #include "core/data/idx.hpp"
 #include "core/data/named_input.hpp"
 #include "helpers.hpp"
+#include "idx_files.hpp"
 #include "named_input_helpers.hpp"
 
 using namespace troupe::core;
@@ -19,19 +18,8 @@ using troupe::test::idx_bytes;
 using troupe::test::options;
 using troupe::test::read_error;
 using troupe::test::TempDir;
+using troupe::test::write_gz;
 using troupe::test::write_text;
-
-namespace {
-
-void write_gz(const std::string& path, const std::vector<char>& bytes) {
-  gzFile f = gzopen(path.c_str(), "wb");
-  REQUIRE(f != nullptr);
-  REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) ==
-          static_cast<int>(bytes.size()));
-  gzclose(f);
-}
-
-}  // namespace
 
 TEST_CASE("Criteo lines are read by the names label, I1..I13, C1..C26", "[named_input]") {
   TempDir dir;

@@ -10,6 +10,7 @@
 #include "core/data/tf_example.hpp"
 #include "core/proto_wire.hpp"
 #include "helpers.hpp"
+#include "idx_files.hpp"
 #include "named_input_helpers.hpp"
 
 using namespace troupe::core;

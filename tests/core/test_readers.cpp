@@ -1,7 +1,6 @@
 #include <catch2/catch.hpp>
 
 #include <sys/resource.h>
-#include <zlib.h>
 
 #include <cmath>
 #include <filesystem>
@@ -10,39 +9,17 @@
 #include "core/data/idx.hpp"
 #include "core/data/text_formats.hpp"
 #include "helpers.hpp"
+#include "idx_files.hpp"
 
 using namespace troupe::core;
+using troupe::test::idx_filled;
 using troupe::test::TempDir;
+using troupe::test::write_gz;
 using troupe::test::write_text;
-
-namespace {
-
-std::vector<char> idx_bytes(std::vector<uint32_t> dims, uint8_t fill_base) {
-  std::vector<char> b{0, 0, 0x08, static_cast<char>(dims.size())};
-  size_t n = 1;
-  for (uint32_t d : dims) {
-    for (int s = 24; s >= 0; s -= 8)
-      b.push_back(static_cast<char>((d >> s) & 0xff));
-    n *= d;
-  }
-  for (size_t i = 0; i < n; ++i)
-    b.push_back(static_cast<char>(fill_base + i % 10));
-  return b;
-}
-
-void write_gz(const std::string& path, const std::vector<char>& bytes) {
-  gzFile f = gzopen(path.c_str(), "wb");
-  REQUIRE(f != nullptr);
-  REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) ==
-          static_cast<int>(bytes.size()));
-  gzclose(f);
-}
-
-}  // namespace
 
 TEST_CASE("IDX files are read gzip'ed or plain", "[readers]") {
   TempDir dir;
-  auto bytes = idx_bytes({3, 2, 2}, 0);
+  auto bytes = idx_filled({3, 2, 2}, 0);
   write_gz(dir.file("a.gz"), bytes);
   troupe::test::write_bytes(dir.file("a.idx"), bytes);
   for (const char* name : {"a.gz", "a.idx"}) {
@@ -56,7 +33,7 @@ TEST_CASE("IDX files are read gzip'ed or plain", "[readers]") {
 
 TEST_CASE("Bad IDX files are errors naming the file and the offset", "[readers]") {
   TempDir dir;
-  auto good = idx_bytes({4, 5}, 0);
+  auto good = idx_filled({4, 5}, 0);
 
   SECTION("missing") {
     auto r = read_idx(dir.file("nope.gz"));
@@ -98,7 +75,7 @@ TEST_CASE("Bad IDX files are errors naming the file and the offset", "[readers]"
     CHECK_THAT(r.error().message, Catch::Contains("trailing"));
   }
   SECTION("corrupt compressed stream") {
-    std::vector<char> big = idx_bytes({200, 50}, 0);
+    std::vector<char> big = idx_filled({200, 50}, 0);
     write_gz(dir.file("c.gz"), big);
     auto bytes = troupe::test::read_bytes(dir.file("c.gz"));
     bytes.resize(bytes.size() / 2);  // a gzip stream cut in the middle
@@ -128,8 +105,8 @@ namespace {
 // load_fashion_mnist's "train" split from images of `image_dims` and `labels` labels.
 Expected<std::vector<Example>> load_made(const TempDir& dir, std::vector<uint32_t> image_dims,
                                          uint32_t labels) {
-  write_gz(dir.file("train-images-idx3-ubyte.gz"), idx_bytes(std::move(image_dims), 0));
-  write_gz(dir.file("train-labels-idx1-ubyte.gz"), idx_bytes({labels}, 0));
+  write_gz(dir.file("train-images-idx3-ubyte.gz"), idx_filled(std::move(image_dims), 0));
+  write_gz(dir.file("train-labels-idx1-ubyte.gz"), idx_filled({labels}, 0));
   return load_fashion_mnist(dir.path(), "train");
 }
 
