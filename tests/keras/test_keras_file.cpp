@@ -3,8 +3,11 @@
 // have real Keras load them (tests/keras/check_roundtrip.py), and refuse damaged ones.
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -377,6 +380,36 @@ TEST_CASE("A failed write leaves the existing file as it was and no temporary fi
   CHECK(write_keras(path, bad).error().code == core::Errc::invalid_argument);
 
   CHECK(write_keras(dir.file("no/such/dir/m.keras"), f).error().code == core::Errc::io_error);
+  CHECK(slurp(path) == before);
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    files += e.is_regular_file();
+  CHECK(files == 1);
+}
+
+TEST_CASE("A file is written as write_keras_bytes makes it and a write cut short leaves none") {
+  test::TempDir dir;
+  const std::string path = dir.file("m.keras");
+  auto f = read_keras(fixture("mlp.keras")).value();
+  REQUIRE(write_keras(path, f).ok());
+  const std::string before = slurp(path);
+  CHECK(before == write_keras_bytes(f, path).value());  // streamed to the file, byte for byte
+  REQUIRE(before.size() > 2048);
+
+  // A file size limit makes a write fail after the first kilobyte: mid-archive.
+  struct rlimit old {};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &old) == 0);
+  struct rlimit small = old;
+  small.rlim_cur = 1024;
+  auto* const was = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG, not the signal's default exit
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+  f.weights.at("layers/dense/vars/1")[0] += 1.0f;
+  auto s = write_keras(path, f);
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, was);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().code == core::Errc::io_error);
+  CHECK_THAT(s.error().message, Catch::StartsWith(path + ": writing "));
   CHECK(slurp(path) == before);
   int files = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir.path()))
