@@ -116,6 +116,28 @@ const Entry* entry_for(const Gemm& g, int threads) {
   return &cache.emplace(key, std::move(e)).first->second;
 }
 
+// c = a b with k = 1 in float32: an outer product, one multiply-add an element. oneDNN's
+// matmul takes ~6x a plain loop's time on it (260 us against 41 us for the input gradient
+// of a one-unit Dense layer at batch 1024 by 400: dx = dy w^T), and every CTR model ends
+// in such a layer.
+void outer_product(const Gemm& g) {
+  const auto* a = static_cast<const float*>(g.a.data);
+  const auto* b = static_cast<const float*>(g.b.data);
+  const int64_t a_step = g.a.transposed ? 1 : g.a.ld, b_step = g.b.transposed ? g.b.ld : 1;
+  parallel_for(g.m, 32, [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; ++i) {
+      const float ai = a[i * a_step];
+      float* __restrict c = g.c + i * g.ldc;
+      for (int64_t j = 0; j < g.n; ++j) {
+        float v = ai * b[j * b_step];
+        if (g.bias != nullptr) v += g.bias[j];
+        if (g.accumulate) v += c[j];
+        c[j] = g.relu && v < 0.0f ? 0.0f : v;  // NaN stays NaN, as oneDNN leaves it
+      }
+    }
+  });
+}
+
 }  // namespace
 
 namespace {
@@ -132,6 +154,10 @@ bool gemm(const Gemm& g) {
   if (!gemm_supports(g.type)) return false;
   if (g.m == 0 || g.n == 0) return true;
   if (g.k == 0) return false;  // oneDNN wants k > 0; the caller writes the bias (or zeros)
+  if (g.k == 1 && g.type == DType::float32) {
+    outer_product(g);
+    return true;
+  }
   const int threads = intra_op_threads();
   use_threads(threads);
   const Entry* e = entry_for(g, threads);

@@ -105,36 +105,48 @@ TEST_CASE("oneDNN products match a double reference, transposed, accumulated, wi
     WARN("built without oneDNN: nothing to compare");
     return;
   }
-  const int64_t m = 37, n = 23, k = 130;
-  for (int threads : {1, 2}) {
-    set_intra_op_threads(threads);
-    for (bool ta : {false, true})
-      for (bool tb : {false, true}) {
-        INFO("threads " << threads << " ta " << ta << " tb " << tb);
-        const Tensor a = random_tensor(ta ? Shape{k, m} : Shape{m, k}, 1);
-        const Tensor b = random_tensor(tb ? Shape{n, k} : Shape{k, n}, 2);
-        const Tensor bias = random_tensor(Shape{n}, 3);
-        Tensor c = random_tensor(Shape{m, n}, 4);
-        const Tensor before = c;
-        cpu::Gemm g;
-        g.m = m;
-        g.n = n;
-        g.k = k;
-        g.a = {a.data(), ta ? m : k, ta};
-        g.b = {b.data(), tb ? k : n, tb};
-        g.c = c.data();
-        g.ldc = n;
-        g.bias = bias.data();
-        g.accumulate = true;
-        REQUIRE(cpu::gemm(g));
-        const auto want = product(a, ta, b, tb, m, n, k);
-        double worst = 0.0;
-        for (int64_t i = 0; i < m * n; ++i)
-          worst = std::max(
-              worst, std::fabs(c[i] - (want[static_cast<size_t>(i)] + bias[i % n] + before[i])));
-        CHECK(worst < 2e-5 * k);
-      }
-  }
+  // k = 1 is an outer product, which gemm() computes itself (not oneDNN).
+  const int64_t m = 37, n = 23;
+  for (int64_t k : {int64_t{130}, int64_t{1}})
+    for (int threads : {1, 2}) {
+      set_intra_op_threads(threads);
+      for (bool ta : {false, true})
+        for (bool tb : {false, true})
+          for (bool relu : {false, true}) {
+            INFO("k " << k << " threads " << threads << " ta " << ta << " tb " << tb << " relu "
+                      << relu);
+            const Tensor a = random_tensor(ta ? Shape{k, m} : Shape{m, k}, 1);
+            const Tensor b = random_tensor(tb ? Shape{n, k} : Shape{k, n}, 2);
+            const Tensor bias = random_tensor(Shape{n}, 3);
+            Tensor c = random_tensor(Shape{m, n}, 4);
+            const Tensor before = c;
+            cpu::Gemm g;
+            g.m = m;
+            g.n = n;
+            g.k = k;
+            g.a = {a.data(), ta ? m : k, ta};
+            g.b = {b.data(), tb ? k : n, tb};
+            g.c = c.data();
+            g.ldc = n;
+            g.bias = bias.data();
+            g.accumulate = true;
+            g.relu = relu;
+            REQUIRE(cpu::gemm(g));
+            const auto want = product(a, ta, b, tb, m, n, k);
+            double worst = 0.0;
+            int64_t clipped = 0;
+            for (int64_t i = 0; i < m * n; ++i) {
+              double v = want[static_cast<size_t>(i)] + bias[i % n] + before[i];
+              if (relu && v < 0.0) {
+                v = 0.0;
+                ++clipped;
+              }
+              worst = std::max(worst, std::fabs(c[i] - v));
+            }
+            CHECK(worst < 2e-5 * static_cast<double>(k + 1));
+            if (relu) CHECK(clipped > 0);  // the check saw the ReLU act
+          }
+    }
   set_intra_op_threads(1);
   CHECK_THAT(cpu::gemm_engine(DType::float32), Catch::StartsWith("onednn:"));
 }
