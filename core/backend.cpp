@@ -74,6 +74,10 @@ void Backend::activation_backward(ActFn, ConstTensorView, ConstTensorView, Const
                                   TensorView) {
   missing_kernel(*this, "activation_backward");
 }
+void Backend::add_into(ConstTensorView a, ConstTensorView b, TensorView y) {
+  core::copy(a, y);
+  add(b, y);
+}
 void Backend::axpby(float, ConstTensorView, float, TensorView) {
   missing_kernel(*this, "axpby");
 }

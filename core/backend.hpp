@@ -148,6 +148,9 @@ class Backend {
   virtual void mean_pool_backward(ConstTensorView dy, TensorView dx) = 0;
   /// y += x (same shape).
   virtual void add(ConstTensorView x, TensorView y) = 0;
+  /// y = a + b (same shapes; y is neither): one pass where the backend has one, else a copy
+  /// of a and an add.
+  virtual void add_into(ConstTensorView a, ConstTensorView b, TensorView y);
   /// x *= factor.
   virtual void scale(TensorView x, float factor) = 0;
   /// Whether every element of every view is finite (waits for the result).

@@ -82,6 +82,11 @@ void CpuBackend::add(ConstTensorView x, TensorView y) {
   y.flat() += x.flat();
 }
 
+void CpuBackend::add_into(ConstTensorView a, ConstTensorView b, TensorView y) {
+  TROUPE_ASSERT(a.size() == y.size() && b.size() == y.size(), "add of views of different sizes");
+  y.flat() = a.flat() + b.flat();
+}
+
 void CpuBackend::scale(TensorView x, float factor) {
   x.flat() *= factor;
 }

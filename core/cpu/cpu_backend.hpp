@@ -47,6 +47,7 @@ class CpuBackend final : public Backend {
   void mean_pool_forward(ConstTensorView x, TensorView y) override;
   void mean_pool_backward(ConstTensorView dy, TensorView dx) override;
   void add(ConstTensorView x, TensorView y) override;
+  void add_into(ConstTensorView a, ConstTensorView b, TensorView y) override;
   void scale(TensorView x, float factor) override;
   bool all_finite(const std::vector<ConstTensorView>& xs) override;
   void convert(ConstTensorView src, TensorView dst) override;

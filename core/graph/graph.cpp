@@ -472,10 +472,11 @@ void Graph::backward(const std::vector<ConstTensorView>& doutputs,
     if (!summed[static_cast<size_t>(id)]) {
       if (sum.device() != device_) sum = Tensor(d.shape(), DType::float32, device_);
       sum.resize(d.shape());
-      copy(d, sum);
+      be.add_into(d, g, sum);  // the first two parts in one pass
       summed[static_cast<size_t>(id)] = true;
+    } else {
+      be.add(g, sum);
     }
-    be.add(g, sum);
     d = sum;
   };
   for (size_t i = 0; i < outputs_.size(); ++i)

@@ -95,8 +95,14 @@ class Merge final : public Layer {
                            false);
     } else {
       // Keras sums in input order ((x0 + x1) + x2 ...), then Average divides.
-      backend().axpby(1.0f, c.inputs[0].tensor, 0.0f, y);
-      for (size_t i = 1; i < n; ++i)
+      size_t i = 1;
+      if (op_ != MergeOp::subtract && n > 1) {
+        backend().add_into(c.inputs[0].tensor, c.inputs[1].tensor, y);
+        i = 2;
+      } else {
+        backend().axpby(1.0f, c.inputs[0].tensor, 0.0f, y);
+      }
+      for (; i < n; ++i)
         backend().axpby(op_ == MergeOp::subtract ? -1.0f : 1.0f, c.inputs[i].tensor, 1.0f, y);
       if (op_ == MergeOp::average && n > 1)
         backend().axpby(1.0f / static_cast<float>(n), y, 0.0f, y);
