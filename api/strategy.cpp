@@ -60,7 +60,10 @@ core::Expected<std::unique_ptr<ParameterServerStrategy>> ParameterServerStrategy
   for (int i = 0; i < impl->spec.num_tasks("ps"); ++i) {
     const net::TaskId task{"ps", i};
     auto a = net::connect_with_retry(*impl->sys, impl->spec.address(task), task.to_string(),
-                                     options.connect_timeout);
+                                     options.connect_timeout, options.stop);
+    if (!a && options.stop && options.stop())
+      return make_error(Errc::cancelled,
+                        "ParameterServerStrategy: stopped while reaching " + task.to_string());
     if (!a) return a.error();
     impl->ps.push_back(*a);
   }

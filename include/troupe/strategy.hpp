@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -86,6 +87,9 @@ struct StrategyOptions {
   /// as TensorFlow does, or interleaved, row r on shard r % shards, which spreads the hot
   /// rows of a table whose ids are ranked by frequency over every PS task.
   core::RowLayout row_layout = core::RowLayout::range;
+  /// Asked between tries to reach a PS task at start-up: true ends make() with a
+  /// `cancelled` error (how Python's Ctrl-C ends a strategy still connecting).
+  std::function<bool()> stop;
 };
 
 /// TensorFlow's ParameterServerStrategy, on the chief: variables live on the PS tasks,

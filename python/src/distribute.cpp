@@ -85,8 +85,16 @@ PsStrategy::PsStrategy(const Jobs& jobs, const std::string& type, int index,
   auto p = partitioner_of(partitioner);
   StrategyOptions options;
   options.ps_replicas = ps_replicas;
-  py::gil_scoped_release release;  // connecting to every PS task may take a while
-  strategy_ = take(ParameterServerStrategy::make(resolver, std::move(p), options));
+  Interrupt interrupt;  // Ctrl-C while connecting raises KeyboardInterrupt
+  options.stop = interrupt.predicate();
+  core::Expected<std::unique_ptr<ParameterServerStrategy>> made =
+      core::make_error(core::Errc::internal, "not made");
+  {
+    py::gil_scoped_release release;  // connecting to every PS task may take a while
+    made = ParameterServerStrategy::make(resolver, std::move(p), options);
+  }
+  interrupt.rethrow();
+  strategy_ = take(std::move(made));
 }
 
 MirroredStrategy::MirroredStrategy(const Jobs& jobs, const std::string& type, int index,

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import zipfile
 
@@ -240,6 +241,60 @@ def test_ctrl_c_ends_a_server_join_and_a_sidecar_evaluator(tmp_path, role):
         return accepts(ports[role])
 
     out, err = interrupt_when(proc, started, f"{role} never started waiting", timeout=30)
+    assert json.loads(out.splitlines()[-1]) == {"outcome": "interrupted"}, err[-4000:]
+    assert proc.returncode == 0, err[-4000:]
+
+
+CONNECTING_CHIEF_SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    import troupe
+    from troupe.distribute.cluster_resolver import TFConfigClusterResolver
+
+    os.environ["TF_CONFIG"] = json.dumps({"cluster": json.loads(sys.argv[1]),
+                                          "task": {"type": "chief", "index": 0}})
+    try:  # its PS task never answers: it would retry for 30 s
+        troupe.distribute.ParameterServerStrategy(TFConfigClusterResolver())
+        print(json.dumps({"outcome": "returned"}), flush=True)
+    except KeyboardInterrupt:
+        print(json.dumps({"outcome": "interrupted"}), flush=True)
+""")
+
+
+def test_ctrl_c_ends_a_parameter_server_strategy_still_reaching_its_ps(tmp_path):
+    """Making a ParameterServerStrategy retries each PS task for up to 30 s, in C++; SIGINT
+    (by the process's id) while it retries raises KeyboardInterrupt there, well before."""
+    ps = socket.socket()
+    ps.bind(("127.0.0.1", 0))
+    ps.listen(16)
+    ps.settimeout(0.2)
+    cluster = {"chief": [f"127.0.0.1:{free_port()}"],
+               "ps": [f"127.0.0.1:{ps.getsockname()[1]}"],
+               "worker": [f"127.0.0.1:{free_port()}"]}
+    tried, done = threading.Event(), threading.Event()
+
+    def refuse():  # closes every connection before its handshake: the chief tries again
+        while not done.is_set():
+            try:
+                conn, _ = ps.accept()
+            except OSError:
+                continue
+            conn.close()
+            tried.set()
+
+    refuser = threading.Thread(target=refuse)
+    refuser.start()
+    script = tmp_path / "connecting_chief.py"
+    script.write_text(CONNECTING_CHIEF_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), json.dumps(cluster)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Interrupted within 20 s of the SIGINT, against the 30 s it would retry otherwise.
+        out, err = interrupt_when(proc, lambda: tried.wait(60), "the chief never tried its PS",
+                                  timeout=20)
+    finally:
+        done.set()
+        refuser.join()
+        ps.close()
     assert json.loads(out.splitlines()[-1]) == {"outcome": "interrupted"}, err[-4000:]
     assert proc.returncode == 0, err[-4000:]
 
