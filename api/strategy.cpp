@@ -35,6 +35,7 @@ core::Expected<std::unique_ptr<ParameterServerStrategy>> ParameterServerStrategy
   impl->spec = resolver.cluster_spec();
   impl->partitioner = std::move(partitioner);
   impl->options = options;
+  impl->options.stop = nullptr;  // for start-up only: it may point into the caller's frame
   if (impl->spec.num_tasks("ps") == 0)
     return make_error(Errc::invalid_argument, "the cluster has no ps tasks");
   if (impl->spec.num_tasks("worker") == 0)

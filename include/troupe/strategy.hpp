@@ -88,7 +88,8 @@ struct StrategyOptions {
   /// rows of a table whose ids are ranked by frequency over every PS task.
   core::RowLayout row_layout = core::RowLayout::range;
   /// Asked between tries to reach a PS task at start-up: true ends make() with a
-  /// `cancelled` error (how Python's Ctrl-C ends a strategy still connecting).
+  /// `cancelled` error (how Python's Ctrl-C ends a strategy still connecting). make() only:
+  /// the strategy does not keep it.
   std::function<bool()> stop;
 };
 
