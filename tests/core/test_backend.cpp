@@ -185,6 +185,23 @@ TEST_CASE("optimizers update variables on a device as on the CPU, whole and by r
   }
 }
 
+TEST_CASE("add_into writes a + b in one pass on the CPU and as copy and add on a device",
+          "[backend]") {
+  FakeCuda fake(1);  // its backend keeps Backend's default add_into
+  const Tensor a = random_tensor(Shape{33, 5}, 1), b = random_tensor(Shape{33, 5}, 2);
+  Tensor want(a.shape());
+  for (int64_t i = 0; i < a.size(); ++i)
+    want.data()[i] = a.data()[i] + b.data()[i];
+  Tensor y(a.shape());
+  backend_for(Device::cpu()).value()->add_into(a, b, y);
+  CHECK(max_abs_diff(y, want) == 0.0f);
+  const Tensor ad = a.to(Device::cuda(0)), bd = b.to(Device::cuda(0));
+  Tensor yd(a.shape(), DType::float32, Device::cuda(0));
+  backend_for(Device::cuda(0)).value()->add_into(ad, bd, yd);
+  CHECK(max_abs_diff(yd.to(Device::cpu()), want) == 0.0f);
+  CHECK(max_abs_diff(ad.to(Device::cpu()), a) == 0.0f);  // the inputs are left as they were
+}
+
 TEST_CASE("low-precision policies round every matrix product's operands, float32 accumulates",
           "[backend]") {
   const Tensor x = random_tensor(Shape{5, 7}, 1), w = random_tensor(Shape{7, 4}, 2),
