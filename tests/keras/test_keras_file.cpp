@@ -34,6 +34,14 @@ std::string slurp(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// The plain files in `dir`: what a write leaves (the model, and no temporary file).
+int regular_files(const std::string& dir) {
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    files += e.is_regular_file();
+  return files;
+}
+
 json expected(const std::string& name) {
   return json::parse(slurp(fixture(name + ".expected.json")));
 }
@@ -381,10 +389,7 @@ TEST_CASE("A failed write leaves the existing file as it was and no temporary fi
 
   CHECK(write_keras(dir.file("no/such/dir/m.keras"), f).error().code == core::Errc::io_error);
   CHECK(slurp(path) == before);
-  int files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
-    files += e.is_regular_file();
-  CHECK(files == 1);
+  CHECK(regular_files(dir.path()) == 1);
 }
 
 TEST_CASE("A file is written as write_keras_bytes makes it and a write cut short leaves none") {
@@ -411,10 +416,7 @@ TEST_CASE("A file is written as write_keras_bytes makes it and a write cut short
   CHECK(s.error().code == core::Errc::io_error);
   CHECK_THAT(s.error().message, Catch::StartsWith(path + ": writing "));
   CHECK(slurp(path) == before);
-  int files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
-    files += e.is_regular_file();
-  CHECK(files == 1);
+  CHECK(regular_files(dir.path()) == 1);
 }
 
 TEST_CASE("Assets travel as they are, and zip entries keep their order") {
