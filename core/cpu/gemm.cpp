@@ -116,10 +116,10 @@ const Entry* entry_for(const Gemm& g, int threads) {
   return &cache.emplace(key, std::move(e)).first->second;
 }
 
-// c = a b with k = 1 in float32: an outer product, one multiply-add an element. oneDNN's
-// matmul takes ~6x a plain loop's time on it (260 us against 41 us for the input gradient
-// of a one-unit Dense layer at batch 1024 by 400: dx = dy w^T), and every CTR model ends
-// in such a layer.
+// c = a b with k = 1 in float32: an outer product, one multiply-add an element. For the
+// input gradient of a one-unit Dense layer at batch 1024 by 400 (dx = dy w^T; every CTR
+// model ends in such a layer) a plain loop takes 41 us with hot caches, oneDNN's sgemm
+// 74 us, and oneDNN's matmul took 0.22-0.39 ms a call inside a training step.
 void outer_product(const Gemm& g) {
   const auto* a = static_cast<const float*>(g.a.data);
   const auto* b = static_cast<const float*>(g.b.data);
