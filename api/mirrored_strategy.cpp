@@ -158,6 +158,7 @@ core::Expected<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
                                                   ": gradients travel as float32 or bfloat16");
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  impl->options.stop = nullptr;  // for start-up only: it may point into the caller's frame
   impl->slot = slot;
 
   collective::ElasticOptions eo;
@@ -173,6 +174,7 @@ core::Expected<std::unique_ptr<MultiWorkerMirroredStrategy>> MultiWorkerMirrored
   eo.ring.secret = std::move(*secret);
   eo.rejoin_timeout = options.rejoin_timeout;
   eo.min_ranks = options.elastic ? options.min_workers : static_cast<int>(addresses.size());
+  eo.stop = options.stop;
 
   // The implementations in order of preference: NCCL first where it is built and asked
   // for, then the CPU ring.

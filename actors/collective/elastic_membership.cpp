@@ -53,7 +53,7 @@ core::Expected<Membership> ElasticRing::lead(uint64_t generation, std::vector<in
       }
     }
     const auto open = unresolved();
-    if (open.empty() || clock_type::now() >= deadline) break;
+    if (open.empty() || clock_type::now() >= deadline || stopped()) break;
     // Members report on their connection to slot 0, or their connection ends (killed).
     std::vector<pollfd> fds;
     std::vector<int> owners;
@@ -104,6 +104,10 @@ core::Expected<Membership> ElasticRing::lead(uint64_t generation, std::vector<in
     controls_.clear();
     return make_error(Errc::unavailable, why);
   };
+  if (!unresolved().empty() && stopped()) {
+    refuse("elastic ring: slot 0 stopped while the ring formed");
+    return stopped_error();
+  }
   if (generation == 0 && !unresolved().empty())
     return refuse("elastic ring: slots " + slots_text(unresolved()) + " did not join within " +
                   std::to_string(wait.count()) + " ms");
@@ -161,7 +165,9 @@ core::Expected<Membership> ElasticRing::lead(uint64_t generation, std::vector<in
 
 core::Expected<Membership> ElasticRing::follow(milliseconds wait) {
   PlanHead h;
-  if (!detail::read_within(control_, &h, sizeof h, wait) || h.magic != plan_magic)
+  const bool heard = detail::read_within(control_, &h, sizeof h, wait, options_.stop);
+  if (!heard && stopped()) return stopped_error();
+  if (!heard || h.magic != plan_magic)
     return make_error(Errc::unavailable, "elastic ring: slot " + std::to_string(slot_) +
                                              " heard no plan from slot 0 at " + addresses_[0] +
                                              " (gone: elastic mode needs slot 0)");

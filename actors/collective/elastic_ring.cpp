@@ -96,6 +96,7 @@ core::Expected<std::unique_ptr<ElasticRing>> ElasticRing::join(int slot,
           break;
         }
       }
+      if (g->stopped()) return g->stopped_error();
       if (clock_type::now() >= deadline)
         return make_error(Errc::unavailable, "elastic ring: slot " + std::to_string(slot) +
                                                  " could not reach slot 0 at " + g->addresses_[0]);
@@ -105,7 +106,13 @@ core::Expected<std::unique_ptr<ElasticRing>> ElasticRing::join(int slot,
   }
   if (!m) return m.error();
   if (auto st = g->link(*m); !st) return st.error();
+  g->options_.stop = nullptr;  // join() only: it may point into the caller's frame
   return g;
+}
+
+core::Error ElasticRing::stopped_error() const {
+  return make_error(Errc::cancelled,
+                    "elastic ring: slot " + std::to_string(slot_) + " stopped while joining");
 }
 
 void ElasticRing::take(net::Socket& s, const std::string& peer) {
@@ -173,6 +180,7 @@ core::Status ElasticRing::link(const Membership& m) {
         break;
       }
     }
+    if (stopped()) return stopped_error();
     if (clock_type::now() >= deadline)
       return make_error(Errc::unavailable, "elastic ring: slot " + std::to_string(slot_) +
                                                " could not reach slot " + std::to_string(right) +
@@ -196,6 +204,7 @@ core::Status ElasticRing::link(const Membership& m) {
         }
       }
       if (left_socket.valid()) break;
+      if (stopped()) return stopped_error();
       if (clock_type::now() >= deadline)
         return make_error(Errc::unavailable, "elastic ring: slot " + std::to_string(left) +
                                                  " did not link to slot " + std::to_string(slot_) +

@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,6 +43,10 @@ struct ElasticOptions {
   std::chrono::milliseconds rejoin_timeout{10000};
   /// Fewer members than this after a loss ends the job with an error.
   int min_ranks = 1;
+  /// Asked while join() waits for the others (between tries, and at least every 50 ms of
+  /// waiting), on join()'s thread: true ends join() with `cancelled`. join() only: the
+  /// ring does not keep it.
+  std::function<bool()> stop;
 };
 
 /// One generation of the ring: who is in it, and whose state everyone starts from.
@@ -104,6 +109,9 @@ class ElasticRing {
   /// process in a member's slot) count as both.
   void note_changes(Membership& m, const std::vector<int32_t>& replaced) const;
   core::Status link(const Membership& m);
+  /// Whether options_.stop says to give up (always false once join() has returned).
+  bool stopped() const { return options_.stop && options_.stop(); }
+  core::Error stopped_error() const;
 
   int slot_;
   int rank_ = 0;

@@ -7,17 +7,20 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 
 #include "net/socket.hpp"
 
 namespace troupe::collective::detail {
 
-/// Reads exactly n bytes within `timeout`; false on timeout, end of stream or error.
+/// Reads exactly n bytes within `timeout`; false on timeout, end of stream or error, and
+/// when `stop` (asked at least every 50 ms) says to give up.
 inline bool read_within(const net::Socket& s, void* buf, size_t n,
-                        std::chrono::milliseconds timeout) {
+                        std::chrono::milliseconds timeout, const std::function<bool()>& stop = {}) {
   using clock_type = std::chrono::steady_clock;
   auto* p = static_cast<char*>(buf);
   const auto deadline = clock_type::now() + timeout;
@@ -25,9 +28,10 @@ inline bool read_within(const net::Socket& s, void* buf, size_t n,
   while (got < n) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
-    if (left.count() <= 0) return false;
+    if (left.count() <= 0 || (stop && stop())) return false;
     pollfd p1{s.fd(), POLLIN, 0};
-    if (net::buffered(s) == 0 && ::poll(&p1, 1, static_cast<int>(left.count())) <= 0) continue;
+    const auto slice = stop ? std::min<int64_t>(left.count(), 50) : left.count();
+    if (net::buffered(s) == 0 && ::poll(&p1, 1, static_cast<int>(slice)) <= 0) continue;
     const ssize_t r = net::recv_some(s, p + got, n - got, MSG_DONTWAIT);
     if (r <= 0) {
       if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;

@@ -75,6 +75,11 @@ struct MirroredOptions {
   int min_workers = 1;
   /// Elastic: how long the others wait for a worker that neither reports nor dies.
   std::chrono::milliseconds rejoin_timeout{10000};
+  /// Asked while make() waits for the other workers (between tries, and at least every
+  /// 50 ms of waiting): true ends make() with a `cancelled` error (how Python's Ctrl-C
+  /// ends a strategy whose ring is still forming). make() only: the strategy does not
+  /// keep it.
+  std::function<bool()> stop;
 };
 
 class MultiWorkerMirroredStrategy;

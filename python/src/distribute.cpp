@@ -3,6 +3,8 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <functional>
+#include <optional>
 
 #include "core/collective/collective.hpp"
 #include "core/partitioner.hpp"
@@ -24,6 +26,20 @@ net::SimpleClusterResolver resolver_of(const Jobs& jobs, const std::string& type
   if (!spec.has_job(type) || index < 0 || index >= static_cast<int>(spec.jobs().at(type).size()))
     invalid("task " + task.to_string() + " is not in the cluster");
   return net::SimpleClusterResolver(std::move(spec), std::move(task));
+}
+
+// Makes a strategy with the GIL released (making it waits for other tasks), `make` given
+// the predicate that says whether Ctrl-C came; raises KeyboardInterrupt if it did.
+template <class Make>
+auto made_interruptibly(Make make) {
+  Interrupt interrupt;
+  std::optional<decltype(make(interrupt.predicate()))> made;
+  {
+    py::gil_scoped_release release;
+    made.emplace(make(interrupt.predicate()));
+  }
+  interrupt.rethrow();
+  return take(std::move(*made));
 }
 
 std::shared_ptr<const core::Partitioner> partitioner_of(const py::object& p) {
@@ -85,16 +101,10 @@ PsStrategy::PsStrategy(const Jobs& jobs, const std::string& type, int index,
   auto p = partitioner_of(partitioner);
   StrategyOptions options;
   options.ps_replicas = ps_replicas;
-  Interrupt interrupt;  // Ctrl-C while connecting raises KeyboardInterrupt
-  options.stop = interrupt.predicate();
-  core::Expected<std::unique_ptr<ParameterServerStrategy>> made =
-      core::make_error(core::Errc::internal, "not made");
-  {
-    py::gil_scoped_release release;  // connecting to every PS task may take a while
-    made = ParameterServerStrategy::make(resolver, std::move(p), options);
-  }
-  interrupt.rethrow();
-  strategy_ = take(std::move(made));
+  strategy_ = made_interruptibly([&](std::function<bool()> stop) {
+    options.stop = std::move(stop);  // Ctrl-C while reaching the PS tasks
+    return ParameterServerStrategy::make(resolver, std::move(p), options);
+  });
 }
 
 MirroredStrategy::MirroredStrategy(const Jobs& jobs, const std::string& type, int index,
@@ -108,8 +118,10 @@ MirroredStrategy::MirroredStrategy(const Jobs& jobs, const std::string& type, in
   auto ms = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); };
   o.timeout = ms(options["timeout_s"].cast<double>());
   o.connect_timeout = ms(options["connect_timeout_s"].cast<double>());
-  py::gil_scoped_release release;  // waits for every worker of the ring
-  strategy_ = take(MultiWorkerMirroredStrategy::make(resolver, o));
+  strategy_ = made_interruptibly([&](std::function<bool()> stop) {
+    o.stop = std::move(stop);  // Ctrl-C while the ring forms
+    return MultiWorkerMirroredStrategy::make(resolver, o);
+  });
 }
 
 py::dict MirroredStrategy::stats() const {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -196,6 +197,57 @@ TEST_CASE("slots that never come are named when the first ring cannot form", "[e
   REQUIRE_FALSE(g.ok());
   CHECK_THAT(g.error().message, Catch::Contains("slots 2 did not join"));
   CHECK_THAT(follower_error, Catch::Contains("slots 2 did not join"));
+}
+
+// How Python's Ctrl-C ends a MultiWorkerMirroredStrategy whose ring is still forming. Each
+// slot waits up to 20 s for the others; stopped, it gives up with `cancelled` at once.
+TEST_CASE("a slot told to stop while the first ring forms gives up", "[elastic]") {
+  using Joined = core::Expected<std::unique_ptr<ElasticRing>>;
+  SECTION("slot 0 waiting for the others' knocks") {
+    const auto addr = test::loopback_addresses(2);  // slot 1 never comes
+    auto o = options();
+    int asked = 0;
+    o.stop = [&] { return ++asked > 5; };
+    auto g = ElasticRing::join(0, addr, o, 0, false);
+    REQUIRE_FALSE(g.ok());
+    CHECK(g.error().code == core::Errc::cancelled);
+    CHECK_THAT(g.error().message, Catch::Contains("slot 0 stopped while joining"));
+  }
+  SECTION("a slot knocking at a slot 0 that is not there") {
+    const auto addr = test::loopback_addresses(2);  // slot 0 never comes
+    auto o = options();
+    int asked = 0;
+    o.stop = [&] { return ++asked > 5; };
+    auto g = ElasticRing::join(1, addr, o, 0, false);
+    REQUIRE_FALSE(g.ok());
+    CHECK(g.error().code == core::Errc::cancelled);
+    CHECK_THAT(g.error().message, Catch::Contains("slot 1 stopped while joining"));
+  }
+  SECTION("slot 0, with a slot that came waiting for its plan: that slot is told why") {
+    const auto addr = test::loopback_addresses(3);  // slot 2 never comes
+    std::atomic<int> follower_asked{0};
+    auto o0 = options(), o1 = options();
+    o1.stop = [&] {  // asked only while it waits for the plan
+      ++follower_asked;
+      return false;
+    };
+    o0.stop = [&] { return follower_asked.load() >= 20; };  // after about a second of that
+    std::optional<Joined> g0;
+    std::thread t0([&] { g0.emplace(ElasticRing::join(0, addr, o0, 0, false)); });
+    // Slot 1 starts once slot 0's door is open (bounded), so its first knock is taken.
+    const auto port0 = static_cast<uint16_t>(std::stoi(addr[0].substr(addr[0].rfind(':') + 1)));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!test::listening_ports(::getpid()).count(port0) &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+    auto g1 = ElasticRing::join(1, addr, o1, 0, false);
+    t0.join();
+    REQUIRE(g0.has_value());
+    REQUIRE_FALSE(g0->ok());
+    CHECK(g0->error().code == core::Errc::cancelled);
+    REQUIRE_FALSE(g1.ok());
+    CHECK_THAT(g1.error().message, Catch::Contains("slot 0 stopped while the ring formed"));
+  }
 }
 
 TEST_CASE("with a cluster secret only members join the elastic ring", "[elastic][auth]") {

@@ -218,6 +218,14 @@ def accepts(port):
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+def listening(proc, port):
+    """Whether `proc` came to accept connections on `port` (bounded: 60 s, or its end)."""
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline and not accepts(port):
+        time.sleep(0.05)
+    return accepts(port)
+
+
 @pytest.mark.parametrize("role", ["ps", "worker", "evaluator"])
 def test_ctrl_c_ends_a_server_join_and_a_sidecar_evaluator(tmp_path, role):
     """Server.join() of a PS or worker task, and SidecarEvaluator.start(), block in C++
@@ -234,11 +242,7 @@ def test_ctrl_c_ends_a_server_join_and_a_sidecar_evaluator(tmp_path, role):
     def started():
         if role == "evaluator":
             return proc.stdout.readline().strip() == "waiting"
-        # Serving once its port accepts connections (bounded: 60 s, or its end).
-        deadline = time.monotonic() + 60
-        while proc.poll() is None and time.monotonic() < deadline and not accepts(ports[role]):
-            time.sleep(0.05)
-        return accepts(ports[role])
+        return listening(proc, ports[role])  # serving
 
     out, err = interrupt_when(proc, started, f"{role} never started waiting", timeout=30)
     assert json.loads(out.splitlines()[-1]) == {"outcome": "interrupted"}, err[-4000:]
@@ -295,6 +299,39 @@ def test_ctrl_c_ends_a_parameter_server_strategy_still_reaching_its_ps(tmp_path)
         done.set()
         refuser.join()
         ps.close()
+    assert json.loads(out.splitlines()[-1]) == {"outcome": "interrupted"}, err[-4000:]
+    assert proc.returncode == 0, err[-4000:]
+
+
+MIRRORED_WAITING_SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    import troupe
+
+    cluster, role = json.loads(sys.argv[1]), sys.argv[2]
+    os.environ["TF_CONFIG"] = json.dumps({"cluster": cluster,
+                                          "task": {"type": role, "index": 0}})
+    try:  # the other task never comes: it would wait for 60 s
+        troupe.distribute.MultiWorkerMirroredStrategy(connect_timeout_seconds=60)
+        print(json.dumps({"outcome": "returned"}), flush=True)
+    except KeyboardInterrupt:
+        print(json.dumps({"outcome": "interrupted"}), flush=True)
+""")
+
+
+@pytest.mark.parametrize("role", ["chief", "worker"])
+def test_ctrl_c_ends_a_mirrored_strategy_whose_ring_is_still_forming(tmp_path, role):
+    """Making a MultiWorkerMirroredStrategy waits in C++ until every worker has joined the
+    ring: the chief for the others to knock, a worker for the chief to answer. SIGINT (by
+    the process's id) while it waits raises KeyboardInterrupt there, well before."""
+    ports = {"chief": free_port(), "worker": free_port()}
+    cluster = {job: [f"127.0.0.1:{port}"] for job, port in ports.items()}
+    script = tmp_path / "forming_ring.py"
+    script.write_text(MIRRORED_WAITING_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), json.dumps(cluster), role],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Its ring's door is open before it waits; interrupted within 20 s, against 60.
+    out, err = interrupt_when(proc, lambda: listening(proc, ports[role]),
+                              f"the {role} never opened its ring's door", timeout=20)
     assert json.loads(out.splitlines()[-1]) == {"outcome": "interrupted"}, err[-4000:]
     assert proc.returncode == 0, err[-4000:]
 
