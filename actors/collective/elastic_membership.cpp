@@ -105,6 +105,11 @@ core::Expected<Membership> ElasticRing::lead(uint64_t generation, std::vector<in
     return make_error(Errc::unavailable, why);
   };
   if (!unresolved().empty() && stopped()) {
+    {  // those whose knocks came since the loop's last look are told too
+      std::lock_guard<std::mutex> lock(mu_);
+      for (; !joins_.empty(); joins_.pop_front())
+        controls_[joins_.front()->knock.slot] = std::move(joins_.front()->socket);
+    }
     refuse("elastic ring: slot 0 stopped while the ring formed");
     return stopped_error();
   }

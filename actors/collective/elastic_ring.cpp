@@ -204,7 +204,10 @@ core::Status ElasticRing::link(const Membership& m) {
         }
       }
       if (left_socket.valid()) break;
-      if (stopped()) return stopped_error();
+      lock.unlock();  // the predicate may wait (Python's takes the GIL); the door needs mu_
+      const bool stop = stopped();
+      lock.lock();
+      if (stop) return stopped_error();
       if (clock_type::now() >= deadline)
         return make_error(Errc::unavailable, "elastic ring: slot " + std::to_string(left) +
                                                  " did not link to slot " + std::to_string(slot_) +

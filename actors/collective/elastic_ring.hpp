@@ -109,14 +109,19 @@ class ElasticRing {
   /// process in a member's slot) count as both.
   void note_changes(Membership& m, const std::vector<int32_t>& replaced) const;
   core::Status link(const Membership& m);
-  /// Whether options_.stop says to give up (always false once join() has returned).
-  bool stopped() const { return options_.stop && options_.stop(); }
+  /// Whether options_.stop has said to give up (latched: a predicate that says so once is
+  /// heard everywhere after; always false once join() has returned). join()'s thread only.
+  bool stopped() {
+    if (!stopped_ && options_.stop && options_.stop()) stopped_ = true;
+    return stopped_;
+  }
   core::Error stopped_error() const;
 
   int slot_;
   int rank_ = 0;
   std::vector<std::string> addresses_;
   ElasticOptions options_;
+  bool stopped_ = false;
   Membership membership_;
   std::unique_ptr<Ring> ring_;
   std::shared_ptr<RingProgress> progress_ = std::make_shared<RingProgress>();
