@@ -41,6 +41,10 @@ struct CoordinatorState {
   /// Closures whose worker was lost while running them, by id: one that takes down
   /// `max_closure_losses` workers fails instead of crash-looping the job.
   std::map<uint64_t, int> losses;
+  /// The last cancel_all's mark and reason: a closure scheduled before it whose message
+  /// comes after it (the user's thread raced the error) is cancelled as it arrives.
+  uint64_t cancelled_through = 0;
+  core::Error cancelled_why;
   int unavailable_streak = 0;           // `unavailable` step errors in a row with no PS known down
   Clock::time_point unavailable_since;  // the first error of the streak
   bool paused = false;                  // dispatch waits a rejoin interval after such an error
@@ -116,6 +120,8 @@ void cancel_all(Self* self, const core::Error& why) {
     st.book->cancel(c.id, why);
   st.queue.clear();
   const uint64_t through = st.book->last_id();
+  st.cancelled_through = through;
+  st.cancelled_why = why;
   for (auto& v : st.workers) {
     if (v.out.empty()) continue;
     for (const auto& s : v.out)
@@ -476,6 +482,11 @@ caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector
     self->delayed_send(self, config.watchdog_timeout / 4, chief::watchdog_atom::value);
   return {
       [=](net::run_atom, net::ClosureMsg& c) {
+        auto& st = self->state;
+        if (c.id <= st.cancelled_through) {
+          st.book->cancel(c.id, st.cancelled_why);
+          return;
+        }
         // Time without progress counts from here when nothing was pending.
         if (!anything_pending(self->state)) self->state.last_progress = Clock::now();
         self->state.queue.push_back(std::move(c));

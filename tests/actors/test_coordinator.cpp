@@ -234,6 +234,35 @@ TEST_CASE_METHOD(Fixture, "A step error cancels what is queued and what a busy w
 }
 
 TEST_CASE_METHOD(Fixture,
+                 "A closure scheduled before an error but reaching the coordinator after it is "
+                 "cancelled",
+                 "[coordinator]") {
+  start(2, {});
+  // The user's thread took an id, then lost the race to send it: the error came first.
+  auto late = std::make_shared<detail::RemoteState>();
+  net::ClosureMsg held;
+  held.id = book->add(late).value();
+  held.step = "ok";
+  auto failing = schedule("fail");
+  REQUIRE(book->wait_for([](const auto& c) { return c.failed == 1; }, 10s));
+  caf::anon_send(coordinator, net::run_atom::value, std::move(held));
+  const core::Status joined = join(*book);
+  REQUIRE_FALSE(joined.ok());
+  CHECK(joined.error().code == core::Errc::invalid_argument);
+  CHECK(status_of(failing) == Status::failed);
+  CHECK(status_of(late) == Status::cancelled);
+  CHECK(late->error.message == joined.error().message);
+  const auto stats = book->counters();
+  CHECK(stats.cancelled == 1);
+  CHECK(stats.failed == 1);
+  CHECK(log->count("w0 run ok") + log->count("w1 run ok") == 0);
+  // A closure scheduled after join() raised the error runs.
+  auto later = schedule("ok");
+  REQUIRE(join(*book).ok());
+  CHECK(status_of(later) == Status::ready);
+}
+
+TEST_CASE_METHOD(Fixture,
                  "A dataset call waits for every worker, and a worker's own error names it",
                  "[coordinator]") {
   start(2, {});
