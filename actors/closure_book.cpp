@@ -63,9 +63,15 @@ uint64_t ClosureBook::settled_below() {
   return pending_.empty() ? next_id_ : pending_.begin()->first;
 }
 
-uint64_t ClosureBook::last_id() {
+uint64_t ClosureBook::error_through() {
   std::lock_guard<std::mutex> lock(mu_);
-  return next_id_ - 1;
+  return error_through_.value_or(next_id_ - 1);
+}
+
+void ClosureBook::keep_error_locked(const core::Error& error) {
+  if (first_error_) return;
+  first_error_ = error;
+  error_through_ = next_id_ - 1;
 }
 
 void ClosureBook::abandon(const core::Error& why) {
@@ -95,7 +101,7 @@ void ClosureBook::fail(uint64_t id, core::Error error) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!pending_.count(id)) return;
   ++counters_.failed;
-  if (!first_error_) first_error_ = error;
+  keep_error_locked(error);
   settle_locked(id, Status::failed, {}, std::move(error));
 }
 
@@ -192,7 +198,7 @@ void ClosureBook::ps_snapshots(size_t task, int64_t failures, int64_t age_ms) {
 
 void ClosureBook::abort(const core::Error& error) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!first_error_) first_error_ = error;
+  keep_error_locked(error);
   cv_.notify_all();
 }
 

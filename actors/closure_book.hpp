@@ -42,8 +42,11 @@ class ClosureBook {
   core::Expected<uint64_t> add(std::shared_ptr<detail::RemoteState> state);
   /// Every id of this book below the result is settled.
   uint64_t settled_below();
-  /// The last id handed out (0: none yet).
-  uint64_t last_id();
+  /// What the latest kept error cancels: the last id handed out before fail() or abort()
+  /// kept it (0: none). An id handed out later was scheduled after join() raised that
+  /// error, so it is not the error's to cancel, even when the coordinator acts on the
+  /// error after it was handed out. Without an error yet: the last id handed out.
+  uint64_t error_through();
   uint32_t incarnation() const { return incarnation_; }
   /// The coordinator is gone: every pending closure is settled `cancelled` with `why`, so
   /// no fetch() or join() waits on it.
@@ -90,6 +93,7 @@ class ClosureBook {
  private:
   void settle_locked(uint64_t id, detail::RemoteState::Status s, std::vector<char> bytes,
                      core::Error e);
+  void keep_error_locked(const core::Error& error);
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -99,6 +103,7 @@ class ClosureBook {
   std::map<uint64_t, std::shared_ptr<detail::RemoteState>> pending_;  // by id: oldest first
   Counters counters_;
   std::optional<core::Error> first_error_;
+  std::optional<uint64_t> error_through_;  // error_through()'s, set with first_error_
   std::map<size_t, std::pair<int64_t, int64_t>> ps_snapshots_;  // task -> (failures, age ms)
   std::optional<std::chrono::steady_clock::time_point> first_answered_;
 };

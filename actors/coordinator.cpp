@@ -119,7 +119,7 @@ void cancel_all(Self* self, const core::Error& why) {
   for (const auto& c : st.queue)
     st.book->cancel(c.id, why);
   st.queue.clear();
-  const uint64_t through = st.book->last_id();
+  const uint64_t through = st.book->error_through();
   st.cancelled_through = through;
   st.cancelled_why = why;
   for (auto& v : st.workers) {

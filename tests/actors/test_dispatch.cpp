@@ -39,7 +39,8 @@ TEST_CASE("Closures go to idle workers before any is sent ahead", "[dispatch]") 
   }
 }
 
-TEST_CASE("The closure book: fresh incarnations, watermark, pending error, bound", "[dispatch]") {
+TEST_CASE("The closure book: fresh incarnations, watermark, pending error and its mark, bound",
+          "[dispatch]") {
   SECTION("two books of one process never share an incarnation") {
     ClosureBook a, b;
     CHECK(a.incarnation() != 0);
@@ -61,7 +62,7 @@ TEST_CASE("The closure book: fresh incarnations, watermark, pending error, bound
     book.cancel(ids[2], core::make_error(core::Errc::cancelled, "x"));
     book.complete(ids[3], {});
     CHECK(book.settled_below() == ids[3] + 1);
-    CHECK(book.last_id() == ids[3]);
+    CHECK(book.error_through() == ids[3]);  // no error: the last id handed out
   }
   SECTION("a pending error refuses new closures until join() raises it") {
     ClosureBook book(1);
@@ -72,6 +73,24 @@ TEST_CASE("The closure book: fresh incarnations, watermark, pending error, bound
     CHECK(refused.error().message == "bad step");
     CHECK_FALSE(book.join().ok());
     CHECK(book.add(std::make_shared<detail::RemoteState>()).ok());
+  }
+  SECTION("an error cancels the ids handed out before it, not those after join() raised it") {
+    ClosureBook book(1);
+    auto first = book.add(std::make_shared<detail::RemoteState>()).value();
+    auto second = book.add(std::make_shared<detail::RemoteState>()).value();
+    book.fail(first, core::make_error(core::Errc::invalid_argument, "bad step"));
+    CHECK(book.error_through() == second);
+    book.cancel(second, core::make_error(core::Errc::cancelled, "x"));
+    CHECK_FALSE(book.join().ok());
+    // Scheduled once the error was raised, before the coordinator acted on it: not covered.
+    auto later = book.add(std::make_shared<detail::RemoteState>()).value();
+    CHECK(later > second);
+    CHECK(book.error_through() == second);
+    book.complete(later, {});
+    // The next error keeps its own mark.
+    auto third = book.add(std::make_shared<detail::RemoteState>()).value();
+    book.abort(core::make_error(core::Errc::unavailable, "ps:0 did not come back"));
+    CHECK(book.error_through() == third);
   }
   SECTION("a bound on pending closures makes add() wait for room") {
     ClosureBook book(1, 2);
