@@ -62,9 +62,14 @@ for name in $models; do
       --model "$model" --data "$data"/train-*.tfrecord --format tfrecord --batch "$batch" \
       --steps "$steps" --precision "$precision" --validation "$data/heldout.tfrecord" \
       --out "$trained/t.keras" 2>/dev/null | tail -1) || true
+    scored=
     if [[ "$line" == *'"ok":true'* ]]; then
       scored=$(locked "$tfpy" "$here/tf_keras_ps.py" --score "$trained/t.keras" \
-        --validation "$data/heldout.tfrecord" 2>/dev/null | grep '^{' | tail -1)
+        --validation "$data/heldout.tfrecord" 2>/dev/null | grep '^{' | tail -1) || true
+      # Trained but not scored (the scorer printed nothing): shown as failed, not counted.
+      [ -n "$scored" ] || line="{\"unscored\":$line}"
+    fi
+    if [ -n "$scored" ]; then
       echo "{\"bench\":\"keras_vs_tf\",\"model\":\"$name\",\"side\":\"troupe\",\"precision\":\"$precision\",\"round\":$r,\"run\":$line,\"scored\":$scored}" | tee -a "$out"
     else  # refused (mixed_bfloat16 on a CPU without AVX512_BF16) or failed: shown, not counted
       echo "{\"bench\":\"keras_vs_tf\",\"model\":\"$name\",\"side\":\"troupe\",\"precision\":\"$precision\",\"round\":$r,\"failed\":${line:-null}}"
