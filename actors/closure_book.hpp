@@ -43,7 +43,7 @@ class ClosureBook {
   /// Every id of this book below the result is settled.
   uint64_t settled_below();
   /// What the latest kept error cancels: the last id handed out before fail() or abort()
-  /// kept it (0: none). An id handed out later was scheduled after join() raised that
+  /// kept it. An id handed out later was scheduled after join() raised that
   /// error, so it is not the error's to cancel, even when the coordinator acts on the
   /// error after it was handed out. Without an error yet: the last id handed out.
   uint64_t error_through();

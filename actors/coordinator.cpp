@@ -488,8 +488,8 @@ caf::behavior coordinator(Self* self, std::vector<Endpoint> workers, std::vector
           return;
         }
         // Time without progress counts from here when nothing was pending.
-        if (!anything_pending(self->state)) self->state.last_progress = Clock::now();
-        self->state.queue.push_back(std::move(c));
+        if (!anything_pending(st)) st.last_progress = Clock::now();
+        st.queue.push_back(std::move(c));
         dispatch(self);
       },
       [=](net::dataset_atom, std::string& name) { return create_dataset(self, name); },
