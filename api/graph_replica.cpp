@@ -1,4 +1,5 @@
 #include "api/graph_replica.hpp"
+#include "core/json_limits.hpp"
 
 #include <cmath>
 #include <fstream>
@@ -75,9 +76,9 @@ core::Expected<std::unique_ptr<GraphReplica>> GraphReplica::make(const KerasSour
   auto& g = r->graph();
   nlohmann::json compile = r->loaded.compile_config;
   if (!options.compile_json.empty()) {
-    compile = nlohmann::json::parse(options.compile_json, nullptr, false);
-    if (compile.is_discarded())
-      return make_error(Errc::invalid_argument, "the compile settings given are not JSON");
+    auto given = core::parse_json_bounded(options.compile_json, "the compile settings given");
+    if (!given) return given.error();
+    compile = std::move(*given);
     if (options.save_compile) {  // what a saved file carries, as after Keras's compile()
       r->loaded.compile_config = compile;
       r->loaded.config["compile_config"] = compile;
@@ -93,7 +94,7 @@ core::Expected<std::unique_ptr<GraphReplica>> GraphReplica::make(const KerasSour
   r->objective = std::make_unique<core::graph::Objective>(std::move(*cc), g);
   if (auto st = set_labels(*r->objective, g, options); !st) return st.error();
   for (const auto& [layer, spec] : options.dynamic_tables) {
-    auto* l = g.layer(layer);
+    auto* l = g.operation(layer);
     bool has_table = false;
     if (l != nullptr)
       for (auto& w : l->weights())

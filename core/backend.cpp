@@ -65,8 +65,46 @@ namespace {
 
 }  // namespace
 
-// Every backend overrides the layer graph's kernels; these are reached only by a backend
-// that forgot one.
+const char* kernel_name(Kernel k) {
+  static constexpr const char* names[] = {
+      "activation", "elementwise",  "reduce",      "copy_strided", "matmul",     "gather",
+      "dense",      "conv2d",       "pool2d",      "axpby",        "multiply",   "columns",
+      "reduce_middle", "row_dot",   "scale_rows",  "column_sums",  "batch_norm", "layer_norm",
+      "dropout",    "fm",           "gather_index", "loss"};
+  static_assert(sizeof(names) / sizeof(names[0]) == kKernelCount, "names follow Kernel");
+  return names[static_cast<size_t>(k)];
+}
+
+// Every backend overrides the layer graph's kernels it says it has (has()); these are
+// reached only by a backend that claimed one it lacks (a model is placed only where every
+// kernel its operations call is had).
+void Backend::elementwise(ElementOp, const std::vector<ConstTensorView>&, TensorView) {
+  missing_kernel(*this, "elementwise");
+}
+void Backend::elementwise_backward(ElementOp, int, const std::vector<ConstTensorView>&,
+                                   ConstTensorView, ConstTensorView, TensorView, bool) {
+  missing_kernel(*this, "elementwise_backward");
+}
+void Backend::reduce(Reduce, ConstTensorView, TensorView) {
+  missing_kernel(*this, "reduce");
+}
+void Backend::reduce_backward(Reduce, ConstTensorView, ConstTensorView, ConstTensorView,
+                              TensorView, bool) {
+  missing_kernel(*this, "reduce_backward");
+}
+void Backend::copy_strided(const kernels::IndexSpace<2>&, ConstTensorView, TensorView, bool) {
+  missing_kernel(*this, "copy_strided");
+}
+void Backend::matmul(const MatmulGeometry&, ConstTensorView, ConstTensorView, TensorView,
+                     Precision) {
+  missing_kernel(*this, "matmul");
+}
+void Backend::gather(ConstTensorView, ConstTensorView, TensorView) {
+  missing_kernel(*this, "gather");
+}
+void Backend::gather_backward(ConstTensorView, ConstTensorView, TensorView, bool) {
+  missing_kernel(*this, "gather_backward");
+}
 void Backend::activation_forward(ActFn, ConstTensorView, TensorView) {
   missing_kernel(*this, "activation_forward");
 }

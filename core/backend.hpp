@@ -22,6 +22,7 @@
 #include "core/device.hpp"
 #include "core/device_memory.hpp"
 #include "core/expected.hpp"
+#include "core/kernels/index_space.hpp"
 #include "core/layer_ops.hpp"
 #include "core/tensor.hpp"
 
@@ -56,6 +57,40 @@ struct OptimizerConfig {
   float learning_rate_at(int64_t t) const;
 };
 
+/// The kernels of the layer graph by family (a kernel's forward and backward together): what
+/// an operation says it calls (graph::Operation::kernels) and a backend says it has
+/// (Backend::has), asked when a model is placed on a device, before any step (ggml's
+/// supports_op).
+enum class Kernel : uint8_t {
+  // Generic: what Keras's operations are made of.
+  activation,
+  elementwise,
+  reduce,
+  copy_strided,
+  matmul,
+  gather,
+  // The layers' own.
+  dense,
+  conv2d,
+  pool2d,
+  axpby,
+  multiply,
+  columns,
+  reduce_middle,
+  row_dot,
+  scale_rows,
+  column_sums,
+  batch_norm,
+  layer_norm,
+  dropout,
+  fm,
+  gather_index,
+  loss,
+};
+inline constexpr int kKernelCount = static_cast<int>(Kernel::loss) + 1;
+/// "matmul", "batch_norm".
+const char* kernel_name(Kernel k);
+
 /// Per-layer state a backend keeps between a forward and its backward (the CPU's im2col
 /// patches, cuDNN's descriptors and workspace). Made by the backend on first use.
 class Workspace {
@@ -78,6 +113,11 @@ class Backend {
   virtual Status supports(Precision p) const {
     (void)p;
     return {};
+  }
+  /// Whether this backend has kernel family `k` (the base: none; each backend lists its own).
+  virtual bool has(Kernel k) const {
+    (void)k;
+    return false;
   }
 
   // Memory. Device memory comes from a stream-ordered pool: no allocation per step.
@@ -268,6 +308,40 @@ class Backend {
   virtual void gather_index(ConstTensorView rows, ConstTensorView index, TensorView y);
   /// grads [u, d] = the sum of dy's rows [n, d] by index (grads overwritten).
   virtual void scatter_add_index(ConstTensorView dy, ConstTensorView index, TensorView grads);
+
+  // ---- Generic kernels (core/kernels/generic.hpp: the same index bodies on every backend,
+  // the CPU's in core/kernels/generic_cpu.cpp and the CUDA one's in core/kernels/generic.cu).
+  // float32 views, contiguous and row-major, on this device. Keras's operations
+  // (core/ops) are compositions of these and of activation_forward / activation_backward.
+
+  /// y = op(in...) element-wise under NumPy's broadcasting: each operand's shape (as many as
+  /// the op takes, of y's rank or fewer, aligned right) broadcasts to y's.
+  virtual void elementwise(ElementOp op, const std::vector<ConstTensorView>& in, TensorView y);
+  /// The gradient of operand `which`: dx (of its shape) = the sum, over the elements of y
+  /// that read each of its elements, of d op / d operand times dy (accumulate: dx +=).
+  virtual void elementwise_backward(ElementOp op, int which, const std::vector<ConstTensorView>& in,
+                                    ConstTensorView y, ConstTensorView dy, TensorView dx,
+                                    bool accumulate);
+  /// y = op of x over the axes where y (of x's rank) has size 1 and x does not.
+  virtual void reduce(Reduce op, ConstTensorView x, TensorView y);
+  /// dx (x's shape) from dy (y's): see kernels::reduce_grad_at (argmax, argmin: zeros).
+  virtual void reduce_backward(Reduce op, ConstTensorView x, ConstTensorView y, ConstTensorView dy,
+                               TensorView dx, bool accumulate);
+  /// dst (+)= src through a copy plan (core/kernels/plan.hpp: transposes, slices, tiles):
+  /// operand 0 of `at` is src, operand 1 dst, and no element of dst is named twice.
+  virtual void copy_strided(const kernels::IndexSpace<2>& at, ConstTensorView src, TensorView dst,
+                            bool accumulate);
+  /// A batch of matrix products (core::MatmulGeometry), in float32 here (`p` is for
+  /// backends whose products are faster in another type).
+  virtual void matmul(const MatmulGeometry& g, ConstTensorView a, ConstTensorView b, TensorView y,
+                      Precision p);
+  /// Along the middle axis of x [outer, n, inner]: y [outer, k, inner] = x at index (int32 [k]
+  /// on this device, each in [0, n)).
+  virtual void gather(ConstTensorView x, ConstTensorView index, TensorView y);
+  /// Its gradient: dx [outer, n, inner] = the sums of dy's elements by where they came from
+  /// (accumulate: dx +=).
+  virtual void gather_backward(ConstTensorView dy, ConstTensorView index, TensorView dx,
+                               bool accumulate);
 
   /// A loss of predictions [n, ...] against labels (for the sparse kinds int32 class
   /// indices, one per row of the last axis; else float32 of the predictions' shape): the

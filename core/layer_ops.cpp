@@ -23,11 +23,32 @@ constexpr std::pair<const char*, ActFn> kActivations[] = {
     {"exponential", ActFn::exponential},
 };
 
+// The element-wise maps that are Keras operations only (keras.ops), by their names there.
+constexpr std::pair<const char*, ActFn> kMaps[] = {
+    {"log_softmax", ActFn::log_softmax}, {"negative", ActFn::negative},
+    {"log", ActFn::log},                 {"log1p", ActFn::log1p},
+    {"sqrt", ActFn::sqrt},               {"square", ActFn::square},
+    {"absolute", ActFn::abs},            {"sign", ActFn::sign},
+    {"erf", ActFn::erf},                 {"log_sigmoid", ActFn::log_sigmoid},
+    {"logical_not", ActFn::logical_not}, {"reciprocal", ActFn::reciprocal},
+};
+
+constexpr const char* kElementOps[] = {
+    "add",     "subtract",      "multiply", "divide",     "power",    "maximum",
+    "minimum", "where",         "greater",  "greater_equal", "less",  "less_equal",
+    "equal",   "not_equal",     "logical_and", "logical_or", "logical_xor",
+};
+static_assert(sizeof(kElementOps) / sizeof(kElementOps[0]) ==
+                  static_cast<size_t>(ElementOp::logical_xor) + 1,
+              "kElementOps follows ElementOp");
+
 }  // namespace
 
 const char* act_fn_name(ActFn f) {
   if (f == ActFn::gelu_tanh) return "gelu";
   for (const auto& [name, fn] : kActivations)
+    if (fn == f) return name;
+  for (const auto& [name, fn] : kMaps)
     if (fn == f) return name;
   return "?";
 }
@@ -49,10 +70,37 @@ bool act_fn_uses_output(ActFn f) {
     case ActFn::tanh:
     case ActFn::softmax:
     case ActFn::exponential:
+    case ActFn::log_softmax:
+    case ActFn::sqrt:
+    case ActFn::reciprocal:
       return true;
     default:
       return false;
   }
+}
+
+int element_op_operands(ElementOp op) {
+  return op == ElementOp::select ? 3 : 2;
+}
+
+bool element_op_differentiable(ElementOp op) {
+  switch (op) {
+    case ElementOp::add:
+    case ElementOp::subtract:
+    case ElementOp::multiply:
+    case ElementOp::divide:
+    case ElementOp::power:
+    case ElementOp::maximum:
+    case ElementOp::minimum:
+    case ElementOp::select:
+      return true;
+    default:
+      return false;
+  }
+}
+
+const char* element_op_name(ElementOp op) {
+  return kElementOps[static_cast<size_t>(op)];
 }
 
 int64_t window_output_size(int64_t input, int64_t effective_window, int64_t stride, bool same) {

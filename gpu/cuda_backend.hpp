@@ -38,6 +38,7 @@ class CudaBackend final : public core::Backend {
   core::Device device() const override { return core::Device::cuda(index_); }
   std::string name() const override { return name_; }
   bool fast(core::Precision p) const override;
+  bool has(core::Kernel) const override { return true; }
   int compute_capability() const { return cc_; }
   cudaStream_t stream() const { return stream_; }
 
@@ -129,6 +130,24 @@ class CudaBackend final : public core::Backend {
                        uint64_t seed) override;
   void dropout_backward(core::ConstTensorView dy, core::TensorView dx, float rate,
                         uint64_t seed) override;
+
+  // generic kernels (gpu/cuda_generic.cpp: core/kernels/generic.cu's bodies; matmul on gemm())
+  void elementwise(core::ElementOp op, const std::vector<core::ConstTensorView>& in,
+                   core::TensorView y) override;
+  void elementwise_backward(core::ElementOp op, int which,
+                            const std::vector<core::ConstTensorView>& in, core::ConstTensorView y,
+                            core::ConstTensorView dy, core::TensorView dx,
+                            bool accumulate) override;
+  void reduce(core::Reduce op, core::ConstTensorView x, core::TensorView y) override;
+  void reduce_backward(core::Reduce op, core::ConstTensorView x, core::ConstTensorView y,
+                       core::ConstTensorView dy, core::TensorView dx, bool accumulate) override;
+  void copy_strided(const core::kernels::IndexSpace<2>& at, core::ConstTensorView src,
+                    core::TensorView dst, bool accumulate) override;
+  void matmul(const core::MatmulGeometry& g, core::ConstTensorView a, core::ConstTensorView b,
+              core::TensorView y, core::Precision p) override;
+  void gather(core::ConstTensorView x, core::ConstTensorView index, core::TensorView y) override;
+  void gather_backward(core::ConstTensorView dy, core::ConstTensorView index, core::TensorView dx,
+                       bool accumulate) override;
 
   // layer graph: compile()'s losses (gpu/cuda_loss.cpp)
   double loss(core::LossKind k, core::ConstTensorView pred, core::ConstTensorView labels,

@@ -18,6 +18,7 @@ class CpuBackend final : public Backend {
   std::string name() const override;
   bool fast(Precision p) const override;
   Status supports(Precision p) const override;
+  bool has(Kernel) const override { return true; }
 
   DeviceMemory allocate(size_t bytes) override;
   void deallocate(void* p) override;
@@ -96,6 +97,22 @@ class CpuBackend final : public Backend {
                            TensorView dgamma, TensorView dbeta) override;
   void dropout_forward(ConstTensorView x, TensorView y, float rate, uint64_t seed) override;
   void dropout_backward(ConstTensorView dy, TensorView dx, float rate, uint64_t seed) override;
+
+  // generic kernels (core/kernels/generic_cpu.cpp)
+  void elementwise(ElementOp op, const std::vector<ConstTensorView>& in, TensorView y) override;
+  void elementwise_backward(ElementOp op, int which, const std::vector<ConstTensorView>& in,
+                            ConstTensorView y, ConstTensorView dy, TensorView dx,
+                            bool accumulate) override;
+  void reduce(Reduce op, ConstTensorView x, TensorView y) override;
+  void reduce_backward(Reduce op, ConstTensorView x, ConstTensorView y, ConstTensorView dy,
+                       TensorView dx, bool accumulate) override;
+  void copy_strided(const kernels::IndexSpace<2>& at, ConstTensorView src, TensorView dst,
+                    bool accumulate) override;
+  void matmul(const MatmulGeometry& g, ConstTensorView a, ConstTensorView b, TensorView y,
+              Precision p) override;
+  void gather(ConstTensorView x, ConstTensorView index, TensorView y) override;
+  void gather_backward(ConstTensorView dy, ConstTensorView index, TensorView dx,
+                       bool accumulate) override;
 
   // layer graph: compile()'s losses (core/cpu/loss_kernels.cpp)
   double loss(LossKind k, ConstTensorView pred, ConstTensorView labels, TensorView grad,

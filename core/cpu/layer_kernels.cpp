@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <utility>
 
 #include "core/cpu/cpu_backend.hpp"
 #include "core/kernels/activation.hpp"
@@ -39,35 +40,31 @@ void backward_range(const float* x, const float* y, const float* dy, float* dx, 
 using ForwardRange = void (*)(const float*, float*, int64_t, int64_t);
 using BackwardRange = void (*)(const float*, const float*, const float*, float*, int64_t, int64_t);
 
-// Indexed by ActFn, in its order (softmax's entries are never called).
-constexpr std::array<ForwardRange, 13> kForward = {
-    forward_range<ActFn::linear>,     forward_range<ActFn::relu>,
-    forward_range<ActFn::sigmoid>,    forward_range<ActFn::tanh>,
-    forward_range<ActFn::softmax>,    forward_range<ActFn::gelu>,
-    forward_range<ActFn::gelu_tanh>,  forward_range<ActFn::silu>,
-    forward_range<ActFn::softplus>,   forward_range<ActFn::elu>,
-    forward_range<ActFn::selu>,       forward_range<ActFn::leaky_relu>,
-    forward_range<ActFn::exponential>};
-constexpr std::array<BackwardRange, 13> kBackward = {
-    backward_range<ActFn::linear>,     backward_range<ActFn::relu>,
-    backward_range<ActFn::sigmoid>,    backward_range<ActFn::tanh>,
-    backward_range<ActFn::softmax>,    backward_range<ActFn::gelu>,
-    backward_range<ActFn::gelu_tanh>,  backward_range<ActFn::silu>,
-    backward_range<ActFn::softplus>,   backward_range<ActFn::elu>,
-    backward_range<ActFn::selu>,       backward_range<ActFn::leaky_relu>,
-    backward_range<ActFn::exponential>};
-static_assert(static_cast<size_t>(ActFn::exponential) == 12, "kForward follows ActFn");
+// Indexed by ActFn, in its order (the entries of softmax and log_softmax, by rows, are never
+// called).
+template <size_t... I>
+constexpr std::array<ForwardRange, sizeof...(I)> forward_table(std::index_sequence<I...>) {
+  return {forward_range<static_cast<ActFn>(I)>...};
+}
+template <size_t... I>
+constexpr std::array<BackwardRange, sizeof...(I)> backward_table(std::index_sequence<I...>) {
+  return {backward_range<static_cast<ActFn>(I)>...};
+}
+constexpr auto kForward = forward_table(std::make_index_sequence<kActFnCount>());
+constexpr auto kBackward = backward_table(std::make_index_sequence<kActFnCount>());
 
 }  // namespace
 
 void CpuBackend::activation_forward(ActFn f, ConstTensorView x, TensorView y) {
   const float* in = x.data();
   float* out = y.data();
-  if (f == ActFn::softmax) {
+  if (kernels::act_fn_by_rows(f)) {
     const int64_t c = last_dim(x.shape());
+    const bool log = f == ActFn::log_softmax;
     parallel_for(x.size() / std::max<int64_t>(1, c), rows_per_chunk(c), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r)
-        kernels::softmax_row(in + r * c, out + r * c, c);
+        log ? kernels::log_softmax_row(in + r * c, out + r * c, c)
+            : kernels::softmax_row(in + r * c, out + r * c, c);
     });
     return;
   }
@@ -78,11 +75,13 @@ void CpuBackend::activation_forward(ActFn f, ConstTensorView x, TensorView y) {
 void CpuBackend::activation_backward(ActFn f, ConstTensorView x, ConstTensorView y,
                                      ConstTensorView dy, TensorView dx) {
   float* out = dx.data();
-  if (f == ActFn::softmax) {
+  if (kernels::act_fn_by_rows(f)) {
     const int64_t c = last_dim(y.shape());
+    const bool log = f == ActFn::log_softmax;
     parallel_for(y.size() / std::max<int64_t>(1, c), rows_per_chunk(c), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r)
-        kernels::softmax_backward_row(y.data() + r * c, dy.data() + r * c, out + r * c, c);
+        log ? kernels::log_softmax_backward_row(y.data() + r * c, dy.data() + r * c, out + r * c, c)
+            : kernels::softmax_backward_row(y.data() + r * c, dy.data() + r * c, out + r * c, c);
     });
     return;
   }

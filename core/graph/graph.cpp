@@ -3,13 +3,28 @@
 #include <algorithm>
 #include <unordered_set>
 
-#include "core/nn/ctr_model.hpp"
+#include "core/unique_ids.hpp"
+
 
 namespace troupe::core::graph {
 
 namespace {
 
 constexpr size_t npos = static_cast<size_t>(-1);
+
+// What a model file may ask a tensor to be: at most Shape's rank with its batch axis, and
+// no more elements per example than kMaxTensorElements (a hostile file's Dense of 2^40
+// units is refused here, before any step allocates it).
+Status check_spec(const Operation& op, const TensorSpec& s) {
+  if (static_cast<int>(s.shape.size()) + 1 > Shape::max_rank)
+    return op.error("makes a tensor of rank " + std::to_string(s.shape.size() + 1) +
+                    " (with its batch axis); Troupe's tensors have at most " +
+                    std::to_string(Shape::max_rank) + " axes");
+  if (!fits_elements(s.shape, kMaxTensorElements))
+    return op.error("makes a tensor of " + s.to_string() + " per example, over Troupe's limit of " +
+                    std::to_string(kMaxTensorElements) + " elements");
+  return {};
+}
 
 // A per-call seed from the step's: two dropout calls of one step draw different masks.
 uint64_t call_seed(uint64_t step_seed, size_t node) {
@@ -36,45 +51,48 @@ int Graph::add_input(std::string name, TensorSpec spec) {
   return id;
 }
 
-Expected<std::vector<int>> Graph::call(std::shared_ptr<Layer> layer,
+Expected<std::vector<int>> Graph::call(std::shared_ptr<Operation> op,
                                        const std::vector<int>& inputs) {
   std::vector<TensorSpec> in;
   for (int id : inputs) {
     if (id < 0 || id >= static_cast<int>(specs_.size()))
-      return layer->error("called on a tensor the graph does not have");
+      return op->error("called on a tensor the graph does not have");
     in.push_back(specs_[static_cast<size_t>(id)]);
   }
-  if (layer->on_host())
+  const bool first_call = std::find(ops_.begin(), ops_.end(), op) == ops_.end();
+  auto out = op->build(in);
+  if (!out) return out.error();
+  if (!op->weight_status()) return op->weight_status().error();
+  for (const auto& s : *out)
+    if (auto st = check_spec(*op, s); !st) return st.error();
+  if (op->on_host())
     for (int id : inputs) {
       const int p = producer_[static_cast<size_t>(id)];
       if (spec(id).kind == ColumnKind::floats || (p >= 0 && !nodes_[static_cast<size_t>(p)].host))
-        return layer->error(
-            "takes ids or strings straight from the model's inputs or other lookups, got " +
+        return op->error(
+            "takes ids or strings straight from the model's inputs or other host operations, got " +
             spec(id).to_string());
     }
-  const bool first_call = std::find(layers_.begin(), layers_.end(), layer) == layers_.end();
-  auto out = layer->build(in);
-  if (!out) return out.error();
   Node node;
-  node.layer = layer;
+  node.op = op;
   node.inputs = inputs;
-  node.host = layer->on_host();
+  node.host = op->on_host();
   for (const auto& s : *out) {
     node.outputs.push_back(static_cast<int>(specs_.size()));
     specs_.push_back(s);
     producer_.push_back(static_cast<int>(nodes_.size()));
   }
-  node.state = layer->make_state();
+  node.state = op->make_state();
   if (first_call) {
     first_weight_.push_back(weights_.size());
-    layers_.push_back(layer);
-    for (size_t i = 0; i < layer->weights().size(); ++i)
-      weights_.push_back({layer.get(), i, layer->name() + "/" + layer->weights()[i].name});
+    ops_.push_back(op);
+    for (size_t i = 0; i < op->weights().size(); ++i)
+      weights_.push_back({op.get(), i, op->name() + "/" + op->weights()[i].name});
   }
-  for (const auto& w : layer->weights())
+  for (const auto& w : op->weights())
     if (w.table) {
       if (node.inputs.size() != 1 || spec(node.inputs[0]).kind != ColumnKind::ints)
-        return layer->error(
+        return op->error(
             "an embedding takes one input of integer ids, got " +
             (node.inputs.empty() ? std::string("none") : spec(inputs[0]).to_string()));
       node.table = 0;  // numbered in plan_backward()
@@ -103,8 +121,8 @@ Status Graph::set_outputs(const std::vector<int>& tensors, std::vector<std::stri
   return {};
 }
 
-Layer* Graph::layer(const std::string& name) const {
-  for (const auto& l : layers_)
+Operation* Graph::operation(const std::string& name) const {
+  for (const auto& l : ops_)
     if (l->name() == name) return l.get();
   return nullptr;
 }
@@ -121,7 +139,13 @@ int64_t Graph::num_parameters() const {
 }
 
 Status Graph::to(Device device, Precision precision) {
-  for (const auto& l : layers_)
+  auto backend = backend_for(device);
+  if (!backend) return backend.error();
+  // Every kernel asked for before anything moves: a model is placed whole or not at all.
+  for (const auto& op : ops_)
+    for (Kernel k : op->kernels())
+      if (!(*backend)->has(k)) return op->to(device, precision);  // the error naming it
+  for (const auto& l : ops_)
     if (auto st = l->to(device, precision); !st) return st;
   device_ = device;
   precision_ = precision;
@@ -134,7 +158,7 @@ Status Graph::to(Device device, Precision precision) {
     for (auto& g : *v)
       g = Tensor();
   for (auto& n : nodes_) {
-    n.state = n.layer->make_state();
+    n.state = n.op->make_state();
     n.call = Call{};
     n.index = Tensor();
   }
@@ -143,7 +167,7 @@ Status Graph::to(Device device, Precision precision) {
 }
 
 size_t Graph::layer_index(const Node& n) const {
-  return static_cast<size_t>(std::find(layers_.begin(), layers_.end(), n.layer) - layers_.begin());
+  return static_cast<size_t>(std::find(ops_.begin(), ops_.end(), n.op) - ops_.begin());
 }
 
 void Graph::plan_backward() {
@@ -158,8 +182,8 @@ void Graph::plan_backward() {
   for (auto& n : nodes_) {
     if (n.table < 0) continue;
     const size_t first = first_weight_[layer_index(n)];
-    for (size_t i = 0; i < n.layer->weights().size(); ++i)
-      if (n.layer->weights()[i].table) n.table = static_cast<int>(table_of_weight_[first + i]);
+    for (size_t i = 0; i < n.op->weights().size(); ++i)
+      if (n.op->weights()[i].table) n.table = static_cast<int>(table_of_weight_[first + i]);
   }
   // A tensor needs a gradient when it depends on a trained weight.
   needs_grad_.assign(specs_.size(), false);
@@ -167,14 +191,14 @@ void Graph::plan_backward() {
     bool trained = false;
     if (!n.host) {
       const size_t first = first_weight_[layer_index(n)];
-      for (size_t i = 0; i < n.layer->weights().size(); ++i)
+      for (size_t i = 0; i < n.op->weights().size(); ++i)
         trained = trained || trains(weights_[first + i]);
       for (int in : n.inputs)
         trained = trained || needs_grad_[static_cast<size_t>(in)];
     }
-    n.wants_grad = trained;
+    n.wants_grad = trained && n.op->differentiable();
     for (int out : n.outputs)
-      needs_grad_[static_cast<size_t>(out)] = trained && spec(out).kind == ColumnKind::floats;
+      needs_grad_[static_cast<size_t>(out)] = n.wants_grad && spec(out).kind == ColumnKind::floats;
   }
   // A weight's gradient is final once its layer's first call (in forward order) has run
   // backward; a trained weight no call reaches is final at the end (zeros).
@@ -183,7 +207,7 @@ void Graph::plan_backward() {
     const Node& n = nodes_[k];
     if (n.host || !n.wants_grad) continue;
     const size_t first = first_weight_[layer_index(n)];
-    for (size_t i = 0; i < n.layer->weights().size(); ++i)
+    for (size_t i = 0; i < n.op->weights().size(); ++i)
       if (trains(weights_[first + i]) && final_at_[first + i] == npos) final_at_[first + i] = k;
   }
   gradient_order_.clear();
@@ -191,7 +215,7 @@ void Graph::plan_backward() {
     const Node& n = nodes_[k];
     if (n.host || !n.wants_grad) continue;
     const size_t first = first_weight_[layer_index(n)];
-    for (size_t i = 0; i < n.layer->weights().size(); ++i)
+    for (size_t i = 0; i < n.op->weights().size(); ++i)
       if (final_at_[first + i] == k) gradient_order_.push_back(first + i);
   }
   for (size_t w = 0; w < weights_.size(); ++w)
@@ -282,7 +306,7 @@ Status Graph::feed(const Batch& batch) {
       n.call.inputs.push_back(values_[static_cast<size_t>(in)]);
     n.call.training = false;
     n.call.state = n.state.get();
-    if (auto st = n.layer->forward(n.call); !st) return st;
+    if (auto st = n.op->forward(n.call); !st) return st;
     for (size_t o = 0; o < n.outputs.size(); ++o)
       values_[static_cast<size_t>(n.outputs[o])] = n.call.outputs[o];
   }
@@ -427,11 +451,11 @@ Status Graph::forward(bool training, uint64_t seed) {
     n.call.seed = call_seed(seed, k);
     n.call.state = n.state.get();
     if (n.table >= 0) {
-      n.call.rows = rows[static_cast<size_t>(n.table)];
-      n.call.index = n.index;
+      n.call.table_rows = rows[static_cast<size_t>(n.table)];
+      n.call.table_index = n.index;
     }
     const auto t0 = std::chrono::steady_clock::now();
-    if (auto st = n.layer->forward(n.call); !st) return st;
+    if (auto st = n.op->forward(n.call); !st) return st;
     if (!profile_.empty()) timed(profile_[k].forward_s, t0);
     TROUPE_ASSERT(n.call.outputs.size() == n.outputs.size(), "a layer gave another output count");
     for (size_t o = 0; o < n.outputs.size(); ++o) {
@@ -505,7 +529,7 @@ void Graph::backward(const std::vector<ConstTensorView>& doutputs,
       c.want_dinputs.push_back(needs_grad_[static_cast<size_t>(in)]);
     c.dinputs.assign(n.inputs.size(), ConstTensorView{});
     const size_t first = first_weight_[layer_index(n)];
-    c.dweights.assign(n.layer->weights().size(), nullptr);
+    c.dweights.assign(n.op->weights().size(), nullptr);
     for (size_t i = 0; i < c.dweights.size(); ++i) {
       const size_t w = first + i;
       if (!trains(weights_[w])) continue;
@@ -515,7 +539,7 @@ void Graph::backward(const std::vector<ConstTensorView>& doutputs,
     }
     c.state = n.state.get();
     const auto t0 = std::chrono::steady_clock::now();
-    n.layer->backward(c);
+    n.op->backward(c);
     if (!profile_.empty()) timed(profile_[k].backward_s, t0);
     for (size_t i = 0; i < c.dweights.size(); ++i) {
       const size_t w = first + i;
@@ -552,7 +576,7 @@ void Graph::set_profiling(bool on) {
   profile_.clear();
   if (!on) return;
   for (const Node& n : nodes_)
-    profile_.push_back({n.layer->name(), n.layer->class_name()});
+    profile_.push_back({n.op->name(), n.op->class_name()});
   profile_.push_back({"(rows)", "to the device"});
 }
 

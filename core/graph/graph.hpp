@@ -1,7 +1,8 @@
 #pragma once
 
-// A model as a directed acyclic graph of layer calls (Keras's functional model): named
-// inputs, named outputs, layers that may be called at several nodes. A step feeds a batch
+// A model as a directed acyclic graph of operation calls (Keras's functional model): named
+// inputs, named outputs, operations (Keras's layers, and its keras.ops operations) as nodes,
+// a layer possibly called at several nodes. A step feeds a batch
 // by input name, runs the host part (lookups, hashing, the embedding tables' unique ids),
 // takes the tables' rows from its caller (a held table, or parameter servers), runs the
 // device part forward in topological order and backward in reverse, and leaves each
@@ -25,14 +26,14 @@
 
 #include "core/data/example.hpp"
 #include "core/expected.hpp"
-#include "core/graph/layer.hpp"
+#include "core/graph/operation.hpp"
 
 namespace troupe::core::graph {
 
 /// A trainable or non-trainable variable of the graph: layer `layer`'s weight `index`,
 /// named "<layer>/<weight>" ("dense_1/kernel").
 struct WeightRef {
-  Layer* layer = nullptr;
+  Operation* layer = nullptr;  // the layer that has it
   size_t index = 0;
   std::string path;
   Weight& weight() const { return layer->weights()[index]; }
@@ -57,9 +58,9 @@ class Graph {
   // ---- Building ----
   /// A named input; returns its tensor's id.
   int add_input(std::string name, TensorSpec spec);
-  /// Calls `layer` on tensors `inputs` (ids): builds it (its first call makes its
-  /// weights) and returns the ids of its outputs. Errors name the layer.
-  Expected<std::vector<int>> call(std::shared_ptr<Layer> layer, const std::vector<int>& inputs);
+  /// Calls `op` on tensors `inputs` (ids): builds it (a layer's first call makes its
+  /// weights) and returns the ids of its outputs. Errors name the operation.
+  Expected<std::vector<int>> call(std::shared_ptr<Operation> op, const std::vector<int>& inputs);
   /// The model's outputs, named (Keras's output layer names); every output must be float.
   Status set_outputs(const std::vector<int>& tensors, std::vector<std::string> names);
 
@@ -76,10 +77,10 @@ class Graph {
   };
   const std::vector<Input>& inputs() const { return inputs_; }
   const std::vector<Output>& outputs() const { return outputs_; }
-  /// The distinct layers, in the order of their first call.
-  const std::vector<std::shared_ptr<Layer>>& layers() const { return layers_; }
-  Layer* layer(const std::string& name) const;
-  /// Every weight, layer by layer in layers() order, each layer's in its own order.
+  /// The distinct operations (layers and keras.ops), in the order of their first call.
+  const std::vector<std::shared_ptr<Operation>>& operations() const { return ops_; }
+  Operation* operation(const std::string& name) const;
+  /// Every weight, layer by layer in operations() order, each layer's in its own order.
   const std::vector<WeightRef>& weights() const { return weights_; }
   /// Trainable weights whose layer is trainable: what gets gradients.
   bool trains(const WeightRef& w) const;
@@ -141,7 +142,7 @@ class Graph {
 
  private:
   struct Node {
-    std::shared_ptr<Layer> layer;
+    std::shared_ptr<Operation> op;
     std::vector<int> inputs, outputs;
     std::unique_ptr<CallState> state;
     Call call;
@@ -154,7 +155,7 @@ class Graph {
   // Which tensors need gradients: those on a path from a trained weight to an output; and
   // where each weight's gradient is final.
   void plan_backward();
-  size_t layer_index(const Node& n) const;  // in layers_
+  size_t layer_index(const Node& n) const;  // in ops_
   Status collect_tables();
 
   std::vector<Input> inputs_;
@@ -162,9 +163,9 @@ class Graph {
   std::vector<TensorSpec> specs_;
   std::vector<int> producer_;  // node producing each tensor (-1: an input)
   std::vector<Node> nodes_;
-  std::vector<std::shared_ptr<Layer>> layers_;
+  std::vector<std::shared_ptr<Operation>> ops_;
   std::vector<WeightRef> weights_;
-  std::vector<size_t> first_weight_;  // per layer in layers_
+  std::vector<size_t> first_weight_;  // per layer in ops_
   Device device_;
   Precision precision_ = Precision::float32;
 

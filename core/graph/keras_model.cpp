@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/layers/layers.hpp"
+#include "core/ops/op.hpp"
 
 namespace troupe::core::graph {
 
@@ -27,8 +28,14 @@ Error model_error(const std::string& what) {
 
 // Layers that read integer ids: a float Input feeding them is taken as ids (Keras casts).
 bool reads_ids(const std::string& class_name) {
-  static const std::set<std::string> ids = {"Embedding", "IntegerLookup", "Hashing"};
-  return ids.count(class_name) > 0;
+  const auto* e = layers::find_layer(class_name);
+  return e != nullptr && e->reads_ids;
+}
+
+// Whether a config.json entry is an operation of keras.ops (by its module) rather than a layer.
+bool is_op(const json& l) {
+  const json& m = member(l, "module");
+  return m.is_string() && ops::is_op_module(m.get<std::string>());
 }
 
 Expected<History> parse_history(const json& h) {
@@ -38,51 +45,81 @@ Expected<History> parse_history(const json& h) {
   return History{h[0].get<std::string>(), h[1].get<int64_t>(), h[2].get<int64_t>()};
 }
 
-// The tensors a Keras 3 node's "args" reference, in order (nested lists flattened).
-Status collect_keras3(const json& v, std::vector<History>& out) {
-  if (v.is_array()) {
-    for (const auto& e : v)
-      if (auto st = collect_keras3(e, out); !st) return st;
+// One call of a layer or an operation as a node of the file records it: the tensors it
+// reads, in order, and (Keras 3) its arguments with their constants.
+struct ParsedNode {
+  std::vector<History> tensors;
+  std::vector<ops::Arg> args;
+  std::map<std::string, ops::Arg> kwargs;
+};
+
+// A layer's call takes tensors (a list of them for the merges) and no other argument.
+Status tensors_only(const std::string& who, const ops::Arg& a) {
+  if (a.kind == ops::Arg::Kind::tensor) return {};
+  if (a.kind == ops::Arg::Kind::list) {
+    for (const auto& e : a.items)
+      if (auto st = tensors_only(who, e); !st) return st;
     return {};
   }
-  if (v.is_object() && v.value("class_name", "") == "__keras_tensor__") {
-    auto h = parse_history(member(member(v, "config"), "keras_history"));
-    if (!h) return h.error();
-    out.push_back(*h);
-    return {};
-  }
-  if (v.is_object() && v.contains("class_name"))
-    return model_error("a call argument of class '" + v.value("class_name", "") +
-                       "' is not supported (only tensors)");
-  return {};  // a plain value (None, a number): no tensor
+  if (a.kind == ops::Arg::Kind::none) return {};
+  return model_error(who + " is called with " +
+                     (a.kind == ops::Arg::Kind::constant ? "a constant (" + a.value.dump() + ")"
+                                                         : std::string("a slice or Ellipsis")) +
+                     " as an argument: Troupe's layers take tensors (keras.ops operations take "
+                     "constants)");
 }
 
-// One node's input tensors, in Keras 3's form ({"args": [...], "kwargs": {...}}) or tf_keras
-// 2's ([[layer, node, tensor, kwargs], ...]).
-Expected<std::vector<History>> node_inputs(const std::string& layer, const json& node) {
-  std::vector<History> out;
+// `who`: "layer 'dense' (Dense)" or "operation 'add' (Add)", for errors.
+Expected<ParsedNode> parse_node(const std::string& who, bool op, const json& node) {
+  ParsedNode out;
+  std::vector<json> refs;
+  auto history = [&](const json& h) -> Status {
+    auto parsed = parse_history(h);
+    if (!parsed) return parsed.error();
+    out.tensors.push_back(*parsed);
+    return {};
+  };
   if (node.is_object()) {
-    if (auto st = collect_keras3(node.value("args", json::array()), out); !st) return st.error();
-    const json kwargs = node.value("kwargs", json::object());  // items() of a named value
-    for (const auto& [k, v] : kwargs.items()) {
-      if (v.is_null() || (k == "training" && v.is_boolean())) continue;
-      return model_error("layer '" + layer + "' is called with argument '" + k +
-                         "', which Troupe does not support");
+    const json args = node.value("args", json::array());
+    if (!args.is_array()) return model_error(who + " has a malformed inbound node");
+    for (const auto& a : args) {
+      auto arg = ops::parse_arg(a, refs);
+      if (!arg) return model_error(who + ": " + arg.error().message);
+      if (!op)
+        if (auto st = tensors_only(who, *arg); !st) return st.error();
+      out.args.push_back(std::move(*arg));
     }
+    const json kwargs = node.value("kwargs", json::object());  // items() of a named value
+    if (!kwargs.is_object()) return model_error(who + " has malformed call arguments");
+    for (const auto& [k, v] : kwargs.items()) {
+      if (!op) {
+        if (v.is_null() || (k == "training" && v.is_boolean())) continue;
+        return model_error(who + " is called with argument '" + k +
+                           "', which Troupe does not support");
+      }
+      auto arg = ops::parse_arg(v, refs);
+      if (!arg) return model_error(who + ": argument '" + k + "': " + arg.error().message);
+      out.kwargs[k] = std::move(*arg);
+    }
+    for (const auto& r : refs)
+      if (auto st = history(r); !st) return st.error();
     return out;
   }
-  if (!node.is_array()) return model_error("layer '" + layer + "' has a malformed inbound node");
-  for (const auto& ref : node) {
-    auto h = parse_history(ref);
-    if (!h) return h.error();
+  if (!node.is_array()) return model_error(who + " has a malformed inbound node");
+  for (const auto& ref : node) {  // tf_keras 2: [[layer, node, tensor, kwargs], ...]
+    if (auto st = history(ref); !st) return st.error();
     if (ref.size() > 3 && ref[3].is_object())
       for (const auto& [k, v] : ref[3].items())
         if (!v.is_null() && k != "training")
-          return model_error("layer '" + layer + "' is called with argument '" + k +
+          return model_error(who + " is called with argument '" + k +
                              "', which Troupe does not support");
-    out.push_back(*h);
   }
   return out;
+}
+
+std::string who(const json& l, const std::string& name) {
+  return std::string(is_op(l) ? "operation '" : "layer '") + name + "' (" +
+         l.value("class_name", "") + ")";
 }
 
 // "input_layers" / "output_layers": [[name, node, tensor], ...], one triple, or a dict.
@@ -115,26 +152,24 @@ Expected<TensorSpec> input_spec(const std::string& name, const json& config) {
   const json* shape = nullptr;
   for (const char* k : {"batch_shape", "batch_input_shape"})
     if (config.contains(k) && !config[k].is_null()) shape = &config[k];
+  TensorSpec s;
   if (shape == nullptr && config.contains("shape") && config["shape"].is_array()) {
-    TensorSpec s;
-    for (const auto& d : config["shape"]) {
-      if (!d.is_number_integer())
+    for (const auto& d : config["shape"]) {  // an example's shape, without the batch axis
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
         return model_error("input '" + name + "' has an unknown dimension in " +
                            config["shape"].dump() + ": Troupe needs fixed shapes");
       s.shape.push_back(d.get<int64_t>());
     }
-    shape = nullptr;
-    return s;
-  }
-  if (shape == nullptr || !shape->is_array() || shape->empty())
-    return model_error("input '" + name + "' has no shape");
-  TensorSpec s;
-  for (size_t i = 1; i < shape->size(); ++i) {
-    const auto& d = (*shape)[i];
-    if (!d.is_number_integer() || d.get<int64_t>() < 0)
-      return model_error("input '" + name + "' has an unknown dimension in " + shape->dump() +
-                         ": Troupe needs fixed shapes (pad variable-length features)");
-    s.shape.push_back(d.get<int64_t>());
+  } else {
+    if (shape == nullptr || !shape->is_array() || shape->empty())
+      return model_error("input '" + name + "' has no shape");
+    for (size_t i = 1; i < shape->size(); ++i) {
+      const auto& d = (*shape)[i];
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        return model_error("input '" + name + "' has an unknown dimension in " + shape->dump() +
+                           ": Troupe needs fixed shapes (pad variable-length features)");
+      s.shape.push_back(d.get<int64_t>());
+    }
   }
   std::string dtype = "float32";
   if (config.contains("dtype") && config["dtype"].is_string()) dtype = config["dtype"];
@@ -151,6 +186,12 @@ Expected<TensorSpec> input_spec(const std::string& name, const json& config) {
     return model_error("input '" + name + "' is sparse, which Troupe does not support");
   if (config.contains("ragged") && config["ragged"].is_boolean() && config["ragged"].get<bool>())
     return model_error("input '" + name + "' is ragged, which Troupe does not support");
+  if (static_cast<int>(s.shape.size()) + 1 > Shape::max_rank)
+    return model_error("input '" + name + "' has " + std::to_string(s.shape.size() + 1) +
+                       " axes; Troupe's tensors have at most " + std::to_string(Shape::max_rank));
+  if (!fits_elements(s.shape, kMaxTensorElements))
+    return model_error("input '" + name + "' of " + s.to_string() + " per example is over " +
+                       "Troupe's limit of " + std::to_string(kMaxTensorElements) + " elements");
   return s;
 }
 
@@ -254,11 +295,12 @@ class Builder {
     // Inputs first: every InputLayer, typed as its consumers read it.
     std::set<std::string> id_inputs;
     for (const auto& l : layers)
-      if (reads_ids(l.value("class_name", "")))
+      if (is_op(l) ? ops::op_reads_ids(l.value("class_name", ""), member(l, "config"))
+                   : reads_ids(l.value("class_name", "")))
         for (const auto& node : l.value("inbound_nodes", json::array())) {
-          auto ins = node_inputs(l.value("name", ""), node);
+          auto ins = parse_node(who(l, l.value("name", "")), is_op(l), node);
           if (ins)
-            for (const auto& h : *ins)
+            for (const auto& h : ins->tensors)
               id_inputs.insert(h.layer);
         }
     for (const auto& l : layers) {
@@ -288,11 +330,12 @@ class Builder {
       for (const auto& p : pending) {
         const std::string name =
             p.layer->value("name", p.layer->value("config", json::object()).value("name", ""));
-        auto ins = node_inputs(name, member(*p.layer, "inbound_nodes")[p.node]);
+        const bool op = is_op(*p.layer);
+        auto ins = parse_node(who(*p.layer, name), op, member(*p.layer, "inbound_nodes")[p.node]);
         if (!ins) return ins.error();
         std::vector<int> ids;
         bool ready = true;
-        for (const auto& h : *ins) {
+        for (const auto& h : ins->tensors) {
           auto it = tensors_.find({h.layer, h.node});
           if (it == tensors_.end()) {
             ready = false;
@@ -308,7 +351,7 @@ class Builder {
           later.push_back(p);
           continue;
         }
-        auto layer = layer_named(*p.layer, name);
+        auto layer = op ? make_op(*p.layer, std::move(*ins)) : layer_named(*p.layer, name);
         if (!layer) return layer.error();
         auto out = m_.graph->call(*layer, ids);
         if (!out) return out.error();
@@ -340,7 +383,17 @@ class Builder {
   }
 
  private:
-  Expected<std::unique_ptr<Layer>> make(const json& l) {
+  // An operation of keras.ops for one node: its own, never shared.
+  Expected<std::shared_ptr<Operation>> make_op(const json& l, ParsedNode node) {
+    json config = l.value("config", json::object());
+    if (config.is_object() && !config.contains("name")) config["name"] = l.value("name", "");
+    auto op = ops::make_op(l.value("class_name", ""), config, std::move(node.args),
+                           std::move(node.kwargs));
+    if (!op) return op.error();
+    return std::shared_ptr<Operation>(std::move(*op));
+  }
+
+  Expected<std::unique_ptr<Operation>> make(const json& l) {
     const std::string cls = l.value("class_name", "");
     const json& c = l.value("config", json::object());
     if (is_model_class(cls))
@@ -353,24 +406,26 @@ class Builder {
       registered = l["registered_name"].get<std::string>();
     const std::string name = c.value("name", std::string());
     auto path = paths_.find(name);
-    // An adapted lookup layer keeps its vocabulary among the file's assets, at its place.
+    // A layer that reads an asset of the file (an adapted lookup's vocabulary) finds it at
+    // its place in the archive when its config does not give it.
     json config = c;
-    if ((cls == "StringLookup" || cls == "IntegerLookup") &&
-        config.value("vocabulary", json()).is_null() && path != paths_.end())
-      config["vocabulary"] = path->second + "/vocabulary.txt";
-    auto layer = make_layer(registered, config, assets_);
+    const auto* entry = layers::find_layer(registered);
+    if (entry != nullptr && entry->asset_key != nullptr && path != paths_.end() &&
+        config.value(entry->asset_key, json()).is_null())
+      config[entry->asset_key] = path->second + "/" + entry->asset_file;
+    auto layer = layers::make_layer(registered, config, assets_);
     if (!layer) return layer;
     if (path != paths_.end()) m_.weights_path[(*layer)->name()] = path->second;
     return layer;
   }
 
   // The layer of that name, made on its first call and shared by later ones.
-  Expected<std::shared_ptr<Layer>> layer_named(const json& l, const std::string& name) {
+  Expected<std::shared_ptr<Operation>> layer_named(const json& l, const std::string& name) {
     auto it = made_.find(name);
     if (it != made_.end()) return it->second;
     auto layer = make(l);
     if (!layer) return layer.error();
-    std::shared_ptr<Layer> shared = std::move(*layer);
+    std::shared_ptr<Operation> shared = std::move(*layer);
     made_[name] = shared;
     return shared;
   }
@@ -382,6 +437,7 @@ class Builder {
     for (const auto& l : layers) {
       const std::string cls = l.value("class_name", "");
       if (skip_input_layers && cls == "InputLayer") continue;
+      if (is_op(l)) continue;  // model.layers holds layers only, not keras.ops operations
       const std::string name = l.value("name", l.value("config", json::object()).value("name", ""));
       paths_[name] = "layers/" + unique_name(snake_case(cls), used);
     }
@@ -410,7 +466,7 @@ class Builder {
   const std::map<std::string, std::string>* assets_;
   std::map<std::string, std::string> paths_;
   std::map<std::pair<std::string, int64_t>, std::vector<int>> tensors_;
-  std::map<std::string, std::shared_ptr<Layer>> made_;
+  std::map<std::string, std::shared_ptr<Operation>> made_;
 };
 
 }  // namespace

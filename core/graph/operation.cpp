@@ -1,4 +1,4 @@
-#include "core/graph/layer.hpp"
+#include "core/graph/operation.hpp"
 
 namespace troupe::core::graph {
 
@@ -7,6 +7,16 @@ int64_t TensorSpec::per_example() const {
   for (int64_t d : shape)
     n *= d;
   return n;
+}
+
+bool fits_elements(const std::vector<int64_t>& dims, int64_t limit) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) return false;
+    if (d != 0 && n > limit / d) return false;
+    n *= d;
+  }
+  return n <= limit;
 }
 
 Shape TensorSpec::with_batch(int64_t batch) const {
@@ -34,9 +44,15 @@ std::string TensorSpec::to_string() const {
   return s + "]";
 }
 
-Status Layer::to(Device device, Precision precision) {
+Status Operation::to(Device device, Precision precision) {
   auto backend = backend_for(device);
   if (!backend) return backend.error();
+  for (Kernel k : kernels())
+    if (!(*backend)->has(k))
+      return make_error(Errc::invalid_argument,
+                        std::string(is_layer() ? "layer '" : "operation '") + name_ + "' (" +
+                            class_name_ + ") needs the kernel '" + kernel_name(k) + "', which " +
+                            (*backend)->name() + " does not have");
   for (auto& w : weights_)  // tables stay on the host: rows travel, not tables
     if (!w.table && w.value.device() != device) w.value = w.value.to(device);
   device_ = device;
@@ -45,13 +61,26 @@ Status Layer::to(Device device, Precision precision) {
   return {};
 }
 
-Error Layer::error(const std::string& what) const {
-  return make_error(Errc::invalid_argument, "layer '" + name_ + "' (" + class_name_ + "): " + what);
+Error Operation::error(const std::string& what) const {
+  return make_error(Errc::invalid_argument, std::string(is_layer() ? "layer '" : "operation '") +
+                                                name_ + "' (" + class_name_ + "): " + what);
 }
 
-Weight& Layer::add_weight(std::string name, Shape shape, Initializer init, bool trainable) {
+Weight& Operation::add_weight(std::string name, Shape shape, Initializer init, bool trainable) {
   Weight w;
   w.name = std::move(name);
+  if (!fits_elements(shape.to_vector(), kMaxWeightElements)) {
+    // Not allocated: the graph reports weight_status() when the build returns.
+    if (weight_status_)
+      weight_status_ = error("weight '" + w.name + "' of " + shape.to_string() +
+                             " is over Troupe's limit of " + std::to_string(kMaxWeightElements) +
+                             " elements");
+    w.trainable = trainable;
+    w.init = init;
+    w.shape = shape;
+    weights_.push_back(std::move(w));
+    return weights_.back();
+  }
   w.value = initialize(shape, init);
   if (!device_.is_cpu()) w.value = w.value.to(device_);
   w.trainable = trainable;
@@ -61,7 +90,11 @@ Weight& Layer::add_weight(std::string name, Shape shape, Initializer init, bool 
   return weights_.back();
 }
 
-Weight& Layer::add_table(std::string name, Shape shape, Initializer init) {
+Weight& Operation::add_table(std::string name, Shape shape, Initializer init) {
+  if (weight_status_ && !fits_elements(shape.to_vector(), kMaxTableElements))
+    weight_status_ = error("table '" + name + "' of " + shape.to_string() +
+                           " is over Troupe's limit of " + std::to_string(kMaxTableElements) +
+                           " elements");
   Weight w;
   w.name = std::move(name);
   w.trainable = true;
@@ -72,7 +105,7 @@ Weight& Layer::add_table(std::string name, Shape shape, Initializer init) {
   return weights_.back();
 }
 
-Tensor& Layer::place(Tensor& t, const Shape& shape, DType dtype) {
+Tensor& Operation::place(Tensor& t, const Shape& shape, DType dtype) {
   if (t.device() != device_ || t.dtype() != dtype)
     t = Tensor(shape, dtype, device_);
   else

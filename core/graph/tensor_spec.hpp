@@ -28,6 +28,18 @@ struct TensorSpec {
   bool operator!=(const TensorSpec& o) const { return !(*this == o); }
 };
 
+/// The most elements a model may ask of one tensor per example, and of one weight a process
+/// holds whole (tables aside): far above the models Troupe trains, far below what would
+/// exhaust a machine's memory before an error could be given. A model file is outside
+/// input: a Dense of 2^40 units is refused at these, naming the layer.
+inline constexpr int64_t kMaxTensorElements = int64_t{1} << 28;
+inline constexpr int64_t kMaxWeightElements = int64_t{1} << 32;
+/// A table's (sharded over PS tasks, or held by one process that can).
+inline constexpr int64_t kMaxTableElements = int64_t{1} << 40;
+
+/// Whether every size is >= 0 and their product is at most `limit` (no overflow on the way).
+bool fits_elements(const std::vector<int64_t>& dims, int64_t limit);
+
 /// The name of a kind as Keras's dtypes say it: "float32", "int64", "string".
 const char* kind_name(ColumnKind kind);
 

@@ -79,7 +79,7 @@ CtrGraph::CtrGraph(const CtrModelConfig& config, int64_t rows, bool keyed) : con
     f.model = std::move(*model);
     if (keyed)  // rows by raw 64-bit key: no range to check the ids against
       for (const char* layer : {"linear", "embedding"})
-        if (auto* l = f.graph().layer(layer))
+        if (auto* l = f.graph().operation(layer))
           for (auto& w : l->weights())
             w.keyed = true;
     const auto& ws = f.graph().weights();

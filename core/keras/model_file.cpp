@@ -1,4 +1,5 @@
 #include "core/keras/model_file.hpp"
+#include "core/json_limits.hpp"
 
 #include <fstream>
 #include <sstream>
@@ -51,6 +52,10 @@ Expected<LoadedModel> load_model_bytes(const std::string& bytes, const std::stri
     loaded->file.weights.clear();  // given to the graph
     return loaded;
   }
+  if (const int d = json_depth(bytes); d > kMaxJsonDepth)
+    return make_error(Errc::invalid_argument, name + ": JSON nested " + std::to_string(d) +
+                                                  " levels deep, over Troupe's limit of " +
+                                                  std::to_string(kMaxJsonDepth));
   json doc = json::parse(bytes, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded())
     return make_error(Errc::data_loss, name + ": neither a .keras file (zip) nor JSON");
@@ -82,7 +87,7 @@ Status set_weights_from(graph::KerasModel& model, const KerasFile& file, const s
                           ": a parameter-server worker's copy of a model, without its "
                           "embedding tables (metadata.json's " +
                           tables_elsewhere_key + "): give the model file itself");
-  for (const auto& layer : model.graph->layers()) {
+  for (const auto& layer : model.graph->operations()) {
     auto& weights = layer->weights();
     if (weights.empty()) continue;
     auto path = model.weights_path.find(layer->name());

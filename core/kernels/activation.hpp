@@ -27,12 +27,14 @@ constexpr float kInvSqrt2 = 0.70710678118654752440f;
 constexpr float kSqrt2OverPi = 0.79788456080286535588f;
 constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 constexpr float kGeluCubic = 0.044715f;
+// 2/sqrt(pi): erf's derivative at 0.
+constexpr float kTwoOverSqrtPi = 1.12837916709551257390f;
 
 TROUPE_HD inline float sigmoid(float x) {
   return 1.0f / (1.0f + expf(-x));
 }
 
-/// f(x) for every function but softmax (a row's: softmax_row).
+/// f(x) for every function but softmax and log_softmax (a row's: softmax_row).
 TROUPE_HD inline float activate(ActFn f, float x) {
   switch (f) {
     case ActFn::relu:
@@ -57,8 +59,31 @@ TROUPE_HD inline float activate(ActFn f, float x) {
       return x >= 0.0f ? x : kLeakyReluSlope * x;
     case ActFn::exponential:
       return expf(x);
+    case ActFn::negative:
+      return -x;
+    case ActFn::log:
+      return logf(x);
+    case ActFn::log1p:
+      return log1pf(x);
+    case ActFn::sqrt:
+      return sqrtf(x);
+    case ActFn::square:
+      return x * x;
+    case ActFn::abs:
+      return fabsf(x);
+    case ActFn::sign:
+      return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
+    case ActFn::erf:
+      return erff(x);
+    case ActFn::log_sigmoid:  // -softplus(-x), without overflow
+      return fminf(x, 0.0f) - log1pf(expf(-fabsf(x)));
+    case ActFn::logical_not:
+      return x == 0.0f ? 1.0f : 0.0f;
+    case ActFn::reciprocal:
+      return 1.0f / x;
     case ActFn::linear:
     case ActFn::softmax:
+    case ActFn::log_softmax:
       break;
   }
   return x;
@@ -97,8 +122,30 @@ TROUPE_HD inline float activate_backward(ActFn f, float x, float y, float dy) {
       return x > 0.0f ? kSeluScale * dy : dy * (kSeluScale * kSeluAlpha) * expf(x);
     case ActFn::leaky_relu:
       return x >= 0.0f ? dy : kLeakyReluSlope * dy;
+    case ActFn::negative:
+      return -dy;
+    case ActFn::log:
+      return dy / x;
+    case ActFn::log1p:
+      return dy / (1.0f + x);
+    case ActFn::sqrt:
+      return dy * 0.5f / y;
+    case ActFn::square:
+      return dy * 2.0f * x;
+    case ActFn::abs:  // jax: the gradient at 0 is +dy
+      return x >= 0.0f ? dy : -dy;
+    case ActFn::erf:
+      return dy * kTwoOverSqrtPi * expf(-x * x);
+    case ActFn::log_sigmoid:
+      return dy * sigmoid(-x);
+    case ActFn::reciprocal:
+      return -dy * y * y;
+    case ActFn::sign:
+    case ActFn::logical_not:
+      return 0.0f;
     case ActFn::linear:
     case ActFn::softmax:
+    case ActFn::log_softmax:
       break;
   }
   return dy;
@@ -126,6 +173,34 @@ TROUPE_HD inline void softmax_backward_row(const float* y, const float* dy, floa
     dot += dy[j] * y[j];
   for (int64_t j = 0; j < c; ++j)
     dx[j] = y[j] * (dy[j] - dot);
+}
+
+/// One row of log_softmax: y = x - max - log(sum(exp(x - max))); y may be x.
+TROUPE_HD inline void log_softmax_row(const float* x, float* y, int64_t c) {
+  float m = x[0];
+  for (int64_t j = 1; j < c; ++j)
+    m = fmaxf(m, x[j]);
+  float s = 0.0f;
+  for (int64_t j = 0; j < c; ++j)
+    s += expf(x[j] - m);
+  const float shift = m + logf(s);
+  for (int64_t j = 0; j < c; ++j)
+    y[j] = x[j] - shift;
+}
+
+/// Its backward, from y: dx = dy - exp(y) sum(dy); dx may be dy.
+TROUPE_HD inline void log_softmax_backward_row(const float* y, const float* dy, float* dx,
+                                               int64_t c) {
+  float sum = 0.0f;
+  for (int64_t j = 0; j < c; ++j)
+    sum += dy[j];
+  for (int64_t j = 0; j < c; ++j)
+    dx[j] = dy[j] - expf(y[j]) * sum;
+}
+
+/// f over rows of c elements (softmax, log_softmax) rather than element by element.
+TROUPE_HD inline bool act_fn_by_rows(ActFn f) {
+  return f == ActFn::softmax || f == ActFn::log_softmax;
 }
 
 }  // namespace troupe::core::kernels

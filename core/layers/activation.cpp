@@ -2,7 +2,7 @@
 
 #include "core/layers/layers.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
@@ -10,9 +10,10 @@ struct ActivationState final : CallState {
   Tensor y, dx;
 };
 
-class Activation final : public Layer {
+class Activation final : public graph::Operation {
  public:
-  Activation(std::string name, ActFn f) : Layer("Activation", std::move(name)), f_(f) {}
+  std::vector<Kernel> kernels() const override { return {Kernel::activation}; }
+  Activation(std::string name, ActFn f) : Operation("Activation", std::move(name)), f_(f) {}
 
   Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {
     if (in.size() != 1 || in[0].kind != ColumnKind::floats) return error("takes one float input");
@@ -47,10 +48,10 @@ class Activation final : public Layer {
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_activation(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_activation(LayerConfig& c) {
   auto f = c.activation("activation");
   if (!f) return f.error();
-  return std::unique_ptr<Layer>(std::make_unique<Activation>(c.name(), *f));
+  return std::unique_ptr<graph::Operation>(std::make_unique<Activation>(c.name(), *f));
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

@@ -11,7 +11,7 @@
 
 #include "core/layers/layers.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
@@ -27,10 +27,11 @@ struct BatchNormArgs {
   Initializer beta, gamma, moving_mean, moving_variance;
 };
 
-class BatchNormalization final : public Layer {
+class BatchNormalization final : public graph::Operation {
  public:
+  std::vector<Kernel> kernels() const override { return {Kernel::batch_norm, Kernel::axpby}; }
   BatchNormalization(std::string name, BatchNormArgs a)
-      : Layer("BatchNormalization", std::move(name)), a_(a) {}
+      : Operation("BatchNormalization", std::move(name)), a_(a) {}
 
   Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {
     if (in.size() != 1 || in[0].kind != ColumnKind::floats || in[0].shape.empty())
@@ -121,7 +122,7 @@ Expected<int64_t> single_axis(LayerConfig& c) {
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_batch_normalization(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_batch_normalization(LayerConfig& c) {
   BatchNormArgs a;
   auto axis = single_axis(c);
   if (!axis) return axis.error();
@@ -163,7 +164,7 @@ Expected<std::unique_ptr<Layer>> make_batch_normalization(LayerConfig& c) {
   // Across replicas, the batch statistics would be the global batch's: not supported.
   if (auto st = c.allow("synchronized", {false}); !st) return st.error();
   c.raw("renorm_momentum");  // matters only with renorm, refused above
-  return std::unique_ptr<Layer>(std::make_unique<BatchNormalization>(c.name(), a));
+  return std::unique_ptr<graph::Operation>(std::make_unique<BatchNormalization>(c.name(), a));
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

@@ -4,7 +4,7 @@
 
 #include "core/layers/layers.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
@@ -13,10 +13,11 @@ struct ConcatenateState final : CallState {
   std::vector<Tensor> dx;
 };
 
-class Concatenate final : public Layer {
+class Concatenate final : public graph::Operation {
  public:
+  std::vector<Kernel> kernels() const override { return {Kernel::columns}; }
   Concatenate(std::string name, int64_t axis)
-      : Layer("Concatenate", std::move(name)), axis_(axis) {}
+      : Operation("Concatenate", std::move(name)), axis_(axis) {}
 
   Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {
     if (in.empty()) return error("takes a list of at least one float input");
@@ -109,10 +110,10 @@ class Concatenate final : public Layer {
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_concatenate(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_concatenate(LayerConfig& c) {
   auto axis = c.integer("axis", -1);
   if (!axis) return axis.error();
-  return std::unique_ptr<Layer>(std::make_unique<Concatenate>(c.name(), *axis));
+  return std::unique_ptr<graph::Operation>(std::make_unique<Concatenate>(c.name(), *axis));
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

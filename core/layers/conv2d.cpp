@@ -6,7 +6,7 @@
 
 #include "core/layers/layers.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
@@ -15,12 +15,13 @@ struct Conv2dState final : CallState {
   std::unique_ptr<Workspace> ws;
 };
 
-class Conv2D final : public Layer {
+class Conv2D final : public graph::Operation {
  public:
+  std::vector<Kernel> kernels() const override { return {Kernel::conv2d, Kernel::activation}; }
   Conv2D(std::string name, int64_t filters, std::vector<int64_t> kernel,
          std::vector<int64_t> strides, std::vector<int64_t> dilation, bool same, ActFn act,
          bool use_bias, Initializer kernel_init, Initializer bias_init)
-      : Layer("Conv2D", std::move(name)),
+      : Operation("Conv2D", std::move(name)),
         filters_(filters),
         kernel_(std::move(kernel)),
         strides_(std::move(strides)),
@@ -129,7 +130,7 @@ class Conv2D final : public Layer {
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_conv2d(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_conv2d(LayerConfig& c) {
   auto filters = c.integer("filters");
   if (!filters) return filters.error();
   if (*filters <= 0) return c.error("filters", "must be positive");
@@ -164,9 +165,9 @@ Expected<std::unique_ptr<Layer>> make_conv2d(LayerConfig& c) {
                         "kernel_constraint", "bias_constraint", "lora_rank"})
     if (auto st = c.allow_null(k); !st) return st.error();
   c.raw("lora_alpha");  // matters only with a lora_rank, refused above
-  return std::unique_ptr<Layer>(std::make_unique<Conv2D>(
+  return std::unique_ptr<graph::Operation>(std::make_unique<Conv2D>(
       c.name(), *filters, std::move(*kernel), std::move(*strides), std::move(*dilation),
       *padding == "same", *act, *use_bias, *kernel_init, *bias_init));
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

@@ -8,7 +8,7 @@
 
 #include "core/layers/layers.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
@@ -17,11 +17,12 @@ struct CrossState final : CallState {
       scratch_dbu;
 };
 
-class Cross final : public Layer {
+class Cross final : public graph::Operation {
  public:
+  std::vector<Kernel> kernels() const override { return {Kernel::dense, Kernel::axpby, Kernel::multiply}; }
   Cross(std::string name, int64_t projection, float diag, bool use_bias, Initializer kernel_init,
         Initializer bias_init)
-      : Layer("Cross", std::move(name)),
+      : Operation("Cross", std::move(name)),
         projection_(projection),
         diag_(diag),
         use_bias_(use_bias),
@@ -152,7 +153,7 @@ class Cross final : public Layer {
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_cross(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_cross(LayerConfig& c) {
   int64_t p = 0;  // null: full rank
   if (c.has("projection_dim")) {
     auto v = c.integer("projection_dim");
@@ -178,8 +179,8 @@ Expected<std::unique_ptr<Layer>> make_cross(LayerConfig& c) {
     if (auto st = c.allow_null(k); !st) return st.error();
   // Casting float inputs to the compute dtype: Troupe's layers compute in float32 anyway.
   if (auto autocast = c.boolean("autocast", true); !autocast) return autocast.error();
-  return std::unique_ptr<Layer>(
+  return std::unique_ptr<graph::Operation>(
       std::make_unique<Cross>(c.name(), p, static_cast<float>(*diag), *use_bias, *kernel, *bias));
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

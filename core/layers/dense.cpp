@@ -4,7 +4,7 @@
 
 #include "core/layers/layers.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
@@ -12,11 +12,12 @@ struct DenseState final : CallState {
   Tensor y, dz, dx, zero_bias, scratch_db;
 };
 
-class Dense final : public Layer {
+class Dense final : public graph::Operation {
  public:
+  std::vector<Kernel> kernels() const override { return {Kernel::dense, Kernel::activation}; }
   Dense(std::string name, int64_t units, ActFn act, bool use_bias, Initializer kernel_init,
         Initializer bias_init)
-      : Layer("Dense", std::move(name)),
+      : Operation("Dense", std::move(name)),
         units_(units),
         act_(act),
         use_bias_(use_bias),
@@ -108,7 +109,7 @@ class Dense final : public Layer {
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_dense(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_dense(LayerConfig& c) {
   auto units = c.integer("units");
   if (!units) return units.error();
   if (*units <= 0) return c.error("units", "must be positive");
@@ -125,8 +126,8 @@ Expected<std::unique_ptr<Layer>> make_dense(LayerConfig& c) {
                         "kernel_constraint", "bias_constraint", "lora_rank", "quantization_config"})
     if (auto st = c.allow_null(k); !st) return st.error();
   c.raw("lora_alpha");  // matters only with a lora_rank, refused above
-  return std::unique_ptr<Layer>(
+  return std::unique_ptr<graph::Operation>(
       std::make_unique<Dense>(c.name(), *units, *act, *use_bias, *kernel, *bias));
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

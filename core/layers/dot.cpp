@@ -6,7 +6,7 @@
 
 #include "core/layers/layers.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
@@ -14,9 +14,10 @@ struct DotState final : CallState {
   Tensor y, dx0, dx1;
 };
 
-class Dot final : public Layer {
+class Dot final : public graph::Operation {
  public:
-  explicit Dot(std::string name) : Layer("Dot", std::move(name)) {}
+  std::vector<Kernel> kernels() const override { return {Kernel::row_dot, Kernel::scale_rows}; }
+  explicit Dot(std::string name) : Operation("Dot", std::move(name)) {}
 
   Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {
     if (in.size() != 2 || in[0].kind != ColumnKind::floats || in[1].kind != ColumnKind::floats ||
@@ -55,7 +56,7 @@ class Dot final : public Layer {
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_dot(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_dot(LayerConfig& c) {
   const auto& axes = c.raw("axes");
   bool ok = false;
   auto feature = [](const nlohmann::json& a) {
@@ -66,7 +67,7 @@ Expected<std::unique_ptr<Layer>> make_dot(LayerConfig& c) {
   if (!ok)
     return c.error("axes", "Troupe's Dot takes 2-D inputs and axes=1 or -1 (the feature axis)");
   if (auto st = c.allow("normalize", {false}); !st) return st.error();
-  return std::unique_ptr<Layer>(std::make_unique<Dot>(c.name()));
+  return std::unique_ptr<graph::Operation>(std::make_unique<Dot>(c.name()));
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

@@ -11,7 +11,7 @@
 #include "core/kernels/dropout.hpp"
 #include "core/layers/layers.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
@@ -21,10 +21,11 @@ struct DropoutState final : CallState {
   uint64_t seed = 0;
 };
 
-class Dropout final : public Layer {
+class Dropout final : public graph::Operation {
  public:
+  std::vector<Kernel> kernels() const override { return {Kernel::dropout}; }
   Dropout(std::string name, float rate, std::optional<uint64_t> seed)
-      : Layer("Dropout", std::move(name)), rate_(rate), seed_(seed) {}
+      : Operation("Dropout", std::move(name)), rate_(rate), seed_(seed) {}
 
   Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {
     if (in.size() != 1 || in[0].kind != ColumnKind::floats) return error("takes one float input");
@@ -68,7 +69,7 @@ class Dropout final : public Layer {
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_dropout(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_dropout(LayerConfig& c) {
   if (!c.has("rate")) return c.error("rate", "is required");
   auto rate = c.number("rate", 0.0);
   if (!rate) return rate.error();
@@ -82,8 +83,8 @@ Expected<std::unique_ptr<Layer>> make_dropout(LayerConfig& c) {
   } else {
     c.raw("seed");
   }
-  return std::unique_ptr<Layer>(
+  return std::unique_ptr<graph::Operation>(
       std::make_unique<Dropout>(c.name(), static_cast<float>(*rate), seed));
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

@@ -7,7 +7,7 @@
 
 #include "core/layers/layers.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
@@ -15,10 +15,11 @@ struct EmbeddingState final : CallState {
   Tensor y;
 };
 
-class Embedding final : public Layer {
+class Embedding final : public graph::Operation {
  public:
+  std::vector<Kernel> kernels() const override { return {Kernel::gather_index}; }
   Embedding(std::string name, int64_t input_dim, int64_t output_dim, Initializer init)
-      : Layer("Embedding", std::move(name)), output_dim_(output_dim) {
+      : Operation("Embedding", std::move(name)), output_dim_(output_dim) {
     add_table("embeddings", Shape{input_dim, output_dim}, init);
   }
 
@@ -36,9 +37,9 @@ class Embedding final : public Layer {
 
   Status forward(Call& c) override {
     auto& s = static_cast<EmbeddingState&>(*c.state);
-    const int64_t n = c.index.size();
+    const int64_t n = c.table_index.size();
     place(s.y, Shape{n, output_dim_});
-    backend().gather_index(c.rows, c.index, s.y);
+    backend().gather_index(c.table_rows, c.table_index, s.y);
     std::vector<int64_t> dims = c.inputs[0].shape.to_vector();
     dims.push_back(output_dim_);
     const Shape out(dims);
@@ -48,9 +49,9 @@ class Embedding final : public Layer {
 
   void backward(Call& c) override {
     if (c.dweights[0] == nullptr) return;
-    const int64_t n = c.index.size();
-    Tensor& grads = place(*c.dweights[0], c.rows.shape());
-    backend().scatter_add_index(c.doutputs[0].reshaped(Shape{n, output_dim_}), c.index, grads);
+    const int64_t n = c.table_index.size();
+    Tensor& grads = place(*c.dweights[0], c.table_rows.shape());
+    backend().scatter_add_index(c.doutputs[0].reshaped(Shape{n, output_dim_}), c.table_index, grads);
   }
 
  private:
@@ -59,7 +60,7 @@ class Embedding final : public Layer {
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_embedding(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_embedding(LayerConfig& c) {
   auto input_dim = c.integer("input_dim");
   if (!input_dim) return input_dim.error();
   if (*input_dim <= 0) return c.error("input_dim", "must be positive");
@@ -77,8 +78,8 @@ Expected<std::unique_ptr<Layer>> make_embedding(LayerConfig& c) {
   c.raw("lora_alpha");  // matters only with a lora_rank, refused above
   // tf_keras 2 configs: the ids' length, which the model's input fixes already.
   c.raw("input_length");
-  return std::unique_ptr<Layer>(
+  return std::unique_ptr<graph::Operation>(
       std::make_unique<Embedding>(c.name(), *input_dim, *output_dim, *init));
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

@@ -7,7 +7,7 @@
 
 #include "core/layers/layers.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
@@ -15,10 +15,11 @@ struct FmState final : CallState {
   Tensor y, dx;
 };
 
-class FactorizationMachine final : public Layer {
+class FactorizationMachine final : public graph::Operation {
  public:
+  std::vector<Kernel> kernels() const override { return {Kernel::fm}; }
   explicit FactorizationMachine(std::string name)
-      : Layer("FactorizationMachine", std::move(name)) {}
+      : Operation("FactorizationMachine", std::move(name)) {}
 
   Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {
     if (in.size() != 1 || in[0].kind != ColumnKind::floats || in[0].shape.size() != 2)
@@ -48,12 +49,12 @@ class FactorizationMachine final : public Layer {
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_factorization_machine(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_factorization_machine(LayerConfig& c) {
   // What Keras's base Layer writes into a custom layer's config.
   if (auto st = c.allow_null("activity_regularizer"); !st) return st.error();
   // Casting float inputs to the compute dtype: Troupe's layers compute in float32 anyway.
   if (auto autocast = c.boolean("autocast", true); !autocast) return autocast.error();
-  return std::unique_ptr<Layer>(std::make_unique<FactorizationMachine>(c.name()));
+  return std::unique_ptr<graph::Operation>(std::make_unique<FactorizationMachine>(c.name()));
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

@@ -5,14 +5,15 @@
 
 #include "core/layers/layers.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
-class Flatten final : public Layer {
+class Flatten final : public graph::Operation {
  public:
+  std::vector<Kernel> kernels() const override { return {}; }
   Flatten(std::string name, bool channels_first)
-      : Layer("Flatten", std::move(name)), channels_first_(channels_first) {}
+      : Operation("Flatten", std::move(name)), channels_first_(channels_first) {}
 
   Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {
     if (in.size() != 1 || in[0].kind != ColumnKind::floats) return error("takes one float input");
@@ -42,12 +43,12 @@ class Flatten final : public Layer {
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_flatten(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_flatten(LayerConfig& c) {
   auto format = c.string("data_format", "channels_last");
   if (!format) return format.error();
   if (*format != "channels_last" && *format != "channels_first")
     return c.error("data_format", "must be 'channels_last' or 'channels_first'");
-  return std::unique_ptr<Layer>(std::make_unique<Flatten>(c.name(), *format == "channels_first"));
+  return std::unique_ptr<graph::Operation>(std::make_unique<Flatten>(c.name(), *format == "channels_first"));
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

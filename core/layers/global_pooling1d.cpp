@@ -6,7 +6,7 @@
 
 #include "core/layers/layers.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
@@ -14,10 +14,11 @@ struct PoolState final : CallState {
   Tensor y, dx;
 };
 
-class GlobalPooling1D final : public Layer {
+class GlobalPooling1D final : public graph::Operation {
  public:
+  std::vector<Kernel> kernels() const override { return {Kernel::reduce_middle}; }
   GlobalPooling1D(std::string name, Reduce op, bool channels_first, bool keepdims)
-      : Layer(op == Reduce::max ? "GlobalMaxPooling1D" : "GlobalAveragePooling1D", std::move(name)),
+      : Operation(op == Reduce::max ? "GlobalMaxPooling1D" : "GlobalAveragePooling1D", std::move(name)),
         op_(op),
         channels_first_(channels_first),
         keepdims_(keepdims) {}
@@ -74,25 +75,25 @@ class GlobalPooling1D final : public Layer {
   bool channels_first_, keepdims_;
 };
 
-Expected<std::unique_ptr<Layer>> make_pooling(LayerConfig& c, Reduce op) {
+Expected<std::unique_ptr<graph::Operation>> make_pooling(LayerConfig& c, Reduce op) {
   auto format = c.string("data_format", "channels_last");
   if (!format) return format.error();
   if (*format != "channels_last" && *format != "channels_first")
     return c.error("data_format", "must be 'channels_last' or 'channels_first'");
   auto keepdims = c.boolean("keepdims", false);
   if (!keepdims) return keepdims.error();
-  return std::unique_ptr<Layer>(
+  return std::unique_ptr<graph::Operation>(
       std::make_unique<GlobalPooling1D>(c.name(), op, *format == "channels_first", *keepdims));
 }
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_global_average_pooling1d(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_global_average_pooling1d(LayerConfig& c) {
   return make_pooling(c, Reduce::mean);
 }
 
-Expected<std::unique_ptr<Layer>> make_global_max_pooling1d(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_global_max_pooling1d(LayerConfig& c) {
   return make_pooling(c, Reduce::max);
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

@@ -11,7 +11,7 @@
 #include "core/layers/index_lookup.hpp"
 #include "core/layers/string_hash.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
@@ -19,11 +19,12 @@ struct HashingState final : CallState {
   Tensor out;
 };
 
-class Hashing final : public Layer {
+class Hashing final : public graph::Operation {
  public:
+  std::vector<Kernel> kernels() const override { return {}; }
   Hashing(std::string name, int64_t num_bins, const nlohmann::json& mask,
           std::optional<std::array<uint64_t, 2>> salt)
-      : Layer("Hashing", std::move(name)), num_bins_(num_bins), salt_(salt) {
+      : Operation("Hashing", std::move(name)), num_bins_(num_bins), salt_(salt) {
     if (mask.is_string()) mask_string_ = mask.get<std::string>();
     if (mask.is_number_integer()) mask_int_ = mask.get<int64_t>();
   }
@@ -88,7 +89,7 @@ class Hashing final : public Layer {
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_hashing(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_hashing(LayerConfig& c) {
   auto bins = c.integer("num_bins");
   if (!bins) return bins.error();
   if (*bins <= 0) return c.error("num_bins", "must be positive");
@@ -99,7 +100,7 @@ Expected<std::unique_ptr<Layer>> make_hashing(LayerConfig& c) {
   if (!salt) return salt.error();
   if (auto st = c.allow("output_mode", {"int"}); !st) return st.error();
   if (auto st = c.allow("sparse", {false}); !st) return st.error();
-  return std::unique_ptr<Layer>(std::make_unique<Hashing>(c.name(), *bins, mask, *salt));
+  return std::unique_ptr<graph::Operation>(std::make_unique<Hashing>(c.name(), *bins, mask, *salt));
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

@@ -2,13 +2,14 @@
 
 #include "core/layers/layers.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
-class Identity final : public Layer {
+class Identity final : public graph::Operation {
  public:
-  explicit Identity(std::string name) : Layer("Identity", std::move(name)) {}
+  std::vector<Kernel> kernels() const override { return {}; }
+  explicit Identity(std::string name) : Operation("Identity", std::move(name)) {}
 
   Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {
     if (in.size() != 1 || in[0].kind != ColumnKind::floats) return error("takes one float input");
@@ -27,8 +28,8 @@ class Identity final : public Layer {
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_identity(LayerConfig& c) {
-  return std::unique_ptr<Layer>(std::make_unique<Identity>(c.name()));
+Expected<std::unique_ptr<graph::Operation>> make_identity(LayerConfig& c) {
+  return std::unique_ptr<graph::Operation>(std::make_unique<Identity>(c.name()));
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

@@ -10,7 +10,7 @@
 
 #include "core/layers/string_hash.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
@@ -18,10 +18,11 @@ struct LookupState final : CallState {
   Tensor out;
 };
 
-class IndexLookup final : public Layer {
+class IndexLookup final : public graph::Operation {
  public:
+  std::vector<Kernel> kernels() const override { return {}; }
   IndexLookup(const std::string& class_name, std::string name, IndexLookupOptions o)
-      : Layer(class_name, std::move(name)), o_(std::move(o)) {
+      : Operation(class_name, std::move(name)), o_(std::move(o)) {
     oov_start_ = o_.mask_token ? 1 : 0;
   }
 
@@ -119,7 +120,7 @@ Tensor& host_ints(Tensor& t, const Shape& shape) {
   return t;
 }
 
-Expected<std::unique_ptr<Layer>> make_index_lookup(const std::string& class_name,
+Expected<std::unique_ptr<graph::Operation>> make_index_lookup(const std::string& class_name,
                                                    const std::string& name, IndexLookupOptions o) {
   auto fail = [&](const std::string& key, const std::string& what) {
     return make_error(Errc::invalid_argument,
@@ -157,7 +158,7 @@ Expected<std::unique_ptr<Layer>> make_index_lookup(const std::string& class_name
                                        " indices");
   auto layer = std::make_unique<IndexLookup>(class_name, name, std::move(o));
   layer->set_tokens(tokens, token_start);
-  return std::unique_ptr<Layer>(std::move(layer));
+  return std::unique_ptr<graph::Operation>(std::move(layer));
 }
 
 Expected<std::optional<std::array<uint64_t, 2>>> read_salt(LayerConfig& c, const std::string& key) {
@@ -205,4 +206,4 @@ Status read_index_lookup(LayerConfig& c, IndexLookupOptions& o) {
   return {};
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

@@ -22,7 +22,7 @@
 
 #include "core/layers/layers.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 struct IndexLookupOptions {
   bool integer = false;  // IntegerLookup: int64 tokens (written here in decimal)
@@ -44,7 +44,7 @@ struct IndexLookupOptions {
 /// The lookup layer of class `class_name` ("StringLookup", "IntegerLookup"); errors (an
 /// empty or repeated vocabulary, the mask token inside it, more tokens than max_tokens)
 /// name the layer and the argument at fault.
-Expected<std::unique_ptr<Layer>> make_index_lookup(const std::string& class_name,
+Expected<std::unique_ptr<graph::Operation>> make_index_lookup(const std::string& class_name,
                                                    const std::string& name,
                                                    IndexLookupOptions options);
 
@@ -60,4 +60,4 @@ Expected<std::optional<std::array<uint64_t, 2>>> read_salt(LayerConfig& c, const
 /// `t` as a host int64 tensor of `shape` (host layers' outputs stay on the host).
 Tensor& host_ints(Tensor& t, const Shape& shape);
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

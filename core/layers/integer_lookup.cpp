@@ -9,7 +9,7 @@
 #include "core/layers/index_lookup.hpp"
 #include "core/layers/string_hash.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
@@ -26,7 +26,7 @@ Expected<std::string> canonical(LayerConfig& c, const std::string& key, const st
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_integer_lookup(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_integer_lookup(LayerConfig& c) {
   IndexLookupOptions o;
   o.integer = true;
   if (auto st = read_index_lookup(c, o); !st) return st.error();
@@ -52,4 +52,4 @@ Expected<std::unique_ptr<Layer>> make_integer_lookup(LayerConfig& c) {
   return make_index_lookup("IntegerLookup", c.name(), std::move(o));
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

@@ -8,7 +8,7 @@
 
 #include "core/layers/layers.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
@@ -16,11 +16,12 @@ struct LayerNormState final : CallState {
   Tensor y, dx, mean, rstd;
 };
 
-class LayerNormalization final : public Layer {
+class LayerNormalization final : public graph::Operation {
  public:
+  std::vector<Kernel> kernels() const override { return {Kernel::layer_norm}; }
   LayerNormalization(std::string name, int64_t axis, float epsilon, bool center, bool scale,
                      Initializer beta, Initializer gamma)
-      : Layer("LayerNormalization", std::move(name)),
+      : Operation("LayerNormalization", std::move(name)),
         axis_(axis),
         epsilon_(epsilon),
         center_(center),
@@ -92,7 +93,7 @@ class LayerNormalization final : public Layer {
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_layer_normalization(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_layer_normalization(LayerConfig& c) {
   // Keras 3 saves the axis as given (-1) or, once built, as a list ([-1]).
   const auto& v = c.raw("axis");
   int64_t axis = -1;
@@ -117,8 +118,8 @@ Expected<std::unique_ptr<Layer>> make_layer_normalization(LayerConfig& c) {
        {"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint"})
     if (auto st = c.allow_null(k); !st) return st.error();
   if (auto st = c.allow("rms_scaling", {false}); !st) return st.error();
-  return std::unique_ptr<Layer>(std::make_unique<LayerNormalization>(
+  return std::unique_ptr<graph::Operation>(std::make_unique<LayerNormalization>(
       c.name(), axis, static_cast<float>(*epsilon), *center, *scale, *beta, *gamma));
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

@@ -1,11 +1,13 @@
 #pragma once
 
-// The layers a layer graph is made of, one file each under core/layers/, each made from
-// its Keras config by a factory registered under its Keras class name in
-// core/layers/registry.cpp (the one list of them).
+// Keras's layers, one file each under core/layers/, each made from its Keras config by a
+// factory registered under its Keras class name in core/layers/registry.cpp (the one list
+// of them). A layer's entry there says everything the model reader needs to know of it
+// (what its inputs are, the assets it reads), so that nothing outside its file and its
+// entry knows a layer by name.
 //
-//   auto layer = graph::make_layer("Dense", config_json);   // or an error naming what
-//                                                          // Troupe does not support
+//   auto dense = layers::make_layer("Dense", config_json);   // or an error naming what
+//                                                            // Troupe does not support
 
 #include <map>
 #include <memory>
@@ -15,18 +17,45 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/expected.hpp"
-#include "core/graph/layer.hpp"
 #include "core/graph/layer_config.hpp"
+#include "core/graph/operation.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
-using LayerFactory = Expected<std::unique_ptr<Layer>> (*)(LayerConfig&);
+// The graph's vocabulary, which every layer speaks.
+using graph::as_rows;
+using graph::Call;
+using graph::CallState;
+using graph::kind_name;
+using graph::LayerConfig;
+using graph::Ref;
+using graph::TensorSpec;
+using graph::Weight;
 
-/// The layer of Keras class `class_name` (or a registered custom class: "troupe>FM", the
-/// part after '>' when the whole name is not known) from its config. An unknown class, or
-/// an argument or dtype Troupe does not support, is an invalid_argument error naming the
-/// layer, its class and the argument. `assets`: the .keras file's other entries.
-Expected<std::unique_ptr<Layer>> make_layer(
+using LayerFactory = Expected<std::unique_ptr<graph::Operation>> (*)(LayerConfig&);
+
+/// A layer class's registry entry (core/layers/registry.cpp).
+struct LayerEntry {
+  const char* class_name;
+  LayerFactory make;
+  /// Its inputs are integer ids: a float Input feeding it is read as ids (Keras casts).
+  bool reads_ids = false;
+  /// Its outputs are integer ids: Keras gives it an int dtype policy.
+  bool makes_ids = false;
+  /// An asset of the .keras file it reads when its config leaves `asset_key` null: the
+  /// file `asset_file` in the layer's own folder of the archive (a lookup's vocabulary).
+  const char* asset_key = nullptr;
+  const char* asset_file = nullptr;
+};
+
+/// The entry of Keras class `class_name` (or of a registered custom class: "troupe>FM", the
+/// part after '>' when the whole name is not known); null when Troupe has none.
+const LayerEntry* find_layer(const std::string& class_name);
+
+/// The layer of Keras class `class_name` from its config. An unknown class, or an argument
+/// or dtype Troupe does not support, is an invalid_argument error naming the layer, its
+/// class and the argument. `assets`: the .keras file's other entries.
+Expected<std::unique_ptr<graph::Operation>> make_layer(
     const std::string& class_name, const nlohmann::json& config,
     const std::map<std::string, std::string>* assets = nullptr);
 /// The class names make_layer knows, sorted.
@@ -35,39 +64,39 @@ std::vector<std::string> layer_classes();
 /// For the element-wise merges (Add, Subtract, Multiply, Average, Maximum, Minimum): every
 /// input a float tensor of the first one's shape (Multiply's one broadcast aside), or an error
 /// naming the layer and the shapes it got (core/layers/merge.cpp).
-Status same_float_inputs(const Layer& layer, const std::vector<TensorSpec>& in);
+Status same_float_inputs(const graph::Operation& layer, const std::vector<TensorSpec>& in);
 
 // The factories (core/layers/<name>.cpp).
-Expected<std::unique_ptr<Layer>> make_dense(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_activation(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_dense(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_activation(LayerConfig& c);
 // layer graph: basic
-Expected<std::unique_ptr<Layer>> make_flatten(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_reshape(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_identity(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_concatenate(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_add(LayerConfig& c);  // merge.cpp
-Expected<std::unique_ptr<Layer>> make_subtract(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_multiply(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_average(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_maximum(LayerConfig& c);  // merge_extremum.cpp
-Expected<std::unique_ptr<Layer>> make_minimum(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_dot(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_dropout(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_batch_normalization(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_layer_normalization(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_global_average_pooling1d(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_global_max_pooling1d(LayerConfig& c);  // global_pooling1d.cpp
-Expected<std::unique_ptr<Layer>> make_rescaling(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_flatten(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_reshape(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_identity(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_concatenate(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_add(LayerConfig& c);  // merge.cpp
+Expected<std::unique_ptr<graph::Operation>> make_subtract(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_multiply(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_average(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_maximum(LayerConfig& c);  // merge_extremum.cpp
+Expected<std::unique_ptr<graph::Operation>> make_minimum(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_dot(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_dropout(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_batch_normalization(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_layer_normalization(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_global_average_pooling1d(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_global_max_pooling1d(LayerConfig& c);  // global_pooling1d.cpp
+Expected<std::unique_ptr<graph::Operation>> make_rescaling(LayerConfig& c);
 // layer graph: sparse
-Expected<std::unique_ptr<Layer>> make_conv2d(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_max_pooling2d(LayerConfig& c);  // pooling2d.cpp
-Expected<std::unique_ptr<Layer>> make_average_pooling2d(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_global_average_pooling2d(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_embedding(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_hashing(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_integer_lookup(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_string_lookup(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_cross(LayerConfig& c);
-Expected<std::unique_ptr<Layer>> make_factorization_machine(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_conv2d(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_max_pooling2d(LayerConfig& c);  // pooling2d.cpp
+Expected<std::unique_ptr<graph::Operation>> make_average_pooling2d(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_global_average_pooling2d(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_embedding(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_hashing(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_integer_lookup(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_string_lookup(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_cross(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_factorization_machine(LayerConfig& c);
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

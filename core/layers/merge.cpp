@@ -7,7 +7,7 @@
 
 #include "core/layers/layers.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
@@ -49,9 +49,10 @@ int weighted_input(const Shape& a, const Shape& b) {
   return -1;
 }
 
-class Merge final : public Layer {
+class Merge final : public graph::Operation {
  public:
-  Merge(std::string name, MergeOp op) : Layer(class_of(op), std::move(name)), op_(op) {}
+  std::vector<Kernel> kernels() const override { return {Kernel::axpby, Kernel::multiply, Kernel::row_dot, Kernel::scale_rows}; }
+  Merge(std::string name, MergeOp op) : Operation(class_of(op), std::move(name)), op_(op) {}
 
   Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {
     if (op_ == MergeOp::subtract ? in.size() != 2 : in.empty())
@@ -180,13 +181,13 @@ class Merge final : public Layer {
   MergeOp op_;
 };
 
-Expected<std::unique_ptr<Layer>> make_merge(LayerConfig& c, MergeOp op) {
-  return std::unique_ptr<Layer>(std::make_unique<Merge>(c.name(), op));
+Expected<std::unique_ptr<graph::Operation>> make_merge(LayerConfig& c, MergeOp op) {
+  return std::unique_ptr<graph::Operation>(std::make_unique<Merge>(c.name(), op));
 }
 
 }  // namespace
 
-Status same_float_inputs(const Layer& layer, const std::vector<TensorSpec>& in) {
+Status same_float_inputs(const graph::Operation& layer, const std::vector<TensorSpec>& in) {
   for (const auto& s : in)
     if (s.kind != ColumnKind::floats || s != in[0]) {
       std::string got;
@@ -200,17 +201,17 @@ Status same_float_inputs(const Layer& layer, const std::vector<TensorSpec>& in) 
   return {};
 }
 
-Expected<std::unique_ptr<Layer>> make_add(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_add(LayerConfig& c) {
   return make_merge(c, MergeOp::add);
 }
-Expected<std::unique_ptr<Layer>> make_subtract(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_subtract(LayerConfig& c) {
   return make_merge(c, MergeOp::subtract);
 }
-Expected<std::unique_ptr<Layer>> make_multiply(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_multiply(LayerConfig& c) {
   return make_merge(c, MergeOp::multiply);
 }
-Expected<std::unique_ptr<Layer>> make_average(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_average(LayerConfig& c) {
   return make_merge(c, MergeOp::average);
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

@@ -6,7 +6,7 @@
 
 #include "core/layers/layers.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
@@ -15,10 +15,11 @@ struct ExtremumState final : CallState {
   std::vector<Tensor> dx;
 };
 
-class Extremum final : public Layer {
+class Extremum final : public graph::Operation {
  public:
+  std::vector<Kernel> kernels() const override { return {Kernel::axpby, Kernel::columns, Kernel::reduce_middle}; }
   Extremum(std::string name, bool minimum)
-      : Layer(minimum ? "Minimum" : "Maximum", std::move(name)), minimum_(minimum) {}
+      : Operation(minimum ? "Minimum" : "Maximum", std::move(name)), minimum_(minimum) {}
 
   Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {
     if (in.empty()) return error("takes a list of at least one input");
@@ -76,12 +77,12 @@ class Extremum final : public Layer {
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_maximum(LayerConfig& c) {
-  return std::unique_ptr<Layer>(std::make_unique<Extremum>(c.name(), false));
+Expected<std::unique_ptr<graph::Operation>> make_maximum(LayerConfig& c) {
+  return std::unique_ptr<graph::Operation>(std::make_unique<Extremum>(c.name(), false));
 }
 
-Expected<std::unique_ptr<Layer>> make_minimum(LayerConfig& c) {
-  return std::unique_ptr<Layer>(std::make_unique<Extremum>(c.name(), true));
+Expected<std::unique_ptr<graph::Operation>> make_minimum(LayerConfig& c) {
+  return std::unique_ptr<graph::Operation>(std::make_unique<Extremum>(c.name(), true));
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

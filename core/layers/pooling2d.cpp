@@ -6,7 +6,7 @@
 
 #include "core/layers/layers.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
@@ -14,11 +14,12 @@ struct Pool2dState final : CallState {
   Tensor y, dx;
 };
 
-class Pooling2D final : public Layer {
+class Pooling2D final : public graph::Operation {
  public:
+  std::vector<Kernel> kernels() const override { return {Kernel::pool2d}; }
   Pooling2D(const char* class_name, std::string name, PoolKind kind, std::vector<int64_t> pool,
             std::vector<int64_t> strides, bool same)
-      : Layer(class_name, std::move(name)),
+      : Operation(class_name, std::move(name)),
         kind_(kind),
         pool_(std::move(pool)),
         strides_(std::move(strides)),
@@ -79,7 +80,7 @@ class Pooling2D final : public Layer {
   bool same_;
 };
 
-Expected<std::unique_ptr<Layer>> make_pooling2d(LayerConfig& c, const char* class_name,
+Expected<std::unique_ptr<graph::Operation>> make_pooling2d(LayerConfig& c, const char* class_name,
                                                 PoolKind kind) {
   auto pool = c.integers("pool_size", 2, {2, 2});
   if (!pool) return pool.error();
@@ -92,18 +93,18 @@ Expected<std::unique_ptr<Layer>> make_pooling2d(LayerConfig& c, const char* clas
   if (*padding != "valid" && *padding != "same")
     return c.error("padding", "Troupe supports \"valid\" and \"same\"");
   if (auto st = c.allow("data_format", {"channels_last"}); !st) return st.error();
-  return std::unique_ptr<Layer>(std::make_unique<Pooling2D>(
+  return std::unique_ptr<graph::Operation>(std::make_unique<Pooling2D>(
       class_name, c.name(), kind, std::move(*pool), std::move(*strides), *padding == "same"));
 }
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_max_pooling2d(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_max_pooling2d(LayerConfig& c) {
   return make_pooling2d(c, "MaxPooling2D", PoolKind::max);
 }
 
-Expected<std::unique_ptr<Layer>> make_average_pooling2d(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_average_pooling2d(LayerConfig& c) {
   return make_pooling2d(c, "AveragePooling2D", PoolKind::average);
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

@@ -5,19 +5,12 @@
 #include "core/graph/json_guard.hpp"
 #include "core/layers/layers.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
-struct Entry {
-  const char* class_name;
-  LayerFactory make;
-  /// Its outputs are integer ids (Hashing): Keras gives it an int dtype policy.
-  bool ids = false;
-};
-
 // Every layer Troupe has, by Keras class name (custom layers by their registered name).
-constexpr Entry kLayers[] = {
+constexpr LayerEntry kLayers[] = {
     {"Dense", make_dense},
     {"Activation", make_activation},
     // layer graph: basic
@@ -43,10 +36,11 @@ constexpr Entry kLayers[] = {
     {"MaxPooling2D", make_max_pooling2d},
     {"AveragePooling2D", make_average_pooling2d},
     {"GlobalAveragePooling2D", make_global_average_pooling2d},
-    {"Embedding", make_embedding},
-    {"Hashing", make_hashing, /*ids=*/true},
-    {"IntegerLookup", make_integer_lookup},
-    {"StringLookup", make_string_lookup},
+    {"Embedding", make_embedding, /*reads_ids=*/true},
+    {"Hashing", make_hashing, /*reads_ids=*/true, /*makes_ids=*/true},
+    {"IntegerLookup", make_integer_lookup, /*reads_ids=*/true, false, "vocabulary",
+     "vocabulary.txt"},
+    {"StringLookup", make_string_lookup, false, false, "vocabulary", "vocabulary.txt"},
     {"Cross", make_cross},
     {"FactorizationMachine", make_factorization_machine},
 };
@@ -71,18 +65,10 @@ Status check_dtype(LayerConfig& c, bool ids) {
 
 namespace {
 
-Expected<std::unique_ptr<Layer>> make_layer_unguarded(
+Expected<std::unique_ptr<graph::Operation>> make_layer_unguarded(
     const std::string& class_name, const nlohmann::json& config,
     const std::map<std::string, std::string>* assets) {
-  const Entry* found = nullptr;
-  for (const auto& e : kLayers)
-    if (class_name == e.class_name) found = &e;
-  if (found == nullptr) {  // a registered custom class: "package>Name"
-    const auto gt = class_name.rfind('>');
-    if (gt != std::string::npos)
-      for (const auto& e : kLayers)
-        if (class_name.compare(gt + 1, std::string::npos, e.class_name) == 0) found = &e;
-  }
+  const LayerEntry* found = find_layer(class_name);
   LayerConfig c(class_name, config, assets);
   if (found == nullptr) {
     std::string known;
@@ -92,7 +78,7 @@ Expected<std::unique_ptr<Layer>> make_layer_unguarded(
                                                   "): Troupe has no layer of this class (it has " +
                                                   known + ")");
   }
-  if (auto st = check_dtype(c, found->ids); !st) return st.error();
+  if (auto st = check_dtype(c, found->makes_ids); !st) return st.error();
   c.raw("trainable");
   auto layer = found->make(c);
   if (!layer) return layer;
@@ -103,11 +89,21 @@ Expected<std::unique_ptr<Layer>> make_layer_unguarded(
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_layer(const std::string& class_name,
-                                            const nlohmann::json& config,
-                                            const std::map<std::string, std::string>* assets) {
-  return guard_json("layer config",
-                    [&] { return make_layer_unguarded(class_name, config, assets); });
+const LayerEntry* find_layer(const std::string& class_name) {
+  for (const auto& e : kLayers)
+    if (class_name == e.class_name) return &e;
+  const auto gt = class_name.rfind('>');  // a registered custom class: "package>Name"
+  if (gt != std::string::npos)
+    for (const auto& e : kLayers)
+      if (class_name.compare(gt + 1, std::string::npos, e.class_name) == 0) return &e;
+  return nullptr;
+}
+
+Expected<std::unique_ptr<graph::Operation>> make_layer(
+    const std::string& class_name, const nlohmann::json& config,
+    const std::map<std::string, std::string>* assets) {
+  return graph::guard_json("layer config",
+                           [&] { return make_layer_unguarded(class_name, config, assets); });
 }
 
 std::vector<std::string> layer_classes() {
@@ -118,4 +114,4 @@ std::vector<std::string> layer_classes() {
   return out;
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

@@ -5,7 +5,7 @@
 
 #include "core/layers/layers.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
@@ -13,10 +13,11 @@ struct RescalingState final : CallState {
   Tensor y, dx;
 };
 
-class Rescaling final : public Layer {
+class Rescaling final : public graph::Operation {
  public:
+  std::vector<Kernel> kernels() const override { return {Kernel::axpby}; }
   Rescaling(std::string name, float scale, float offset)
-      : Layer("Rescaling", std::move(name)), scale_(scale), offset_(offset) {}
+      : Operation("Rescaling", std::move(name)), scale_(scale), offset_(offset) {}
 
   Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {
     if (in.size() != 1 || in[0].kind != ColumnKind::floats) return error("takes one float input");
@@ -50,7 +51,7 @@ class Rescaling final : public Layer {
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_rescaling(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_rescaling(LayerConfig& c) {
   if (!c.has("scale")) return c.error("scale", "is required");
   const auto& scale = c.raw("scale");
   if (!scale.is_number())
@@ -58,8 +59,8 @@ Expected<std::unique_ptr<Layer>> make_rescaling(LayerConfig& c) {
   const auto& offset = c.raw("offset");
   if (!offset.is_null() && !offset.is_number())
     return c.error("offset", "must be a number (Troupe has no per-channel offset)");
-  return std::unique_ptr<Layer>(std::make_unique<Rescaling>(
+  return std::unique_ptr<graph::Operation>(std::make_unique<Rescaling>(
       c.name(), scale.get<float>(), offset.is_null() ? 0.0f : offset.get<float>()));
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

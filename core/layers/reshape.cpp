@@ -4,14 +4,15 @@
 
 #include "core/layers/layers.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
-class Reshape final : public Layer {
+class Reshape final : public graph::Operation {
  public:
+  std::vector<Kernel> kernels() const override { return {}; }
   Reshape(std::string name, std::vector<int64_t> target)
-      : Layer("Reshape", std::move(name)), target_(std::move(target)) {}
+      : Operation("Reshape", std::move(name)), target_(std::move(target)) {}
 
   Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {
     if (in.size() != 1 || in[0].kind != ColumnKind::floats) return error("takes one float input");
@@ -64,7 +65,7 @@ class Reshape final : public Layer {
 
 }  // namespace
 
-Expected<std::unique_ptr<Layer>> make_reshape(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_reshape(LayerConfig& c) {
   auto target = c.integers("target_shape", 0);
   if (!target) return target.error();
   if (target->size() + 1 > static_cast<size_t>(Shape::max_rank))
@@ -76,7 +77,7 @@ Expected<std::unique_ptr<Layer>> make_reshape(LayerConfig& c) {
     if (d < -1 || d == 0) return c.error("target_shape", "must hold positive sizes or one -1");
   }
   if (free > 1) return c.error("target_shape", "may hold -1 only once");
-  return std::unique_ptr<Layer>(std::make_unique<Reshape>(c.name(), std::move(*target)));
+  return std::unique_ptr<graph::Operation>(std::make_unique<Reshape>(c.name(), std::move(*target)));
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

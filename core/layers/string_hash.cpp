@@ -7,7 +7,7 @@
 
 #include <utility>
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 namespace {
 
@@ -198,4 +198,4 @@ std::string decimal(int64_t v) {
   return std::to_string(v);
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

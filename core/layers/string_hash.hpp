@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
 uint64_t fingerprint64(std::string_view s);
 uint64_t siphash64(uint64_t key0, uint64_t key1, std::string_view s);
@@ -23,4 +23,4 @@ uint64_t siphash64(uint64_t key0, uint64_t key1, std::string_view s);
 /// hashes for an integer input.
 std::string decimal(int64_t v);
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

@@ -5,9 +5,9 @@
 
 #include "core/layers/index_lookup.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::layers {
 
-Expected<std::unique_ptr<Layer>> make_string_lookup(LayerConfig& c) {
+Expected<std::unique_ptr<graph::Operation>> make_string_lookup(LayerConfig& c) {
   IndexLookupOptions o;
   if (auto st = read_index_lookup(c, o); !st) return st.error();
   const auto& mask = c.raw("mask_token");
@@ -27,4 +27,4 @@ Expected<std::unique_ptr<Layer>> make_string_lookup(LayerConfig& c) {
   return make_index_lookup("StringLookup", c.name(), std::move(o));
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::layers

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/expected.hpp"
+#include "core/unique_ids.hpp"
 #include "core/tensor.hpp"
 
 namespace troupe::core {
@@ -43,13 +44,6 @@ struct CtrModelConfig {
   bool has_fm() const { return kind == CtrKind::fm || kind == CtrKind::deepfm; }
   bool has_dnn() const { return kind == CtrKind::deepfm || kind == CtrKind::wide_deep; }
 };
-
-/// The unique ids of `ids`, ascending, and for each id the index of its row among them.
-void unique_ids(const std::vector<int64_t>& ids, std::vector<int64_t>& unique,
-                std::vector<int32_t>& index);
-/// The same over the `n` ids at `ids`.
-void unique_ids(const int64_t* ids, size_t n, std::vector<int64_t>& unique,
-                std::vector<int32_t>& index);
 
 /// The dense variables of `config`'s model, in the order programs store and push them:
 /// "bias" [1], "dense_w" [dense, 1] (when dense > 0), then the MLP's (deepfm, wide_deep)

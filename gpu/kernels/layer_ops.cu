@@ -12,8 +12,10 @@ namespace k = kernels;
 
 cudaError_t activation_forward(cudaStream_t s, core::ActFn f, const float* x, float* y, int64_t n,
                                int64_t last) {
-  if (f == core::ActFn::softmax) {
+  if (f == core::ActFn::softmax || f == core::ActFn::log_softmax) {
     const int64_t rows = last > 0 ? n / last : 0;
+    if (f == core::ActFn::log_softmax)
+      return run(s, rows, [=] __device__(int64_t r) { k::log_softmax_forward(r, x, y, last); });
     return run(s, rows, [=] __device__(int64_t r) { k::softmax_forward(r, x, y, last); });
   }
   return run(s, n, [=] __device__(int64_t i) { k::activation_forward(i, f, x, y); });
@@ -21,8 +23,11 @@ cudaError_t activation_forward(cudaStream_t s, core::ActFn f, const float* x, fl
 
 cudaError_t activation_backward(cudaStream_t s, core::ActFn f, const float* x, const float* y,
                                 const float* dy, float* dx, int64_t n, int64_t last) {
-  if (f == core::ActFn::softmax) {
+  if (f == core::ActFn::softmax || f == core::ActFn::log_softmax) {
     const int64_t rows = last > 0 ? n / last : 0;
+    if (f == core::ActFn::log_softmax)
+      return run(s, rows,
+                 [=] __device__(int64_t r) { k::log_softmax_backward(r, y, dy, dx, last); });
     return run(s, rows, [=] __device__(int64_t r) { k::softmax_backward(r, y, dy, dx, last); });
   }
   return run(s, n, [=] __device__(int64_t i) { k::activation_backward(i, f, x, y, dy, dx); });

@@ -42,6 +42,15 @@ TROUPE_HD inline void softmax_backward(int64_t r, const float* y, const float* d
   ck::softmax_backward_row(y + r * c, dy + r * c, dx + r * c, c);
 }
 
+TROUPE_HD inline void log_softmax_forward(int64_t r, const float* x, float* y, int64_t c) {
+  ck::log_softmax_row(x + r * c, y + r * c, c);
+}
+
+TROUPE_HD inline void log_softmax_backward(int64_t r, const float* y, const float* dy, float* dx,
+                                           int64_t c) {
+  ck::log_softmax_backward_row(y + r * c, dy + r * c, dx + r * c, c);
+}
+
 /// y = a x + b y (b = 0: y not read).
 TROUPE_HD inline void axpby(int64_t i, float a, const float* x, float b, float* y) {
   y[i] = b == 0.0f ? a * x[i] : a * x[i] + b * y[i];

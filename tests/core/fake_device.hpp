@@ -254,6 +254,49 @@ class HostBackedBackend final : public core::Backend {
     cpu_.scatter_add_index(h(dy), h(index), h(grads));
   }
 
+  // Generic kernels: the CPU's bodies, the same index functions the CUDA backend launches.
+  void elementwise(core::ElementOp op, const std::vector<core::ConstTensorView>& in,
+                   core::TensorView y) override {
+    cpu_.elementwise(op, hs(in), h(y));
+  }
+  void elementwise_backward(core::ElementOp op, int which,
+                            const std::vector<core::ConstTensorView>& in, core::ConstTensorView y,
+                            core::ConstTensorView dy, core::TensorView dx,
+                            bool accumulate) override {
+    cpu_.elementwise_backward(op, which, hs(in), h(y), h(dy), h(dx), accumulate);
+  }
+  void reduce(core::Reduce op, core::ConstTensorView x, core::TensorView y) override {
+    cpu_.reduce(op, h(x), h(y));
+  }
+  void reduce_backward(core::Reduce op, core::ConstTensorView x, core::ConstTensorView y,
+                       core::ConstTensorView dy, core::TensorView dx, bool accumulate) override {
+    cpu_.reduce_backward(op, h(x), h(y), h(dy), h(dx), accumulate);
+  }
+  void copy_strided(const core::kernels::IndexSpace<2>& at, core::ConstTensorView src,
+                    core::TensorView dst, bool accumulate) override {
+    cpu_.copy_strided(at, h(src), h(dst), accumulate);
+  }
+  void matmul(const core::MatmulGeometry& g, core::ConstTensorView a, core::ConstTensorView b,
+              core::TensorView y, core::Precision p) override {
+    cpu_.matmul(g, h(a), h(b), h(y), p);
+  }
+  void gather(core::ConstTensorView x, core::ConstTensorView index, core::TensorView y) override {
+    cpu_.gather(h(x), h(index), h(y));
+  }
+  void gather_backward(core::ConstTensorView dy, core::ConstTensorView index, core::TensorView dx,
+                       bool accumulate) override {
+    cpu_.gather_backward(h(dy), h(index), h(dx), accumulate);
+  }
+
+  /// Every kernel family but those in `lacks` (a test of placing a model where one is
+  /// missing).
+  bool has(core::Kernel k) const override {
+    for (auto l : lacks)
+      if (l == k) return false;
+    return true;
+  }
+  std::vector<core::Kernel> lacks;
+
   std::atomic<int64_t> allocations{0};
   std::atomic<int64_t> transfers{0};  // copies between the host and this device
 
@@ -265,8 +308,9 @@ class HostBackedBackend final : public core::Backend {
     TROUPE_ASSERT(v.device() == device_, "a kernel on the fake device got another device's view");
     return {v.data(), v.shape(), core::Device::cpu(), v.dtype()};
   }
-  std::vector<core::TensorView> hs(const std::vector<core::TensorView>& vs) const {
-    std::vector<core::TensorView> out;
+  template <class T>
+  std::vector<core::BasicTensorView<T>> hs(const std::vector<core::BasicTensorView<T>>& vs) const {
+    std::vector<core::BasicTensorView<T>> out;
     for (const auto& v : vs)
       out.push_back(h(v));
     return out;

@@ -73,7 +73,7 @@ inline core::graph::KerasModel reference_model(const nlohmann::json& doc) {
   auto model = core::graph::build_keras_model(doc["model"]);
   INFO((model ? std::string() : model.error().message));
   REQUIRE(model.ok());
-  for (const auto& layer : model->graph->layers()) {
+  for (const auto& layer : model->graph->operations()) {
     if (!doc["weights"].contains(layer->name())) continue;
     const auto& ws = doc["weights"][layer->name()];
     REQUIRE(ws.size() == layer->weights().size());
@@ -120,6 +120,8 @@ inline void check_against_keras(const std::string& name, const ReferenceOptions&
       const auto& want = doc["outputs"][g.outputs()[i].name];
       core::Tensor got = core::Tensor::from_view(g.output(i)).to(core::Device::cpu());
       const auto values = want["values"].get<std::vector<double>>();
+      INFO("output " << g.outputs()[i].name << ": troupe " << got.shape().to_string()
+                     << ", keras " << want["shape"].dump());
       REQUIRE(static_cast<int64_t>(values.size()) == got.size());
       double worst = 0.0;
       int64_t at = 0;

@@ -19,6 +19,8 @@ namespace troupe::test::sparse {
 
 using namespace troupe::core;
 using namespace troupe::core::graph;
+using namespace troupe::core::layers;
+
 using troupe::test::GraphCase;
 using troupe::test::make;
 
@@ -100,7 +102,7 @@ struct HostCall {
   Status status;
 };
 
-inline std::unique_ptr<HostCall> forward_host(Layer& layer, const Column& in) {
+inline std::unique_ptr<HostCall> forward_host(Operation& layer, const Column& in) {
   auto h = std::make_unique<HostCall>();
   h->state = layer.make_state();
   h->ints = Tensor(in.shape, DType::int64, Device::cpu());

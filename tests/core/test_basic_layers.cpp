@@ -13,6 +13,8 @@
 
 using namespace troupe::core;
 using namespace troupe::core::graph;
+using namespace troupe::core::layers;
+
 using troupe::test::check_gradients;
 using troupe::test::CheckOptions;
 using troupe::test::GraphCase;
@@ -27,7 +29,7 @@ struct In {
 };
 
 // One call of `layer` on the inputs, forward in the given mode: its output on the host.
-Tensor forward_one(const std::shared_ptr<Layer>& layer, const std::vector<In>& ins,
+Tensor forward_one(const std::shared_ptr<Operation>& layer, const std::vector<In>& ins,
                    bool training = false, uint64_t seed = 0) {
   Graph g;
   std::vector<int> ids;
@@ -64,7 +66,7 @@ void check_values(const Tensor& got, const Shape& shape, const std::vector<float
 }
 
 // The error a graph call of `layer` on inputs of these per-example shapes gives.
-std::string build_error(const std::shared_ptr<Layer>& layer,
+std::string build_error(const std::shared_ptr<Operation>& layer,
                         const std::vector<std::vector<int64_t>>& shapes) {
   Graph g;
   std::vector<int> ids;

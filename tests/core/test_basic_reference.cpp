@@ -74,7 +74,7 @@ TEST_CASE("Keras reference: BatchNormalization in training, and its moving stati
     for (size_t i = 0; i < g.outputs().size(); ++i)
       check_close(g.output(i), doc["outputs"][g.outputs()[i].name], g.outputs()[i].name);
     for (const auto& [name, stats] : doc["moving"].items()) {
-      auto* layer = g.layer(name);
+      auto* layer = g.operation(name);
       REQUIRE(layer != nullptr);
       for (const auto& w : layer->weights())
         if (stats.contains(w.name)) check_close(w.value, stats[w.name], name + "/" + w.name);

@@ -22,6 +22,7 @@
 
 using namespace troupe::core;
 using namespace troupe::core::graph;
+using namespace troupe::core::layers;
 using nlohmann::json;
 using troupe::test::FakeCuda;
 using troupe::test::make;

@@ -11,6 +11,7 @@
 
 using namespace troupe::core;
 using namespace troupe::core::graph;
+using namespace troupe::core::layers;
 using namespace troupe::test::sparse;
 using troupe::test::check_gradients;
 using troupe::test::GraphCase;

@@ -7,6 +7,8 @@
 
 using namespace troupe::core;
 using namespace troupe::core::graph;
+using namespace troupe::core::layers;
+
 using troupe::test::check_gradients;
 using troupe::test::GraphCase;
 using troupe::test::make;
@@ -140,7 +142,7 @@ TEST_CASE("A shared layer and a tensor used twice sum their gradients", "[graph]
   auto z = c.graph.call(make("Dense", R"({"name": "e", "units": 2})"), {(*y1)[0]});
   REQUIRE(z.ok());
   REQUIRE(c.graph.set_outputs({(*y1)[0], (*y2)[0], (*z)[0]}, {"y1", "y2", "z"}).ok());
-  CHECK(c.graph.layers().size() == 2);
+  CHECK(c.graph.operations().size() == 2);
   CHECK(c.graph.weights().size() == 4);
   check_gradients(c);
 }
@@ -289,7 +291,7 @@ TEST_CASE("Keras 3 Sequential and Functional configs become graphs", "[graph][ke
   CHECK(f->graph->inputs().size() == 2);
   CHECK(f->graph->outputs().size() == 2);
   CHECK(f->graph->outputs()[1].name == "head");
-  CHECK(f->graph->layers().size() == 2);
+  CHECK(f->graph->operations().size() == 2);
   CHECK(f->graph->num_nodes() == 3);
   // Keras saves variables by class, not layer name: the first Dense is "dense".
   CHECK(f->weights_path.at("shared") == "layers/dense");

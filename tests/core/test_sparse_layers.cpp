@@ -19,6 +19,7 @@
 
 using namespace troupe::core;
 using namespace troupe::core::graph;
+using namespace troupe::core::layers;
 using troupe::test::check_gradients;
 using troupe::test::GraphCase;
 using troupe::test::make;

@@ -16,6 +16,7 @@
 
 using namespace troupe::core;
 using namespace troupe::core::graph;
+using namespace troupe::core::layers;
 using troupe::test::check_against_keras;
 using troupe::test::column_from;
 
@@ -40,7 +41,7 @@ void check_host_layer(const std::string& name) {
       config["vocabulary"] = file;
     }
   }
-  auto layer = make_layer(doc["layer"]["class_name"].get<std::string>(), config, &assets);
+  auto layer = troupe::core::layers::make_layer(doc["layer"]["class_name"].get<std::string>(), config, &assets);
   INFO((layer ? std::string() : layer.error().message));
   REQUIRE(layer.ok());
   REQUIRE((*layer)->on_host());
