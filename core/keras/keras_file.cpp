@@ -1,4 +1,5 @@
 #include "core/keras/keras_file.hpp"
+#include "core/json_limits.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -63,7 +64,12 @@ Expected<std::string> read_file(const std::string& path, uint64_t max_bytes) {
   return bytes;
 }
 
+// With a bounded stack (core/json_limits.hpp): a config nested too deeply is refused here.
 Expected<nlohmann::json> parse_json(const std::string& text, const std::string& where) {
+  if (const int d = json_depth(text); d > kMaxJsonDepth)
+    return make_error(Errc::invalid_argument, where + ": JSON nested " + std::to_string(d) +
+                                                  " levels deep, over Troupe's limit of " +
+                                                  std::to_string(kMaxJsonDepth));
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {

@@ -1,17 +1,21 @@
-// A model's description (config.json, or model.to_json()) made into a layer graph, and its
-// compile_config read against it: every layer factory's reading of its arguments, the
-// builder's reading of nodes, inputs and outputs, and compile()'s losses, metrics and
+// A model's description (config.json, or model.to_json()) made into a graph, and its
+// compile_config read against it: the bounded JSON reading every model file goes through,
+// every layer and operation factory's reading of its arguments (constants, slices, lists),
+// the builder's reading of nodes, inputs and outputs, and compile()'s losses, metrics and
 // optimizer. Whatever the JSON says, an error or a graph, never a crash; graphs that build
-// run one step on zeros.
+// run one step forward and back on zeros.
 #include <nlohmann/json.hpp>
 
 #include "core/graph/compile.hpp"
 #include "core/graph/keras_model.hpp"
+#include "core/json_limits.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace troupe::core;
-  const auto doc = nlohmann::json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return 0;
+  const auto parsed = parse_json_bounded(std::string(reinterpret_cast<const char*>(data), size),
+                                         "fuzz");
+  if (!parsed) return 0;
+  const auto& doc = *parsed;
   auto model = graph::build_keras_model(doc);
   if (!model) return 0;
   auto& g = *model->graph;
@@ -36,6 +40,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto& w = g.weights()[t.weight].weight();
     t.rows = Tensor(Shape{static_cast<int64_t>(t.ids.size()), w.shape[w.shape.rank() - 1]});
   }
-  (void)g.forward(/*training=*/true, 1);
+  if (!g.forward(/*training=*/true, 1)) return 0;
+  std::vector<Tensor> dys;
+  std::vector<ConstTensorView> views;
+  for (size_t i = 0; i < g.outputs().size(); ++i)
+    dys.emplace_back(g.output(i).shape());
+  for (const auto& d : dys)
+    views.push_back(d);
+  g.backward(views);
   return 0;
 }

@@ -192,6 +192,30 @@ int main(int argc, char** argv) {
     "input_layers": [["a", 0, 0], ["ids", 0, 0]], "output_layers": [["out", 0, 0]]},
     "compile_config": {"optimizer": {"class_name": "Adam", "config": {"learning_rate": 0.001}},
                        "loss": "binary_crossentropy", "metrics": ["auc"]}})");
+  // Keras operations as nodes (keras.ops on symbolic tensors): constants, lists, slices.
+  put("fuzz_keras_model", "ops.json", R"({"class_name": "Functional", "config": {
+    "name": "m", "layers": [
+      {"class_name": "InputLayer", "name": "x", "config": {"batch_shape": [null, 3, 4], "name": "x"}},
+      {"module": "keras.src.ops.numpy", "class_name": "ExpandDims", "name": "e",
+       "config": {"name": "e", "axis": 1}, "inbound_nodes": [{"args": [{"class_name":
+       "__keras_tensor__", "config": {"keras_history": ["x", 0, 0]}}], "kwargs": {}}]},
+      {"module": "keras.src.ops.numpy", "class_name": "Add", "name": "add",
+       "config": {"name": "add"}, "inbound_nodes": [{"args": [{"class_name": "__keras_tensor__",
+       "config": {"keras_history": ["e", 0, 0]}}, {"class_name": "__numpy__", "config":
+       {"value": [1, 2, 3, 4], "dtype": "float32"}}], "kwargs": {}}]},
+      {"module": "keras.src.ops.numpy", "class_name": "GetItem", "name": "g",
+       "config": {"name": "g"}, "inbound_nodes": [{"args": [{"class_name": "__keras_tensor__",
+       "config": {"keras_history": ["add", 0, 0]}}, [{"class_name": "__slice__", "config":
+       {"start": null, "stop": null, "step": null}}, 0, {"class_name": "__slice__", "config":
+       {"start": 1, "stop": null, "step": -1}}]], "kwargs": {}}]},
+      {"module": "keras.src.ops.numpy", "class_name": "Einsum", "name": "es",
+       "config": {"name": "es", "subscripts": "bij,bkj->bik"}, "inbound_nodes": [{"args": [
+       {"class_name": "__keras_tensor__", "config": {"keras_history": ["g", 0, 0]}},
+       {"class_name": "__keras_tensor__", "config": {"keras_history": ["g", 0, 0]}}], "kwargs": {}}]},
+      {"module": "keras.src.ops.numpy", "class_name": "Sum", "name": "s",
+       "config": {"name": "s", "axis": [1, 2], "keepdims": false}, "inbound_nodes": [{"args": [
+       {"class_name": "__keras_tensor__", "config": {"keras_history": ["es", 0, 0]}}], "kwargs": {}}]}],
+    "input_layers": [["x", 0, 0]], "output_layers": [["s", 0, 0]]}})");
   // An Example of the fuzz target's specs (ids [3], x, word, label), then CSV and Criteo text.
   {
     std::vector<core::FeatureSpec> s = {{"ids", core::ColumnKind::ints, {3}},

@@ -258,6 +258,129 @@ def model_builtin_ctr(outdir):
         json.dump({"buckets": buckets, "backend": "jax"}, f)
 
 
+def model_ops_cross(outdir):
+    """A cross network written with keras.ops arithmetic, as Keras's DCN example writes it:
+    x_{l+1} = x0 * (W x_l + b) + x_l over the embeddings and dense features, then an MLP."""
+    from keras import ops
+    rng = _rng(20)
+    fields, vocab, dense = 6, 300, 4
+    cat = keras.Input((fields,), dtype="int64", name="cat")
+    num = keras.Input((dense,), name="num")
+    x0 = layers.Concatenate()([layers.Flatten()(layers.Embedding(vocab, 4, name="embedding")(cat)),
+                               num])
+    x = x0
+    for i in range(2):
+        x = ops.add(ops.multiply(x0, layers.Dense(x0.shape[-1], name=f"cross_{i}")(x)), x)
+    x = layers.Dense(16, activation="relu")(x)
+    y = layers.Dense(1, activation="sigmoid", name="click")(x)
+    model = keras.Model([cat, num], y)
+    model.compile(optimizer=keras.optimizers.Adam(0.003), loss="binary_crossentropy",
+                  metrics=[keras.metrics.AUC(name="auc")])
+    ids, x_, label = _ctr_data(rng, 8192 + 512, fields, vocab, dense)
+    train, test = _split({"cat": ids, "num": x_, "label": label}, 512)
+    _write(outdir, "ops_cross", model, train, test, ["cat", "num"], {"steps": 200, "metric": "auc"})
+
+
+def model_ops_tower(outdir):
+    """An embedding tower shaped with keras.ops: one Embedding per categorical feature,
+    expand_dims and stack into [batch, features, dim], the FM's pairwise term written with
+    sum and square, the pairs' dot products by matmul and take, unstack for a linear part."""
+    from keras import ops
+    rng = _rng(21)
+    features, vocab, dim = 3, 100, 6
+    inputs = [keras.Input((), dtype="int64", name=f"f{i}") for i in range(features)]
+    embs = [layers.Embedding(vocab, dim, name=f"emb_{i}")(x) for i, x in enumerate(inputs)]
+    stacked = ops.stack(embs, axis=1)                                   # [b, 3, dim]
+    towers = ops.concatenate([ops.expand_dims(e, 1) for e in embs], axis=1)
+    square_of_sum = ops.square(ops.sum(stacked, axis=1))
+    sum_of_square = ops.sum(ops.square(towers), axis=1)
+    fm = 0.5 * ops.sum(square_of_sum - sum_of_square, axis=1, keepdims=True)
+    dots = ops.matmul(stacked, ops.transpose(stacked, (0, 2, 1)))       # [b, 3, 3]
+    pairs = ops.take(ops.reshape(dots, (-1, features * features)), np.array([1, 2, 5]), axis=1)
+    first = ops.unstack(stacked, axis=1)[0]
+    deep = layers.Dense(8, activation="relu")(ops.concatenate([pairs, first], axis=-1))
+    logit = layers.Dense(1, name="deep_out")(deep) + fm
+    y = layers.Activation("sigmoid", name="click")(logit)
+    model = keras.Model(inputs, y)
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="binary_crossentropy",
+                  metrics=[keras.metrics.AUC(name="auc")])
+    n = 8192 + 512
+    ids = rng.integers(0, vocab, size=(n, features))
+    taste = rng.normal(size=(features, vocab))
+    logit_ = sum(taste[i][ids[:, i]] for i in range(features))
+    cols = {f"f{i}": ids[:, i].astype(np.int64) for i in range(features)}
+    cols["label"] = _clicks(rng, logit_)
+    train, test = _split(cols, 512)
+    _write(outdir, "ops_tower", model, train, test, [f"f{i}" for i in range(features)],
+           {"steps": 200, "metric": "auc"})
+
+
+def model_ops_constant(outdir):
+    """A model that normalizes its features by constants baked into it (a mean and a scale
+    as arrays, as Keras's examples do without a Normalization layer), adds a constant
+    tensor, and masks with where."""
+    from keras import ops
+    rng = _rng(22)
+    dense = 5
+    num = keras.Input((dense,), name="num")
+    mean = np.array([1.0, -2.0, 0.5, 3.0, 0.0], dtype="float32")
+    scale = np.array([2.0, 0.5, 1.0, 4.0, 1.5], dtype="float32")
+    x = (num - mean) / scale
+    x = ops.where(ops.abs(x) > 3.0, ops.sign(x) * 3.0, x)
+    x = x + ops.convert_to_tensor(np.linspace(-0.1, 0.1, dense).astype("float32"))
+    h = layers.Dense(16, activation="relu")(ops.expand_dims(x, -1)[:, :, 0])
+    y = layers.Dense(1, activation="sigmoid", name="click")(h)
+    model = keras.Model(num, y)
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="binary_crossentropy",
+                  metrics=["accuracy"])
+    n = 4096 + 512
+    x_ = (rng.normal(size=(n, dense)) * scale + mean).astype(np.float32)
+    logit = ((x_ - mean) / scale) @ rng.normal(size=dense)
+    train, test = _split({"num": x_, "label": _clicks(rng, 2 * logit)}, 512)
+    _write(outdir, "ops_constant", model, train, test, ["num"], {"steps": 200, "metric": "accuracy"})
+
+
+def model_hostile(outdir):
+    """Model files crafted to harm a reader (a model is outside input, as a downloaded one
+    is), each a small valid model with its config.json changed: deep.keras nests 200,000
+    arrays in a layer's config, dense_2_40.keras asks a Dense of 2^40 units, input_2_40.keras
+    an input of 2^40 values an example. With data the valid model trains on."""
+    import zipfile
+    rng = _rng(23)
+    x = keras.Input((4,), name="num")
+    h = layers.Dense(2, name="hidden")(x)
+    y = layers.Dense(1, activation="sigmoid", name="click")(h)
+    model = keras.Model(x, y)
+    model.compile(optimizer="adam", loss="binary_crossentropy")
+    cols = {"num": rng.normal(size=(64, 4)).astype(np.float32),
+            "label": rng.integers(0, 2, size=64)}
+    train, test = _split(cols, 16)
+    _write(outdir, "hostile", model, train, test, ["num"], {"steps": 1, "metric": "loss"})
+    d = os.path.join(outdir, "models", "hostile")
+    src = os.path.join(d, "model.keras")
+    config = json.loads(zipfile.ZipFile(src).read("config.json"))
+    hidden = [l for l in config["config"]["layers"] if l["name"] == "hidden"][0]
+
+    def write(name, text):
+        with zipfile.ZipFile(src) as zin, zipfile.ZipFile(os.path.join(d, name), "w") as zout:
+            for item in zin.infolist():
+                data = text.encode() if item.filename == "config.json" else zin.read(item)
+                zout.writestr(item, data)
+
+    # json.dumps recurses once a level: the nesting is spliced in as text.
+    hidden["config"]["nested"] = "@NESTED@"
+    depth = 200000
+    write("deep.keras", json.dumps(config).replace('"@NESTED@"', "[" * depth + "]" * depth))
+    del hidden["config"]["nested"]
+    hidden["config"]["units"] = 2 ** 40
+    write("dense_2_40.keras", json.dumps(config))
+    hidden["config"]["units"] = 2
+    for l in config["config"]["layers"]:
+        if l["class_name"] == "InputLayer":
+            l["config"]["batch_shape"] = [None, 2 ** 40]
+    write("input_2_40.keras", json.dumps(config))
+
+
 def model_unsupported(outdir):
     """A model with a layer Troupe does not have (an LSTM), for the error it must give."""
     rng = _rng(17)
@@ -272,4 +395,5 @@ def model_unsupported(outdir):
 
 
 FIXTURES = [model_unsupported, model_ps_tutorial, model_mwms_cnn, model_deepfm, model_wide_deep,
-            model_dcn_v2, model_two_output, model_builtin_ctr]
+            model_dcn_v2, model_two_output, model_builtin_ctr, model_ops_cross, model_ops_tower,
+            model_ops_constant, model_hostile]

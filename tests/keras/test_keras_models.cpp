@@ -117,6 +117,19 @@ TEST_CASE("DCN-v2 (TFRS Cross, full and low rank) trains", "[keras][models]") {
   train_and_check("dcn_v2");
 }
 
+TEST_CASE("A cross network written with keras.ops arithmetic trains", "[keras][models][ops]") {
+  train_and_check("ops_cross");
+}
+
+TEST_CASE("An embedding tower shaped with stack, expand_dims, matmul and take trains",
+          "[keras][models][ops]") {
+  train_and_check("ops_tower");
+}
+
+TEST_CASE("A model normalizing by constants baked into it trains", "[keras][models][ops]") {
+  train_and_check("ops_constant");
+}
+
 TEST_CASE("A two-output CTR+CVR model with BatchNormalization and Dropout trains",
           "[keras][models]") {
   train_and_check("two_output");
@@ -328,6 +341,46 @@ TEST_CASE("What Troupe cannot train is an error naming it, before training, writ
   SECTION("an input of another shape") {
     const auto other = fixture("dcn_v2");  // cat has 6 ids an example, DeepFM takes 8
     refused(train(deepfm.dir + "/model.keras", other.dir + "/train.tfrecord"), "cat");
+  }
+  fs::remove_all(tmp);
+}
+
+TEST_CASE("A hostile model file is a clear error naming it, never a crash or a huge allocation",
+          "[keras][models][errors]") {
+  // Each was the end of `troupe train` (a stack overflow, std::bad_alloc): now an error
+  // before anything of that size is allocated, the valid model beside them training.
+  const std::string tmp = temp_dir("hostile");
+  const auto f = fixture("hostile");
+  auto train = [&](const std::string& file) {
+    return run_program(bin + "/troupe train --model " + f.dir + "/" + file + " --data " + f.dir +
+                       "/train.tfrecord --batch 8 --steps 2 --out " + tmp + "/trained.keras 2>&1");
+  };
+  auto refused = [&](const std::string& file, const std::vector<std::string>& says) {
+    const auto r = train(file);
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    REQUIRE(r.last_json.is_object());
+    CHECK(r.last_json["ok"] == false);
+    const std::string e = r.last_json["error"].get<std::string>();
+    CHECK_THAT(e, Catch::Contains(file));
+    for (const auto& s : says)
+      CHECK_THAT(e, Catch::Contains(s));
+    CHECK_FALSE(fs::exists(tmp + "/trained.keras"));
+  };
+  SECTION("a config.json nested 200,000 arrays deep") {
+    refused("deep.keras", {"config.json", "nested", "levels deep"});
+  }
+  SECTION("a Dense of 2^40 units") {
+    refused("dense_2_40.keras", {"layer 'hidden' (Dense)", "1099511627776"});
+  }
+  SECTION("an input of 2^40 values an example") {
+    refused("input_2_40.keras", {"input 'num'", "1099511627776"});
+  }
+  SECTION("the same model, unchanged, trains") {
+    const auto r = train("model.keras");
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK(fs::exists(tmp + "/trained.keras"));
   }
   fs::remove_all(tmp);
 }
