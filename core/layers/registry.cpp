@@ -7,12 +7,50 @@
 
 namespace troupe::core::layers {
 
+// The factories (core/layers/<name>.cpp): a new layer's is declared here, beside its entry.
+Expected<std::unique_ptr<graph::Operation>> make_dense(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_activation(LayerConfig& c);
+// layer graph: basic
+Expected<std::unique_ptr<graph::Operation>> make_flatten(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_reshape(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_identity(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_concatenate(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_add(LayerConfig& c);  // merge.cpp
+Expected<std::unique_ptr<graph::Operation>> make_subtract(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_multiply(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_average(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_maximum(LayerConfig& c);  // merge_extremum.cpp
+Expected<std::unique_ptr<graph::Operation>> make_minimum(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_dot(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_dropout(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_batch_normalization(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_layer_normalization(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_global_average_pooling1d(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_global_max_pooling1d(LayerConfig& c);  // global_pooling1d.cpp
+Expected<std::unique_ptr<graph::Operation>> make_rescaling(LayerConfig& c);
+// layer graph: sparse
+Expected<std::unique_ptr<graph::Operation>> make_conv2d(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_max_pooling2d(LayerConfig& c);  // pooling2d.cpp
+Expected<std::unique_ptr<graph::Operation>> make_average_pooling2d(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_global_average_pooling2d(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_embedding(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_hashing(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_integer_lookup(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_string_lookup(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_cross(LayerConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_factorization_machine(LayerConfig& c);
+
+Expected<std::unique_ptr<graph::Operation>> make_relu(LayerConfig& c);  // relu.cpp
+Expected<std::unique_ptr<graph::Operation>> make_leaky_relu(LayerConfig& c);
+
 namespace {
 
 // Every layer Troupe has, by Keras class name (custom layers by their registered name).
 constexpr LayerEntry kLayers[] = {
     {"Dense", make_dense},
     {"Activation", make_activation},
+    {"ReLU", make_relu},
+    {"LeakyReLU", make_leaky_relu},
     // layer graph: basic
     {"Flatten", make_flatten},
     {"Reshape", make_reshape},

@@ -355,6 +355,8 @@ TEST_CASE("Basic layers' gradients check numerically", "[graph][basic][gradcheck
       {"GlobalMaxPooling1D", R"({"keepdims": true})", {{3, 2}}},
       {"GlobalMaxPooling1D", R"({"data_format": "channels_first"})", {{3, 2}}},
       {"Rescaling", R"({"scale": 2.5, "offset": 0.5})", {{3}}},
+      {"ReLU", "{}", {{2, 3}}},
+      {"LeakyReLU", R"({"negative_slope": 0.3})", {{2, 3}}},
   };
   for (size_t k = 0; k < cases.size(); ++k) {
     const Case& t = cases[k];
@@ -429,6 +431,10 @@ TEST_CASE("Unsupported arguments and shapes of the basic layers are errors namin
   CHECK_THAT(config_error("Dropout", R"({"name": "dr", "rate": 0.5, "noise_shape": [1, 3]})"),
              Catch::Contains("layer 'dr' (Dropout): argument 'noise_shape'"));
   CHECK_THAT(config_error("Dropout", R"({"name": "dr"})"), Catch::Contains("argument 'rate'"));
+  CHECK_THAT(config_error("ReLU", R"({"name": "r6", "max_value": 6.0})"),
+             Catch::Contains("layer 'r6' (ReLU): argument 'max_value'"));
+  CHECK_THAT(config_error("LeakyReLU", R"({"name": "lr", "negative_slope": 2.0})"),
+             Catch::Contains("layer 'lr' (LeakyReLU): argument 'negative_slope'"));
   CHECK_THAT(config_error("Dropout", R"({"name": "dr", "rate": 1.5})"),
              Catch::Contains("argument 'rate'"));
   CHECK_THAT(build_error(make("Add", R"({"name": "add"})"), {{3}, {1}}),

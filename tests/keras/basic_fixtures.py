@@ -196,6 +196,9 @@ def basic_activations(outdir):
     for act in ACTIVATIONS:
         outputs.append(L.Dense(5, activation=act, name="dense_" + act)(x))
         outputs.append(L.Activation(act, name="act_" + act)(x))
+    outputs.append(L.ReLU(name="relu_layer")(x))
+    outputs.append(L.LeakyReLU(name="leaky_relu_layer")(x))
+    outputs.append(L.LeakyReLU(negative_slope=0.05, name="leaky_relu_005")(x))
     model = keras.Model(x, outputs, name="basic_activations")
     _randomize(model, rng)
     inputs = {"x": rng.normal(scale=2.5, size=(8, 6)).astype("float32")}
