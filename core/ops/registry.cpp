@@ -25,6 +25,7 @@ Expected<std::unique_ptr<graph::Operation>> make_matmul(OpConfig& c);
 Expected<std::unique_ptr<graph::Operation>> make_einsum(OpConfig& c);
 Expected<std::unique_ptr<graph::Operation>> make_cast(OpConfig& c);
 Expected<std::unique_ptr<graph::Operation>> make_one_hot(OpConfig& c);
+Expected<std::unique_ptr<graph::Operation>> make_axes(OpConfig& c);  // axes.cpp
 
 namespace {
 
@@ -104,6 +105,8 @@ constexpr OpEntry kOps[] = {
     {"Squeeze", make_view},
     {"Reshape", make_view},
     {"Transpose", make_transpose},
+    {"Swapaxes", make_axes},
+    {"Moveaxis", make_axes},
     {"BroadcastTo", make_replicate},
     {"Tile", make_replicate},
     {"Repeat", make_replicate},

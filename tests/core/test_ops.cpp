@@ -128,6 +128,8 @@ TEST_CASE("Shape operations, joins and splits, with their gradients", "[ops][gra
   one("Squeeze", R"({"axis": 1})", R"(["$0"])", {e});
   one("Reshape", R"({"newshape": [-1, 2, 6]})", R"(["$0"])", {x});
   one("Transpose", R"({"axes": [0, 2, 1]})", R"(["$0"])", {x});
+  one("Swapaxes", R"({"axis1": -1, "axis2": 1})", R"(["$0"])", {x});
+  one("Moveaxis", R"({"source": [1], "destination": [-1]})", R"(["$0"])", {e});
   one("BroadcastTo", R"({"shape": [null, 3, 4]})", R"(["$0"])", {e});
   one("Tile", R"({"repeats": [1, 2, 3]})", R"(["$0"])", {x});
   one("Tile", R"({"repeats": [2]})", R"(["$0"])", {v});

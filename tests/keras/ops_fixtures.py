@@ -120,7 +120,8 @@ def ops_shapes(outdir):
     outs = [
         ops.expand_dims(v, 1), ops.expand_dims(v, -1), ops.squeeze(s, axis=1), ops.squeeze(s),
         ops.reshape(x, (-1, 12)), ops.reshape(x, (-1, 2, 6)), ops.reshape(x, (-1, 6, 2)),
-        ops.transpose(x, (0, 2, 1)), ops.broadcast_to(ops.expand_dims(v, 1), (3, 3, 4)),
+        ops.transpose(x, (0, 2, 1)), ops.swapaxes(x, 1, 2), ops.moveaxis(ops.expand_dims(x, 1), 1, -1),
+        ops.broadcast_to(ops.expand_dims(v, 1), (3, 3, 4)),
         ops.tile(x, (1, 2, 3)), ops.tile(v, (2,)), ops.repeat(x, 2, axis=1),
         ops.repeat(x, 3, axis=-1), ops.concatenate([x, s], axis=1),
         ops.concatenate([x, x * 2.0], axis=-1), ops.stack([v, v * 3.0], axis=1),
