@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/optimizer.hpp"
 #include "core/optimizer_config.hpp"
 #include "core/partitioner.hpp"
 

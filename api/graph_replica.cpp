@@ -1,4 +1,5 @@
 #include "api/graph_replica.hpp"
+#include "core/keras/compile_config.hpp"
 #include "core/json_limits.hpp"
 
 #include <cmath>
@@ -89,7 +90,7 @@ core::Expected<std::unique_ptr<GraphReplica>> GraphReplica::make(const KerasSour
                       source.name +
                           ": the model was saved without compile(): no loss to train "
                           "(compile it in Keras before saving, or give --compile)");
-  auto cc = core::graph::parse_compile_config(compile, g);
+  auto cc = core::keras::parse_compile_config(compile, g);
   if (!cc) return make_error(cc.error().code, source.name + ": " + cc.error().message);
   r->objective = std::make_unique<core::graph::Objective>(std::move(*cc), g);
   if (auto st = set_labels(*r->objective, g, options); !st) return st.error();

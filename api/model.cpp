@@ -416,6 +416,42 @@ int64_t Model::eval_batches() {
   return (n + s_->spec.eval_batch_size - 1) / s_->spec.eval_batch_size;
 }
 
+core::Status Model::status() const {
+  return s_->replica.status;
+}
+
+const core::graph::Graph& Model::graph() const {
+  TROUPE_ASSERT(s_->replica.graph != nullptr, "graph() of a model that is no Keras graph");
+  return s_->replica.graph->graph();
+}
+
+std::vector<core::FeatureSpec> Model::data_specs() const {
+  TROUPE_ASSERT(s_->replica.graph != nullptr, "data_specs() of a model that is no Keras graph");
+  return detail::feature_specs(*s_->replica.graph);
+}
+
+std::map<std::string, double> Model::logs(const BatchStats& stats, const std::string& prefix) const {
+  TROUPE_ASSERT(s_->replica.graph != nullptr, "logs() of a model that is no Keras graph");
+  return detail::graph_logs(*s_->replica.graph, stats, prefix);
+}
+
+void Model::set_eval_batches(std::shared_ptr<const std::vector<core::Batch>> batches) {
+  std::lock_guard<std::mutex> lock(s_->eval.mu);
+  s_->eval.batches = std::move(batches);
+}
+
+core::Expected<std::vector<core::Tensor>> Model::predict(const core::Batch& batch) {
+  if (auto st = s_->place(); !st) return st.error();
+  if (s_->strategy != nullptr)
+    if (auto st = pull(); !st) return st.error();  // trained on the PS tasks
+  auto& g = *s_->replica.graph;
+  if (auto st = g.forward(batch, /*train=*/false, detail::model_rows(*s_)); !st) return st.error();
+  std::vector<core::Tensor> out;
+  for (size_t i = 0; i < g.graph().outputs().size(); ++i)
+    out.push_back(core::Tensor::from_view(g.graph().output(i)).to(core::Device::cpu()));
+  return out;
+}
+
 namespace detail {
 
 GraphReplica::RowsFn model_rows(Model::State& s) {

@@ -5,6 +5,7 @@
 
 #include "actors/serve.hpp"
 #include "api/impl.hpp"
+#include "core/optimizer.hpp"
 #include "core/optimizer_config.hpp"
 #include "troupe/troupe.hpp"
 

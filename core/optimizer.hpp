@@ -218,4 +218,9 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config);
 /// AdamW weight decay of 0.004).
 Expected<std::unique_ptr<Optimizer>> make_optimizer(const std::string& name, float learning_rate);
 
+/// The optimizer `text` describes: optimizer_text's JSON (core/optimizer_config.hpp), or a
+/// name with `learning_rate` (make_optimizer's).
+Expected<std::unique_ptr<Optimizer>> make_optimizer_from(const std::string& text,
+                                                         float learning_rate);
+
 }  // namespace troupe::core

@@ -1,4 +1,5 @@
 #include "core/optimizer_config.hpp"
+#include "core/optimizer.hpp"
 
 #include <cmath>
 

@@ -1,17 +1,9 @@
 #pragma once
 
-// What Keras's model.compile() asked of a model, read from the "compile_config" object a
-// .keras file's config.json holds (keys "optimizer", "loss", "loss_weights", "metrics",
-// "weighted_metrics", "run_eagerly", "steps_per_execution", "jit_compile", and
-// "auto_scale_loss" where a Keras version writes it), resolved against a graph's outputs as
-// Keras 3 resolves it (keras/src/trainers/compile_utils.py): a loss per output (one for
-// all, a list per output, or a dict by output name), loss weights, metrics per output, and
-// the names model.fit's History gives every value. What Troupe does not implement is an
-// error naming it: a loss, metric or optimizer class, or an argument other than its default.
-//
-//   auto cc = graph::parse_compile_config(config_json["compile_config"], *model.graph);
-//   cc->history_names();     // {"loss", "click_accuracy", "click_loss", "kind_loss"}
-//   cc->optimizer;           // core::OptimizerConfig, Keras 3's formulas
+// What Keras's model.compile() asked of a model, as a graph's step computes it (its
+// Objective, core/graph/objective.hpp): a loss per output, loss weights, metrics per output,
+// the optimizer, and the names model.fit's History gives every value. Read from a .keras
+// file's "compile_config" by core/keras/compile_config.hpp.
 //
 // History names, as Keras 3 gives them: "loss" (the weighted sum of the outputs' losses);
 // each metric by the string it was asked by ("acc", "mse", "AUC") or its object's "name",
@@ -25,8 +17,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "core/backend.hpp"
 #include "core/expected.hpp"
@@ -91,20 +81,5 @@ struct CompileOptions {
   /// per row of predictions; any other: the predictions' shape).
   std::map<std::string, std::vector<int64_t>> label_shapes;
 };
-
-/// Reads a compile_config against `graph`'s outputs. Errors name what is at fault: the key,
-/// the output, the loss, metric or optimizer and its argument.
-Expected<CompileConfig> parse_compile_config(const nlohmann::json& compile_config,
-                                             const Graph& graph,
-                                             const CompileOptions& options = {});
-
-/// Reads Keras's "optimizer" (a serialized optimizer or its name): SGD (momentum, nesterov),
-/// Adam and AdamW (amsgrad false), Adagrad, RMSprop (centered false), Ftrl; learning_rate a
-/// number or an ExponentialDecay; weight_decay for every class; LossScaleOptimizer's inner
-/// optimizer (its scale into `loss_scale` when given). clipnorm, clipvalue,
-/// global_clipnorm, use_ema, loss_scale_factor and gradient_accumulation_steps only at
-/// their defaults.
-Expected<OptimizerConfig> parse_keras_optimizer(
-    const nlohmann::json& optimizer, std::optional<LossScaleOptions>* loss_scale = nullptr);
 
 }  // namespace troupe::core::graph

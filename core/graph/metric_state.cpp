@@ -8,6 +8,16 @@
 
 namespace troupe::core::graph {
 
+std::vector<std::string> CompileConfig::history_names() const {
+  std::vector<std::string> names{"loss"};
+  for (const auto& m : metrics)
+    names.push_back(m.name);
+  for (const auto& o : outputs)
+    if (!o.loss_name.empty()) names.push_back(o.loss_name);
+  return names;
+}
+
+
 namespace {
 
 int64_t argmax(const float* row, int64_t c) {

@@ -5,7 +5,7 @@
 // weighted sum, the backward pass with d(sum)/d(outputs) times the caller's loss scale, and
 // the metric states of every History value (core/graph/metric_state.hpp) updated.
 //
-//   auto cc = graph::parse_compile_config(json["compile_config"], g).value();
+//   auto cc = keras::parse_compile_config(json["compile_config"], g).value();
 //   graph::Objective objective(cc, g);
 //   g.feed(batch);  g.forward(/*training=*/true, seed);
 //   auto loss = objective.train_step(g, batch);        // g.gradient(w) now holds d(loss)/dw

@@ -6,7 +6,7 @@
 
 namespace troupe::core::keras {
 
-ClassifierGraph::ClassifierGraph(graph::KerasModel model) : model_(std::move(model)) {
+ClassifierGraph::ClassifierGraph(keras::KerasModel model) : model_(std::move(model)) {
   auto& g = graph();
   const auto& ws = g.weights();
   for (size_t w = 0; w < ws.size(); ++w)
@@ -25,7 +25,7 @@ Expected<std::unique_ptr<ClassifierGraph>> ClassifierGraph::make(ClassifierForm 
   form.features = true;
   auto config = classifier_model_config(form);
   if (!config) return config.error();
-  auto model = graph::build_keras_model(*config);
+  auto model = keras::build_keras_model(*config);
   if (!model) return model.error();
   std::unique_ptr<ClassifierGraph> out(new ClassifierGraph(std::move(*model)));
   // The hand-wired model's initial values, by name: a run starts where it started.

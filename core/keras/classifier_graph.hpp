@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/expected.hpp"
-#include "core/graph/keras_model.hpp"
+#include "core/keras/keras_model.hpp"
 #include "core/keras/builtin_models.hpp"
 #include "core/nn/classifier.hpp"
 
@@ -45,13 +45,13 @@ class ClassifierGraph final : public Classifier {
   const graph::Graph& graph() const { return *model_.graph; }
 
  private:
-  explicit ClassifierGraph(graph::KerasModel model);
+  explicit ClassifierGraph(keras::KerasModel model);
   // Every gradient allocated where the model computes, of its weight's shape: a
   // data-parallel step gives their addresses to its all-reduce before the first backward
   // pass (the layers keep an allocation of the right shape).
   void allocate_gradients();
 
-  graph::KerasModel model_;
+  keras::KerasModel model_;
   std::vector<Parameter> params_;  // the graph's weights, in order
   int64_t per_example_ = 0;
   uint64_t steps_ = 0;

@@ -74,7 +74,7 @@ CtrGraph::CtrGraph(const CtrModelConfig& config, int64_t rows, bool keyed) : con
   }
   for (int weighted = 0; weighted < 2; ++weighted) {
     Form& f = forms_[weighted];
-    auto model = graph::build_keras_model(ctr_model_config(config_, rows, "", 0.0f, weighted == 1));
+    auto model = keras::build_keras_model(ctr_model_config(config_, rows, "", 0.0f, weighted == 1));
     TROUPE_ASSERT(model.ok(), "the built-in CTR model's Keras form does not build");
     f.model = std::move(*model);
     if (keyed)  // rows by raw 64-bit key: no range to check the ids against

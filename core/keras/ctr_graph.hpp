@@ -27,7 +27,7 @@
 
 #include "core/data/example.hpp"
 #include "core/expected.hpp"
-#include "core/graph/keras_model.hpp"
+#include "core/keras/keras_model.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/layer.hpp"
 #include "core/tensor.hpp"
@@ -78,7 +78,7 @@ class CtrGraph {
 
  private:
   struct Form {
-    graph::KerasModel model;
+    keras::KerasModel model;
     std::vector<size_t> dense;  // each dense variable's graph weight
     std::vector<int64_t> from;  // per table use: its first column in the table's row
     graph::Graph& graph() { return *model.graph; }

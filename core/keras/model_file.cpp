@@ -26,7 +26,7 @@ bool keras3_form(const json& j) {
 Expected<LoadedModel> from_config(LoadedModel m, const json& config) {
   m.config = config;
   if (config.contains("compile_config")) m.compile_config = config["compile_config"];
-  auto built = graph::build_keras_model(config, &m.file.assets, &m.file.weight_groups);
+  auto built = keras::build_keras_model(config, &m.file.assets, &m.file.weight_groups);
   if (!built) return make_error(built.error().code, m.source + ": " + built.error().message);
   m.model = std::move(*built);
   return m;
@@ -76,7 +76,7 @@ Expected<LoadedModel> load_model(const std::string& path) {
   return load_model_bytes(buf.str(), path);
 }
 
-Status set_weights_from(graph::KerasModel& model, const KerasFile& file, const std::string& name,
+Status set_weights_from(keras::KerasModel& model, const KerasFile& file, const std::string& name,
                         bool worker_copy) {
   const bool tables_elsewhere = file.metadata.is_object() &&
                                 file.metadata.contains(tables_elsewhere_key) &&
@@ -120,7 +120,7 @@ Status set_weights_from(graph::KerasModel& model, const KerasFile& file, const s
   return {};
 }
 
-Expected<std::map<std::string, Tensor>> keras_datasets(const graph::KerasModel& model,
+Expected<std::map<std::string, Tensor>> keras_datasets(const keras::KerasModel& model,
                                                        std::map<std::string, Tensor> values,
                                                        bool tables) {
   std::map<std::string, Tensor> out;

@@ -15,14 +15,14 @@
 #include <nlohmann/json.hpp>
 
 #include "core/expected.hpp"
-#include "core/graph/keras_model.hpp"
+#include "core/keras/keras_model.hpp"
 #include "core/keras/keras_file.hpp"
 
 namespace troupe::core::keras {
 
 struct LoadedModel {
   std::string source;  // the file's name, for errors
-  graph::KerasModel model;
+  keras::KerasModel model;
   /// The model description (config.json's object, or the to_json() JSON).
   nlohmann::json config;
   /// Its compile settings (config.json's "compile_config"), null when it has none.
@@ -49,14 +49,14 @@ Expected<LoadedModel> load_model(const std::string& path);
 /// invalid_argument error naming the layer, the weight and the file. A file written by
 /// without_tables() lacks the tables' datasets: taken with `worker_copy` (the tables are left
 /// without a value), refused otherwise (its tables are not in it).
-Status set_weights_from(graph::KerasModel& model, const KerasFile& file, const std::string& name,
+Status set_weights_from(keras::KerasModel& model, const KerasFile& file, const std::string& name,
                         bool worker_copy = false);
 
 /// The datasets of a weights file holding `values` (by graph weight path, "dense/kernel"),
 /// at the paths Keras reads them from; a weight of the graph missing from `values` is an
 /// error naming it. Without `tables`, the embedding tables are left out (and need no value).
 /// Host tensors are moved out of `values` (a caller that keeps them passes a copy).
-Expected<std::map<std::string, Tensor>> keras_datasets(const graph::KerasModel& model,
+Expected<std::map<std::string, Tensor>> keras_datasets(const keras::KerasModel& model,
                                                        std::map<std::string, Tensor> values,
                                                        bool tables = true);
 

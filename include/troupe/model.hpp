@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -232,6 +233,25 @@ class Model {
   /// The evaluation examples (loaded on first use); batch count at eval_batch_size.
   core::Expected<std::shared_ptr<const std::vector<core::Example>>> eval_examples();
   int64_t eval_batches();
+
+  // ---- A Keras model (ModelSpec::keras) ----
+  /// Why the model could not be made from its file (ok when it was): an error naming the
+  /// file and what Troupe does not support.
+  core::Status status() const;
+  /// Its graph: inputs, outputs and their specs, weights. An invariant break for a model
+  /// that could not be made (status()) or is no Keras model.
+  const core::graph::Graph& graph() const;
+  /// What its data must hold: its inputs, then its outputs' label columns.
+  std::vector<core::FeatureSpec> data_specs() const;
+  /// Keras's History values of `stats` under the compiled names, with `prefix` ("val_").
+  std::map<std::string, double> logs(const BatchStats& stats, const std::string& prefix = "") const;
+  /// The batches evaluate() (and fit()'s direct validation, and a side-car evaluator)
+  /// score, in place of ModelSpec::eval_batches.
+  void set_eval_batches(std::shared_ptr<const std::vector<core::Batch>> batches);
+  /// Its outputs on `batch` (inputs only; inference), on the host, in output order: with
+  /// the current weights (attached to a ParameterServerStrategy: pulled first, each table's
+  /// rows read from the PS tasks).
+  core::Expected<std::vector<core::Tensor>> predict(const core::Batch& batch);
 
   struct State;
   State& state() { return *s_; }

@@ -7,8 +7,6 @@
 
 #include <pybind11/stl.h>
 
-#include "api/graph_replica.hpp"
-#include "api/model_state.hpp"
 #include "core/data/named_input.hpp"
 #include "python/src/arrays.hpp"
 #include "python/src/distribute.hpp"
@@ -179,21 +177,21 @@ KerasModel::KerasModel(const std::string& name, std::string bytes, const std::st
   spec.precision = precision;
   spec.seed = seed;
   model_ = std::make_unique<Model>(spec);
-  check(model_->state().replica.status);
-  specs_ = detail::feature_specs(*model_->state().replica.graph);
-  inputs_ = model_->state().replica.graph->graph().inputs().size();
+  check(model_->status());
+  specs_ = model_->data_specs();
+  inputs_ = model_->graph().inputs().size();
 }
 
 py::list KerasModel::inputs() {
   py::list out;
-  for (const auto& in : model_->state().replica.graph->graph().inputs())
+  for (const auto& in : model_->graph().inputs())
     out.append(spec_dict(in.name, in.spec.kind, in.spec.shape));
   return out;
 }
 
 py::list KerasModel::outputs() {
   py::list out;
-  for (const auto& o : model_->state().replica.graph->graph().outputs())
+  for (const auto& o : model_->graph().outputs())
     out.append(spec_dict(o.name, o.spec.kind, o.spec.shape));
   return out;
 }
@@ -285,9 +283,7 @@ py::dict KerasModel::fit(const py::dict& data, const py::object& validation, int
   if (!validation.is_none()) {
     auto batches = std::make_shared<const std::vector<core::Batch>>(
         batches_of(validation.cast<py::dict>(), true, "validation_data"));
-    auto& eval = model_->state().eval;
-    std::lock_guard<std::mutex> lock(eval.mu);
-    eval.batches = std::move(batches);
+    model_->set_eval_batches(std::move(batches));
     fo.validation = FitOptions::Validation::direct;
   }
   Callbacks all;
@@ -427,7 +423,7 @@ py::dict KerasModel::cluster_stats() {
 }
 
 py::dict KerasModel::logs(const BatchStats& stats) {
-  return logs_dict(detail::graph_logs(*model_->state().replica.graph, stats));
+  return logs_dict(model_->logs(stats));
 }
 
 void KerasModel::shutdown_cluster() {
@@ -441,15 +437,11 @@ py::dict KerasModel::evaluate(const py::dict& data) {
   core::Expected<BatchStats> stats = core::make_error(core::Errc::internal, "not run");
   {
     py::gil_scoped_release release;
-    auto& eval = model_->state().eval;
-    {
-      std::lock_guard<std::mutex> lock(eval.mu);
-      eval.batches = batches;
-    }
+    model_->set_eval_batches(batches);
     stats = model_->evaluate();
   }
   if (!stats) throw TroupeError(stats.error());
-  return logs_dict(detail::graph_logs(*model_->state().replica.graph, *stats));
+  return logs_dict(model_->logs(*stats));
 }
 
 py::dict KerasModel::sidecar_evaluate(const py::dict& data, const std::string& checkpoint_dir,
@@ -467,11 +459,7 @@ py::dict KerasModel::sidecar_evaluate(const py::dict& data, const std::string& c
   core::Expected<SidecarResult> r = core::make_error(core::Errc::internal, "not run");
   {
     py::gil_scoped_release release;
-    auto& eval = model_->state().eval;
-    {
-      std::lock_guard<std::mutex> lock(eval.mu);
-      eval.batches = batches;
-    }
+    model_->set_eval_batches(batches);
     r = run_sidecar_evaluator(*model_, o, std::cout);
   }
   interrupt.rethrow();
@@ -490,22 +478,15 @@ py::list KerasModel::predict(const py::dict& x, int64_t batch) {
   data["arrays"] = x;
   data["batch"] = batch;
   const auto batches = batches_of(data, false, "predict's x");
-  auto& g = *model_->state().replica.graph;
-  const auto& outs = g.graph().outputs();
+  const auto& outs = model_->graph().outputs();
   std::vector<std::vector<float>> values(outs.size());
   int64_t examples = 0;
   {
     py::gil_scoped_release release;
-    auto& st = model_->state();
-    check(st.place());
-    if (st.strategy != nullptr) check(model_->pull());  // trained on the PS tasks
-    const auto rows = detail::model_rows(st);
     for (const auto& b : batches) {
-      check(g.forward(b, /*train=*/false, rows));
-      for (size_t i = 0; i < outs.size(); ++i) {
-        const core::Tensor y = core::Tensor::from_view(g.graph().output(i)).to(core::Device::cpu());
-        values[i].insert(values[i].end(), y.data(), y.data() + y.size());
-      }
+      const auto ys = take(model_->predict(b));
+      for (size_t i = 0; i < outs.size(); ++i)
+        values[i].insert(values[i].end(), ys[i].data(), ys[i].data() + ys[i].size());
       examples += b.size();
     }
   }

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/graph/keras_model.hpp"
+#include "core/keras/keras_model.hpp"
 #include "device_pass.hpp"
 
 #ifndef TROUPE_KERAS_FIXTURES
@@ -69,8 +69,8 @@ inline nlohmann::json reference_fixture(const std::string& name) {
 }
 
 /// The fixture's model built as a graph, its layers holding the fixture's weights.
-inline core::graph::KerasModel reference_model(const nlohmann::json& doc) {
-  auto model = core::graph::build_keras_model(doc["model"]);
+inline core::keras::KerasModel reference_model(const nlohmann::json& doc) {
+  auto model = core::keras::build_keras_model(doc["model"]);
   INFO((model ? std::string() : model.error().message));
   REQUIRE(model.ok());
   for (const auto& layer : model->graph->operations()) {

@@ -11,7 +11,7 @@
 #include <map>
 #include <string>
 
-#include "core/graph/keras_model.hpp"
+#include "core/keras/keras_model.hpp"
 #include "core/keras/builtin_models.hpp"
 #include "core/keras/classifier_graph.hpp"
 #include "core/keras/ctr_graph.hpp"
@@ -111,7 +111,7 @@ TEST_CASE(
 
       // The Keras form, from its config, with the reference's values.
       auto model =
-          graph::build_keras_model(keras::ctr_model_config(cfg, rows, "adagrad", 0.1f, weighted));
+          keras::build_keras_model(keras::ctr_model_config(cfg, rows, "adagrad", 0.1f, weighted));
       INFO((model ? std::string() : model.error().message));
       REQUIRE(model.ok());
       auto& g = *model->graph;
@@ -312,7 +312,7 @@ TEST_CASE(
 
     auto config = keras::classifier_model_config(form, "sgd", 0.1f);
     REQUIRE(config.ok());
-    auto model = graph::build_keras_model(*config);
+    auto model = keras::build_keras_model(*config);
     INFO((model ? std::string() : model.error().message));
     REQUIRE(model.ok());
     auto& g = *model->graph;

@@ -14,6 +14,7 @@
 #include <msgpack.hpp>
 #include <nlohmann/json.hpp>
 
+#include "core/keras/compile_config.hpp"
 #include "core/graph/compile.hpp"
 #include "core/graph/metric_state.hpp"
 #include "core/graph/objective.hpp"
@@ -22,6 +23,7 @@
 
 using namespace troupe::core;
 using namespace troupe::core::graph;
+using namespace troupe::core::keras;
 using namespace troupe::core::layers;
 using nlohmann::json;
 using troupe::test::FakeCuda;

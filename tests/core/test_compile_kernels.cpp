@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/keras/compile_config.hpp"
 #include "core/backend.hpp"
 #include "core/cpu/cpu_backend.hpp"
 #include "core/graph/compile.hpp"
@@ -249,7 +250,7 @@ TEST_CASE("Optimizers read from Keras configs step as Keras's own do",
   FakeCuda fake(1);
   for (const auto& s : ko::steps()) {
     INFO(s.name);
-    auto config = graph::parse_keras_optimizer(nlohmann::json::parse(s.optimizer));
+    auto config = keras::parse_keras_optimizer(nlohmann::json::parse(s.optimizer));
     REQUIRE(config.ok());
     const Shape shape{static_cast<int64_t>(ko::w0.size())};
     auto check = [&](const float* w, size_t step, const char* where) {

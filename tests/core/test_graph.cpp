@@ -2,11 +2,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/graph/keras_model.hpp"
+#include "core/keras/keras_model.hpp"
 #include "graph_check.hpp"
 
 using namespace troupe::core;
 using namespace troupe::core::graph;
+using namespace troupe::core::keras;
 using namespace troupe::core::layers;
 
 using troupe::test::check_gradients;

@@ -6,8 +6,9 @@
 // run one step forward and back on zeros.
 #include <nlohmann/json.hpp>
 
+#include "core/keras/compile_config.hpp"
 #include "core/graph/compile.hpp"
-#include "core/graph/keras_model.hpp"
+#include "core/keras/keras_model.hpp"
 #include "core/json_limits.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -16,12 +17,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                          "fuzz");
   if (!parsed) return 0;
   const auto& doc = *parsed;
-  auto model = graph::build_keras_model(doc);
+  auto model = keras::build_keras_model(doc);
   if (!model) return 0;
   auto& g = *model->graph;
   // Small graphs only: a fuzzed Dense(units=1e9) is refused by its size, not allocated.
   if (g.num_parameters() > (int64_t{1} << 20)) return 0;
-  if (doc.contains("compile_config")) (void)graph::parse_compile_config(doc["compile_config"], g);
+  if (doc.contains("compile_config")) (void)keras::parse_compile_config(doc["compile_config"], g);
   Batch batch;
   for (const auto& in : g.inputs()) {
     if (in.spec.per_example() > 4096) return 0;

@@ -6,7 +6,7 @@
 // here, before any task trains: what Troupe does not support is an error naming the layer,
 // its class and the argument.
 //
-//   auto model = graph::build_keras_model(config_json);   // Expected<KerasModel>
+//   auto model = keras::build_keras_model(config_json);   // Expected<KerasModel>
 //   model->graph->inputs();                               // names and specs, for the data
 
 #include <map>
@@ -19,13 +19,13 @@
 #include "core/expected.hpp"
 #include "core/graph/graph.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::keras {
 
 struct KerasModel {
   std::string name;        // the model's name
   std::string class_name;  // "Sequential" or "Functional"
-  std::unique_ptr<Graph> graph;
-  /// Per layer in graph->layers(), the path Keras saves its variables under in
+  std::unique_ptr<graph::Graph> graph;
+  /// Per layer in graph->operations(), the path Keras saves its variables under in
   /// model.weights.h5 ("layers/dense_1"), whose "vars/<i>" are its weights in order.
   std::map<std::string, std::string> weights_path;
 };
@@ -39,4 +39,4 @@ Expected<KerasModel> build_keras_model(const nlohmann::json& model,
                                        const std::map<std::string, std::string>* assets = nullptr,
                                        const std::map<std::string, std::string>* groups = nullptr);
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::keras

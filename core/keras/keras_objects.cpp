@@ -3,9 +3,9 @@
 // ones Troupe has, with every argument other than its default refused by name.
 #include <utility>
 
-#include "core/graph/keras_objects.hpp"
+#include "core/keras/keras_objects.hpp"
 
-namespace troupe::core::graph::detail {
+namespace troupe::core::keras::detail {
 
 using nlohmann::json;
 
@@ -251,4 +251,4 @@ Expected<MetricSpec> parse_metric(const json& j, const Shapes& shapes, const std
   return m;
 }
 
-}  // namespace troupe::core::graph::detail
+}  // namespace troupe::core::keras::detail

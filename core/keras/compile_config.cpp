@@ -1,13 +1,15 @@
-#include "core/graph/compile.hpp"
+#include "core/keras/compile_config.hpp"
 #include "core/graph/json_guard.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <utility>
 
-#include "core/graph/keras_objects.hpp"
+#include "core/keras/keras_objects.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::keras {
+
+using namespace graph;
 
 using detail::config_error;
 using detail::dump_short;
@@ -162,15 +164,6 @@ Expected<std::vector<std::vector<json>>> metrics_per_output(const json& m,
 
 }  // namespace
 
-std::vector<std::string> CompileConfig::history_names() const {
-  std::vector<std::string> names{"loss"};
-  for (const auto& m : metrics)
-    names.push_back(m.name);
-  for (const auto& o : outputs)
-    if (!o.loss_name.empty()) names.push_back(o.loss_name);
-  return names;
-}
-
 namespace {
 
 Expected<CompileConfig> parse_compile_unguarded(const json& config, const Graph& graph,
@@ -283,4 +276,4 @@ Expected<CompileConfig> parse_compile_config(const json& config, const Graph& gr
                     [&] { return parse_compile_unguarded(config, graph, options); });
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::keras

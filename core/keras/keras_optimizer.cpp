@@ -5,11 +5,13 @@
 #include <cctype>
 #include <utility>
 
-#include "core/graph/compile.hpp"
+#include "core/keras/compile_config.hpp"
 #include "core/graph/json_guard.hpp"
-#include "core/graph/keras_objects.hpp"
+#include "core/keras/keras_objects.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::keras {
+
+using namespace graph;
 
 using detail::is_serialized_object;
 using detail::KerasArgs;
@@ -192,4 +194,4 @@ Expected<OptimizerConfig> parse_keras_optimizer(const json& optimizer,
   return guard_json("optimizer", [&] { return parse_optimizer_unguarded(optimizer, loss_scale); });
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::keras

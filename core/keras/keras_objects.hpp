@@ -19,7 +19,9 @@
 #include "core/graph/compile.hpp"
 #include "core/graph/config_args.hpp"
 
-namespace troupe::core::graph::detail {
+namespace troupe::core::keras::detail {
+
+using namespace graph;  // the compile settings' types, ConfigArgs
 
 /// A serialized object's config read as ConfigArgs reads it, its errors named
 /// "compile_config: <what>".
@@ -68,4 +70,4 @@ Expected<LossSpec> parse_loss(const nlohmann::json& j, const Shapes& shapes,
 Expected<MetricSpec> parse_metric(const nlohmann::json& j, const Shapes& shapes,
                                   const std::string& output);
 
-}  // namespace troupe::core::graph::detail
+}  // namespace troupe::core::keras::detail

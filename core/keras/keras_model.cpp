@@ -1,4 +1,5 @@
-#include "core/graph/keras_model.hpp"
+#include "core/keras/keras_model.hpp"
+
 #include "core/graph/json_guard.hpp"
 
 #include <cctype>
@@ -9,7 +10,9 @@
 #include "core/layers/layers.hpp"
 #include "core/ops/op.hpp"
 
-namespace troupe::core::graph {
+namespace troupe::core::keras {
+
+using namespace graph;
 
 using nlohmann::json;
 
@@ -507,4 +510,4 @@ Expected<KerasModel> build_keras_model(const json& model,
   return guard_json("model config", [&] { return build_unguarded(model, assets, groups); });
 }
 
-}  // namespace troupe::core::graph
+}  // namespace troupe::core::keras
