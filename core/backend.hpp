@@ -193,8 +193,6 @@ class Backend {
   virtual void apply_rows(const OptimizerConfig& c, TensorView w, ConstTensorView rows,
                           ConstTensorView grad_rows, const std::vector<TensorView>& slots,
                           int64_t t) = 0;
-  /// out[i] = table[rows[i]] for int64 rows.
-  virtual void gather_rows(ConstTensorView table, ConstTensorView rows, TensorView out) = 0;
 
   // ---- Kernels of the layer graph (core/graph, core/layers; parameters in
   // core/layer_ops.hpp). Generic ones: a layer is a composition of them. float32 views on

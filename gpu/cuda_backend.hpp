@@ -91,8 +91,6 @@ class CudaBackend final : public core::Backend {
   void apply_rows(const core::OptimizerConfig& c, core::TensorView w, core::ConstTensorView rows,
                   core::ConstTensorView grad_rows, const std::vector<core::TensorView>& slots,
                   int64_t t) override;
-  void gather_rows(core::ConstTensorView table, core::ConstTensorView rows,
-                   core::TensorView out) override;
 
   // layer graph: basic (gpu/cuda_layer_ops.cpp)
   void activation_forward(core::ActFn f, core::ConstTensorView x, core::TensorView y) override;

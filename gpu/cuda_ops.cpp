@@ -179,10 +179,4 @@ void CudaBackend::apply_rows(const core::OptimizerConfig& c, core::TensorView w,
       w.shape().row_size(), w.data(), grad_rows.data(), slot(slots, 0), slot(slots, 1)));
 }
 
-void CudaBackend::gather_rows(core::ConstTensorView table, core::ConstTensorView rows,
-                              core::TensorView out) {
-  TROUPE_GPU_KERNEL(launch::gather_rows(stream_, table.data(), rows.data_as<int64_t>(), out.data(),
-                                        rows.size(), table.shape().row_size()));
-}
-
 }  // namespace troupe::gpu

@@ -116,14 +116,6 @@ void CpuBackend::convert(ConstTensorView src, TensorView dst) {
   }
 }
 
-void CpuBackend::gather_rows(ConstTensorView table, ConstTensorView rows, TensorView out) {
-  const int64_t width = table.shape().row_size();
-  const int64_t* r = rows.data_as<int64_t>();
-  TROUPE_ASSERT(out.size() == rows.size() * width, "gather_rows: out is [rows, width]");
-  for (int64_t i = 0; i < rows.size(); ++i)
-    std::memcpy(out.data() + i * width, table.data() + r[i] * width, sizeof(float) * width);
-}
-
 ConstTensorView rounded_operand(ConstTensorView v, Precision p, Tensor& scratch) {
   if (p == Precision::float32) return v;
   scratch.resize(v.shape());

@@ -66,7 +66,6 @@ class CpuBackend final : public Backend {
   void apply_rows(const OptimizerConfig& c, TensorView w, ConstTensorView rows,
                   ConstTensorView grad_rows, const std::vector<TensorView>& slots,
                   int64_t t) override;
-  void gather_rows(ConstTensorView table, ConstTensorView rows, TensorView out) override;
 
   // layer graph: basic (core/cpu/layer_kernels.cpp, core/cpu/norm_kernels.cpp)
   void activation_forward(ActFn f, ConstTensorView x, TensorView y) override;

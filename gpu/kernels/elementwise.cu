@@ -104,12 +104,6 @@ cudaError_t ohwi_to_hwio(cudaStream_t s, const float* ohwi, float* hwio, int64_t
              [=] __device__(int64_t i) { k::ohwi_to_hwio(i, ohwi, hwio, khw, c, f); });
 }
 
-cudaError_t gather_rows(cudaStream_t s, const float* table, const int64_t* rows, float* out,
-                        int64_t count, int64_t width) {
-  return run(s, count * width,
-             [=] __device__(int64_t i) { k::gather_rows(i, table, rows, out, width); });
-}
-
 cudaError_t softmax_cross_entropy(cudaStream_t s, const float* logits, const int32_t* labels,
                                   float* probs, float* grad, double* loss_sum, int64_t n, int64_t c,
                                   float inv_n_scale) {

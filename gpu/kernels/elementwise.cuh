@@ -115,9 +115,4 @@ TROUPE_HD inline void ohwi_to_hwio(int64_t i, const float* ohwi, float* hwio, in
   hwio[i] = ohwi[(o * khw + s) * c + ci];
 }
 
-TROUPE_HD inline void gather_rows(int64_t i, const float* table, const int64_t* rows, float* out,
-                                  int64_t width) {
-  out[i] = table[rows[i / width] * width + i % width];
-}
-
 }  // namespace troupe::gpu::kernels

@@ -37,8 +37,6 @@ cudaError_t hwio_to_ohwi(cudaStream_t s, const float* hwio, float* ohwi, int64_t
                          int64_t f);
 cudaError_t ohwi_to_hwio(cudaStream_t s, const float* ohwi, float* hwio, int64_t khw, int64_t c,
                          int64_t f);
-cudaError_t gather_rows(cudaStream_t s, const float* table, const int64_t* rows, float* out,
-                        int64_t count, int64_t width);
 
 cudaError_t softmax_cross_entropy(cudaStream_t s, const float* logits, const int32_t* labels,
                                   float* probs, float* grad, double* loss_sum, int64_t n, int64_t c,

@@ -136,10 +136,6 @@ class HostBackedBackend final : public core::Backend {
                   int64_t t) override {
     cpu_.apply_rows(c, h(w), h(rows), h(grad_rows), hs(slots), t);
   }
-  void gather_rows(core::ConstTensorView table, core::ConstTensorView rows,
-                   core::TensorView out) override {
-    cpu_.gather_rows(h(table), h(rows), h(out));
-  }
   // layer graph: basic
   void activation_forward(core::ActFn f, core::ConstTensorView x, core::TensorView y) override {
     cpu_.activation_forward(f, h(x), h(y));

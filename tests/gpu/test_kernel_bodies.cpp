@@ -145,12 +145,6 @@ TEST_CASE("conversion, transposition and gather bodies", "[kernels]") {
   for (int o = 0; o < 4; ++o)
     CHECK(ohwi[((o * 9) + (1 * 3 + 2)) * 2 + 1] == hwio[((1 * 3 + 2) * 2 + 1) * 4 + o]);
 
-  const Tensor table = random_tensor(Shape{10, 3}, 9);
-  const std::vector<int64_t> rows{7, 0, 7, 3};
-  Tensor out(Shape{4, 3}), out_cpu(Shape{4, 3});
-  cpu.gather_rows(table, longs(rows), out_cpu);
-  run_body(12, [&](int64_t i) { k::gather_rows(i, table.data(), rows.data(), out.data(), 3); });
-  CHECK(core::max_abs_diff(out, out_cpu) == 0.0f);
 }
 
 TEST_CASE("loss and metric bodies compute what the CPU backend does", "[kernels]") {
