@@ -16,6 +16,8 @@ as .keras files that `troupe train` and bench/tf_keras_ps.py both train:
   mlp        Fashion-MNIST's 784-128-10 MLP: Rescaling(1/255), Flatten, Dense(128, relu),
              Dense(10), sparse categorical cross-entropy from logits, accuracy (input
              `image` [28, 28], as `troupe train --format idx` reads it).
+  cnn        the MultiWorkerMirroredStrategy tutorial's CNN on the same input: Rescaling,
+             Reshape(28, 28, 1), Conv2D(32, 3, relu), Flatten, Dense(128, relu), Dense(10).
 
 Run with the Keras venv (build/keras-venv, KERAS_BACKEND=jax):
   build/keras-venv/bin/python bench/keras_ctr_models.py deepfm --out /tmp/deepfm.keras \
@@ -133,9 +135,27 @@ def mlp(args):
     return model
 
 
+def cnn(args):
+    x = keras.Input((28, 28), name="image")
+    h = layers.Rescaling(1 / 255.0)(x)
+    h = layers.Reshape((28, 28, 1))(h)
+    h = layers.Conv2D(32, 3, activation="relu", name="conv2d",
+                      kernel_initializer=keras.initializers.GlorotUniform(args.seed))(h)
+    h = layers.Flatten()(h)
+    h = layers.Dense(128, activation="relu", name="hidden",
+                     kernel_initializer=keras.initializers.GlorotUniform(args.seed + 1))(h)
+    y = layers.Dense(10, name="logits",
+                     kernel_initializer=keras.initializers.GlorotUniform(args.seed + 2))(h)
+    model = keras.Model(x, y, name="cnn")
+    model.compile(optimizer=optimizer(args.optimizer, args.lr),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    return model
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=["deepfm", "wide_deep", "mlp"])
+    ap.add_argument("model", choices=["deepfm", "wide_deep", "mlp", "cnn"])
     ap.add_argument("--out", required=True)
     ap.add_argument("--buckets", type=int, default=4096, help="rows of each of the 26 fields")
     ap.add_argument("--dim", type=int, default=8)
@@ -147,11 +167,11 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     if args.optimizer is None:
-        args.optimizer = "sgd" if args.model == "mlp" else "adagrad"
+        args.optimizer = "sgd" if args.model in ("mlp", "cnn") else "adagrad"
     if args.lr is None:
-        args.lr = 0.1 if args.model == "mlp" else 0.2
+        args.lr = 0.1 if args.model == "mlp" else 0.01 if args.model == "cnn" else 0.2
     keras.utils.set_random_seed(args.seed)
-    model = {"deepfm": deepfm, "wide_deep": wide_deep, "mlp": mlp}[args.model](args)
+    model = {"deepfm": deepfm, "wide_deep": wide_deep, "mlp": mlp, "cnn": cnn}[args.model](args)
     model.save(args.out)
     print(json.dumps({"model": args.model, "out": args.out, "params": model.count_params(),
                       "weights": {w.path: list(w.shape) for w in model.weights},
