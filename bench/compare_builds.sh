@@ -26,18 +26,9 @@ work=${WORK:-/tmp/troupe-keras-bench}
 fmnist=${FMNIST:-/usr/share/datasets/fashion-mnist}
 cases=${CASES:-"fmnist_ps fmnist_mirrored ctr_small ctr_wide train_deepfm train_wide_deep train_cnn"}
 lock=${LOCK-/tmp/troupe-build.lock}
-locked() { if [ -n "$lock" ]; then flock "$lock" "$@"; else "$@"; fi; }
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
 mkdir -p "$work"
-keras_file() {  # name, then keras_ctr_models.py's arguments
-  local f=$work/$1.keras
-  shift
-  [ -f "$f" ] || "$kpy" "$here/keras_ctr_models.py" "$@" --out "$f" >/dev/null 2>&1
-  echo "$f"
-}
-ctr_data() {  # dir vocab buckets
-  [ -f "$1/teacher.json" ] || locked "$bin/ctr_datagen" --out "$1" --rows 400000 --files 4 \
-    --vocab "$2" --format tfrecord --buckets-per-field "$3" >/dev/null
-}
 wd_data() {
   [ -f "$1/teacher.json" ] || "$kpy" "$here/wide_deep_data.py" --out "$1" --rows 200000 >/dev/null 2>&1
 }

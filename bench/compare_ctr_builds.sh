@@ -20,11 +20,8 @@ program=${PROGRAM:-ctr_ps}
 precision=${PRECISION:-float32}
 work=${WORK:-/tmp/troupe-keras-bench}
 lock=${LOCK-/tmp/troupe-build.lock}
-locked() { if [ -n "$lock" ]; then flock "$lock" "$@"; else "$@"; fi; }
-ctr_data() {  # dir vocab buckets
-  [ -f "$1/teacher.json" ] || locked "$bin/ctr_datagen" --out "$1" --rows 400000 --files 4 \
-    --vocab "$2" --format tfrecord --buckets-per-field "$3" >/dev/null
-}
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 for c in $cases; do

@@ -27,19 +27,10 @@ cases=${CASES:-"mlp_ps mlp_mirrored deepfm_small deepfm_400"}
 mlp_steps=${MLP_STEPS:-2814}
 precision=${PRECISION:-float32}
 lock=${LOCK-/tmp/troupe-build.lock}
-locked() { if [ -n "$lock" ]; then flock "$lock" "$@"; else "$@"; fi; }
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
 mkdir -p "$work"
 
-keras_file() {  # name, then keras_ctr_models.py's arguments
-  local f=$work/$1.keras
-  shift
-  [ -f "$f" ] || "$kpy" "$here/keras_ctr_models.py" "$@" --out "$f" >/dev/null 2>&1
-  echo "$f"
-}
-ctr_data() {  # dir vocab buckets
-  [ -f "$1/teacher.json" ] || locked "$bin/ctr_datagen" --out "$1" --rows 400000 --files 4 \
-    --vocab "$2" --format tfrecord --buckets-per-field "$3" >/dev/null
-}
 
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT

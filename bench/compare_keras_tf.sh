@@ -24,7 +24,8 @@ work=${WORK:-/tmp/troupe-keras-bench}
 models=${MODELS:-"deepfm_small deepfm_400 wide_deep"}
 apis=${APIS:-"tf_keras keras3"}
 lock=${LOCK-/tmp/troupe-build.lock}
-locked() { if [ -n "$lock" ]; then flock "$lock" "$@"; else "$@"; fi; }
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
 mkdir -p "$work"
 
 # Per model: its data directory, how to make it, the .keras file's arguments, batch, steps

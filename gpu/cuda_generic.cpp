@@ -11,17 +11,6 @@ namespace troupe::gpu {
 
 namespace {
 
-std::vector<core::Shape> shapes(const std::vector<core::ConstTensorView>& in) {
-  std::vector<core::Shape> out;
-  for (const auto& v : in)
-    out.push_back(v.shape());
-  return out;
-}
-
-const float* operand_at(const std::vector<core::ConstTensorView>& in, size_t k) {
-  return k < in.size() ? in[k].data() : nullptr;
-}
-
 cudaError_t as_cuda(int e) {
   return static_cast<cudaError_t>(e);
 }
@@ -30,10 +19,7 @@ cudaError_t as_cuda(int e) {
 
 void CudaBackend::elementwise(core::ElementOp op, const std::vector<core::ConstTensorView>& in,
                               core::TensorView y) {
-  auto a = core::kernels::plan_elementwise(op, shapes(in), y.shape());
-  for (size_t k = 0; k < 3; ++k)
-    a.in[k] = operand_at(in, k);
-  a.y = y.data();
+  const auto a = core::kernels::elementwise_args(op, in, y);
   TROUPE_GPU_KERNEL(as_cuda(core::kernels::cuda::elementwise(stream_, a, y.size())));
 }
 
@@ -41,63 +27,38 @@ void CudaBackend::elementwise_backward(core::ElementOp op, int which,
                                        const std::vector<core::ConstTensorView>& in,
                                        core::ConstTensorView y, core::ConstTensorView dy,
                                        core::TensorView dx, bool accumulate) {
-  auto a = core::kernels::plan_elementwise_grad(op, which, shapes(in), y.shape());
-  for (size_t k = 0; k < 3; ++k)
-    a.in[k] = operand_at(in, k);
-  a.y = y.data();
-  a.dy = dy.data();
-  a.dx = dx.data();
-  a.accumulate = accumulate;
+  const auto a = core::kernels::elementwise_grad_args(op, which, in, y, dy, dx, accumulate);
   TROUPE_GPU_KERNEL(as_cuda(core::kernels::cuda::elementwise_grad(stream_, a, dx.size())));
 }
 
 void CudaBackend::reduce(core::Reduce op, core::ConstTensorView x, core::TensorView y) {
-  auto a = core::kernels::plan_reduce(op, x.shape(), y.shape());
-  a.x = x.data();
-  a.y = y.data();
+  const auto a = core::kernels::reduce_args(op, x, y);
   TROUPE_GPU_KERNEL(as_cuda(core::kernels::cuda::reduce(stream_, a, y.size())));
 }
 
 void CudaBackend::reduce_backward(core::Reduce op, core::ConstTensorView x,
                                   core::ConstTensorView y, core::ConstTensorView dy,
                                   core::TensorView dx, bool accumulate) {
-  auto a = core::kernels::plan_reduce_grad(op, x.shape(), y.shape());
-  a.x = x.data();
-  a.y = y.data();
-  a.dy = dy.data();
-  a.dx = dx.data();
-  a.accumulate = accumulate;
+  const auto a = core::kernels::reduce_grad_args(op, x, y, dy, dx, accumulate);
   TROUPE_GPU_KERNEL(as_cuda(core::kernels::cuda::reduce_grad(stream_, a, y.size())));
 }
 
 void CudaBackend::copy_strided(const core::kernels::IndexSpace<2>& at, core::ConstTensorView src,
                                core::TensorView dst, bool accumulate) {
-  core::kernels::CopyArgs a;
-  a.src = src.data();
-  a.dst = dst.data();
-  a.accumulate = accumulate;
-  a.at = at;
+  const auto a = core::kernels::copy_args(at, src, dst, accumulate);
   TROUPE_GPU_KERNEL(as_cuda(core::kernels::cuda::copy(stream_, a, at.size())));
 }
 
 void CudaBackend::gather(core::ConstTensorView x, core::ConstTensorView index, core::TensorView y) {
-  core::kernels::GatherArgs a;
+  auto a = core::kernels::gather_args(x.shape(), index, y.shape());
   a.x = x.data();
-  a.index = index.data_as<int32_t>();
   a.y = y.data();
-  a.n = x.shape()[1];
-  a.k = y.shape()[1];
-  a.inner = x.shape()[2];
   TROUPE_GPU_KERNEL(as_cuda(core::kernels::cuda::gather(stream_, a, y.size())));
 }
 
 void CudaBackend::gather_backward(core::ConstTensorView dy, core::ConstTensorView index,
                                   core::TensorView dx, bool accumulate) {
-  core::kernels::GatherArgs a;
-  a.index = index.data_as<int32_t>();
-  a.n = dx.shape()[1];
-  a.k = dy.shape()[1];
-  a.inner = dx.shape()[2];
+  const auto a = core::kernels::gather_args(dx.shape(), index, dy.shape());
   TROUPE_GPU_KERNEL(
       as_cuda(core::kernels::cuda::scatter(stream_, a, dy.data(), dx.data(), accumulate, dx.size())));
 }

@@ -1,10 +1,19 @@
 #include "core/graph/config_args.hpp"
 
 #include <cmath>
+#include <limits>
 
 namespace troupe::core::graph {
 
 using nlohmann::json;
+
+float to_float(double v) {
+  if (v > static_cast<double>(std::numeric_limits<float>::max()))
+    return std::numeric_limits<float>::infinity();
+  if (v < -static_cast<double>(std::numeric_limits<float>::max()))
+    return -std::numeric_limits<float>::infinity();
+  return static_cast<float>(v);
+}
 
 ConfigArgs::ConfigArgs(std::string context, const json& config)
     : context_(std::move(context)), config_(config.is_object() ? config : json::object()) {}
@@ -59,8 +68,13 @@ Expected<int64_t> ConfigArgs::integer(const std::string& key, int64_t fallback) 
 Expected<double> ConfigArgs::number(const std::string& key, double fallback) {
   const json* v = get(key);
   if (v == nullptr) return fallback;
-  if (v->is_number()) return v->get<double>();
-  return error(key, "must be a number");
+  if (!v->is_number()) return error(key, "must be a number");
+  // Every number of a config is computed with in float32: one beyond its range is refused
+  // here, not cast (undefined behaviour) where it is used.
+  const double d = v->get<double>();
+  if (std::fabs(d) > static_cast<double>(std::numeric_limits<float>::max()))
+    return error(key, "is beyond float32's range");
+  return d;
 }
 
 Expected<bool> ConfigArgs::boolean(const std::string& key, bool fallback) {

@@ -25,6 +25,10 @@
 
 namespace troupe::core::graph {
 
+/// A number of a config as float32, as NumPy converts it: beyond float32's range an
+/// infinity (a plain cast would be undefined behaviour there), NaN as NaN.
+float to_float(double v);
+
 class ConfigArgs {
  public:
   /// `context` names the object in errors: "layer 'dense' (Dense)", "compile_config: loss
@@ -43,6 +47,7 @@ class ConfigArgs {
   // Each marks its argument read. An argument of the wrong type is an error naming it.
   Expected<int64_t> integer(const std::string& key);  // required
   Expected<int64_t> integer(const std::string& key, int64_t fallback);
+  /// A number within float32's range (beyond it: an error naming it).
   Expected<double> number(const std::string& key, double fallback);
   Expected<bool> boolean(const std::string& key, bool fallback);
   Expected<std::string> string(const std::string& key, const std::string& fallback);

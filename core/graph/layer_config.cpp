@@ -71,19 +71,19 @@ Expected<Initializer> LayerConfig::initializer(const std::string& key, Initializ
   if (kind == "Zeros" || kind == "zeros") return Initializer{K::zeros, 0.0f, seed};
   if (kind == "Ones" || kind == "ones") return Initializer{K::constant, 1.0f, seed};
   if (kind == "Constant" || kind == "constant")
-    return Initializer{K::constant, static_cast<float>(num("value", 0.0)), seed};
+    return Initializer{K::constant, to_float(num("value", 0.0)), seed};
   if (kind == "RandomUniform" || kind == "random_uniform" || kind == "uniform") {
     const double lo = num("minval", -0.05), hi = num("maxval", 0.05);
     if (lo != -hi) return error(key, "RandomUniform needs minval = -maxval in Troupe");
-    return Initializer{K::random_uniform, static_cast<float>(hi), seed};
+    return Initializer{K::random_uniform, to_float(hi), seed};
   }
   if (kind == "RandomNormal" || kind == "random_normal" || kind == "normal") {
     if (num("mean", 0.0) != 0.0) return error(key, "RandomNormal needs mean 0 in Troupe");
-    return Initializer{K::random_normal, static_cast<float>(num("stddev", 0.05)), seed};
+    return Initializer{K::random_normal, to_float(num("stddev", 0.05)), seed};
   }
   if (kind == "TruncatedNormal" || kind == "truncated_normal") {
     if (num("mean", 0.0) != 0.0) return error(key, "TruncatedNormal needs mean 0 in Troupe");
-    return Initializer{K::truncated_normal, static_cast<float>(num("stddev", 0.05)), seed};
+    return Initializer{K::truncated_normal, to_float(num("stddev", 0.05)), seed};
   }
   return error(key, "initializer '" + kind +
                         "' is not supported (Troupe has GlorotUniform, Zeros, Ones, Constant, "

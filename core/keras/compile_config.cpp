@@ -71,7 +71,7 @@ Expected<std::vector<float>> weights_per_output(const json& w,
   auto number = [](const json& v, float& into) {
     if (v.is_null()) return true;
     if (!v.is_number()) return false;
-    into = v.get<float>();
+    into = to_float(v.get<double>());
     return true;
   };
   if (w.is_null()) return out;

@@ -58,7 +58,7 @@ Status read_learning_rate(KerasArgs& a, OptimizerConfig& c) {
   const json* lr = a.get("learning_rate");
   if (lr == nullptr) return {};
   if (lr->is_number()) {
-    c.learning_rate = lr->get<float>();
+    c.learning_rate = to_float(lr->get<double>());
     return {};
   }
   if (!is_serialized_object(*lr) || (*lr)["class_name"] != "ExponentialDecay")

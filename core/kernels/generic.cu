@@ -4,26 +4,17 @@
 #include <cuda_runtime_api.h>
 
 #include "core/kernels/generic_launch.hpp"
+#include "core/kernels/grid.cuh"
 
 namespace troupe::core::kernels::cuda {
 
 namespace {
 
-template <class Body>
-__global__ void each_index(int64_t n, Body body) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    body(i);
-}
-
+// The project's grid-stride loop (core/kernels/grid.cuh) on the caller's stream, its error
+// as an int.
 template <class Body>
 int run(void* stream, int64_t n, Body body) {
-  if (n <= 0) return 0;
-  constexpr int threads = 256;
-  const int64_t wanted = (n + threads - 1) / threads;
-  const auto blocks = static_cast<unsigned>(wanted < (int64_t{1} << 20) ? wanted : (1 << 20));
-  each_index<<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(n, body);
-  return static_cast<int>(cudaGetLastError());
+  return static_cast<int>(grid::run(static_cast<cudaStream_t>(stream), n, body));
 }
 
 }  // namespace

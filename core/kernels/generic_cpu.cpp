@@ -26,87 +26,48 @@ void for_each(int64_t n, int64_t g, const Body& body) {
   });
 }
 
-const float* operand(const std::vector<ConstTensorView>& in, size_t k) {
-  return k < in.size() ? in[k].data() : nullptr;
-}
-
-std::vector<Shape> shapes(const std::vector<ConstTensorView>& in) {
-  std::vector<Shape> out;
-  for (const auto& v : in)
-    out.push_back(v.shape());
-  return out;
-}
-
 }  // namespace
 
 void CpuBackend::elementwise(ElementOp op, const std::vector<ConstTensorView>& in, TensorView y) {
-  auto a = kernels::plan_elementwise(op, shapes(in), y.shape());
-  for (size_t k = 0; k < 3; ++k)
-    a.in[k] = operand(in, k);
-  a.y = y.data();
+  const auto a = kernels::elementwise_args(op, in, y);
   for_each(y.size(), kParallelGrain, [&](int64_t i) { kernels::elementwise_at(a, i); });
 }
 
 void CpuBackend::elementwise_backward(ElementOp op, int which,
                                       const std::vector<ConstTensorView>& in, ConstTensorView y,
                                       ConstTensorView dy, TensorView dx, bool accumulate) {
-  auto a = kernels::plan_elementwise_grad(op, which, shapes(in), y.shape());
-  for (size_t k = 0; k < 3; ++k)
-    a.in[k] = operand(in, k);
-  a.y = y.data();
-  a.dy = dy.data();
-  a.dx = dx.data();
-  a.accumulate = accumulate;
+  const auto a = kernels::elementwise_grad_args(op, which, in, y, dy, dx, accumulate);
   for_each(dx.size(), grain(a.f.inner.size()),
            [&](int64_t i) { kernels::elementwise_grad_at(a, i); });
 }
 
 void CpuBackend::reduce(Reduce op, ConstTensorView x, TensorView y) {
-  auto a = kernels::plan_reduce(op, x.shape(), y.shape());
-  a.x = x.data();
-  a.y = y.data();
+  const auto a = kernels::reduce_args(op, x, y);
   for_each(y.size(), grain(a.f.inner.size()), [&](int64_t i) { kernels::reduce_at(a, i); });
 }
 
 void CpuBackend::reduce_backward(Reduce op, ConstTensorView x, ConstTensorView y,
                                  ConstTensorView dy, TensorView dx, bool accumulate) {
-  auto a = kernels::plan_reduce_grad(op, x.shape(), y.shape());
-  a.x = x.data();
-  a.y = y.data();
-  a.dy = dy.data();
-  a.dx = dx.data();
-  a.accumulate = accumulate;
+  const auto a = kernels::reduce_grad_args(op, x, y, dy, dx, accumulate);
   for_each(y.size(), grain(a.f.inner.size()), [&](int64_t i) { kernels::reduce_grad_at(a, i); });
 }
 
 void CpuBackend::copy_strided(const kernels::IndexSpace<2>& at, ConstTensorView src,
                               TensorView dst, bool accumulate) {
-  kernels::CopyArgs a;
-  a.src = src.data();
-  a.dst = dst.data();
-  a.accumulate = accumulate;
-  a.at = at;
+  const auto a = kernels::copy_args(at, src, dst, accumulate);
   for_each(at.size(), kParallelGrain, [&](int64_t i) { kernels::copy_at(a, i); });
 }
 
 void CpuBackend::gather(ConstTensorView x, ConstTensorView index, TensorView y) {
-  kernels::GatherArgs a;
+  auto a = kernels::gather_args(x.shape(), index, y.shape());
   a.x = x.data();
-  a.index = index.data_as<int32_t>();
   a.y = y.data();
-  a.n = x.shape()[1];
-  a.k = y.shape()[1];
-  a.inner = x.shape()[2];
   for_each(y.size(), kParallelGrain, [&](int64_t i) { kernels::gather_at(a, i); });
 }
 
 void CpuBackend::gather_backward(ConstTensorView dy, ConstTensorView index, TensorView dx,
                                  bool accumulate) {
-  kernels::GatherArgs a;
-  a.index = index.data_as<int32_t>();
-  a.n = dx.shape()[1];
-  a.k = dy.shape()[1];
-  a.inner = dx.shape()[2];
+  const auto a = kernels::gather_args(dx.shape(), index, dy.shape());
   for_each(dx.size(), grain(a.k),
            [&](int64_t i) { kernels::scatter_at(a, dy.data(), dx.data(), accumulate, i); });
 }

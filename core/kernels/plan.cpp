@@ -195,4 +195,74 @@ IndexSpace<2> plan_transpose(const Shape& x, const std::vector<int>& perm) {
   return plan_copy(dims, 0, src, 0, strides_of(Shape(dims)));
 }
 
+namespace {
+
+std::vector<Shape> shapes(const std::vector<ConstTensorView>& in) {
+  std::vector<Shape> out;
+  for (const auto& v : in)
+    out.push_back(v.shape());
+  return out;
+}
+
+}  // namespace
+
+ElementwiseArgs elementwise_args(ElementOp op, const std::vector<ConstTensorView>& in,
+                                 TensorView y) {
+  auto a = plan_elementwise(op, shapes(in), y.shape());
+  for (size_t k = 0; k < in.size(); ++k)
+    a.in[k] = in[k].data();
+  a.y = y.data();
+  return a;
+}
+
+ElementwiseGradArgs elementwise_grad_args(ElementOp op, int which,
+                                          const std::vector<ConstTensorView>& in,
+                                          ConstTensorView y, ConstTensorView dy, TensorView dx,
+                                          bool accumulate) {
+  auto a = plan_elementwise_grad(op, which, shapes(in), y.shape());
+  for (size_t k = 0; k < in.size(); ++k)
+    a.in[k] = in[k].data();
+  a.y = y.data();
+  a.dy = dy.data();
+  a.dx = dx.data();
+  a.accumulate = accumulate;
+  return a;
+}
+
+ReduceArgs reduce_args(Reduce op, ConstTensorView x, TensorView y) {
+  auto a = plan_reduce(op, x.shape(), y.shape());
+  a.x = x.data();
+  a.y = y.data();
+  return a;
+}
+
+ReduceGradArgs reduce_grad_args(Reduce op, ConstTensorView x, ConstTensorView y,
+                                ConstTensorView dy, TensorView dx, bool accumulate) {
+  auto a = plan_reduce_grad(op, x.shape(), y.shape());
+  a.x = x.data();
+  a.y = y.data();
+  a.dy = dy.data();
+  a.dx = dx.data();
+  a.accumulate = accumulate;
+  return a;
+}
+
+CopyArgs copy_args(const IndexSpace<2>& at, ConstTensorView src, TensorView dst, bool accumulate) {
+  CopyArgs a;
+  a.src = src.data();
+  a.dst = dst.data();
+  a.accumulate = accumulate;
+  a.at = at;
+  return a;
+}
+
+GatherArgs gather_args(const Shape& x, ConstTensorView index, const Shape& y) {
+  GatherArgs a;
+  a.index = index.data_as<int32_t>();
+  a.n = x[1];
+  a.k = y[1];
+  a.inner = x[2];
+  return a;
+}
+
 }  // namespace troupe::core::kernels

@@ -30,6 +30,22 @@ ElementwiseGradArgs plan_elementwise_grad(ElementOp op, int which, const std::ve
 ReduceArgs plan_reduce(Reduce op, const Shape& x, const Shape& y);
 ReduceGradArgs plan_reduce_grad(Reduce op, const Shape& x, const Shape& y);
 
+/// The same with the views' data: what every backend's body of the kernel is given (the
+/// CPU's loop, the CUDA one's grid).
+ElementwiseArgs elementwise_args(ElementOp op, const std::vector<ConstTensorView>& in,
+                                 TensorView y);
+ElementwiseGradArgs elementwise_grad_args(ElementOp op, int which,
+                                          const std::vector<ConstTensorView>& in,
+                                          ConstTensorView y, ConstTensorView dy, TensorView dx,
+                                          bool accumulate);
+ReduceArgs reduce_args(Reduce op, ConstTensorView x, TensorView y);
+ReduceGradArgs reduce_grad_args(Reduce op, ConstTensorView x, ConstTensorView y,
+                                ConstTensorView dy, TensorView dx, bool accumulate);
+CopyArgs copy_args(const IndexSpace<2>& at, ConstTensorView src, TensorView dst, bool accumulate);
+/// gather's: x [outer, n, inner], index [k], y [outer, k, inner] (scatter: y the gradient's
+/// dy, x's shape the gradient dx's).
+GatherArgs gather_args(const Shape& x, ConstTensorView index, const Shape& y);
+
 /// Row-major strides of a shape.
 std::vector<int64_t> strides_of(const Shape& s);
 

@@ -60,7 +60,8 @@ Expected<std::unique_ptr<graph::Operation>> make_rescaling(LayerConfig& c) {
   if (!offset.is_null() && !offset.is_number())
     return c.error("offset", "must be a number (Troupe has no per-channel offset)");
   return std::unique_ptr<graph::Operation>(std::make_unique<Rescaling>(
-      c.name(), scale.get<float>(), offset.is_null() ? 0.0f : offset.get<float>()));
+      c.name(), graph::to_float(scale.get<double>()),
+      offset.is_null() ? 0.0f : graph::to_float(offset.get<double>())));
 }
 
 }  // namespace troupe::core::layers

@@ -1,5 +1,5 @@
-// Keras's swapaxes and moveaxis: permutations of the axes, computed as transpose's strided
-// copy (the batch axis must stay first).
+// Keras's swapaxes and moveaxis: permutations of the axes (a Permutation, as transpose is:
+// a strided copy; the batch axis must stay first).
 
 #include <algorithm>
 
@@ -9,76 +9,52 @@ namespace troupe::core::ops {
 
 namespace {
 
-struct AxesState final : CallState {
-  Tensor y, dx;
-};
-
-class Axes final : public Op {
+class Axes final : public Permutation {
  public:
   // swapaxes(a, b): `from` = {a}, `to` = {b}, swapped; moveaxis: `from` moved to `to`.
   Axes(std::string class_name, std::string name, std::vector<int64_t> from,
        std::vector<int64_t> to)
-      : Op(std::move(class_name), std::move(name)), from_(std::move(from)), to_(std::move(to)) {}
+      : Permutation(std::move(class_name), std::move(name)),
+        from_(std::move(from)),
+        to_(std::move(to)) {}
 
-  std::vector<Kernel> kernels() const override { return {Kernel::copy_strided}; }
-  std::unique_ptr<CallState> make_state() const override { return std::make_unique<AxesState>(); }
-
-  Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {
-    if (in.size() != 1 || in[0].kind != ColumnKind::floats) return error("takes one float tensor");
-    const Dims x = batched(in[0]);
+ protected:
+  Expected<std::vector<int>> permutation(const Dims& x) const override {
     const int rank = static_cast<int>(x.size());
     std::vector<int> from, to;
     for (size_t i = 0; i < from_.size(); ++i) {
       auto a = axis(from_[i], rank, "source axis");
       if (!a) return a.error();
+      if (std::find(from.begin(), from.end(), *a) != from.end())
+        return error("moves axis " + std::to_string(from_[i]) + " twice");
       auto b = axis(to_[i], rank, "destination axis");
       if (!b) return b.error();
       from.push_back(*a);
       to.push_back(*b);
     }
-    perm_.resize(x.size());
+    std::vector<int> perm(static_cast<size_t>(rank), -1);
     if (class_name() == "Swapaxes") {
       for (int d = 0; d < rank; ++d)
-        perm_[static_cast<size_t>(d)] = d;
-      std::swap(perm_[static_cast<size_t>(from[0])], perm_[static_cast<size_t>(to[0])]);
-    } else {  // NumPy's moveaxis: the moved axes at their places, the others in order
-      std::vector<int> rest;
-      for (int d = 0; d < rank; ++d)
-        if (std::find(from.begin(), from.end(), d) == from.end()) rest.push_back(d);
-      std::vector<int> perm(static_cast<size_t>(rank), -1);
-      for (size_t i = 0; i < from.size(); ++i) {
-        if (perm[static_cast<size_t>(to[i])] >= 0) return error("moves two axes to one place");
-        perm[static_cast<size_t>(to[i])] = from[i];
-      }
-      size_t r = 0;
-      for (auto& p : perm)
-        if (p < 0) p = rest[r++];
-      perm_ = perm;
+        perm[static_cast<size_t>(d)] = d;
+      std::swap(perm[static_cast<size_t>(from[0])], perm[static_cast<size_t>(to[0])]);
+      return perm;
     }
-    Dims out;
-    for (int p : perm_)
-      out.push_back(x[static_cast<size_t>(p)]);
-    auto spec = unbatched(*this, out, ColumnKind::floats);
-    if (!spec) return spec.error();
-    return std::vector<TensorSpec>{*spec};
-  }
-
-  Status forward(Call& c) override {
-    auto& s = static_cast<AxesState&>(*c.state);
-    transpose(c.inputs[0].tensor, perm_, s.y);
-    c.outputs = {Ref{ColumnKind::floats, s.y, nullptr, s.y.shape()}};
-    return {};
-  }
-
-  void backward(Call& c) override {
-    auto& s = static_cast<AxesState&>(*c.state);
-    transpose(c.doutputs[0], inverse(perm_), s.dx);
-    c.dinputs[0] = s.dx;
+    // NumPy's moveaxis: the moved axes at their places, the others in their order.
+    std::vector<int> rest;
+    for (int d = 0; d < rank; ++d)
+      if (std::find(from.begin(), from.end(), d) == from.end()) rest.push_back(d);
+    for (size_t i = 0; i < from.size(); ++i) {
+      if (perm[static_cast<size_t>(to[i])] >= 0) return error("moves two axes to one place");
+      perm[static_cast<size_t>(to[i])] = from[i];
+    }
+    size_t r = 0;
+    for (auto& p : perm)
+      if (p < 0) p = rest[r++];
+    return perm;
   }
 
  private:
   std::vector<int64_t> from_, to_;
-  std::vector<int> perm_;
 };
 
 // An int or a list of ints of the config.

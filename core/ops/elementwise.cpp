@@ -184,7 +184,7 @@ Expected<std::unique_ptr<graph::Operation>> make_clip(OpConfig& c) {
   if (!hi) return hi.error();
   if (auto st = c.finish_call(); !st) return st.error();
   return std::unique_ptr<graph::Operation>(
-      std::make_unique<Clip>(c.name(), static_cast<float>(*lo), static_cast<float>(*hi)));
+      std::make_unique<Clip>(c.name(), to_float(*lo), to_float(*hi)));
 }
 
 }  // namespace troupe::core::ops

@@ -72,7 +72,9 @@ class Strided final : public Op {
                        std::to_string(a) + " of size " + std::to_string(n));
         base_ += i * xs[a];
       } else {  // a slice, as Python's slice.indices(n)
-        const int64_t step = k.step;
+        // A step longer than the axis takes one element at most: clamped, so no sum below
+        // can overflow (a file may hold any int64).
+        const int64_t step = std::max<int64_t>(-(n + 1), std::min<int64_t>(n + 1, k.step));
         const int64_t lower = step > 0 ? 0 : -1, upper = step > 0 ? n : n - 1;
         auto clamp = [&](int64_t v) {
           return v < 0 ? std::max(v + n, lower) : std::min(v, upper);
@@ -82,7 +84,7 @@ class Strided final : public Op {
         const int64_t count = step > 0 ? std::max<int64_t>(0, (stop - start + step - 1) / step)
                                        : std::max<int64_t>(0, (start - stop - step - 1) / -step);
         out_.push_back(count);
-        strides_.push_back(step * xs[a]);
+        strides_.push_back(count > 1 ? step * xs[a] : 0);
         base_ += (count > 0 ? start : 0) * xs[a];
       }
       ++a;
@@ -163,10 +165,12 @@ class Take final : public Op {
     index_.clear();
     for (int64_t i = 0; i < indices_.size(); ++i) {
       const float v = indices_[i];
-      const auto k = static_cast<int64_t>(v);
-      if (static_cast<float>(k) != v || k < -n || k >= n)
+      // Range first, on the float: a cast of one past int64's range is undefined.
+      if (!(v >= -static_cast<float>(n) && v < static_cast<float>(n)) ||
+          v != static_cast<float>(static_cast<int64_t>(v)))
         return error("index " + std::to_string(v) + " is outside axis " + std::to_string(axis_) +
                      " of size " + std::to_string(n));
+      const auto k = static_cast<int64_t>(v);
       index_.push_back(static_cast<int32_t>(k < 0 ? k + n : k));
     }
     Dims out(x.begin(), x.begin() + ax_);
@@ -314,6 +318,9 @@ Expected<std::unique_ptr<graph::Operation>> make_slice(OpConfig& c) {
     } else {
       if (!shape[d].is_number_integer() || shape[d].get<int64_t>() < 0)
         return c.error("shape", "must be sizes");
+      if (k.start < 0 || shape[d].get<int64_t>() > graph::kMaxTensorElements ||
+          k.start > graph::kMaxTensorElements)
+        return c.error("shape", "and start_indices must be sizes and indices within a tensor");
       k.stop = k.start + shape[d].get<int64_t>();
       k.has_stop = true;
     }

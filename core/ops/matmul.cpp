@@ -182,6 +182,9 @@ class Einsum final : public Op {
     out_letters_.clear();
     for (char ch : subscripts_.substr(arrow + 2))
       if (ch != ' ') out_letters_.push_back(ch);
+    for (char ch : out_letters_)
+      if (std::count(out_letters_.begin(), out_letters_.end(), ch) > 1)
+        return error("repeats index '" + std::string(1, ch) + "' in the result");
     if (terms.size() != operands_.size() || terms.size() > 2)
       return error("subscripts '" + subscripts_ + "' for " + std::to_string(operands_.size()) +
                    " operands: Troupe's einsum takes one or two");

@@ -87,7 +87,7 @@ bool nested_shape(const json& v, std::vector<int64_t>& dims, size_t depth = 0) {
 
 void flatten(const json& v, std::vector<float>& out) {
   if (!v.is_array()) {
-    out.push_back(v.is_boolean() ? (v.get<bool>() ? 1.0f : 0.0f) : v.get<float>());
+    out.push_back(v.is_boolean() ? (v.get<bool>() ? 1.0f : 0.0f) : to_float(v.get<double>()));
     return;
   }
   for (const auto& e : v)
@@ -213,6 +213,53 @@ std::vector<int> Op::inverse(const std::vector<int>& perm) {
   for (size_t i = 0; i < perm.size(); ++i)
     q[static_cast<size_t>(perm[i])] = static_cast<int>(i);
   return q;
+}
+
+namespace {
+
+struct PermutationState final : CallState {
+  Tensor y, dx;
+};
+
+}  // namespace
+
+std::unique_ptr<CallState> Permutation::make_state() const {
+  return std::make_unique<PermutationState>();
+}
+
+Expected<std::vector<TensorSpec>> Permutation::build(const std::vector<TensorSpec>& in) {
+  if (in.size() != 1 || in[0].kind != ColumnKind::floats) return error("takes one float tensor");
+  const Dims x = batched(in[0]);
+  auto perm = permutation(x);
+  if (!perm) return perm.error();
+  std::vector<bool> seen(x.size(), false);
+  for (int p : *perm) {
+    if (p < 0 || p >= static_cast<int>(x.size()) || seen[static_cast<size_t>(p)])
+      return error("permutes the axes of " + dims_text(x) + " with repeats or gaps");
+    seen[static_cast<size_t>(p)] = true;
+  }
+  if (perm->size() != x.size()) return error("permutes " + dims_text(x) + " with another rank");
+  if ((*perm)[0] != 0) return error("moves the batch axis: Troupe keeps it first");
+  perm_ = *perm;
+  Dims out;
+  for (int p : perm_)
+    out.push_back(x[static_cast<size_t>(p)]);
+  auto spec = unbatched(*this, out, ColumnKind::floats);
+  if (!spec) return spec.error();
+  return std::vector<TensorSpec>{*spec};
+}
+
+Status Permutation::forward(Call& c) {
+  auto& s = static_cast<PermutationState&>(*c.state);
+  transpose(c.inputs[0].tensor, perm_, s.y);
+  c.outputs = {Ref{ColumnKind::floats, s.y, nullptr, s.y.shape()}};
+  return {};
+}
+
+void Permutation::backward(Call& c) {
+  auto& s = static_cast<PermutationState&>(*c.state);
+  transpose(c.doutputs[0], inverse(perm_), s.dx);
+  c.dinputs[0] = s.dx;
 }
 
 Expected<Dims> broadcast_dims(const graph::Operation& op, const std::vector<Dims>& shapes) {

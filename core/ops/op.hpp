@@ -34,6 +34,7 @@ using graph::Call;
 using graph::CallState;
 using graph::Ref;
 using graph::TensorSpec;
+using graph::to_float;
 
 /// A tensor's shape with the batch axis first, as Keras's operations see it; the batch's
 /// size is kBatch until a step gives it.
@@ -127,6 +128,26 @@ class Op : public graph::Operation {
   /// out = x broadcast to `to` (x's axes aligned right; a 1 stretches), on this device.
   void broadcast(ConstTensorView x, const Shape& to, Tensor& out);
   static std::vector<int> inverse(const std::vector<int>& perm);
+};
+
+/// An operation that permutes the axes of its one float input (transpose, swapaxes,
+/// moveaxis): a strided copy forward, the inverse one back. Each says its permutation.
+class Permutation : public Op {
+ public:
+  using Op::Op;
+  std::vector<Kernel> kernels() const override { return {Kernel::copy_strided}; }
+  std::unique_ptr<CallState> make_state() const override;
+  Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override;
+  Status forward(Call& c) override;
+  void backward(Call& c) override;
+
+ protected:
+  /// The permutation of the axes of a tensor of dims `x` (the batch axis first): result axis
+  /// a is input axis perm[a]. An error names what is wrong; the batch axis must stay first.
+  virtual Expected<std::vector<int>> permutation(const Dims& x) const = 0;
+
+ private:
+  std::vector<int> perm_;
 };
 
 /// NumPy's broadcasting of `shapes` (aligned right, a 1 stretching) where kBatch stands for

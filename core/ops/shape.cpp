@@ -77,6 +77,8 @@ class View final : public Op {
             unknown = static_cast<int>(d);
           } else if (args_[d] < 0) {
             return error("reshapes to a negative size");
+          } else if (args_[d] != 0 && known > graph::kMaxTensorElements / args_[d]) {
+            return error("reshapes to " + dims_text(args_) + ", over Troupe's size limit");
           } else {
             known *= args_[d];
           }
@@ -125,59 +127,31 @@ struct CopyState final : CallState {
   std::vector<Tensor> grads;  // and the gradients of those, on the way back
 };
 
-// transpose: a permutation of the axes, the batch's kept first.
-class Transpose final : public Op {
+// transpose: `axes` as the permutation (None: every axis reversed, which moves the batch's).
+class Transpose final : public Permutation {
  public:
   Transpose(std::string name, std::vector<int64_t> axes)
-      : Op("Transpose", std::move(name)), axes_(std::move(axes)) {}
+      : Permutation("Transpose", std::move(name)), axes_(std::move(axes)) {}
 
-  std::vector<Kernel> kernels() const override { return {Kernel::copy_strided}; }
-  std::unique_ptr<CallState> make_state() const override { return std::make_unique<CopyState>(); }
-
-  Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {
-    if (in.size() != 1 || in[0].kind != ColumnKind::floats) return error("takes one float tensor");
-    const Dims x = batched(in[0]);
+ protected:
+  Expected<std::vector<int>> permutation(const Dims& x) const override {
     const int rank = static_cast<int>(x.size());
-    perm_.clear();
-    if (axes_.empty()) {  // axes=None: reversed, which moves the batch axis
+    if (axes_.empty())
       return error("reverses every axis, the batch's included: give axes that keep axis 0 first");
-    }
     if (static_cast<int>(axes_.size()) != rank)
       return error("axes " + dims_text(axes_) + " for a tensor of " + std::to_string(rank) +
                    " axes");
-    std::vector<bool> seen(x.size(), false);
+    std::vector<int> perm;
     for (int64_t a : axes_) {
       const int64_t ax = a < 0 ? a + rank : a;
-      if (ax < 0 || ax >= rank || seen[static_cast<size_t>(ax)])
-        return error("axes " + dims_text(axes_) + " are not a permutation");
-      seen[static_cast<size_t>(ax)] = true;
-      perm_.push_back(static_cast<int>(ax));
+      if (ax < 0 || ax >= rank) return error("axes " + dims_text(axes_) + " are not a permutation");
+      perm.push_back(static_cast<int>(ax));
     }
-    if (perm_[0] != 0) return error("moves the batch axis: Troupe keeps it first");
-    Dims out;
-    for (int p : perm_)
-      out.push_back(x[static_cast<size_t>(p)]);
-    auto spec = unbatched(*this, out, ColumnKind::floats);
-    if (!spec) return spec.error();
-    return std::vector<TensorSpec>{*spec};
-  }
-
-  Status forward(Call& c) override {
-    auto& s = static_cast<CopyState&>(*c.state);
-    transpose(c.inputs[0].tensor, perm_, s.y);
-    c.outputs = {Ref{ColumnKind::floats, s.y, nullptr, s.y.shape()}};
-    return {};
-  }
-
-  void backward(Call& c) override {
-    auto& s = static_cast<CopyState&>(*c.state);
-    transpose(c.doutputs[0], inverse(perm_), s.dx);
-    c.dinputs[0] = s.dx;
+    return perm;
   }
 
  private:
   std::vector<int64_t> axes_;
-  std::vector<int> perm_;
 };
 
 // broadcast_to, tile, repeat: each output element a copy of one input element. The forward
@@ -228,6 +202,8 @@ class Replicate final : public Op {
         out = x_;
         for (size_t d = 1; d < out.size(); ++d) {
           if (reps_[d] < 0) return error("repeats must not be negative");
+          if (reps_[d] != 0 && out[d] > graph::kMaxTensorElements / reps_[d])
+            return error("repeats " + dims_text(args_) + " make a tensor over Troupe's size limit");
           out[d] *= reps_[d];
         }
         break;
@@ -239,6 +215,8 @@ class Replicate final : public Op {
           return error("repeats must be one count (per-element counts are not supported)");
         ax_ = *a;
         out = x_;
+        if (args_[0] != 0 && out[static_cast<size_t>(ax_)] > graph::kMaxTensorElements / args_[0])
+          return error("repeats " + std::to_string(args_[0]) + " make a tensor over Troupe's size limit");
         out[static_cast<size_t>(ax_)] *= args_[0];
         break;
       }

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "gpu/kernels/grid.cuh"
+#include "core/kernels/grid.cuh"
 #include "gpu/kernels/hd.cuh"
 
 namespace troupe::gpu::launch::detail {
@@ -77,7 +77,7 @@ cudaError_t run_columns(cudaStream_t s, int64_t rows, int64_t cols, MakeTerm mak
   column_lanes<K><<<grid, block, 0, s>>>(rows, cols, chunk_rows, make_term, finish, partial);
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess)
-    e = run(s, cols, [=] __device__(int64_t j) {
+    e = core::kernels::grid::run(s, cols, [=] __device__(int64_t j) {
       float sums[K];
       for (int i = 0; i < K; ++i)
         sums[i] = 0.0f;

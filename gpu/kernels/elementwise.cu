@@ -1,13 +1,13 @@
 // Launchers of the element-wise, loss, metric, optimizer and CTR bodies.
 #include "gpu/kernels/columns.cuh"
 #include "gpu/kernels/elementwise.cuh"
-#include "gpu/kernels/grid.cuh"
+#include "core/kernels/grid.cuh"
 #include "gpu/kernels/launch.hpp"
 #include "gpu/kernels/loss.cuh"
 
 namespace troupe::gpu::launch {
 
-using detail::run;
+using core::kernels::grid::run;
 namespace k = kernels;
 
 cudaError_t relu_forward(cudaStream_t s, const float* x, float* y, int64_t n) {

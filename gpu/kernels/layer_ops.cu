@@ -1,13 +1,13 @@
 // Launchers of the layer graph's kernels (bodies in gpu/kernels/layer_ops.cuh).
 #include "gpu/kernels/columns.cuh"
-#include "gpu/kernels/grid.cuh"
+#include "core/kernels/grid.cuh"
 #include "gpu/kernels/launch.hpp"
 #include "gpu/kernels/layer_launch.hpp"
 #include "gpu/kernels/layer_ops.cuh"
 
 namespace troupe::gpu::launch {
 
-using detail::run;
+using core::kernels::grid::run;
 namespace k = kernels;
 
 cudaError_t activation_forward(cudaStream_t s, core::ActFn f, const float* x, float* y, int64_t n,

@@ -2,12 +2,12 @@
 // call's gather and scatter, and the padding of uneven convolutions.
 #include "core/kernels/fm.hpp"
 #include "core/kernels/gather_index.hpp"
-#include "gpu/kernels/grid.cuh"
+#include "core/kernels/grid.cuh"
 #include "gpu/kernels/sparse_launch.hpp"
 
 namespace troupe::gpu::launch {
 
-using detail::run;
+using core::kernels::grid::run;
 namespace ck = core::kernels;
 
 cudaError_t pool2d_forward(cudaStream_t s, const ck::Pool2dShape& shape,

@@ -61,7 +61,8 @@ inline core::Expected<std::unique_ptr<core::graph::Operation>> try_op(
     parsed.push_back(std::move(*arg));
   }
   std::map<std::string, core::ops::Arg> kw;
-  for (const auto& [k, v] : nlohmann::json::parse(kwargs).items()) {
+  const auto named = nlohmann::json::parse(kwargs);  // items() of a temporary would dangle
+  for (const auto& [k, v] : named.items()) {
     auto arg = core::ops::parse_arg(with_tensors(v, used), refs);
     if (!arg) return arg.error();
     kw[k] = std::move(*arg);

@@ -213,6 +213,35 @@ TEST_CASE("Operations that would mix a batch's examples are refused by name", "[
   refused("Einsum", R"({"subscripts": "bii->bi"})", R"(["$0"])", {x}, "repeats index");
   refused("Cumsum", R"({"axis": 1})", R"(["$0"])", {x}, "no operation of this class");
   refused("ExpandDims", R"({"axis": 1, "foo": 2})", R"(["$0"])", {x}, "'foo'");
+  // A file may hold any number: sizes that would overflow, or exceed Troupe's limits, are
+  // refused before anything is computed with them.
+  refused("Tile", R"({"repeats": [1, 1099511627776, 1]})", R"(["$0"])", {x}, "size limit");
+  refused("Repeat", R"({"repeats": 4611686018427387904, "axis": 1})", R"(["$0"])", {x},
+          "size limit");
+  refused("Reshape", R"({"newshape": [-1, 4294967296, 4294967296, 12]})", R"(["$0"])", {x},
+          "size limit");
+  refused("Moveaxis", R"({"source": [1, 1], "destination": [1, 2]})", R"(["$0"])", {x}, "twice");
+  refused("Einsum", R"({"subscripts": "bij->bii"})", R"(["$0"])", {x}, "in the result");
+  refused("Take", R"({"axis": 1})", R"(["$0", {"class_name": "__numpy__", "config": {"value": [1e30], "dtype": "float32"}}])",
+          {x}, "outside axis");
+  refused("Clip", R"({"x_min": -1e300, "x_max": 1.0})", R"(["$0"])", {x}, "float32's range");
+}
+
+TEST_CASE("A slice step longer than its axis takes one element, whatever its size",
+          "[ops][graph]") {
+  GraphCase g;
+  const int x = identity_input(g, "x", {4, 5});
+  const std::string all = R"({"class_name": "__slice__", "config": {"start": null, "stop": null, "step": null}})";
+  const int y = call_op(g, "GetItem", "{}",
+                        R"(["$0", [)" + all + R"(, {"class_name": "__slice__", "config": {"start": 1, "stop": null, "step": 9223372036854775807}}]])",
+                        {x})[0];
+  CHECK(g.graph.spec(y) == TensorSpec{ColumnKind::floats, {1, 5}});
+  const int z = call_op(g, "GetItem", "{}",
+                        R"(["$0", [)" + all + R"(, {"class_name": "__slice__", "config": {"start": null, "stop": null, "step": -9223372036854775807}}]])",
+                        {x})[0];
+  CHECK(g.graph.spec(z) == TensorSpec{ColumnKind::floats, {1, 5}});
+  outputs(g, {y, z});
+  check_gradients(g, fine());
 }
 
 TEST_CASE("Shape operations of integer ids run on the host, before the device part",

@@ -1,12 +1,14 @@
 #pragma once
 
-// One grid-stride loop for every kernel: `body(i)` for i in [0, n), 256 threads a block.
+// One grid-stride loop for every CUDA kernel of the project (gpu/kernels/*.cu and the
+// generic kernels' core/kernels/generic.cu): `body(i)` for i in [0, n), 256 threads a block.
+// Included only by .cu files, which gpu/ builds.
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
-namespace troupe::gpu::launch::detail {
+namespace troupe::core::kernels::grid {
 
 template <class Body>
 __global__ void for_each_index(int64_t n, Body body) {
@@ -25,4 +27,4 @@ cudaError_t run(cudaStream_t s, int64_t n, Body body) {
   return cudaGetLastError();
 }
 
-}  // namespace troupe::gpu::launch::detail
+}  // namespace troupe::core::kernels::grid
