@@ -68,6 +68,11 @@ void CudaBackend::matmul(const core::MatmulGeometry& g, core::ConstTensorView a,
   std::lock_guard<std::recursive_mutex> lock(mu_);
   if (broken()) return;
   set_device();
+  if (g.m == 0 || g.n == 0) return;
+  if (g.k == 0) {  // empty sums: zeros, where nothing is accumulated into them
+    if (!g.accumulate) fill(y, 0.0f);
+    return;
+  }
   // Row-major Y = op(A) op(B) is column-major Y^T = op(B)^T op(A)^T: gemm() with the operands
   // swapped, as the Dense kernels do (gpu/cuda_dense.cpp).
   const int64_t lda = g.transpose_a ? g.m : g.k, ldb = g.transpose_b ? g.k : g.n;

@@ -87,6 +87,28 @@ TROUPE_HD inline void reduce_at(const ReduceArgs& a, int64_t i) {
   int64_t base[1], o[1];
   a.f.outer.offsets(i, base);
   const int64_t n = a.f.inner.size();
+  if (n == 0) {  // an empty fiber: the reduction's identity (mean: 0 / 0)
+    switch (a.op) {
+      case Reduce::sum:
+      case Reduce::argmax:
+      case Reduce::argmin:
+        a.y[i] = 0.0f;
+        break;
+      case Reduce::mean:
+        a.y[i] = NAN;
+        break;
+      case Reduce::prod:
+        a.y[i] = 1.0f;
+        break;
+      case Reduce::max:
+        a.y[i] = -INFINITY;
+        break;
+      case Reduce::min:
+        a.y[i] = INFINITY;
+        break;
+    }
+    return;
+  }
   a.f.inner.offsets(0, o);
   float acc = a.x[base[0] + o[0]];
   int64_t best = 0;
@@ -108,16 +130,22 @@ TROUPE_HD inline void reduce_at(const ReduceArgs& a, int64_t i) {
         acc *= v;
         break;
       case Reduce::argmax:
-        if (v > acc) acc = v, best = j;
+        if (v > acc) {
+          acc = v;
+          best = j;
+        }
         break;
       case Reduce::argmin:
-        if (v < acc) acc = v, best = j;
+        if (v < acc) {
+          acc = v;
+          best = j;
+        }
         break;
     }
   }
   if (a.op == Reduce::mean) acc = acc / static_cast<float>(n);
   if (a.op == Reduce::argmax || a.op == Reduce::argmin) acc = static_cast<float>(best);
-  a.y[i] = n == 0 ? 0.0f : acc;
+  a.y[i] = acc;
 }
 
 /// The gradient of a reduction, one output element's fiber at a time: dx over the fiber of

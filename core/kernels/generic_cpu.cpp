@@ -75,6 +75,11 @@ void CpuBackend::gather_backward(ConstTensorView dy, ConstTensorView index, Tens
 void CpuBackend::matmul(const MatmulGeometry& g, ConstTensorView a, ConstTensorView b,
                         TensorView y, Precision p) {
   (void)p;  // float32: the operations' products are not the step's bulk
+  if (g.m == 0 || g.n == 0) return;
+  if (g.k == 0) {  // empty sums: zeros, where nothing is accumulated into them
+    if (!g.accumulate) fill(y, 0.0f);
+    return;
+  }
   const int64_t lda = g.transpose_a ? g.m : g.k, ldb = g.transpose_b ? g.k : g.n;
   for (int64_t i = 0; i < g.batch; ++i) {
     const float* ai = a.data() + i * g.stride_a;

@@ -5,6 +5,7 @@
 // checked against Keras itself in test_ops_reference.cpp.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -295,4 +296,42 @@ TEST_CASE("A model is placed only on a backend that has every kernel its nodes c
   fake.fake(0).lacks.clear();
   CHECK(g.graph.to(Device::cuda(0)).ok());
   CHECK(g.graph.to(Device::cpu()).ok());
+}
+
+TEST_CASE("Reductions and products over empty axes give their identities, reading nothing",
+          "[ops][graph]") {
+  // A fuzzed file found it: x[:, 1:] of an axis of size 1 is empty, and a reduction over it
+  // read its first element.
+  GraphCase g;
+  const int x = g.graph.add_input("x", {ColumnKind::floats, {1, 3}});
+  const std::string all = R"({"class_name": "__slice__", "config": {"start": null, "stop": null, "step": null}})";
+  const int e = call_op(g, "GetItem", "{}",
+                        R"(["$0", [)" + all + R"(, {"class_name": "__slice__", "config": {"start": 1, "stop": null, "step": null}}]])",
+                        {x})[0];
+  CHECK(g.graph.spec(e) == TensorSpec{ColumnKind::floats, {0, 3}});
+  const int sum = call_op(g, "Sum", R"({"axis": 1})", R"(["$0"])", {e})[0];
+  const int mx = call_op(g, "Max", R"({"axis": 1})", R"(["$0"])", {e})[0];
+  const int prod = call_op(g, "Prod", R"({"axis": 1})", R"(["$0"])", {e})[0];
+  const int mm = call_op(g, "Einsum", R"({"subscripts": "bij,bik->bjk"})", R"(["$0", "$1"])", {e, e})[0];
+  outputs(g, {sum, mx, prod, mm});
+  Batch batch;
+  Column c;
+  c.name = "x";
+  c.kind = ColumnKind::floats;
+  c.shape = Shape{2, 1, 3};
+  c.floats = {1, 2, 3, 4, 5, 6};
+  batch.columns.push_back(c);
+  REQUIRE(g.graph.feed(batch).ok());
+  REQUIRE(g.graph.forward(false).ok());
+  const Tensor s = Tensor::from_view(g.graph.output(0)), m = Tensor::from_view(g.graph.output(1));
+  const Tensor p = Tensor::from_view(g.graph.output(2)), z = Tensor::from_view(g.graph.output(3));
+  for (int64_t i = 0; i < 6; ++i) {
+    CHECK(s[i] == 0.0f);
+    CHECK(std::isinf(m[i]));
+    CHECK(m[i] < 0.0f);
+    CHECK(p[i] == 1.0f);
+  }
+  CHECK(z.shape() == Shape{2, 3, 3});
+  for (int64_t i = 0; i < z.size(); ++i)
+    CHECK(z[i] == 0.0f);
 }
