@@ -407,11 +407,15 @@ class Builder {
     std::string registered = cls;
     if (l.contains("registered_name") && l["registered_name"].is_string())
       registered = l["registered_name"].get<std::string>();
-    const std::string name = c.value("name", std::string());
+    // A custom class's get_config may leave out its name: the node's name stands for it.
+    const std::string name =
+        c.is_object() && c.contains("name") ? c.value("name", std::string())
+                                            : l.value("name", std::string());
     auto path = paths_.find(name);
     // A layer that reads an asset of the file (an adapted lookup's vocabulary) finds it at
     // its place in the archive when its config does not give it.
-    json config = c;
+    json config = c.is_object() ? c : json::object();
+    if (!config.contains("name")) config["name"] = name;
     const auto* entry = layers::find_layer(registered);
     if (entry != nullptr && entry->asset_key != nullptr && path != paths_.end() &&
         config.value(entry->asset_key, json()).is_null())

@@ -329,6 +329,26 @@ TEST_CASE("Keras configs Troupe cannot train are errors naming the part", "[grap
     "input_layers": [["a", 0, 0]], "output_layers": [["d", 0, 0]]}})"));
   REQUIRE_FALSE(dangling.ok());
   CHECK_THAT(dangling.error().message, Catch::Contains("layer 'd'"));
+  // A custom class whose get_config leaves out its name is named by its node.
+  auto unnamed =
+      build_keras_model(nlohmann::json::parse(R"({"class_name": "Functional", "config": {
+    "layers": [{"class_name": "InputLayer", "name": "a", "config": {"batch_shape": [null, 2], "name": "a"}},
+               {"class_name": "VariableSelection", "name": "select", "config": {"units": 3},
+                "inbound_nodes": [{"args": [{"class_name": "__keras_tensor__", "config": {"keras_history": ["a", 0, 0]}}], "kwargs": {}}]}],
+    "input_layers": [["a", 0, 0]], "output_layers": [["select", 0, 0]]}})"));
+  REQUIRE_FALSE(unnamed.ok());
+  CHECK_THAT(unnamed.error().message, Catch::Contains("layer 'select' (VariableSelection)"));
+  // A layer called with a constant (a keras.ops operation may take one) names the layer.
+  auto constant =
+      build_keras_model(nlohmann::json::parse(R"({"class_name": "Functional", "config": {
+    "layers": [{"class_name": "InputLayer", "name": "a", "config": {"batch_shape": [null, 2], "name": "a"}},
+               {"class_name": "Add", "module": "keras.layers", "name": "plus", "config": {"name": "plus"},
+                "inbound_nodes": [{"args": [[{"class_name": "__keras_tensor__", "config": {"keras_history": ["a", 0, 0]}},
+                                   {"class_name": "__tensor__", "config": {"value": [1, 2], "dtype": "float32"}}]], "kwargs": {}}]}],
+    "input_layers": [["a", 0, 0]], "output_layers": [["plus", 0, 0]]}})"));
+  REQUIRE_FALSE(constant.ok());
+  CHECK_THAT(constant.error().message,
+             Catch::Contains("layer 'plus' (Add)") && Catch::Contains("a constant"));
 }
 
 TEST_CASE("Initializers from Keras configs: TruncatedNormal stays within two deviations",
