@@ -1,6 +1,6 @@
 #include "api/graph_replica.hpp"
-#include "core/keras/compile_config.hpp"
 #include "core/json_limits.hpp"
+#include "core/keras/compile_config.hpp"
 
 #include <cmath>
 #include <fstream>

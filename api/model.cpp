@@ -430,7 +430,8 @@ std::vector<core::FeatureSpec> Model::data_specs() const {
   return detail::feature_specs(*s_->replica.graph);
 }
 
-std::map<std::string, double> Model::logs(const BatchStats& stats, const std::string& prefix) const {
+std::map<std::string, double> Model::logs(const BatchStats& stats,
+                                          const std::string& prefix) const {
   TROUPE_ASSERT(s_->replica.graph != nullptr, "logs() of a model that is no Keras graph");
   return detail::graph_logs(*s_->replica.graph, stats, prefix);
 }

@@ -67,10 +67,10 @@ namespace {
 
 const char* kernel_name(Kernel k) {
   static constexpr const char* names[] = {
-      "activation", "elementwise",  "reduce",      "copy_strided", "matmul",     "gather",
-      "dense",      "conv2d",       "pool2d",      "axpby",        "multiply",   "columns",
-      "reduce_middle", "row_dot",   "scale_rows",  "column_sums",  "batch_norm", "layer_norm",
-      "dropout",    "fm",           "gather_index", "loss"};
+      "activation",    "elementwise", "reduce",       "copy_strided", "matmul",     "gather",
+      "dense",         "conv2d",      "pool2d",       "axpby",        "multiply",   "columns",
+      "reduce_middle", "row_dot",     "scale_rows",   "column_sums",  "batch_norm", "layer_norm",
+      "dropout",       "fm",          "gather_index", "loss"};
   static_assert(sizeof(names) / sizeof(names[0]) == kKernelCount, "names follow Kernel");
   return names[static_cast<size_t>(k)];
 }
@@ -88,8 +88,8 @@ void Backend::elementwise_backward(ElementOp, int, const std::vector<ConstTensor
 void Backend::reduce(Reduce, ConstTensorView, TensorView) {
   missing_kernel(*this, "reduce");
 }
-void Backend::reduce_backward(Reduce, ConstTensorView, ConstTensorView, ConstTensorView,
-                              TensorView, bool) {
+void Backend::reduce_backward(Reduce, ConstTensorView, ConstTensorView, ConstTensorView, TensorView,
+                              bool) {
   missing_kernel(*this, "reduce_backward");
 }
 void Backend::copy_strided(const kernels::IndexSpace<2>&, ConstTensorView, TensorView, bool) {

@@ -25,18 +25,24 @@ constexpr std::pair<const char*, ActFn> kActivations[] = {
 
 // The element-wise maps that are Keras operations only (keras.ops), by their names there.
 constexpr std::pair<const char*, ActFn> kMaps[] = {
-    {"log_softmax", ActFn::log_softmax}, {"negative", ActFn::negative},
-    {"log", ActFn::log},                 {"log1p", ActFn::log1p},
-    {"sqrt", ActFn::sqrt},               {"square", ActFn::square},
-    {"absolute", ActFn::abs},            {"sign", ActFn::sign},
-    {"erf", ActFn::erf},                 {"log_sigmoid", ActFn::log_sigmoid},
-    {"logical_not", ActFn::logical_not}, {"reciprocal", ActFn::reciprocal},
+    {"log_softmax", ActFn::log_softmax},
+    {"negative", ActFn::negative},
+    {"log", ActFn::log},
+    {"log1p", ActFn::log1p},
+    {"sqrt", ActFn::sqrt},
+    {"square", ActFn::square},
+    {"absolute", ActFn::abs},
+    {"sign", ActFn::sign},
+    {"erf", ActFn::erf},
+    {"log_sigmoid", ActFn::log_sigmoid},
+    {"logical_not", ActFn::logical_not},
+    {"reciprocal", ActFn::reciprocal},
 };
 
 constexpr const char* kElementOps[] = {
-    "add",     "subtract",      "multiply", "divide",     "power",    "maximum",
-    "minimum", "where",         "greater",  "greater_equal", "less",  "less_equal",
-    "equal",   "not_equal",     "logical_and", "logical_or", "logical_xor",
+    "add",     "subtract",  "multiply",    "divide",        "power",       "maximum",
+    "minimum", "where",     "greater",     "greater_equal", "less",        "less_equal",
+    "equal",   "not_equal", "logical_and", "logical_or",    "logical_xor",
 };
 static_assert(sizeof(kElementOps) / sizeof(kElementOps[0]) ==
                   static_cast<size_t>(ElementOp::logical_xor) + 1,

@@ -44,7 +44,6 @@ struct OptimizerConfig {
   float learning_rate_at(int64_t t) const;
 };
 
-
 /// "sgd", "momentum", "nesterov", "adagrad", "adam", "rmsprop", "ftrl".
 const char* optimizer_kind_name(OptimizerConfig::Kind kind);
 /// The config as a JSON object's text (every field).

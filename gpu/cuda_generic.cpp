@@ -36,9 +36,8 @@ void CudaBackend::reduce(core::Reduce op, core::ConstTensorView x, core::TensorV
   TROUPE_GPU_KERNEL(as_cuda(core::kernels::cuda::reduce(stream_, a, y.size())));
 }
 
-void CudaBackend::reduce_backward(core::Reduce op, core::ConstTensorView x,
-                                  core::ConstTensorView y, core::ConstTensorView dy,
-                                  core::TensorView dx, bool accumulate) {
+void CudaBackend::reduce_backward(core::Reduce op, core::ConstTensorView x, core::ConstTensorView y,
+                                  core::ConstTensorView dy, core::TensorView dx, bool accumulate) {
   const auto a = core::kernels::reduce_grad_args(op, x, y, dy, dx, accumulate);
   TROUPE_GPU_KERNEL(as_cuda(core::kernels::cuda::reduce_grad(stream_, a, y.size())));
 }
@@ -59,8 +58,8 @@ void CudaBackend::gather(core::ConstTensorView x, core::ConstTensorView index, c
 void CudaBackend::gather_backward(core::ConstTensorView dy, core::ConstTensorView index,
                                   core::TensorView dx, bool accumulate) {
   const auto a = core::kernels::gather_args(dx.shape(), index, dy.shape());
-  TROUPE_GPU_KERNEL(
-      as_cuda(core::kernels::cuda::scatter(stream_, a, dy.data(), dx.data(), accumulate, dx.size())));
+  TROUPE_GPU_KERNEL(as_cuda(
+      core::kernels::cuda::scatter(stream_, a, dy.data(), dx.data(), accumulate, dx.size())));
 }
 
 void CudaBackend::matmul(const core::MatmulGeometry& g, core::ConstTensorView a,

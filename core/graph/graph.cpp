@@ -5,7 +5,6 @@
 
 #include "core/unique_ids.hpp"
 
-
 namespace troupe::core::graph {
 
 namespace {
@@ -92,9 +91,8 @@ Expected<std::vector<int>> Graph::call(std::shared_ptr<Operation> op,
   for (const auto& w : op->weights())
     if (w.table) {
       if (node.inputs.size() != 1 || spec(node.inputs[0]).kind != ColumnKind::ints)
-        return op->error(
-            "an embedding takes one input of integer ids, got " +
-            (node.inputs.empty() ? std::string("none") : spec(inputs[0]).to_string()));
+        return op->error("an embedding takes one input of integer ids, got " +
+                         (node.inputs.empty() ? std::string("none") : spec(inputs[0]).to_string()));
       node.table = 0;  // numbered in plan_backward()
     }
   auto ids = node.outputs;

@@ -17,7 +17,6 @@ std::vector<std::string> CompileConfig::history_names() const {
   return names;
 }
 
-
 namespace {
 
 int64_t argmax(const float* row, int64_t c) {

@@ -72,9 +72,9 @@ Weight& Operation::add_weight(std::string name, Shape shape, Initializer init, b
   if (!fits_elements(shape.to_vector(), kMaxWeightElements)) {
     // Not allocated: the graph reports weight_status() when the build returns.
     if (weight_status_)
-      weight_status_ = error("weight '" + w.name + "' of " + shape.to_string() +
-                             " is over Troupe's limit of " + std::to_string(kMaxWeightElements) +
-                             " elements");
+      weight_status_ =
+          error("weight '" + w.name + "' of " + shape.to_string() + " is over Troupe's limit of " +
+                std::to_string(kMaxWeightElements) + " elements");
     w.trainable = trainable;
     w.init = init;
     w.shape = shape;
@@ -92,9 +92,9 @@ Weight& Operation::add_weight(std::string name, Shape shape, Initializer init, b
 
 Weight& Operation::add_table(std::string name, Shape shape, Initializer init) {
   if (weight_status_ && !fits_elements(shape.to_vector(), kMaxTableElements))
-    weight_status_ = error("table '" + name + "' of " + shape.to_string() +
-                           " is over Troupe's limit of " + std::to_string(kMaxTableElements) +
-                           " elements");
+    weight_status_ =
+        error("table '" + name + "' of " + shape.to_string() + " is over Troupe's limit of " +
+              std::to_string(kMaxTableElements) + " elements");
   Weight w;
   w.name = std::move(name);
   w.trainable = true;

@@ -29,9 +29,9 @@
 
 namespace troupe::core::graph {
 
-/// A variable of a layer (an operation with weights), named as Keras names it ("kernel", "bias", "embeddings", "gamma",
-/// "moving_mean"), in the order Keras saves them (trainable ones first, each in creation
-/// order, then the non-trainable ones).
+/// A variable of a layer (an operation with weights), named as Keras names it ("kernel", "bias",
+/// "embeddings", "gamma", "moving_mean"), in the order Keras saves them (trainable ones first, each
+/// in creation order, then the non-trainable ones).
 struct Weight {
   std::string name;
   Tensor value;  // on the layer's device; an embedding table's on the host, or not held

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "core/expected.hpp"
-#include "core/keras/keras_model.hpp"
 #include "core/keras/builtin_models.hpp"
+#include "core/keras/keras_model.hpp"
 #include "core/nn/classifier.hpp"
 
 namespace troupe::core::keras {

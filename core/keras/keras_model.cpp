@@ -408,9 +408,8 @@ class Builder {
     if (l.contains("registered_name") && l["registered_name"].is_string())
       registered = l["registered_name"].get<std::string>();
     // A custom class's get_config may leave out its name: the node's name stands for it.
-    const std::string name =
-        c.is_object() && c.contains("name") ? c.value("name", std::string())
-                                            : l.value("name", std::string());
+    const std::string name = c.is_object() && c.contains("name") ? c.value("name", std::string())
+                                                                 : l.value("name", std::string());
     auto path = paths_.find(name);
     // A layer that reads an asset of the file (an adapted lookup's vocabulary) finds it at
     // its place in the archive when its config does not give it.

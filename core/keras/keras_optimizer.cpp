@@ -5,8 +5,8 @@
 #include <cctype>
 #include <utility>
 
-#include "core/keras/compile_config.hpp"
 #include "core/graph/json_guard.hpp"
+#include "core/keras/compile_config.hpp"
 #include "core/keras/keras_objects.hpp"
 
 namespace troupe::core::keras {

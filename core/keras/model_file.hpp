@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/expected.hpp"
-#include "core/keras/keras_model.hpp"
 #include "core/keras/keras_file.hpp"
+#include "core/keras/keras_model.hpp"
 
 namespace troupe::core::keras {
 

@@ -52,8 +52,8 @@ void CpuBackend::reduce_backward(Reduce op, ConstTensorView x, ConstTensorView y
   for_each(y.size(), grain(a.f.inner.size()), [&](int64_t i) { kernels::reduce_grad_at(a, i); });
 }
 
-void CpuBackend::copy_strided(const kernels::IndexSpace<2>& at, ConstTensorView src,
-                              TensorView dst, bool accumulate) {
+void CpuBackend::copy_strided(const kernels::IndexSpace<2>& at, ConstTensorView src, TensorView dst,
+                              bool accumulate) {
   const auto a = kernels::copy_args(at, src, dst, accumulate);
   for_each(at.size(), kParallelGrain, [&](int64_t i) { kernels::copy_at(a, i); });
 }
@@ -72,8 +72,8 @@ void CpuBackend::gather_backward(ConstTensorView dy, ConstTensorView index, Tens
            [&](int64_t i) { kernels::scatter_at(a, dy.data(), dx.data(), accumulate, i); });
 }
 
-void CpuBackend::matmul(const MatmulGeometry& g, ConstTensorView a, ConstTensorView b,
-                        TensorView y, Precision p) {
+void CpuBackend::matmul(const MatmulGeometry& g, ConstTensorView a, ConstTensorView b, TensorView y,
+                        Precision p) {
   (void)p;  // float32: the operations' products are not the step's bulk
   if (g.m == 0 || g.n == 0) return;
   if (g.k == 0) {  // empty sums: zeros, where nothing is accumulated into them

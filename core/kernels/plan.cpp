@@ -216,9 +216,8 @@ ElementwiseArgs elementwise_args(ElementOp op, const std::vector<ConstTensorView
 }
 
 ElementwiseGradArgs elementwise_grad_args(ElementOp op, int which,
-                                          const std::vector<ConstTensorView>& in,
-                                          ConstTensorView y, ConstTensorView dy, TensorView dx,
-                                          bool accumulate) {
+                                          const std::vector<ConstTensorView>& in, ConstTensorView y,
+                                          ConstTensorView dy, TensorView dx, bool accumulate) {
   auto a = plan_elementwise_grad(op, which, shapes(in), y.shape());
   for (size_t k = 0; k < in.size(); ++k)
     a.in[k] = in[k].data();
@@ -236,8 +235,8 @@ ReduceArgs reduce_args(Reduce op, ConstTensorView x, TensorView y) {
   return a;
 }
 
-ReduceGradArgs reduce_grad_args(Reduce op, ConstTensorView x, ConstTensorView y,
-                                ConstTensorView dy, TensorView dx, bool accumulate) {
+ReduceGradArgs reduce_grad_args(Reduce op, ConstTensorView x, ConstTensorView y, ConstTensorView dy,
+                                TensorView dx, bool accumulate) {
   auto a = plan_reduce_grad(op, x.shape(), y.shape());
   a.x = x.data();
   a.y = y.data();

@@ -35,12 +35,11 @@ ReduceGradArgs plan_reduce_grad(Reduce op, const Shape& x, const Shape& y);
 ElementwiseArgs elementwise_args(ElementOp op, const std::vector<ConstTensorView>& in,
                                  TensorView y);
 ElementwiseGradArgs elementwise_grad_args(ElementOp op, int which,
-                                          const std::vector<ConstTensorView>& in,
-                                          ConstTensorView y, ConstTensorView dy, TensorView dx,
-                                          bool accumulate);
+                                          const std::vector<ConstTensorView>& in, ConstTensorView y,
+                                          ConstTensorView dy, TensorView dx, bool accumulate);
 ReduceArgs reduce_args(Reduce op, ConstTensorView x, TensorView y);
-ReduceGradArgs reduce_grad_args(Reduce op, ConstTensorView x, ConstTensorView y,
-                                ConstTensorView dy, TensorView dx, bool accumulate);
+ReduceGradArgs reduce_grad_args(Reduce op, ConstTensorView x, ConstTensorView y, ConstTensorView dy,
+                                TensorView dx, bool accumulate);
 CopyArgs copy_args(const IndexSpace<2>& at, ConstTensorView src, TensorView dst, bool accumulate);
 /// gather's: x [outer, n, inner], index [k], y [outer, k, inner] (scatter: y the gradient's
 /// dy, x's shape the gradient dx's).

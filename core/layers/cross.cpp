@@ -19,7 +19,9 @@ struct CrossState final : CallState {
 
 class Cross final : public graph::Operation {
  public:
-  std::vector<Kernel> kernels() const override { return {Kernel::dense, Kernel::axpby, Kernel::multiply}; }
+  std::vector<Kernel> kernels() const override {
+    return {Kernel::dense, Kernel::axpby, Kernel::multiply};
+  }
   Cross(std::string name, int64_t projection, float diag, bool use_bias, Initializer kernel_init,
         Initializer bias_init)
       : Operation("Cross", std::move(name)),

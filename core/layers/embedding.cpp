@@ -51,7 +51,8 @@ class Embedding final : public graph::Operation {
     if (c.dweights[0] == nullptr) return;
     const int64_t n = c.table_index.size();
     Tensor& grads = place(*c.dweights[0], c.table_rows.shape());
-    backend().scatter_add_index(c.doutputs[0].reshaped(Shape{n, output_dim_}), c.table_index, grads);
+    backend().scatter_add_index(c.doutputs[0].reshaped(Shape{n, output_dim_}), c.table_index,
+                                grads);
   }
 
  private:

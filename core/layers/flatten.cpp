@@ -48,7 +48,8 @@ Expected<std::unique_ptr<graph::Operation>> make_flatten(LayerConfig& c) {
   if (!format) return format.error();
   if (*format != "channels_last" && *format != "channels_first")
     return c.error("data_format", "must be 'channels_last' or 'channels_first'");
-  return std::unique_ptr<graph::Operation>(std::make_unique<Flatten>(c.name(), *format == "channels_first"));
+  return std::unique_ptr<graph::Operation>(
+      std::make_unique<Flatten>(c.name(), *format == "channels_first"));
 }
 
 }  // namespace troupe::core::layers

@@ -64,7 +64,8 @@ Expected<std::unique_ptr<graph::Operation>> make_global_average_pooling2d(LayerC
   if (auto st = c.allow("data_format", {"channels_last"}); !st) return st.error();
   auto keepdims = c.boolean("keepdims", false);
   if (!keepdims) return keepdims.error();
-  return std::unique_ptr<graph::Operation>(std::make_unique<GlobalAveragePooling2D>(c.name(), *keepdims));
+  return std::unique_ptr<graph::Operation>(
+      std::make_unique<GlobalAveragePooling2D>(c.name(), *keepdims));
 }
 
 }  // namespace troupe::core::layers

@@ -18,7 +18,8 @@ class GlobalPooling1D final : public graph::Operation {
  public:
   std::vector<Kernel> kernels() const override { return {Kernel::reduce_middle}; }
   GlobalPooling1D(std::string name, Reduce op, bool channels_first, bool keepdims)
-      : Operation(op == Reduce::max ? "GlobalMaxPooling1D" : "GlobalAveragePooling1D", std::move(name)),
+      : Operation(op == Reduce::max ? "GlobalMaxPooling1D" : "GlobalAveragePooling1D",
+                  std::move(name)),
         op_(op),
         channels_first_(channels_first),
         keepdims_(keepdims) {}

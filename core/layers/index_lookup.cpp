@@ -121,7 +121,8 @@ Tensor& host_ints(Tensor& t, const Shape& shape) {
 }
 
 Expected<std::unique_ptr<graph::Operation>> make_index_lookup(const std::string& class_name,
-                                                   const std::string& name, IndexLookupOptions o) {
+                                                              const std::string& name,
+                                                              IndexLookupOptions o) {
   auto fail = [&](const std::string& key, const std::string& what) {
     return make_error(Errc::invalid_argument,
                       "layer '" + name + "' (" + class_name + "): argument '" + key + "': " + what);

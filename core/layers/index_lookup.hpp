@@ -45,8 +45,8 @@ struct IndexLookupOptions {
 /// empty or repeated vocabulary, the mask token inside it, more tokens than max_tokens)
 /// name the layer and the argument at fault.
 Expected<std::unique_ptr<graph::Operation>> make_index_lookup(const std::string& class_name,
-                                                   const std::string& name,
-                                                   IndexLookupOptions options);
+                                                              const std::string& name,
+                                                              IndexLookupOptions options);
 
 /// Reads the arguments StringLookup and IntegerLookup share (all but the tokens' types):
 /// num_oov_indices, oov_method, salt, max_tokens, vocabulary_size, and the ones only

@@ -51,7 +51,9 @@ int weighted_input(const Shape& a, const Shape& b) {
 
 class Merge final : public graph::Operation {
  public:
-  std::vector<Kernel> kernels() const override { return {Kernel::axpby, Kernel::multiply, Kernel::row_dot, Kernel::scale_rows}; }
+  std::vector<Kernel> kernels() const override {
+    return {Kernel::axpby, Kernel::multiply, Kernel::row_dot, Kernel::scale_rows};
+  }
   Merge(std::string name, MergeOp op) : Operation(class_of(op), std::move(name)), op_(op) {}
 
   Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {

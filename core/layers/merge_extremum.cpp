@@ -17,7 +17,9 @@ struct ExtremumState final : CallState {
 
 class Extremum final : public graph::Operation {
  public:
-  std::vector<Kernel> kernels() const override { return {Kernel::axpby, Kernel::columns, Kernel::reduce_middle}; }
+  std::vector<Kernel> kernels() const override {
+    return {Kernel::axpby, Kernel::columns, Kernel::reduce_middle};
+  }
   Extremum(std::string name, bool minimum)
       : Operation(minimum ? "Minimum" : "Maximum", std::move(name)), minimum_(minimum) {}
 

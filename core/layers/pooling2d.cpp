@@ -81,7 +81,7 @@ class Pooling2D final : public graph::Operation {
 };
 
 Expected<std::unique_ptr<graph::Operation>> make_pooling2d(LayerConfig& c, const char* class_name,
-                                                PoolKind kind) {
+                                                           PoolKind kind) {
   auto pool = c.integers("pool_size", 2, {2, 2});
   if (!pool) return pool.error();
   if ((*pool)[0] <= 0 || (*pool)[1] <= 0) return c.error("pool_size", "must be positive");

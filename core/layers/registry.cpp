@@ -26,7 +26,8 @@ Expected<std::unique_ptr<graph::Operation>> make_dropout(LayerConfig& c);
 Expected<std::unique_ptr<graph::Operation>> make_batch_normalization(LayerConfig& c);
 Expected<std::unique_ptr<graph::Operation>> make_layer_normalization(LayerConfig& c);
 Expected<std::unique_ptr<graph::Operation>> make_global_average_pooling1d(LayerConfig& c);
-Expected<std::unique_ptr<graph::Operation>> make_global_max_pooling1d(LayerConfig& c);  // global_pooling1d.cpp
+Expected<std::unique_ptr<graph::Operation>> make_global_max_pooling1d(
+    LayerConfig& c);  // global_pooling1d.cpp
 Expected<std::unique_ptr<graph::Operation>> make_rescaling(LayerConfig& c);
 // layer graph: sparse
 Expected<std::unique_ptr<graph::Operation>> make_conv2d(LayerConfig& c);

@@ -59,9 +59,9 @@ Expected<std::unique_ptr<graph::Operation>> make_rescaling(LayerConfig& c) {
   const auto& offset = c.raw("offset");
   if (!offset.is_null() && !offset.is_number())
     return c.error("offset", "must be a number (Troupe has no per-channel offset)");
-  return std::unique_ptr<graph::Operation>(std::make_unique<Rescaling>(
-      c.name(), graph::to_float(scale.get<double>()),
-      offset.is_null() ? 0.0f : graph::to_float(offset.get<double>())));
+  return std::unique_ptr<graph::Operation>(
+      std::make_unique<Rescaling>(c.name(), graph::to_float(scale.get<double>()),
+                                  offset.is_null() ? 0.0f : graph::to_float(offset.get<double>())));
 }
 
 }  // namespace troupe::core::layers

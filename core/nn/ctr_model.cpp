@@ -30,7 +30,6 @@ const char* ctr_kind_name(CtrKind kind) {
   return "?";
 }
 
-
 std::vector<std::pair<std::string, Shape>> ctr_dense_variables(const CtrModelConfig& c) {
   std::vector<std::pair<std::string, Shape>> v{{"bias", Shape{1}}};
   if (c.dense > 0) v.emplace_back("dense_w", Shape{c.dense, 1});

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "core/expected.hpp"
-#include "core/unique_ids.hpp"
 #include "core/tensor.hpp"
+#include "core/unique_ids.hpp"
 
 namespace troupe::core {
 

@@ -12,8 +12,7 @@ namespace {
 class Axes final : public Permutation {
  public:
   // swapaxes(a, b): `from` = {a}, `to` = {b}, swapped; moveaxis: `from` moved to `to`.
-  Axes(std::string class_name, std::string name, std::vector<int64_t> from,
-       std::vector<int64_t> to)
+  Axes(std::string class_name, std::string name, std::vector<int64_t> from, std::vector<int64_t> to)
       : Permutation(std::move(class_name), std::move(name)),
         from_(std::move(from)),
         to_(std::move(to)) {}

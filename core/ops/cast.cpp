@@ -37,8 +37,9 @@ class Cast final : public Op {
     from_ = in[0].kind;
     if (from_ == ColumnKind::strings) return error("cannot cast strings (use a lookup layer)");
     if (from_ == ColumnKind::floats && !to_float_)
-      return error("casts a float tensor to integers: Troupe's integer ids come from the "
-                   "model's inputs and lookup layers, on the host");
+      return error(
+          "casts a float tensor to integers: Troupe's integer ids come from the "
+          "model's inputs and lookup layers, on the host");
     host_ = from_ == ColumnKind::ints && !to_float_;
     TensorSpec out = in[0];
     out.kind = to_float_ ? ColumnKind::floats : ColumnKind::ints;

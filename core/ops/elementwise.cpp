@@ -130,8 +130,8 @@ Expected<std::unique_ptr<graph::Operation>> make(OpConfig& c, ElementOp op) {
   std::vector<Operand> operands;
   for (int k = 0; k < n; ++k) {
     // where(condition, x1, x2): Keras's names of its arguments.
-    const std::string key = op == ElementOp::select ? (k == 0 ? "condition" : names[k - 1])
-                                                    : names[k];
+    const std::string key =
+        op == ElementOp::select ? (k == 0 ? "condition" : names[k - 1]) : names[k];
     const Arg* a = c.arg(static_cast<size_t>(k), key);
     if (a == nullptr) return c.arg_error(key, "is missing");
     auto o = Operand::from(*a, c, "argument '" + key + "'");

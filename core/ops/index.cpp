@@ -33,7 +33,8 @@ class Strided final : public Op {
   std::unique_ptr<CallState> make_state() const override { return std::make_unique<IndexState>(); }
 
   Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {
-    if (in.size() != 1 || in[0].kind != ColumnKind::floats) return error("indexes one float tensor");
+    if (in.size() != 1 || in[0].kind != ColumnKind::floats)
+      return error("indexes one float tensor");
     const Dims x = batched(in[0]);
     // The input's strides per example (the batch axis' is set per step).
     std::vector<int64_t> xs(x.size(), 1);
@@ -51,12 +52,14 @@ class Strided final : public Op {
     auto take = [&](const Axis& k) -> Status {
       const int64_t n = x[a];
       if (a == 0) {  // the batch axis: only whole
-        const bool whole = k.kind == Axis::Kind::full ||
-                           (k.kind == Axis::Kind::slice && k.step == 1 &&
-                            (!k.has_start || k.start == 0) &&
-                            (!k.has_stop || k.stop >= std::numeric_limits<int32_t>::max()));
-        if (!whole) return error("indexes the batch axis: Troupe keeps the examples of a batch "
-                                 "apart (index from axis 1: x[:, ...])");
+        const bool whole =
+            k.kind == Axis::Kind::full ||
+            (k.kind == Axis::Kind::slice && k.step == 1 && (!k.has_start || k.start == 0) &&
+             (!k.has_stop || k.stop >= std::numeric_limits<int32_t>::max()));
+        if (!whole)
+          return error(
+              "indexes the batch axis: Troupe keeps the examples of a batch "
+              "apart (index from axis 1: x[:, ...])");
         out_.push_back(kBatch);
         strides_.push_back(0);  // set per step: the batch's stride is an example's size
         ++a;
@@ -76,9 +79,7 @@ class Strided final : public Op {
         // can overflow (a file may hold any int64).
         const int64_t step = std::max<int64_t>(-(n + 1), std::min<int64_t>(n + 1, k.step));
         const int64_t lower = step > 0 ? 0 : -1, upper = step > 0 ? n : n - 1;
-        auto clamp = [&](int64_t v) {
-          return v < 0 ? std::max(v + n, lower) : std::min(v, upper);
-        };
+        auto clamp = [&](int64_t v) { return v < 0 ? std::max(v + n, lower) : std::min(v, upper); };
         const int64_t start = k.has_start ? clamp(k.start) : (step > 0 ? lower : upper);
         const int64_t stop = k.has_stop ? clamp(k.stop) : (step > 0 ? upper : lower);
         const int64_t count = step > 0 ? std::max<int64_t>(0, (stop - start + step - 1) / step)
@@ -156,7 +157,8 @@ class Take final : public Op {
   std::unique_ptr<CallState> make_state() const override { return std::make_unique<IndexState>(); }
 
   Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {
-    if (in.size() != 1 || in[0].kind != ColumnKind::floats) return error("takes from one float tensor");
+    if (in.size() != 1 || in[0].kind != ColumnKind::floats)
+      return error("takes from one float tensor");
     const Dims x = batched(in[0]);
     auto a = axis(axis_, static_cast<int>(x.size()));
     if (!a) return a.error();
@@ -246,7 +248,8 @@ Expected<Strided::Axis> key_item(const Arg& a, const OpConfig& c) {
     auto field = [&](const char* name, int64_t& v, bool& has) -> Status {
       const auto& f = graph::member(a.value, name);
       if (f.is_null()) return {};
-      if (!f.is_number_integer()) return c.arg_error("key", std::string("has a slice ") + name + " that is no int");
+      if (!f.is_number_integer())
+        return c.arg_error("key", std::string("has a slice ") + name + " that is no int");
       v = f.get<int64_t>();
       has = true;
       return {};
@@ -258,8 +261,8 @@ Expected<Strided::Axis> key_item(const Arg& a, const OpConfig& c) {
     if (k.step == 0) return c.arg_error("key", "has a slice step of 0");
     return k;
   }
-  return c.arg_error("key", "holds " +
-                                std::string(a.kind == Arg::Kind::tensor
+  return c.arg_error("key",
+                     "holds " + std::string(a.kind == Arg::Kind::tensor
                                                 ? "a tensor (indexing by tensors is not supported: "
                                                   "use take with constant indices)"
                                                 : "an index Troupe does not read"));
@@ -295,7 +298,8 @@ Expected<std::unique_ptr<graph::Operation>> make_get_item(OpConfig& c) {
 
 Expected<std::unique_ptr<graph::Operation>> make_slice(OpConfig& c) {
   const Arg* x = c.arg(0, "inputs");
-  if (x == nullptr || x->kind != Arg::Kind::tensor) return c.arg_error("inputs", "must be a tensor");
+  if (x == nullptr || x->kind != Arg::Kind::tensor)
+    return c.arg_error("inputs", "must be a tensor");
   const Arg* start = c.arg(1, "start_indices");
   if (start == nullptr || start->kind != Arg::Kind::list)
     return c.arg_error("start_indices", "must be a list of ints");
@@ -313,7 +317,8 @@ Expected<std::unique_ptr<graph::Operation>> make_slice(OpConfig& c) {
     k.has_start = true;
     if (d == 0) {
       if (k.start != 0 || !(shape[0].is_null() || shape[0] == -1))
-        return c.error("shape", "slices the batch axis: Troupe keeps the examples of a batch apart");
+        return c.error("shape",
+                       "slices the batch axis: Troupe keeps the examples of a batch apart");
       k.kind = Strided::Axis::Kind::full;
     } else {
       if (!shape[d].is_number_integer() || shape[d].get<int64_t>() < 0)
@@ -337,9 +342,10 @@ Expected<std::unique_ptr<graph::Operation>> make_take(OpConfig& c) {
   const Arg* indices = c.arg(1, "indices");
   if (indices == nullptr) return c.arg_error("indices", "is missing");
   if (indices->kind == Arg::Kind::tensor)
-    return c.arg_error("indices", "is a tensor of the model: take would mix the examples of a "
-                                  "batch (its result has the batch axis twice); Troupe takes "
-                                  "constant indices");
+    return c.arg_error("indices",
+                       "is a tensor of the model: take would mix the examples of a "
+                       "batch (its result has the batch axis twice); Troupe takes "
+                       "constant indices");
   auto t = constant_tensor(*indices, "operation '" + c.name() + "' (Take): indices");
   if (!t) return t.error();
   const auto& a = c.raw("axis");

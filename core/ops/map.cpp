@@ -23,9 +23,7 @@ class Map final : public Op {
   std::vector<Kernel> kernels() const override {
     return {Kernel::activation, Kernel::copy_strided};
   }
-  bool differentiable() const override {
-    return f_ != ActFn::sign && f_ != ActFn::logical_not;
-  }
+  bool differentiable() const override { return f_ != ActFn::sign && f_ != ActFn::logical_not; }
   std::unique_ptr<CallState> make_state() const override { return std::make_unique<MapState>(); }
 
   Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {
@@ -83,18 +81,30 @@ class Map final : public Op {
 
 Expected<std::unique_ptr<graph::Operation>> make_map(OpConfig& c) {
   static const std::pair<const char*, ActFn> kinds[] = {
-      {"Negative", ActFn::negative},   {"Exp", ActFn::exponential},
-      {"Log", ActFn::log},             {"Log1p", ActFn::log1p},
-      {"Sqrt", ActFn::sqrt},           {"Square", ActFn::square},
-      {"Absolute", ActFn::abs},        {"Abs", ActFn::abs},
-      {"Sign", ActFn::sign},           {"Tanh", ActFn::tanh},
-      {"Sigmoid", ActFn::sigmoid},     {"Relu", ActFn::relu},
-      {"Erf", ActFn::erf},             {"LogSigmoid", ActFn::log_sigmoid},
-      {"Softplus", ActFn::softplus},   {"Silu", ActFn::silu},
-      {"Swish", ActFn::silu},          {"Selu", ActFn::selu},
-      {"Reciprocal", ActFn::reciprocal}, {"LogicalNot", ActFn::logical_not},
-      {"Softmax", ActFn::softmax},     {"LogSoftmax", ActFn::log_softmax},
-      {"Elu", ActFn::elu},             {"LeakyRelu", ActFn::leaky_relu},
+      {"Negative", ActFn::negative},
+      {"Exp", ActFn::exponential},
+      {"Log", ActFn::log},
+      {"Log1p", ActFn::log1p},
+      {"Sqrt", ActFn::sqrt},
+      {"Square", ActFn::square},
+      {"Absolute", ActFn::abs},
+      {"Abs", ActFn::abs},
+      {"Sign", ActFn::sign},
+      {"Tanh", ActFn::tanh},
+      {"Sigmoid", ActFn::sigmoid},
+      {"Relu", ActFn::relu},
+      {"Erf", ActFn::erf},
+      {"LogSigmoid", ActFn::log_sigmoid},
+      {"Softplus", ActFn::softplus},
+      {"Silu", ActFn::silu},
+      {"Swish", ActFn::silu},
+      {"Selu", ActFn::selu},
+      {"Reciprocal", ActFn::reciprocal},
+      {"LogicalNot", ActFn::logical_not},
+      {"Softmax", ActFn::softmax},
+      {"LogSoftmax", ActFn::log_softmax},
+      {"Elu", ActFn::elu},
+      {"LeakyRelu", ActFn::leaky_relu},
       {"Gelu", ActFn::gelu},
   };
   const ActFn* found = nullptr;

@@ -145,15 +145,16 @@ class Matmul final : public Op {
 
 // einsum of one or two operands, as transposes, sums and one batched product.
 struct EinsumState final : OperandState {
-  Tensor at, bt, as, bs, prod, y;    // forward: the operands transposed (and summed), product
-  Tensor dprod, dat, dbt, da, db;    // backward
-  Tensor widened;                    // a gradient broadcast over an operand's summed letters
+  Tensor at, bt, as, bs, prod, y;  // forward: the operands transposed (and summed), product
+  Tensor dprod, dat, dbt, da, db;  // backward
+  Tensor widened;                  // a gradient broadcast over an operand's summed letters
 };
 
 class Einsum final : public Op {
  public:
   Einsum(std::string name, std::string subscripts, std::vector<Operand> operands)
-      : Op("Einsum", std::move(name)), subscripts_(std::move(subscripts)),
+      : Op("Einsum", std::move(name)),
+        subscripts_(std::move(subscripts)),
         operands_(std::move(operands)) {}
 
   std::vector<Kernel> kernels() const override {
@@ -201,13 +202,14 @@ class Einsum final : public Op {
           return error("repeats index '" + std::string(1, ch) + "' within one operand");
         auto it = size.find(ch);
         if (it != size.end() && it->second != d[i])
-          return error("index '" + std::string(1, ch) + "' has sizes " +
-                       dims_text({it->second}) + " and " + dims_text({d[i]}));
+          return error("index '" + std::string(1, ch) + "' has sizes " + dims_text({it->second}) +
+                       " and " + dims_text({d[i]}));
         size[ch] = d[i];
       }
     }
     for (char ch : out_letters_)
-      if (!size.count(ch)) return error("result index '" + std::string(1, ch) + "' is in no operand");
+      if (!size.count(ch))
+        return error("result index '" + std::string(1, ch) + "' is in no operand");
     terms_ = terms;
     size_ = size;
     // Letters: batch (both operands and the result), contracted (both, not the result),
@@ -253,15 +255,18 @@ class Einsum final : public Op {
   Status forward(Call& c) override {
     auto& s = static_cast<EinsumState&>(*c.state);
     batch_size_ = c.inputs[0].batch();
-    const ConstTensorView a = prepare(value(operands_[0], 0, c), terms_[0], order_a_,
-                                      operands_.size() == 1 ? out_letters_.size() : 
-                                      batch_.size() + free_a_.size() + contract_.size(), s.at, s.as);
+    const ConstTensorView a =
+        prepare(value(operands_[0], 0, c), terms_[0], order_a_,
+                operands_.size() == 1 ? out_letters_.size()
+                                      : batch_.size() + free_a_.size() + contract_.size(),
+                s.at, s.as);
     if (operands_.size() == 1) {
       copy_out(a, out_letters_, s.y, c);
       return {};
     }
-    const ConstTensorView b = prepare(value(operands_[1], 1, c), terms_[1], order_b_,
-                                      batch_.size() + contract_.size() + free_b_.size(), s.bt, s.bs);
+    const ConstTensorView b =
+        prepare(value(operands_[1], 1, c), terms_[1], order_b_,
+                batch_.size() + contract_.size() + free_b_.size(), s.bt, s.bs);
     const MatmulGeometry g = geometry();
     place(s.prod, Shape{g.batch, g.m, g.n});
     backend().matmul(g, a, b, s.prod, precision());
@@ -280,8 +285,10 @@ class Einsum final : public Op {
     const std::string prod_order = batch_ + free_a_ + free_b_;
     gather_letters(dy, out_letters_, prod_order, s.dprod);
     const MatmulGeometry g = geometry();
-    const ConstTensorView a = s.as.data() != nullptr ? ConstTensorView(s.as) : ConstTensorView(s.at);
-    const ConstTensorView b = s.bs.data() != nullptr ? ConstTensorView(s.bs) : ConstTensorView(s.bt);
+    const ConstTensorView a =
+        s.as.data() != nullptr ? ConstTensorView(s.as) : ConstTensorView(s.at);
+    const ConstTensorView b =
+        s.bs.data() != nullptr ? ConstTensorView(s.bs) : ConstTensorView(s.bt);
     if (wants(0, c)) {  // d(a) [batch, m, k] = dprod [batch, m, n] b^T
       MatmulGeometry d = g;
       d.n = g.k;

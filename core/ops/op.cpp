@@ -146,8 +146,8 @@ Status OpConfig::finish_call() const {
 }
 
 Error OpConfig::arg_error(const std::string& arg, const std::string& what) const {
-  return make_error(Errc::invalid_argument,
-                    "operation '" + name_ + "' (" + class_name_ + "): argument '" + arg + "' " + what);
+  return make_error(Errc::invalid_argument, "operation '" + name_ + "' (" + class_name_ +
+                                                "): argument '" + arg + "' " + what);
 }
 
 Expected<Operand> Operand::from(const Arg& a, const OpConfig& c, const std::string& what) {
@@ -203,9 +203,8 @@ void Op::broadcast(ConstTensorView x, const Shape& to, Tensor& out) {
     const int td = to.rank() - x.shape().rank() + d;
     strides[static_cast<size_t>(td)] = x.shape()[d] == 1 ? 0 : xs[static_cast<size_t>(d)];
   }
-  backend().copy_strided(
-      kernels::plan_copy(to.to_vector(), 0, strides, 0, kernels::strides_of(to)), x,
-      place(out, to), false);
+  backend().copy_strided(kernels::plan_copy(to.to_vector(), 0, strides, 0, kernels::strides_of(to)),
+                         x, place(out, to), false);
 }
 
 std::vector<int> Op::inverse(const std::vector<int>& perm) {
@@ -285,14 +284,12 @@ Expected<Dims> broadcast_dims(const graph::Operation& op, const std::vector<Dims
       out[a] = d;
     }
   if (out.empty() || out[0] != kBatch)
-    return op.error("would broadcast over the batch axis (its operands are " +
-                    [&] {
-                      std::string all;
-                      for (const auto& t : shapes)
-                        all += (all.empty() ? "" : ", ") + dims_text(t);
-                      return all;
-                    }() +
-                    "): Troupe keeps the examples of a batch apart");
+    return op.error("would broadcast over the batch axis (its operands are " + [&] {
+      std::string all;
+      for (const auto& t : shapes)
+        all += (all.empty() ? "" : ", ") + dims_text(t);
+      return all;
+    }() + "): Troupe keeps the examples of a batch apart");
   return out;
 }
 

@@ -49,9 +49,9 @@ std::string dims_text(const Dims& d);
 struct Arg {
   enum class Kind { tensor, constant, list, none, slice, ellipsis };
   Kind kind = Kind::none;
-  int tensor = -1;        // a tensor: its index among the call's tensor inputs
-  nlohmann::json value;   // a constant: a number or bool, or {"value", "dtype"} of an array;
-                          // a slice: {"start", "stop", "step"}
+  int tensor = -1;         // a tensor: its index among the call's tensor inputs
+  nlohmann::json value;    // a constant: a number or bool, or {"value", "dtype"} of an array;
+                           // a slice: {"start", "stop", "step"}
   std::vector<Arg> items;  // a list (or tuple)
 };
 

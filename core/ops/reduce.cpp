@@ -40,7 +40,8 @@ class Reduction final : public Op {
     for (int64_t a : axes_) {
       auto ax = axis(a, rank);
       if (!ax) return ax.error();
-      if (reduced[static_cast<size_t>(*ax)]) return error("reduces axis " + std::to_string(a) + " twice");
+      if (reduced[static_cast<size_t>(*ax)])
+        return error("reduces axis " + std::to_string(a) + " twice");
       reduced[static_cast<size_t>(*ax)] = true;
       kept_[static_cast<size_t>(*ax)] = 1;
     }
@@ -91,9 +92,9 @@ class Reduction final : public Op {
 
 Expected<std::unique_ptr<graph::Operation>> make_reduction(OpConfig& c) {
   static const std::pair<const char*, Reduce> kinds[] = {
-      {"Sum", Reduce::sum},       {"Mean", Reduce::mean},     {"Max", Reduce::max},
-      {"Amax", Reduce::max},      {"Min", Reduce::min},       {"Amin", Reduce::min},
-      {"Prod", Reduce::prod},     {"Argmax", Reduce::argmax}, {"Argmin", Reduce::argmin},
+      {"Sum", Reduce::sum},   {"Mean", Reduce::mean},     {"Max", Reduce::max},
+      {"Amax", Reduce::max},  {"Min", Reduce::min},       {"Amin", Reduce::min},
+      {"Prod", Reduce::prod}, {"Argmax", Reduce::argmax}, {"Argmin", Reduce::argmin},
   };
   const Reduce* found = nullptr;
   for (const auto& [name, r] : kinds)
@@ -111,8 +112,9 @@ Expected<std::unique_ptr<graph::Operation>> make_reduction(OpConfig& c) {
       axes.push_back(v.get<int64_t>());
     }
   } else {
-    return c.error("axis", "is over every axis, the batch's included: Troupe keeps the examples "
-                           "of a batch apart (give the axes of an example)");
+    return c.error("axis",
+                   "is over every axis, the batch's included: Troupe keeps the examples "
+                   "of a batch apart (give the axes of an example)");
   }
   if ((*found == Reduce::argmax || *found == Reduce::argmin) && axes.size() != 1)
     return c.error("axis", "must be one axis");

@@ -137,20 +137,23 @@ Expected<std::unique_ptr<graph::Operation>> make_op(const std::string& class_nam
                                                     const nlohmann::json& config,
                                                     std::vector<Arg> args,
                                                     std::map<std::string, Arg> kwargs) {
-  return graph::guard_json("operation config", [&]() -> Expected<std::unique_ptr<graph::Operation>> {
-    for (const auto& e : kOps)
-      if (class_name == e.class_name) {
-        OpConfig c(class_name, config, std::move(args), std::move(kwargs));
-        return e.make(c);
-      }
-    const std::string name = config.is_object() ? config.value("name", std::string()) : "";
-    std::string known;
-    for (const auto& k : op_classes())
-      known += (known.empty() ? "" : ", ") + k;
-    return make_error(Errc::invalid_argument, "operation '" + name + "' (" + class_name +
-                                                  "): Troupe has no operation of this class (it "
-                                                  "has " + known + ")");
-  });
+  return graph::guard_json(
+      "operation config", [&]() -> Expected<std::unique_ptr<graph::Operation>> {
+        for (const auto& e : kOps)
+          if (class_name == e.class_name) {
+            OpConfig c(class_name, config, std::move(args), std::move(kwargs));
+            return e.make(c);
+          }
+        const std::string name = config.is_object() ? config.value("name", std::string()) : "";
+        std::string known;
+        for (const auto& k : op_classes())
+          known += (known.empty() ? "" : ", ") + k;
+        return make_error(Errc::invalid_argument,
+                          "operation '" + name + "' (" + class_name +
+                              "): Troupe has no operation of this class (it "
+                              "has " +
+                              known + ")");
+      });
 }
 
 bool op_reads_ids(const std::string& class_name, const nlohmann::json& config) {

@@ -164,12 +164,12 @@ class Replicate final : public Op {
   enum class Kind { broadcast_to, tile, repeat };
   Replicate(std::string class_name, std::string name, Kind kind, std::vector<int64_t> args,
             int64_t axis)
-      : Op(std::move(class_name), std::move(name)), kind_(kind), args_(std::move(args)),
+      : Op(std::move(class_name), std::move(name)),
+        kind_(kind),
+        args_(std::move(args)),
         axis_(axis) {}
 
-  std::vector<Kernel> kernels() const override {
-    return {Kernel::copy_strided, Kernel::reduce};
-  }
+  std::vector<Kernel> kernels() const override { return {Kernel::copy_strided, Kernel::reduce}; }
   std::unique_ptr<CallState> make_state() const override { return std::make_unique<CopyState>(); }
 
   Expected<std::vector<TensorSpec>> build(const std::vector<TensorSpec>& in) override {
@@ -216,7 +216,8 @@ class Replicate final : public Op {
         ax_ = *a;
         out = x_;
         if (args_[0] != 0 && out[static_cast<size_t>(ax_)] > graph::kMaxTensorElements / args_[0])
-          return error("repeats " + std::to_string(args_[0]) + " make a tensor over Troupe's size limit");
+          return error("repeats " + std::to_string(args_[0]) +
+                       " make a tensor over Troupe's size limit");
         out[static_cast<size_t>(ax_)] *= args_[0];
         break;
       }
@@ -232,8 +233,8 @@ class Replicate final : public Op {
     const ConstTensorView x = c.inputs[0].tensor;
     const int64_t batch = c.inputs[0].batch();
     if (fixed_batch_ > 0 && batch != fixed_batch_)
-      return error("broadcasts to batches of " + std::to_string(fixed_batch_) + " examples, given " +
-                   std::to_string(batch));
+      return error("broadcasts to batches of " + std::to_string(fixed_batch_) +
+                   " examples, given " + std::to_string(batch));
     const Shape ys = with_batch(out_, batch);
     place(s.y, ys);
     if (kind_ == Kind::broadcast_to) {
@@ -241,9 +242,9 @@ class Replicate final : public Op {
     } else if (kind_ == Kind::repeat) {
       const auto [o, d, i] = split(x.shape(), ax_);
       const int64_t r = args_[0];
-      backend().copy_strided(kernels::plan_copy({o, d, r, i}, 0, {d * i, i, 0, 1}, 0,
-                                                {d * r * i, r * i, i, 1}),
-                             x, s.y, false);
+      backend().copy_strided(
+          kernels::plan_copy({o, d, r, i}, 0, {d * i, i, 0, 1}, 0, {d * r * i, r * i, i, 1}), x,
+          s.y, false);
     } else {
       tile_forward(x, batch, s);
     }
@@ -299,9 +300,9 @@ class Replicate final : public Op {
       next[a] = d * r;
       Tensor& dst = k + 1 == tiled.size() ? s.y : s.parts[k];
       place(dst, next);
-      backend().copy_strided(kernels::plan_copy({o, r, d, i}, 0, {d * i, 0, i, 1}, 0,
-                                                {r * d * i, d * i, i, 1}),
-                             cur, dst, false);
+      backend().copy_strided(
+          kernels::plan_copy({o, r, d, i}, 0, {d * i, 0, i, 1}, 0, {r * d * i, d * i, i, 1}), cur,
+          dst, false);
       cur = dst;
       shape = next;
     }

@@ -1,7 +1,7 @@
 // Launchers of the element-wise, loss, metric, optimizer and CTR bodies.
+#include "core/kernels/grid.cuh"
 #include "gpu/kernels/columns.cuh"
 #include "gpu/kernels/elementwise.cuh"
-#include "core/kernels/grid.cuh"
 #include "gpu/kernels/launch.hpp"
 #include "gpu/kernels/loss.cuh"
 

@@ -1,6 +1,6 @@
 // Launchers of the layer graph's kernels (bodies in gpu/kernels/layer_ops.cuh).
-#include "gpu/kernels/columns.cuh"
 #include "core/kernels/grid.cuh"
+#include "gpu/kernels/columns.cuh"
 #include "gpu/kernels/launch.hpp"
 #include "gpu/kernels/layer_launch.hpp"
 #include "gpu/kernels/layer_ops.cuh"

@@ -29,7 +29,8 @@
 namespace troupe::test {
 
 /// A layer from its class name and config JSON, or the test fails.
-inline std::shared_ptr<core::graph::Operation> make(const std::string& cls, const std::string& config) {
+inline std::shared_ptr<core::graph::Operation> make(const std::string& cls,
+                                                    const std::string& config) {
   auto l = core::layers::make_layer(cls, nlohmann::json::parse(config));
   INFO(cls << ": " << (l ? std::string() : l.error().message));
   REQUIRE(l.ok());

@@ -120,8 +120,8 @@ inline void check_against_keras(const std::string& name, const ReferenceOptions&
       const auto& want = doc["outputs"][g.outputs()[i].name];
       core::Tensor got = core::Tensor::from_view(g.output(i)).to(core::Device::cpu());
       const auto values = want["values"].get<std::vector<double>>();
-      INFO("output " << g.outputs()[i].name << ": troupe " << got.shape().to_string()
-                     << ", keras " << want["shape"].dump());
+      INFO("output " << g.outputs()[i].name << ": troupe " << got.shape().to_string() << ", keras "
+                     << want["shape"].dump());
       REQUIRE(static_cast<int64_t>(values.size()) == got.size());
       double worst = 0.0;
       int64_t at = 0;

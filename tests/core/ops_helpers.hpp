@@ -48,9 +48,11 @@ inline nlohmann::json with_tensors(const nlohmann::json& v, std::vector<int>& us
 /// The operation of `cls` with `config` (its name added when missing) called with `args`
 /// (a JSON list) and `kwargs` (a JSON object), or the error it gives; `used` gets the k of
 /// each "$k", in the order of the call's tensor inputs.
-inline core::Expected<std::unique_ptr<core::graph::Operation>> try_op(
-    const std::string& cls, const std::string& config, const std::string& args,
-    const std::string& kwargs, std::vector<int>& used) {
+inline core::Expected<std::unique_ptr<core::graph::Operation>> try_op(const std::string& cls,
+                                                                      const std::string& config,
+                                                                      const std::string& args,
+                                                                      const std::string& kwargs,
+                                                                      std::vector<int>& used) {
   auto c = nlohmann::json::parse(config);
   if (!c.contains("name")) c["name"] = "op";
   std::vector<nlohmann::json> refs;

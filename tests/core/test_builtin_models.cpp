@@ -11,10 +11,10 @@
 #include <map>
 #include <string>
 
-#include "core/keras/keras_model.hpp"
 #include "core/keras/builtin_models.hpp"
 #include "core/keras/classifier_graph.hpp"
 #include "core/keras/ctr_graph.hpp"
+#include "core/keras/keras_model.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/sequential.hpp"
 #include "ctr_batch.hpp"

@@ -14,10 +14,10 @@
 #include <msgpack.hpp>
 #include <nlohmann/json.hpp>
 
-#include "core/keras/compile_config.hpp"
 #include "core/graph/compile.hpp"
 #include "core/graph/metric_state.hpp"
 #include "core/graph/objective.hpp"
+#include "core/keras/compile_config.hpp"
 #include "graph_check.hpp"
 #include "keras_compile_configs.hpp"
 

@@ -10,10 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/keras/compile_config.hpp"
 #include "core/backend.hpp"
 #include "core/cpu/cpu_backend.hpp"
 #include "core/graph/compile.hpp"
+#include "core/keras/compile_config.hpp"
 #include "core/optimizer.hpp"
 #include "fake_device.hpp"
 #include "gpu/kernels/optimizer_step.hpp"

@@ -330,8 +330,7 @@ TEST_CASE("Keras configs Troupe cannot train are errors naming the part", "[grap
   REQUIRE_FALSE(dangling.ok());
   CHECK_THAT(dangling.error().message, Catch::Contains("layer 'd'"));
   // A custom class whose get_config leaves out its name is named by its node.
-  auto unnamed =
-      build_keras_model(nlohmann::json::parse(R"({"class_name": "Functional", "config": {
+  auto unnamed = build_keras_model(nlohmann::json::parse(R"({"class_name": "Functional", "config": {
     "layers": [{"class_name": "InputLayer", "name": "a", "config": {"batch_shape": [null, 2], "name": "a"}},
                {"class_name": "VariableSelection", "name": "select", "config": {"units": 3},
                 "inbound_nodes": [{"args": [{"class_name": "__keras_tensor__", "config": {"keras_history": ["a", 0, 0]}}], "kwargs": {}}]}],

@@ -58,9 +58,11 @@ TEST_CASE("Arithmetic operations broadcast tensors and constants, with their gra
   one("Subtract", R"(["$0", "$1"])", {x, c1});  // (None, 3, 4) - (None, 1, 4)
   one("Subtract", R"([2.0, "$0"])", {x});
   one("Multiply", R"(["$0", "$0"])", {x});
-  one("Multiply", R"(["$0", {"class_name": "__numpy__", "config": {"value": [[0.5], [2], [-1]], "dtype": "float32"}}])",
+  one("Multiply",
+      R"(["$0", {"class_name": "__numpy__", "config": {"value": [[0.5], [2], [-1]], "dtype": "float32"}}])",
       {x});
-  one("Add", R"(["$0", {"class_name": "__tensor__", "config": {"value": [1, -2, 3, 0.5], "dtype": "float32"}}])",
+  one("Add",
+      R"(["$0", {"class_name": "__tensor__", "config": {"value": [1, -2, 3, 0.5], "dtype": "float32"}}])",
       {c});
   const int e = call_op(g, "Exp", "{}", R"(["$0"])", {b})[0];
   one("Divide", R"(["$0", "$1"])", {x, e});
@@ -82,8 +84,8 @@ TEST_CASE("Element-wise functions and softmax over any axis, with their gradient
   GraphCase g;
   const int x = identity_input(g, "x", {3, 5});
   std::vector<int> ys;
-  for (const char* cls : {"Negative", "Exp", "Square", "Absolute", "Tanh", "Sigmoid", "Relu",
-                          "Erf", "LogSigmoid", "Softplus", "Silu", "Selu", "Elu", "LeakyRelu"})
+  for (const char* cls : {"Negative", "Exp", "Square", "Absolute", "Tanh", "Sigmoid", "Relu", "Erf",
+                          "LogSigmoid", "Softplus", "Silu", "Selu", "Elu", "LeakyRelu"})
     ys.push_back(call_op(g, cls, "{}", R"(["$0"])", {x})[0]);
   ys.push_back(call_op(g, "Gelu", R"({"approximate": true})", R"(["$0"])", {x})[0]);
   ys.push_back(call_op(g, "Gelu", R"({"approximate": false})", R"(["$0"])", {x})[0]);
@@ -149,19 +151,21 @@ TEST_CASE("Indexing: slices with steps, None, Ellipsis, and take, with their gra
   GraphCase g;
   const int x = identity_input(g, "x", {4, 5});
   std::vector<int> ys;
-  const std::string all = R"({"class_name": "__slice__", "config": {"start": null, "stop": null, "step": null}})";
+  const std::string all =
+      R"({"class_name": "__slice__", "config": {"start": null, "stop": null, "step": null}})";
   auto slice = [](const char* start, const char* stop, const char* step) {
     return std::string(R"({"class_name": "__slice__", "config": {"start": )") + start +
            R"(, "stop": )" + stop + R"(, "step": )" + step + "}}";
   };
   for (const std::string& key : std::vector<std::string>{
            "[" + all + ", -1]", "[" + all + ", " + slice("null", "null", "-1") + "]",
-        "[" + all + ", " + slice("3", "0", "-2") + ", " + slice("null", "null", "3") + "]",
-        R"([{"class_name": "__ellipsis__", "config": {}}, 1])", "[" + all + ", null, 2]"})
+           "[" + all + ", " + slice("3", "0", "-2") + ", " + slice("null", "null", "3") + "]",
+           R"([{"class_name": "__ellipsis__", "config": {}}, 1])", "[" + all + ", null, 2]"})
     ys.push_back(call_op(g, "GetItem", "{}", R"(["$0", )" + key + "]", {x})[0]);
-  ys.push_back(call_op(g, "Take", R"({"axis": 2})",
-                       R"(["$0", {"class_name": "__numpy__", "config": {"value": [[4, 0], [-1, 4]], "dtype": "int64"}}])",
-                       {x})[0]);
+  ys.push_back(call_op(
+      g, "Take", R"({"axis": 2})",
+      R"(["$0", {"class_name": "__numpy__", "config": {"value": [[4, 0], [-1, 4]], "dtype": "int64"}}])",
+      {x})[0]);
   outputs(g, ys);
   check_gradients(g, fine());
 }
@@ -176,12 +180,16 @@ TEST_CASE("matmul and einsum as attention writes them, with their gradients", "[
   auto one = [&](const char* cls, const std::string& config, const std::string& args,
                  std::vector<int> in) { ys.push_back(call_op(g, cls, config, args, in)[0]); };
   one("Matmul", "{}", R"(["$0", "$1"])", {x, y});
-  one("Matmul", "{}", R"(["$0", {"class_name": "__numpy__", "config": {"value": [[1, 0.5], [2, -1], [0, 3], [-1, 1]], "dtype": "float32"}}])", {x});
-  one("Matmul", "{}", R"(["$0", "$0"])", {call_op(g, "Reshape", R"({"newshape": [-1, 2, 2, 2]})", R"(["$0"])", {y})[0]});
+  one("Matmul", "{}",
+      R"(["$0", {"class_name": "__numpy__", "config": {"value": [[1, 0.5], [2, -1], [0, 3], [-1, 1]], "dtype": "float32"}}])",
+      {x});
+  one("Matmul", "{}", R"(["$0", "$0"])",
+      {call_op(g, "Reshape", R"({"newshape": [-1, 2, 2, 2]})", R"(["$0"])", {y})[0]});
   one("Einsum", R"({"subscripts": "aecd,abcd->acbe"})", R"(["$0", "$1"])", {q, k});
   one("Einsum", R"({"subscripts": "bqhd,bkhd->bhqk"})", R"(["$0", "$1"])", {q, k});
   one("Einsum", R"({"subscripts": "bij,jk->bik"})",
-      R"(["$0", {"class_name": "__numpy__", "config": {"value": [[1, 2], [3, 4], [5, 6], [7, 8]], "dtype": "float32"}}])", {x});
+      R"(["$0", {"class_name": "__numpy__", "config": {"value": [[1, 2], [3, 4], [5, 6], [7, 8]], "dtype": "float32"}}])",
+      {x});
   one("Einsum", R"({"subscripts": "bij->bj"})", R"(["$0"])", {x});
   one("Einsum", R"({"subscripts": "bij,bkj->bik"})", R"(["$0", "$1"])", {x, x});
   outputs(g, ys);
@@ -204,8 +212,10 @@ TEST_CASE("Operations that would mix a batch's examples are refused by name", "[
   refused("Transpose", R"({"axes": [1, 0, 2]})", R"(["$0"])", {x}, "batch axis");
   refused("Reshape", R"({"newshape": [12, -1]})", R"(["$0"])", {x}, "batch's");
   refused("Tile", R"({"repeats": [2, 1, 1]})", R"(["$0"])", {x}, "batch axis");
-  refused("Add", "{}", R"(["$0", {"class_name": "__numpy__", "config": {"value": [[[1]], [[2]]], "dtype": "float32"}}])",
-          {x}, "batch axis");
+  refused(
+      "Add", "{}",
+      R"(["$0", {"class_name": "__numpy__", "config": {"value": [[[1]], [[2]]], "dtype": "float32"}}])",
+      {x}, "batch axis");
   refused("GetItem", "{}", R"(["$0", 0])", {x}, "batch axis");
   refused("Take", R"({"axis": 1})", R"(["$0", "$1"])", {x, ids}, "mix the examples");
   refused("Add", "{}", R"(["$0", 1])", {ids}, "float tensors");
@@ -223,7 +233,8 @@ TEST_CASE("Operations that would mix a batch's examples are refused by name", "[
           "size limit");
   refused("Moveaxis", R"({"source": [1, 1], "destination": [1, 2]})", R"(["$0"])", {x}, "twice");
   refused("Einsum", R"({"subscripts": "bij->bii"})", R"(["$0"])", {x}, "in the result");
-  refused("Take", R"({"axis": 1})", R"(["$0", {"class_name": "__numpy__", "config": {"value": [1e30], "dtype": "float32"}}])",
+  refused("Take", R"({"axis": 1})",
+          R"(["$0", {"class_name": "__numpy__", "config": {"value": [1e30], "dtype": "float32"}}])",
           {x}, "outside axis");
   refused("Clip", R"({"x_min": -1e300, "x_max": 1.0})", R"(["$0"])", {x}, "float32's range");
 }
@@ -232,14 +243,19 @@ TEST_CASE("A slice step longer than its axis takes one element, whatever its siz
           "[ops][graph]") {
   GraphCase g;
   const int x = identity_input(g, "x", {4, 5});
-  const std::string all = R"({"class_name": "__slice__", "config": {"start": null, "stop": null, "step": null}})";
-  const int y = call_op(g, "GetItem", "{}",
-                        R"(["$0", [)" + all + R"(, {"class_name": "__slice__", "config": {"start": 1, "stop": null, "step": 9223372036854775807}}]])",
-                        {x})[0];
+  const std::string all =
+      R"({"class_name": "__slice__", "config": {"start": null, "stop": null, "step": null}})";
+  const int y = call_op(
+      g, "GetItem", "{}",
+      R"(["$0", [)" + all +
+          R"(, {"class_name": "__slice__", "config": {"start": 1, "stop": null, "step": 9223372036854775807}}]])",
+      {x})[0];
   CHECK(g.graph.spec(y) == TensorSpec{ColumnKind::floats, {1, 5}});
-  const int z = call_op(g, "GetItem", "{}",
-                        R"(["$0", [)" + all + R"(, {"class_name": "__slice__", "config": {"start": null, "stop": null, "step": -9223372036854775807}}]])",
-                        {x})[0];
+  const int z = call_op(
+      g, "GetItem", "{}",
+      R"(["$0", [)" + all +
+          R"(, {"class_name": "__slice__", "config": {"start": null, "stop": null, "step": -9223372036854775807}}]])",
+      {x})[0];
   CHECK(g.graph.spec(z) == TensorSpec{ColumnKind::floats, {1, 5}});
   outputs(g, {y, z});
   check_gradients(g, fine());
@@ -304,15 +320,19 @@ TEST_CASE("Reductions and products over empty axes give their identities, readin
   // read its first element.
   GraphCase g;
   const int x = g.graph.add_input("x", {ColumnKind::floats, {1, 3}});
-  const std::string all = R"({"class_name": "__slice__", "config": {"start": null, "stop": null, "step": null}})";
-  const int e = call_op(g, "GetItem", "{}",
-                        R"(["$0", [)" + all + R"(, {"class_name": "__slice__", "config": {"start": 1, "stop": null, "step": null}}]])",
-                        {x})[0];
+  const std::string all =
+      R"({"class_name": "__slice__", "config": {"start": null, "stop": null, "step": null}})";
+  const int e = call_op(
+      g, "GetItem", "{}",
+      R"(["$0", [)" + all +
+          R"(, {"class_name": "__slice__", "config": {"start": 1, "stop": null, "step": null}}]])",
+      {x})[0];
   CHECK(g.graph.spec(e) == TensorSpec{ColumnKind::floats, {0, 3}});
   const int sum = call_op(g, "Sum", R"({"axis": 1})", R"(["$0"])", {e})[0];
   const int mx = call_op(g, "Max", R"({"axis": 1})", R"(["$0"])", {e})[0];
   const int prod = call_op(g, "Prod", R"({"axis": 1})", R"(["$0"])", {e})[0];
-  const int mm = call_op(g, "Einsum", R"({"subscripts": "bij,bik->bjk"})", R"(["$0", "$1"])", {e, e})[0];
+  const int mm =
+      call_op(g, "Einsum", R"({"subscripts": "bij,bik->bjk"})", R"(["$0", "$1"])", {e, e})[0];
   outputs(g, {sum, mx, prod, mm});
   Batch batch;
   Column c;

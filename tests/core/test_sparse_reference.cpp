@@ -41,7 +41,8 @@ void check_host_layer(const std::string& name) {
       config["vocabulary"] = file;
     }
   }
-  auto layer = troupe::core::layers::make_layer(doc["layer"]["class_name"].get<std::string>(), config, &assets);
+  auto layer = troupe::core::layers::make_layer(doc["layer"]["class_name"].get<std::string>(),
+                                                config, &assets);
   INFO((layer ? std::string() : layer.error().message));
   REQUIRE(layer.ok());
   REQUIRE((*layer)->on_host());

@@ -6,15 +6,15 @@
 // run one step forward and back on zeros.
 #include <nlohmann/json.hpp>
 
-#include "core/keras/compile_config.hpp"
 #include "core/graph/compile.hpp"
-#include "core/keras/keras_model.hpp"
 #include "core/json_limits.hpp"
+#include "core/keras/compile_config.hpp"
+#include "core/keras/keras_model.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace troupe::core;
-  const auto parsed = parse_json_bounded(std::string(reinterpret_cast<const char*>(data), size),
-                                         "fuzz");
+  const auto parsed =
+      parse_json_bounded(std::string(reinterpret_cast<const char*>(data), size), "fuzz");
   if (!parsed) return 0;
   const auto& doc = *parsed;
   auto model = keras::build_keras_model(doc);

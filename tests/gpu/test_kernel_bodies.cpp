@@ -144,7 +144,6 @@ TEST_CASE("conversion, transposition and gather bodies", "[kernels]") {
   // Filter o at spatial (1, 2), channel 1: HWIO[(1 * 3 + 2) * 2 + 1][o].
   for (int o = 0; o < 4; ++o)
     CHECK(ohwi[((o * 9) + (1 * 3 + 2)) * 2 + 1] == hwio[((1 * 3 + 2) * 2 + 1) * 4 + o]);
-
 }
 
 TEST_CASE("loss and metric bodies compute what the CPU backend does", "[kernels]") {
