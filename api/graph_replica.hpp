@@ -17,6 +17,7 @@
 #include "troupe/fit.hpp"
 #include "troupe/keras.hpp"
 #include "troupe/model.hpp"
+#include "troupe/registry.hpp"
 
 namespace troupe::detail {
 
@@ -93,6 +94,23 @@ GraphReplica::RowsFn held_tables(GraphReplica& g);
 
 /// The model's data: its inputs, then its outputs' label columns (keras_feature_specs).
 std::vector<core::FeatureSpec> feature_specs(const GraphReplica& r);
+
+/// A parameter-server worker's step of a Keras graph on one batch: the dense variables
+/// pulled whole (trainable or not), every table's rows of the batch in one round trip per
+/// PS task; forward, and when `train` the backward pass with the gradients (a
+/// non-trainable variable's change, the tables' row gradients) pushed. Its stats are the
+/// step's value. (api/keras_steps.cpp)
+core::Expected<BatchStats> worker_step(StepContext& ctx, GraphReplica& r, const core::Batch& batch,
+                                       bool train);
+
+/// worker_step of validation batch `index` of `batches` (an out_of_range error past them).
+core::Expected<BatchStats> validation_step(StepContext& ctx, GraphReplica& r,
+                                           const std::vector<core::Batch>& batches, int64_t index);
+
+/// Every batch of job.validation, in order (the job's format and batch, the last batch
+/// smaller): what the chief counts and a worker's "keras/validate" step indexes.
+core::Expected<std::vector<core::Batch>> read_validation(const KerasJob& job,
+                                                         const GraphReplica& r);
 
 /// Keras's History values of `stats` (the model's compiled names), with `prefix` ("val_").
 Logs graph_logs(const GraphReplica& r, const BatchStats& stats, const std::string& prefix = "");

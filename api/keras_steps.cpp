@@ -38,6 +38,7 @@ struct WireJob {
   std::string compile_json;
   uint64_t seed = 1;
   std::vector<std::string> files;
+  std::vector<std::string> validation;
   std::string format;
   uint64_t batch = 32;
   uint64_t shuffle_buffer = 0;
@@ -45,7 +46,7 @@ struct WireJob {
   std::string csv_delimiter = ",";
   std::string device = "cpu", precision = "float32";
   MSGPACK_DEFINE(name, sha256, bytes, labels, tables, compile_json, seed, files, format, batch,
-                 shuffle_buffer, data_seed, csv_delimiter, device, precision);
+                 shuffle_buffer, data_seed, csv_delimiter, device, precision, validation);
 };
 
 // The model this worker process trains, installed by the "keras" dataset.
@@ -54,6 +55,7 @@ struct Installed {
   std::string sha256;
   std::shared_ptr<detail::GraphReplica> replica;
   KerasJob job;
+  std::shared_ptr<const std::vector<core::Batch>> validation;  // read on first use
 };
 
 Installed& installed() {
@@ -71,50 +73,74 @@ core::Status place(detail::GraphReplica& r, const KerasJob& job) {
   return {};
 }
 
-using Ran = std::pair<std::shared_ptr<detail::GraphReplica>, core::Expected<BatchStats>>;
+// The replica the "keras" dataset installed in this process.
+core::Expected<std::shared_ptr<detail::GraphReplica>> installed_replica(const StepContext& ctx) {
+  std::lock_guard<std::mutex> lock(installed().mu);
+  if (!installed().replica)
+    return make_error(Errc::internal,
+                      "no Keras model installed on worker " + std::to_string(ctx.worker_index()));
+  return installed().replica;
+}
 
-// One batch of the worker's iterator through the installed model: the dense variables
-// pulled whole (trainable or not), every table's rows of the batch in one round trip per
-// PS task; forward (and, training, backward). The replica's stats as the step's value.
-core::Expected<Ran> pull_and_run(StepContext& ctx, const PerWorkerDataset& ds, bool train) {
+// A batch of the worker's iterator through the installed model (detail::worker_step).
+core::Expected<BatchStats> next_batch_step(StepContext& ctx, const PerWorkerDataset& ds,
+                                           bool train) {
   auto batch = ctx.next_batch(ds);  // first: building the dataset installs the model
   if (!batch) return batch.error();
   if (!*batch) return make_error(Errc::out_of_range, "per-worker dataset '" + ds.name + "' ended");
-  std::shared_ptr<detail::GraphReplica> r;
+  auto r = installed_replica(ctx);
+  if (!r) return r.error();
+  return detail::worker_step(ctx, **r, **batch, train);
+}
+
+// Validation batch `index` of the installed job's validation files (read once per job, in
+// order, as the chief counts them) through the installed model.
+core::Expected<BatchStats> installed_validation_step(StepContext& ctx, int64_t index) {
+  auto r = installed_replica(ctx);
+  if (!r) return r.error();
+  std::shared_ptr<const std::vector<core::Batch>> batches;
   {
-    std::lock_guard<std::mutex> lock(installed().mu);
-    r = installed().replica;
+    auto& in = installed();
+    std::lock_guard<std::mutex> lock(in.mu);
+    if (!in.validation) {
+      auto read = detail::read_validation(in.job, **r);
+      if (!read) return read.error();
+      in.validation = std::make_shared<const std::vector<core::Batch>>(std::move(*read));
+    }
+    batches = in.validation;
   }
-  if (!r)
-    return make_error(Errc::internal,
-                      "no Keras model installed on worker " + std::to_string(ctx.worker_index()));
-  auto values = ctx.pull(r->dense_names);
+  return detail::validation_step(ctx, **r, *batches, index);
+}
+
+}  // namespace
+
+namespace detail {
+
+core::Expected<BatchStats> worker_step(StepContext& ctx, GraphReplica& r, const core::Batch& batch,
+                                       bool train) {
+  auto values = ctx.pull(r.dense_names);
   if (!values) return values.error();
-  auto& weights = r->graph().weights();
-  for (size_t i = 0; i < r->dense.size(); ++i) {
-    auto& w = weights[r->dense[i]].weight();
+  auto& weights = r.graph().weights();
+  for (size_t i = 0; i < r.dense.size(); ++i) {
+    auto& w = weights[r.dense[i]].weight();
     auto& v = (*values)[i];
     if (v.shape() != w.shape)
       return make_error(Errc::internal,
-                        "variable '" + r->dense_names[i] + "' has shape " + v.shape().to_string());
+                        "variable '" + r.dense_names[i] + "' has shape " + v.shape().to_string());
     if (w.value.device() == v.device())
       w.value = std::move(v);  // the pulled tensor itself, no copy
     else
       w.value.set(v);
   }
-  auto stats = r->run(**batch, train, [&](const std::vector<core::graph::TableUse>& uses) {
+  auto stats = r.run(batch, train, [&](const std::vector<core::graph::TableUse>& uses) {
     std::vector<StepContext::RowsOf> want;
     for (size_t t = 0; t < uses.size(); ++t)
-      want.push_back({r->table_names[t], &uses[t].ids, {}});
+      want.push_back({r.table_names[t], &uses[t].ids, {}});
     return ctx.pull_rows(want);
   });
-  return Ran{std::move(r), std::move(stats)};
-}
-
-// A training step's changes to the PS tasks: the dense gradients (a non-trainable
-// variable's change, say a moving mean), and every table's row gradients.
-core::Expected<BatchStats> push_gradients(StepContext& ctx, detail::GraphReplica& r,
-                                          core::Expected<BatchStats> stats) {
+  if (!stats || !train) return stats;
+  // The step's changes to the PS tasks: the dense gradients (a non-trainable variable's
+  // change, say a moving mean), and every table's row gradients.
   std::vector<std::pair<std::string, core::ConstTensorView>> grads;
   for (size_t w : r.dense)
     grads.emplace_back(r.names[w], r.trains[w] ? r.host_gradient(w) : r.change(w));
@@ -132,7 +158,23 @@ core::Expected<BatchStats> push_gradients(StepContext& ctx, detail::GraphReplica
   return stats;
 }
 
-}  // namespace
+core::Expected<BatchStats> validation_step(StepContext& ctx, GraphReplica& r,
+                                           const std::vector<core::Batch>& batches, int64_t index) {
+  if (index < 0 || index >= static_cast<int64_t>(batches.size()))
+    return make_error(Errc::out_of_range, "validation batch " + std::to_string(index) + " of " +
+                                              std::to_string(batches.size()) + " does not exist");
+  return worker_step(ctx, r, batches[static_cast<size_t>(index)], /*train=*/false);
+}
+
+core::Expected<std::vector<core::Batch>> read_validation(const KerasJob& job,
+                                                         const GraphReplica& r) {
+  core::NamedInputOptions o = job.data;
+  o.features = feature_specs(r);
+  o.drop_remainder = false;  // every validation example counts
+  return core::read_named_batches(job.validation, o);
+}
+
+}  // namespace detail
 
 core::Expected<std::shared_ptr<const KerasSource>> worker_keras_source(Model& model) {
   const auto& source = model.spec().keras;
@@ -166,6 +208,7 @@ std::vector<char> encode_keras_job(const KerasJob& job) {
   w.compile_json = job.options.compile_json;
   w.seed = job.options.seed;
   w.files = job.files;
+  w.validation = job.validation;
   w.format = core::data_format_name(job.data.format);
   w.batch = job.data.batch;
   w.shuffle_buffer = job.data.shuffle_buffer;
@@ -200,6 +243,7 @@ core::Expected<KerasJob> decode_keras_job(const std::vector<char>& bytes) {
   job.options.compile_json = w->compile_json;
   job.options.seed = w->seed;
   job.files = w->files;
+  job.validation = w->validation;
   auto format = core::parse_data_format(w->format);
   if (!format) return format.error();
   job.data.format = *format;
@@ -230,6 +274,9 @@ void register_keras(Registry& registry) {
         auto specs = detail::feature_specs(*replica);
         {
           std::lock_guard<std::mutex> lock(in.mu);
+          if (in.replica != replica || in.job.validation != job.validation ||
+              in.job.data.format != job.data.format || in.job.data.batch != job.data.batch)
+            in.validation.reset();  // another job's: read again when first asked
           in.sha256 = job.source->sha256;
           in.replica = replica;
           in.job = job;
@@ -238,22 +285,19 @@ void register_keras(Registry& registry) {
         o.features = std::move(specs);
         return core::named_input(job.files, ctx, o);
       });
-  registry.add_step("keras/train",
-                    [](StepContext& ctx, PerWorkerDataset ds) -> core::Expected<BatchStats> {
-                      auto r = pull_and_run(ctx, ds, /*train=*/true);
-                      if (!r) return r.error();
-                      auto& [replica, stats] = *r;
-                      if (!stats) return stats;
-                      return push_gradients(ctx, *replica, std::move(stats));
-                    });
+  registry.add_step("keras/train", [](StepContext& ctx, PerWorkerDataset ds) {
+    return next_batch_step(ctx, ds, /*train=*/true);
+  });
   // The compiled loss and metrics of one batch under the PS tasks' variables as they are:
   // nothing is pushed (ClusterCoordinator.schedule(model.evaluate_step)).
-  registry.add_step("keras/evaluate",
-                    [](StepContext& ctx, PerWorkerDataset ds) -> core::Expected<BatchStats> {
-                      auto r = pull_and_run(ctx, ds, /*train=*/false);
-                      if (!r) return r.error();
-                      return std::move(r->second);
-                    });
+  registry.add_step("keras/evaluate", [](StepContext& ctx, PerWorkerDataset ds) {
+    return next_batch_step(ctx, ds, /*train=*/false);
+  });
+  // Distributed validation (Model::evaluate_distributed): batch `index` of the job's
+  // validation files. A closure that runs again elsewhere computes the same batch.
+  registry.add_step("keras/validate", [](StepContext& ctx, int64_t index) {
+    return installed_validation_step(ctx, index);
+  });
 }
 
 core::Status save_keras(Model& model, const std::string& path) {

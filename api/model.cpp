@@ -19,9 +19,10 @@ using core::make_error;
 
 namespace {
 
-// A Keras model's steps are the generic ones every worker registers (register_keras).
+// A Keras model without a name runs the generic steps every worker registers
+// (register_keras); one with a name, those register_model registered for it.
 ModelSpec named(ModelSpec spec) {
-  if (spec.keras) spec.name = "keras";
+  if (spec.keras && spec.name.empty()) spec.name = "keras";
   return spec;
 }
 
@@ -505,19 +506,27 @@ core::Expected<BatchStats> Model::evaluate() {
 }
 
 core::Expected<BatchStats> Model::evaluate_distributed() {
-  if (s_->replica.graph)
-    return make_error(Errc::invalid_argument,
-                      "distributed validation of a Keras model is not supported yet: the "
-                      "chief validates it (FitOptions::Validation::direct)");
   auto coord = coordinator();
   if (!coord) return coord.error();
-  auto ex = eval_examples();  // the chief counts the batches; workers load their own copy
-  if (!ex) return ex.error();
+  // The chief counts the batches; workers read their own copy. A Keras model's batches are
+  // its validation data's ("<name>/validate"), a classifier's its evaluation examples'.
+  int64_t batches = 0;
+  std::string step = s_->spec.name + "/evaluate";
+  if (s_->replica.graph) {
+    auto b = s_->eval.get_batches(s_->spec);
+    if (!b) return b.error();
+    batches = static_cast<int64_t>((*b)->size());
+    step = s_->spec.name + "/validate";
+  } else {
+    auto ex = eval_examples();
+    if (!ex) return ex.error();
+    batches = eval_batches();
+  }
   // One closure per batch. A closure whose worker is lost runs again elsewhere and
   // computes the same batch; each RemoteValue resolves once, so each batch counts once.
   std::vector<RemoteValue<BatchStats>> results;
-  for (int64_t i = 0, n = eval_batches(); i < n; ++i)
-    results.push_back((*coord)->schedule<BatchStats>(s_->spec.name + "/evaluate", i));
+  for (int64_t i = 0; i < batches; ++i)
+    results.push_back((*coord)->schedule<BatchStats>(step, i));
   BatchStats total;
   core::Status failed;
   for (auto& r : results) {

@@ -347,7 +347,66 @@ core::Expected<BatchStats> ctr_step(detail::Replica& r, StepContext& ctx, const 
 
 }  // namespace
 
+namespace {
+
+// A Keras model's steps on every worker, as register_keras's but for a model given in the
+// spec (the data from any registered dataset of named columns): "<name>/train" and
+// "<name>/evaluate" take a batch of the worker's iterator, "<name>/validate" batch i of
+// ModelSpec::eval_batches (each worker loads its own copy, once).
+void register_graph_model(Registry& registry, const ModelSpec& spec) {
+  struct Shared {
+    std::mutex mu;
+    core::Expected<std::unique_ptr<detail::GraphReplica>> replica;
+    bool placed = false;
+    detail::EvalData eval;
+    explicit Shared(const ModelSpec& s)
+        : replica(detail::GraphReplica::make(*s.keras, s.keras_options)) {}
+  };
+  auto shared = std::make_shared<Shared>(spec);
+  // The worker's replica, on its device from its first step.
+  auto replica = [shared, spec]() -> core::Expected<detail::GraphReplica*> {
+    std::lock_guard<std::mutex> lock(shared->mu);
+    if (!shared->replica) return shared->replica.error();
+    auto& r = **shared->replica;
+    if (!shared->placed) {
+      auto d = select_device(spec.device);
+      if (!d) return d.error();
+      auto p = select_precision(spec.precision, *d);
+      if (!p) return p.error();
+      if (auto st = r.graph().to(*d, *p); !st) return st.error();
+      r.device = *d;
+      shared->placed = true;
+    }
+    return &r;
+  };
+  auto batch_step = [replica](bool train) {
+    return [replica, train](StepContext& ctx, PerWorkerDataset ds) -> core::Expected<BatchStats> {
+      auto batch = ctx.next_batch(ds);
+      if (!batch) return batch.error();
+      if (!*batch)
+        return make_error(Errc::out_of_range, "per-worker dataset '" + ds.name + "' ended");
+      auto r = replica();
+      if (!r) return r.error();
+      return detail::worker_step(ctx, **r, **batch, train);
+    };
+  };
+  registry.add_step(spec.name + "/train", batch_step(true));
+  registry.add_step(spec.name + "/evaluate", batch_step(false));
+  registry.add_step(
+      spec.name + "/validate",
+      [shared, spec, replica](StepContext& ctx, int64_t index) -> core::Expected<BatchStats> {
+        auto r = replica();
+        if (!r) return r.error();
+        auto batches = shared->eval.get_batches(spec);
+        if (!batches) return batches.error();
+        return detail::validation_step(ctx, **r, **batches, index);
+      });
+}
+
+}  // namespace
+
 void register_model(Registry& registry, const ModelSpec& spec) {
+  if (spec.keras) return register_graph_model(registry, spec);
   // One replica per process, shared by the two steps; a worker runs its steps one at a time.
   // A worker's replica has no table: it pulls the rows each batch uses.
   struct Shared {

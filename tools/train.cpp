@@ -109,7 +109,9 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--steps", o.steps,
                  "steps per epoch (required in a cluster; one process: one pass by default)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--validation", o.validation, "validation files (the chief evaluates them)");
+  app.add_option("--validation", o.validation,
+                 "validation files (scored after each epoch: by the workers, each batch once, "
+                 "under PS tasks; else by the chief)");
   app.add_option("--device", o.device, "cpu, cuda or cuda:N (where workers compute)");
   app.add_option("--precision", o.precision,
                  "float32, tf32, mixed_bfloat16, mixed_float16 or auto");
@@ -284,9 +286,15 @@ int run_train(TrainOptions o) {
     job.source = *sent;
     job.options = *kopts;
     job.files = *files;
+    job.validation = validation;
     job.data = input_options(o, *format, {}, -1);
     job.device = o.device;
     job.precision = o.precision;
+    // Validation on the workers, each batch once, as fit() under TensorFlow's
+    // ParameterServerStrategy evaluates: the chief only counts the batches.
+    if (fo.validation != FitOptions::Validation::none)
+      fo.validation = FitOptions::Validation::distributed;
+    out["validation"] = validation.empty() ? "none" : "distributed";
     h = fit(model, *strategy, DatasetCreator{&registry, "keras", encode_keras_job(job)}, fo,
             callbacks);
     out["workers"] = strategy->num_workers();

@@ -82,6 +82,10 @@ struct KerasJob {
   KerasOptions options;
   std::vector<std::string> files;
   core::NamedInputOptions data;
+  /// The validation files (same format and batch as `data`), read in order by each worker
+  /// on its first validation step: Model::evaluate_distributed() scores batch i of them
+  /// with the step "keras/validate".
+  std::vector<std::string> validation;
   std::string device = "cpu";
   std::string precision = "float32";
 };
@@ -101,8 +105,10 @@ core::Expected<KerasJob> decode_keras_job(const std::vector<char>& bytes);
 
 /// Registers what every worker of a Keras job runs, in any process's registry: the dataset
 /// "keras" (its arguments a KerasJob: building it installs the model in this process and
-/// reads this worker's share of the files) and the step "keras/train" (pulls the dense
-/// variables and the batch's table rows, trains, pushes gradients, returns BatchStats).
+/// reads this worker's share of the files), the step "keras/train" (pulls the dense
+/// variables and the batch's table rows, trains, pushes gradients, returns BatchStats),
+/// "keras/evaluate" (a batch of the dataset, nothing pushed) and "keras/validate" (batch i
+/// of the job's validation files, nothing pushed).
 void register_keras(Registry& registry);
 
 }  // namespace troupe

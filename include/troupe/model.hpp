@@ -37,7 +37,9 @@ class Registry;
 /// What a classifier model is, the same in every process of a job: how to build its
 /// layers, its optimizer, how its variables start, and its evaluation data.
 struct ModelSpec {
-  /// Names the model's registered steps ("<name>/train", "<name>/evaluate").
+  /// Names the model's registered steps ("<name>/train", "<name>/evaluate"; a Keras
+  /// model's also "<name>/validate"). A Keras model without a name is "keras": it runs
+  /// the generic steps of register_keras (troupe train's and Python's jobs).
   std::string name;
   /// The classifier (softmax cross-entropy on its logits is the loss): a core::Sequential
   /// of layers, or a built-in model's layer graph (core::keras::ClassifierGraph).
@@ -86,7 +88,8 @@ struct ModelSpec {
   std::shared_ptr<const KerasSource> keras;
   KerasOptions keras_options;
   /// A Keras model's validation batches (named columns), loaded once on the chief when
-  /// evaluate() first runs.
+  /// evaluate() first runs, and on each worker when it first runs "<name>/validate"
+  /// (evaluate_distributed(): the same batches, in the same order, in every process).
   std::function<core::Expected<std::vector<core::Batch>>()> eval_batches;
 };
 
@@ -166,6 +169,11 @@ struct BatchStats {
 ///     batch and pushes the gradients; returns the batch's BatchStats;
 ///   "<name>/evaluate"(int64 batch) pulls the variables and evaluates evaluation batch
 ///     `batch`; returns its BatchStats.
+/// A Keras model (ModelSpec::keras, named) gets register_keras's steps under its name, on
+/// datasets of batches of named columns (dense variables pulled whole, a batch's table rows):
+///   "<name>/train"(PerWorkerDataset) as above;
+///   "<name>/evaluate"(PerWorkerDataset) one batch of the worker's iterator, nothing pushed;
+///   "<name>/validate"(int64 batch) batch `batch` of ModelSpec::eval_batches.
 /// Each worker keeps one replica of the layers; steps on a worker run one at a time.
 void register_model(Registry& registry, const ModelSpec& spec);
 

@@ -129,6 +129,52 @@ TEST_CASE("fit with a ParameterServerStrategy: resume, checkpoints, distributed 
   model.coordinator_if_made()->shutdown_cluster();
 }
 
+TEST_CASE(
+    "fit a Keras model given in C++ with its own dataset under a ParameterServerStrategy, "
+    "validated on the workers",
+    "[process][fit][keras]") {
+  test::LocalCluster cluster(1, 2);  // children: ps:0, worker:0, worker:1
+  const auto reg = test::make_test_registry();
+  Model model(test::blobs_keras_model());
+  REQUIRE(model.status().ok());
+  auto strategy = ParameterServerStrategy::make(cluster.chief());
+  REQUIRE(strategy.ok());
+  FitOptions o;
+  o.epochs = 2;
+  o.steps_per_epoch = 20;
+  o.validation = FitOptions::Validation::distributed;
+  o.coordinator.closure_timeout = 10s;
+  auto h = fit(model, **strategy, {&reg, "blobs_columns_repeat"}, o);
+  REQUIRE(h.ok());
+  CHECK(h->stats.scheduled == 2 * (20 + 4));  // each epoch: 20 steps, 4 validation batches
+  CHECK(h->stats.completed == h->stats.scheduled);
+
+  // Distributed validation equals the chief's own evaluation of the same variables.
+  auto direct = model.evaluate();
+  REQUIRE(direct.ok());
+  CHECK(direct->examples == 256);
+  CHECK(direct->batches == 4);
+  const auto direct_logs = model.logs(*direct, "val_");
+  REQUIRE(direct_logs.count("val_accuracy") == 1);
+  CHECK(direct_logs.at("val_accuracy") > 0.9);
+  CHECK(h->epochs.back().at("val_accuracy") == direct_logs.at("val_accuracy"));
+  CHECK(h->epochs.back().at("val_loss") == direct_logs.at("val_loss"));
+
+  // A worker killed with validation closures in flight: its batches run again on the
+  // other worker, and every batch counts once.
+  cluster.child(2)->kill(SIGKILL);
+  auto again = model.evaluate_distributed();
+  REQUIRE(again.ok());
+  CHECK(again->examples == 256);
+  CHECK(again->batches == 4);
+  CHECK(again->loss_sum == direct->loss_sum);
+  CHECK(model.logs(*again, "val_") == direct_logs);
+  REQUIRE(model.coordinator_if_made() != nullptr);
+  CHECK(model.coordinator_if_made()->wait_for_stats(
+      [](const CoordinatorStats& s) { return s.workers_lost == 1; }, 10s));
+  model.coordinator_if_made()->shutdown_cluster();
+}
+
 TEST_CASE("fit a CTR model with its table split over two PS tasks, AUC counted once",
           "[process][fit][ctr]") {
   test::LocalCluster cluster(2, 2);  // children: ps:0, ps:1, worker:0, worker:1

@@ -64,6 +64,45 @@ inline ModelSpec blobs_graph_model(const std::string& optimizer = "sgd", float l
   return m;
 }
 
+/// Examples of blobs() as a batch of named columns, as a Keras model reads them:
+/// `features` [n, 8] (floats) and `label` [n] (class ids).
+inline core::Batch blobs_columns(const std::vector<core::Example>& examples) {
+  const std::vector<core::FeatureSpec> specs = {{"features", core::ColumnKind::floats, {8}},
+                                                {"label", core::ColumnKind::ints, {}}};
+  core::Batch b;
+  b.columns = core::make_columns(specs, examples.size());
+  for (const auto& e : examples) {
+    b.columns[0].floats.insert(b.columns[0].floats.end(), e.features.begin(), e.features.end());
+    b.columns[1].ints.push_back(static_cast<int64_t>(e.label));
+  }
+  core::finish_columns(b.columns, specs, static_cast<int64_t>(examples.size()));
+  return b;
+}
+
+/// The blobs classifier as a Keras model (the JSON of Keras's form of the MLP 8-16-4,
+/// sparse categorical cross-entropy from logits, accuracy), named "blobs_keras": its steps
+/// are register_model's, its data the datasets "blobs_columns" / "blobs_columns_repeat",
+/// its validation data blobs(256, 99) in batches of 64 (distributed: "blobs_keras/validate").
+inline ModelSpec blobs_keras_model(const std::string& optimizer = "sgd", float lr = 0.1f) {
+  core::keras::ClassifierForm form;
+  form.widths = {8, 16, 4};
+  form.seed = 3;
+  form.features = true;
+  ModelSpec m;
+  m.name = "blobs_keras";
+  m.keras = keras_source("blobs_keras.json",
+                         core::keras::classifier_model_config(form, optimizer, lr).value().dump());
+  m.eval_batches = []() -> core::Expected<std::vector<core::Batch>> {
+    const auto examples = blobs(256, 99);
+    std::vector<core::Batch> out;
+    for (size_t i = 0; i < examples.size(); i += 64)
+      out.push_back(blobs_columns({examples.begin() + static_cast<std::ptrdiff_t>(i),
+                                   examples.begin() + static_cast<std::ptrdiff_t>(i + 64)}));
+    return out;
+  };
+  return m;
+}
+
 /// Clicks from a hidden teacher over 4 fields of 16 categories each (id f * 16 + c, so the
 /// table has 64 rows): logit = sum of a per-category weight plus a product of two fields'
 /// factors, the click drawn from its sigmoid. Seeded: the same in every process.
@@ -164,12 +203,23 @@ inline void add_blobs_datasets(Registry& r) {
   };
   r.add_dataset("blobs_train", [make](const core::InputContext& ctx) { return make(ctx, false); });
   r.add_dataset("blobs_repeat", [make](const core::InputContext& ctx) { return make(ctx, true); });
+  auto columns = [](const core::InputContext& ctx, bool repeat) {
+    auto ds =
+        core::from_vector(blobs(512, 1)).shard(ctx.num_input_pipelines, ctx.input_pipeline_id);
+    if (repeat) ds = ds.repeat();
+    return ds.batch(32, /*drop_remainder=*/true).map(blobs_columns);
+  };
+  r.add_dataset("blobs_columns",
+                [columns](const core::InputContext& ctx) { return columns(ctx, false); });
+  r.add_dataset("blobs_columns_repeat",
+                [columns](const core::InputContext& ctx) { return columns(ctx, true); });
 }
 
 inline Registry make_test_registry() {
   Registry r;
   add_blobs_datasets(r);
   register_model(r, blobs_model());
+  register_model(r, blobs_keras_model());
   add_clicks_dataset(r);
   register_model(r, ctr_model());
   register_model(r, ctr_keyed_model());

@@ -175,6 +175,8 @@ TEST_CASE(
   CHECK(chief["workers_lost"].get<int>() >= 1);
   CHECK(chief["worker_rejoins"].get<int>() >= 1);
   CHECK(r.last_json["injections"] == 1);
+  // The workers scored the validation batches (each once: the AUC is Keras's below).
+  CHECK(chief["validation"] == "distributed");
   // What the PS tasks hold at the end is what Keras loads and predicts with.
   const auto after = predict(tmp + "/trained.keras", f, tmp + "/after.json");
   CHECK(std::abs(chief["val_auc"].get<double>() - after["auc"].get<double>()) < 1e-6);
