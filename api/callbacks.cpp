@@ -124,6 +124,12 @@ core::Status ModelCheckpoint::on_train_end(FitState& s, const Logs& logs) {
 namespace {
 constexpr const char* local_prefix = "backup";
 
+// The optimizer a model trains with, as backups name it: a Keras model's compiled one
+// (its spec's optimizer field is not used), the spec's otherwise.
+std::string optimizer_name(const Model::State& st) {
+  return st.optimizer ? st.optimizer->name() : st.spec.optimizer;
+}
+
 std::string slot_key(const std::string& param, size_t i) {
   return "slot/" + param + "/" + std::to_string(i);
 }
@@ -167,7 +173,7 @@ core::Status BackupAndRestoreCallback::on_train_begin(FitState& s) {
       auto& st = model.state();
       // A backup of another optimizer would lose (or misread) its slots: refuse, naming
       // both. Backups without the name are checked by their slot count.
-      const std::string& ours = st.spec.optimizer;
+      const std::string ours = optimizer_name(st);
       if (auto opt = c.ints.find("optimizer"); opt != c.ints.end()) {
         const auto saved = core::ints_text(opt->second).value_or("?");
         if (saved != ours)
@@ -225,7 +231,7 @@ core::Status BackupAndRestoreCallback::save(FitState& s, int64_t epoch) {
     iterations.push_back(st.slots[i].iterations);
   }
   c.ints["iterations"] = iterations;
-  c.ints["optimizer"] = core::text_ints(st.spec.optimizer);
+  c.ints["optimizer"] = core::text_ints(optimizer_name(st));
   c.ints["epoch"] = {epoch};
   c.ints["step"] = {s.step};
   core::CheckpointManager m(directory_, 2, local_prefix);

@@ -215,36 +215,46 @@ class MirroredRunner final : public Runner {
 
   core::Expected<BatchStats> validate(FitState& s) override {
     if (s.options->validation == FitOptions::Validation::direct) return model_.evaluate();
-    // Distributed: each replica evaluates every num_replicas-th batch; the sums are
-    // all-reduced, so every replica logs the same figures.
-    auto examples = model_.eval_examples();
-    if (!examples) return examples.error();
-    const int64_t batches = model_.eval_batches();
+    // Distributed: each replica evaluates every num_replicas-th batch; the sums and the
+    // metrics' states are all-reduced, so every replica logs the same figures.
+    auto& st = model_.state();
+    if (!st.replica.graph)
+      return make_error(Errc::invalid_argument,
+                        "distributed validation under MultiWorkerMirroredStrategy needs a Keras "
+                        "model: model '" +
+                            model_.spec().name + "' is not one");
+    auto batches = st.eval.get_batches(st.spec);
+    if (!batches) return batches.error();
+    const auto n = static_cast<int64_t>((*batches)->size());
     BatchStats total;
     core::Status local;
     auto done = collective("validation", [&](ReplicaContext& ctx) -> core::Status {
       const auto replicas = ctx.num_replicas_in_sync();
       const auto me = ctx.replica_id_in_sync_group();
       BatchStats mine;
-      for (int64_t i = me; i < batches && local.ok(); i += replicas) {
-        auto batch = eval_batch(**examples, model_.spec().eval_batch_size, i);
-        auto stats = batch ? detail::run_batch(model_.state().replica, *batch, false)
-                           : core::Expected<BatchStats>(batch.error());
+      for (int64_t i = me; i < n && local.ok(); i += replicas) {
+        auto stats = st.replica.graph->run((**batches)[static_cast<size_t>(i)], /*train=*/false,
+                                           detail::model_rows(st));
         if (stats)
           mine.merge(*stats);
         else
           local = stats.error();
       }
-      std::vector<float> sums(3 + static_cast<size_t>(replicas), 0.0f);
+      std::vector<float> sums(2 + static_cast<size_t>(replicas), 0.0f);
       sums[0] = static_cast<float>(mine.loss_sum);
-      sums[1] = static_cast<float>(mine.correct);
-      sums[2] = static_cast<float>(mine.examples);
-      if (!local) sums[3 + static_cast<size_t>(me)] = 1.0f;
+      sums[1] = static_cast<float>(mine.examples);
+      if (!local) sums[2 + static_cast<size_t>(me)] = 1.0f;
       if (auto ok = ctx.all_reduce(ReduceOp::sum, {{sums.data(), sums.size()}}); !ok) return ok;
-      if (!local) return local;
-      if (auto ok = failed_elsewhere({sums.begin() + 3, sums.end()}, 1.0f, "in validation"); !ok)
+      core::graph::MetricStates metrics;
+      if (auto ok = sum_metrics(ctx, mine.metrics.values.empty() ? metric_layout_ : mine.metrics,
+                                metrics);
+          !ok)
         return ok;
-      total = BatchStats{sums[0], std::llround(sums[1]), std::llround(sums[2]), batches};
+      if (!local) return local;
+      if (auto ok = failed_elsewhere({sums.begin() + 2, sums.end()}, 1.0f, "in validation"); !ok)
+        return ok;
+      total = BatchStats{sums[0], 0, std::llround(sums[1]), n};
+      total.metrics = std::move(metrics);
       return {};
     });
     if (!done) return done.error();

@@ -100,10 +100,6 @@ core::Status Model::State::place() {
 const ModelSpec& Model::spec() const {
   return s_->spec;
 }
-core::Classifier& Model::layers() {
-  TROUPE_ASSERT(s_->replica.layers != nullptr, "layers() of a CTR model (see ctr())");
-  return *s_->replica.layers;
-}
 core::keras::CtrGraph* Model::ctr() {
   return s_->replica.ctr.get();
 }

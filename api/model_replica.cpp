@@ -55,7 +55,6 @@ std::vector<core::Initializer> initializers(const ModelSpec& spec,
 
 std::vector<size_t> gradient_order(Replica& r) {
   if (r.graph) return r.graph->graph().gradient_order();
-  if (r.layers) return r.layers->gradient_order();
   return {};
 }
 
@@ -96,20 +95,7 @@ core::Expected<BatchStats> run_batch(Replica& r, const core::Batch& batch, bool 
     }
     return run_ctr_batch(r, batch, r.rows, backward);
   }
-  if (auto st = r.layers->check_input(batch.features.shape()); !st) return st.error();
-  r.loss.set_grad_scale(r.loss_scale ? r.loss_scale->scale() : 1.0f);
-  const core::ConstTensorView logits =
-      r.layers->forward(core::on(r.device, batch.features, r.input));
-  auto loss = r.loss.forward(logits, batch.classes.data());
-  if (!loss) return loss.error();
-  if (auto st = device_status(r.device, *loss); !st) return st.error();
-  if (!std::isfinite(*loss))
-    return make_error(Errc::invalid_argument, "loss is not finite (" + std::to_string(*loss) + ")");
-  core::Accuracy accuracy;
-  accuracy.update(logits, r.loss.labels());
-  if (backward) r.layers->backward_parameters(r.loss.backward(), gradient_done);
-  const auto n = batch.size();
-  return BatchStats{static_cast<double>(*loss) * static_cast<double>(n), accuracy.correct(), n, 1};
+  return make_error(Errc::internal, "a replica of no model computed a batch");
 }
 
 core::Status feed_ctr(Replica& r, const core::Batch& batch) {
@@ -169,13 +155,10 @@ Replica::Replica(const ModelSpec& s, bool with_table) {
     table_index = static_cast<int>(params.size());
     params.push_back({ctr_table, &table, &table_grad});
   } else {
-    layers = s.build ? s.build() : nullptr;
-    if (!layers) {
-      status = core::make_error(core::Errc::invalid_argument,
-                                "model '" + s.name + "': ModelSpec::build gave no classifier");
-      return;
-    }
-    params = layers->parameters();
+    status = core::make_error(
+        core::Errc::invalid_argument,
+        "model '" + s.name + "' has no model: give ModelSpec::keras (a Keras graph) or ::ctr");
+    return;
   }
   for (const auto& p : params)
     names.push_back(p.name);
@@ -228,8 +211,6 @@ core::Status Replica::place(const ModelSpec& spec) {
   if (graph) {
     if (auto st = graph->graph().to(*d, *p); !st) return st;
     graph->device = *d;
-  } else if (layers) {
-    if (auto st = layers->to(*d, *p); !st) return st;
   } else if (ctr) {
     if (auto st = ctr->to(*d, *p); !st) return st;
   }

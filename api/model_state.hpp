@@ -28,7 +28,6 @@ namespace detail {
 /// attached to a ParameterServerStrategy, leave it empty and read the rows each batch
 /// needs from the PS tasks.
 struct Replica {
-  std::unique_ptr<core::Classifier> layers;    // classifiers
   std::unique_ptr<core::keras::CtrGraph> ctr;  // CTR models, as their Keras form's graph
   /// Keras models: the graph, its weights as params (tables included: a table's gradient
   /// is its rows' in graph->tables(), and it is held only where this process computes on
@@ -38,7 +37,6 @@ struct Replica {
   core::Status status;
   std::vector<core::Parameter> params;
   std::vector<std::string> names;
-  core::SoftmaxCrossEntropy loss;
   // CTR models only.
   core::SigmoidBinaryCrossEntropy ctr_loss;
   core::Tensor table, table_grad;  // table_grad stays empty: the gradient is row_grads()
@@ -57,7 +55,6 @@ struct Replica {
   // that cross: the batch and pulled rows going there, gradients coming back to be pushed.
   core::Device device;
   core::Precision precision = core::Precision::float32;
-  core::Tensor input;
   std::vector<core::Tensor> host_grads;
   bool placed = false;
   /// Under mixed_float16: the dynamic loss scale of this replica's steps.
@@ -93,13 +90,13 @@ struct Replica {
 /// Forward (and backward) of one batch: its loss and accuracy counts (and, for CTR models,
 /// the AUC histograms; for Keras models, their compiled metrics). A loss that is not finite
 /// is an invalid_argument error. CTR and Keras models gather the batch's rows from the
-/// replica's tables. With `gradient_done` (classifiers and Keras models), the backward
+/// replica's tables. With `gradient_done` (Keras models), the backward
 /// pass calls gradient_done(i) as soon as params[i]'s gradient is final, for every
 /// gradient it computes, in gradient_order(replica).
 core::Expected<BatchStats> run_batch(Replica& replica, const core::Batch& batch, bool backward,
                                      const std::function<void(size_t)>& gradient_done = {});
 /// The order run_batch reports gradients final in (the same every step): a Keras model's
-/// Graph::gradient_order(), a classifier's Classifier::gradient_order().
+/// Graph::gradient_order() (none for a CTR model).
 std::vector<size_t> gradient_order(Replica& replica);
 /// Feeds a batch to the CTR model (an error names what does not fit): replica.ids() are
 /// then its unique ids, ascending.

@@ -1,7 +1,8 @@
 #pragma once
 
 // The training input of the distributed Fashion-MNIST examples: each worker's shard of the
-// 60k training images, shuffled (seeded per worker), repeated, in batches.
+// 60k training images, shuffled (seeded per worker), repeated, in batches (fmnist_fit's:
+// named columns, `features` [784] and `label`, as its Keras model reads them).
 
 #include <iostream>
 #include <string>
@@ -19,13 +20,15 @@ namespace troupe::examples {
 inline core::Dataset<core::Batch> fmnist_train_batches(const std::string& program,
                                                        const std::string& data_dir,
                                                        const core::InputContext& ctx, int batch,
-                                                       uint64_t seed, size_t shuffle_buffer) {
+                                                       uint64_t seed, size_t shuffle_buffer,
+                                                       bool columns = false) {
   auto train = core::load_fashion_mnist(data_dir, "train");
   if (!train) std::cerr << program << ": " << train.error().to_string() << std::endl;
   auto ds = core::from_vector(std::move(train).value())
                 .shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
                 .shuffle(shuffle_buffer, seed + static_cast<uint64_t>(ctx.input_pipeline_id))
                 .repeat();
+  if (columns) return ds.batch(static_cast<size_t>(batch), true).map(core::collate_classes);
   return core::to_batches(ds, static_cast<size_t>(batch), /*drop_remainder=*/true);
 }
 

@@ -37,4 +37,23 @@ Batch collate(const std::vector<Example>& examples) {
   return b;
 }
 
+Batch collate_classes(const std::vector<Example>& examples) {
+  const auto n = static_cast<int64_t>(examples.size());
+  const auto d = n == 0 ? 0 : static_cast<int64_t>(examples.front().features.size());
+  const std::vector<FeatureSpec> specs = {{"features", ColumnKind::floats, {d}},
+                                          {"label", ColumnKind::ints, {}}};
+  Batch b;
+  b.columns = make_columns(specs, examples.size());
+  auto& features = b.columns[0].floats;
+  auto& labels = b.columns[1].ints;
+  for (const Example& e : examples) {
+    TROUPE_ASSERT(static_cast<int64_t>(e.features.size()) == d,
+                  "collate_classes: examples of different feature widths");
+    features.insert(features.end(), e.features.begin(), e.features.end());
+    labels.push_back(static_cast<int64_t>(e.label));
+  }
+  finish_columns(b.columns, specs, n);
+  return b;
+}
+
 }  // namespace troupe::core

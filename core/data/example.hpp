@@ -45,4 +45,8 @@ struct Batch {
 /// Stacks examples into a batch. Dense features must have one width across the batch.
 Batch collate(const std::vector<Example>& examples);
 
+/// Dense examples as a Keras classifier reads them, a batch of named columns: `features`
+/// [n, d] (floats; one width across the batch) and `label` [n] (ints: the class ids).
+Batch collate_classes(const std::vector<Example>& examples);
+
 }  // namespace troupe::core

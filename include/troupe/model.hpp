@@ -34,16 +34,15 @@ class ClusterCoordinator;
 class ParameterServerStrategy;
 class Registry;
 
-/// What a classifier model is, the same in every process of a job: how to build its
-/// layers, its optimizer, how its variables start, and its evaluation data.
+/// What a model is, the same in every process of a job: a Keras graph (`keras`: a .keras
+/// file, to_json()'s JSON, or a built-in model's JSON such as
+/// core::keras::classifier_model_config's) with its data, or a built-in CTR model (`ctr`).
 struct ModelSpec {
   /// Names the model's registered steps ("<name>/train", "<name>/evaluate"; a Keras
   /// model's also "<name>/validate"). A Keras model without a name is "keras": it runs
   /// the generic steps of register_keras (troupe train's and Python's jobs).
   std::string name;
-  /// The classifier (softmax cross-entropy on its logits is the loss): a core::Sequential
-  /// of layers, or a built-in model's layer graph (core::keras::ClassifierGraph).
-  std::function<std::unique_ptr<core::Classifier>()> build;
+  /// A CTR model's optimizer (a Keras model's is its compile_config's).
   std::string optimizer = "sgd";  // core::make_optimizer's names
   float learning_rate = 0.01f;
   /// Initial values, as a PS task makes them: kernels (rank >= 2) glorot-uniform with
@@ -80,7 +79,7 @@ struct ModelSpec {
   /// key, read_weights() (what ModelCheckpoint saves) reads it in pages. Keys without a row
   /// score with zeros, as on the PS tasks. A one-process fit() of it is an error.
   std::optional<DynamicTableSpec> dynamic_table;
-  /// A Keras model (troupe/keras.hpp) instead of `build` or `ctr`: its layers, initial
+  /// A Keras model (troupe/keras.hpp) instead of `ctr`: its layers, initial
   /// weights, loss, metrics and optimizer from the file (`optimizer` and `learning_rate`
   /// above are not used). Every variable lives on the PS tasks under a
   /// ParameterServerStrategy: each Embedding's table sharded by the strategy's partitioner
@@ -189,8 +188,6 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   const ModelSpec& spec() const;
-  /// The classifier (ModelSpec::build's; a CTR model has none: see ctr()).
-  core::Classifier& layers();
   /// The CTR model (ModelSpec::ctr) as the layer graph it trains (core/keras/ctr_graph.hpp),
   /// or null.
   core::keras::CtrGraph* ctr();

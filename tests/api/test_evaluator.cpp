@@ -88,7 +88,7 @@ TEST_CASE("the evaluator skips a checkpoint deleted while it was being read", "[
   CHECK(lines[0]["epoch"] == 1);
   CHECK(lines[0]["examples"] == 256);
   // The evaluator's numbers are the trained model's.
-  CHECK(lines[0]["test_accuracy"].get<double>() == expected.accuracy());
+  CHECK(lines[0]["accuracy"].get<double>() == test::accuracy(trained, expected));
   CHECK(lines[0]["loss"].get<double>() == expected.loss());
   // Summaries: an event file and a JSONL line per evaluation.
   const auto scalars = test::read_scalars(dir.file("logs/eval"));
@@ -96,7 +96,7 @@ TEST_CASE("the evaluator skips a checkpoint deleted while it was being read", "[
   CHECK(scalars[0].tag == "evaluation_loss_vs_iterations");
   CHECK(scalars[0].step == 32);
   CHECK(scalars[1].tag == "evaluation_accuracy_vs_iterations");
-  CHECK(scalars[1].value == static_cast<float>(expected.accuracy()));
+  CHECK(scalars[1].value == static_cast<float>(test::accuracy(trained, expected)));
   std::ifstream jl(dir.file("logs/eval/metrics.jsonl"));
   std::string line;
   REQUIRE(std::getline(jl, line));
@@ -138,7 +138,7 @@ TEST_CASE("the evaluator evaluates each new checkpoint and skips a damaged one",
   CHECK(lines[0]["step"] == 16);
   CHECK(lines[1]["step"] == 48);  // 32 was damaged: skipped, not fatal
   CHECK(r->skipped == 1);
-  CHECK(lines[1]["test_accuracy"].get<double>() == trained.evaluate().value().accuracy());
+  CHECK(lines[1]["accuracy"].get<double>() == test::accuracy(trained, trained.evaluate().value()));
 }
 
 TEST_CASE("the evaluator gives up with a clear error when no checkpoint comes", "[evaluator]") {

@@ -59,7 +59,7 @@ nlohmann::json run_with_evaluator(const troupe::test::TempDir& dir, const std::s
   const auto ev = evaluations(j);
   REQUIRE_FALSE(ev.empty());
   CHECK(ev.back()["step"] == 1874);
-  CHECK(ev.back()["test_accuracy"] == chief["test_accuracy"]);
+  CHECK(ev.back()["accuracy"] == chief["test_accuracy"]);
   for (const auto& t : j["tasks"])
     CHECK(t["exit"] == 0);
   troupe::test::check_all_gone(j["tasks"]);
@@ -81,7 +81,7 @@ TEST_CASE("fmnist_fit trains with fit() under launch and the evaluator follows i
   REQUIRE(ev.size() >= 2);
   CHECK(ev.back()["examples"] == 10000);
   // Asynchronous training's final iterate scatters run to run: see async_accuracy_floor.
-  CHECK(ev.back()["test_accuracy"].get<double>() >= troupe::test::async_accuracy_floor);
+  CHECK(ev.back()["accuracy"].get<double>() >= troupe::test::async_accuracy_floor);
   for (size_t i = 1; i < ev.size(); ++i)
     CHECK(ev[i]["step"].get<int>() > ev[i - 1]["step"].get<int>());
   const auto& summary = j["evaluator"].back();
@@ -127,7 +127,7 @@ TEST_CASE("fmnist_fit resumes from its backup when its chief is killed and resta
   const auto ev = evaluations(j);
   REQUIRE_FALSE(ev.empty());
   CHECK(ev.back()["step"] == 1874);
-  CHECK(ev.back()["test_accuracy"] == chief["test_accuracy"]);
+  CHECK(ev.back()["accuracy"] == chief["test_accuracy"]);
   CHECK_FALSE(std::filesystem::exists(backup_dir));
 }
 

@@ -10,7 +10,7 @@
 #include <random>
 #include <thread>
 
-#include "core/keras/classifier_graph.hpp"
+#include "core/keras/builtin_models.hpp"
 #include "helpers.hpp"
 #include "troupe/troupe.hpp"
 
@@ -37,60 +37,24 @@ inline std::vector<core::Example> blobs(int64_t n, uint64_t seed) {
   return out;
 }
 
-/// The blobs classifier: an MLP 8-16-4, its evaluation set 256 held-out examples in
-/// batches of 64.
-inline ModelSpec blobs_model(const std::string& optimizer = "sgd", float lr = 0.1f) {
-  ModelSpec m;
-  m.name = "blobs";
-  m.build = [] { return core::make_mlp({8, 16, 4}, 1); };
-  m.optimizer = optimizer;
-  m.learning_rate = lr;
-  m.seed = 3;
-  m.eval_examples = []() -> core::Expected<std::vector<core::Example>> { return blobs(256, 99); };
-  m.eval_batch_size = 64;
-  return m;
-}
-
-/// The blobs classifier as its Keras form's layer graph (core::keras::ClassifierGraph): the
-/// same parameters, by name and in order, as blobs_model's Sequential.
-inline ModelSpec blobs_graph_model(const std::string& optimizer = "sgd", float lr = 0.1f) {
-  ModelSpec m = blobs_model(optimizer, lr);
-  m.build = [] {
-    core::keras::ClassifierForm form;
-    form.widths = {8, 16, 4};
-    form.features = true;
-    return core::keras::ClassifierGraph::make(form).value();
-  };
-  return m;
-}
-
 /// Examples of blobs() as a batch of named columns, as a Keras model reads them:
 /// `features` [n, 8] (floats) and `label` [n] (class ids).
 inline core::Batch blobs_columns(const std::vector<core::Example>& examples) {
-  const std::vector<core::FeatureSpec> specs = {{"features", core::ColumnKind::floats, {8}},
-                                                {"label", core::ColumnKind::ints, {}}};
-  core::Batch b;
-  b.columns = core::make_columns(specs, examples.size());
-  for (const auto& e : examples) {
-    b.columns[0].floats.insert(b.columns[0].floats.end(), e.features.begin(), e.features.end());
-    b.columns[1].ints.push_back(static_cast<int64_t>(e.label));
-  }
-  core::finish_columns(b.columns, specs, static_cast<int64_t>(examples.size()));
-  return b;
+  return core::collate_classes(examples);
 }
 
-/// The blobs classifier as a Keras model (the JSON of Keras's form of the MLP 8-16-4,
-/// sparse categorical cross-entropy from logits, accuracy), named "blobs_keras": its steps
-/// are register_model's, its data the datasets "blobs_columns" / "blobs_columns_repeat",
-/// its validation data blobs(256, 99) in batches of 64 (distributed: "blobs_keras/validate").
-inline ModelSpec blobs_keras_model(const std::string& optimizer = "sgd", float lr = 0.1f) {
+/// The blobs classifier: a Keras model (the JSON of Keras's form of the MLP 8-16-4, sparse
+/// categorical cross-entropy from logits, accuracy, `optimizer` at `lr`), named "blobs": its
+/// steps are register_model's, its data the datasets "blobs_train" / "blobs_repeat" (named
+/// columns), its validation data blobs(256, 99) in batches of 64.
+inline ModelSpec blobs_model(const std::string& optimizer = "sgd", float lr = 0.1f) {
   core::keras::ClassifierForm form;
   form.widths = {8, 16, 4};
   form.seed = 3;
   form.features = true;
   ModelSpec m;
-  m.name = "blobs_keras";
-  m.keras = keras_source("blobs_keras.json",
+  m.name = "blobs";
+  m.keras = keras_source("blobs.json",
                          core::keras::classifier_model_config(form, optimizer, lr).value().dump());
   m.eval_batches = []() -> core::Expected<std::vector<core::Batch>> {
     const auto examples = blobs(256, 99);
@@ -101,6 +65,11 @@ inline ModelSpec blobs_keras_model(const std::string& optimizer = "sgd", float l
     return out;
   };
   return m;
+}
+
+/// The compiled accuracy of `stats` (a Keras model's metric, by its History name).
+inline double accuracy(const Model& model, const BatchStats& stats) {
+  return model.logs(stats).at("accuracy");
 }
 
 /// Clicks from a hidden teacher over 4 fields of 16 categories each (id f * 16 + c, so the
@@ -192,34 +161,24 @@ inline void add_clicks_dataset(Registry& r) {
                 [make](const core::InputContext& ctx) { return make(ctx, true); });
 }
 
-/// "blobs_train": 512 examples in batches of 32, in order (16 batches a pass; each worker
-/// takes its shard); "blobs_repeat": the same, repeated forever.
+/// "blobs_train": 512 examples in batches of 32 (named columns: blobs_columns), in order
+/// (16 batches a pass; each worker takes its shard); "blobs_repeat": the same, repeated
+/// forever.
 inline void add_blobs_datasets(Registry& r) {
   auto make = [](const core::InputContext& ctx, bool repeat) {
     auto ds =
         core::from_vector(blobs(512, 1)).shard(ctx.num_input_pipelines, ctx.input_pipeline_id);
     if (repeat) ds = ds.repeat();
-    return core::to_batches(ds, 32, /*drop_remainder=*/true);
+    return ds.batch(32, /*drop_remainder=*/true).map(blobs_columns);
   };
   r.add_dataset("blobs_train", [make](const core::InputContext& ctx) { return make(ctx, false); });
   r.add_dataset("blobs_repeat", [make](const core::InputContext& ctx) { return make(ctx, true); });
-  auto columns = [](const core::InputContext& ctx, bool repeat) {
-    auto ds =
-        core::from_vector(blobs(512, 1)).shard(ctx.num_input_pipelines, ctx.input_pipeline_id);
-    if (repeat) ds = ds.repeat();
-    return ds.batch(32, /*drop_remainder=*/true).map(blobs_columns);
-  };
-  r.add_dataset("blobs_columns",
-                [columns](const core::InputContext& ctx) { return columns(ctx, false); });
-  r.add_dataset("blobs_columns_repeat",
-                [columns](const core::InputContext& ctx) { return columns(ctx, true); });
 }
 
 inline Registry make_test_registry() {
   Registry r;
   add_blobs_datasets(r);
   register_model(r, blobs_model());
-  register_model(r, blobs_keras_model());
   add_clicks_dataset(r);
   register_model(r, ctr_model());
   register_model(r, ctr_keyed_model());
