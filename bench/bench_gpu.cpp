@@ -25,11 +25,11 @@
 #include "classifier_batch.hpp"
 #include "core/json_text.hpp"
 #include "core/keras/classifier_graph.hpp"
+#include "core/keras/classifier_trainer.hpp"
 #include "core/keras/ctr_graph.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/losses.hpp"
 #include "core/partitioner.hpp"
-#include "core/trainer.hpp"
 #include "deepfm_step.hpp"
 #include "examples/command_line.hpp"
 #include "gpu/cuda.hpp"
@@ -232,7 +232,7 @@ json classifier_step(const std::string& name, int batch, tc::Precision p, int ru
   auto model = tc::keras::make_classifier(name, 1).value();  // as fmnist_local trains it
   (void)model->to(gpu0, p);
   auto opt = tc::make_optimizer(name == "mlp" ? "sgd" : "rmsprop", 0.01f).value();
-  tc::ClassifierTrainer trainer(*model, *opt);
+  tc::keras::ClassifierTrainer trainer(*model, *opt);
   const troupe::bench::ClassifierBatch data = troupe::bench::classifier_batch(batch);
   const tc::Tensor& x = data.x;
   const std::vector<int32_t>& labels = data.labels;

@@ -23,13 +23,12 @@
 #include "core/cpu_features.hpp"
 #include "core/json_text.hpp"
 #include "core/keras/classifier_graph.hpp"
+#include "core/keras/classifier_trainer.hpp"
 #include "core/keras/ctr_graph.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/nn/losses.hpp"
-#include "core/nn/sequential.hpp"
 #include "core/parallel.hpp"
 #include "core/partitioner.hpp"
-#include "core/trainer.hpp"
 #include "examples/command_line.hpp"
 
 namespace tc = troupe::core;
@@ -66,48 +65,38 @@ void add_efficiency(nlohmann::json& j, double step_flops, double steps_per_sec, 
 }
 
 // One training step of a built-in classifier as the programs train it (its Keras form's
-// layer graph, core::keras::ClassifierGraph) and as the hand-wired Sequential it replaced,
-// alternated within every run from the same initial values: the graph's figures, the
-// Sequential's, and their ratio.
+// layer graph, core::keras::ClassifierGraph): examples/s over `runs` runs, their median.
 nlohmann::json bench_one(const std::string& model_name, int batch, int runs, double seconds_per_run,
                          tc::Precision precision, const Peak& peak) {
   auto graph = tc::keras::make_classifier(model_name, 1);
-  auto sequential = tc::make_model(model_name, 1);
-  if (!graph || !sequential) return {{"error", "unknown model " + model_name}};
+  if (!graph) return {{"error", "unknown model " + model_name}};
   (void)(*graph)->to(tc::Device::cpu(), precision);
-  (void)(*sequential)->to(tc::Device::cpu(), precision);
-  auto optimizer = [&] {
-    return tc::make_optimizer(model_name == "mlp" ? "sgd" : "rmsprop",
-                              model_name == "mlp" ? 0.1f : 0.001f)
-        .value();
-  };
-  auto graph_opt = optimizer(), sequential_opt = optimizer();
-  tc::ClassifierTrainer on_graph(**graph, *graph_opt), on_sequential(**sequential, *sequential_opt);
+  auto optimizer = tc::make_optimizer(model_name == "mlp" ? "sgd" : "rmsprop",
+                                      model_name == "mlp" ? 0.1f : 0.001f)
+                       .value();
+  tc::keras::ClassifierTrainer trainer(**graph, *optimizer);
   const troupe::bench::ClassifierBatch data = troupe::bench::classifier_batch(batch);
   const tc::Tensor& x = data.x;
   const std::vector<int32_t>& labels = data.labels;
 
   using clock = std::chrono::steady_clock;
-  for (auto* t : {&on_graph, &on_sequential})
-    for (int i = 0; i < 3; ++i)
-      (void)t->train_step(x, labels.data());  // warm-up
-  const double step_flops = flops_of([&] { (void)on_graph.train_step(x, labels.data()); });
-  std::vector<double> rates, sequential_rates;
+  for (int i = 0; i < 3; ++i)
+    (void)trainer.train_step(x, labels.data());  // warm-up
+  const double step_flops = flops_of([&] { (void)trainer.train_step(x, labels.data()); });
+  std::vector<double> rates;
   int64_t steps_total = 0;
-  for (int r = 0; r < runs; ++r)
-    for (auto* t : {&on_graph, &on_sequential}) {
-      int64_t steps = 0;
-      const auto t0 = clock::now();
-      double elapsed = 0.0;
-      while (elapsed < seconds_per_run || steps < 3) {
-        if (!t->train_step(x, labels.data())) return {{"error", "train_step failed"}};
-        ++steps;
-        elapsed = std::chrono::duration<double>(clock::now() - t0).count();
-      }
-      if (t == &on_graph) steps_total += steps;
-      (t == &on_graph ? rates : sequential_rates)
-          .push_back(static_cast<double>(steps) * batch / elapsed);
+  for (int r = 0; r < runs; ++r) {
+    int64_t steps = 0;
+    const auto t0 = clock::now();
+    double elapsed = 0.0;
+    while (elapsed < seconds_per_run || steps < 3) {
+      if (!trainer.train_step(x, labels.data())) return {{"error", "train_step failed"}};
+      ++steps;
+      elapsed = std::chrono::duration<double>(clock::now() - t0).count();
     }
+    steps_total += steps;
+    rates.push_back(static_cast<double>(steps) * batch / elapsed);
+  }
   nlohmann::json j{{"bench", "train_step"},
                    {"model", model_name},
                    {"engine", "graph"},
@@ -118,9 +107,7 @@ nlohmann::json bench_one(const std::string& model_name, int batch, int runs, dou
                    {"steps", steps_total},
                    {"examples_per_sec_median", median(rates)},
                    {"examples_per_sec_min", *std::min_element(rates.begin(), rates.end())},
-                   {"examples_per_sec_max", *std::max_element(rates.begin(), rates.end())},
-                   {"sequential_examples_per_sec_median", median(sequential_rates)},
-                   {"graph_over_sequential", median(rates) / median(sequential_rates)}};
+                   {"examples_per_sec_max", *std::max_element(rates.begin(), rates.end())}};
   add_efficiency(j, step_flops, median(rates) / batch, peak.of(precision), 1);
   return j;
 }
@@ -246,7 +233,6 @@ int main(int argc, char** argv) {
                {"matmul", engine},
                {"precision", name},
                {"examples_per_sec_median", j.value("examples_per_sec_median", 0.0)},
-               {"graph_over_sequential", j.value("graph_over_sequential", 0.0)},
                {"peak_fraction", j.value("peak_fraction", 0.0)}});
         }
       for (int b : ctr_batches)

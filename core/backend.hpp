@@ -144,20 +144,7 @@ class Backend {
   virtual void relu_forward(ConstTensorView x, TensorView y) = 0;
   /// dx = dy where y > 0, else 0.
   virtual void relu_backward(ConstTensorView y, ConstTensorView dy, TensorView dx) = 0;
-  virtual void sigmoid_forward(ConstTensorView x, TensorView y) = 0;
-  virtual void sigmoid_backward(ConstTensorView y, ConstTensorView dy, TensorView dx) = 0;
 
-  /// Convolution, stride 1, 'valid', NHWC: x [n, h, w, c], w [k, k, c, f] (Keras' layout),
-  /// b [f], y [n, h-k+1, w-k+1, f].
-  virtual void conv2d_forward(ConstTensorView x, ConstTensorView w, ConstTensorView b, TensorView y,
-                              std::unique_ptr<Workspace>& ws, Precision p) = 0;
-  virtual void conv2d_backward(ConstTensorView x, ConstTensorView w, ConstTensorView dy,
-                               TensorView dw, TensorView db, TensorView dx,
-                               std::unique_ptr<Workspace>& ws, Precision p) = 0;
-
-  /// [b, n, d] -> [b, d]: the mean over the middle axis.
-  virtual void mean_pool_forward(ConstTensorView x, TensorView y) = 0;
-  virtual void mean_pool_backward(ConstTensorView dy, TensorView dx) = 0;
   /// y += x (same shape).
   virtual void add(ConstTensorView x, TensorView y) = 0;
   /// y = a + b (same shapes; y is neither): one pass where the backend has one, else a copy

@@ -20,7 +20,7 @@
 
 #include "core/cpu_features.hpp"
 #include "core/loss_scale.hpp"
-#include "core/nn/layer.hpp"
+#include "core/parameter.hpp"
 #include "net/wire_dtype.hpp"
 #include "troupe/devices.hpp"
 #include "troupe/model.hpp"

@@ -16,7 +16,7 @@
 #include "core/data/idx.hpp"
 #include "core/json_text.hpp"
 #include "core/keras/classifier_graph.hpp"
-#include "core/trainer.hpp"
+#include "core/keras/classifier_trainer.hpp"
 #include "device_flags.hpp"
 #include "examples/command_line.hpp"
 #include "program.hpp"
@@ -34,7 +34,7 @@ int fail(const troupe::core::Error& e) {
   return troupe::examples::fail("fmnist_local", e);
 }
 
-tc::Checkpoint snapshot(tc::ClassifierTrainer& trainer, int64_t step, int64_t epoch) {
+tc::Checkpoint snapshot(tc::keras::ClassifierTrainer& trainer, int64_t step, int64_t epoch) {
   tc::Checkpoint c;
   for (size_t i = 0; i < trainer.parameters().size(); ++i) {
     const auto& p = trainer.parameters()[i];
@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
   if (auto st = (*model)->to(choice->device, choice->precision); !st) return fail(st.error());
   auto optimizer = tc::make_optimizer(optimizer_name, lr);
   if (!optimizer) return fail(optimizer.error());
-  tc::ClassifierTrainer trainer(**model, **optimizer);
+  tc::keras::ClassifierTrainer trainer(**model, **optimizer);
   std::optional<tc::CheckpointManager> ckpts;
   if (!ckpt_dir.empty()) ckpts.emplace(ckpt_dir, 3);
 

@@ -24,7 +24,7 @@
 #include "core/checkpoint/checkpoint_manager.hpp"
 #include "core/json_text.hpp"
 #include "core/keras/classifier_graph.hpp"
-#include "core/trainer.hpp"
+#include "core/keras/classifier_trainer.hpp"
 #include "device_flags.hpp"
 #include "examples/command_line.hpp"
 #include "fmnist_data.hpp"
@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
   if (auto st = (*model)->to(choice->device, choice->precision); !st) return fail(st.error());
   auto optimizer = core::make_optimizer("sgd", lr);
   if (!optimizer) return fail(optimizer.error());
-  core::ClassifierTrainer trainer(**model, **optimizer);
+  core::keras::ClassifierTrainer trainer(**model, **optimizer);
   std::vector<collective::Buffer> state, grads;
   for (size_t i = 0; i < trainer.parameters().size(); ++i) {
     auto& p = trainer.parameters()[i];

@@ -18,7 +18,7 @@
 #include "core/data/idx.hpp"
 #include "core/json_text.hpp"
 #include "core/keras/classifier_graph.hpp"
-#include "core/trainer.hpp"
+#include "core/keras/classifier_trainer.hpp"
 #include "device_flags.hpp"
 #include "examples/command_line.hpp"
 #include "fmnist_data.hpp"
@@ -49,7 +49,7 @@ struct Settings {
 // The model replica of this process's worker (the MLP as its Keras form's layer graph);
 // only the worker actor's thread uses it.
 struct Replica {
-  std::unique_ptr<tc::Classifier> model = tc::keras::make_classifier("mlp", 1).value();
+  std::unique_ptr<tc::keras::ClassifierGraph> model = tc::keras::make_classifier("mlp", 1).value();
   std::vector<tc::Parameter> params = model->parameters();
   tc::SoftmaxCrossEntropy loss;
   std::vector<std::string> names;
@@ -262,7 +262,7 @@ int main(int argc, char** argv) {
   auto test = tc::load_fashion_mnist(s.data_dir, "t10k");
   if (!test) return fail(test.error());
   tc::SGD unused(0.0f);
-  tc::ClassifierTrainer evaluator(*eval.model, unused);
+  tc::keras::ClassifierTrainer evaluator(*eval.model, unused);
   tc::Accuracy accuracy;
   tc::Mean test_loss;
   auto it = tc::to_batches(tc::from_vector(std::move(*test)), 1000, false).make_iterator();

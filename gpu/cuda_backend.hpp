@@ -61,17 +61,6 @@ class CudaBackend final : public core::Backend {
   void relu_forward(core::ConstTensorView x, core::TensorView y) override;
   void relu_backward(core::ConstTensorView y, core::ConstTensorView dy,
                      core::TensorView dx) override;
-  void sigmoid_forward(core::ConstTensorView x, core::TensorView y) override;
-  void sigmoid_backward(core::ConstTensorView y, core::ConstTensorView dy,
-                        core::TensorView dx) override;
-  void conv2d_forward(core::ConstTensorView x, core::ConstTensorView w, core::ConstTensorView b,
-                      core::TensorView y, std::unique_ptr<core::Workspace>& ws,
-                      core::Precision p) override;
-  void conv2d_backward(core::ConstTensorView x, core::ConstTensorView w, core::ConstTensorView dy,
-                       core::TensorView dw, core::TensorView db, core::TensorView dx,
-                       std::unique_ptr<core::Workspace>& ws, core::Precision p) override;
-  void mean_pool_forward(core::ConstTensorView x, core::TensorView y) override;
-  void mean_pool_backward(core::ConstTensorView dy, core::TensorView dx) override;
   void add(core::ConstTensorView x, core::TensorView y) override;
   void scale(core::TensorView x, float factor) override;
   bool all_finite(const std::vector<core::ConstTensorView>& xs) override;

@@ -312,18 +312,4 @@ void CudaBackend::conv2d_backward(const core::Conv2dGeometry& g, core::ConstTens
     TROUPE_GPU_TRY(launch::crop_image(stream_, cw.pad, cw.dx_padded.data(), dx.data()));
 }
 
-// The stride-1 'valid' convolution of core/nn/conv2d.hpp: the same with the default geometry.
-void CudaBackend::conv2d_forward(core::ConstTensorView x, core::ConstTensorView w,
-                                 core::ConstTensorView b, core::TensorView y,
-                                 std::unique_ptr<core::Workspace>& ws, core::Precision p) {
-  conv2d_forward(core::Conv2dGeometry{}, x, w, b, y, ws, p);
-}
-
-void CudaBackend::conv2d_backward(core::ConstTensorView x, core::ConstTensorView w,
-                                  core::ConstTensorView dy, core::TensorView dw,
-                                  core::TensorView db, core::TensorView dx,
-                                  std::unique_ptr<core::Workspace>& ws, core::Precision p) {
-  conv2d_backward(core::Conv2dGeometry{}, x, w, dy, dw, db, dx, ws, p);
-}
-
 }  // namespace troupe::gpu

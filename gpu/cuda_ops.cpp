@@ -25,25 +25,6 @@ void CudaBackend::relu_backward(core::ConstTensorView y, core::ConstTensorView d
   TROUPE_GPU_KERNEL(launch::relu_backward(stream_, y.data(), dy.data(), dx.data(), y.size()));
 }
 
-void CudaBackend::sigmoid_forward(core::ConstTensorView x, core::TensorView y) {
-  TROUPE_GPU_KERNEL(launch::sigmoid_forward(stream_, x.data(), y.data(), x.size()));
-}
-
-void CudaBackend::sigmoid_backward(core::ConstTensorView y, core::ConstTensorView dy,
-                                   core::TensorView dx) {
-  TROUPE_GPU_KERNEL(launch::sigmoid_backward(stream_, y.data(), dy.data(), dx.data(), y.size()));
-}
-
-void CudaBackend::mean_pool_forward(core::ConstTensorView x, core::TensorView y) {
-  TROUPE_GPU_KERNEL(launch::mean_pool_forward(stream_, x.data(), y.data(), x.shape()[0],
-                                              x.shape()[1], x.shape()[2]));
-}
-
-void CudaBackend::mean_pool_backward(core::ConstTensorView dy, core::TensorView dx) {
-  TROUPE_GPU_KERNEL(launch::mean_pool_backward(stream_, dy.data(), dx.data(), dx.shape()[0],
-                                               dx.shape()[1], dx.shape()[2]));
-}
-
 void CudaBackend::add(core::ConstTensorView x, core::TensorView y) {
   TROUPE_GPU_KERNEL(launch::add(stream_, x.data(), y.data(), x.size()));
 }

@@ -150,18 +150,6 @@ void CpuBackend::conv2d_backward(const Conv2dGeometry& g, ConstTensorView x, Con
   parallel_for(s.n, 1, [&](int64_t b0, int64_t b1) { col2im(g, s, dp, dx.data(), b0, b1); });
 }
 
-// The stride-1 'valid' convolution of core/nn/conv2d.hpp: the same with the default geometry.
-void CpuBackend::conv2d_forward(ConstTensorView x, ConstTensorView w, ConstTensorView b,
-                                TensorView y, std::unique_ptr<Workspace>& ws, Precision p) {
-  conv2d_forward(Conv2dGeometry{}, x, w, b, y, ws, p);
-}
-
-void CpuBackend::conv2d_backward(ConstTensorView x, ConstTensorView w, ConstTensorView dy,
-                                 TensorView dw, TensorView db, TensorView dx,
-                                 std::unique_ptr<Workspace>& ws, Precision p) {
-  conv2d_backward(Conv2dGeometry{}, x, w, dy, dw, db, dx, ws, p);
-}
-
 void CpuBackend::pool2d_forward(PoolKind k, const Pool2dGeometry& g, ConstTensorView x,
                                 TensorView y) {
   const auto s = pool_shape(x, y.shape());

@@ -38,15 +38,6 @@ class CpuBackend final : public Backend {
                            TensorView dx, Precision p) override;
   void relu_forward(ConstTensorView x, TensorView y) override;
   void relu_backward(ConstTensorView y, ConstTensorView dy, TensorView dx) override;
-  void sigmoid_forward(ConstTensorView x, TensorView y) override;
-  void sigmoid_backward(ConstTensorView y, ConstTensorView dy, TensorView dx) override;
-  void conv2d_forward(ConstTensorView x, ConstTensorView w, ConstTensorView b, TensorView y,
-                      std::unique_ptr<Workspace>& ws, Precision p) override;
-  void conv2d_backward(ConstTensorView x, ConstTensorView w, ConstTensorView dy, TensorView dw,
-                       TensorView db, TensorView dx, std::unique_ptr<Workspace>& ws,
-                       Precision p) override;
-  void mean_pool_forward(ConstTensorView x, TensorView y) override;
-  void mean_pool_backward(ConstTensorView dy, TensorView dx) override;
   void add(ConstTensorView x, TensorView y) override;
   void add_into(ConstTensorView a, ConstTensorView b, TensorView y) override;
   void scale(TensorView x, float factor) override;

@@ -22,31 +22,4 @@ void CpuBackend::relu_backward(ConstTensorView y, ConstTensorView dy, TensorView
     out[i] = mask[i] > 0.0f ? g[i] : 0.0f;
 }
 
-void CpuBackend::sigmoid_forward(ConstTensorView x, TensorView y) {
-  y.flat().array() = 1.0f / (1.0f + (-x.flat().array()).exp());
-}
-
-void CpuBackend::sigmoid_backward(ConstTensorView y, ConstTensorView dy, TensorView dx) {
-  const auto ya = y.flat().array();
-  dx.flat().array() = dy.flat().array() * ya * (1.0f - ya);
-}
-
-void CpuBackend::mean_pool_forward(ConstTensorView x, TensorView y) {
-  const int64_t b = x.shape()[0], n = x.shape()[1], d = x.shape()[2];
-  auto ym = y.matrix();
-  for (int64_t i = 0; i < b; ++i) {
-    ConstMatrixMap rows(x.data() + i * n * d, n, d);
-    ym.row(i) = rows.colwise().sum() / static_cast<float>(n);
-  }
-}
-
-void CpuBackend::mean_pool_backward(ConstTensorView dy, TensorView dx) {
-  const int64_t b = dx.shape()[0], n = dx.shape()[1], d = dx.shape()[2];
-  const float inv = 1.0f / static_cast<float>(n);
-  for (int64_t i = 0; i < b; ++i) {
-    MatrixMap rows(dx.data() + i * n * d, n, d);
-    rows.rowwise() = dy.matrix().row(i) * inv;
-  }
-}
-
 }  // namespace troupe::core

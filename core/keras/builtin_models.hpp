@@ -73,8 +73,8 @@ Expected<std::map<std::string, Tensor>> ctr_model_values(const CtrModelConfig& c
                                                          const std::map<std::string, Tensor>& dense,
                                                          const Tensor& rows, bool weighted = false);
 
-/// Troupe's built-in Fashion-MNIST classifiers (core/nn/sequential.hpp): make_mlp(widths)
-/// with widths[0] = 784 (any width with `features`), or make_cnn.
+/// Troupe's built-in Fashion-MNIST classifiers: an MLP of `widths` (widths[0] = 784, any
+/// width with `features`), or the tutorial's CNN.
 struct ClassifierForm {
   bool cnn = false;
   std::vector<int64_t> widths = {784, 128, 10};  // an MLP's

@@ -2,8 +2,6 @@
 
 #include <utility>
 
-#include "core/nn/sequential.hpp"
-
 namespace troupe::core::keras {
 
 ClassifierGraph::ClassifierGraph(keras::KerasModel model) : model_(std::move(model)) {
@@ -27,23 +25,7 @@ Expected<std::unique_ptr<ClassifierGraph>> ClassifierGraph::make(ClassifierForm 
   if (!config) return config.error();
   auto model = keras::build_keras_model(*config);
   if (!model) return model.error();
-  std::unique_ptr<ClassifierGraph> out(new ClassifierGraph(std::move(*model)));
-  // The hand-wired model's initial values, by name: a run starts where it started.
-  auto hand = form.cnn ? make_cnn(form.seed) : make_mlp(form.widths, form.seed);
-  auto hand_params = hand->parameters();
-  if (hand_params.size() != out->params_.size())
-    return make_error(Errc::internal, "the classifier's graph has another parameter count");
-  for (size_t i = 0; i < hand_params.size(); ++i) {
-    Parameter& p = out->params_[i];
-    const Parameter* q = nullptr;
-    for (const auto& h : hand_params)
-      if (h.name == p.name) q = &h;
-    if (q == nullptr || q->value->shape() != p.value->shape())
-      return make_error(Errc::internal, "the classifier's graph has no parameter like '" + p.name +
-                                            "' of the hand-wired model");
-    *p.value = std::move(*q->value);
-  }
-  return out;
+  return std::unique_ptr<ClassifierGraph>(new ClassifierGraph(std::move(*model)));
 }
 
 Status ClassifierGraph::check_input(const Shape& shape) const {

@@ -29,7 +29,7 @@
 #include "core/expected.hpp"
 #include "core/keras/keras_model.hpp"
 #include "core/nn/ctr_model.hpp"
-#include "core/nn/layer.hpp"
+#include "core/parameter.hpp"
 #include "core/tensor.hpp"
 
 namespace troupe::core::keras {

@@ -18,15 +18,6 @@ cudaError_t relu_backward(cudaStream_t s, const float* y, const float* dy, float
   return run(s, n, [=] __device__(int64_t i) { k::relu_backward(i, y, dy, dx); });
 }
 
-cudaError_t sigmoid_forward(cudaStream_t s, const float* x, float* y, int64_t n) {
-  return run(s, n, [=] __device__(int64_t i) { k::sigmoid_forward(i, x, y); });
-}
-
-cudaError_t sigmoid_backward(cudaStream_t s, const float* y, const float* dy, float* dx,
-                             int64_t n) {
-  return run(s, n, [=] __device__(int64_t i) { k::sigmoid_backward(i, y, dy, dx); });
-}
-
 cudaError_t add(cudaStream_t s, const float* x, float* y, int64_t n) {
   return run(s, n, [=] __device__(int64_t i) { k::add(i, x, y); });
 }
@@ -52,16 +43,6 @@ cudaError_t fill(cudaStream_t s, void* x, int64_t n, int element_bytes, uint64_t
       return run(s, n, [=] __device__(int64_t i) { p[i] = pattern; });
     }
   }
-}
-
-cudaError_t mean_pool_forward(cudaStream_t s, const float* x, float* y, int64_t b, int64_t n,
-                              int64_t d) {
-  return run(s, b * d, [=] __device__(int64_t i) { k::mean_pool_forward(i, x, y, n, d); });
-}
-
-cudaError_t mean_pool_backward(cudaStream_t s, const float* dy, float* dx, int64_t b, int64_t n,
-                               int64_t d) {
-  return run(s, b * n * d, [=] __device__(int64_t i) { k::mean_pool_backward(i, dy, dx, n, d); });
 }
 
 cudaError_t check_finite(cudaStream_t s, const float* x, int64_t n, int* flag) {

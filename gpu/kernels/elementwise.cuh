@@ -15,35 +15,12 @@ TROUPE_HD inline void relu_backward(int64_t i, const float* y, const float* dy, 
   dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
-TROUPE_HD inline void sigmoid_forward(int64_t i, const float* x, float* y) {
-  y[i] = 1.0f / (1.0f + expf(-x[i]));
-}
-
-TROUPE_HD inline void sigmoid_backward(int64_t i, const float* y, const float* dy, float* dx) {
-  dx[i] = dy[i] * y[i] * (1.0f - y[i]);
-}
-
 TROUPE_HD inline void add(int64_t i, const float* x, float* y) {
   y[i] += x[i];
 }
 
 TROUPE_HD inline void scale(int64_t i, float* x, float factor) {
   x[i] *= factor;
-}
-
-/// Output element i of the mean over the middle axis of [b, n, d].
-TROUPE_HD inline void mean_pool_forward(int64_t i, const float* x, float* y, int64_t n, int64_t d) {
-  const int64_t row = i / d, j = i % d;
-  float s = 0.0f;
-  for (int64_t k = 0; k < n; ++k)
-    s += x[(row * n + k) * d + j];
-  y[i] = s / static_cast<float>(n);
-}
-
-TROUPE_HD inline void mean_pool_backward(int64_t i, const float* dy, float* dx, int64_t n,
-                                         int64_t d) {
-  const int64_t row = i / (n * d), j = i % d;
-  dx[i] = dy[row * d + j] * (1.0f / static_cast<float>(n));
 }
 
 /// Sets *flag when element i is not finite (a benign race: every writer writes 1).

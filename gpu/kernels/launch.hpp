@@ -14,15 +14,9 @@ namespace troupe::gpu::launch {
 
 cudaError_t relu_forward(cudaStream_t s, const float* x, float* y, int64_t n);
 cudaError_t relu_backward(cudaStream_t s, const float* y, const float* dy, float* dx, int64_t n);
-cudaError_t sigmoid_forward(cudaStream_t s, const float* x, float* y, int64_t n);
-cudaError_t sigmoid_backward(cudaStream_t s, const float* y, const float* dy, float* dx, int64_t n);
 cudaError_t add(cudaStream_t s, const float* x, float* y, int64_t n);
 cudaError_t scale(cudaStream_t s, float* x, float factor, int64_t n);
 cudaError_t fill(cudaStream_t s, void* x, int64_t n, int element_bytes, uint64_t pattern);
-cudaError_t mean_pool_forward(cudaStream_t s, const float* x, float* y, int64_t b, int64_t n,
-                              int64_t d);
-cudaError_t mean_pool_backward(cudaStream_t s, const float* dy, float* dx, int64_t b, int64_t n,
-                               int64_t d);
 cudaError_t check_finite(cudaStream_t s, const float* x, int64_t n, int* flag);
 /// out[j] (+)= sum over rows of x[r, j] (times w[r] when w is given); see k::column_sum.
 cudaError_t column_sum(cudaStream_t s, const float* x, const float* w, float* out, int64_t rows,

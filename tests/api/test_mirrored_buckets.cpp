@@ -8,9 +8,9 @@
 #include <catch2/catch.hpp>
 
 #include "core/fake_device.hpp"
-#include "core/nn/sequential.hpp"
+#include "core/keras/classifier_graph.hpp"
+#include "core/keras/classifier_trainer.hpp"
 #include "core/optimizer.hpp"
-#include "core/trainer.hpp"
 #include "helpers.hpp"
 #include "process.hpp"
 #include "troupe/mirrored_strategy.hpp"
@@ -61,14 +61,14 @@ std::vector<Replica> train(int n, bool overlap, int steps, int absent = -1, Mirr
         (void)done.wait_for(std::chrono::seconds(30));
         return r;
       }
-      auto model = core::make_mlp({20, 64, 64, 3}, 5);
+      auto model = core::keras::ClassifierGraph::make({false, {20, 64, 64, 3}, 5, true}).value();
       if (auto st = model->to(device); !st) {
         r.error = st.error().to_string();
         finish();
         return r;
       }
       auto sgd = core::make_optimizer("sgd", 0.05f).value();
-      core::ClassifierTrainer trainer(*model, *sgd);
+      core::keras::ClassifierTrainer trainer(*model, *sgd);
       std::vector<collective::Buffer> grads;
       for (auto& p : trainer.parameters())
         grads.push_back({p.grad->data(), static_cast<size_t>(p.grad->size()), device});

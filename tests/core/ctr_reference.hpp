@@ -10,8 +10,9 @@
 //
 // over rows [1 + k] of one table (column 0 is w, 1..k are v) that the caller gives for the
 // batch's unique ids. Its variables are ctr_dense_variables()'s, initialized as the
-// programs did before the graph (bias 0, u Glorot-uniform, the MLP as core::make_mlp).
+// programs did before the graph (bias 0, u Glorot-uniform, the MLP as RefMlp).
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -19,10 +20,85 @@
 
 #include "core/data/example.hpp"
 #include "core/nn/ctr_model.hpp"
-#include "core/nn/sequential.hpp"
+#include "core/parameter.hpp"
 #include "core/partitioner.hpp"
 
 namespace troupe::test {
+
+/// A plain MLP in loops, for references: Dense layers "dense_0".. ([in, out] kernels
+/// Glorot-uniform seeded seed, seed + 1, ..., zero biases), ReLU but the last; forward
+/// keeps what backward needs, backward leaves the parameters' gradients and returns the
+/// input's.
+class RefMlp {
+ public:
+  RefMlp(std::vector<int64_t> widths, uint64_t seed) : widths_(std::move(widths)) {
+    for (size_t l = 0; l + 1 < widths_.size(); ++l) {
+      const core::Shape ks{widths_[l], widths_[l + 1]}, bs{widths_[l + 1]};
+      kernels_.push_back(core::initialize(
+          ks, core::Initializer{core::Initializer::Kind::glorot_uniform, 0.0f, seed + l}));
+      biases_.emplace_back(bs);
+      dkernels_.emplace_back(ks);
+      dbiases_.emplace_back(bs);
+    }
+  }
+  std::vector<core::Parameter> parameters() {
+    std::vector<core::Parameter> out;
+    for (size_t l = 0; l < kernels_.size(); ++l) {
+      const std::string name = "dense_" + std::to_string(l);
+      out.push_back({name + "/kernel", &kernels_[l], &dkernels_[l]});
+      out.push_back({name + "/bias", &biases_[l], &dbiases_[l]});
+    }
+    return out;
+  }
+  core::ConstTensorView forward(core::ConstTensorView x) {
+    const int64_t n = x.shape()[0];
+    acts_.assign(1, core::Tensor::from_view(x));
+    for (size_t l = 0; l < kernels_.size(); ++l) {
+      const int64_t in = widths_[l], out = widths_[l + 1];
+      core::Tensor y(core::Shape{n, out});
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t o = 0; o < out; ++o) {
+          double v = biases_[l][o];
+          for (int64_t k = 0; k < in; ++k)
+            v += static_cast<double>(acts_[l][i * in + k]) * kernels_[l][k * out + o];
+          y[i * out + o] = l + 1 < kernels_.size() ? std::max(0.0f, static_cast<float>(v))
+                                                   : static_cast<float>(v);
+        }
+      acts_.push_back(std::move(y));
+    }
+    return acts_.back();
+  }
+  core::ConstTensorView backward(core::ConstTensorView dy) {
+    const int64_t n = dy.shape()[0];
+    core::Tensor d = core::Tensor::from_view(dy);
+    for (size_t l = kernels_.size(); l-- > 0;) {
+      const int64_t in = widths_[l], out = widths_[l + 1];
+      if (l + 1 < kernels_.size())  // through the ReLU
+        for (int64_t i = 0; i < d.size(); ++i)
+          if (acts_[l + 1][i] <= 0.0f) d[i] = 0.0f;
+      dkernels_[l].fill(0.0f);
+      dbiases_[l].fill(0.0f);
+      core::Tensor dx(core::Shape{n, in});
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t o = 0; o < out; ++o) {
+          const float g = d[i * out + o];
+          dbiases_[l][o] += g;
+          for (int64_t k = 0; k < in; ++k) {
+            dkernels_[l][k * out + o] += acts_[l][i * in + k] * g;
+            dx[i * in + k] += kernels_[l][k * out + o] * g;
+          }
+        }
+      d = std::move(dx);
+    }
+    dx_ = std::move(d);
+    return dx_;
+  }
+
+ private:
+  std::vector<int64_t> widths_;
+  std::vector<core::Tensor> kernels_, biases_, dkernels_, dbiases_, acts_;
+  core::Tensor dx_;
+};
 
 class CtrReference {
  public:
@@ -38,8 +114,7 @@ class CtrReference {
       std::vector<int64_t> widths{config_.fields * config_.dim + config_.dense};
       widths.insert(widths.end(), config_.hidden.begin(), config_.hidden.end());
       widths.push_back(1);
-      dnn_ = core::make_mlp(widths, config_.seed + 1);
-      dnn_->layer(0).set_input_grad(true);  // the embeddings below it are trained
+      dnn_ = std::make_unique<RefMlp>(widths, config_.seed + 1);
     }
   }
 
@@ -145,7 +220,7 @@ class CtrReference {
  private:
   core::CtrModelConfig config_;
   core::Tensor bias_, dbias_, dense_w_, ddense_w_;
-  std::unique_ptr<core::Sequential> dnn_;
+  std::unique_ptr<RefMlp> dnn_;
   const core::Batch* batch_ = nullptr;
   const core::Tensor* rows_ = nullptr;
   const std::vector<int32_t>* index_ = nullptr;

@@ -77,29 +77,6 @@ class HostBackedBackend final : public core::Backend {
                      core::TensorView dx) override {
     cpu_.relu_backward(h(y), h(dy), h(dx));
   }
-  void sigmoid_forward(core::ConstTensorView x, core::TensorView y) override {
-    cpu_.sigmoid_forward(h(x), h(y));
-  }
-  void sigmoid_backward(core::ConstTensorView y, core::ConstTensorView dy,
-                        core::TensorView dx) override {
-    cpu_.sigmoid_backward(h(y), h(dy), h(dx));
-  }
-  void conv2d_forward(core::ConstTensorView x, core::ConstTensorView w, core::ConstTensorView b,
-                      core::TensorView y, std::unique_ptr<core::Workspace>& ws,
-                      core::Precision p) override {
-    cpu_.conv2d_forward(h(x), h(w), h(b), h(y), ws, p);
-  }
-  void conv2d_backward(core::ConstTensorView x, core::ConstTensorView w, core::ConstTensorView dy,
-                       core::TensorView dw, core::TensorView db, core::TensorView dx,
-                       std::unique_ptr<core::Workspace>& ws, core::Precision p) override {
-    cpu_.conv2d_backward(h(x), h(w), h(dy), h(dw), h(db), h(dx), ws, p);
-  }
-  void mean_pool_forward(core::ConstTensorView x, core::TensorView y) override {
-    cpu_.mean_pool_forward(h(x), h(y));
-  }
-  void mean_pool_backward(core::ConstTensorView dy, core::TensorView dx) override {
-    cpu_.mean_pool_backward(h(dy), h(dx));
-  }
   void add(core::ConstTensorView x, core::TensorView y) override { cpu_.add(h(x), h(y)); }
   void scale(core::TensorView x, float f) override { cpu_.scale(h(x), f); }
   bool all_finite(const std::vector<core::ConstTensorView>& xs) override {

@@ -12,8 +12,7 @@
 #include "core/cpu/gemm.hpp"
 #include "core/cpu_features.hpp"
 #include "core/half.hpp"
-#include "core/nn/conv2d.hpp"
-#include "core/nn/dense.hpp"
+#include "core/layer_ops.hpp"
 #include "core/parallel.hpp"
 #include "helpers.hpp"
 
@@ -157,14 +156,14 @@ TEST_CASE("mixed_bfloat16's bf16 kernels compute what the rounding reference doe
     WARN("no bf16 products here (no oneDNN or no AVX512_BF16): nothing to compare");
     return;
   }
-  SECTION("a Dense layer, forward and backward") {
+  SECTION("a Dense product, forward and backward") {
     const Tensor x = random_tensor(Shape{64, 300}, 5), dy = random_tensor(Shape{64, 50}, 6);
+    const Tensor w = random_tensor(Shape{300, 50}, 1, -0.13f, 0.13f), b(Shape{50});
     auto run = [&](Precision p) {
-      Dense d("d", 300, 50, 1);
-      REQUIRE(d.to(Device::cpu(), p).ok());
-      const Tensor y = Tensor::from_view(d.forward(x));
-      const Tensor dx = Tensor::from_view(d.backward(dy));
-      return std::vector<Tensor>{y, dx, *d.parameters()[0].grad, *d.parameters()[1].grad};
+      Tensor y(Shape{64, 50}), dx(x.shape()), dw(w.shape()), db(b.shape());
+      cpu_backend().dense_forward(x, w, b, y, p);
+      cpu_backend().dense_backward(x, w, dy, dw, db, dx, p);
+      return std::vector<Tensor>{y, dx, dw, db};
     };
     auto [fast, ref] = fast_and_reference([&] { return run(Precision::mixed_bfloat16); });
     const auto f32 = run(Precision::float32);
@@ -177,15 +176,16 @@ TEST_CASE("mixed_bfloat16's bf16 kernels compute what the rounding reference doe
     }
     CHECK(max_abs_diff(fast[3], f32[3]) < 1e-5f);  // the bias' gradient sums float32 dy
   }
-  SECTION("a Conv2D layer, forward and backward") {
+  SECTION("a convolution, forward and backward") {
     const Tensor x = random_tensor(Shape{4, 12, 12, 3}, 7),
                  dy = random_tensor(Shape{4, 10, 10, 8}, 8);
+    const Tensor w = random_tensor(Shape{3, 3, 3, 8}, 1, -0.25f, 0.25f), b(Shape{8});
     auto run = [&](Precision p) {
-      Conv2D c("c", 3, 8, 3, 1);
-      REQUIRE(c.to(Device::cpu(), p).ok());
-      const Tensor y = Tensor::from_view(c.forward(x));
-      const Tensor dx = Tensor::from_view(c.backward(dy));
-      return std::vector<Tensor>{y, dx, *c.parameters()[0].grad};
+      Tensor y(dy.shape()), dx(x.shape()), dw(w.shape()), db(b.shape());
+      std::unique_ptr<Workspace> ws;
+      cpu_backend().conv2d_forward(Conv2dGeometry{}, x, w, b, y, ws, p);
+      cpu_backend().conv2d_backward(Conv2dGeometry{}, x, w, dy, dw, db, dx, ws, p);
+      return std::vector<Tensor>{y, dx, dw};
     };
     auto [fast, ref] = fast_and_reference([&] { return run(Precision::mixed_bfloat16); });
     const auto f32 = run(Precision::float32);
@@ -225,23 +225,24 @@ TEST_CASE("a backward pass reads the operands of its own forward pass, never an 
   // optimizer and the next batch change them, and the second step must see the new values.
   const Tensor x1 = random_tensor(Shape{32, 40}, 9), x2 = random_tensor(Shape{32, 40}, 10);
   const Tensor dy = random_tensor(Shape{32, 20}, 11);
-  Dense layer("d", 40, 20, 1);
-  REQUIRE(layer.to(Device::cpu(), Precision::mixed_bfloat16).ok());
+  auto& be = cpu_backend();
+  const Precision p = Precision::mixed_bfloat16;
+  Tensor w = random_tensor(Shape{40, 20}, 1, -0.3f, 0.3f);
+  const Tensor b(Shape{20});
+  Tensor y(Shape{32, 20}), dw(w.shape()), db(b.shape()), dx(Shape{32, 40});
   Tensor input = x1;
-  layer.forward(input);
-  layer.backward(dy);
-  Tensor& w = *layer.parameters()[0].value;
+  be.dense_forward(input, w, b, y, p);
+  be.dense_backward(input, w, dy, dw, db, dx, p);
   for (int64_t i = 0; i < w.size(); ++i)
     w[i] += 0.5f;
   std::copy_n(x2.data(), x2.size(), input.data());  // the same memory, a new batch
-  layer.forward(input);
-  const Tensor dx = Tensor::from_view(layer.backward(dy));
-  const Tensor dw = *layer.parameters()[0].grad;
+  be.dense_forward(input, w, b, y, p);
+  be.dense_backward(input, w, dy, dw, db, dx, p);
 
-  Dense fresh("d", 40, 20, 1);
-  REQUIRE(fresh.to(Device::cpu(), Precision::mixed_bfloat16).ok());
-  std::copy_n(w.data(), w.size(), fresh.parameters()[0].value->data());
-  fresh.forward(x2);
-  CHECK(max_abs_diff(Tensor::from_view(fresh.backward(dy)), dx) == 0.0f);
-  CHECK(max_abs_diff(*fresh.parameters()[0].grad, dw) == 0.0f);
+  const Tensor fresh_w = w;  // the same values elsewhere: nothing cached for them
+  Tensor fy(y.shape()), fdw(w.shape()), fdb(b.shape()), fdx(dx.shape());
+  be.dense_forward(x2, fresh_w, b, fy, p);
+  be.dense_backward(x2, fresh_w, dy, fdw, fdb, fdx, p);
+  CHECK(max_abs_diff(fdx, dx) == 0.0f);
+  CHECK(max_abs_diff(fdw, dw) == 0.0f);
 }

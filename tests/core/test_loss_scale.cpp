@@ -5,9 +5,9 @@
 
 #include <cmath>
 
+#include "core/keras/classifier_graph.hpp"
+#include "core/keras/classifier_trainer.hpp"
 #include "core/loss_scale.hpp"
-#include "core/nn/sequential.hpp"
-#include "core/trainer.hpp"
 #include "helpers.hpp"
 
 using namespace troupe::core;
@@ -46,10 +46,10 @@ TEST_CASE("mixed_float16 training skips overflowing steps, finds a scale, and le
   for (size_t i = 0; i < y.size(); ++i)
     y[i] = static_cast<int32_t>(i % 10);
 
-  auto model = make_mlp({784, 32, 10}, 5);
+  auto model = keras::ClassifierGraph::make({false, {784, 32, 10}, 5, true}).value();
   REQUIRE(model->to(Device::cpu(), Precision::mixed_float16).ok());
   auto sgd = make_optimizer("sgd", 0.01f).value();
-  ClassifierTrainer trainer(*model, *sgd, LossScaleOptions{16777216.0f, 1000, 2.0f});
+  keras::ClassifierTrainer trainer(*model, *sgd, LossScaleOptions{16777216.0f, 1000, 2.0f});
   REQUIRE(trainer.loss_scale() != nullptr);
 
   // The first step's gradients are not finite: nothing is applied.
@@ -78,10 +78,10 @@ TEST_CASE("applied steps are unscaled: mixed_float16 moves weights as float32 do
   std::vector<int32_t> y(8, 2);
   std::vector<Tensor> moved;
   for (Precision p : {Precision::float32, Precision::mixed_float16}) {
-    auto model = make_mlp({784, 16, 10}, 7);
+    auto model = keras::ClassifierGraph::make({false, {784, 16, 10}, 7, true}).value();
     REQUIRE(model->to(Device::cpu(), p).ok());
     auto sgd = make_optimizer("sgd", 0.5f).value();
-    ClassifierTrainer trainer(*model, *sgd, LossScaleOptions{1024.0f, 1000, 2.0f});
+    keras::ClassifierTrainer trainer(*model, *sgd, LossScaleOptions{1024.0f, 1000, 2.0f});
     const Tensor before = *trainer.parameters()[2].value;
     REQUIRE(trainer.train_step(x, y.data()).ok());
     Tensor delta = *trainer.parameters()[2].value;
@@ -96,10 +96,10 @@ TEST_CASE("applied steps are unscaled: mixed_float16 moves weights as float32 do
 
 TEST_CASE("float32 and mixed_bfloat16 training do not scale the loss", "[loss_scale]") {
   for (Precision p : {Precision::float32, Precision::mixed_bfloat16}) {
-    auto model = make_mlp({784, 16, 10}, 5);
+    auto model = keras::ClassifierGraph::make({false, {784, 16, 10}, 5, true}).value();
     REQUIRE(model->to(Device::cpu(), p).ok());
     auto sgd = make_optimizer("sgd", 0.1f).value();
-    ClassifierTrainer trainer(*model, *sgd);
+    keras::ClassifierTrainer trainer(*model, *sgd);
     CHECK(trainer.loss_scale() == nullptr);
     const Tensor x = random_tensor(Shape{16, 784}, 3);
     std::vector<int32_t> y(16, 3);

@@ -21,11 +21,10 @@
 #include "core/backend.hpp"
 #include "core/cpu/cpu_backend.hpp"
 #include "core/half.hpp"
+#include "core/keras/classifier_graph.hpp"
+#include "core/keras/classifier_trainer.hpp"
 #include "core/keras/ctr_graph.hpp"
 #include "core/nn/ctr_model.hpp"
-#include "core/nn/dense.hpp"
-#include "core/nn/sequential.hpp"
-#include "core/trainer.hpp"
 #include "gpu/cuda.hpp"
 #include "gpu/cuda_devices.hpp"
 #include "helpers.hpp"
@@ -159,13 +158,14 @@ TEST_CASE("CUDA Conv2D (cuDNN) matches the CPU's im2col convolution", "[gpu]") {
     INFO(core::precision_name(p));
     std::unique_ptr<core::Workspace> wc, wg;
     Tensor y(dy.shape()), dw(w.shape()), db(b.shape()), dx(x.shape());
-    cpu.conv2d_forward(x, w, b, y, wc, p);
-    cpu.conv2d_backward(x, w, dy, dw, db, dx, wc, p);
+    const core::Conv2dGeometry valid;  // stride 1, no padding
+    cpu.conv2d_forward(valid, x, w, b, y, wc, p);
+    cpu.conv2d_backward(valid, x, w, dy, dw, db, dx, wc, p);
     const Tensor xd = x.to(gpu0), wd = w.to(gpu0), bd = b.to(gpu0), dyd = dy.to(gpu0);
     Tensor yd(y.shape(), core::DType::float32, gpu0), dwd(w.shape(), core::DType::float32, gpu0),
         dbd(b.shape(), core::DType::float32, gpu0), dxd(x.shape(), core::DType::float32, gpu0);
-    be.conv2d_forward(xd, wd, bd, yd, wg, p);
-    be.conv2d_backward(xd, wd, dyd, dwd, dbd, dxd, wg, p);
+    be.conv2d_forward(valid, xd, wd, bd, yd, wg, p);
+    be.conv2d_backward(valid, xd, wd, dyd, dwd, dbd, dxd, wg, p);
     gpu_close_to_cpu(yd, y, 1e-4f, "conv y");
     gpu_close_to_cpu(dwd, dw, 1e-4f, "conv dW");
     gpu_close_to_cpu(dbd, db, 1e-4f, "conv db");
@@ -182,12 +182,12 @@ TEST_CASE("CUDA element-wise layers, losses, metrics and optimizers match the CP
   cpu.relu_forward(x, y);
   be.relu_forward(xd, yd);
   gpu_close_to_cpu(yd, y, 0.0f, "relu");
-  cpu.sigmoid_forward(x, y);
-  be.sigmoid_forward(xd, yd);
-  gpu_close_to_cpu(yd, y, 1e-5f, "sigmoid");
   Tensor dx(x.shape()), dxd(x.shape(), core::DType::float32, gpu0);
-  cpu.sigmoid_backward(y, dy, dx);
-  be.sigmoid_backward(yd, dyd, dxd);
+  cpu.activation_forward(core::ActFn::sigmoid, x, y);
+  be.activation_forward(core::ActFn::sigmoid, xd, yd);
+  gpu_close_to_cpu(yd, y, 1e-5f, "sigmoid");
+  cpu.activation_backward(core::ActFn::sigmoid, x, y, dy, dx);
+  be.activation_backward(core::ActFn::sigmoid, xd, yd, dyd, dxd);
   gpu_close_to_cpu(dxd, dx, 1e-5f, "sigmoid backward");
   CHECK(be.all_finite({xd, dyd}));
   Tensor inf = x;
@@ -290,45 +290,13 @@ TEST_CASE("CUDA CTR models compute as on the CPU", "[gpu]") {
                                1e-4f, gc[i].first, "on the GPU");
 }
 
-TEST_CASE("a Dense layer's gradients on the GPU match finite differences on the GPU", "[gpu]") {
-  if (!have_gpu()) return;
-  core::Dense d("d", 12, 5, 3);
-  REQUIRE(d.to(gpu0).ok());
-  const Tensor x = random_tensor(Shape{4, 12}, 1), r = random_tensor(Shape{4, 5}, 2);
-  const Tensor xd = x.to(gpu0), rd = r.to(gpu0);
-  auto loss = [&] {
-    const Tensor y = host(Tensor::from_view(d.forward(xd)));
-    double s = 0.0;
-    for (int64_t i = 0; i < y.size(); ++i)
-      s += static_cast<double>(y[i]) * r[i];
-    return s;
-  };
-  d.forward(xd);
-  d.backward(rd);
-  const Tensor dw = host(*d.parameters()[0].grad);
-  Tensor& w = *d.parameters()[0].value;
-  for (int64_t i = 0; i < w.size(); i += 3) {
-    Tensor wh = host(w);
-    const float saved = wh[i];
-    wh[i] = saved + 1e-2f;
-    core::copy(wh, w);
-    const double up = loss();
-    wh[i] = saved - 1e-2f;
-    core::copy(wh, w);
-    const double down = loss();
-    wh[i] = saved;
-    core::copy(wh, w);
-    CHECK(dw[i] == Approx((up - down) / 2e-2).margin(2e-3).epsilon(2e-2));
-  }
-}
-
 TEST_CASE("training on the GPU follows the CPU, and steps take no new device memory", "[gpu]") {
   if (!have_gpu()) return;
   auto train = [](Device device, int steps, size_t* reserved_growth) {
-    auto model = core::make_model("mlp", 3).value();
+    auto model = core::keras::make_classifier("mlp", 3).value();
     REQUIRE(model->to(device).ok());
     auto opt = core::make_optimizer("sgd", 0.1f).value();
-    core::ClassifierTrainer trainer(*model, *opt);
+    core::keras::ClassifierTrainer trainer(*model, *opt);
     const Tensor x = random_tensor(Shape{128, 784}, 9);
     std::vector<int32_t> y(128);
     for (size_t i = 0; i < y.size(); ++i)

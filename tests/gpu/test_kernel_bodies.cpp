@@ -57,25 +57,6 @@ TEST_CASE("element-wise bodies compute what the CPU backend does", "[kernels]") 
   run_body(x.size(), [&](int64_t i) { k::relu_backward(i, y.data(), dy.data(), dx.data()); });
   close_to_cpu(dx, dx_cpu, 0.0f, "relu backward");
 
-  cpu.sigmoid_forward(x, y_cpu);
-  run_body(x.size(), [&](int64_t i) { k::sigmoid_forward(i, x.data(), y.data()); });
-  close_to_cpu(y, y_cpu, 1e-6f, "sigmoid");
-  cpu.sigmoid_backward(y_cpu, dy, dx_cpu);
-  run_body(x.size(),
-           [&](int64_t i) { k::sigmoid_backward(i, y_cpu.data(), dy.data(), dx.data()); });
-  close_to_cpu(dx, dx_cpu, 1e-6f, "sigmoid backward");
-
-  // Mean over the middle axis of [b, n, d], and its backward.
-  const Tensor p = random_tensor(Shape{5, 7, 3}, 3);
-  Tensor m_cpu(Shape{5, 3}), m(Shape{5, 3});
-  cpu.mean_pool_forward(p, m_cpu);
-  run_body(15, [&](int64_t i) { k::mean_pool_forward(i, p.data(), m.data(), 7, 3); });
-  close_to_cpu(m, m_cpu, 1e-6f, "mean pool");
-  Tensor dp_cpu(p.shape()), dp(p.shape());
-  cpu.mean_pool_backward(m_cpu, dp_cpu);
-  run_body(p.size(), [&](int64_t i) { k::mean_pool_backward(i, m_cpu.data(), dp.data(), 7, 3); });
-  close_to_cpu(dp, dp_cpu, 1e-6f, "mean pool backward");
-
   // Column sums are the bias' gradient (the CPU backend's dense_backward computes it).
   const Tensor w = random_tensor(Shape{11, 4}, 4);
   Tensor dw(Shape{11, 4}), db_cpu(Shape{4}), db(Shape{4}), g(Shape{37, 4});

@@ -1,10 +1,10 @@
-#include "core/trainer.hpp"
+#include "core/keras/classifier_trainer.hpp"
 
 #include <cmath>
 
-namespace troupe::core {
+namespace troupe::core::keras {
 
-ClassifierTrainer::ClassifierTrainer(Classifier& model, Optimizer& optimizer,
+ClassifierTrainer::ClassifierTrainer(ClassifierGraph& model, Optimizer& optimizer,
                                      LossScaleOptions loss_scale)
     : model_(model),
       optimizer_(optimizer),
@@ -83,4 +83,4 @@ Status ClassifierTrainer::evaluate_batch(ConstTensorView x, const int32_t* label
   return {};
 }
 
-}  // namespace troupe::core
+}  // namespace troupe::core::keras

@@ -5,17 +5,17 @@
 #include <vector>
 
 #include "core/expected.hpp"
+#include "core/keras/classifier_graph.hpp"
 #include "core/loss_scale.hpp"
 #include "core/metrics.hpp"
-#include "core/nn/classifier.hpp"
 #include "core/nn/losses.hpp"
 #include "core/optimizer.hpp"
 
-namespace troupe::core {
+namespace troupe::core::keras {
 
 /// One process's training step for a classifier: forward, softmax cross-entropy, backward,
 /// and the optimizer's update of every parameter (slots kept here, one set per parameter).
-/// It runs where the model is (Classifier::to) in the model's precision: batches from the
+/// It runs where the model is (ClassifierGraph::to) in the model's precision: batches from the
 /// host are copied to the device, and under mixed_float16 the loss is scaled dynamically
 /// (core/loss_scale.hpp; a step with non-finite gradients is skipped, not applied).
 ///
@@ -24,7 +24,7 @@ namespace troupe::core {
 ///   float loss = t.train_step(batch.features, batch.classes.data()).value();
 class ClassifierTrainer {
  public:
-  ClassifierTrainer(Classifier& model, Optimizer& optimizer, LossScaleOptions loss_scale = {});
+  ClassifierTrainer(ClassifierGraph& model, Optimizer& optimizer, LossScaleOptions loss_scale = {});
 
   /// The batch's mean loss before the update.
   Expected<float> train_step(ConstTensorView x, const int32_t* labels);
@@ -46,7 +46,7 @@ class ClassifierTrainer {
   std::vector<SlotSet>& slots() { return slots_; }
   /// Under mixed_float16: the dynamic loss scale; otherwise null.
   const LossScale* loss_scale() const { return scaling_ ? &loss_scale_ : nullptr; }
-  Classifier& model() { return model_; }
+  ClassifierGraph& model() { return model_; }
 
  private:
   /// `x` on the model's device (copied there from elsewhere).
@@ -54,7 +54,7 @@ class ClassifierTrainer {
   /// After a loss that is not finite on a device: the device's own error, if it has one.
   Status device_status(float loss);
 
-  Classifier& model_;
+  ClassifierGraph& model_;
   Optimizer& optimizer_;
   SoftmaxCrossEntropy loss_;
   std::vector<Parameter> params_;
@@ -64,4 +64,4 @@ class ClassifierTrainer {
   Tensor input_;  // the batch on the model's device
 };
 
-}  // namespace troupe::core
+}  // namespace troupe::core::keras

@@ -1,4 +1,4 @@
-#include "core/nn/layer.hpp"
+#include "core/parameter.hpp"
 
 namespace troupe::core {
 
@@ -18,19 +18,6 @@ Status assign(const std::vector<Parameter>& params, std::vector<Tensor> values) 
     else
       params[i].value->set(values[i]);
   }
-  return {};
-}
-
-Status Layer::to(Device device, Precision precision) {
-  auto backend = backend_for(device);
-  if (!backend) return backend.error();
-  for (auto& p : parameters()) {
-    if (p.value->device() != device) *p.value = p.value->to(device);
-    *p.grad = Tensor(p.value->shape(), DType::float32, device);
-  }
-  device_ = device;
-  precision_ = precision;
-  backend_ = *backend;
   return {};
 }
 
