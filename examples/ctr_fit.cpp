@@ -49,7 +49,7 @@ struct Settings {
   troupe::examples::TableFlags table;    // --table fixed|dynamic and the dynamic table's flags
 
   std::string ext() const { return format == "tfrecord" ? ".tfrecord" : ".txt"; }
-  tc::RecordFormat record_format() const { return tc::parse_record_format(format).value(); }
+  tc::DataFormat record_format() const { return tc::parse_sparse_format(format).value(); }
 };
 
 troupe::ModelSpec model_spec(const Settings& s) {

@@ -83,7 +83,7 @@ struct Settings {
   int64_t table_rows() const { return buckets * tc::criteo_categorical_fields; }
   tc::SparseInputOptions input(size_t batch_size) const {
     tc::SparseInputOptions o;
-    o.format = tc::parse_record_format(format).value();
+    o.format = tc::parse_sparse_format(format).value();
     o.criteo = table.criteo(buckets);
     o.batch = batch_size;
     o.shuffle_buffer = shuffle_buffer;

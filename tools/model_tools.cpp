@@ -298,7 +298,7 @@ nlohmann::json run_predict(const PredictOptions& o, int& code) {
   if (is_keras_model(o.model)) return run_keras_predict(o, code);
   auto predictor = Predictor::load(o.model);
   if (!predictor) return failed(program, predictor.error(), code);
-  auto format = core::parse_record_format(o.format.empty() ? "criteo" : o.format);
+  auto format = core::parse_sparse_format(o.format.empty() ? "criteo" : o.format);
   if (!format) return failed(program, format.error(), code);
   core::SparseInputOptions in;
   in.format = *format;

@@ -11,30 +11,6 @@
 
 namespace troupe::core {
 
-Expected<DataFormat> parse_data_format(std::string_view name) {
-  if (name == "tfrecord") return DataFormat::tfrecord;
-  if (name == "criteo") return DataFormat::criteo;
-  if (name == "csv") return DataFormat::csv;
-  if (name == "idx") return DataFormat::idx;
-  return make_error(Errc::invalid_argument, "unknown data format '" +
-                                                std::string(name.substr(0, 32)) +
-                                                "' (tfrecord, criteo, csv or idx)");
-}
-
-const char* data_format_name(DataFormat format) {
-  switch (format) {
-    case DataFormat::tfrecord:
-      return "tfrecord";
-    case DataFormat::criteo:
-      return "criteo";
-    case DataFormat::csv:
-      return "csv";
-    case DataFormat::idx:
-      return "idx";
-  }
-  return "?";
-}
-
 namespace {
 
 constexpr const char* idx_image = "image";
@@ -234,7 +210,7 @@ Expected<Batch> parse_records(const std::vector<NamedRecord>& records, const Nam
 Dataset<NamedRecord> named_records(const std::string& path, const NamedInputOptions& o,
                                    const std::shared_ptr<const TextLayout>& criteo) {
   if (o.format == DataFormat::tfrecord)
-    return file_records(path, RecordFormat::tfrecord).map([](RawRecord r) {
+    return file_records(path, DataFormat::tfrecord).map([](RawRecord r) {
       return NamedRecord{std::move(r), nullptr};
     });
   return Dataset<NamedRecord>([path, o, criteo] {
@@ -416,6 +392,11 @@ Status check(const NamedInputOptions& o) {
             s.kind == ColumnKind::floats)
           return bad_spec(s, "criteo's categorical fields are ints (from hex) or strings");
         break;
+      case DataFormat::libsvm:
+        return make_error(Errc::invalid_argument,
+                          "libsvm data has no feature names for a Keras model's inputs: read it "
+                          "with the CTR programs (ctr_ps, ctr_fit), or write it as TFRecord or "
+                          "CSV");
       case DataFormat::idx:
         if (s.kind == ColumnKind::strings) return bad_spec(s, "IDX files hold numbers");
         if (s.name == idx_label && !one)

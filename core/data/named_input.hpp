@@ -33,16 +33,11 @@
 #include <vector>
 
 #include "core/data/columns.hpp"
+#include "core/data/data_format.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/input_context.hpp"
 
 namespace troupe::core {
-
-enum class DataFormat { tfrecord, criteo, csv, idx };
-
-/// "tfrecord", "criteo", "csv" or "idx"; anything else is an invalid_argument error.
-Expected<DataFormat> parse_data_format(std::string_view name);
-const char* data_format_name(DataFormat format);
 
 struct NamedInputOptions {
   DataFormat format = DataFormat::tfrecord;

@@ -4,25 +4,15 @@
 
 namespace troupe::core {
 
-Expected<RecordFormat> parse_record_format(std::string_view name) {
-  if (name == "libsvm") return RecordFormat::libsvm;
-  if (name == "criteo") return RecordFormat::criteo;
-  if (name == "tfrecord") return RecordFormat::tfrecord;
-  return make_error(Errc::invalid_argument, "unknown record format '" +
-                                                std::string(name.substr(0, 32)) +
-                                                "' (libsvm, criteo or tfrecord)");
-}
-
-const char* record_format_name(RecordFormat format) {
-  switch (format) {
-    case RecordFormat::libsvm:
-      return "libsvm";
-    case RecordFormat::criteo:
-      return "criteo";
-    case RecordFormat::tfrecord:
-      return "tfrecord";
-  }
-  return "?";
+Expected<DataFormat> parse_sparse_format(std::string_view name) {
+  auto format = parse_data_format(name);
+  if (!format) return format;
+  if (*format == DataFormat::csv || *format == DataFormat::idx)
+    return make_error(Errc::invalid_argument,
+                      "the CTR programs read libsvm, criteo or tfrecord data, not " +
+                          std::string(data_format_name(*format)) +
+                          " (a Keras model reads it by input name: troupe train)");
+  return format;
 }
 
 namespace {
@@ -61,8 +51,8 @@ Status bucket_keys(Example& e, const CriteoOptions& o, const RawRecord& r) {
 
 }  // namespace
 
-Dataset<RawRecord> file_records(const std::string& path, RecordFormat format) {
-  if (format == RecordFormat::tfrecord)
+Dataset<RawRecord> file_records(const std::string& path, DataFormat format) {
+  if (format == DataFormat::tfrecord)
     return Dataset<RawRecord>([path] { return stream<TFRecordReader>(path); });
   return Dataset<RawRecord>([path] { return stream<LineReader>(path); });
 }
@@ -95,21 +85,21 @@ Dataset<RawRecord> sharded_tfrecords(std::vector<std::string> files, int64_t sha
   });
 }
 
-Expected<Batch> parse_batch(const std::vector<RawRecord>& records, RecordFormat format,
+Expected<Batch> parse_batch(const std::vector<RawRecord>& records, DataFormat format,
                             const CriteoOptions& criteo) {
   std::vector<Example> examples;
   examples.reserve(records.size());
   for (const RawRecord& r : records) {
     Example e;
-    if (format == RecordFormat::tfrecord) {
+    if (format == DataFormat::tfrecord) {
       auto parsed = parse_example(r.data);
       if (!parsed)
         return make_error(parsed.error().code, r.where() + ": " + parsed.error().message);
       e = std::move(*parsed);
       if (auto st = bucket_keys(e, criteo, r); !st) return st.error();
     } else {
-      auto kept = format == RecordFormat::criteo ? parse_criteo_line(r, criteo, e)
-                                                 : parse_libsvm_line(r, e);
+      auto kept =
+          format == DataFormat::criteo ? parse_criteo_line(r, criteo, e) : parse_libsvm_line(r, e);
       if (!kept) return kept.error();
       if (!*kept) continue;
     }
@@ -122,14 +112,14 @@ Expected<Batch> parse_batch(const std::vector<RawRecord>& records, RecordFormat 
   return collate(examples);
 }
 
-Expected<std::vector<Example>> read_examples(const std::string& path, RecordFormat format,
+Expected<std::vector<Example>> read_examples(const std::string& path, DataFormat format,
                                              const CriteoOptions& criteo) {
-  if (format == RecordFormat::criteo || criteo.bucket_tfrecord_keys)
+  if (format == DataFormat::criteo || criteo.bucket_tfrecord_keys)
     if (auto st = check(criteo); !st) return st.error();
   std::vector<Example> out;
   auto parse = [&](const RawRecord& r) -> Status {
     Example e;
-    if (format == RecordFormat::tfrecord) {
+    if (format == DataFormat::tfrecord) {
       auto parsed = parse_example(r.data);
       if (!parsed)
         return make_error(parsed.error().code, r.where() + ": " + parsed.error().message);
@@ -138,7 +128,7 @@ Expected<std::vector<Example>> read_examples(const std::string& path, RecordForm
       return {};
     }
     auto kept =
-        format == RecordFormat::criteo ? parse_criteo_line(r, criteo, e) : parse_libsvm_line(r, e);
+        format == DataFormat::criteo ? parse_criteo_line(r, criteo, e) : parse_libsvm_line(r, e);
     if (!kept) return kept.error();
     if (*kept) out.push_back(std::move(e));
     return {};
@@ -153,7 +143,7 @@ Expected<std::vector<Example>> read_examples(const std::string& path, RecordForm
       if (auto st = parse(r); !st) return st.error();
     }
   };
-  if (format == RecordFormat::tfrecord) return each(TFRecordReader::open(path));
+  if (format == DataFormat::tfrecord) return each(TFRecordReader::open(path));
   return each(LineReader::open(path));
 }
 
@@ -161,10 +151,10 @@ Dataset<Batch> sparse_input(std::vector<std::string> files, const InputContext& 
                             const SparseInputOptions& options) {
   const auto n = std::max<int64_t>(1, ctx.num_input_pipelines);
   const int64_t id = ctx.input_pipeline_id;
-  const RecordFormat format = options.format;
+  const DataFormat format = options.format;
   const bool by_file = static_cast<int64_t>(files.size()) >= n;
   auto records = [&] {
-    if (!by_file && format == RecordFormat::tfrecord)
+    if (!by_file && format == DataFormat::tfrecord)
       return sharded_tfrecords(std::move(files), n, id);
     auto names = from_vector(std::move(files));
     if (by_file) names = names.shard(n, id);

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/data/data_format.hpp"
 #include "core/data/dataset.hpp"
 #include "core/data/input_context.hpp"
 #include "core/data/record_io.hpp"
@@ -18,14 +19,12 @@
 
 namespace troupe::core {
 
-enum class RecordFormat { libsvm, criteo, tfrecord };
-
-/// "libsvm", "criteo" or "tfrecord"; anything else is an invalid_argument error.
-Expected<RecordFormat> parse_record_format(std::string_view name);
-const char* record_format_name(RecordFormat format);
+/// "libsvm", "criteo" or "tfrecord" (core/data/data_format.hpp): another format's name is
+/// an invalid_argument error naming it, as is a name that is no format.
+Expected<DataFormat> parse_sparse_format(std::string_view name);
 
 struct SparseInputOptions {
-  RecordFormat format = RecordFormat::criteo;
+  DataFormat format = DataFormat::criteo;
   CriteoOptions criteo;
   size_t batch = 256;
   bool drop_remainder = true;
@@ -42,7 +41,7 @@ struct SparseInputOptions {
 
 /// The records of one file, streamed (one record in memory). A file that cannot be opened
 /// or a damaged record throws (BadExpectedAccess) an error naming the file and offset.
-Dataset<RawRecord> file_records(const std::string& path, RecordFormat format);
+Dataset<RawRecord> file_records(const std::string& path, DataFormat format);
 
 /// Every `shards`-th record of TFRecord `files` read in order, starting at record `shard`
 /// (as file_records of each file, then Dataset::shard): the others are passed over by
@@ -53,12 +52,12 @@ Dataset<RawRecord> sharded_tfrecords(std::vector<std::string> files, int64_t sha
 
 /// Parses records into one Batch. A malformed record, or dense features of another width
 /// than the batch's first record, is a data_loss error naming its file and offset.
-Expected<Batch> parse_batch(const std::vector<RawRecord>& records, RecordFormat format,
+Expected<Batch> parse_batch(const std::vector<RawRecord>& records, DataFormat format,
                             const CriteoOptions& criteo = {});
 
 /// Every example of one file (for evaluation sets); errors as parse_batch's, and a file
 /// that cannot be read is not_found / io_error naming it.
-Expected<std::vector<Example>> read_examples(const std::string& path, RecordFormat format,
+Expected<std::vector<Example>> read_examples(const std::string& path, DataFormat format,
                                              const CriteoOptions& criteo = {});
 
 /// This pipeline's share of `files` as batches. With at least as many files as pipelines,

@@ -7,6 +7,7 @@
 #include "core/data/idx.hpp"
 #include "core/data/named_input.hpp"
 #include "core/data/record_io.hpp"
+#include "core/data/sparse_input.hpp"
 #include "core/data/tf_example.hpp"
 #include "core/proto_wire.hpp"
 #include "helpers.hpp"
@@ -373,6 +374,19 @@ TEST_CASE("Evaluation batches keep order and the remainder, and options are chec
   CHECK(check(options(DataFormat::idx, {{"image", ColumnKind::strings, {784}}}, 3)).ok() == false);
   CHECK(parse_data_format("csv").value() == DataFormat::csv);
   CHECK_FALSE(parse_data_format("parquet").ok());
+  // One enum for both pipelines: each names what it cannot read.
+  for (DataFormat f : {DataFormat::tfrecord, DataFormat::criteo, DataFormat::csv, DataFormat::idx,
+                       DataFormat::libsvm})
+    CHECK(parse_data_format(data_format_name(f)).value() == f);
+  auto libsvm = check(options(DataFormat::libsvm, {{"x", ColumnKind::floats, {}}}, 3));
+  REQUIRE_FALSE(libsvm.ok());
+  CHECK_THAT(libsvm.error().message, Catch::Contains("libsvm") && Catch::Contains("ctr_ps"));
+  CHECK(parse_sparse_format("libsvm").value() == DataFormat::libsvm);
+  CHECK(parse_sparse_format("tfrecord").value() == DataFormat::tfrecord);
+  auto csv = parse_sparse_format("csv");
+  REQUIRE_FALSE(csv.ok());
+  CHECK_THAT(csv.error().message, Catch::Contains("not csv"));
+  CHECK_THAT(parse_sparse_format("parquet").error().message, Catch::Contains("'parquet'"));
   CHECK(column_kind_of_dtype("float32").value() == ColumnKind::floats);
   CHECK(column_kind_of_dtype("int64").value() == ColumnKind::ints);
   CHECK(column_kind_of_dtype("string").value() == ColumnKind::strings);

@@ -171,12 +171,12 @@ TEST_CASE("A fixed table hashes TFRecord raw keys into their field's buckets and
   o.buckets_per_field = buckets;
 
   // Without the option, the ids are the record's.
-  auto plain = parse_batch({r}, RecordFormat::tfrecord, o);
+  auto plain = parse_batch({r}, DataFormat::tfrecord, o);
   REQUIRE(plain.ok());
   CHECK(plain->ids == ids);
 
   o.bucket_tfrecord_keys = true;
-  auto batch = parse_batch({r, r}, RecordFormat::tfrecord, o);
+  auto batch = parse_batch({r, r}, DataFormat::tfrecord, o);
   REQUIRE(batch.ok());
   REQUIRE(batch->ids.size() == 2 * ids.size());
   for (size_t k = 0; k < ids.size(); ++k) {
@@ -194,7 +194,7 @@ TEST_CASE("A fixed table hashes TFRecord raw keys into their field's buckets and
   // The held-out reader maps them alike.
   TempDir dir;
   write_text(dir.file("h.tfrecord"), frame_record(r.data));
-  auto read = read_examples(dir.file("h.tfrecord"), RecordFormat::tfrecord, o);
+  auto read = read_examples(dir.file("h.tfrecord"), DataFormat::tfrecord, o);
   REQUIRE(read.ok());
   REQUIRE(read->size() == 1);
   CHECK(std::equal(read->front().ids.begin(), read->front().ids.end(), batch->ids.begin()));
@@ -212,7 +212,7 @@ TEST_CASE("A fixed table hashes TFRecord raw keys into their field's buckets and
   RawRecord few;
   few.data = encode_example(example(0.0f, {3, categorical_key(0, "x")}, {}, {}));
   few.file = std::make_shared<const std::string>("few.tfrecord");
-  auto refused = parse_batch({few}, RecordFormat::tfrecord, o);
+  auto refused = parse_batch({few}, DataFormat::tfrecord, o);
   REQUIRE(!refused.ok());
   CHECK(refused.error().code == Errc::data_loss);
   CHECK(refused.error().message.find("few.tfrecord") != std::string::npos);
@@ -220,10 +220,10 @@ TEST_CASE("A fixed table hashes TFRecord raw keys into their field's buckets and
   // Records of rows only are read as before, whatever their count.
   RawRecord rows;
   rows.data = encode_example(example(0.0f, {3, 2000}, {}, {}));
-  CHECK(parse_batch({rows}, RecordFormat::tfrecord, o).ok());
+  CHECK(parse_batch({rows}, DataFormat::tfrecord, o).ok());
   // No buckets: an error, not a division by zero.
   o.buckets_per_field = 0;
-  auto none = parse_batch({r}, RecordFormat::tfrecord, o);
+  auto none = parse_batch({r}, DataFormat::tfrecord, o);
   REQUIRE(!none.ok());
   CHECK(none.error().message.find("buckets_per_field") != std::string::npos);
 }
@@ -252,9 +252,9 @@ TEST_CASE("sparse_input: files sharded by worker, every record once, formats ali
   std::multiset<float> all;
   for (int w = 0; w < 2; ++w) {
     InputContext ctx{2, w, 1};
-    o.format = RecordFormat::tfrecord;
+    o.format = DataFormat::tfrecord;
     auto tf = labels_of(sparse_input(tf_files, ctx, o));
-    o.format = RecordFormat::libsvm;
+    o.format = DataFormat::libsvm;
     auto svm = labels_of(sparse_input(svm_files, ctx, o));
     CHECK(tf == svm);
     CHECK(tf.size() == 20);
@@ -268,7 +268,7 @@ TEST_CASE("sparse_input: files sharded by worker, every record once, formats ali
 
   // Fewer files than pipelines: every n-th record, still each record once.
   std::multiset<float> spread;
-  o.format = RecordFormat::tfrecord;
+  o.format = DataFormat::tfrecord;
   for (int w = 0; w < 3; ++w)
     for (float l : labels_of(sparse_input({tf_files[0]}, InputContext{3, w, 1}, o)))
       spread.insert(l);
@@ -303,7 +303,7 @@ TEST_CASE("a damaged record reaches the reader of the pipeline as an error namin
   bytes[30 * rec + 14] ^= 0x01;  // data of record 30
   troupe::test::write_bytes(path, bytes);
   SparseInputOptions o;
-  o.format = RecordFormat::tfrecord;
+  o.format = DataFormat::tfrecord;
   o.batch = 8;
   o.prefetch = 2;  // the error crosses the prefetch thread
   auto it = sparse_input({path}, InputContext{}, o).make_iterator();
@@ -321,7 +321,7 @@ TEST_CASE("a damaged record reaches the reader of the pipeline as an error namin
   // A Criteo line with a bad field, parsed in the map step: the file and line.
   write_text(dir.file("c.txt"),
              std::string("1") + std::string(39, '\t') + "\n2" + std::string(39, '\t') + "\n");
-  o.format = RecordFormat::criteo;
+  o.format = DataFormat::criteo;
   o.drop_remainder = false;
   it = sparse_input({dir.file("c.txt")}, InputContext{}, o).make_iterator();
   try {
@@ -332,7 +332,7 @@ TEST_CASE("a damaged record reaches the reader of the pipeline as an error namin
   }
   // Dense widths that differ within a batch are an error, not an assertion.
   write_tfrecords(path, {example(0, {1}, {}, {1.0f}), example(1, {2}, {}, {1.0f, 2.0f})});
-  o.format = RecordFormat::tfrecord;
+  o.format = DataFormat::tfrecord;
   it = sparse_input({path}, InputContext{}, o).make_iterator();
   CHECK_THROWS_AS(it->next(), BadExpectedAccess);
 }
@@ -451,7 +451,7 @@ TEST_CASE("sparse_input trains from one FIFO per worker, as SageMaker's Pipe mod
     REQUIRE(writers.back()->made());
   }
   SparseInputOptions o;
-  o.format = RecordFormat::tfrecord;
+  o.format = DataFormat::tfrecord;
   o.batch = 16;
   o.drop_remainder = false;
   o.epochs = 1;

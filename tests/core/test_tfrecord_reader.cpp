@@ -152,7 +152,7 @@ TEST_CASE("sharded_tfrecords reads each shard's records as reading all and keepi
     for (int64_t shard = 0; shard < std::min<int64_t>(shards, 5); ++shard) {
       INFO(shards << " shards, shard " << shard);
       auto all = from_vector(files).flat_map(
-          [](std::string p) { return file_records(p, RecordFormat::tfrecord); });
+          [](std::string p) { return file_records(p, DataFormat::tfrecord); });
       const auto want = payloads(all.shard(shards, shard));
       const auto ds = sharded_tfrecords(files, shards, shard);
       CHECK(payloads(ds) == want);

@@ -49,7 +49,7 @@ TEST_CASE("ctr_datagen: Criteo text and TFRecord files read into the same batche
     o.drop_remainder = false;
     o.criteo.buckets_per_field = 1000;
     o.criteo.raw_keys = raw;
-    auto read_all = [&](tc::RecordFormat format, const std::string& ext) {
+    auto read_all = [&](tc::DataFormat format, const std::string& ext) {
       o.format = format;
       std::vector<tc::Batch> out;
       auto it = tc::sparse_input({dir.file("train-00000-of-00002" + ext),
@@ -60,8 +60,8 @@ TEST_CASE("ctr_datagen: Criteo text and TFRecord files read into the same batche
         out.push_back(std::move(*b));
       return out;
     };
-    const auto text = read_all(tc::RecordFormat::criteo, ".txt");
-    const auto records = read_all(tc::RecordFormat::tfrecord, ".tfrecord");
+    const auto text = read_all(tc::DataFormat::criteo, ".txt");
+    const auto records = read_all(tc::DataFormat::tfrecord, ".tfrecord");
     REQUIRE(text.size() == 3);
     REQUIRE(records.size() == 3);
     std::set<int64_t> distinct;
