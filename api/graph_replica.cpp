@@ -1,6 +1,7 @@
 #include "api/graph_replica.hpp"
 #include "core/json_limits.hpp"
 #include "core/keras/compile_config.hpp"
+#include "troupe/devices.hpp"
 
 #include <cmath>
 #include <fstream>
@@ -65,6 +66,31 @@ core::Status set_labels(core::graph::Objective& o, const core::graph::Graph& g,
 }
 
 }  // namespace
+
+core::Status GraphReplica::place(const std::string& device_name, const std::string& precision) {
+  auto d = select_device(device_name);
+  if (!d) return d.error();
+  auto p = select_precision(precision, *d);
+  if (!p) return p.error();
+  if (auto st = graph().to(*d, *p); !st) return st;
+  device = *d;
+  if (core::needs_loss_scale(*p))
+    loss_scale.emplace();
+  else
+    loss_scale.reset();
+  return {};
+}
+
+bool GraphReplica::finish_scaled_step() {
+  if (!loss_scale) return true;
+  std::vector<core::TensorView> grads;
+  for (size_t w : dense)
+    if (trains[w]) grads.push_back(graph().gradient(w));
+  for (auto& t : tables())
+    grads.push_back(t.row_grads);
+  auto backend = core::backend_for(device);
+  return backend && core::unscale_gradients(*loss_scale, **backend, grads);
+}
 
 core::Expected<std::unique_ptr<GraphReplica>> GraphReplica::make(const KerasSource& source,
                                                                  const KerasOptions& options,

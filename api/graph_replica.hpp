@@ -8,12 +8,14 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/graph/objective.hpp"
 #include "core/keras/model_file.hpp"
+#include "core/loss_scale.hpp"
 #include "troupe/fit.hpp"
 #include "troupe/keras.hpp"
 #include "troupe/model.hpp"
@@ -42,6 +44,8 @@ struct GraphReplica {
   core::Device device;
   uint64_t seed = 1;
   uint64_t steps = 0;
+  /// Under mixed_float16 (set by place()): the dynamic loss scale of this replica's steps.
+  std::optional<core::LossScale> loss_scale;
 
   core::graph::Graph& graph() { return *loaded.model.graph; }
 
@@ -52,6 +56,15 @@ struct GraphReplica {
   static core::Expected<std::unique_ptr<GraphReplica>> make(const KerasSource& source,
                                                             const KerasOptions& options,
                                                             bool worker_copy = false);
+
+  /// Moves the graph to `device` ("cpu", "cuda" for this worker's GPU by its local rank,
+  /// "cuda:N") computing in `precision` (troupe::select_device / select_precision), with a
+  /// loss scale where the precision needs one; an error names the device and what was seen.
+  core::Status place(const std::string& device, const std::string& precision);
+  /// After a training run() under loss scaling: whether its gradients (the trainable dense
+  /// weights', the tables' rows') are finite, then unscaled; when not, the step is skipped
+  /// (nothing to push) and the scale lowered. True without loss scaling.
+  bool finish_scaled_step();
 
   /// The rows of every table the batch reads, one tensor per table in graph tables() order
   /// for its `ids`, on any device (all at once: a PS job fetches them in one round trip).
@@ -98,8 +111,9 @@ std::vector<core::FeatureSpec> feature_specs(const GraphReplica& r);
 /// A parameter-server worker's step of a Keras graph on one batch: the dense variables
 /// pulled whole (trainable or not), every table's rows of the batch in one round trip per
 /// PS task; forward, and when `train` the backward pass with the gradients (a
-/// non-trainable variable's change, the tables' row gradients) pushed. Its stats are the
-/// step's value. (api/keras_steps.cpp)
+/// non-trainable variable's change, the tables' row gradients) pushed, unless a
+/// loss-scaled step overflowed (finish_scaled_step). Its stats are the step's value.
+/// (api/keras_steps.cpp)
 core::Expected<BatchStats> worker_step(StepContext& ctx, GraphReplica& r, const core::Batch& batch,
                                        bool train);
 

@@ -9,7 +9,6 @@
 #include "api/graph_replica.hpp"
 #include "api/model_state.hpp"
 #include "core/data/named_input.hpp"
-#include "troupe/devices.hpp"
 #include "troupe/keras.hpp"
 #include "troupe/registry.hpp"
 
@@ -61,16 +60,6 @@ struct Installed {
 Installed& installed() {
   static Installed i;
   return i;
-}
-
-core::Status place(detail::GraphReplica& r, const KerasJob& job) {
-  auto d = select_device(job.device);
-  if (!d) return d.error();
-  auto p = select_precision(job.precision, *d);
-  if (!p) return p.error();
-  if (auto st = r.graph().to(*d, *p); !st) return st;
-  r.device = *d;
-  return {};
 }
 
 // The replica the "keras" dataset installed in this process.
@@ -132,13 +121,18 @@ core::Expected<BatchStats> worker_step(StepContext& ctx, GraphReplica& r, const 
     else
       w.value.set(v);
   }
-  auto stats = r.run(batch, train, [&](const std::vector<core::graph::TableUse>& uses) {
-    std::vector<StepContext::RowsOf> want;
-    for (size_t t = 0; t < uses.size(); ++t)
-      want.push_back({r.table_names[t], &uses[t].ids, {}});
-    return ctx.pull_rows(want);
-  });
+  const float scale = r.loss_scale ? r.loss_scale->scale() : 1.0f;
+  auto stats = r.run(
+      batch, train,
+      [&](const std::vector<core::graph::TableUse>& uses) {
+        std::vector<StepContext::RowsOf> want;
+        for (size_t t = 0; t < uses.size(); ++t)
+          want.push_back({r.table_names[t], &uses[t].ids, {}});
+        return ctx.pull_rows(want);
+      },
+      scale);
   if (!stats || !train) return stats;
+  if (!r.finish_scaled_step()) return stats;  // float16 overflow: nothing pushed
   // The step's changes to the PS tasks: the dense gradients (a non-trainable variable's
   // change, say a moving mean), and every table's row gradients.
   std::vector<std::pair<std::string, core::ConstTensorView>> grads;
@@ -269,7 +263,8 @@ void register_keras(Registry& registry) {
         if (!replica) {
           auto made = detail::GraphReplica::make(*job.source, job.options, /*worker_copy=*/true);
           replica = std::shared_ptr<detail::GraphReplica>(std::move(made.value()));
-          if (auto st = place(*replica, job); !st) throw core::BadExpectedAccess(st.error());
+          if (auto st = replica->place(job.device, job.precision); !st)
+            throw core::BadExpectedAccess(st.error());
         }
         auto specs = detail::feature_specs(*replica);
         {

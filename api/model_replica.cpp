@@ -326,10 +326,6 @@ core::Expected<BatchStats> ctr_step(detail::Replica& r, StepContext& ctx, const 
   return stats;
 }
 
-}  // namespace
-
-namespace {
-
 // A Keras model's steps on every worker, as register_keras's but for a model given in the
 // spec (the data from any registered dataset of named columns): "<name>/train" and
 // "<name>/evaluate" take a batch of the worker's iterator, "<name>/validate" batch i of
@@ -350,12 +346,7 @@ void register_graph_model(Registry& registry, const ModelSpec& spec) {
     if (!shared->replica) return shared->replica.error();
     auto& r = **shared->replica;
     if (!shared->placed) {
-      auto d = select_device(spec.device);
-      if (!d) return d.error();
-      auto p = select_precision(spec.precision, *d);
-      if (!p) return p.error();
-      if (auto st = r.graph().to(*d, *p); !st) return st.error();
-      r.device = *d;
+      if (auto st = r.place(spec.device, spec.precision); !st) return st.error();
       shared->placed = true;
     }
     return &r;

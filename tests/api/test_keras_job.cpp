@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "api/graph_replica.hpp"
@@ -98,4 +99,55 @@ TEST_CASE("A PS job's workers get the Keras model without its tables, and build 
   auto refused = tc::keras::load_model_bytes(*unmarked, "unmarked.keras", /*worker_copy=*/true);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().message.find("model.weights.h5 has no") != std::string::npos);
+}
+
+TEST_CASE(
+    "A worker's replica in mixed_float16 scales its loss, unscales the gradients, and "
+    "skips a step that overflowed",
+    "[keras][precision]") {
+  tc::keras::ClassifierForm form;
+  form.widths = {8, 16, 4};
+  form.features = true;
+  const auto source =
+      keras_source("mlp.json", tc::keras::classifier_model_config(form, "sgd", 0.1f)->dump());
+  auto made = detail::GraphReplica::make(*source, KerasOptions{});
+  REQUIRE(made.ok());
+  detail::GraphReplica& r = **made;
+  REQUIRE(r.place("cpu", "float32").ok());
+  CHECK_FALSE(r.loss_scale.has_value());
+  CHECK(r.finish_scaled_step());  // nothing to do without a loss scale
+
+  // A batch of features [4, 8] and class ids.
+  tc::Batch b;
+  const std::vector<tc::FeatureSpec> specs = {{"features", tc::ColumnKind::floats, {8}},
+                                              {"label", tc::ColumnKind::ints, {}}};
+  b.columns = tc::make_columns(specs, 4);
+  for (int i = 0; i < 32; ++i)
+    b.columns[0].floats.push_back(0.1f * static_cast<float>(i % 9) - 0.3f);
+  b.columns[1].ints = {0, 1, 2, 3};
+  tc::finish_columns(b.columns, specs, 4);
+  auto gradients = [&] {
+    std::vector<tc::Tensor> out;
+    for (size_t w : r.dense)
+      out.push_back(r.graph().gradient(w).to(tc::Device::cpu()));
+    return out;
+  };
+
+  REQUIRE(r.place("cpu", "mixed_float16").ok());
+  REQUIRE(r.loss_scale.has_value());
+  const float scale = r.loss_scale->scale();
+  REQUIRE(scale > 1.0f);
+  REQUIRE(r.run(b, /*train=*/true, detail::held_tables(r), 1.0f).ok());
+  const auto plain = gradients();
+  REQUIRE(r.run(b, /*train=*/true, detail::held_tables(r), scale).ok());
+  REQUIRE(r.finish_scaled_step());
+  const auto unscaled = gradients();
+  for (size_t i = 0; i < plain.size(); ++i)
+    for (int64_t k = 0; k < plain[i].size(); ++k)
+      CHECK(unscaled[i][k] == Approx(plain[i][k]).margin(1e-4).epsilon(1e-2));
+  // An overflow: the step is skipped and the scale lowered.
+  REQUIRE(r.run(b, /*train=*/true, detail::held_tables(r), scale).ok());
+  r.graph().gradient(r.dense.front()).fill(std::numeric_limits<float>::infinity());
+  CHECK_FALSE(r.finish_scaled_step());
+  CHECK(r.loss_scale->scale() < scale);
 }
