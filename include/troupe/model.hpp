@@ -53,7 +53,7 @@ struct ModelSpec {
   int64_t eval_batch_size = 1000;
   /// Where each process's replica computes and in which policy (troupe/devices.hpp):
   /// "cpu", "cuda" (a worker's GPU by its local rank) or "cuda:N"; "float32", "tf32",
-  /// "mixed_bfloat16", "mixed_float16" (loss scaling in one process and mirrored) or "auto".
+  /// "mixed_bfloat16", "mixed_float16" (dynamic loss scaling, a PS worker its own) or "auto".
   /// Variables on parameter servers stay float32 on their hosts; workers copy pulled
   /// values to their device and gradients back.
   std::string device = "cpu";
