@@ -84,6 +84,37 @@ class Functional {
         shape, "float32");
   }
 
+  /// Keras's indexing `from[:, ..., start:stop]` of the last axis (the batch's and the
+  /// others' whole), an operation node (keras.ops' GetItem, as Keras records `x[...]` on a
+  /// symbolic tensor), giving `dims`; stop < 0: to the end.
+  void slice_last(const std::string& name, const std::string& from, int64_t start, int64_t stop,
+                  std::vector<int64_t> dims) {
+    const Layer& l = layers_.at(at_.at(from));
+    auto slice = [](json start_, json stop_) {
+      return json{{"class_name", "__slice__"},
+                  {"config",
+                   {{"start", std::move(start_)}, {"stop", std::move(stop_)}, {"step", nullptr}}}};
+    };
+    json key = json::array();
+    for (size_t d = 1; d < l.shape.size(); ++d)  // the batch's axis, then the others but the last
+      key.push_back(slice(nullptr, nullptr));
+    key.push_back(slice(start, stop < 0 ? json(nullptr) : json(stop)));
+    json x = {
+        {"class_name", "__keras_tensor__"},
+        {"config", {{"shape", l.shape}, {"dtype", l.dtype}, {"keras_history", {from, 0, 0}}}}};
+    json shape = json::array({nullptr});
+    for (int64_t d : dims)
+      shape.push_back(d);
+    add(name, {from},
+        {{"module", "keras.src.ops.numpy"},
+         {"class_name", "GetItem"},
+         {"config", {{"name", name}}},
+         {"registered_name", "GetItem"},
+         {"name", name},
+         {"inbound_nodes", {{{"args", {x, key}}, {"kwargs", json::object()}}}}},
+        shape, l.dtype);
+  }
+
   /// The model's config, its layers in the order Keras's Functional keeps them (deepest
   /// first, ties in the order a depth-first walk from the output meets them): the order
   /// Keras numbers the saved variables' groups in ("layers/dense", "layers/dense_1", ...),
@@ -188,17 +219,26 @@ json ctr_model_config(const CtrModelConfig& c, int64_t rows, const std::string& 
   if (weighted) f.input("values", {F}, "float32");
   if (D > 0) f.input("dense", {D}, "float32");
   std::vector<std::string> terms;
-  f.call("Embedding", "linear",
+  // One table: each id's row holds its linear weight (column 0) and its factors (1..dim).
+  const int64_t W = c.row_width();
+  f.call("Embedding", "embedding",
          {{"input_dim", rows},
-          {"output_dim", 1},
+          {"output_dim", W},
           {"embeddings_initializer", table_init(seed)},
           {"mask_zero", false}},
-         {"ids"}, {F, 1});
-  std::string linear = "linear", factors = "embedding";
-  if (weighted) {  // each id's rows times its value
+         {"ids"}, {F, W});
+  std::string table = "embedding";
+  if (weighted) {  // each id's row times its value
     f.call("Reshape", "values_col", {{"target_shape", {F, 1}}}, {"values"}, {F, 1});
-    f.call("Multiply", "linear_weighted", json::object(), {"linear", "values_col"}, {F, 1});
-    linear = "linear_weighted";
+    f.call("Multiply", "embedding_weighted", json::object(), {"embedding", "values_col"}, {F, W});
+    table = "embedding_weighted";
+  }
+  std::string linear = table, factors;
+  if (c.kind != CtrKind::logistic) {
+    f.slice_last("linear", table, 0, 1, {F, 1});
+    f.slice_last("factors", table, 1, -1, {F, k});
+    linear = "linear";
+    factors = "factors";
   }
   f.call("GlobalAveragePooling1D", "linear_mean",
          {{"data_format", "channels_last"}, {"keepdims", false}}, {linear}, {1});
@@ -208,18 +248,6 @@ json ctr_model_config(const CtrModelConfig& c, int64_t rows, const std::string& 
   if (D > 0) {
     f.call("Dense", "dense_linear", dense(1, "linear", seed), {"dense"}, {1});
     terms.push_back("dense_linear");
-  }
-  if (c.kind != CtrKind::logistic) {
-    f.call("Embedding", "embedding",
-           {{"input_dim", rows},
-            {"output_dim", k},
-            {"embeddings_initializer", table_init(seed + 1)},
-            {"mask_zero", false}},
-           {"ids"}, {F, k});
-    if (weighted) {
-      f.call("Multiply", "embedding_weighted", json::object(), {"embedding", "values_col"}, {F, k});
-      factors = "embedding_weighted";
-    }
   }
   if (c.has_fm()) {
     f.call("FactorizationMachine", "fm", json::object(), {factors}, {1},
@@ -287,7 +315,7 @@ Expected<std::map<std::string, Tensor>> ctr_model_values(const CtrModelConfig& c
     return make_error(Errc::invalid_argument,
                       std::string("the weighted Keras form of a ") + ctr_kind_name(c.kind) +
                           " model without dense features has no weight to hold its bias");
-  const int64_t F = c.fields, k = c.dim, W = c.row_width();
+  const int64_t F = c.fields, W = c.row_width();
   if (rows.shape().rank() != 2 || rows.shape()[1] != W)
     return make_error(Errc::invalid_argument, "the table has shape " + rows.shape().to_string() +
                                                   ", not [rows, " + std::to_string(W) + "]");
@@ -311,22 +339,15 @@ Expected<std::map<std::string, Tensor>> ctr_model_values(const CtrModelConfig& c
     out.at("dnn_out/bias")[0] += unplaced;
     unplaced = 0.0f;
   }
-  // The linear table, column 0 (with what is left of the bias: LR and FM without dense
-  // features, spread over the fields), and the factors, columns 1..dim.
-  const Tensor table = rows.to(Device::cpu());
-  const int64_t R = table.shape()[0];
-  Tensor w(Shape{R, 1});
-  const float share = unplaced / static_cast<float>(F);
-  for (int64_t r = 0; r < R; ++r)
-    w[r] = table[r * W] + share;
-  out["linear/embeddings"] = std::move(w);
-  if (c.kind != CtrKind::logistic) {
-    Tensor v(Shape{R, k});
-    for (int64_t r = 0; r < R; ++r)
-      for (int64_t j = 0; j < k; ++j)
-        v[r * k + j] = table[r * W + 1 + j];
-    out["embedding/embeddings"] = std::move(v);
+  // The table as it is, with what is left of the bias (LR and FM without dense features)
+  // spread over the fields' linear weights: column 0 of each row.
+  Tensor table = rows.to(Device::cpu());
+  if (unplaced != 0.0f) {
+    const float share = unplaced / static_cast<float>(F);
+    for (int64_t r = 0, R = table.shape()[0]; r < R; ++r)
+      table[r * W] += share;
   }
+  out["embedding/embeddings"] = std::move(table);
   return out;
 }
 

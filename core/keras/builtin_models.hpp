@@ -3,21 +3,23 @@
 // Troupe's built-in models in Keras's form (the Fashion-MNIST classifiers further below).
 //
 // The click-through-rate models (core/nn/ctr_model.hpp: LR, FM, DeepFM, Wide&Deep): the Keras 3
-// Functional model that computes their formulas, made of the layers a .keras file brings
-// (Embedding, GlobalAveragePooling1D, Rescaling, Troupe's FactorizationMachine, Flatten,
-// Concatenate, Dense, Add), and the values of the programs' variables (ctr_dense_variables
-// and the table) as that model's weights. A built-in model trained by ctr_ps or ctr_fit so
-// goes back to Keras (and to `troupe predict`'s Keras path) as a .keras file:
+// Functional model that computes their formulas, made of the layers and operations a .keras
+// file brings (Embedding, keras.ops' indexing, GlobalAveragePooling1D, Rescaling, Troupe's
+// FactorizationMachine, Flatten, Concatenate, Dense, Add), and the values of the programs'
+// variables (ctr_dense_variables and the table) as that model's weights. A built-in model
+// trained by ctr_ps or ctr_fit so goes back to Keras (and to `troupe predict`'s Keras path)
+// as a .keras file:
 //
 //   inputs   ids [fields] int64: the global row ids of the table (field f's bucket b is
 //                                row f * buckets + b, as ctr_ps's readers make them)
 //            dense [dense] float32 (absent when the model has no dense features)
-//   linear   Embedding(rows, 1) -> GlobalAveragePooling1D -> Rescaling(fields):
-//            sum_f w[id_f]                       (the table's column 0)
+//   embedding     Embedding(rows, 1 + dim): the programs' table itself, a row per id
+//   linear        embedding[:, :, 0:1] (keras.ops GetItem; LR's table is this column alone)
+//                 -> GlobalAveragePooling1D -> Rescaling(fields): sum_f w[id_f]
 //   dense_linear  Dense(1) on dense: u . dense + b
-//   embedding     Embedding(rows, dim): v[id_f]  (the table's columns 1..dim)
-//   fm            FactorizationMachine on v (fm, deepfm)
-//   dnn_0..       Dense(relu) on concat(flatten(v), dense), then dnn_out Dense(1)
+//   factors       embedding[:, :, 1:]: v[id_f]
+//   fm            FactorizationMachine on factors (fm, deepfm)
+//   dnn_0..       Dense(relu) on concat(flatten(factors), dense), then dnn_out Dense(1)
 //                 (deepfm, wide_deep)
 //   logit         Add of the terms: the logit, a binary cross-entropy from logits
 //
@@ -25,8 +27,8 @@
 // made `weighted` (below): an export's form is not, so a model trained on values other
 // than 1 scores those examples differently there. Without
 // dense features the bias has no Dense to live in: a deep model's is added to dnn_out's
-// bias, and LR's and FM's is spread over the fields' rows of the linear table (b / fields
-// each, so every example's sum holds it once).
+// bias, and LR's and FM's is spread over the fields' linear weights (b / fields in column 0
+// of every row, so every example's sum holds it once).
 
 #include <cstdint>
 #include <map>
@@ -47,8 +49,8 @@ namespace troupe::core::keras {
 /// `optimizer` (core::make_optimizer's names, Keras's defaults besides the rate; "" for
 /// Keras's compile() default, RMSprop at 0.001). Initializers as the programs' variables':
 /// the tables uniform in [-0.05, 0.05], kernels Glorot-uniform, biases zero.
-/// With `weighted`, a third input `values` [fields] (float32) scales each id's rows before
-/// anything uses them (Reshape to [fields, 1], then Multiply with each Embedding's output),
+/// With `weighted`, a third input `values` [fields] (float32) scales each id's row before
+/// anything uses it (Reshape to [fields, 1], then Multiply with the Embedding's output),
 /// as the models' formulas scale them by the batch's values. No program writes the weighted
 /// form to a file yet (graph_tests check it against the formulas in Troupe's graph; Keras has
 /// not loaded one).
@@ -60,8 +62,8 @@ nlohmann::json ctr_model_config(const CtrModelConfig& config, int64_t rows,
 /// `parameter` (ctr_dense_variables()'s names: "dense_w" is "dense_linear/kernel", "bias"
 /// "dense_linear/bias", "dnn/dense_N/kernel" "dnn_N/kernel" and the last one's
 /// "dnn_out/kernel"); "" for the bias of a model without dense features (it has no weight
-/// of its own there) and for a name the model does not have. The table's column 0 is
-/// "linear/embeddings", its columns 1..dim "embedding/embeddings".
+/// of its own there) and for a name the model does not have. The table is
+/// "embedding/embeddings", of the same layout.
 std::string ctr_graph_path(const CtrModelConfig& config, const std::string& parameter);
 
 /// The Keras form's weights (by graph weight path, "dnn_0/kernel") holding the programs'

@@ -46,25 +46,6 @@ Status ctr_columns(const CtrModelConfig& c, const Batch& b, bool weighted, Batch
   return {};
 }
 
-// Columns [from, from + w) of each of `n` rows of `width` floats into rows of `w`, or back
-// (`to_wide`). A row is a few floats: a call to memcpy per row costs more than the copy.
-void copy_row_columns(const float* __restrict src, float* __restrict dst, int64_t n, int64_t width,
-                      int64_t from, int64_t w, bool to_wide) {
-  const int64_t src_stride = to_wide ? w : width, dst_stride = to_wide ? width : w;
-  if (to_wide)
-    dst += from;
-  else
-    src += from;
-  if (w == 1) {
-    for (int64_t r = 0; r < n; ++r)
-      dst[r * dst_stride] = src[r * src_stride];
-    return;
-  }
-  for (int64_t r = 0; r < n; ++r, src += src_stride, dst += dst_stride)
-    for (int64_t j = 0; j < w; ++j)
-      dst[j] = src[j];
-}
-
 }  // namespace
 
 CtrGraph::CtrGraph(const CtrModelConfig& config, int64_t rows, bool keyed) : config_(config) {
@@ -78,10 +59,9 @@ CtrGraph::CtrGraph(const CtrModelConfig& config, int64_t rows, bool keyed) : con
     TROUPE_ASSERT(model.ok(), "the built-in CTR model's Keras form does not build");
     f.model = std::move(*model);
     if (keyed)  // rows by raw 64-bit key: no range to check the ids against
-      for (const char* layer : {"linear", "embedding"})
-        if (auto* l = f.graph().operation(layer))
-          for (auto& w : l->weights())
-            w.keyed = true;
+      if (auto* l = f.graph().operation("embedding"))
+        for (auto& w : l->weights())
+          w.keyed = true;
     const auto& ws = f.graph().weights();
     for (const auto& name : names_) {
       const std::string path = ctr_graph_path(config_, name);
@@ -95,8 +75,6 @@ CtrGraph::CtrGraph(const CtrModelConfig& config, int64_t rows, bool keyed) : con
       TROUPE_ASSERT(w < ws.size(), ("CtrGraph: no graph weight for parameter " + name).c_str());
       f.dense.push_back(w);
     }
-    for (const auto& use : f.graph().tables())
-      f.from.push_back(ws[use.weight].path == "linear/embeddings" ? 0 : 1);
   }
 }
 
@@ -172,24 +150,11 @@ Status CtrGraph::give_rows(ConstTensorView rows) {
     return make_error(Errc::internal, "CtrGraph: rows " + rows.shape().to_string() + " for " +
                                           std::to_string(n) + " ids of width " +
                                           std::to_string(width));
-  // Split where the graph computes: on a GPU, rows given from the host go there whole, once.
-  const Device device = graph().device();
-  const ConstTensorView all = on(device, rows, given_rows_);
-  auto& uses = graph().tables();
-  parts_.resize(uses.size());
-  for (size_t t = 0; t < uses.size(); ++t) {
-    const int64_t from = form_->from[t], w = from == 0 ? 1 : width - 1;
-    Tensor& part = parts_[t];  // the buffer the graph held last step
-    if (part.device() != device)
-      part = Tensor(Shape{n, w}, DType::float32, device);
-    else
-      part.resize(Shape{n, w});
-    if (device.is_cpu())
-      copy_row_columns(all.data(), part.data(), n, width, from, w, /*to_wide=*/false);
-    else
-      backend_->take_columns(all, from, part);
-    std::swap(uses[t].rows, part);
-  }
+  // The table's rows where the graph computes (the buffer it held last step, reused).
+  Tensor& held = graph().tables().front().rows;
+  if (held.device() != graph().device() || held.shape() != rows.shape())
+    held = Tensor(rows.shape(), DType::float32, graph().device());
+  copy(rows, held);
   return {};
 }
 
@@ -237,24 +202,7 @@ std::vector<std::pair<std::string, ConstTensorView>> CtrGraph::dense_grads() {
 }
 
 ConstTensorView CtrGraph::row_grads() {
-  const int64_t n = static_cast<int64_t>(ids().size()), width = config_.row_width();
-  // Merged where the graph computes; from a GPU, the merged rows come down once.
-  const Device device = graph().device();
-  Tensor& merged = device.is_cpu() ? merged_ : device_merged_;
-  if (merged.device() != device)
-    merged = Tensor(Shape{n, width}, DType::float32, device);
-  else
-    merged.resize(Shape{n, width});
-  auto& uses = graph().tables();
-  for (size_t t = 0; t < uses.size(); ++t) {
-    const int64_t from = form_->from[t], w = from == 0 ? 1 : width - 1;
-    if (device.is_cpu())
-      copy_row_columns(uses[t].row_grads.data(), merged.data(), n, width, from, w,
-                       /*to_wide=*/true);
-    else
-      backend_->copy_columns(uses[t].row_grads, merged, from, /*accumulate=*/false);
-  }
-  return device.is_cpu() ? ConstTensorView(merged_) : on(Device::cpu(), merged, merged_);
+  return on(Device::cpu(), graph().tables().front().row_grads, host_rows_);
 }
 
 }  // namespace troupe::core::keras

@@ -2,13 +2,12 @@
 
 // The built-in click-through-rate model (core::CtrModelConfig: LR, FM, DeepFM, Wide&Deep)
 // trained as its Keras form's layer graph (builtin_models.hpp) over the variables the
-// programs store: the dense ones under ctr_dense_variables()'s names and shapes, and one table
-// whose row holds both Embeddings' rows (column 0 the linear term's, columns 1..dim the
-// factors'). Programs that keep those variables on parameter servers or in snapshots
-// (ctr_ps, ctr_fit, `troupe export`) so run the graph engine without changing what they
-// store. Batches are the sparse readers' (each example `fields` ids with their values,
-// `dense` features): the plain form runs when every value is 1 (Criteo's, ctr_datagen's),
-// the weighted one (each id's rows times its value) otherwise.
+// programs store: the dense ones under ctr_dense_variables()'s names and shapes, and the
+// table (column 0 the linear term's, columns 1..dim the factors'), the form's Embedding. Programs
+// that keep those variables on parameter servers or in snapshots (ctr_ps, ctr_fit, `troupe export`)
+// so run the graph engine without changing what they store. Batches are the sparse readers' (each
+// example `fields` ids with their values, `dense` features): the plain form runs when every value
+// is 1 (Criteo's, ctr_datagen's), the weighted one (each id's rows times its value) otherwise.
 //
 //   CtrGraph m(config, rows, /*keyed=*/false);
 //   m.feed(batch);                                  // then m.ids(): its unique ids
@@ -67,7 +66,7 @@ class CtrGraph {
   Expected<ConstTensorView> forward(bool training);
   void backward(ConstTensorView dlogits);
   /// Every gradient of the last backward pass, on the device (to unscale under loss
-  /// scaling): the dense ones (parameters()'), then each Embedding's rows'.
+  /// scaling): the dense ones (parameters()'), then the table's rows'.
   std::vector<TensorView> gradients();
   /// The dense gradients on the host, named as the variables.
   std::vector<std::pair<std::string, ConstTensorView>> dense_grads();
@@ -80,7 +79,6 @@ class CtrGraph {
   struct Form {
     keras::KerasModel model;
     std::vector<size_t> dense;  // each dense variable's graph weight
-    std::vector<int64_t> from;  // per table use: its first column in the table's row
     graph::Graph& graph() { return *model.graph; }
   };
   static constexpr size_t kOwn = static_cast<size_t>(-1);  // Form::dense: bias_, not the graph's
@@ -98,11 +96,8 @@ class CtrGraph {
   std::vector<std::string> names_;
   std::vector<Shape> shapes_;
   Batch columns_;
-  std::vector<Tensor> parts_;    // each table use's rows (on the graph's device)
   std::vector<Tensor> staging_;  // dense gradients copied to the host
-  Tensor given_rows_;            // the rows given, where they were copied to the device
-  Tensor merged_;                // the rows' gradients in the table's layout, on the host
-  Tensor device_merged_;         // and on a GPU, before they come down
+  Tensor host_rows_;             // the rows' gradients copied to the host
   // Without dense features: the bias [1], its gradient, a [1, 1] one and the logits.
   Tensor bias_ = Tensor(Shape{1}), dbias_ = Tensor(Shape{1}), one_ = Tensor(Shape{1, 1}, 1.0f);
   Tensor logits_;
