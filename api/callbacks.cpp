@@ -124,10 +124,9 @@ core::Status ModelCheckpoint::on_train_end(FitState& s, const Logs& logs) {
 namespace {
 constexpr const char* local_prefix = "backup";
 
-// The optimizer a model trains with, as backups name it: a Keras model's compiled one
-// (its spec's optimizer field is not used), the spec's otherwise.
+// The optimizer a model trains with (its compiled one), as backups name it.
 std::string optimizer_name(const Model::State& st) {
-  return st.optimizer ? st.optimizer->name() : st.spec.optimizer;
+  return st.optimizer ? st.optimizer->name() : std::string("?");
 }
 
 std::string slot_key(const std::string& param, size_t i) {
@@ -145,7 +144,7 @@ core::Status BackupAndRestoreCallback::on_train_begin(FitState& s) {
   if (!s.is_chief) return {};
   std::optional<TrainingState> at;
   if (s.strategy == FitStrategy::parameter_server) {
-    if (model.spec().dynamic_table)
+    if (!model.spec().keras_options.dynamic_tables.empty())
       return make_error(Errc::invalid_argument,
                         "BackupAndRestore: model '" + model.spec().name +
                             "' has a dynamic table, which a chief's backup does not hold; "

@@ -92,23 +92,12 @@ core::Expected<SidecarResult> run_sidecar_evaluator(Model& model, const SidecarE
                           {"step", ckpt_step},
                           {"epoch", epoch},
                           {"examples", stats->examples}};
-      // A Keras model's values are its compiled History names ("loss", "accuracy", "auc",
-      // "ctr_auc", ...); the built-in models' are loss, accuracy and (CTR) auc, the
-      // accuracy written as test_accuracy (a CTR model's graph names override the first).
-      std::map<std::string, double> logs;
-      if (const auto& g = model.state().replica.graph) logs = detail::graph_logs(*g, *stats);
+      // The model's compiled History names ("loss", "accuracy", "auc", "ctr_auc", ...).
+      std::map<std::string, double> logs = detail::graph_logs(*model.state().replica.graph, *stats);
       std::vector<std::pair<std::string, double>> scalars;  // the loss first
-      if (model.spec().keras == nullptr) {
-        scalars = {{"loss", stats->loss()}, {"accuracy", stats->accuracy()}};
-        if (stats->has_auc()) scalars.emplace_back("auc", stats->auc());
-        line["loss"] = stats->loss();
-        line["test_accuracy"] = stats->accuracy();
-        if (stats->has_auc()) line["auc"] = stats->auc();
-      } else {
-        if (logs.count("loss") != 0) scalars.emplace_back("loss", logs.at("loss"));
-        for (const auto& [k, v] : logs)
-          if (k != "loss") scalars.emplace_back(k, v);
-      }
+      if (logs.count("loss") != 0) scalars.emplace_back("loss", logs.at("loss"));
+      for (const auto& [k, v] : logs)
+        if (k != "loss") scalars.emplace_back(k, v);
       for (const auto& [k, v] : logs)
         line[k] = v;
       out << core::json_text(line) << std::endl;

@@ -23,13 +23,9 @@ double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
 }
 
-// What Keras's logs hold for these stats: a Keras model's compiled names, else loss,
-// accuracy and (CTR models) auc; with `prefix` ("val_").
+// What Keras's logs hold for these stats: the model's compiled names, with `prefix` ("val_").
 Logs stats_logs(Model& model, const BatchStats& stats, const std::string& prefix = "") {
-  if (const auto& g = model.state().replica.graph) return detail::graph_logs(*g, stats, prefix);
-  Logs logs{{prefix + "loss", stats.loss()}, {prefix + "accuracy", stats.accuracy()}};
-  if (stats.has_auc()) logs[prefix + "auc"] = stats.auc();
-  return logs;
+  return detail::graph_logs(*model.state().replica.graph, stats, prefix);
 }
 
 class LocalRunner final : public Runner {
@@ -43,11 +39,6 @@ class LocalRunner final : public Runner {
       return make_error(Errc::invalid_argument,
                         "fit: a Keras model with dynamic tables trains on PS tasks (pass a "
                         "ParameterServerStrategy)");
-    if (st.spec.dynamic_table)
-      return make_error(Errc::invalid_argument,
-                        "fit: model '" + st.spec.name +
-                            "' has a dynamic table: it lives on PS tasks (pass a "
-                            "ParameterServerStrategy)");
     st.hold_table();  // trained here: the table and its slots in this process
     return check_dataset(data_);
   }
@@ -344,11 +335,6 @@ core::Expected<History> fit(Model& model, MultiWorkerMirroredStrategy& strategy,
   if (model.strategy() != nullptr)
     return make_error(Errc::invalid_argument, "fit: model '" + model.spec().name +
                                                   "' is attached to a ParameterServerStrategy");
-  if (model.ctr() != nullptr)
-    return make_error(Errc::invalid_argument,
-                      "fit: model '" + model.spec().name +
-                          "' is a CTR model: its table is trained with a "
-                          "ParameterServerStrategy (or in one process), not mirrored");
 
   return run_fit(
       model,

@@ -118,8 +118,8 @@ class MirroredRunner final : public Runner {
       auto outcome = strategy_.run(
           [&](ReplicaContext& ctx) -> core::Status {
             const auto replicas = static_cast<size_t>(ctx.num_replicas_in_sync());
-            // loss_sum, correct, examples, ended, then a failure flag per replica.
-            extra_.assign(4 + replicas, 0.0f);
+            // loss_sum, examples, ended, then a failure flag per replica.
+            extra_.assign(3 + replicas, 0.0f);
             core::Expected<std::optional<core::Batch>> batch =
                 it_ ? epochs_.next(*it_)
                     : core::Expected<std::optional<core::Batch>>(data_error_.error());
@@ -153,20 +153,19 @@ class MirroredRunner final : public Runner {
                 if (!marked_[i] && p.grad->shape() == p.value->shape())  // a table's: none
                   p.grad->fill(0.0f);
               }
-              if (batch && !*batch) extra_[3] = 1.0f;
+              if (batch && !*batch) extra_[2] = 1.0f;
               if (!mine) {
                 local = mine.error();
-                extra_[4 + static_cast<size_t>(ctx.replica_id_in_sync_group())] = 1.0f;
+                extra_[3 + static_cast<size_t>(ctx.replica_id_in_sync_group())] = 1.0f;
               }
             } else {
               extra_[0] = static_cast<float>(mine->loss_sum);
-              extra_[1] = static_cast<float>(mine->correct);
-              extra_[2] = static_cast<float>(mine->examples);
+              extra_[1] = static_cast<float>(mine->examples);
             }
             if (st.replica.graph) fill_dense_tables(stepped);
             // Every replica marks the same gradients in the same order: one that did not
             // step (or whose model reports none) marks them here.
-            for (size_t i : detail::gradient_order(st.replica))
+            for (size_t i : st.replica.graph->graph().gradient_order())
               if (!marked_[i]) mark(i);
             if (auto ok = reduce.finish(); !ok) return ok;
             if (!metrics_along)
@@ -175,17 +174,16 @@ class MirroredRunner final : public Runner {
               if (auto ok = ctx.all_reduce(ReduceOp::mean, {metrics}); !ok) return ok;
             const auto scale = static_cast<float>(replicas);
             if (!local) return local;
-            if (auto ok = failed_elsewhere({extra_.begin() + 4, extra_.end()}, scale,
+            if (auto ok = failed_elsewhere({extra_.begin() + 3, extra_.end()}, scale,
                                            "in step " + std::to_string(next));
                 !ok)
               return ok;
-            if (extra_[3] * scale > 0.5f) {
+            if (extra_[2] * scale > 0.5f) {
               ended = true;  // some replica's shard ended: the epoch ends for everyone
               return make_error(Errc::out_of_range, "the data ended");
             }
             stats.loss_sum = static_cast<double>(extra_[0]) * replicas;
-            stats.correct = std::llround(static_cast<double>(extra_[1]) * replicas);
-            stats.examples = std::llround(static_cast<double>(extra_[2]) * replicas);
+            stats.examples = std::llround(static_cast<double>(extra_[1]) * replicas);
             stats.batches = 1;
             if (st.replica.graph) {
               // The compiled metrics' states, summed over the replicas.
@@ -194,8 +192,7 @@ class MirroredRunner final : public Runner {
                   !ok)
                 return ok;
             }
-            if (auto ok = apply_gradients(st, st.replica.graph != nullptr, &dense_table_grads_);
-                !ok)
+            if (auto ok = apply_gradients(st, /*dense_tables=*/true, &dense_table_grads_); !ok)
               return ok;
             save_iterations();
             return {};
@@ -253,7 +250,7 @@ class MirroredRunner final : public Runner {
       if (!local) return local;
       if (auto ok = failed_elsewhere({sums.begin() + 2, sums.end()}, 1.0f, "in validation"); !ok)
         return ok;
-      total = BatchStats{sums[0], 0, std::llround(sums[1]), n};
+      total = BatchStats{sums[0], std::llround(sums[1]), n};
       total.metrics = std::move(metrics);
       return {};
     });

@@ -85,40 +85,25 @@ class EpochData {
   std::optional<core::Dataset<core::Batch>> dataset_;
 };
 
-/// The optimizer's update of every parameter from its gradient.
-/// Applies the last batch's gradients with the model's optimizer. A Keras model's tables
-/// take their batch's rows, or, with `dense_tables` (mirrored: all-reduced dense), their
-/// dense gradients in `dense_grads` (per weight).
+/// Applies the last batch's gradients with the model's optimizer: dense weights whole,
+/// each table by the rows its batch used, or, with `dense_tables` (mirrored: all-reduced
+/// dense), by their dense gradients in `dense_grads` (per weight). The non-trainable
+/// weights were moved by their layers. A loss-scaled step that overflowed is skipped.
 inline core::Status apply_gradients(Model::State& st, bool dense_tables = false,
                                     std::vector<core::Tensor>* dense_grads = nullptr) {
-  if (!st.replica.finish_scaled_step()) return {};  // float16 overflow: skipped, scale halved
-  if (auto& g = st.replica.graph) {
-    // A Keras model: dense weights whole, each table by the rows its batch used; the
-    // non-trainable ones were moved by their layers.
-    for (size_t w = 0; w < st.replica.params.size(); ++w) {
-      if (!g->trains[w]) continue;
-      auto& p = st.replica.params[w];
-      const int t = g->table_of(w);
-      core::Status ok =
-          t < 0 ? st.optimizer->apply_dense(*p.value, *p.grad, st.slots[w])
-          : dense_tables
-              ? st.optimizer->apply_dense(*p.value, (*dense_grads)[w], st.slots[w])
-              : st.optimizer->apply_sparse(*p.value, g->tables()[static_cast<size_t>(t)].ids,
-                                           g->host_gradient(w), st.slots[w]);
-      if (!ok) return ok;
-    }
-    return {};
-  }
-  for (size_t i = 0; i < st.replica.params.size(); ++i) {
-    auto& p = st.replica.params[i];
-    if (static_cast<int>(i) == st.replica.table_index) {  // a CTR table (host): the batch's rows
-      if (auto ok = st.optimizer->apply_sparse(*p.value, st.replica.ids(), st.replica.row_grads(),
-                                               st.slots[i]);
-          !ok)
-        return ok;
-      continue;
-    }
-    if (auto ok = st.optimizer->apply_dense(*p.value, *p.grad, st.slots[i]); !ok) return ok;
+  auto& g = st.replica.graph;
+  if (!g->finish_scaled_step()) return {};  // float16 overflow: skipped, scale halved
+  for (size_t w = 0; w < st.replica.params.size(); ++w) {
+    if (!g->trains[w]) continue;
+    auto& p = st.replica.params[w];
+    const int t = g->table_of(w);
+    core::Status ok =
+        t < 0 ? st.optimizer->apply_dense(*p.value, *p.grad, st.slots[w])
+        : dense_tables
+            ? st.optimizer->apply_dense(*p.value, (*dense_grads)[w], st.slots[w])
+            : st.optimizer->apply_sparse(*p.value, g->tables()[static_cast<size_t>(t)].ids,
+                                         g->host_gradient(w), st.slots[w]);
+    if (!ok) return ok;
   }
   return {};
 }

@@ -192,7 +192,7 @@ core::Expected<BatchStats> GraphReplica::run(const core::Batch& batch, bool trai
   if (!std::isfinite(*loss))
     return make_error(Errc::invalid_argument, "loss is not finite (" + std::to_string(*loss) + ")");
   const int64_t n = g.batch_size();
-  BatchStats stats{*loss * static_cast<double>(n), 0, n, 1};
+  BatchStats stats{*loss * static_cast<double>(n), n, 1};
   stats.metrics = objective->states();
   return stats;
 }

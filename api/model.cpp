@@ -5,6 +5,7 @@
 
 #include "api/impl.hpp"
 #include "api/model_state.hpp"
+#include "core/keras/builtin_models.hpp"
 #include "core/metrics.hpp"
 #include "core/partitioner.hpp"
 #include "troupe/coordinator.hpp"
@@ -38,56 +39,36 @@ Model::State::State(ModelSpec s) : spec(std::move(s)), replica(spec) {
     optimizer_error = replica.status.error();
     return;
   }
-  if (replica.graph) {
-    // The compiled optimizer; slots for the trainable weights (a table's once it is held).
-    optimizer = core::make_optimizer(replica.graph->objective->config().optimizer);
-    const auto& ws = replica.graph->graph().weights();
-    for (size_t w = 0; w < ws.size(); ++w) {
-      const auto& weight = ws[w].weight();
-      if (!replica.graph->trains[w])
-        slots.emplace_back();
-      else if (weight.table && weight.value.shape() != weight.shape)
-        slots.push_back(optimizer->make_slots(core::Shape{0, weight.shape[1]}));
-      else
-        slots.push_back(optimizer->make_slots(weight.shape));
-    }
-    return;
-  }
-  auto opt = core::make_optimizer(spec.optimizer, spec.learning_rate);
-  if (opt) {
-    optimizer = std::move(*opt);
-    for (const auto& p : replica.params)  // a table not yet held: slots of no rows
-      slots.push_back(optimizer->make_slots(p.value == &replica.table && !replica.table_held
-                                                ? core::Shape{0, replica.table_shape[1]}
-                                                : p.value->shape()));
-  } else {
-    optimizer_error = opt.error();
+  // The compiled optimizer; slots for the trainable weights (a table's once it is held).
+  optimizer = core::make_optimizer(replica.graph->objective->config().optimizer);
+  const auto& ws = replica.graph->graph().weights();
+  for (size_t w = 0; w < ws.size(); ++w) {
+    const auto& weight = ws[w].weight();
+    if (!replica.graph->trains[w])
+      slots.emplace_back();
+    else if (weight.table && weight.value.shape() != weight.shape)
+      slots.push_back(optimizer->make_slots(core::Shape{0, weight.shape[1]}));
+    else
+      slots.push_back(optimizer->make_slots(weight.shape));
   }
 }
 
 void Model::State::hold_table() {
-  if (replica.graph) {
-    if (!replica.hold_table() || !optimizer) return;
-    const auto& ws = replica.graph->graph().weights();
-    for (size_t w = 0; w < ws.size(); ++w) {
-      const auto& weight = ws[w].weight();
-      if (weight.table && replica.graph->trains[w] && !slots[w].slots.empty() &&
-          slots[w].slots[0].shape() != weight.shape)
-        slots[w] = optimizer->make_slots(weight.shape);
-    }
-    return;
+  if (!replica.hold_table() || !optimizer) return;
+  const auto& ws = replica.graph->graph().weights();
+  for (size_t w = 0; w < ws.size(); ++w) {
+    const auto& weight = ws[w].weight();
+    if (weight.table && replica.graph->trains[w] && !slots[w].slots.empty() &&
+        slots[w].slots[0].shape() != weight.shape)
+      slots[w] = optimizer->make_slots(weight.shape);
   }
-  if (!replica.ctr || replica.dynamic || !replica.hold_table()) return;
-  if (table_slots_held || !optimizer) return;
-  slots[static_cast<size_t>(replica.table_index)] = optimizer->make_slots(replica.table_shape);
-  table_slots_held = true;
 }
 
 core::Status Model::State::place() {
   if (replica.placed) return {};
   if (auto st = replica.place(spec); !st) return st;
   if (replica.device.is_cpu()) return {};
-  // The slots live with their variables (the CTR table's stay on the host with it).
+  // The slots live with their variables.
   for (size_t i = 0; i < slots.size(); ++i) {
     const auto& v = *replica.params[i].value;
     if (v.device() == replica.device)
@@ -100,9 +81,6 @@ core::Status Model::State::place() {
 const ModelSpec& Model::spec() const {
   return s_->spec;
 }
-core::keras::CtrGraph* Model::ctr() {
-  return s_->replica.ctr.get();
-}
 std::vector<core::Parameter>& Model::parameters() {
   return s_->replica.params;
 }
@@ -113,7 +91,7 @@ core::Precision Model::precision() const {
   return s_->replica.precision;
 }
 const core::LossScale* Model::loss_scale() const {
-  return s_->replica.loss_scale ? &*s_->replica.loss_scale : nullptr;
+  return s_->replica.loss_scale();
 }
 ParameterServerStrategy* Model::strategy() {
   return s_->strategy;
@@ -172,39 +150,10 @@ core::Status Model::attach(ParameterServerStrategy& strategy) {
     return make_error(Errc::invalid_argument,
                       "model '" + s_->spec.name + "' is attached to another strategy");
   if (!s_->optimizer) return s_->optimizer_error;
-  if (s_->replica.graph) {
-    auto vars = create_graph_variables(s_->spec, *s_->replica.graph, strategy);
-    if (!vars) return vars.error();
-    s_->strategy = &strategy;
-    s_->variables = std::move(*vars);
-    strategy.impl().before_destroy[this] = [s = s_.get()] {
-      s->coordinator.reset();
-      s->strategy = nullptr;
-      s->variables.clear();
-    };
-    return {};
-  }
-  auto& params = s_->replica.params;
-  const auto inits = detail::initializers(s_->spec, params);
-  std::vector<Variable> vars;
-  for (size_t i = 0; i < params.size(); ++i) {
-    auto v = [&]() -> core::Expected<Variable> {
-      if (static_cast<int>(i) == s_->replica.table_index && s_->replica.dynamic) {
-        DynamicTableSpec table = *s_->spec.dynamic_table;
-        table.width = s_->replica.table_shape[1];
-        return strategy.create_dynamic_table(params[i].name, table, inits[i], s_->spec.optimizer,
-                                             s_->spec.learning_rate);
-      }
-      const bool table = static_cast<int>(i) == s_->replica.table_index;  // maybe not held
-      return strategy.create_variable(params[i].name,
-                                      table ? s_->replica.table_shape : params[i].value->shape(),
-                                      inits[i], s_->spec.optimizer, s_->spec.learning_rate);
-    }();
-    if (!v) return v.error();
-    vars.push_back(*v);
-  }
+  auto vars = create_graph_variables(s_->spec, *s_->replica.graph, strategy);
+  if (!vars) return vars.error();
   s_->strategy = &strategy;
-  s_->variables = std::move(vars);
+  s_->variables = std::move(*vars);
   // Destroyed first, the strategy detaches this model (and ends its coordinator).
   strategy.impl().before_destroy[this] = [s = s_.get()] {
     s->coordinator.reset();
@@ -228,54 +177,39 @@ core::Expected<ClusterCoordinator*> Model::coordinator(const CoordinatorOptions&
 core::Status Model::pull() {
   if (s_->strategy == nullptr) return {};
   auto& r = s_->replica;
-  if (r.graph) {  // the dense weights; tables stay on the PS tasks
-    for (size_t w = 0; w < s_->variables.size(); ++w) {
-      if (r.graph->table[w]) continue;
-      auto t = s_->strategy->read(s_->variables[w]);
-      if (!t) return t.error();
-      r.params[w].value->set(*t);
-    }
-    return {};
-  }
-  std::vector<core::Tensor> values;
-  for (size_t i = 0; i < s_->variables.size(); ++i) {
-    if (static_cast<int>(i) == r.table_index) continue;  // a table stays on the PS tasks
-    auto t = s_->strategy->read(s_->variables[i]);
+  for (size_t w = 0; w < s_->variables.size(); ++w) {  // the dense weights; tables stay there
+    if (r.graph->table[w]) continue;
+    auto t = s_->strategy->read(s_->variables[w]);
     if (!t) return t.error();
-    values.push_back(std::move(*t));
+    r.params[w].value->set(*t);
   }
-  return r.ctr ? r.assign_dense(std::move(values)) : r.assign(std::move(values));
+  return {};
 }
 
 core::Checkpoint Model::weights() {
   auto& r = s_->replica;
   if (s_->strategy == nullptr) s_->hold_table();
   core::Checkpoint c;
-  if (r.graph) {
-    for (size_t w = 0; w < r.params.size(); ++w) {
-      const auto& weight = r.graph->graph().weights()[w].weight();
-      if (weight.value.shape() != weight.shape && !weight.keyed) continue;  // a table not held
-      c.tensors[r.names[w]] = weight.value.to(core::Device::cpu());
-      auto keys = r.graph->row_of.find(w);
-      if (keys != r.graph->row_of.end()) {
-        std::vector<int64_t> order(keys->second.size());
-        for (const auto& [key, row] : keys->second)
-          order[static_cast<size_t>(row)] = key;
-        c.ints[r.names[w] + "/keys"] = std::move(order);
-      }
+  if (!r.graph) return c;
+  for (size_t w = 0; w < r.params.size(); ++w) {
+    const auto& weight = r.graph->graph().weights()[w].weight();
+    if (weight.value.shape() != weight.shape && !weight.keyed) continue;  // a table not held
+    c.tensors[r.names[w]] = weight.value.to(core::Device::cpu());
+    auto keys = r.graph->row_of.find(w);
+    if (keys != r.graph->row_of.end()) {
+      std::vector<int64_t> order(keys->second.size());
+      for (const auto& [key, row] : keys->second)
+        order[static_cast<size_t>(row)] = key;
+      c.ints[r.names[w] + "/keys"] = std::move(order);
     }
-    return c;
   }
-  for (const auto& p : r.params)
-    if (p.value != &r.table || r.table_held) c.tensors[p.name] = p.value->to(core::Device::cpu());
-  if (r.dynamic) c.ints[ctr_table_keys] = r.table_keys;
   return c;
 }
 
 core::Expected<core::Checkpoint> Model::read_weights() {
   if (auto st = pull(); !st) return st.error();
   auto& r = s_->replica;
-  if (r.graph && s_->strategy != nullptr) {
+  if (s_->strategy != nullptr) {
     core::Checkpoint c;
     for (size_t w = 0; w < r.params.size(); ++w) {
       if (!r.graph->table[w]) {
@@ -293,124 +227,64 @@ core::Expected<core::Checkpoint> Model::read_weights() {
     }
     return c;
   }
-  if (s_->strategy == nullptr || !r.ctr) return weights();
-  // The table from the PS tasks, held only for the checkpoint.
-  const Variable& table = s_->variables[static_cast<size_t>(r.table_index)];
-  core::Checkpoint c;
-  for (const auto& p : r.params)
-    if (p.value != &r.table) c.tensors[p.name] = p.value->to(core::Device::cpu());
-  if (!r.dynamic) {
-    auto rows = s_->strategy->read(table);
-    if (!rows) return rows.error();
-    c.tensors[ctr_table] = std::move(*rows);
-    return c;
-  }
-  auto rows = s_->strategy->read_table(table);
-  if (!rows) return rows.error();
-  c.tensors[ctr_table] = std::move(rows->values);
-  c.ints[ctr_table_keys] = std::move(rows->keys);
-  return c;
+  return weights();
 }
 
 core::Status Model::set_weights(const core::Checkpoint& ckpt) {
   auto& r = s_->replica;
-  if (r.graph) {
-    // Checked whole first: nothing changes unless every weight fits.
-    const auto& ws = r.graph->graph().weights();
-    std::vector<std::unordered_map<int64_t, int64_t>> keyed(ws.size());
-    for (size_t w = 0; w < ws.size(); ++w) {
-      auto it = ckpt.tensors.find(r.names[w]);
-      if (it == ckpt.tensors.end())
-        return make_error(Errc::invalid_argument,
-                          "the checkpoint has no variable '" + r.names[w] + "'");
-      const auto& shape = ws[w].weight().shape;
-      if (!r.graph->keyed[w]) {
-        if (it->second.shape() != shape)
-          return make_error(Errc::invalid_argument, "the checkpoint's '" + r.names[w] +
-                                                        "' has shape " +
-                                                        it->second.shape().to_string() +
-                                                        ", the model's is " + shape.to_string());
-        continue;
-      }
-      auto keys = ckpt.ints.find(r.names[w] + "/keys");
-      if (it->second.shape().rank() != 2 || it->second.shape()[1] != shape[1] ||
-          keys == ckpt.ints.end() ||
-          static_cast<int64_t>(keys->second.size()) != it->second.shape()[0])
-        return make_error(Errc::invalid_argument, "the checkpoint's dynamic table '" + r.names[w] +
-                                                      "' does not have a key per row of width " +
-                                                      std::to_string(shape[1]));
-      for (size_t i = 0; i < keys->second.size(); ++i)
-        if (!keyed[w].emplace(keys->second[i], static_cast<int64_t>(i)).second)
-          return make_error(Errc::invalid_argument, "the checkpoint's dynamic table '" +
-                                                        r.names[w] + "' holds a key twice");
-    }
-    for (size_t w = 0; w < ws.size(); ++w) {
-      auto& weight = ws[w].weight();
-      const auto& t = ckpt.tensors.at(r.names[w]);
-      if (weight.table || weight.value.device() == t.device())
-        weight.value = t;
-      else
-        weight.value.set(t);
-      if (r.graph->keyed[w]) r.graph->row_of[w] = std::move(keyed[w]);
-    }
-    s_->hold_table();  // the tables' optimizer slots, now that they are held
-    return {};
-  }
-  std::vector<core::Tensor> values;
-  for (const auto& name : r.names) {
-    auto it = ckpt.tensors.find(name);
-    if (it == ckpt.tensors.end())
-      return make_error(Errc::invalid_argument, "the checkpoint has no variable '" + name + "'");
-    values.push_back(it->second);
-  }
-  if (!r.dynamic) {
-    if (r.ctr && r.table_index >= 0 &&
-        !(values[static_cast<size_t>(r.table_index)].shape() == r.table_shape))
+  if (!r.graph) return r.status;
+  if (core::keras::is_ctr_program_checkpoint(ckpt)) {
+    // Written by ctr_fit before its model was a Keras graph: its variables migrated, once.
+    auto config = core::keras::ctr_form_config(r.graph->graph());
+    if (!config)
       return make_error(Errc::invalid_argument,
-                        "the checkpoint's table '" + std::string(ctr_table) + "' has shape " +
-                            values[static_cast<size_t>(r.table_index)].shape().to_string() +
-                            ", the model's is " + r.table_shape.to_string());
-    s_->hold_table();  // at its initial values, should the assignment below fail
-    return r.assign(std::move(values));
+                        "the checkpoint holds the built-in CTR model's variables (bias, table "
+                        "'embedding'), and " +
+                            config.error().message);
+    auto migrated = core::keras::migrate_ctr_checkpoint(*config, ckpt);
+    if (!migrated) return migrated.error();
+    return set_weights(*migrated);
   }
-  // A dynamic table: any number of rows of the model's width, a distinct key a row.
-  core::Tensor table = std::move(values[static_cast<size_t>(r.table_index)]);
-  values.erase(values.begin() + r.table_index);
-  auto keys = ckpt.ints.find(ctr_table_keys);
-  const int64_t width = r.table_shape[1];
-  if (table.shape().rank() != 2 || table.shape()[1] != width)
-    return make_error(Errc::invalid_argument, "the checkpoint's table '" + std::string(ctr_table) +
-                                                  "' has shape " + table.shape().to_string() +
-                                                  ", the model's rows are " +
-                                                  std::to_string(width) + " wide");
-  if (keys == ckpt.ints.end() || static_cast<int64_t>(keys->second.size()) != table.shape()[0])
-    return make_error(
-        Errc::invalid_argument,
-        "the checkpoint's dynamic table has " + std::to_string(table.shape()[0]) + " rows and " +
-            (keys == ckpt.ints.end() ? std::string("no") : std::to_string(keys->second.size())) +
-            " keys ('" + ctr_table_keys + "')");
-  std::unordered_map<int64_t, int64_t> row_of;
-  row_of.reserve(keys->second.size());
-  for (size_t i = 0; i < keys->second.size(); ++i)
-    if (!row_of.emplace(keys->second[i], static_cast<int64_t>(i)).second)
-      return make_error(Errc::invalid_argument, "the checkpoint's dynamic table holds key " +
-                                                    std::to_string(keys->second[i]) + " twice");
-  if (auto st = r.assign_dense(std::move(values)); !st) return st;
-  r.table = std::move(table);
-  r.table_keys = keys->second;
-  r.row_of = std::move(row_of);
+  // Checked whole first: nothing changes unless every weight fits.
+  const auto& ws = r.graph->graph().weights();
+  std::vector<std::unordered_map<int64_t, int64_t>> keyed(ws.size());
+  for (size_t w = 0; w < ws.size(); ++w) {
+    auto it = ckpt.tensors.find(r.names[w]);
+    if (it == ckpt.tensors.end())
+      return make_error(Errc::invalid_argument,
+                        "the checkpoint has no variable '" + r.names[w] + "'");
+    const auto& shape = ws[w].weight().shape;
+    if (!r.graph->keyed[w]) {
+      if (it->second.shape() != shape)
+        return make_error(Errc::invalid_argument, "the checkpoint's '" + r.names[w] +
+                                                      "' has shape " +
+                                                      it->second.shape().to_string() +
+                                                      ", the model's is " + shape.to_string());
+      continue;
+    }
+    auto keys = ckpt.ints.find(r.names[w] + "/keys");
+    if (it->second.shape().rank() != 2 || it->second.shape()[1] != shape[1] ||
+        keys == ckpt.ints.end() ||
+        static_cast<int64_t>(keys->second.size()) != it->second.shape()[0])
+      return make_error(Errc::invalid_argument, "the checkpoint's dynamic table '" + r.names[w] +
+                                                    "' does not have a key per row of width " +
+                                                    std::to_string(shape[1]));
+    for (size_t i = 0; i < keys->second.size(); ++i)
+      if (!keyed[w].emplace(keys->second[i], static_cast<int64_t>(i)).second)
+        return make_error(Errc::invalid_argument,
+                          "the checkpoint's dynamic table '" + r.names[w] + "' holds a key twice");
+  }
+  for (size_t w = 0; w < ws.size(); ++w) {
+    auto& weight = ws[w].weight();
+    const auto& t = ckpt.tensors.at(r.names[w]);
+    if (weight.table || weight.value.device() == t.device())
+      weight.value = t;
+    else
+      weight.value.set(t);
+    if (r.graph->keyed[w]) r.graph->row_of[w] = std::move(keyed[w]);
+  }
+  s_->hold_table();  // the tables' optimizer slots, now that they are held
   return {};
-}
-
-core::Expected<std::shared_ptr<const std::vector<core::Example>>> Model::eval_examples() {
-  return s_->eval.get(s_->spec);
-}
-
-int64_t Model::eval_batches() {
-  auto ex = eval_examples();
-  if (!ex || s_->spec.eval_batch_size <= 0) return 0;
-  const auto n = static_cast<int64_t>((*ex)->size());
-  return (n + s_->spec.eval_batch_size - 1) / s_->spec.eval_batch_size;
 }
 
 core::Status Model::status() const {
@@ -418,18 +292,18 @@ core::Status Model::status() const {
 }
 
 const core::graph::Graph& Model::graph() const {
-  TROUPE_ASSERT(s_->replica.graph != nullptr, "graph() of a model that is no Keras graph");
+  TROUPE_ASSERT(s_->replica.graph != nullptr, "graph() of a model that could not be made");
   return s_->replica.graph->graph();
 }
 
 std::vector<core::FeatureSpec> Model::data_specs() const {
-  TROUPE_ASSERT(s_->replica.graph != nullptr, "data_specs() of a model that is no Keras graph");
+  TROUPE_ASSERT(s_->replica.graph != nullptr, "data_specs() of a model that could not be made");
   return detail::feature_specs(*s_->replica.graph);
 }
 
 std::map<std::string, double> Model::logs(const BatchStats& stats,
                                           const std::string& prefix) const {
-  TROUPE_ASSERT(s_->replica.graph != nullptr, "logs() of a model that is no Keras graph");
+  TROUPE_ASSERT(s_->replica.graph != nullptr, "logs() of a model that could not be made");
   return detail::graph_logs(*s_->replica.graph, stats, prefix);
 }
 
@@ -440,6 +314,7 @@ void Model::set_eval_batches(std::shared_ptr<const std::vector<core::Batch>> bat
 
 core::Expected<std::vector<core::Tensor>> Model::predict(const core::Batch& batch) {
   if (auto st = s_->place(); !st) return st.error();
+  if (s_->strategy == nullptr) s_->hold_table();  // one process: its tables are here
   if (s_->strategy != nullptr)
     if (auto st = pull(); !st) return st.error();  // trained on the PS tasks
   auto& g = *s_->replica.graph;
@@ -465,36 +340,14 @@ GraphReplica::RowsFn model_rows(Model::State& s) {
 
 core::Expected<BatchStats> Model::evaluate() {
   if (auto st = s_->place(); !st) return st.error();
-  if (auto& g = s_->replica.graph) {
-    auto batches = s_->eval.get_batches(s_->spec);
-    if (!batches) return batches.error();
-    if (auto st = pull(); !st) return st.error();
-    BatchStats total;
-    for (const auto& batch : **batches) {
-      auto stats = g->run(batch, /*train=*/false, detail::model_rows(*s_));
-      if (!stats) return stats;
-      total.merge(*stats);
-    }
-    return total;
-  }
-  auto ex = eval_examples();
-  if (!ex) return ex.error();
+  if (s_->strategy == nullptr) s_->hold_table();  // one process: its tables are here
+  auto& g = s_->replica.graph;
+  auto batches = s_->eval.get_batches(s_->spec);
+  if (!batches) return batches.error();
   if (auto st = pull(); !st) return st.error();
   BatchStats total;
-  for (int64_t i = 0, n = eval_batches(); i < n; ++i) {
-    auto batch = eval_batch(**ex, s_->spec.eval_batch_size, i);
-    if (!batch) return batch.error();
-    auto& r = s_->replica;
-    auto stats = [&]() -> core::Expected<BatchStats> {
-      if (s_->strategy == nullptr || !r.ctr)
-        return detail::run_batch(r, *batch, /*backward=*/false);
-      // The batch's rows (by index or key) from the PS tasks: the chief holds no table.
-      if (auto st = detail::feed_ctr(r, *batch); !st) return st.error();
-      auto rows =
-          s_->strategy->read_rows(s_->variables[static_cast<size_t>(r.table_index)], r.ids());
-      if (!rows) return rows.error();
-      return detail::run_ctr_batch(r, *batch, *rows, /*backward=*/false);
-    }();
+  for (const auto& batch : **batches) {
+    auto stats = g->run(batch, /*train=*/false, detail::model_rows(*s_));
     if (!stats) return stats;
     total.merge(*stats);
   }
@@ -504,20 +357,11 @@ core::Expected<BatchStats> Model::evaluate() {
 core::Expected<BatchStats> Model::evaluate_distributed() {
   auto coord = coordinator();
   if (!coord) return coord.error();
-  // The chief counts the batches; workers read their own copy. A Keras model's batches are
-  // its validation data's ("<name>/validate"), a classifier's its evaluation examples'.
-  int64_t batches = 0;
-  std::string step = s_->spec.name + "/evaluate";
-  if (s_->replica.graph) {
-    auto b = s_->eval.get_batches(s_->spec);
-    if (!b) return b.error();
-    batches = static_cast<int64_t>((*b)->size());
-    step = s_->spec.name + "/validate";
-  } else {
-    auto ex = eval_examples();
-    if (!ex) return ex.error();
-    batches = eval_batches();
-  }
+  // The chief counts the validation batches; workers read their own copy.
+  auto b = s_->eval.get_batches(s_->spec);
+  if (!b) return b.error();
+  const auto batches = static_cast<int64_t>((*b)->size());
+  const std::string step = s_->spec.name + "/validate";
   // One closure per batch. A closure whose worker is lost runs again elsewhere and
   // computes the same batch; each RemoteValue resolves once, so each batch counts once.
   std::vector<RemoteValue<BatchStats>> results;

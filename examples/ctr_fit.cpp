@@ -1,6 +1,7 @@
-// Click-through-rate training with fit(): DeepFM as a troupe::Model whose table is split
-// over the PS tasks, ModelCheckpoint every epoch, and a side-car evaluator that scores
-// each checkpoint on the held-out file and reports its AUC. The same binary runs every task:
+// Click-through-rate training with fit(): DeepFM as a troupe::Model (its Keras form, the
+// graph core::keras::ctr_model_config writes) whose table is split over the PS tasks,
+// ModelCheckpoint every epoch, and a side-car evaluator that scores each checkpoint on the
+// held-out file and reports its AUC. The same binary runs every task:
 //
 //   build/bin/ctr_datagen --out /tmp/ctr --rows 400000 --files 4 --vocab 50
 //   build/bin/troupe launch --ps 2 --workers 2 --evaluator -- build/bin/ctr_fit --data /tmp/ctr
@@ -15,6 +16,7 @@
 
 #include "core/data/sparse_input.hpp"
 #include "core/json_text.hpp"
+#include "core/keras/builtin_models.hpp"
 #include "ctr_data.hpp"
 #include "device_flags.hpp"
 #include "examples/command_line.hpp"
@@ -52,22 +54,52 @@ struct Settings {
   tc::DataFormat record_format() const { return tc::parse_sparse_format(format).value(); }
 };
 
-troupe::ModelSpec model_spec(const Settings& s) {
-  troupe::ModelSpec m;
-  m.name = "deepfm";
+// The model: DeepFM as its Keras form (core::keras::ctr_model_config), one row of the table
+// per bucket of each field.
+tc::CtrModelConfig model_config(const Settings& s) {
   tc::CtrModelConfig c;
   c.dim = s.dim;
   c.hidden = s.hidden;
-  m.ctr = c;
-  m.table_rows = c.fields * s.buckets;
-  if (s.table.dynamic()) m.dynamic_table = s.table.spec;
-  m.optimizer = s.optimizer;
-  m.learning_rate = s.lr;
+  return c;
+}
+
+// A batch of the sparse readers as the form's columns (ids, dense, label); one it cannot
+// take ends the dataset with the error (as the readers' own errors do).
+tc::Batch form_columns(const tc::CtrModelConfig& c, const tc::Batch& sparse) {
+  tc::Batch out;
+  if (auto st = tc::keras::ctr_columns(c, sparse, /*weighted=*/false, /*labels=*/true, out); !st)
+    tc::Expected<int>(st.error()).value();
+  return out;
+}
+
+troupe::ModelSpec model_spec(const Settings& s) {
+  const tc::CtrModelConfig c = model_config(s);
+  troupe::ModelSpec m;
+  m.name = "deepfm";
+  m.keras = troupe::keras_source(
+      "deepfm.json",
+      tc::keras::ctr_model_config(c, c.fields * s.buckets, s.optimizer, s.lr).dump());
+  if (s.table.dynamic()) m.keras_options.dynamic_tables["embedding"] = s.table.spec;
   const std::string path = s.data + "/heldout" + s.ext();
   const auto format = s.record_format();
   const tc::CriteoOptions criteo = s.table.criteo(s.buckets);
-  m.eval_examples = [path, format, criteo] { return tc::read_examples(path, format, criteo); };
-  m.eval_batch_size = 4096;
+  m.eval_batches = [c, path, format, criteo]() -> tc::Expected<std::vector<tc::Batch>> {
+    auto examples = tc::read_examples(path, format, criteo);
+    if (!examples) return examples.error();
+    constexpr size_t size = 4096;
+    std::vector<tc::Batch> out;
+    for (size_t i = 0; i < examples->size(); i += size) {
+      const auto first = examples->begin() + static_cast<std::ptrdiff_t>(i);
+      const auto last =
+          examples->begin() + static_cast<std::ptrdiff_t>(std::min(examples->size(), i + size));
+      tc::Batch columns;
+      if (auto st = tc::keras::ctr_columns(c, tc::collate({first, last}), false, true, columns);
+          !st)
+        return tc::make_error(st.error().code, path + ": " + st.error().message);
+      out.push_back(std::move(columns));
+    }
+    return out;
+  };
   m.device = s.device.device;
   m.precision = s.device.precision;
   return m;
@@ -80,7 +112,9 @@ troupe::Registry make_registry(const Settings& s) {
     o.format = s.record_format();
     o.criteo = s.table.criteo(s.buckets);
     o.batch = static_cast<size_t>(s.batch);
-    return troupe::examples::ctr_train_batches(s.data, s.ext(), ctx, o);
+    const tc::CtrModelConfig c = model_config(s);
+    return troupe::examples::ctr_train_batches(s.data, s.ext(), ctx, o)
+        .map([c](const tc::Batch& b) { return form_columns(c, b); });
   });
   troupe::register_model(r, model_spec(s));
   return r;
@@ -169,11 +203,6 @@ int main(int argc, char** argv) {
       strategy_options);
   if (!strategy) return fail(strategy.error());
   troupe::Model model(model_spec(s));
-  // ctr_model.json in the run directory: `troupe export --job` reads the live job with it.
-  if (auto st = troupe::examples::write_model_description(
-          s.table.export_config(*model.spec().ctr, s.buckets, s.optimizer, s.lr), "");
-      !st)
-    return fail(st.error());
   troupe::FitOptions o;
   o.epochs = s.epochs;
   o.steps_per_epoch = s.steps_per_epoch;
@@ -196,17 +225,8 @@ int main(int argc, char** argv) {
   nlohmann::json exported = nullptr;
   if (!s.export_path.empty()) {
     // The trained model from the PS tasks, as `troupe export` writes it.
-    const auto config = s.table.export_config(*model.spec().ctr, s.buckets, s.optimizer, s.lr);
-    std::vector<troupe::Variable> dense;
-    troupe::Variable table;
-    for (const auto& v : model.variables()) {
-      if (v.name == troupe::ctr_table)
-        table = v;
-      else
-        dense.push_back(v);
-    }
-    auto r = troupe::export_ctr_model(**strategy, config, dense, table, s.export_path,
-                                      s.export_min_count);
+    const auto config = s.table.export_config(model_config(s), s.buckets, s.optimizer, s.lr);
+    auto r = troupe::export_ctr_model(model, config, s.export_path, s.export_min_count);
     if (!r) {
       shutdown();
       return fail(r.error());

@@ -117,12 +117,7 @@ inline int run_evaluator_task(const std::string& program, const ModelSpec& spec,
                      {"evaluations", r->evaluations},
                      {"skipped", r->skipped},
                      {"last_step", r->last_step}};
-  if (spec.keras == nullptr) {  // a built-in model (a Keras model's names are below)
-    out["test_accuracy"] = r->last.accuracy();
-    out["loss"] = r->last.loss();
-    if (r->last.has_auc()) out["auc"] = r->last.auc();
-  }
-  for (const auto& [k, v] : r->last_logs)  // a Keras model's History names
+  for (const auto& [k, v] : r->last_logs)  // the model's History names
     out[k] = v;
   for (const auto& [k, v] : extra.items())
     out[k] = v;

@@ -351,6 +351,135 @@ Expected<std::map<std::string, Tensor>> ctr_model_values(const CtrModelConfig& c
   return out;
 }
 
+Expected<std::map<std::string, Tensor>> ctr_program_values(
+    const CtrModelConfig& c, const std::map<std::string, Tensor>& weights) {
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, shape] : ctr_dense_variables(c)) {
+    const std::string path = ctr_graph_path(c, name);
+    if (path.empty()) {  // the bias of a model without dense features: held elsewhere
+      out[name] = Tensor(shape, 0.0f);
+      continue;
+    }
+    auto it = weights.find(path);
+    if (it == weights.end())
+      return make_error(Errc::invalid_argument, "the model has no weight '" + path + "'");
+    if (it->second.shape() != shape)
+      return make_error(Errc::invalid_argument, "weight '" + path + "' has shape " +
+                                                    it->second.shape().to_string() + ", not " +
+                                                    shape.to_string());
+    out[name] = it->second.to(Device::cpu());
+  }
+  return out;
+}
+
+Status ctr_columns(const CtrModelConfig& c, const Batch& b, bool weighted, bool labels,
+                   Batch& out) {
+  const int64_t n = b.size(), F = c.fields, D = c.dense;
+  if (static_cast<int64_t>(b.row_splits.size()) != n + 1 ||
+      (!b.values.empty() && b.values.size() != b.ids.size()))
+    return make_error(Errc::invalid_argument, "CTR batch: malformed sparse features");
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t have =
+        b.row_splits[static_cast<size_t>(i + 1)] - b.row_splits[static_cast<size_t>(i)];
+    if (have != F)
+      return make_error(Errc::invalid_argument,
+                        "CTR batch: example " + std::to_string(i) + " has " + std::to_string(have) +
+                            " ids, the model takes one per field (" + std::to_string(F) + ")");
+  }
+  if (!weighted)
+    for (size_t i = 0; i < b.values.size(); ++i)
+      if (b.values[i] != 1.0f)
+        return make_error(Errc::invalid_argument,
+                          "CTR batch: id " + std::to_string(b.ids[i]) + " has the value " +
+                              std::to_string(b.values[i]) +
+                              "; this form of the model counts every id once (value 1)");
+  const int64_t d = b.features.shape().rank() == 2 ? b.features.shape()[1] : 0;
+  if (n > 0 && d != D)
+    return make_error(Errc::invalid_argument, "CTR batch: " + std::to_string(d) +
+                                                  " dense features, the model takes " +
+                                                  std::to_string(D));
+  out.columns.resize(1 + (weighted ? 1 : 0) + (D > 0 ? 1 : 0) + (labels ? 1 : 0));
+  size_t at = 0;
+  auto column = [&](const char* name, ColumnKind kind, int64_t width) -> Column& {
+    Column& col = out.columns[at++];
+    col.name = name;
+    col.kind = kind;
+    col.shape = Shape{n, width};
+    return col;
+  };
+  column("ids", ColumnKind::ints, F).ints.assign(b.ids.begin(), b.ids.end());
+  if (weighted)
+    column("values", ColumnKind::floats, F).floats.assign(b.values.begin(), b.values.end());
+  if (D > 0)
+    column("dense", ColumnKind::floats, D)
+        .floats.assign(b.features.data(), b.features.data() + n * D);
+  if (labels)
+    column("label", ColumnKind::floats, 1).floats.assign(b.labels.begin(), b.labels.end());
+  return {};
+}
+
+Expected<CtrModelConfig> ctr_form_config(const graph::Graph& g) {
+  auto not_the_form = [](const std::string& why) {
+    return make_error(Errc::invalid_argument,
+                      "the model is not the built-in CTR model's Keras form: " + why);
+  };
+  std::map<std::string, Shape> weights;
+  for (const auto& ref : g.weights())
+    weights[ref.path] = ref.weight().shape;
+  CtrModelConfig c;
+  c.dense = 0;
+  c.hidden.clear();
+  bool ids = false;
+  for (const auto& in : g.inputs()) {
+    if (in.name == "ids" && in.spec.shape.size() == 1) {
+      c.fields = in.spec.shape[0];
+      ids = true;
+    } else if (in.name == "dense" && in.spec.shape.size() == 1) {
+      c.dense = in.spec.shape[0];
+    } else {
+      return not_the_form("input '" + in.name + "'");
+    }
+  }
+  if (!ids) return not_the_form("no input 'ids'");
+  auto table = weights.find("embedding/embeddings");
+  if (table == weights.end() || table->second.rank() != 2)
+    return not_the_form("no table 'embedding/embeddings'");
+  c.dim = table->second[1] - 1;
+  for (size_t i = 0; weights.count("dnn_" + std::to_string(i) + "/kernel"); ++i)
+    c.hidden.push_back(weights.at("dnn_" + std::to_string(i) + "/kernel")[1]);
+  const bool fm = g.operation("fm") != nullptr, dnn = weights.count("dnn_out/kernel") != 0;
+  c.kind =
+      fm ? (dnn ? CtrKind::deepfm : CtrKind::fm) : (dnn ? CtrKind::wide_deep : CtrKind::logistic);
+  if (c.kind == CtrKind::logistic) c.dim = 16;  // unused: LR's rows are one wide
+  if (c.row_width() != table->second[1])
+    return not_the_form("a table of rows " + std::to_string(table->second[1]) + " wide");
+  return c;
+}
+
+bool is_ctr_program_checkpoint(const Checkpoint& ckpt) {
+  auto table = ckpt.tensors.find("embedding");
+  return table != ckpt.tensors.end() && table->second.shape().rank() == 2 &&
+         ckpt.tensors.count("bias") == 1 && ckpt.tensors.count("embedding/embeddings") == 0;
+}
+
+Expected<Checkpoint> migrate_ctr_checkpoint(const CtrModelConfig& c, const Checkpoint& old) {
+  auto table = old.tensors.find("embedding");
+  if (table == old.tensors.end())
+    return make_error(Errc::invalid_argument, "the checkpoint has no table 'embedding'");
+  std::map<std::string, Tensor> dense;
+  for (const auto& [name, shape] : ctr_dense_variables(c)) {
+    auto it = old.tensors.find(name);
+    if (it != old.tensors.end()) dense.emplace(name, it->second);
+  }
+  auto values = ctr_model_values(c, dense, table->second);
+  if (!values) return values.error();
+  Checkpoint out;
+  out.tensors = std::move(*values);
+  for (const auto& [name, ints] : old.ints)
+    out.ints[name == "embedding/keys" ? "embedding/embeddings/keys" : name] = ints;
+  return out;
+}
+
 Expected<json> classifier_model_config(const ClassifierForm& form, const std::string& optimizer,
                                        float learning_rate) {
   if (!form.cnn && form.widths.size() < 2)

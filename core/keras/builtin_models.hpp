@@ -37,7 +37,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/checkpoint/checkpoint.hpp"
+#include "core/data/example.hpp"
 #include "core/expected.hpp"
+#include "core/graph/graph.hpp"
 #include "core/nn/ctr_export.hpp"
 #include "core/nn/ctr_model.hpp"
 #include "core/tensor.hpp"
@@ -74,6 +77,40 @@ std::string ctr_graph_path(const CtrModelConfig& config, const std::string& para
 Expected<std::map<std::string, Tensor>> ctr_model_values(const CtrModelConfig& config,
                                                          const std::map<std::string, Tensor>& dense,
                                                          const Tensor& rows, bool weighted = false);
+
+/// The programs' dense variables (ctr_dense_variables()'s names) from the form's weights by
+/// graph path (the table is not among them: its layout is the same): ctr_model_values's
+/// inverse, but for the bias of a model without dense features, which the form holds
+/// elsewhere (dnn_out's bias, the linear weights): there it is 0, and the model computes
+/// the same logits. A weight missing or of another shape is an invalid_argument error.
+Expected<std::map<std::string, Tensor>> ctr_program_values(
+    const CtrModelConfig& config, const std::map<std::string, Tensor>& weights);
+
+/// A batch of the sparse readers' examples (each `fields` ids with their values, `dense`
+/// features) as the form's data, into `out` (its buffers reused batch after batch): `ids`
+/// [n, fields] (ints), `values` [n, fields] for the `weighted` form, `dense` [n, dense], and
+/// with `labels` the label column `label` [n, 1] (floats). An example of another id or
+/// dense-feature count is an invalid_argument error naming it; so is an id of a value other
+/// than 1 for the plain form (it would count once).
+Status ctr_columns(const CtrModelConfig& config, const Batch& sparse, bool weighted, bool labels,
+                   Batch& out);
+
+/// The config of a graph built from ctr_model_config's form (its plain form): its fields,
+/// dense features, factors, hidden widths and kind read back from its inputs, weights and
+/// operations (the seed is not). A graph of another form is an invalid_argument error.
+Expected<CtrModelConfig> ctr_form_config(const graph::Graph& graph);
+
+/// Whether `checkpoint` holds the programs' variables (ctr_dense_variables()'s names and
+/// the table `embedding` [rows, row_width]): what ctr_fit and the side-car evaluator wrote
+/// before the built-in model was trained as its Keras form.
+bool is_ctr_program_checkpoint(const Checkpoint& checkpoint);
+
+/// The one-way migration of such a checkpoint to the form's weights by graph path
+/// (ctr_model_values; a dynamic table's keys `embedding/keys` go to
+/// `embedding/embeddings/keys`, a key a row as before); its other ints (step, epoch) are
+/// kept. A variable missing or of another shape is an invalid_argument error naming it.
+Expected<Checkpoint> migrate_ctr_checkpoint(const CtrModelConfig& config,
+                                            const Checkpoint& checkpoint);
 
 /// Troupe's built-in Fashion-MNIST classifiers: an MLP of `widths` (widths[0] = 784, any
 /// width with `features`), or the tutorial's CNN.

@@ -6,48 +6,6 @@
 
 namespace troupe::core::keras {
 
-namespace {
-
-// A batch of the sparse readers' examples as the form's inputs, into `out` (its buffers
-// reused batch after batch): `ids` [n, fields], `values` [n, fields] for the weighted form,
-// `dense` [n, dense].
-Status ctr_columns(const CtrModelConfig& c, const Batch& b, bool weighted, Batch& out) {
-  const int64_t n = b.size(), F = c.fields, D = c.dense;
-  if (static_cast<int64_t>(b.row_splits.size()) != n + 1 ||
-      (!b.values.empty() && b.values.size() != b.ids.size()))
-    return make_error(Errc::invalid_argument, "CTR batch: malformed sparse features");
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t have =
-        b.row_splits[static_cast<size_t>(i + 1)] - b.row_splits[static_cast<size_t>(i)];
-    if (have != F)
-      return make_error(Errc::invalid_argument,
-                        "CTR batch: example " + std::to_string(i) + " has " + std::to_string(have) +
-                            " ids, the model takes one per field (" + std::to_string(F) + ")");
-  }
-  const int64_t d = b.features.shape().rank() == 2 ? b.features.shape()[1] : 0;
-  if (n > 0 && d != D)
-    return make_error(Errc::invalid_argument, "CTR batch: " + std::to_string(d) +
-                                                  " dense features, the model takes " +
-                                                  std::to_string(D));
-  out.columns.resize(1 + (weighted ? 1 : 0) + (D > 0 ? 1 : 0));
-  auto column = [&](size_t at, const char* name, ColumnKind kind, int64_t width) -> Column& {
-    Column& col = out.columns[at];
-    col.name = name;
-    col.kind = kind;
-    col.shape = Shape{n, width};
-    return col;
-  };
-  column(0, "ids", ColumnKind::ints, F).ints.assign(b.ids.begin(), b.ids.end());
-  if (weighted)
-    column(1, "values", ColumnKind::floats, F).floats.assign(b.values.begin(), b.values.end());
-  if (D > 0)
-    column(out.columns.size() - 1, "dense", ColumnKind::floats, D)
-        .floats.assign(b.features.data(), b.features.data() + n * D);
-  return {};
-}
-
-}  // namespace
-
 CtrGraph::CtrGraph(const CtrModelConfig& config, int64_t rows, bool keyed) : config_(config) {
   for (auto& [name, shape] : ctr_dense_variables(config_)) {
     names_.push_back(name);
@@ -95,7 +53,7 @@ Status CtrGraph::to(Device device, Precision precision) {
 Status CtrGraph::feed(const Batch& b) {
   const bool weighted =
       std::any_of(b.values.begin(), b.values.end(), [](float v) { return v != 1.0f; });
-  if (auto st = ctr_columns(config_, b, weighted, columns_); !st) return st;
+  if (auto st = ctr_columns(config_, b, weighted, /*labels=*/false, columns_); !st) return st;
   form_ = &forms_[weighted ? 1 : 0];
   if (weighted)  // the dense weights are the plain form's (parameters() may change them in place)
     for (size_t i = 0; i < form_->dense.size(); ++i)

@@ -48,4 +48,15 @@ core::Expected<ExportReport> export_ctr_model(ParameterServerStrategy& strategy,
                                               const Variable& table, const std::string& path,
                                               int32_t min_count = 0);
 
+class Model;
+
+/// Exports `model`, the built-in CTR model's Keras form (core::keras::ctr_model_config, as
+/// ctr_fit trains it) attached to a ParameterServerStrategy, as export_ctr_model above: its
+/// variables read from the PS tasks under their graph paths and written under the
+/// programs' names (core::keras::ctr_program_values), its table `embedding/embeddings` (a
+/// dynamic one when config.dynamic, keeping rows seen at least `min_count` times). A model
+/// not attached, or of another form, is an invalid_argument error.
+core::Expected<ExportReport> export_ctr_model(Model& model, const core::CtrExportConfig& config,
+                                              const std::string& path, int32_t min_count = 0);
+
 }  // namespace troupe

@@ -175,7 +175,6 @@ KerasModel::KerasModel(const std::string& name, std::string bytes, const std::st
   spec.keras_options = options_;
   spec.device = device;
   spec.precision = precision;
-  spec.seed = seed;
   model_ = std::make_unique<Model>(spec);
   check(model_->status());
   specs_ = model_->data_specs();

@@ -42,7 +42,7 @@ std::string deepfm_file(const std::string& path, int64_t rows) {
 
 TEST_CASE("A PS job's workers get the Keras model without its tables, and build it", "[keras]") {
   test::TempDir dir;
-  const int64_t rows = 4 * 20000;  // 80000 x 9 floats: 2.9 MB of tables
+  const int64_t rows = 4 * 20000;  // 80000 x 9 floats: a 2.9 MB table
   auto source = read_keras_source(deepfm_file(dir.file("deepfm.keras"), rows));
   REQUIRE(source.ok());
   ModelSpec spec;
@@ -82,7 +82,7 @@ TEST_CASE("A PS job's workers get the Keras model without its tables, and build 
     for (int64_t i = 0; i < want.size(); ++i)
       REQUIRE(got.value[i] == want[i]);
   }
-  CHECK(tables == 2);
+  CHECK(tables == 1);  // the built-in form's one table, rows [1 + dim]
 
   // Only a worker installing the chief's copy takes it: as a model file it is refused.
   auto as_file = detail::GraphReplica::make(*decoded->source, KerasOptions{});

@@ -99,11 +99,8 @@ inline std::vector<core::Example> clicks(int64_t n, uint64_t seed) {
   return out;
 }
 
-/// A DeepFM over clicks(): dim 4, one hidden layer of 8, Adagrad; evaluation on 1024
-/// held-out clicks in batches of 256.
-inline ModelSpec ctr_model() {
-  ModelSpec m;
-  m.name = "ctr";
+/// The DeepFM clicks() trains: 4 fields, no dense features, dim 4, one hidden layer of 8.
+inline core::CtrModelConfig clicks_config() {
   core::CtrModelConfig c;
   c.kind = core::CtrKind::deepfm;
   c.fields = 4;
@@ -111,13 +108,40 @@ inline ModelSpec ctr_model() {
   c.dim = 4;
   c.hidden = {8};
   c.seed = 5;
-  m.ctr = c;
-  m.table_rows = 64;
-  m.optimizer = "adagrad";
-  m.learning_rate = 0.1f;
-  m.seed = 5;
-  m.eval_examples = []() -> core::Expected<std::vector<core::Example>> { return clicks(1024, 99); };
-  m.eval_batch_size = 256;
+  return c;
+}
+
+/// Examples of clicks() as the Keras form's columns: `ids` [n, 4], `label` [n, 1].
+inline core::Batch clicks_columns(const std::vector<core::Example>& examples) {
+  core::Batch out;
+  const auto st = core::keras::ctr_columns(clicks_config(), core::collate(examples),
+                                           /*weighted=*/false, /*labels=*/true, out);
+  TROUPE_ASSERT(st.ok(), "clicks() as columns");
+  return out;
+}
+
+/// `examples` as clicks_columns batches of `size` (the last smaller).
+inline std::vector<core::Batch> clicks_batches(const std::vector<core::Example>& examples,
+                                               size_t size) {
+  std::vector<core::Batch> out;
+  for (size_t i = 0; i < examples.size(); i += size)
+    out.push_back(clicks_columns(
+        {examples.begin() + static_cast<std::ptrdiff_t>(i),
+         examples.begin() + static_cast<std::ptrdiff_t>(std::min(examples.size(), i + size))}));
+  return out;
+}
+
+/// A DeepFM over clicks(), named "ctr": the built-in CTR model's Keras form
+/// (core::keras::ctr_model_config) over a table of 64 rows, Adagrad at 0.1; validation on
+/// 1024 held-out clicks in batches of 256.
+inline ModelSpec ctr_model() {
+  ModelSpec m;
+  m.name = "ctr";
+  m.keras = keras_source(
+      "ctr.json", core::keras::ctr_model_config(clicks_config(), 64, "adagrad", 0.1f).dump());
+  m.eval_batches = []() -> core::Expected<std::vector<core::Batch>> {
+    return clicks_batches(clicks(1024, 99), 256);
+  };
   return m;
 }
 
@@ -131,17 +155,16 @@ inline std::vector<core::Example> keyed_clicks(int64_t n, uint64_t seed) {
   return out;
 }
 
-/// ctr_model() over keyed_clicks(), its table a dynamic one on the PS tasks (a row per key
-/// once seen twice).
+/// ctr_model() over keyed_clicks(), named "ctr_keyed", its table a dynamic one on the PS
+/// tasks (a row per key once seen twice).
 inline ModelSpec ctr_keyed_model() {
   ModelSpec m = ctr_model();
   m.name = "ctr_keyed";
-  m.table_rows = 0;
   DynamicTableSpec table;
   table.min_count = 2;
-  m.dynamic_table = table;
-  m.eval_examples = []() -> core::Expected<std::vector<core::Example>> {
-    return keyed_clicks(1024, 99);
+  m.keras_options.dynamic_tables["embedding"] = table;
+  m.eval_batches = []() -> core::Expected<std::vector<core::Batch>> {
+    return clicks_batches(keyed_clicks(1024, 99), 256);
   };
   return m;
 }
@@ -153,7 +176,7 @@ inline void add_clicks_dataset(Registry& r) {
     auto ds = core::from_vector(keyed ? keyed_clicks(2048, 1) : clicks(2048, 1))
                   .shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
                   .repeat();
-    return core::to_batches(ds, 64, /*drop_remainder=*/true);
+    return ds.batch(64, /*drop_remainder=*/true).map(clicks_columns);
   };
   r.add_dataset("clicks_repeat",
                 [make](const core::InputContext& ctx) { return make(ctx, false); });
