@@ -6,6 +6,7 @@
 
 #include "api/impl.hpp"
 #include "core/checkpoint/checkpoint_manager.hpp"
+#include "core/optimizer.hpp"
 
 namespace troupe {
 
@@ -21,17 +22,27 @@ namespace fs = std::filesystem;
 std::string shard_key(const net::Placement& p) {
   return net::shard_key(p.def);
 }
-std::string value_key(const net::Placement& p) {
-  return "value:" + shard_key(p);
+std::string value_key(const std::string& shard) {
+  return "value:" + shard;
 }
-std::string slot_key(const net::Placement& p, size_t i) {
-  return "slot" + std::to_string(i) + ":" + shard_key(p);
+std::string slot_key(const std::string& shard, size_t i) {
+  return "slot" + std::to_string(i) + ":" + shard;
 }
-std::string iterations_key(const net::Placement& p) {
-  return "iterations:" + shard_key(p);
+std::string iterations_key(const std::string& shard) {
+  return "iterations:" + shard;
 }
-std::string optimizer_key(const net::Placement& p) {
-  return "optimizer:" + shard_key(p);
+std::string optimizer_key(const std::string& shard) {
+  return "optimizer:" + shard;
+}
+
+// Whether optimizer slots saved under the optimizer `saved` mean what this job's `now` (with
+// `learning_rate`, for a name) keeps: the same text, or the same kind of optimizer with the
+// same slots (a backup that names its optimizer, as jobs did before Keras's configs).
+bool same_slots(const std::string& saved, const std::string& now, float learning_rate) {
+  if (saved == now) return true;
+  auto a = core::make_optimizer_from(saved, learning_rate);
+  auto b = core::make_optimizer_from(now, learning_rate);
+  return a && b && (*a)->name() == (*b)->name() && (*a)->slot_names() == (*b)->slot_names();
 }
 
 const char* const incarnation_file = "incarnation.tckpt";
@@ -99,28 +110,34 @@ core::Expected<std::optional<TrainingState>> BackupAndRestore::restore() {
   std::set<std::string> used;
   for (const auto& p : m.placements) {
     net::ShardState s;
-    auto value = ckpt.tensors.find(value_key(p));
+    // The shard as the backup names it: its own name, or the name an older backup held the
+    // variable under (Options::former_names).
+    std::string at = shard_key(p);
+    if (!ckpt.tensors.count(value_key(at)))
+      if (auto f = options_.former_names.find(p.def.name); f != options_.former_names.end())
+        at = f->second + "#" + std::to_string(p.def.shard);
+    auto value = ckpt.tensors.find(value_key(at));
     if (value == ckpt.tensors.end()) return mismatch("no value of " + shard_key(p));
     if (value->second.shape().to_vector() != p.def.shape)
-      return mismatch(shard_key(p) + " has another shape than the variable");
+      return mismatch(at + " has another shape than the variable " + shard_key(p));
     s.value = net::WireTensor::from(value->second);
-    used.insert(value_key(p));
+    used.insert(value_key(at));
     for (size_t i = 0;; ++i) {
-      auto slot = ckpt.tensors.find(slot_key(p, i));
+      auto slot = ckpt.tensors.find(slot_key(at, i));
       if (slot == ckpt.tensors.end()) break;
       s.slots.push_back(net::WireTensor::from(slot->second));
-      used.insert(slot_key(p, i));
+      used.insert(slot_key(at, i));
     }
     // Slots of another optimizer must not be dropped or misread: refuse, naming both.
-    if (auto opt = ckpt.ints.find(optimizer_key(p)); opt != ckpt.ints.end()) {
+    if (auto opt = ckpt.ints.find(optimizer_key(at)); opt != ckpt.ints.end()) {
       const auto saved = core::ints_text(opt->second).value_or("?");
-      if (saved != p.def.optimizer)
-        return mismatch(shard_key(p) + " was trained with optimizer '" + saved +
-                        "'; this job uses '" + p.def.optimizer + "'");
+      if (!same_slots(saved, p.def.optimizer, p.def.learning_rate))
+        return mismatch(at + " was trained with optimizer '" + saved + "'; this job uses '" +
+                        p.def.optimizer + "'");
     }
-    auto it = ckpt.ints.find(iterations_key(p));
+    auto it = ckpt.ints.find(iterations_key(at));
     if (it == ckpt.ints.end() || it->second.size() != 1)
-      return mismatch("no iteration count of " + shard_key(p));
+      return mismatch("no iteration count of " + at);
     s.iterations = it->second[0];
     states.push_back(std::move(s));
   }
@@ -167,14 +184,14 @@ core::Status BackupAndRestore::backup(const TrainingState& state) {
     };
     auto value = tensor(s->value);
     if (!value) return value.error();
-    ckpt.tensors.emplace(value_key(p), std::move(*value));
+    ckpt.tensors.emplace(value_key(shard_key(p)), std::move(*value));
     for (size_t i = 0; i < s->slots.size(); ++i) {
       auto slot = tensor(s->slots[i]);
       if (!slot) return slot.error();
-      ckpt.tensors.emplace(slot_key(p, i), std::move(*slot));
+      ckpt.tensors.emplace(slot_key(shard_key(p), i), std::move(*slot));
     }
-    ckpt.ints[iterations_key(p)] = {s->iterations};
-    ckpt.ints[optimizer_key(p)] = core::text_ints(p.def.optimizer);
+    ckpt.ints[iterations_key(shard_key(p))] = {s->iterations};
+    ckpt.ints[optimizer_key(shard_key(p))] = core::text_ints(p.def.optimizer);
   }
   ckpt.ints["epoch"] = {state.epoch};
   ckpt.ints["step"] = {state.step};

@@ -14,6 +14,7 @@
 
 #include "api/model_state.hpp"
 #include "core/json_text.hpp"
+#include "core/keras/builtin_models.hpp"
 #include "troupe/backup.hpp"
 
 namespace troupe::callbacks {
@@ -153,7 +154,13 @@ core::Status BackupAndRestoreCallback::on_train_begin(FitState& s) {
       return make_error(Errc::invalid_argument,
                         "BackupAndRestore must be given to the model's first fit(): the "
                         "coordinator it makes needs this chief's incarnation");
-    auto b = troupe::BackupAndRestore::make(*model.strategy(), directory_);
+    // The built-in CTR model's form also takes a backup of its programs' names (as a job of
+    // ModelSpec::ctr wrote it).
+    troupe::BackupAndRestore::Options options;
+    if (model.status().ok())
+      if (auto ctr = core::keras::ctr_form_config(model.graph()))
+        options.former_names = core::keras::ctr_former_names(*ctr);
+    auto b = troupe::BackupAndRestore::make(*model.strategy(), directory_, options);
     if (!b) return b.error();
     ps_ = std::move(*b);
     auto restored = ps_->restore();

@@ -351,6 +351,13 @@ Expected<std::map<std::string, Tensor>> ctr_model_values(const CtrModelConfig& c
   return out;
 }
 
+std::map<std::string, std::string> ctr_former_names(const CtrModelConfig& c) {
+  std::map<std::string, std::string> out{{"embedding/embeddings", "embedding"}};
+  for (const auto& [name, shape] : ctr_dense_variables(c))
+    if (auto path = ctr_graph_path(c, name); !path.empty()) out[path] = name;
+  return out;
+}
+
 Expected<std::map<std::string, Tensor>> ctr_program_values(
     const CtrModelConfig& c, const std::map<std::string, Tensor>& weights) {
   std::map<std::string, Tensor> out;

@@ -78,6 +78,12 @@ Expected<std::map<std::string, Tensor>> ctr_model_values(const CtrModelConfig& c
                                                          const std::map<std::string, Tensor>& dense,
                                                          const Tensor& rows, bool weighted = false);
 
+/// The programs' name of each of the form's weights that has one, by graph path
+/// ("dense_linear/kernel" -> "dense_w", "embedding/embeddings" -> "embedding", ...): what a
+/// PS backup of a ModelSpec::ctr job called them (BackupAndRestore::Options::former_names).
+/// The bias of a model without dense features has no weight of its own: not among them.
+std::map<std::string, std::string> ctr_former_names(const CtrModelConfig& config);
+
 /// The programs' dense variables (ctr_dense_variables()'s names) from the form's weights by
 /// graph path (the table is not among them: its layout is the same): ctr_model_values's
 /// inverse, but for the bias of a model without dense features, which the form holds

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +42,11 @@ class BackupAndRestore {
  public:
   struct Options {
     int max_to_keep = 2;
+    /// Names an older backup may hold a variable under, by the variable's name now: a
+    /// shard without a value of its own name is restored from the former one (same shape,
+    /// slots and optimizer). The built-in CTR model's Keras form takes the programs' names
+    /// so (core::keras::ctr_former_names), as a ModelSpec::ctr job backed them up.
+    std::map<std::string, std::string> former_names;
   };
 
   /// Opens (creating) `directory` and takes this chief's incarnation. An unreadable

@@ -4,11 +4,16 @@
 // variables, as ctr_fit's replicas computed).
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <filesystem>
 
+#include "cluster_fixture.hpp"
 #include "core/checkpoint/checkpoint.hpp"
+#include "core/checkpoint/checkpoint_manager.hpp"
 #include "core/ctr_batch.hpp"
 #include "core/keras/builtin_models.hpp"
 #include "core/keras/ctr_graph.hpp"
+#include "core/partitioner.hpp"
+#include "helpers.hpp"
 #include "job/job_registry.hpp"
 #include "troupe/troupe.hpp"
 
@@ -150,6 +155,57 @@ TEST_CASE("A ctr_fit checkpoint of a dynamic table restores with its keys",
   batch.ids[3] = 0x5eed5eed5eedLL;
   REQUIRE(std::find(keys.begin(), keys.end(), batch.ids[3]) == keys.end());
   check_same(new_logits(model, batch), old_logits(old, batch, /*keyed=*/true));
+}
+
+TEST_CASE("A PS backup of a ModelSpec::ctr job restores into the Keras form",
+          "[process][ctr][backup][migration]") {
+  // ctr_fit_v1_backup/: a BackupAndRestoreCallback's backup of the PS tasks (one, each
+  // variable one shard) after ctr_fit's first epoch, its variables by the programs' names.
+  test::TempDir dir;
+  std::filesystem::copy(std::string(TROUPE_SOURCE_DIR) + "/tests/api/data/ctr_fit_v1_backup",
+                        dir.file("backup"));
+  core::CheckpointManager manager(dir.file("backup"), 2, "backup");
+  auto saved = manager.restore_latest();
+  REQUIRE(saved.ok());
+  const core::Checkpoint& old = saved->second;
+  REQUIRE(old.tensors.count("value:embedding#0") == 1);
+
+  test::LocalCluster cluster(1, 1);  // children: ps:0, worker:0
+  auto strategy = ParameterServerStrategy::make(cluster.chief(),
+                                                std::make_shared<core::FixedShardsPartitioner>(1));
+  REQUIRE(strategy.ok());
+  Model model(keras_ctr(v1_config(), /*dynamic=*/false));
+  REQUIRE(model.attach(**strategy).ok());
+  {  // Without the former names the backup is refused, naming the variable it lacks.
+    auto plain = BackupAndRestore::make(**strategy, dir.file("backup"));
+    REQUIRE(plain.ok());
+    auto refused = (*plain)->restore();
+    REQUIRE_FALSE(refused.ok());
+    CHECK_THAT(refused.error().message, Catch::Contains("no value of"));
+  }
+  BackupAndRestore::Options options;
+  options.former_names = core::keras::ctr_former_names(v1_config());
+  auto backup = BackupAndRestore::make(**strategy, dir.file("backup"), options);
+  REQUIRE(backup.ok());
+  auto at = (*backup)->restore();
+  INFO((at ? std::string() : at.error().message));
+  REQUIRE(at.ok());
+  REQUIRE(at->has_value());
+  CHECK((*at)->epoch == old.ints.at("epoch")[0]);
+  CHECK((*at)->step == old.ints.at("step")[0]);
+  // Every variable on the PS tasks holds its old value: the table, and the dense ones
+  // under their graph paths.
+  auto now = model.read_weights();
+  REQUIRE(now.ok());
+  for (const auto& [path, former] : options.former_names) {
+    INFO(path << " <- " << former);
+    const core::Tensor& want = old.tensors.at("value:" + former + "#0");
+    const core::Tensor& got = now->tensors.at(path);
+    REQUIRE(got.shape() == want.shape());
+    for (int64_t i = 0; i < got.size(); ++i)
+      REQUIRE(got[i] == want[i]);
+  }
+  CHECK(now->tensors.size() == options.former_names.size());  // nothing left unrestored
 }
 
 }  // namespace troupe
